@@ -1,0 +1,35 @@
+# The two commands a fresh machine needs: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: demo test lint pytest lit gpu-test bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/affinec demo
+
+test: lint pytest lit
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+pytest: $(STAMP)
+	HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q
+
+lit: $(STAMP)
+	$(BIN)/lit -sv tests/filecheck
+
+# On a machine with a CUDA GPU: the tests marked `gpu` (skipped elsewhere).
+gpu-test: $(STAMP)
+	$(BIN)/pytest -q -m gpu
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -1,0 +1,1 @@
+"""affinec: an MLIR-style multi-level IR compiler for affine convolutions."""

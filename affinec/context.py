@@ -1,0 +1,41 @@
+"""The xDSL context every affinec tool parses in: xDSL's dialects, with ours in place
+of the ones we re-syntax."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.context import Context
+from xdsl.dialects import get_all_dialects
+from xdsl.ir import Dialect
+
+
+def _affine() -> Dialect:
+    from affinec.dialects.affine import Affine
+
+    return Affine
+
+
+def _affinec() -> Dialect:
+    from affinec.dialects.affinec import Affinec
+
+    return Affinec
+
+
+AFFINEC_DIALECTS: dict[str, Callable[[], Dialect]] = {
+    "affine": _affine,
+    "affinec": _affinec,
+}
+"""Dialects of ours, by name; those also in xDSL replace xDSL's in our context."""
+
+
+def all_dialects() -> dict[str, Callable[[], Dialect]]:
+    return get_all_dialects() | AFFINEC_DIALECTS
+
+
+def make_context() -> Context:
+    """A context that knows every dialect an affinec pipeline reads or writes."""
+    ctx = Context()
+    for name, factory in all_dialects().items():
+        ctx.register_dialect(name, factory)
+    return ctx

@@ -1,0 +1,245 @@
+"""affine ops (and `affinec.padded_load`) as Python.
+
+Loops become `for` statements over `range`s whose bounds are computed once, on entry,
+as MLIR's semantics say. `affine.parallel` runs its iterations in order, which is one
+legal order; a pass that broke the independence of iterations is caught at the gpu
+level, where threads interleave at barriers and races are reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import ExitStack
+
+from xdsl.ir import Operation, SSAValue
+from xdsl.ir.affine import AffineMap
+
+from affinec.affine_utils import Interval, expr_range, to_python
+from affinec.dialects import affine
+from affinec.dialects.affinec import PaddedLoadOp
+from affinec.interpreter.codegen import FunctionWriter, emits
+from affinec.interpreter.memref_ops import emit_load, emit_store, memref_type
+from affinec.interpreter.support import (
+    InterpreterError,
+    describe,
+    maximumf,
+    memref_shape,
+    minimumf,
+    numpy_dtype,
+)
+
+
+def map_results(
+    w: FunctionWriter, m: AffineMap, operands: Sequence[SSAValue]
+) -> list[str]:
+    """Python expressions of the results of `m` applied to `operands`."""
+    names = w.names(operands)
+    dims, syms = names[: m.num_dims], names[m.num_dims :]
+    return [to_python(e, dims, syms) for e in m.results]
+
+
+def map_ranges(
+    w: FunctionWriter, m: AffineMap, operands: Sequence[SSAValue]
+) -> list[Interval | None]:
+    known = [w.ranges.get(v) for v in operands]
+    dims, syms = known[: m.num_dims], known[m.num_dims :]
+    return [expr_range(e, dims, syms) for e in m.results]
+
+
+def _bound_range(ranges: list[Interval | None], take_max: bool) -> Interval | None:
+    if any(r is None for r in ranges) or not ranges:
+        return None
+    los = [r[0] for r in ranges]  # pyright: ignore[reportOptionalSubscript]
+    his = [r[1] for r in ranges]  # pyright: ignore[reportOptionalSubscript]
+    return (max(los), max(his)) if take_max else (min(los), min(his))
+
+
+def _bound(
+    w: FunctionWriter, m: AffineMap, operands: Sequence[SSAValue], fold: str
+) -> str:
+    exprs = map_results(w, m, operands)
+    return exprs[0] if len(exprs) == 1 else f"{fold}({', '.join(exprs)})"
+
+
+@emits(affine.ApplyOp)
+def _apply(op: affine.ApplyOp, w: FunctionWriter) -> None:
+    (expr,) = map_results(w, op.map.data, op.mapOperands)
+    w.line(f"{w.define(op.result)} = {expr}")
+    _note_range(w, op.result, map_ranges(w, op.map.data, op.mapOperands)[0])
+
+
+@emits(affine.MinOp, affine.MaxOp)
+def _min_max(op: affine.MinOp | affine.MaxOp, w: FunctionWriter) -> None:
+    fold = "min" if isinstance(op, affine.MinOp) else "max"
+    w.line(f"{w.define(op.result)} = {_bound(w, op.map.data, op.mapOperands, fold)}")
+    r = _bound_range(map_ranges(w, op.map.data, op.mapOperands), fold == "max")
+    _note_range(w, op.result, r)
+
+
+def _note_range(w: FunctionWriter, value: SSAValue, r: Interval | None) -> None:
+    if r is not None:
+        w.ranges[value] = r
+
+
+def _access(
+    w: FunctionWriter,
+    op: affine.LoadOp | affine.StoreOp | PaddedLoadOp,
+    memref: SSAValue,
+    m: AffineMap,
+    indices: Sequence[SSAValue],
+):
+    shape = memref_shape(memref_type(op, memref))
+    return map_results(w, m, indices), map_ranges(w, m, indices), shape
+
+
+@emits(affine.LoadOp)
+def _load(op: affine.LoadOp, w: FunctionWriter) -> None:
+    exprs, ranges, shape = _access(w, op, op.memref, op.map.data, op.indices)
+    emit_load(w, op, w[op.memref], exprs, ranges, shape)
+
+
+@emits(PaddedLoadOp)
+def _padded_load(op: PaddedLoadOp, w: FunctionWriter) -> None:
+    exprs, ranges, shape = _access(w, op, op.memref, op.map.data, op.indices)
+    emit_load(w, op, w[op.memref], exprs, ranges, shape, padded=True)
+
+
+@emits(affine.StoreOp)
+def _store(op: affine.StoreOp, w: FunctionWriter) -> None:
+    exprs, ranges, shape = _access(w, op, op.memref, op.map.data, op.indices)
+    emit_store(w, op, w[op.value], w[op.memref], exprs, ranges, shape)
+
+
+def _yielded(w: FunctionWriter, term: Operation | None, op: Operation) -> list[str]:
+    if not isinstance(term, affine.YieldOp):
+        raise InterpreterError(f"{describe(op)}: its region must end in affine.yield")
+    return w.names(term.arguments)
+
+
+@emits(affine.ForOp)
+def _for(op: affine.ForOp, w: FunctionWriter) -> None:
+    lower = _bound(w, op.lowerBoundMap.data, op.lowerBoundOperands, "max")
+    upper = _bound(w, op.upperBoundMap.data, op.upperBoundOperands, "min")
+    step = op.step.value.data
+    lo = _bound_range(map_ranges(w, op.lowerBoundMap.data, op.lowerBoundOperands), True)
+    hi = _bound_range(
+        map_ranges(w, op.upperBoundMap.data, op.upperBoundOperands), False
+    )
+    iv = w.define(op.induction_variable)
+    if lo is not None and hi is not None:
+        w.ranges[op.induction_variable] = (lo[0], max(lo[0], hi[1] - 1))
+    carried = [w.define(a) for a in op.iter_args]
+    w.assign(carried, w.names(op.inits))
+    step_text = f", {step}" if step != 1 else ""
+    with w.indented(f"for {iv} in range({lower}, {upper}{step_text}):"):
+        term = w.emit_block(op.body.block)
+        w.assign(carried, _yielded(w, term, op))
+    for result, value in zip(op.results, carried, strict=True):
+        w.alias(result, value)
+
+
+_REDUCTION_IDENTITY = {
+    "addf": 0.0,
+    "mulf": 1.0,
+    "maximumf": float("-inf"),
+    "minimumf": float("inf"),
+    "addi": 0,
+    "muli": 1,
+}
+
+
+def _combine(w: FunctionWriter, kind: str, acc: str, value: str) -> str:
+    match kind:
+        case "addf" | "addi":
+            return f"{acc} + {value}"
+        case "mulf" | "muli":
+            return f"{acc} * {value}"
+        case "maximumf":
+            return f"{w.global_(maximumf, 'maximumf')}({acc}, {value})"
+        case "minimumf":
+            return f"{w.global_(minimumf, 'minimumf')}({acc}, {value})"
+    raise InterpreterError(f"unknown reduction {kind}")
+
+
+@emits(affine.ParallelOp)
+def _parallel(op: affine.ParallelOp, w: FunctionWriter) -> None:
+    lower_map, upper_map = op.lowerBoundsMap.data, op.upperBoundsMap.data
+    lowers = _grouped(
+        map_results(w, lower_map, op.lower_bound_operands), op.lower_groups
+    )
+    uppers = _grouped(
+        map_results(w, upper_map, op.upper_bound_operands), op.upper_groups
+    )
+    lo_ranges = _grouped(
+        map_ranges(w, lower_map, op.lower_bound_operands), op.lower_groups
+    )
+    hi_ranges = _grouped(
+        map_ranges(w, upper_map, op.upper_bound_operands), op.upper_groups
+    )
+
+    accumulators = []
+    for result, kind in zip(op.results, op.reductions.data, strict=True):
+        acc = w.define(result)
+        identity = numpy_dtype(result.type).type(_REDUCTION_IDENTITY[kind.data])
+        w.line(f"{acc} = {w.global_(identity, 'identity')}")
+        accumulators.append((acc, kind.data))
+
+    # Bounds are evaluated once, before any iteration, like MLIR's.
+    bounds = []
+    for k, (lower, upper) in enumerate(zip(lowers, uppers, strict=True)):
+        lo_name, hi_name = w.fresh(f"lb{k}"), w.fresh(f"ub{k}")
+        w.line(f"{lo_name} = {_fold(lower, 'max')}")
+        w.line(f"{hi_name} = {_fold(upper, 'min')}")
+        bounds.append((lo_name, hi_name))
+
+    with ExitStack() as loops:
+        for iv, (lo_name, hi_name), step, lo_r, hi_r in zip(
+            op.induction_variables,
+            bounds,
+            op.step_values,
+            lo_ranges,
+            hi_ranges,
+            strict=True,
+        ):
+            lo = _bound_range(lo_r, True)
+            hi = _bound_range(hi_r, False)
+            if lo is not None and hi is not None:
+                w.ranges[iv] = (lo[0], max(lo[0], hi[1] - 1))
+            step_text = f", {step}" if step != 1 else ""
+            header = f"for {w.define(iv)} in range({lo_name}, {hi_name}{step_text}):"
+            loops.enter_context(w.indented(header))
+        term = w.emit_block(op.body.block)
+        for (acc, kind), value in zip(accumulators, _yielded(w, term, op), strict=True):
+            w.line(f"{acc} = {_combine(w, kind, acc, value)}")
+
+
+def _grouped(items: list, groups: Sequence[int]) -> list[list]:
+    out, k = [], 0
+    for g in groups:
+        out.append(items[k : k + g])
+        k += g
+    return out
+
+
+def _fold(exprs: list[str], fold: str) -> str:
+    return exprs[0] if len(exprs) == 1 else f"{fold}({', '.join(exprs)})"
+
+
+@emits(affine.IfOp)
+def _if(op: affine.IfOp, w: FunctionWriter) -> None:
+    s = op.condition.data
+    names = w.names(op.args)
+    dims, syms = names[: s.num_dims], names[s.num_dims :]
+    tests = [
+        f"{to_python(c.lhs - c.rhs, dims, syms)} {c.kind.value} 0"
+        for c in s.constraints
+    ]
+    results = [w.define(r) for r in op.results]
+    condition = " and ".join(tests) or "True"
+    with w.indented(f"if {condition}:"):
+        term = w.emit_block(op.then_region.block)
+        w.assign(results, _yielded(w, term, op))
+    if op.else_region.blocks:
+        with w.indented("else:"):
+            term = w.emit_block(op.else_region.block)
+            w.assign(results, _yielded(w, term, op))

@@ -1,0 +1,172 @@
+"""Functions and control flow: func, scf and cf.
+
+Structured ops become Python's own `for`/`if`/`while`. A region of several blocks
+(after `convert-scf-to-cf`) becomes a dispatch loop, `while True:` over `if block ==
+k:` arms, with branches assigning the target's block arguments and setting `block`.
+"""
+
+from __future__ import annotations
+
+import re
+from contextlib import ExitStack
+
+from xdsl.dialects import cf, func, scf
+from xdsl.ir import Block, Operation, Region
+
+from affinec.interpreter.codegen import FunctionWriter, emits
+from affinec.interpreter.support import InterpreterError, describe
+
+# -- functions ----------------------------------------------------------------------------
+
+
+def write_body(
+    w: FunctionWriter, region: Region, on_return: type[Operation] = func.ReturnOp
+) -> None:
+    """Emit a function body; its entry block's arguments must already be defined."""
+    if len(region.blocks) == 1:
+        term = w.emit_block(region.block)
+        _emit_exit(w, term, on_return)
+        return
+    write_cfg(w, region, on_return)
+
+
+def _emit_exit(w: FunctionWriter, term: Operation | None, on_return: type) -> None:
+    if isinstance(term, on_return):
+        values = w.names(term.operands)
+        w.line(f"return ({', '.join(values)}{',' * (len(values) == 1)})")
+    elif term is not None:
+        raise InterpreterError(f"{describe(term)}: unexpected terminator here")
+    else:
+        w.line("return ()")
+
+
+def write_cfg(w: FunctionWriter, region: Region, on_return: type[Operation]) -> None:
+    """A multi-block region as a dispatch loop over its blocks."""
+    blocks = list(region.blocks)
+    index = {b: k for k, b in enumerate(blocks)}
+    for b in blocks[1:]:
+        for arg in b.args:
+            w.define(arg)
+    state = w.fresh("block")
+    w.line(f"{state} = 0")
+
+    def jump(target: Block, args) -> None:
+        w.assign(w.names(target.args), w.names(args))
+        w.line(f"{state} = {index[target]}")
+        w.line("continue")
+
+    with w.indented("while True:"):
+        for k, b in enumerate(blocks):
+            with w.indented(f"{'if' if k == 0 else 'elif'} {state} == {k}:"):
+                term = w.emit_block(b)
+                match term:
+                    case cf.BranchOp():
+                        jump(term.successor, term.arguments)
+                    case cf.ConditionalBranchOp():
+                        with w.indented(f"if {w[term.cond]}:"):
+                            jump(term.then_block, term.then_arguments)
+                        with w.indented("else:"):
+                            jump(term.else_block, term.else_arguments)
+                    case _:
+                        _emit_exit(w, term, on_return)
+
+
+@emits(func.CallOp)
+def _call(op: func.CallOp, w: FunctionWriter) -> None:
+    callee = function_global(op.callee.root_reference.data)
+    results = [w.define(r) for r in op.results]
+    call = f"{callee}({', '.join(w.names(op.arguments))})"
+    if results:
+        w.line(f"{', '.join(results)}, = {call}")
+    else:
+        w.line(call)
+
+
+def function_global(sym_name: str) -> str:
+    """The namespace name under which the function `@sym_name` is compiled."""
+    return "fn_" + re.sub(r"\W", "_", sym_name)
+
+
+# -- scf ----------------------------------------------------------------------------------
+
+
+def _yielded(w: FunctionWriter, term: Operation | None, op: Operation) -> list[str]:
+    if not isinstance(term, scf.YieldOp):
+        raise InterpreterError(f"{describe(op)}: its region must end in scf.yield")
+    return w.names(term.arguments)
+
+
+@emits(scf.ForOp)
+def _for(op: scf.ForOp, w: FunctionWriter) -> None:
+    block = op.body.block
+    iv = w.define(block.args[0])
+    carried = [w.define(a) for a in block.args[1:]]
+    w.assign(carried, w.names(op.iter_args))
+    header = f"for {iv} in range({w[op.lb]}, {w[op.ub]}, {w[op.step]}):"
+    with w.indented(header):
+        term = w.emit_block(block)
+        w.assign(carried, _yielded(w, term, op))
+    for result, value in zip(op.results, carried, strict=True):
+        w.alias(result, value)
+
+
+@emits(scf.IfOp)
+def _if(op: scf.IfOp, w: FunctionWriter) -> None:
+    results = [w.define(r) for r in op.output]
+    with w.indented(f"if {w[op.cond]}:"):
+        term = w.emit_block(op.true_region.block)
+        if results:
+            w.assign(results, _yielded(w, term, op))
+    if op.false_region.blocks:
+        with w.indented("else:"):
+            term = w.emit_block(op.false_region.block)
+            if results:
+                w.assign(results, _yielded(w, term, op))
+
+
+@emits(scf.ParallelOp)
+def _parallel(op: scf.ParallelOp, w: FunctionWriter) -> None:
+    block = op.body.block
+    accumulators = [w.define(r) for r in op.res]
+    w.assign(accumulators, w.names(op.initVals))
+    with ExitStack() as loops:
+        for iv, lb, ub, step in zip(
+            block.args, op.lowerBound, op.upperBound, op.step, strict=True
+        ):
+            header = f"for {w.define(iv)} in range({w[lb]}, {w[ub]}, {w[step]}):"
+            loops.enter_context(w.indented(header))
+        reduce = w.emit_block(block)
+        if not isinstance(reduce, scf.ReduceOp):
+            raise InterpreterError(f"{describe(op)}: its body must end in scf.reduce")
+        for acc, value, region in zip(
+            accumulators, reduce.args, reduce.reductions, strict=True
+        ):
+            lhs, rhs = region.block.args
+            w.alias(lhs, acc)
+            w.alias(rhs, w[value])
+            term = w.emit_block(region.block)
+            if not isinstance(term, scf.ReduceReturnOp):
+                raise InterpreterError(f"{describe(op)}: malformed scf.reduce region")
+            w.line(f"{acc} = {w[term.result]}")
+
+
+@emits(scf.WhileOp)
+def _while(op: scf.WhileOp, w: FunctionWriter) -> None:
+    before, after = op.before_region.block, op.after_region.block
+    carried = [w.define(a) for a in before.args]
+    w.assign(carried, w.names(op.arguments))
+    results = [w.define(r) for r in op.res]
+    after_args = [w.define(a) for a in after.args]
+    with w.indented("while True:"):
+        cond = w.emit_block(before)
+        if not isinstance(cond, scf.ConditionOp):
+            raise InterpreterError(
+                f"{describe(op)}: 'before' must end in scf.condition"
+            )
+        forwarded = w.names(cond.arguments)
+        with w.indented(f"if not {w[cond.cond]}:"):
+            w.assign(results, forwarded)
+            w.line("break")
+        w.assign(after_args, forwarded)
+        term = w.emit_block(after)
+        w.assign(carried, _yielded(w, term, op))

@@ -1,0 +1,111 @@
+"""The interpreter's entry points: `Interpreter(module)` and `interpret(...)`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import IndexType, IntegerType, MemRefType, ModuleOp
+from xdsl.ir import Attribute
+
+# Importing the emitter modules registers their emitters.
+from affinec.interpreter import affine_ops, arith_ops, memref_ops  # noqa: F401
+from affinec.interpreter.codegen import FunctionWriter, ProgramWriter
+from affinec.interpreter.control_ops import function_global, write_body
+from affinec.interpreter.support import InterpreterError, memref_shape, numpy_dtype
+
+
+def _check_argument(k: int, name: str, t: Attribute, value: Any) -> Any:
+    """`value` as the function's parameter `k` of type `t` takes it, or an error."""
+    what = f"argument {k} (%{name})" if name else f"argument {k}"
+    if isinstance(t, MemRefType):
+        shape, dtype = memref_shape(t), numpy_dtype(t.get_element_type())
+        if not isinstance(value, np.ndarray):
+            raise InterpreterError(
+                f"{what}: expected a numpy array for {t}, got {type(value).__name__}"
+            )
+        if value.shape != shape or value.dtype != dtype:
+            raise InterpreterError(
+                f"{what}: expected an array of shape {shape} and dtype {dtype} for "
+                f"{t}, got shape {value.shape} and dtype {value.dtype}"
+            )
+        if not value.flags.writeable:
+            raise InterpreterError(f"{what}: the array is read-only")
+        return value
+    if isinstance(t, IndexType | IntegerType):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise InterpreterError(
+                f"{what}: expected an integer for {t}, got {value!r}"
+            )
+        return int(value)
+    dtype = numpy_dtype(t)
+    if not isinstance(value, float | int | np.floating):
+        raise InterpreterError(f"{what}: expected a number for {t}, got {value!r}")
+    return dtype.type(value)
+
+
+class Interpreter:
+    """Every function of a module decoded into Python, ready to run.
+
+    Decoding happens once, here; `run` can then be called many times. The module
+    must not change while the interpreter is in use (passes rewrite in place: build a
+    new interpreter after them).
+    """
+
+    def __init__(self, module: ModuleOp) -> None:
+        self.module = module
+        program = ProgramWriter()
+        self.functions: dict[str, func.FuncOp] = {}
+        for op in module.body.block.ops:
+            if isinstance(op, func.FuncOp) and op.body.blocks:
+                self.functions[op.sym_name.data] = op
+                program.add_source(_write_function(program, op))
+        self.source = program.source
+        """The Python the module was decoded into (for the curious and for debugging)."""
+        self._namespace = program.build()
+
+    def call(self, name: str, *args: Any) -> tuple[Any, ...]:
+        """Run `@name` on already-checked arguments; return its results."""
+        with np.errstate(all="ignore"):
+            return self._namespace[function_global(name)](*args)
+
+    def run(self, name: str, *args: Any) -> tuple[Any, ...]:
+        """Run `@name` on numpy arrays (and scalars), in place; return the arguments.
+
+        Every argument is checked against the function's signature first.
+        """
+        fn = self.functions.get(name)
+        if fn is None:
+            known = ", ".join(f"@{n}" for n in self.functions) or "none"
+            raise InterpreterError(
+                f"no function @{name} in the module (it has {known})"
+            )
+        params = fn.body.block.args
+        if len(args) != len(params):
+            raise InterpreterError(
+                f"@{name} takes {len(params)} arguments, {len(args)} were given"
+            )
+        checked = [
+            _check_argument(k, p.name_hint or "", p.type, a)
+            for k, (p, a) in enumerate(zip(params, args, strict=True))
+        ]
+        self.call(name, *checked)
+        return tuple(args)
+
+
+def _write_function(program: ProgramWriter, op: func.FuncOp) -> str:
+    w = FunctionWriter(program)
+    params = [w.define(a) for a in op.body.block.args]
+    write_body(w, op.body)
+    header = f"def {function_global(op.sym_name.data)}({', '.join(params)}):"
+    return "\n".join([header, *w.lines])
+
+
+def interpret(module: ModuleOp, func_name: str, *arrays: Any) -> tuple[Any, ...]:
+    """Run `@func_name` of `module` on numpy arrays, in place, and return them."""
+    return Interpreter(module).run(func_name, *arrays)
+
+
+__all__: Sequence[str] = ["Interpreter", "InterpreterError", "interpret"]

@@ -1,0 +1,197 @@
+"""memref ops, and the checked element access every load and store shares.
+
+A memref is a numpy array of its shape and element type (a view for subviews). Every
+access is checked against the shape: numpy would wrap a negative index around and
+raise a bare IndexError past the end, where we want the op and the indices named. A
+check is left out only where the loop bounds prove the index in range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Operation
+
+from affinec.affine_utils import Interval
+from affinec.interpreter.codegen import FunctionWriter, emits
+from affinec.interpreter.support import (
+    InterpreterError,
+    describe,
+    memref_shape,
+    numpy_dtype,
+    out_of_bounds,
+    poisoned,
+)
+
+
+def index_tuple(
+    w: FunctionWriter,
+    op: Operation,
+    indices: Sequence[str],
+    ranges: Sequence[Interval | None],
+    shape: Sequence[int],
+    *,
+    padded: bool = False,
+) -> tuple[str, str | None]:
+    """Write the index computation of an access; return the numpy index and the
+    in-bounds condition (None when always in bounds).
+
+    Unpadded accesses get a check that raises; for padded ones the caller uses the
+    returned condition to read zero instead.
+    """
+    names: list[str] = []
+    conditions: list[str] = []
+    for k, (expr, known, dim) in enumerate(zip(indices, ranges, shape, strict=True)):
+        if expr.isidentifier() or expr.lstrip("-").isdigit():
+            name = expr
+        else:
+            name = w.fresh(f"i{k}")
+            w.line(f"{name} = {expr}")
+        names.append(name)
+        if known is None or known[0] < 0 or known[1] >= dim:
+            conditions.append(f"0 <= {name} < {dim}")
+    index = f"({', '.join(names)}{',' * (len(names) == 1)})" if names else "()"
+    if not conditions:
+        return index, None
+    condition = " and ".join(conditions)
+    if not padded:
+        with w.indented(f"if not ({condition}):"):
+            w.line(
+                f"{w.global_(out_of_bounds, 'oob')}({w.op_ref(op)}, {index}, {tuple(shape)})"
+            )
+        return index, None
+    return index, condition
+
+
+def emit_load(
+    w: FunctionWriter,
+    op: Operation,
+    array: str,
+    indices: Sequence[str],
+    ranges: Sequence[Interval | None],
+    shape: Sequence[int],
+    *,
+    padded: bool = False,
+) -> None:
+    """`result = array[indices]`, checked (or reading zero, when padded)."""
+    index, condition = index_tuple(w, op, indices, ranges, shape, padded=padded)
+    result = w.define(op.results[0])
+    if condition is None:
+        w.line(f"{result} = {array}[{index}]")
+    else:
+        zero = w.global_(numpy_dtype(op.results[0].type).type(0), "zero")
+        w.line(f"{result} = {array}[{index}] if {condition} else {zero}")
+
+
+def emit_store(
+    w: FunctionWriter,
+    op: Operation,
+    value: str,
+    array: str,
+    indices: Sequence[str],
+    ranges: Sequence[Interval | None],
+    shape: Sequence[int],
+) -> None:
+    index, _ = index_tuple(w, op, indices, ranges, shape)
+    w.line(f"{array}[{index}] = {value}")
+
+
+def memref_type(op: Operation, value) -> MemRefType:
+    t = value.type
+    if not isinstance(t, MemRefType):
+        raise InterpreterError(f"{describe(op)}: expected a memref, got {t}")
+    return t
+
+
+@emits(memref.LoadOp)
+def _load(op: memref.LoadOp, w: FunctionWriter) -> None:
+    t = memref_type(op, op.memref)
+    emit_load(
+        w,
+        op,
+        w[op.memref],
+        w.names(op.indices),
+        [w.ranges.get(v) for v in op.indices],
+        memref_shape(t),
+    )
+
+
+@emits(memref.StoreOp)
+def _store(op: memref.StoreOp, w: FunctionWriter) -> None:
+    t = memref_type(op, op.memref)
+    emit_store(
+        w,
+        op,
+        w[op.value],
+        w[op.memref],
+        w.names(op.indices),
+        [w.ranges.get(v) for v in op.indices],
+        memref_shape(t),
+    )
+
+
+@emits(memref.AllocOp, memref.AllocaOp)
+def _alloc(op: memref.AllocOp | memref.AllocaOp, w: FunctionWriter) -> None:
+    t = memref_type(op, op.memref)
+    if op.dynamic_sizes:
+        raise InterpreterError(f"{describe(op)}: dynamic sizes are not supported")
+    shape = memref_shape(t)
+    dtype = numpy_dtype(t.get_element_type())
+    w.line(
+        f"{w.define(op.memref)} = {w.global_(poisoned, 'poisoned')}({shape}, "
+        f"{w.global_(dtype, 'dtype')})"
+    )
+
+
+@emits(memref.DeallocOp)
+def _dealloc(op: memref.DeallocOp, w: FunctionWriter) -> None:
+    pass
+
+
+@emits(memref.DimOp)
+def _dim(op: memref.DimOp, w: FunctionWriter) -> None:
+    w.line(f"{w.define(op.result)} = {w[op.source]}.shape[{w[op.index]}]")
+
+
+@emits(memref.CastOp)
+def _cast(op: memref.CastOp, w: FunctionWriter) -> None:
+    w.alias(op.dest, w[op.source])
+
+
+@emits(memref.SubviewOp)
+def _subview(op: memref.SubviewOp, w: FunctionWriter) -> None:
+    """A numpy view: `source[o0:o0+s0*t0:t0, ...]`, rank-reduced where the type drops
+    unit dimensions."""
+    dynamic = memref.SubviewOp.DYNAMIC_INDEX
+    offsets = _mixed(op.static_offsets.get_values(), w.names(op.offsets), dynamic)
+    sizes = _mixed(op.static_sizes.get_values(), w.names(op.sizes), dynamic)
+    strides = _mixed(op.static_strides.get_values(), w.names(op.strides), dynamic)
+    source_shape = memref_shape(memref_type(op, op.source))
+    result_shape = memref_shape(memref_type(op, op.result))
+    slices = [
+        f"{o}:({o}) + ({s}) * ({t}):{t}"
+        for o, s, t in zip(offsets, sizes, strides, strict=True)
+    ]
+    check = w.global_(_check_subview, "check_subview")
+    w.line(
+        f"{check}({w.op_ref(op)}, {source_shape}, [{', '.join(offsets)}], "
+        f"[{', '.join(sizes)}], [{', '.join(strides)}])"
+    )
+    view = f"{w[op.source]}[{', '.join(slices)}]"
+    w.line(f"{w.define(op.result)} = {view}.reshape({result_shape})")
+
+
+def _mixed(static: Sequence[int], dynamic: list[str], marker: int) -> list[str]:
+    values = iter(dynamic)
+    return [next(values) if s == marker else str(s) for s in static]
+
+
+def _check_subview(op, shape, offsets, sizes, strides) -> None:
+    for d, (n, o, s, t) in enumerate(zip(shape, offsets, sizes, strides, strict=True)):
+        if o < 0 or s < 0 or t <= 0 or (s > 0 and o + (s - 1) * t >= n):
+            raise InterpreterError(
+                f"{describe(op)}: dimension {d} takes offset {o}, size {s}, stride {t} "
+                f"of a dimension of size {n}"
+            )

@@ -1,0 +1,164 @@
+"""What the Python code the interpreter writes calls at run time.
+
+Everything here is small and hot: float helpers with IEEE semantics that Python's own
+`max` lacks (NaN propagation, signed zeros), integer wrap-around for fixed-width types,
+poisoned allocations and the errors the generated code raises.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from xdsl.dialects.builtin import (
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IndexType,
+    IntegerType,
+    MemRefType,
+)
+from xdsl.ir import Attribute, Operation
+from xdsl.printer import Printer
+
+
+class InterpreterError(Exception):
+    """An error in the program being interpreted (not in the interpreter)."""
+
+
+def describe(op: Operation) -> str:
+    """One line naming an op for an error message: its printed form and function."""
+    import io
+
+    text = io.StringIO()
+    Printer(stream=text).print_op(op)
+    first = text.getvalue().strip().splitlines()[0].rstrip(" {")
+    func = op.parent_op()
+    while func is not None and func.name not in ("func.func", "gpu.func"):
+        func = func.parent_op()
+    where = ""
+    if func is not None and "sym_name" in func.properties:
+        where = f" in @{func.properties['sym_name'].data}"  # pyright: ignore
+    return f"'{first}'{where}"
+
+
+def out_of_bounds(op: Operation, indices: tuple[int, ...], shape: tuple[int, ...]):
+    raise InterpreterError(
+        f"{describe(op)}: index {list(indices)} is out of bounds for a memref of "
+        f"shape {list(shape)}"
+    )
+
+
+def numpy_dtype(t: Attribute) -> np.dtype:
+    """The numpy dtype that holds values of the scalar type `t`."""
+    match t:
+        case Float16Type():
+            return np.dtype(np.float16)
+        case Float32Type():
+            return np.dtype(np.float32)
+        case Float64Type():
+            return np.dtype(np.float64)
+        case IndexType():
+            return np.dtype(np.int64)
+        case IntegerType(width=w) if w.data == 1:
+            return np.dtype(np.bool_)
+        case IntegerType(width=w) if w.data in (8, 16, 32, 64):
+            return np.dtype(f"int{w.data}")
+    raise InterpreterError(f"the interpreter has no numpy type for {t}")
+
+
+def memref_shape(t: MemRefType) -> tuple[int, ...]:
+    shape = tuple(t.get_shape())
+    if any(d < 0 for d in shape):
+        raise InterpreterError(f"dynamic shapes are not supported: {t}")
+    return shape
+
+
+def poisoned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A fresh buffer whose every element is obviously unwritten (NaN, or -2**k)."""
+    if dtype.kind == "f":
+        return np.full(shape, np.nan, dtype)
+    if dtype.kind == "b":
+        return np.zeros(shape, dtype)
+    return np.full(shape, np.iinfo(dtype).min, dtype)
+
+
+def wrap(value: int, bits: int) -> int:
+    """`value` as a two's-complement signed integer of `bits` bits."""
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+def unsigned(value: int, bits: int) -> int:
+    return value & ((1 << bits) - 1)
+
+
+def maximumf(a, b):
+    """`arith.maximumf`: NaN if either is NaN, and +0 above -0."""
+    if a != a:
+        return a
+    if b != b:
+        return b
+    if a == b:
+        return b if math.copysign(1.0, float(a)) < 0 else a
+    return a if a > b else b
+
+
+def minimumf(a, b):
+    """`arith.minimumf`: NaN if either is NaN, and -0 below +0."""
+    if a != a:
+        return a
+    if b != b:
+        return b
+    if a == b:
+        return a if math.copysign(1.0, float(a)) < 0 else b
+    return a if a < b else b
+
+
+def maxnumf(a, b):
+    """`arith.maxnumf`: the other operand when one is NaN."""
+    if a != a:
+        return b
+    if b != b:
+        return a
+    return maximumf(a, b)
+
+
+def minnumf(a, b):
+    """`arith.minnumf`: the other operand when one is NaN."""
+    if a != a:
+        return b
+    if b != b:
+        return a
+    return minimumf(a, b)
+
+
+def _unordered(a, b) -> bool:
+    return a != a or b != b
+
+
+CMPF = {
+    "false": lambda a, b: False,
+    "oeq": lambda a, b: bool(a == b),
+    "ogt": lambda a, b: bool(a > b),
+    "oge": lambda a, b: bool(a >= b),
+    "olt": lambda a, b: bool(a < b),
+    "ole": lambda a, b: bool(a <= b),
+    "one": lambda a, b: not _unordered(a, b) and bool(a != b),
+    "ord": lambda a, b: not _unordered(a, b),
+    "ueq": lambda a, b: _unordered(a, b) or bool(a == b),
+    "ugt": lambda a, b: _unordered(a, b) or bool(a > b),
+    "uge": lambda a, b: _unordered(a, b) or bool(a >= b),
+    "ult": lambda a, b: _unordered(a, b) or bool(a < b),
+    "ule": lambda a, b: _unordered(a, b) or bool(a <= b),
+    "une": lambda a, b: _unordered(a, b) or bool(a != b),
+    "uno": _unordered,
+    "true": lambda a, b: True,
+}
+"""`arith.cmpf` predicates by name."""
+
+CMPF_PREDICATES = list(CMPF)
+"""In the order of MLIR's `arith::CmpFPredicate` enum (the attribute's integer)."""
+
+CMPI_PREDICATES = ["eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge"]
+"""In the order of MLIR's `arith::CmpIPredicate` enum."""

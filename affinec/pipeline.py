@@ -1,0 +1,241 @@
+"""Pass pipelines: build them in code or from the text `affinec-opt -p` takes, run them
+with the verifier after every pass, and optionally prove every pass on the spot.
+
+    from affinec.pipeline import Pipeline
+    pipeline = Pipeline.parse("affine-loop-tile{tile-sizes=1,64,16,16},affinec-split")
+    pipeline.run(module, check=True)   # interprets after each pass, names the culprit
+
+The text accepts xdsl-opt's flat lists (`a,b{opt=1 2}`) and MLIR's nested form
+(`builtin.module(func.func(a),b)`); the nesting only scopes passes in MLIR, and every
+affinec pass works on the whole module, so it is flattened. A name in
+`NAMED_PIPELINES` stands for its whole pipeline.
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.passes import ModulePass
+from xdsl.utils.arg_spec import parse_pipeline
+from xdsl.utils.exceptions import ArgSpecParseError
+
+from affinec.context import make_context
+from affinec.diagnostics import verify
+from affinec.dialects.affinec import SPEC
+
+
+class PipelineError(Exception):
+    """A pipeline that cannot be built: an unknown pass, an illegal option, bad text."""
+
+
+class CheckFailure(Exception):
+    """A pass changed what the module computes (found by `Pipeline.run(check=True)`)."""
+
+    def __init__(self, pass_: ModulePass, message: str) -> None:
+        super().__init__(f"pass '{pass_}' changed the result: {message}")
+        self.pass_ = pass_
+
+
+def available_passes() -> dict[str, Callable[[], type[ModulePass]]]:
+    """Every pass a pipeline may name: xDSL's, with ours in place of same-named ones."""
+    from xdsl.transforms import get_all_passes as xdsl_passes
+
+    from affinec.passes import get_all_passes
+
+    return xdsl_passes() | get_all_passes()
+
+
+NAMED_PIPELINES: dict[str, tuple[str, str]] = {}
+"""Pipelines by name: (the pipeline text, what it is for). Filled by the modules that
+define the passes, through `register_pipeline`."""
+
+
+def register_pipeline(name: str, text: str, summary: str) -> None:
+    NAMED_PIPELINES[name] = (text, summary)
+
+
+def _load_named_pipelines() -> None:
+    from affinec.passes import register_named_pipelines
+
+    register_named_pipelines()
+
+
+def flatten_nesting(text: str) -> str:
+    """`builtin.module(func.func(a{x=1}),b)` -> `a{x=1},b`.
+
+    An op-anchored group is a name containing a dot (or `any`) followed by `(`; its
+    parentheses are dropped. Braces (pass options) are copied as they are.
+    """
+    out: list[str] = []
+    depth_braces = 0
+    i = 0
+    opened: list[bool] = []
+    while i < len(text):
+        ch = text[i]
+        if depth_braces:
+            depth_braces += {"{": 1, "}": -1}.get(ch, 0)
+            out.append(ch)
+        elif ch == "{":
+            depth_braces = 1
+            out.append(ch)
+        elif ch == "(":
+            word_start = len(out)
+            while word_start > 0 and (
+                out[word_start - 1].isalnum() or out[word_start - 1] in "._-"
+            ):
+                word_start -= 1
+            anchor = "".join(out[word_start:])
+            if "." in anchor or anchor == "any":
+                del out[word_start:]
+                opened.append(True)
+            else:
+                raise PipelineError(
+                    f"unexpected '(' after '{anchor}' in pipeline {text!r}"
+                )
+        elif ch == ")":
+            if not opened:
+                raise PipelineError(f"unbalanced ')' in pipeline {text!r}")
+            opened.pop()
+        else:
+            out.append(ch)
+        i += 1
+    if opened or depth_braces:
+        raise PipelineError(f"unbalanced brackets in pipeline {text!r}")
+    return "".join(out).strip().strip(",")
+
+
+@dataclass
+class Pipeline:
+    """An ordered list of configured passes."""
+
+    passes: list[ModulePass] = field(default_factory=list)
+
+    @staticmethod
+    def parse(text: str) -> Pipeline:
+        """The pipeline `text` describes; a `PipelineError` naming what is wrong."""
+        _load_named_pipelines()
+        flat = flatten_nesting(text.strip())
+        if not flat:
+            return Pipeline([])
+        try:
+            specs = list(parse_pipeline(flat))
+        except ArgSpecParseError as e:
+            raise PipelineError(f"malformed pipeline {text!r}: {e}") from None
+        registry = available_passes()
+        passes: list[ModulePass] = []
+        for spec in specs:
+            if spec.name in NAMED_PIPELINES:
+                if spec.parameters:
+                    raise PipelineError(
+                        f"named pipeline '{spec.name}' takes no options"
+                    )
+                passes += Pipeline.parse(NAMED_PIPELINES[spec.name][0]).passes
+                continue
+            if spec.name not in registry:
+                close = difflib.get_close_matches(
+                    spec.name, [*registry, *NAMED_PIPELINES], n=1
+                )
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise PipelineError(
+                    f"unknown pass '{spec.name}'{hint}; `affinec-opt --list-passes` "
+                    "lists them"
+                )
+            cls = registry[spec.name]()
+            try:
+                passes.append(cls.from_pass_spec(spec))
+            except (ValueError, TypeError) as e:
+                raise PipelineError(f"pass '{spec.name}': {e}") from None
+        return Pipeline(passes)
+
+    def __str__(self) -> str:
+        return ",".join(str(p) for p in self.passes)
+
+    def run(
+        self,
+        module: ModuleOp,
+        *,
+        ctx: Context | None = None,
+        verify_each: bool = True,
+        check: bool = False,
+        callback: Callable[[ModulePass, ModuleOp, float], None] | None = None,
+        seed: int = 0,
+    ) -> ModuleOp:
+        """Apply the passes to `module` in place and return it.
+
+        With `verify_each`, the verifier runs after every pass (the first op that
+        fails raises `VerificationError`). With `check`, the module is interpreted on
+        random inputs before the first pass and after every pass, and the first pass
+        whose result differs raises `CheckFailure` naming it: bit for bit, since every
+        affinec pass keeps the order of summation. `callback(pass, module, seconds)`
+        is called after each pass.
+        """
+        ctx = ctx or make_context()
+        checker = _Checker(module, seed) if check else None
+        for p in self.passes:
+            start = time.perf_counter()
+            p.apply(ctx, module)
+            seconds = time.perf_counter() - start
+            if verify_each:
+                verify(module)
+            if callback is not None:
+                callback(p, module, seconds)
+            if checker is not None:
+                checker.compare(p, module)
+        return module
+
+
+class _Checker:
+    """Interprets a module on fixed random inputs and remembers the output."""
+
+    def __init__(self, module: ModuleOp, seed: int) -> None:
+        from affinec.frontend import contraction_of
+        from affinec.reference import poisoned_output, random_inputs
+        from affinec.spec import parse_spec
+
+        attr = module.attributes.get(SPEC)
+        if not isinstance(attr, StringAttr):
+            raise PipelineError(
+                f"checking needs the module's '{SPEC}' attribute (set by the frontend)"
+            )
+        spec = parse_spec(attr.data)
+        self.function = contraction_of(spec).name
+        self.inputs = random_inputs(spec, np.random.default_rng(seed))
+        self.make_output = lambda: poisoned_output(spec)
+        self.expected = self.run(module)
+
+    def run(self, module: ModuleOp) -> np.ndarray:
+        from affinec.interpreter import interpret
+
+        out = self.make_output()
+        interpret(module, self.function, *[x.copy() for x in self.inputs], out)
+        return out
+
+    def compare(self, p: ModulePass, module: ModuleOp) -> None:
+        got = self.run(module)
+        same = np.array_equal(got, self.expected, equal_nan=True)
+        if not same:
+            diff = np.abs(got.astype(np.float64) - self.expected.astype(np.float64))
+            where = np.unravel_index(
+                np.nanargmax(np.where(np.isnan(diff), np.inf, diff)), diff.shape
+            )
+            raise CheckFailure(
+                p,
+                f"output{list(where)} is {got[where]}, was {self.expected[where]} "
+                f"({int(np.sum(got != self.expected))} of {got.size} elements differ)",
+            )
+
+
+def run_pipeline(
+    module: ModuleOp, passes: str | Sequence[ModulePass], **kwargs
+) -> ModuleOp:
+    """`Pipeline.parse(passes).run(module, ...)`, also taking a list of passes."""
+    pipeline = (
+        Pipeline.parse(passes) if isinstance(passes, str) else Pipeline(list(passes))
+    )
+    return pipeline.run(module, **kwargs)

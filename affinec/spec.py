@@ -1,0 +1,263 @@
+"""What the user asks to compute: a convolution, a matrix product or an outer product.
+
+A spec is a frozen dataclass that checks itself on construction (a `ValueError` that
+names the offending field) and has a one-line text form, the same words as the
+`affinec gen` flags, which the naive IR records so a checker can rebuild the reference:
+
+    conv n=1 c=8 h=8 w=8 k=8 r=3 s=3 stride=1,1 pad=1,1 dilation=1,1 layout=nchw
+        filter-layout=kcrs dtype=f32 epilogue=none
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import ClassVar
+
+LAYOUTS = ("nchw", "nhwc")
+FILTER_LAYOUTS = ("kcrs", "rsck")
+DTYPES = ("f32", "f16")
+EPILOGUES = ("none", "relu", "bias-relu")
+
+
+def _positive(owner: str, field: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{owner}.{field} must be a positive integer, got {value!r}")
+
+
+def _pair(owner: str, field: str, value: object, minimum: int) -> tuple[int, int]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value, value)
+    if (
+        not isinstance(value, tuple | list)
+        or len(value) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
+        raise ValueError(f"{owner}.{field} must be an integer or a pair, got {value!r}")
+    if any(v < minimum for v in value):
+        raise ValueError(
+            f"{owner}.{field} must be at least {minimum} on each axis, got {tuple(value)}"
+        )
+    return (value[0], value[1])
+
+
+def _choice(owner: str, field: str, value: object, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(
+            f"{owner}.{field} must be one of {', '.join(choices)}, got {value!r}"
+        )
+
+
+@dataclass(frozen=True)
+class ConvSpec:
+    """A 2-D convolution: `N` images of `C` channels, `H`×`W`, by `K` filters `R`×`S`."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    r: int
+    s: int
+    stride: tuple[int, int] = (1, 1)
+    padding: tuple[int, int] = (0, 0)
+    dilation: tuple[int, int] = (1, 1)
+    layout: str = "nchw"
+    """Input and output layout."""
+    filter_layout: str = "kcrs"
+    dtype: str = "f32"
+    """Storage type of input, filter, bias and output; "f16" accumulates in f32."""
+    epilogue: str = "none"
+
+    kind: ClassVar[str] = "conv"
+
+    def __post_init__(self) -> None:
+        for f in ("n", "c", "h", "w", "k", "r", "s"):
+            _positive("ConvSpec", f, getattr(self, f))
+        object.__setattr__(self, "stride", _pair("ConvSpec", "stride", self.stride, 1))
+        object.__setattr__(
+            self, "padding", _pair("ConvSpec", "padding", self.padding, 0)
+        )
+        object.__setattr__(
+            self, "dilation", _pair("ConvSpec", "dilation", self.dilation, 1)
+        )
+        _choice("ConvSpec", "layout", self.layout, LAYOUTS)
+        _choice("ConvSpec", "filter_layout", self.filter_layout, FILTER_LAYOUTS)
+        _choice("ConvSpec", "dtype", self.dtype, DTYPES)
+        _choice("ConvSpec", "epilogue", self.epilogue, EPILOGUES)
+        for axis, size, extent, pad in (
+            ("r", self.h, self.dilated_r, self.padding[0]),
+            ("s", self.w, self.dilated_s, self.padding[1]),
+        ):
+            if extent > size + 2 * pad:
+                raise ValueError(
+                    f"ConvSpec.{axis}: the dilated filter extent {extent} is larger than "
+                    f"the padded input extent {size + 2 * pad}"
+                )
+
+    @property
+    def dilated_r(self) -> int:
+        return self.dilation[0] * (self.r - 1) + 1
+
+    @property
+    def dilated_s(self) -> int:
+        return self.dilation[1] * (self.s - 1) + 1
+
+    @property
+    def out_h(self) -> int:
+        return (self.h + 2 * self.padding[0] - self.dilated_r) // self.stride[0] + 1
+
+    @property
+    def out_w(self) -> int:
+        return (self.w + 2 * self.padding[1] - self.dilated_s) // self.stride[1] + 1
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        if self.layout == "nchw":
+            return (self.n, self.c, self.h, self.w)
+        return (self.n, self.h, self.w, self.c)
+
+    @property
+    def filter_shape(self) -> tuple[int, ...]:
+        if self.filter_layout == "kcrs":
+            return (self.k, self.c, self.r, self.s)
+        return (self.r, self.s, self.c, self.k)
+
+    @property
+    def output_shape(self) -> tuple[int, ...]:
+        if self.layout == "nchw":
+            return (self.n, self.k, self.out_h, self.out_w)
+        return (self.n, self.out_h, self.out_w, self.k)
+
+    @property
+    def flops(self) -> int:
+        """Multiplies and adds of the contraction (2 per multiply-add)."""
+        return 2 * self.n * self.k * self.out_h * self.out_w * self.c * self.r * self.s
+
+    def to_text(self) -> str:
+        return (
+            f"conv n={self.n} c={self.c} h={self.h} w={self.w} k={self.k} "
+            f"r={self.r} s={self.s} stride={_text_pair(self.stride)} "
+            f"pad={_text_pair(self.padding)} dilation={_text_pair(self.dilation)} "
+            f"layout={self.layout} filter-layout={self.filter_layout} "
+            f"dtype={self.dtype} epilogue={self.epilogue}"
+        )
+
+    def describe(self) -> str:
+        """A short human label: `1x8x8x8 * 8x3x3 s1 p1 f32`."""
+        extra = f" +{self.epilogue}" if self.epilogue != "none" else ""
+        return (
+            f"{self.n}x{self.c}x{self.h}x{self.w} * {self.k}x{self.r}x{self.s} "
+            f"s{_text_pair(self.stride, 'x')} p{_text_pair(self.padding, 'x')} "
+            f"{self.layout} {self.dtype}{extra}"
+        )
+
+
+@dataclass(frozen=True)
+class MatmulSpec:
+    """`C[m, n] = A[m, k] * B[k, n]`, all row-major."""
+
+    m: int
+    n: int
+    k: int
+    dtype: str = "f32"
+    epilogue: str = "none"
+    """ReLU, or bias (one per column) then ReLU."""
+
+    kind: ClassVar[str] = "matmul"
+
+    def __post_init__(self) -> None:
+        for f in ("m", "n", "k"):
+            _positive("MatmulSpec", f, getattr(self, f))
+        _choice("MatmulSpec", "dtype", self.dtype, DTYPES)
+        _choice("MatmulSpec", "epilogue", self.epilogue, EPILOGUES)
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.m * self.n * self.k
+
+    def to_text(self) -> str:
+        return (
+            f"matmul m={self.m} n={self.n} k={self.k} dtype={self.dtype} "
+            f"epilogue={self.epilogue}"
+        )
+
+    def describe(self) -> str:
+        return f"{self.m}x{self.k} @ {self.k}x{self.n} {self.dtype}"
+
+
+@dataclass(frozen=True)
+class OuterSpec:
+    """The outer product `c[i, j] = a[i] * b[j]` (Loopy's rank-one update)."""
+
+    m: int
+    n: int
+    dtype: str = "f32"
+
+    kind: ClassVar[str] = "outer"
+
+    def __post_init__(self) -> None:
+        for f in ("m", "n"):
+            _positive("OuterSpec", f, getattr(self, f))
+        _choice("OuterSpec", "dtype", self.dtype, DTYPES)
+
+    @property
+    def flops(self) -> int:
+        return self.m * self.n
+
+    def to_text(self) -> str:
+        return f"outer m={self.m} n={self.n} dtype={self.dtype}"
+
+    def describe(self) -> str:
+        return f"{self.m} (x) {self.n} {self.dtype}"
+
+
+Spec = ConvSpec | MatmulSpec | OuterSpec
+SPEC_KINDS: dict[str, type[Spec]] = {
+    "conv": ConvSpec,
+    "matmul": MatmulSpec,
+    "outer": OuterSpec,
+}
+
+_TEXT_FIELDS = {"pad": "padding", "filter-layout": "filter_layout"}
+
+
+def _text_pair(pair: tuple[int, int], sep: str = ",") -> str:
+    return f"{pair[0]}{sep}{pair[1]}"
+
+
+def parse_spec(text: str) -> Spec:
+    """The spec whose `to_text()` is `text`; a ValueError saying what is wrong."""
+    words = text.split()
+    if not words or words[0] not in SPEC_KINDS:
+        raise ValueError(
+            f"a spec starts with one of {', '.join(SPEC_KINDS)}, got {text!r}"
+        )
+    cls = SPEC_KINDS[words[0]]
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    values: dict[str, object] = {}
+    for word in words[1:]:
+        key, eq, raw = word.partition("=")
+        name = _TEXT_FIELDS.get(key, key.replace("-", "_"))
+        if not eq or name not in fields:
+            raise ValueError(f"unknown {cls.kind} spec field {key!r} in {text!r}")
+        if name in ("stride", "padding", "dilation"):
+            try:
+                values[name] = tuple(int(v) for v in raw.split(","))
+            except ValueError:
+                raise ValueError(
+                    f"{cls.__name__}.{name}: not integers: {raw!r}"
+                ) from None
+        elif fields[name].type in ("int", int):
+            try:
+                values[name] = int(raw)
+            except ValueError:
+                raise ValueError(
+                    f"{cls.__name__}.{name}: not an integer: {raw!r}"
+                ) from None
+        else:
+            values[name] = raw
+    try:
+        return cls(**values)  # pyright: ignore[reportArgumentType]
+    except TypeError as e:
+        raise ValueError(f"incomplete {cls.kind} spec {text!r}: {e}") from None

@@ -1,0 +1,1 @@
+"""Dialects affinec defines or re-syntaxes (imported as `affinec.dialects`)."""

@@ -1,0 +1,238 @@
+"""MLIR's textual syntax for affine expressions, maps and sets, and for maps of SSA ids.
+
+xDSL prints `affine_map<(d0) -> (((d0 * 2) + -3))>` where MLIR prints
+`affine_map<(d0) -> (d0 * 2 - 3)>`, and parses `%A[%i, %j + 1]` into a map over
+symbols only. This module owns both directions so that every affine op we print reads
+like MLIR's and re-parses to the same map:
+
+- `write_expr` prints an expression with the fewest parentheses that keep its tree,
+  using subtraction where MLIR does (`d0 - 3`, `d0 - d1 * 2`, `-d0`);
+- `format_map` / `format_set` print whole maps and sets;
+- `parse_ssa_expr_list` parses a list of expressions over SSA values in which a bare
+  `%x` is a dimension and `symbol(%x)` a symbol, as in MLIR.
+
+Printing is stable: parsing what `write_expr` printed and printing again gives the same
+text (tests/test_affine_syntax.py checks it on random expressions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from xdsl.dialects.builtin import IndexType
+from xdsl.ir import SSAValue
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+    AffineSet,
+    AffineSymExpr,
+)
+from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.parser.affine_parser import AffineParser
+from xdsl.utils.lexer import Span
+from xdsl.utils.mlir_lexer import MLIRTokenKind
+
+_ADD = 1
+_MUL = 2
+_ATOM = 3
+
+_TOKENS = {
+    AffineBinaryOpKind.Mul: "*",
+    AffineBinaryOpKind.FloorDiv: "floordiv",
+    AffineBinaryOpKind.CeilDiv: "ceildiv",
+    AffineBinaryOpKind.Mod: "mod",
+}
+
+Emit = Callable[[str], None]
+EmitOperand = Callable[[int], None]
+
+
+def write_expr(
+    expr: AffineExpr,
+    emit: Emit,
+    emit_dim: EmitOperand,
+    emit_sym: EmitOperand,
+    min_prec: int = 0,
+) -> None:
+    """Print `expr` through `emit`, with dims and symbols printed by the callbacks.
+
+    `min_prec` is the binding strength the context needs: a sum printed where a product
+    is expected gets parentheses.
+    """
+
+    def sub(e: AffineExpr, prec: int) -> None:
+        write_expr(e, emit, emit_dim, emit_sym, prec)
+
+    match expr:
+        case AffineConstantExpr(value=value):
+            emit(str(value))
+        case AffineDimExpr(position=position):
+            emit_dim(position)
+        case AffineSymExpr(position=position):
+            emit_sym(position)
+        case AffineBinaryOpExpr(kind=AffineBinaryOpKind.Add, lhs=lhs, rhs=rhs):
+            if min_prec > _ADD:
+                emit("(")
+            sub(lhs, _ADD)
+            if (
+                isinstance(rhs, AffineBinaryOpExpr)
+                and rhs.kind == AffineBinaryOpKind.Mul
+                and isinstance(rhs.rhs, AffineConstantExpr)
+                and rhs.rhs.value < 0
+            ):
+                emit(" - ")
+                if rhs.rhs.value == -1:
+                    sub(rhs.lhs, _ADD + 1)
+                else:
+                    sub(rhs.lhs, _MUL)
+                    emit(f" * {-rhs.rhs.value}")
+            elif isinstance(rhs, AffineConstantExpr) and rhs.value < 0:
+                emit(f" - {-rhs.value}")
+            else:
+                emit(" + ")
+                sub(rhs, _ADD + 1)
+            if min_prec > _ADD:
+                emit(")")
+        case AffineBinaryOpExpr(kind=AffineBinaryOpKind.Mul, lhs=lhs, rhs=rhs) if (
+            isinstance(rhs, AffineConstantExpr) and rhs.value == -1
+        ):
+            if min_prec > _MUL:
+                emit("(")
+            emit("-")
+            sub(lhs, _ATOM)
+            if min_prec > _MUL:
+                emit(")")
+        case AffineBinaryOpExpr(kind=kind, lhs=lhs, rhs=rhs):
+            if min_prec > _MUL:
+                emit("(")
+            sub(lhs, _MUL)
+            emit(f" {_TOKENS[kind]} ")
+            sub(rhs, _ATOM)
+            if min_prec > _MUL:
+                emit(")")
+        case _:
+            raise ValueError(f"unexpected affine expression {expr}")
+
+
+def format_expr(
+    expr: AffineExpr,
+    dim_names: Sequence[str] | None = None,
+    sym_names: Sequence[str] | None = None,
+) -> str:
+    """The MLIR text of `expr`, naming dims `d0...` and symbols `s0...` by default."""
+    parts: list[str] = []
+    write_expr(
+        expr,
+        parts.append,
+        lambda i: parts.append(dim_names[i] if dim_names else f"d{i}"),
+        lambda i: parts.append(sym_names[i] if sym_names else f"s{i}"),
+    )
+    return "".join(parts)
+
+
+def _format_space(num_dims: int, num_symbols: int) -> str:
+    dims = ", ".join(f"d{i}" for i in range(num_dims))
+    if not num_symbols:
+        return f"({dims})"
+    return f"({dims})[{', '.join(f's{i}' for i in range(num_symbols))}]"
+
+
+def format_map(m: AffineMap) -> str:
+    """`(d0)[s0] -> (d0 + s0, 4)`: the body of an `affine_map<...>`."""
+    results = ", ".join(format_expr(e) for e in m.results)
+    return f"{_format_space(m.num_dims, m.num_symbols)} -> ({results})"
+
+
+def format_set(s: AffineSet) -> str:
+    """`(d0)[s0] : (d0 - 1 >= 0, s0 - d0 == 0)`: the body of an `affine_set<...>`."""
+    constraints = ", ".join(
+        f"{format_expr(c.lhs)} {c.kind.value} {format_expr(c.rhs)}"
+        for c in s.constraints
+    )
+    return f"{_format_space(s.num_dims, s.num_symbols)} : ({constraints})"
+
+
+class SSAOperandSpace:
+    """The dims and symbols met while parsing expressions of SSA ids.
+
+    A bare `%x` becomes the next dimension (or the one `%x` already is), `symbol(%x)`
+    the next symbol. Several expression lists can share one space, as the bounds of an
+    `affine.parallel` do.
+    """
+
+    def __init__(self) -> None:
+        self.dims: dict[str, tuple[int, Span]] = {}
+        self.syms: dict[str, tuple[int, Span]] = {}
+
+    def map(self, results: Sequence[AffineExpr]) -> AffineMap:
+        return AffineMap(len(self.dims), len(self.syms), tuple(results))
+
+    def operands(self, parser: Parser) -> list[SSAValue]:
+        """The SSA values of the space, dims first, resolved as `index` values."""
+        spans = [span for _, span in self.dims.values()]
+        spans += [span for _, span in self.syms.values()]
+        return [
+            parser.resolve_operand(UnresolvedOperand(span, 0), IndexType())
+            for span in spans
+        ]
+
+
+def parse_ssa_expr(parser: Parser, space: SSAOperandSpace) -> AffineExpr:
+    """Parse one affine expression whose leaves are `%x`, `symbol(%x)` and integers."""
+    affine_parser = AffineParser(parser._parser_state)  # pyright: ignore[reportPrivateUsage]
+
+    def operand(table: dict[str, tuple[int, Span]], span: Span) -> int:
+        if span.text not in table:
+            table[span.text] = (len(table), span)
+        return table[span.text][0]
+
+    def parse_optional_leaf() -> AffineExpr | None:
+        token = affine_parser._parse_optional_token(MLIRTokenKind.PERCENT_IDENT)  # pyright: ignore[reportPrivateUsage]
+        if token is not None:
+            return AffineExpr.dimension(operand(space.dims, token.span))
+        if affine_parser._current_token.text == "symbol":  # pyright: ignore[reportPrivateUsage]
+            affine_parser._consume_token()  # pyright: ignore[reportPrivateUsage]
+            affine_parser.parse_punctuation("(")
+            token = affine_parser._parse_token(  # pyright: ignore[reportPrivateUsage]
+                MLIRTokenKind.PERCENT_IDENT, "expected an SSA value in symbol(...)"
+            )
+            affine_parser.parse_punctuation(")")
+            return AffineExpr.symbol(operand(space.syms, token.span))
+        return None
+
+    return affine_parser._parse_affine_expr(parse_optional_leaf)  # pyright: ignore[reportPrivateUsage]
+
+
+def parse_ssa_expr_list(
+    parser: Parser,
+    space: SSAOperandSpace,
+    delimiter: Parser.Delimiter = Parser.Delimiter.SQUARE,
+) -> list[AffineExpr]:
+    """Parse `[%i, %j * 2 + symbol(%n)]` (or another delimiter) into `space`."""
+    return parser.parse_comma_separated_list(
+        delimiter, lambda: parse_ssa_expr(parser, space)
+    )
+
+
+def write_ssa_expr(
+    expr: AffineExpr,
+    emit: Emit,
+    print_value: Callable[[SSAValue], object],
+    operands: Sequence[SSAValue],
+    num_dims: int,
+) -> None:
+    """Print `expr` with its dims as `%x` and its symbols as `symbol(%x)`."""
+
+    def dim(i: int) -> None:
+        print_value(operands[i])
+
+    def sym(i: int) -> None:
+        emit("symbol(")
+        print_value(operands[num_dims + i])
+        emit(")")
+
+    write_expr(expr, emit, dim, sym)
