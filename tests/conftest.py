@@ -1,0 +1,19 @@
+"""Hypothesis profiles: `ci` (what `make test` runs: derandomized and bounded so the
+whole suite stays well inside CI's time), `dev` (the default), `thorough`.
+
+    HYPOTHESIS_PROFILE=thorough pytest tests/test_frontend.py
+"""
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+_COMMON = {
+    "deadline": None,
+    "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
+}
+
+settings.register_profile("ci", derandomize=True, max_examples=20, **_COMMON)
+settings.register_profile("dev", max_examples=40, **_COMMON)
+settings.register_profile("thorough", max_examples=400, **_COMMON)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
