@@ -165,9 +165,7 @@ class FunctionWriter:
     def assign(self, targets: list[str], values: list[str]) -> None:
         """`a, b = x, y`, simultaneously (so swaps through loop-carried values work)."""
         if targets:
-            self.line(
-                f"{', '.join(targets)} = {', '.join(values)}{',' * (len(values) == 1)}"
-            )
+            self.line(f"{', '.join(targets)} = {', '.join(values)}")
 
     def single_block(self, region: Region) -> Block:
         if len(region.blocks) != 1:

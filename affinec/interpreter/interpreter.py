@@ -82,7 +82,7 @@ class Interpreter:
             raise InterpreterError(
                 f"no function @{name} in the module (it has {known})"
             )
-        params = fn.body.block.args
+        params = fn.body.blocks[0].args
         if len(args) != len(params):
             raise InterpreterError(
                 f"@{name} takes {len(params)} arguments, {len(args)} were given"
@@ -97,7 +97,7 @@ class Interpreter:
 
 def _write_function(program: ProgramWriter, op: func.FuncOp) -> str:
     w = FunctionWriter(program)
-    params = [w.define(a) for a in op.body.block.args]
+    params = [w.define(a) for a in op.body.blocks[0].args]
     write_body(w, op.body)
     header = f"def {function_global(op.sym_name.data)}({', '.join(params)}):"
     return "\n".join([header, *w.lines])

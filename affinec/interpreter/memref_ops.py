@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import memref
-from xdsl.dialects.builtin import MemRefType
+from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
 from xdsl.ir import Operation
 
 from affinec.affine_utils import Interval
@@ -164,10 +164,9 @@ def _cast(op: memref.CastOp, w: FunctionWriter) -> None:
 def _subview(op: memref.SubviewOp, w: FunctionWriter) -> None:
     """A numpy view: `source[o0:o0+s0*t0:t0, ...]`, rank-reduced where the type drops
     unit dimensions."""
-    dynamic = memref.SubviewOp.DYNAMIC_INDEX
-    offsets = _mixed(op.static_offsets.get_values(), w.names(op.offsets), dynamic)
-    sizes = _mixed(op.static_sizes.get_values(), w.names(op.sizes), dynamic)
-    strides = _mixed(op.static_strides.get_values(), w.names(op.strides), dynamic)
+    offsets = _mixed(op.static_offsets.get_values(), w.names(op.offsets))
+    sizes = _mixed(op.static_sizes.get_values(), w.names(op.sizes))
+    strides = _mixed(op.static_strides.get_values(), w.names(op.strides))
     source_shape = memref_shape(memref_type(op, op.source))
     result_shape = memref_shape(memref_type(op, op.result))
     slices = [
@@ -183,9 +182,10 @@ def _subview(op: memref.SubviewOp, w: FunctionWriter) -> None:
     w.line(f"{w.define(op.result)} = {view}.reshape({result_shape})")
 
 
-def _mixed(static: Sequence[int], dynamic: list[str], marker: int) -> list[str]:
+def _mixed(static: Sequence[int], dynamic: list[str]) -> list[str]:
+    """Static sizes and offsets as text, with the dynamic ones' names spliced in."""
     values = iter(dynamic)
-    return [next(values) if s == marker else str(s) for s in static]
+    return [next(values) if s == DYNAMIC_INDEX else str(s) for s in static]
 
 
 def _check_subview(op, shape, offsets, sizes, strides) -> None:

@@ -134,7 +134,7 @@ def minnumf(a, b):
 
 
 def _unordered(a, b) -> bool:
-    return a != a or b != b
+    return bool(a != a or b != b)
 
 
 CMPF = {

@@ -1,0 +1,307 @@
+"""`affinec`: generate, check and demonstrate.
+
+    affinec gen conv --n 1 --c 8 --h 8 --w 8 --k 8 --r 3 --s 3 --pad 1   # naive IR
+    affinec gen matmul --m 64 --n 64 --k 64
+    affinec check conv.mlir -p 'affine-loop-tile{...}'  # interpret each stage vs numpy
+    affinec demo                                         # the main job, stage by stage
+
+Every user error is one `error: ...` line (located for IR) and exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import DiagnosticException, ParseError
+
+from affinec.context import make_context
+from affinec.diagnostics import format_exception, parse_module, verify
+from affinec.dialects.affinec import SPEC
+from affinec.frontend import build, contraction_of
+from affinec.interpreter import Interpreter, InterpreterError
+from affinec.pipeline import Pipeline, PipelineError
+from affinec.reference import (
+    TOLERANCE,
+    poisoned_output,
+    random_inputs,
+    reference,
+    relative_error,
+)
+from affinec.spec import (
+    DTYPES,
+    EPILOGUES,
+    FILTER_LAYOUTS,
+    LAYOUTS,
+    ConvSpec,
+    MatmulSpec,
+    OuterSpec,
+    Spec,
+    parse_spec,
+)
+
+DEFAULT_CONV = ConvSpec(n=1, c=8, h=8, w=8, k=8, r=3, s=3, padding=(1, 1))
+"""The demo's convolution: small enough to interpret in a blink (36,864 MACs)."""
+
+
+class UsageError(Exception):
+    """A mistake on the command line or in its input, reported as `error: ...`."""
+
+
+# -- spec flags ---------------------------------------------------------------------------
+
+
+def _pair(text: str) -> tuple[int, int]:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N or N,M, got {text!r}") from None
+    if len(values) == 1:
+        return (values[0], values[0])
+    if len(values) != 2:
+        raise argparse.ArgumentTypeError(f"expected N or N,M, got {text!r}")
+    return (values[0], values[1])
+
+
+def add_conv_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of a convolution spec (shared by every command that takes one)."""
+    for name, what in (
+        ("n", "batch"),
+        ("c", "input channels"),
+        ("h", "input height"),
+        ("w", "input width"),
+        ("k", "output channels (filters)"),
+        ("r", "filter height"),
+        ("s", "filter width"),
+    ):
+        p.add_argument(f"--{name}", type=int, required=True, help=what)
+    p.add_argument("--stride", type=_pair, default=(1, 1), help="SH,SW or S")
+    p.add_argument("--pad", type=_pair, default=(0, 0), help="PH,PW or P")
+    p.add_argument("--dilation", type=_pair, default=(1, 1), help="DH,DW or D")
+    p.add_argument("--layout", choices=LAYOUTS, default="nchw")
+    p.add_argument("--filter-layout", choices=FILTER_LAYOUTS, default="kcrs")
+    p.add_argument("--dtype", choices=DTYPES, default="f32")
+    p.add_argument("--epilogue", choices=EPILOGUES, default="none")
+
+
+def add_matmul_arguments(p: argparse.ArgumentParser) -> None:
+    for name in ("m", "n", "k"):
+        p.add_argument(f"--{name}", type=int, required=True)
+    p.add_argument("--dtype", choices=DTYPES, default="f32")
+    p.add_argument("--epilogue", choices=EPILOGUES, default="none")
+
+
+def add_outer_arguments(p: argparse.ArgumentParser) -> None:
+    for name in ("m", "n"):
+        p.add_argument(f"--{name}", type=int, required=True)
+    p.add_argument("--dtype", choices=DTYPES, default="f32")
+
+
+SPEC_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "conv": add_conv_arguments,
+    "matmul": add_matmul_arguments,
+    "outer": add_outer_arguments,
+}
+
+
+def spec_from_args(kind: str, args: argparse.Namespace) -> Spec:
+    """The spec the flags describe (a ValueError naming the field if it is invalid)."""
+    if kind == "conv":
+        return ConvSpec(
+            n=args.n,
+            c=args.c,
+            h=args.h,
+            w=args.w,
+            k=args.k,
+            r=args.r,
+            s=args.s,
+            stride=args.stride,
+            padding=args.pad,
+            dilation=args.dilation,
+            layout=args.layout,
+            filter_layout=args.filter_layout,
+            dtype=args.dtype,
+            epilogue=args.epilogue,
+        )
+    if kind == "matmul":
+        return MatmulSpec(args.m, args.n, args.k, args.dtype, args.epilogue)
+    return OuterSpec(args.m, args.n, args.dtype)
+
+
+def add_spec_subcommands(
+    parser: argparse.ArgumentParser, help_prefix: str
+) -> argparse._SubParsersAction:  # pyright: ignore[reportPrivateUsage]
+    """`conv`, `matmul`, `outer` subcommands of `parser`, each with its spec flags."""
+    kinds = parser.add_subparsers(dest="kind", required=True, metavar="KIND")
+    for kind, add in SPEC_ARGUMENTS.items():
+        add(kinds.add_parser(kind, help=f"{help_prefix} a {kind}"))
+    return kinds
+
+
+# -- commands -----------------------------------------------------------------------------
+
+
+def _write(text: str, path: str | None) -> None:
+    if path is None:
+        sys.stdout.write(text)
+    else:
+        with open(path, "w") as f:
+            f.write(text)
+
+
+def cmd_gen(args: argparse.Namespace) -> int:
+    spec = spec_from_args(args.kind, args)
+    _write(str(build(spec)) + "\n", args.output)
+    return 0
+
+
+def read_source(path: str) -> tuple[str, str]:
+    """The text of an IR file (`-` for stdin) and the name errors should use."""
+    if path == "-":
+        return sys.stdin.read(), "<stdin>"
+    with open(path) as f:
+        return f.read(), path
+
+
+def spec_of(module: ModuleOp) -> Spec:
+    attr = module.attributes.get(SPEC)
+    if not isinstance(attr, StringAttr):
+        raise UsageError(
+            f"the module has no '{SPEC}' attribute, so there is no reference to check "
+            "against (generate the IR with `affinec gen`)"
+        )
+    try:
+        return parse_spec(attr.data)
+    except ValueError as e:
+        raise UsageError(f"the module's '{SPEC}' attribute is invalid: {e}") from None
+
+
+class StageChecker:
+    """Interprets a module at each stage on one set of random inputs, against the
+    float64 reference and against the previous stage."""
+
+    def __init__(self, spec: Spec, seed: int, out=sys.stdout) -> None:
+        self.spec = spec
+        self.function = contraction_of(spec).name
+        self.inputs = random_inputs(spec, np.random.default_rng(seed))
+        self.expected = reference(spec, *self.inputs)
+        self.previous: np.ndarray | None = None
+        self.ok = True
+        self.out = out
+        print(f"{'stage':<44} {'rel. error':>10}  vs previous stage", file=out)
+
+    def stage(self, name: str, module: ModuleOp) -> None:
+        result = poisoned_output(self.spec)
+        Interpreter(module).run(self.function, *[x.copy() for x in self.inputs], result)
+        error = relative_error(result, self.expected)
+        if self.previous is None:
+            versus = "-"
+        elif np.array_equal(result, self.previous, equal_nan=True):
+            versus = "bit-identical"
+        else:
+            versus = "differs (summation order changed)"
+        self.ok &= error <= TOLERANCE[self.spec.dtype]
+        self.previous = result
+        print(f"{name[:44]:<44} {error:>10.2e}  {versus}", file=self.out)
+
+    def verdict(self) -> str:
+        tolerance = TOLERANCE[self.spec.dtype]
+        word = "ok" if self.ok else "FAILED"
+        return (
+            f"{word}: every stage within {tolerance:g} of float64 ({self.spec.dtype})"
+        )
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    text, name = read_source(args.file)
+    pipeline = Pipeline.parse(args.passes or "")
+    try:
+        module = parse_module(make_context(), text, name)
+        verify(module)
+        spec = spec_of(module)
+        print(f"spec: {spec.to_text()}")
+        checker = StageChecker(spec, args.seed)
+        checker.stage("input", module)
+
+        def after(p: ModulePass, m: ModuleOp, seconds: float) -> None:
+            checker.stage(str(p), m)
+
+        pipeline.run(module, callback=after)
+    except (ParseError, DiagnosticException) as e:
+        print(format_exception(e, {name: text}), file=sys.stderr)
+        return 1
+    print(checker.verdict())
+    return 0 if checker.ok else 1
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    spec = DEFAULT_CONV
+    macs = spec.flops // 2
+    print(f"== the default convolution: {spec.describe()} ({macs:,} multiply-adds)")
+    print(f"   {contraction_of(spec)}\n")
+    module = build(spec)
+    print("== naive IR (affinec gen conv ...)\n")
+    print(module)
+    print("\n== interpreting on random inputs, against numpy in float64\n")
+    checker = StageChecker(spec, seed=0)
+    start = time.perf_counter()
+    checker.stage("naive", module)
+    seconds = time.perf_counter() - start
+    print(f"\n({macs / seconds:,.0f} multiply-adds/s in the interpreter)")
+    print(checker.verdict())
+    return 0 if checker.ok else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="affinec",
+        description="affinec: from a naive affine convolution to a GPU kernel",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    gen = commands.add_parser("gen", help="print the naive IR of a spec")
+    kinds = add_spec_subcommands(gen, "the naive IR of")
+    for sub in kinds.choices.values():
+        sub.add_argument("-o", "--output", help="write to FILE instead of stdout")
+    gen.set_defaults(run=cmd_gen)
+
+    check = commands.add_parser(
+        "check",
+        help="apply a pipeline and interpret every stage against the float64 reference",
+    )
+    check.add_argument("file", help="an .mlir file made by `affinec gen` ('-': stdin)")
+    check.add_argument(
+        "-p", "--passes", help="the pass pipeline (affinec-opt's syntax)"
+    )
+    check.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    check.set_defaults(run=cmd_check)
+
+    demo = commands.add_parser("demo", help="the default convolution, stage by stage")
+    demo.set_defaults(run=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (
+        UsageError,
+        PipelineError,
+        InterpreterError,
+        ValueError,
+        OSError,
+        ParseError,
+        DiagnosticException,
+    ) as e:
+        print(format_exception(e), file=sys.stderr)
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
