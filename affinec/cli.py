@@ -14,6 +14,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Sequence
+from typing import TextIO
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp, StringAttr
@@ -185,15 +186,15 @@ class StageChecker:
     """Interprets a module at each stage on one set of random inputs, against the
     float64 reference and against the previous stage."""
 
-    def __init__(self, spec: Spec, seed: int, out=sys.stdout) -> None:
+    def __init__(self, spec: Spec, seed: int, out: TextIO | None = None) -> None:
         self.spec = spec
         self.function = contraction_of(spec).name
         self.inputs = random_inputs(spec, np.random.default_rng(seed))
         self.expected = reference(spec, *self.inputs)
         self.previous: np.ndarray | None = None
         self.ok = True
-        self.out = out
-        print(f"{'stage':<44} {'rel. error':>10}  vs previous stage", file=out)
+        self.out = out or sys.stdout
+        print(f"{'stage':<44} {'rel. error':>10}  vs previous stage", file=self.out)
 
     def stage(self, name: str, module: ModuleOp) -> None:
         result = poisoned_output(self.spec)

@@ -23,14 +23,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from affinec.dialects.affine_syntax import (
-    SSAOperandSpace,
-    format_map,
-    format_set,
-    parse_ssa_expr,
-    parse_ssa_expr_list,
-    write_ssa_expr,
-)
 from xdsl.dialects.builtin import (
     AffineMapAttr,
     AffineSetAttr,
@@ -69,6 +61,15 @@ from xdsl.traits import (
     RecursiveMemoryEffect,
 )
 from xdsl.utils.exceptions import VerifyException
+
+from affinec.dialects.affine_syntax import (
+    SSAOperandSpace,
+    format_map,
+    format_set,
+    parse_ssa_expr,
+    parse_ssa_expr_list,
+    write_ssa_expr,
+)
 
 # --------------------------------------------------------------------------------------
 # Shared pieces of syntax

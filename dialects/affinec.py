@@ -20,11 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from affinec.dialects.affine import (
-    parse_memref_access,
-    print_memref_access,
-    verify_memref_access,
-)
 from xdsl.dialects.builtin import AffineMapAttr, IndexType, MemRefType
 from xdsl.ir import Dialect, Operation, SSAValue
 from xdsl.ir.affine import AffineMap
@@ -40,6 +35,12 @@ from xdsl.irdl import (
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
+
+from affinec.dialects.affine import (
+    parse_memref_access,
+    print_memref_access,
+    verify_memref_access,
+)
 
 MAPPING = "affinec.mapping"
 """Attribute on `affine.parallel`: which level of the GPU its iterations map to."""

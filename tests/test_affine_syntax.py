@@ -170,7 +170,7 @@ def test_naive_ir_round_trips(spec):
             '"affine.parallel"() <{reductions = ["xor"], lowerBoundsMap = '
             "affine_map<() -> (0)>, lowerBoundsGroups = dense<1> : tensor<1xi32>, "
             "upperBoundsMap = affine_map<() -> (4)>, upperBoundsGroups = dense<1> : "
-            'tensor<1xi32>, steps = [1 : i64]}> ({\n^bb0(%k: index):\n'
+            "tensor<1xi32>, steps = [1 : i64]}> ({\n^bb0(%k: index):\n"
             '%c = arith.constant 0.0 : f32\n"affine.yield"(%c) : (f32) -> ()\n}) : '
             "() -> f32",
             "reduction 'xor' is not one of",

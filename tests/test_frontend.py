@@ -156,7 +156,10 @@ def test_invalid_matmul_and_outer_specs_name_the_field():
         ("conv n=1", "incomplete conv spec"),
         ("matmul m=1 n=2 k=x", r"MatmulSpec\.k: not an integer"),
         ("outer m=1 n=2 color=red", "unknown outer spec field 'color'"),
-        ("conv n=1 c=1 h=4 w=4 k=1 r=1 s=1 stride=a", r"ConvSpec\.stride: not integers"),
+        (
+            "conv n=1 c=1 h=4 w=4 k=1 r=1 s=1 stride=a",
+            r"ConvSpec\.stride: not integers",
+        ),
     ],
 )
 def test_malformed_spec_text_is_refused(text, message):

@@ -286,7 +286,10 @@ def test_subview_is_a_checked_view():
     ("args", "message"),
     [
         ((np.zeros((3,), np.float32),), "takes 2 arguments, 1 were given"),
-        ((np.zeros((3,), np.float64), 1), r"expected an array of shape \(4,\) and dtype float32"),
+        (
+            (np.zeros((3,), np.float64), 1),
+            r"expected an array of shape \(4,\) and dtype float32",
+        ),
         ((np.zeros((4, 1), np.float32), 1), r"got shape \(4, 1\)"),
         (([0.0] * 4, 1), "expected a numpy array"),
         ((np.zeros(4, np.float32), 1.5), "expected an integer for index"),

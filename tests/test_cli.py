@@ -1,0 +1,214 @@
+"""The command lines: `affinec` and `affinec-opt`, their outputs and their errors."""
+
+import pytest
+from hypothesis import given, settings
+
+from affinec.cli import main as affinec
+from affinec.frontend import build
+from affinec.opt import main as affinec_opt
+from affinec.spec import ConvSpec
+from strategies import conv_specs
+
+CONV_FLAGS = [
+    "--n",
+    "1",
+    "--c",
+    "3",
+    "--h",
+    "6",
+    "--w",
+    "6",
+    "--k",
+    "4",
+    "--r",
+    "3",
+    "--s",
+    "3",
+]
+
+
+def _flags(spec: ConvSpec) -> list[str]:
+    flags = []
+    for name in ("n", "c", "h", "w", "k", "r", "s"):
+        flags += [f"--{name}", str(getattr(spec, name))]
+    return flags + [
+        "--stride",
+        "{},{}".format(*spec.stride),
+        "--pad",
+        "{},{}".format(*spec.padding),
+        "--dilation",
+        "{},{}".format(*spec.dilation),
+        "--layout",
+        spec.layout,
+        "--filter-layout",
+        spec.filter_layout,
+        "--dtype",
+        spec.dtype,
+        "--epilogue",
+        spec.epilogue,
+    ]
+
+
+@settings(max_examples=10)
+@given(conv_specs())
+def test_gen_then_check_accepts_any_convolution(tmp_path_factory, spec):
+    path = tmp_path_factory.mktemp("gen") / "conv.mlir"
+    assert affinec(["gen", "conv", *_flags(spec), "-o", str(path)]) == 0
+    assert path.read_text() == str(build(spec)) + "\n"
+    assert affinec(["check", str(path)]) == 0
+
+
+def test_gen_matmul_and_outer(capsys):
+    assert affinec(["gen", "matmul", "--m", "4", "--n", "5", "--k", "6"]) == 0
+    assert "func.func @matmul(%A: memref<4x6xf32>" in capsys.readouterr().out
+    assert affinec(["gen", "outer", "--m", "4", "--n", "5", "--dtype", "f16"]) == 0
+    assert "memref<4x5xf16>" in capsys.readouterr().out
+
+
+def test_check_reports_each_stage(tmp_path, capsys):
+    path = tmp_path / "conv.mlir"
+    affinec(["gen", "conv", *CONV_FLAGS, "--pad", "1", "-o", str(path)])
+    assert affinec(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "spec: conv n=1 c=3 h=6 w=6 k=4 r=3 s=3" in out
+    assert "input" in out and "ok: every stage within 1e-05" in out
+
+
+def test_check_fails_when_the_ir_is_wrong(tmp_path, capsys):
+    """An off-by-one in the filter access: interpretation works, the answer is wrong."""
+    text = str(build(ConvSpec(1, 2, 5, 5, 2, 3, 3, padding=1)))
+    wrong = text.replace("%filter[%k, %c, %r, %s]", "%filter[%k, %c, 2 - %r, %s]")
+    assert wrong != text
+    path = tmp_path / "wrong.mlir"
+    path.write_text(wrong)
+    assert affinec(["check", str(path)]) == 1
+    assert "FAILED" in capsys.readouterr().out
+
+
+def test_demo_agrees_with_numpy(capsys):
+    assert affinec(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "affine.parallel (%n, %k, %oh, %ow)" in out
+    assert "ok: every stage within" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["gen", "conv", *CONV_FLAGS[:-2], "--s", "0"],
+            "ConvSpec.s must be a positive",
+        ),
+        (["gen", "conv", *CONV_FLAGS, "--r", "9"], "dilated filter extent 9 is larger"),
+        (["gen", "matmul", "--m", "2", "--n", "2", "--k", "-1"], "MatmulSpec.k"),
+        (["check", "/nonexistent.mlir"], "cannot open '/nonexistent.mlir'"),
+    ],
+)
+def test_affinec_errors_are_one_line(argv, message, capsys):
+    assert affinec(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err
+    assert "Traceback" not in err
+
+
+def test_check_locates_ir_errors(tmp_path, capsys):
+    path = tmp_path / "bad.mlir"
+    path.write_text(
+        "func.func @f() {\n  %x = arith.addf %y, %y : f32\n  func.return\n}\n"
+    )
+    assert affinec(["check", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{path}:")
+    path.write_text("func.func @f() {\n  func.return\n}\n")
+    assert affinec(["check", str(path)]) == 1
+    assert "no 'affinec.spec' attribute" in capsys.readouterr().err
+
+
+def test_check_refuses_an_unknown_pass(tmp_path, capsys):
+    path = tmp_path / "conv.mlir"
+    affinec(["gen", "conv", *CONV_FLAGS, "-o", str(path)])
+    assert affinec(["check", str(path), "-p", "affine-loop-tyle"]) == 1
+    assert "unknown pass 'affine-loop-tyle'" in capsys.readouterr().err
+
+
+# -- affinec-opt ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def conv_file(tmp_path):
+    path = tmp_path / "conv.mlir"
+    path.write_text(str(build(ConvSpec(1, 2, 4, 4, 2, 3, 3, padding=1))))
+    return path
+
+
+def test_opt_round_trips_and_accepts_mlir_pipelines(conv_file, capsys):
+    assert affinec_opt([str(conv_file)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.strip() == conv_file.read_text().strip()
+    argv = [str(conv_file), "--pass-pipeline=builtin.module(func.func(cse),dce)"]
+    assert affinec_opt(argv) == 0
+    assert "affine.parallel" in capsys.readouterr().out
+
+
+def test_opt_prints_ir_around_passes_and_timing(conv_file, capsys):
+    argv = [
+        str(conv_file),
+        "-p",
+        "cse",
+        "--mlir-print-ir-before-all",
+        "--mlir-print-ir-after-all",
+        "--mlir-timing",
+    ]
+    assert affinec_opt(argv) == 0
+    err = capsys.readouterr().err
+    assert "// -----// IR Dump Before cse //----- //" in err
+    assert "// -----// IR Dump After cse //----- //" in err
+    assert "Execution time report" in err and "Parse" in err and "Total" in err
+
+
+def test_opt_lists_passes(capsys):
+    assert affinec_opt(["--list-passes"]) == 0
+    out = capsys.readouterr().out
+    assert "affinec passes:" in out and "named pipelines:" in out
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("%filter[%k, %c, %r, %s]", "%filter[%k, %c, %r]"), "map has 3 results"),
+        (("arith.mulf %a, %b : f32", "arith.mulf %a, %b : f16"), "f16"),
+        (("memref.alloca()", "memref.alloca(%k)"), "dimension operand count"),
+    ],
+)
+def test_opt_errors_point_at_the_line(conv_file, capsys, edit, message):
+    text = conv_file.read_text()
+    assert edit[0] in text
+    line = text[: text.index(edit[0])].count("\n") + 1
+    conv_file.write_text(text.replace(*edit))
+    assert affinec_opt([str(conv_file)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{conv_file}:{line}:"), err
+    assert "error: " in err and message in err
+    assert err.splitlines()[-1].strip() == "^"
+
+
+def test_opt_undefined_values_are_errors(conv_file, capsys):
+    conv_file.write_text(conv_file.read_text().replace("mulf %a, %b", "mulf %a, %q"))
+    assert affinec_opt([str(conv_file)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{conv_file}:") and "values used but not defined" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-p", "no-such-pass"], "error: unknown pass 'no-such-pass'"),
+        (["-p", "cse{bogus=1}"], "error: pass 'cse'"),
+        (["-p", "builtin.module(cse"], "error: unbalanced brackets"),
+        (["-p", "cse", "--pass-pipeline", "dce"], "not both"),
+    ],
+)
+def test_opt_pipeline_errors(conv_file, argv, message, capsys):
+    assert affinec_opt([str(conv_file), *argv]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
