@@ -27,9 +27,10 @@ pytest: $(STAMP)
 lit: $(STAMP)
 	$(BIN)/lit -sv tests/filecheck
 
-# On a machine with a CUDA GPU: the tests marked `gpu` (skipped elsewhere).
-gpu-test: $(STAMP)
-	$(BIN)/pytest -q -m gpu
+# On a machine with a CUDA GPU: the tests marked `gpu` (skipped elsewhere). Works
+# without network too (the H100 machines): see scripts/gpu_python.sh.
+gpu-test:
+	scripts/gpu_python.sh -m pytest -q -m gpu tests
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -17,3 +17,17 @@ settings.register_profile("ci", derandomize=True, max_examples=20, **_COMMON)
 settings.register_profile("dev", max_examples=40, **_COMMON)
 settings.register_profile("thorough", max_examples=400, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `gpu` run only where numba.cuda finds a GPU (`make gpu-test`)."""
+    import pytest
+
+    from affinec.runtime import cuda_available
+
+    if cuda_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA GPU available (run `make gpu-test` on one)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

@@ -1,0 +1,298 @@
+"""Running emitted PTX on a GPU through numba.cuda.
+
+`Kernel` is a compiled kernel plus the wrapper around it that Loopy's generated
+wrappers are the model for: every argument is checked before launch — present,
+shape, dtype, strides, device memory, the output not aliasing an input — and a
+mismatch raises `KernelArgumentError` naming the argument, what was expected and what
+came. Arguments may be numpy arrays (copied to the device and, for the output, back),
+numba device arrays, or anything with `__cuda_array_interface__` (torch, cupy), used
+in place without copies. A missing output is allocated and returned.
+
+Without a GPU everything up to PTX works; calling a kernel raises `NoCudaGPU`. The
+checks run first, so they work (and are tested) without a GPU too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+
+class NoCudaGPU(RuntimeError):
+    """There is no CUDA GPU (or no driver) to run on."""
+
+
+class KernelArgumentError(TypeError):
+    """An argument does not fit its parameter; the message names both."""
+
+
+def cuda_available() -> bool:
+    """Whether a CUDA GPU and driver are usable from numba."""
+    try:
+        from numba import cuda
+
+        return bool(cuda.is_available())
+    except Exception:  # numba-cuda missing or a broken driver: no GPU either way
+        return False
+
+
+def require_gpu() -> None:
+    if not cuda_available():
+        raise NoCudaGPU(
+            "no CUDA GPU available: numba.cuda finds no device (everything up to PTX "
+            "works without one; running a kernel needs a GPU)"
+        )
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """An array parameter of a kernel: its name, shape and element type."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    output: bool = False
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """The strides (in bytes) of a C-contiguous array of this shape."""
+        strides, step = [], self.dtype.itemsize
+        for extent in reversed(self.shape):
+            strides.append(step)
+            step *= extent
+        return tuple(reversed(strides))
+
+    def describe(self) -> str:
+        return f"an array of shape {self.shape} and dtype {self.dtype}"
+
+
+@dataclass
+class _Argument:
+    """An argument checked against its parameter (no device work done yet)."""
+
+    parameter: Parameter
+    value: Any
+    """A numpy array, or an object with `__cuda_array_interface__`."""
+    device: Any = None
+    """The numba device array the kernel reads and writes (set by `to_device`)."""
+
+    @property
+    def host(self) -> np.ndarray | None:
+        return self.value if isinstance(self.value, np.ndarray) else None
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """The byte range of device memory the argument occupies."""
+        source = self.device if self.device is not None else self.value
+        start = int(source.__cuda_array_interface__["data"][0])
+        return start, start + self.parameter.nbytes
+
+    def to_device(self) -> None:
+        from numba import cuda
+
+        if self.host is not None:
+            self.device = cuda.to_device(self.host)
+        else:
+            self.device = cuda.as_cuda_array(self.value)
+
+
+def _check_layout(p: Parameter, shape, dtype, strides, what: str) -> None:
+    if tuple(shape) != p.shape or np.dtype(dtype) != p.dtype:
+        raise KernelArgumentError(
+            f"argument '{p.name}': expected {p.describe()}, got {what} of shape "
+            f"{tuple(shape)} and dtype {np.dtype(dtype)}"
+        )
+    if strides is not None and tuple(strides) != p.strides and p.nbytes > 0:
+        raise KernelArgumentError(
+            f"argument '{p.name}': expected a C-contiguous array (strides "
+            f"{p.strides}), got strides {tuple(strides)}"
+        )
+
+
+def _check(p: Parameter, value: Any) -> _Argument:
+    """`value` checked as the argument of `p`, or a `KernelArgumentError`."""
+    if isinstance(value, np.ndarray):
+        _check_layout(p, value.shape, value.dtype, value.strides, "a numpy array")
+        if p.output and not value.flags.writeable:
+            raise KernelArgumentError(f"argument '{p.name}': the array is read-only")
+        return _Argument(p, value)
+    interface = getattr(value, "__cuda_array_interface__", None)
+    if interface is None:
+        raise KernelArgumentError(
+            f"argument '{p.name}': expected {p.describe()} as a numpy array, a numba "
+            f"device array or an object with __cuda_array_interface__ (torch, cupy), "
+            f"got {type(value).__name__}"
+        )
+    shape, typestr = interface["shape"], interface["typestr"]
+    _check_layout(p, shape, typestr, interface.get("strides"), "a device array")
+    pointer, readonly = interface["data"]
+    if p.output and readonly:
+        raise KernelArgumentError(f"argument '{p.name}': the device array is read-only")
+    if pointer and cuda_available() and not _is_device_pointer(pointer):
+        raise KernelArgumentError(
+            f"argument '{p.name}': its memory at {pointer:#x} is not device memory of "
+            "the current GPU"
+        )
+    return _Argument(p, value)
+
+
+def _is_device_pointer(pointer: int) -> bool:
+    """Whether `pointer` is device (or managed) memory of the current context's GPU."""
+    from cuda.bindings import driver
+    from numba import cuda
+
+    err, ordinal = driver.cuPointerGetAttribute(
+        driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, pointer
+    )
+    if err != driver.CUresult.CUDA_SUCCESS:
+        return False
+    return int(ordinal) == cuda.get_current_device().id
+
+
+def _check_aliasing(arguments: list[_Argument]) -> None:
+    """The output must not share memory with any other argument."""
+    for out in (a for a in arguments if a.parameter.output):
+        for other in arguments:
+            if other is out:
+                continue
+            if out.host is not None and other.host is not None:
+                shared = bool(np.shares_memory(out.host, other.host))
+            elif out.host is None and other.host is None:
+                (a0, a1), (b0, b1) = out.span, other.span
+                shared = a0 < b1 and b0 < a1
+            else:
+                shared = False
+            if shared:
+                raise KernelArgumentError(
+                    f"argument '{out.parameter.name}' (the output) shares memory "
+                    f"with argument '{other.parameter.name}'"
+                )
+
+
+@dataclass
+class Kernel:
+    """A kernel ready to launch: PTX, its entry point, launch geometry, parameters.
+
+    Call it with the arrays in the order of `parameters` (or by name); it returns the
+    output array (the one given, or a new one).
+    """
+
+    ptx: str
+    name: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    parameters: list[Parameter]
+    shared_memory: int = 0
+    """Bytes of dynamic shared memory per block."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """Whatever the compiler recorded: spec, pipeline, resources, IR."""
+
+    def signature(self) -> str:
+        return ", ".join(
+            f"{p.name}: {'x'.join(map(str, p.shape))}x{p.dtype}" for p in self.parameters
+        )
+
+    # -- arguments ------------------------------------------------------------------------
+
+    def check(self, *args: Any, **kwargs: Any) -> list[_Argument]:
+        """Check every argument against its parameter, before any device work.
+
+        Arguments go by position or by name; a missing output is allocated (numpy
+        if the inputs are numpy arrays, on the device otherwise).
+        """
+        names = [p.name for p in self.parameters]
+        if len(args) > len(self.parameters):
+            raise KernelArgumentError(
+                f"kernel {self.name} takes {len(self.parameters)} arrays "
+                f"({self.signature()}), {len(args)} were given"
+            )
+        values: dict[str, Any] = dict(zip(names, args, strict=False))
+        for key, value in kwargs.items():
+            if key not in names:
+                raise KernelArgumentError(
+                    f"kernel {self.name} has no parameter '{key}' ({self.signature()})"
+                )
+            if key in values:
+                raise KernelArgumentError(f"argument '{key}' given twice")
+            values[key] = value
+        on_host = any(isinstance(v, np.ndarray) for v in values.values())
+        checked: list[_Argument] = []
+        for p in self.parameters:
+            if values.get(p.name) is None:
+                if not p.output:
+                    raise KernelArgumentError(
+                        f"missing argument '{p.name}' ({p.describe()}); kernel "
+                        f"{self.name} takes ({self.signature()})"
+                    )
+                values[p.name] = self._new_output(p, on_host)
+            checked.append(_check(p, values[p.name]))
+        _check_aliasing(checked)
+        return checked
+
+    def _new_output(self, p: Parameter, on_host: bool) -> Any:
+        if on_host:
+            return np.empty(p.shape, p.dtype)
+        require_gpu()
+        from numba import cuda
+
+        return cuda.device_array(p.shape, p.dtype)
+
+    # -- launching ----------------------------------------------------------------------
+
+    @cached_property
+    def function(self):
+        """The loaded kernel (numba's wrapper of a cuda.core kernel)."""
+        require_gpu()
+        from numba import cuda
+
+        module = cuda.current_context().create_module_ptx(self.ptx)
+        function = module.get_function(self.name)
+        if self.shared_memory > 48 * 1024:
+            _allow_dynamic_shared_memory(function, self.shared_memory)
+        return function
+
+    def launch(self, arguments: Sequence[_Argument], stream: Any = None) -> None:
+        """Launch on checked arguments already on the device (asynchronously)."""
+        pointers = [np.uint64(a.span[0]) for a in arguments]
+        _launch(self.function, self.grid, self.block, self.shared_memory, pointers, stream)
+
+    def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
+        """Check the arguments, run the kernel, return the output array."""
+        arguments = self.check(*args, **kwargs)
+        require_gpu()
+        for a in arguments:
+            a.to_device()
+        self.launch(arguments, stream)
+        from numba import cuda
+
+        cuda.synchronize()
+        (out,) = (a for a in arguments if a.parameter.output)
+        if out.host is not None:
+            out.device.copy_to_host(out.host)
+            return out.host
+        return out.value
+
+
+def _launch(function, grid, block, shared_memory: int, args: list, stream) -> None:
+    """Launch through cuda.core, as numba-cuda 0.30 launches its own kernels."""
+    from cuda.core import LaunchConfig, launch
+    from numba.cuda.cudadrv.driver import _to_core_stream
+
+    config = LaunchConfig(grid=tuple(grid), block=tuple(block), shmem_size=shared_memory)
+    launch(_to_core_stream(stream or 0), config, function.kernel, *args)
+
+
+def _allow_dynamic_shared_memory(function, size: int) -> None:
+    """Kernels get 48 KiB of dynamic shared memory unless they ask for more first."""
+    from numba.cuda.cudadrv.driver import binding, driver
+
+    attribute = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    driver.cuKernelSetAttribute(attribute, size, function.handle, function.device.id)
