@@ -22,9 +22,23 @@ def _affinec() -> Dialect:
     return Affinec
 
 
+def _gpu() -> Dialect:
+    from affinec.dialects.gpu import Gpu
+
+    return Gpu
+
+
+def _nvvm() -> Dialect:
+    from affinec.dialects.nvvm import NVVM
+
+    return NVVM
+
+
 AFFINEC_DIALECTS: dict[str, Callable[[], Dialect]] = {
     "affine": _affine,
     "affinec": _affinec,
+    "gpu": _gpu,
+    "nvvm": _nvvm,
 }
 """Dialects of ours, by name; those also in xDSL replace xDSL's in our context."""
 

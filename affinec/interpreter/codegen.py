@@ -91,6 +91,8 @@ class FunctionWriter:
         """Known value ranges of index values (from loop bounds), to elide checks."""
         self.generator = False
         """Set by an emitter that yields (a barrier): the function is a coroutine."""
+        self.gpu_context: str | None = None
+        """In a kernel (one GPU thread's function): the name of the thread's context."""
 
     # -- text ---------------------------------------------------------------------------
 

@@ -10,8 +10,10 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import IndexType, IntegerType, MemRefType, ModuleOp
 from xdsl.ir import Attribute
 
+from affinec.dialects import gpu
+
 # Importing the emitter modules registers their emitters.
-from affinec.interpreter import affine_ops, arith_ops, memref_ops  # noqa: F401
+from affinec.interpreter import affine_ops, arith_ops, gpu_ops, memref_ops  # noqa: F401
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter
 from affinec.interpreter.control_ops import function_global, write_body
 from affinec.interpreter.support import InterpreterError, memref_shape, numpy_dtype
@@ -62,6 +64,10 @@ class Interpreter:
             if isinstance(op, func.FuncOp) and op.body.blocks:
                 self.functions[op.sym_name.data] = op
                 program.add_source(_write_function(program, op))
+            elif isinstance(op, gpu.ModuleOp):
+                for kernel in op.body.block.ops:
+                    if isinstance(kernel, gpu.FuncOp):
+                        program.add_source(gpu_ops.write_kernel(program, op, kernel))
         self.source = program.source
         """The Python the module was decoded into (for the curious and for debugging)."""
         self._namespace = program.build()

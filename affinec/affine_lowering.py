@@ -1,0 +1,474 @@
+"""Affine ops as scf, arith and memref: the work behind `lower-affine`.
+
+Affine maps become index arithmetic with affine semantics: `floordiv` rounds toward
+minus infinity and `mod` is never negative, as `arith.divsi`/`remsi` alone are not
+(`-1 floordiv 4` is -1, `-1 mod 4` is 3). Where the dividend is provably non-negative
+(`value_range`: loop bounds, thread ids...) the cheap unsigned division does; else
+MLIR's branch-free expansion. Conditions `e >= 0` are compared as `P >= N`, the terms
+of `e` with positive and with negative coefficients, which saves the subtraction.
+
+    %k = affine.apply affine_map<(d0) -> (d0 floordiv 4 mod 2)>(%tx)   // %tx >= 0
+    ->
+    %c4 = arith.constant 4 : index
+    %q = arith.divui %tx, %c4 : index
+    %c2 = arith.constant 2 : index
+    %k = arith.remui %q, %c2 : index
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import (
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    i1,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineConstraintKind,
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+    AffineSet,
+    AffineSymExpr,
+)
+
+from affinec.affine_utils import Interval, expr_range
+from affinec.diagnostics import PassError
+from affinec.dialects import affine
+from affinec.dialects.affinec import PaddedLoadOp
+from affinec.ranges import value_range
+
+
+class Emitter:
+    """Builds index arithmetic before an op, knowing operand ranges where it can."""
+
+    def __init__(self, anchor: Operation, known: dict[SSAValue, Interval]):
+        self.anchor = anchor
+        self.known = known
+        self.ops: list[Operation] = []
+
+    def flush(self) -> None:
+        """Insert the ops built so far before the anchor."""
+        block = self.anchor.parent_block()
+        assert block is not None
+        block.insert_ops_before(self.ops, self.anchor)
+        self.ops = []
+
+    def add(self, op: Operation) -> SSAValue:
+        self.ops.append(op)
+        return op.results[0]
+
+    def index(self, value: int) -> SSAValue:
+        return self.add(arith.ConstantOp(IntegerAttr.from_index_int_value(value)))
+
+    def range_of(self, value: SSAValue) -> Interval | None:
+        return value_range(value, self.known)
+
+    # -- expressions ------------------------------------------------------------------
+
+    def expr(
+        self,
+        e: AffineExpr,
+        dims: Sequence[SSAValue],
+        syms: Sequence[SSAValue],
+    ) -> SSAValue:
+        match e:
+            case AffineConstantExpr(value=v):
+                return self.index(v)
+            case AffineDimExpr(position=p):
+                return dims[p]
+            case AffineSymExpr(position=p):
+                return syms[p]
+            case AffineBinaryOpExpr(kind=AffineBinaryOpKind.Add, lhs=lhs, rhs=rhs):
+                negated = _negated(rhs)
+                a = self.expr(lhs, dims, syms)
+                if negated is not None:
+                    return self.add(arith.SubiOp(a, self.expr(negated, dims, syms)))
+                return self.add(arith.AddiOp(a, self.expr(rhs, dims, syms)))
+            case AffineBinaryOpExpr(kind=AffineBinaryOpKind.Mul, lhs=lhs, rhs=rhs):
+                if isinstance(rhs, AffineConstantExpr) and rhs.value == 1:
+                    return self.expr(lhs, dims, syms)
+                a, b = self.expr(lhs, dims, syms), self.expr(rhs, dims, syms)
+                return self.add(arith.MuliOp(a, b))
+            case AffineBinaryOpExpr(
+                kind=kind, lhs=lhs, rhs=AffineConstantExpr(value=c)
+            ):
+                if c <= 0:
+                    raise ValueError(f"division by the non-positive constant {c}")
+                return self._divide(kind, lhs, c, dims, syms)
+        raise ValueError(f"not an affine expression with constant divisors: {e}")
+
+    def _divide(
+        self,
+        kind: AffineBinaryOpKind,
+        lhs: AffineExpr,
+        c: int,
+        dims: Sequence[SSAValue],
+        syms: Sequence[SSAValue],
+    ) -> SSAValue:
+        a = self.expr(lhs, dims, syms)
+        ranges = [self.range_of(v) for v in (*dims, *syms)]
+        r = expr_range(lhs, ranges[: len(dims)], ranges[len(dims) :])
+        nonnegative = r is not None and r[0] >= 0
+        if c == 1:
+            return self.index(0) if kind == AffineBinaryOpKind.Mod else a
+        cst = self.index(c)
+        if nonnegative:
+            if kind == AffineBinaryOpKind.FloorDiv:
+                return self.add(arith.DivUIOp(a, cst))
+            if kind == AffineBinaryOpKind.Mod:
+                return self.add(arith.RemUIOp(a, cst))
+            bumped = self.add(arith.AddiOp(a, self.index(c - 1)))
+            return self.add(arith.DivUIOp(bumped, cst))
+        zero = self.index(0)
+        if kind == AffineBinaryOpKind.Mod:
+            rem = self.add(arith.RemSIOp(a, cst))
+            negative = self.add(arith.CmpiOp(rem, zero, "slt"))
+            fixed = self.add(arith.AddiOp(rem, cst))
+            return self.add(arith.SelectOp(negative, fixed, rem))
+        if kind == AffineBinaryOpKind.FloorDiv:
+            # q = (a < 0 ? -1 - a : a) / c; a < 0 ? -1 - q : q
+            minus_one = self.index(-1)
+            negative = self.add(arith.CmpiOp(a, zero, "slt"))
+            flipped = self.add(arith.SubiOp(minus_one, a))
+            dividend = self.add(arith.SelectOp(negative, flipped, a))
+            q = self.add(arith.DivSIOp(dividend, cst))
+            flipped_q = self.add(arith.SubiOp(minus_one, q))
+            return self.add(arith.SelectOp(negative, flipped_q, q))
+        # ceildiv: q = (a <= 0 ? -a : a - 1) / c; a <= 0 ? -q : q + 1
+        one = self.index(1)
+        nonpositive = self.add(arith.CmpiOp(a, zero, "sle"))
+        negated = self.add(arith.SubiOp(zero, a))
+        decremented = self.add(arith.SubiOp(a, one))
+        dividend = self.add(arith.SelectOp(nonpositive, negated, decremented))
+        q = self.add(arith.DivSIOp(dividend, cst))
+        negated_q = self.add(arith.SubiOp(zero, q))
+        incremented = self.add(arith.AddiOp(q, one))
+        return self.add(arith.SelectOp(nonpositive, negated_q, incremented))
+
+    def map_results(self, m: AffineMap, operands: Sequence[SSAValue]) -> list[SSAValue]:
+        dims, syms = operands[: m.num_dims], operands[m.num_dims :]
+        return [self.expr(e, dims, syms) for e in m.results]
+
+    def fold(self, values: list[SSAValue], take_max: bool) -> SSAValue:
+        result = values[0]
+        for v in values[1:]:
+            op = arith.MaxSIOp(result, v) if take_max else arith.MinSIOp(result, v)
+            result = self.add(op)
+        return result
+
+    def condition(self, s: AffineSet, operands: Sequence[SSAValue]) -> SSAValue:
+        """The i1 that holds when every constraint of `s` does."""
+        dims, syms = operands[: s.num_dims], operands[s.num_dims :]
+        result: SSAValue | None = None
+        for c in s.constraints:
+            e = c.lhs - c.rhs
+            if e.is_pure_affine():
+                e = e.simplify(s.num_dims, s.num_symbols)
+            positive, negative = _split_terms(e)
+            lhs = self.expr(positive, dims, syms)
+            rhs = self.expr(negative, dims, syms)
+            predicate = "eq" if c.kind == AffineConstraintKind.eq else "sge"
+            if c.kind == AffineConstraintKind.le:
+                predicate = "sle"
+            test = self.add(arith.CmpiOp(lhs, rhs, predicate))
+            result = test if result is None else self.add(arith.AndIOp(result, test))
+        if result is None:
+            result = self.add(arith.ConstantOp(IntegerAttr(1, i1)))
+        return result
+
+
+def _negated(e: AffineExpr) -> AffineExpr | None:
+    """`x` when `e` is `x * -k` (as `x * k`) or a negative constant; else None."""
+    if isinstance(e, AffineConstantExpr) and e.value < 0:
+        return AffineExpr.constant(-e.value)
+    if (
+        isinstance(e, AffineBinaryOpExpr)
+        and e.kind == AffineBinaryOpKind.Mul
+        and isinstance(e.rhs, AffineConstantExpr)
+        and e.rhs.value < 0
+    ):
+        return e.lhs if e.rhs.value == -1 else e.lhs * (-e.rhs.value)
+    return None
+
+
+def _split_terms(e: AffineExpr) -> tuple[AffineExpr, AffineExpr]:
+    """`(P, N)` with `e == P - N`, the terms of `e` sorted by the sign of their factor."""
+    terms: list[AffineExpr] = []
+
+    def collect(x: AffineExpr) -> None:
+        if isinstance(x, AffineBinaryOpExpr) and x.kind == AffineBinaryOpKind.Add:
+            collect(x.lhs)
+            collect(x.rhs)
+        else:
+            terms.append(x)
+
+    collect(e)
+    positive: AffineExpr = AffineExpr.constant(0)
+    negative: AffineExpr = AffineExpr.constant(0)
+    for t in terms:
+        n = _negated(t)
+        if n is None:
+            positive = t if _is_zero(positive) else positive + t
+        else:
+            negative = n if _is_zero(negative) else negative + n
+    return positive, negative
+
+
+def _is_zero(e: AffineExpr) -> bool:
+    return isinstance(e, AffineConstantExpr) and e.value == 0
+
+
+# --------------------------------------------------------------------------------------
+# Op by op
+# --------------------------------------------------------------------------------------
+
+_IDENTITY: dict[str, float | int] = {
+    "addf": 0.0,
+    "mulf": 1.0,
+    "maximumf": float("-inf"),
+    "minimumf": float("inf"),
+    "addi": 0,
+    "muli": 1,
+}
+_COMBINE: dict[str, type[Operation]] = {
+    "addf": arith.AddfOp,
+    "mulf": arith.MulfOp,
+    "maximumf": arith.MaximumfOp,
+    "minimumf": arith.MinimumfOp,
+    "addi": arith.AddiOp,
+    "muli": arith.MuliOp,
+}
+
+
+def check_lowerable(op: Operation) -> None:
+    """Refuse (before rewriting) what `lower_op` cannot lower."""
+    maps: list[AffineMap] = []
+    match op:
+        case affine.ApplyOp() | affine.MinOp() | affine.MaxOp():
+            maps = [op.map.data]
+        case affine.LoadOp() | affine.StoreOp() | PaddedLoadOp():
+            maps = [op.map.data]
+        case affine.ForOp():
+            maps = [op.lowerBoundMap.data, op.upperBoundMap.data]
+        case affine.ParallelOp():
+            maps = [op.lowerBoundsMap.data, op.upperBoundsMap.data]
+        case affine.IfOp():
+            s = op.condition.data
+            maps = [
+                AffineMap(
+                    s.num_dims, s.num_symbols, tuple(c.lhs for c in s.constraints)
+                )
+            ]
+    for m in maps:
+        for e in m.results:
+            for sub in e.dfs():
+                if (
+                    isinstance(sub, AffineBinaryOpExpr)
+                    and sub.kind != AffineBinaryOpKind.Add
+                    and not (
+                        isinstance(sub.rhs, AffineConstantExpr)
+                        and (sub.kind == AffineBinaryOpKind.Mul or sub.rhs.value > 0)
+                    )
+                ):
+                    raise PassError(
+                        op,
+                        f"cannot lower '{sub}': products need a constant factor and "
+                        "divisions a positive constant divisor",
+                    )
+    if isinstance(op, affine.ParallelOp) and (
+        m := op.attributes.get("affinec.mapping")
+    ):
+        raise PassError(
+            op,
+            f"a {m}-mapped affine.parallel must be mapped to the GPU first "
+            "(affinec-convert-parallel-to-gpu)",
+        )
+
+
+def lower_op(op: Operation, known: dict[SSAValue, Interval]) -> None:
+    """Replace the affine op `op` by scf/arith/memref ops (nested ops stay as they are)."""
+    em = Emitter(op, known)
+    match op:
+        case affine.ApplyOp():
+            (value,) = em.map_results(op.map.data, op.mapOperands)
+            _finish(em, op, [value])
+        case affine.MinOp() | affine.MaxOp():
+            values = em.map_results(op.map.data, op.mapOperands)
+            _finish(em, op, [em.fold(values, isinstance(op, affine.MaxOp))])
+        case affine.LoadOp():
+            indices = em.map_results(op.map.data, op.indices)
+            _finish(em, op, [em.add(memref.LoadOp.get(op.memref, indices))])
+        case affine.StoreOp():
+            indices = em.map_results(op.map.data, op.indices)
+            em.ops.append(memref.StoreOp.get(op.value, op.memref, indices))
+            _finish(em, op, [])
+        case PaddedLoadOp():
+            _finish(em, op, [_padded_load(em, op)])
+        case affine.ForOp():
+            _lower_for(em, op)
+        case affine.IfOp():
+            _lower_if(em, op)
+        case affine.ParallelOp():
+            _lower_parallel(em, op)
+        case _:
+            raise AssertionError(f"not an affine op: {op.name}")
+
+
+def _finish(em: Emitter, op: Operation, results: Sequence[SSAValue]) -> None:
+    em.flush()
+    for old, new in zip(op.results, results, strict=True):
+        if old.name_hint and not new.name_hint:
+            new.name_hint = old.name_hint
+        old.replace_all_uses_with(new)
+    block = op.parent_block()
+    assert block is not None
+    block.erase_op(op)
+
+
+def _padded_load(em: Emitter, op: PaddedLoadOp) -> SSAValue:
+    t = op.memref.type
+    assert isinstance(t, MemRefType)
+    indices = em.map_results(op.map.data, op.indices)
+    checks: SSAValue | None = None
+    for index, size in zip(indices, t.get_shape(), strict=True):
+        r = em.range_of(index)
+        if r is not None and r[0] >= 0 and r[1] < size:
+            continue
+        # One unsigned comparison: a negative index is a huge unsigned one.
+        test = em.add(arith.CmpiOp(index, em.index(size), "ult"))
+        checks = test if checks is None else em.add(arith.AndIOp(checks, test))
+    element = t.get_element_type()
+    if checks is None:
+        return em.add(memref.LoadOp.get(op.memref, indices))
+    loaded = memref.LoadOp.get(op.memref, indices)
+    zero = arith.ConstantOp(_zero(element))
+    if_op = scf.IfOp(
+        checks,
+        [element],
+        [loaded, scf.YieldOp(loaded.res)],
+        [zero, scf.YieldOp(zero.result)],
+    )
+    return em.add(if_op)
+
+
+def _zero(t: Attribute) -> Attribute:
+    if isinstance(t, IntegerType | IndexType):
+        return IntegerAttr(0, t)
+    return FloatAttr(0.0, t)  # pyright: ignore[reportArgumentType]
+
+
+def _move_body(old: Region, new_block: Block, yield_type: type[Operation]) -> None:
+    """Move the single block of `old` into `new_block` (whose arguments take the old
+    block's), turning its `affine.yield` into `yield_type`."""
+    block = old.block
+    for a, b in zip(block.args, new_block.args, strict=True):
+        if a.name_hint:
+            b.name_hint = a.name_hint
+        a.replace_all_uses_with(b)
+    for o in list(block.ops):
+        o.detach()
+        if isinstance(o, affine.YieldOp):
+            new_block.add_op(yield_type(*o.arguments))
+            o.erase()
+        else:
+            new_block.add_op(o)
+
+
+def _lower_for(em: Emitter, op: affine.ForOp) -> None:
+    lower = em.fold(em.map_results(op.lowerBoundMap.data, op.lowerBoundOperands), True)
+    upper = em.fold(em.map_results(op.upperBoundMap.data, op.upperBoundOperands), False)
+    step = em.index(op.step.value.data)
+    body = Block(arg_types=[IndexType(), *(v.type for v in op.inits)])
+    _move_body(op.body, body, scf.YieldOp)
+    loop = scf.ForOp(lower, upper, step, list(op.inits), body)
+    em.ops.append(loop)
+    _finish(em, op, list(loop.results))
+
+
+def _lower_if(em: Emitter, op: affine.IfOp) -> None:
+    cond = em.condition(op.condition.data, op.args)
+    then_block = Block()
+    _move_body(op.then_region, then_block, scf.YieldOp)
+    else_region = Region()
+    if op.else_region.blocks and (op.res or len(op.else_region.block.ops) > 1):
+        else_block = Block()
+        _move_body(op.else_region, else_block, scf.YieldOp)
+        else_region = Region(else_block)
+    new = scf.IfOp(cond, list(op.result_types), Region(then_block), else_region)
+    em.ops.append(new)
+    _finish(em, op, list(new.results))
+
+
+def _lower_parallel(em: Emitter, op: affine.ParallelOp) -> None:
+    """An unmapped band as a nest of `scf.for`, iterations in order (one legal order),
+    reductions carried through `iter_args`."""
+    lowers = em.map_results(op.lowerBoundsMap.data, op.lower_bound_operands)
+    uppers = em.map_results(op.upperBoundsMap.data, op.upper_bound_operands)
+    lower_groups = _grouped(lowers, op.lower_groups)
+    upper_groups = _grouped(uppers, op.upper_groups)
+    kinds = [r.data for r in op.reductions.data]
+    types = list(op.result_types)
+    inits = []
+    for kind, t in zip(kinds, types, strict=True):
+        value = _IDENTITY[kind]
+        attr = IntegerAttr(int(value), t) if kind.endswith("i") else FloatAttr(value, t)  # pyright: ignore
+        inits.append(em.add(arith.ConstantOp(attr)))
+    bounds = [
+        (em.fold(lo, True), em.fold(hi, False), em.index(step))
+        for lo, hi, step in zip(lower_groups, upper_groups, op.step_values, strict=True)
+    ]
+    ivs: list[SSAValue] = []
+    blocks: list[Block] = []
+    for _ in bounds:
+        b = Block(arg_types=[IndexType(), *types])
+        blocks.append(b)
+        ivs.append(b.args[0])
+    innermost = blocks[-1]
+    old = op.body.block
+    for a, iv in zip(old.args, ivs, strict=True):
+        if a.name_hint:
+            iv.name_hint = a.name_hint
+        a.replace_all_uses_with(iv)
+    yielded: list[SSAValue] = []
+    for o in list(old.ops):
+        o.detach()
+        if isinstance(o, affine.YieldOp):
+            yielded = list(o.arguments)
+            o.erase()
+        else:
+            innermost.add_op(o)
+    combined = []
+    for kind, acc, value in zip(kinds, innermost.args[1:], yielded, strict=True):
+        c = _COMBINE[kind](acc, value)
+        innermost.add_op(c)
+        combined.append(c.results[0])
+    innermost.add_op(scf.YieldOp(*combined))
+    loops: list[scf.ForOp] = []
+    for k in range(len(blocks) - 1, -1, -1):
+        lo, hi, step = bounds[k]
+        carried = inits if k == 0 else list(blocks[k - 1].args[1:])
+        loop = scf.ForOp(lo, hi, step, carried, blocks[k])
+        loops.append(loop)
+        if k > 0:
+            blocks[k - 1].add_ops([loop, scf.YieldOp(*loop.results)])
+    outer = loops[-1]
+    em.ops.append(outer)
+    _finish(em, op, list(outer.results))
+
+
+def _grouped(items: list, groups: Sequence[int]) -> list[list]:
+    out, k = [], 0
+    for g in groups:
+        out.append(items[k : k + g])
+        k += g
+    return out

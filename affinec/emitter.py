@@ -1,0 +1,307 @@
+"""From the llvm + nvvm level to LLVM IR text and to PTX.
+
+LLVM IR comes from xDSL's llvm backend (`xdsl.backend.llvm.convert_op`) for every op it
+handles right. This module walks the module and the functions itself, to fix what that
+backend gets wrong for GPU code: it emits a GEP on a pointer outside address space 0
+as a cast to a typed pointer in address space 0 (invalid), drops the alignment of
+globals and knows no kernels. So here: GEPs are built directly on opaque pointers of
+any address space, globals keep their alignment, kernels (`nvvm.kernel`) get the
+`ptx_kernel` calling convention and their `nvvm.maxntid` an `nvvm.annotations` entry,
+`llvm.noalias` arguments the `noalias` attribute, and each `nvvm` op becomes a call of
+its intrinsic (`op.INTRINSIC`).
+
+PTX comes from llvmlite's NVPTX target: the module is optimized at `-O3` and compiled
+for `sm_80` (default) or `sm_90` with PTX ISA 8.0 (`+ptx80`), a version CUDA 13.0's
+driver and ptxas accept; `to_ptx` checks the `.version` it got.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+
+import llvmlite.binding as llvm_binding
+import llvmlite.ir as ir
+from xdsl.backend.llvm.convert_op import convert_op, create_constant
+from xdsl.backend.llvm.convert_type import convert_type
+from xdsl.dialects import llvm
+from xdsl.dialects.builtin import DenseArrayBase, DictionaryAttr, ModuleOp
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.utils.exceptions import DiagnosticException
+
+from affinec.dialects import gpu, nvvm
+from affinec.kernels import KERNEL
+from affinec.llvm_lowering import MAXNTID
+
+TRIPLE = "nvptx64-nvidia-cuda"
+ARCHS = ("sm_80", "sm_90")
+DEFAULT_ARCH = "sm_80"
+PTX_FEATURES = "+ptx80"
+"""PTX ISA 8.0: new enough for sm_90, old enough for CUDA 13.0's driver and ptxas."""
+MAX_PTX_MAJOR = 8
+
+
+class EmitterError(DiagnosticException):
+    """The module cannot be emitted; `op` (when set) is the op at fault."""
+
+    def __init__(self, message: str, op: Operation | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.op = op
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """The PTX of a module, and the LLVM IR it was compiled from."""
+
+    ptx: str
+    llvm_ir: str
+    """The unoptimized LLVM IR, as `to_llvm_ir` gives it."""
+    arch: str
+
+
+# --------------------------------------------------------------------------------------
+# LLVM IR
+# --------------------------------------------------------------------------------------
+
+
+def device_modules(module: ModuleOp) -> list[gpu.ModuleOp]:
+    """The `gpu.module`s of `module`, checked to be at the llvm level."""
+    found = [op for op in module.body.block.ops if isinstance(op, gpu.ModuleOp)]
+    if not found:
+        raise EmitterError(
+            "the module has no gpu.module: map it to the GPU and lower it first "
+            "(the default pipeline does)",
+            module,
+        )
+    for m in found:
+        for op in m.body.block.ops:
+            if not isinstance(op, llvm.FuncOp | llvm.GlobalOp):
+                raise EmitterError(
+                    f"'{op.name}' is not at the llvm level: lower the module first "
+                    "(convert-gpu-to-nvvm)",
+                    op,
+                )
+    return found
+
+
+def llvm_module(module: ModuleOp) -> ir.Module:
+    """The llvmlite module of every kernel in `module` (at the llvm + nvvm level)."""
+    out = ir.Module(name="affinec")
+    out.triple = TRIPLE
+    ops = [op for m in device_modules(module) for op in m.body.block.ops]
+    for op in ops:
+        if isinstance(op, llvm.GlobalOp):
+            _global(op, out)
+    functions = [op for op in ops if isinstance(op, llvm.FuncOp)]
+    for f in functions:
+        _declare(f, out)
+    for f in functions:
+        if f.body.blocks:
+            _define(f, out)
+    return out
+
+
+def to_llvm_ir(module: ModuleOp, arch: str = DEFAULT_ARCH) -> str:
+    """The LLVM IR text of the module's kernels, with the NVPTX data layout."""
+    m = llvm_module(module)
+    m.data_layout = str(_target_machine(_checked_arch(arch)).target_data)
+    return str(m)
+
+
+def _global(op: llvm.GlobalOp, out: ir.Module) -> None:
+    t = convert_type(op.global_type)
+    g = ir.GlobalVariable(out, t, op.sym_name.data, addrspace=op.addr_space.value.data)
+    g.linkage = op.linkage.linkage.data
+    if op.value is not None:
+        g.initializer = create_constant(op.global_type, op.value)
+    elif g.linkage == "internal":
+        # Shared memory cannot be initialized: `undef` is the only legal initializer.
+        g.initializer = ir.Constant(t, ir.Undefined)
+    if op.alignment is not None:
+        g.align = op.alignment.value.data
+    if op.constant is not None:
+        g.global_constant = True
+
+
+def _declare(op: llvm.FuncOp, out: ir.Module) -> None:
+    output = op.function_type.output
+    fnty = ir.FunctionType(
+        convert_type(output), [convert_type(t) for t in op.function_type.inputs]
+    )
+    fn = ir.Function(out, fnty, op.sym_name.data)
+    fn.linkage = op.linkage.linkage.data if op.body.blocks else "external"
+    if op.arg_attrs is not None:
+        for arg, attrs in zip(fn.args, op.arg_attrs, strict=False):
+            if isinstance(attrs, DictionaryAttr) and "llvm.noalias" in attrs.data:
+                arg.add_attribute("noalias")
+    if KERNEL in op.attributes:
+        fn.calling_convention = "ptx_kernel"
+        maxntid = op.attributes.get(MAXNTID)
+        if isinstance(maxntid, DenseArrayBase):
+            for axis, n in zip("xyz", maxntid.get_values(), strict=False):
+                out.add_named_metadata(
+                    "nvvm.annotations",
+                    [
+                        fn,
+                        ir.MetaDataString(out, f"maxntid{axis}"),
+                        ir.Constant(ir.IntType(32), n),
+                    ],
+                )
+
+
+def _define(op: llvm.FuncOp, out: ir.Module) -> None:
+    fn = out.get_global(op.sym_name.data)
+    assert isinstance(fn, ir.Function)
+    blocks: dict[Block, ir.Block] = {}
+    values: dict[SSAValue, ir.Value] = {}
+    for k, block in enumerate(op.body.blocks):
+        blocks[block] = fn.append_basic_block(name="entry" if k == 0 else f"bb{k}")
+    for arg, value in zip(op.body.blocks[0].args, fn.args, strict=True):
+        values[arg] = value
+        if arg.name_hint:
+            value.name = arg.name_hint
+    for block in list(op.body.blocks)[1:]:
+        builder = ir.IRBuilder(blocks[block])
+        for arg in block.args:
+            values[arg] = builder.phi(convert_type(arg.type), name=arg.name_hint or "")
+    for block in op.body.blocks:
+        builder = ir.IRBuilder(blocks[block])
+        builder.position_at_end(blocks[block])
+        for inner in block.ops:
+            _convert(inner, builder, values, blocks)
+
+
+def _convert(
+    op: Operation,
+    builder: ir.IRBuilder,
+    values: dict[SSAValue, ir.Value],
+    blocks: dict[Block, ir.Block],
+) -> None:
+    if isinstance(op, llvm.GEPOp):
+        indices = iter(op.ssa_indices)
+        index_values = [
+            values[next(indices)]
+            if i == llvm.GEP_USE_SSA_VAL
+            else ir.Constant(ir.IntType(32), i)
+            for i in op.rawConstantIndices.iter_values()
+        ]
+        values[op.result] = builder.gep(
+            values[op.ptr],
+            index_values,
+            inbounds=op.inbounds is not None,
+            source_etype=convert_type(op.elem_type),
+        )
+    elif isinstance(op, nvvm.SpecialRegisterOp | nvvm.BarrierOp):
+        _intrinsic_call(op, builder, values)
+    else:
+        try:
+            convert_op(op, builder, values, blocks)
+        except NotImplementedError as e:
+            raise EmitterError(f"cannot emit '{op.name}': {e}", op) from None
+    for result in op.results:
+        value = values.get(result)
+        if result.name_hint and isinstance(value, ir.Instruction) and not value.name:
+            value.name = result.name_hint
+
+
+def _intrinsic_call(
+    op: nvvm.SpecialRegisterOp | nvvm.BarrierOp,
+    builder: ir.IRBuilder,
+    values: dict[SSAValue, ir.Value],
+) -> None:
+    module = builder.module
+    args: Sequence[ir.Value] = [
+        ir.Constant(ir.IntType(32), a) for a in getattr(op, "INTRINSIC_ARGS", ())
+    ]
+    result_type = convert_type(op.results[0].type) if op.results else ir.VoidType()
+    name = op.INTRINSIC
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(
+            module, ir.FunctionType(result_type, [a.type for a in args]), name
+        )
+    call = builder.call(fn, args)
+    if op.results:
+        values[op.results[0]] = call
+
+
+# --------------------------------------------------------------------------------------
+# PTX
+# --------------------------------------------------------------------------------------
+
+
+def _checked_arch(arch: str) -> str:
+    if arch not in ARCHS:
+        raise EmitterError(
+            f"unknown GPU architecture '{arch}' (expected one of {', '.join(ARCHS)})"
+        )
+    return arch
+
+
+@cache
+def _target_machine(arch: str, opt_level: int = 3) -> llvm_binding.TargetMachine:
+    llvm_binding.initialize_all_targets()
+    llvm_binding.initialize_all_asmprinters()
+    target = llvm_binding.Target.from_triple(TRIPLE)
+    return target.create_target_machine(cpu=arch, features=PTX_FEATURES, opt=opt_level)
+
+
+def llvm_ir_to_ptx(text: str, arch: str = DEFAULT_ARCH, opt_level: int = 3) -> str:
+    """Optimize LLVM IR text at `opt_level` and compile it to PTX for `arch`."""
+    tm = _target_machine(_checked_arch(arch), opt_level)
+    try:
+        parsed = llvm_binding.parse_assembly(text)
+        parsed.verify()
+    except RuntimeError as e:
+        raise EmitterError(f"LLVM rejected the IR: {e}") from None
+    parsed.triple = TRIPLE
+    parsed.data_layout = str(tm.target_data)
+    if opt_level:
+        pto = llvm_binding.create_pipeline_tuning_options(opt_level)
+        pb = llvm_binding.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(parsed, pb)
+    ptx = tm.emit_assembly(parsed)
+    check_ptx_version(ptx)
+    return ptx
+
+
+def check_ptx_version(ptx: str) -> tuple[int, int]:
+    """The PTX ISA version of `ptx`; an `EmitterError` above 8.x (CUDA 13.0's limit)."""
+    match = re.search(r"^\s*\.version\s+(\d+)\.(\d+)", ptx, re.MULTILINE)
+    if match is None:
+        raise EmitterError("the PTX has no .version directive")
+    version = (int(match[1]), int(match[2]))
+    if version[0] > MAX_PTX_MAJOR:
+        raise EmitterError(
+            f"PTX ISA {version[0]}.{version[1]} is newer than the drivers accept "
+            f"(at most {MAX_PTX_MAJOR}.x)"
+        )
+    return version
+
+
+def emit(module: ModuleOp, arch: str = DEFAULT_ARCH, opt_level: int = 3) -> Emitted:
+    """The LLVM IR and PTX of the module's kernels."""
+    text = to_llvm_ir(module, arch)
+    return Emitted(llvm_ir_to_ptx(text, arch, opt_level), text, arch)
+
+
+def to_ptx(module: ModuleOp, arch: str = DEFAULT_ARCH, opt_level: int = 3) -> str:
+    """The PTX of the module's kernels (the module must be at the llvm + nvvm level)."""
+    return emit(module, arch, opt_level).ptx
+
+
+__all__ = [
+    "ARCHS",
+    "DEFAULT_ARCH",
+    "Emitted",
+    "EmitterError",
+    "check_ptx_version",
+    "emit",
+    "llvm_ir_to_ptx",
+    "llvm_module",
+    "to_llvm_ir",
+    "to_ptx",
+]

@@ -1,0 +1,313 @@
+"""The gpu dialect: grids of blocks of threads, shared memory, barriers, data races.
+
+A kernel (`gpu.func`, or the body of a `gpu.launch`) becomes a Python function that
+runs one thread; its first parameter is the thread's context (`ctx.ids` holds the
+block ids, thread ids, grid and block sizes, x y z each). `run_grid` runs the blocks one
+after the other and, within a block, every thread: a kernel without `gpu.barrier`
+runs its threads one by one to the end; with barriers it is a generator (each barrier
+a `yield`), and the threads run as coroutines, each up to its next barrier, round
+after round, until they all return. Threads that do not all reach the same barrier
+are an error, as on the GPU.
+
+Workgroup buffers are per block (`SharedArray`), and record for every element which
+thread wrote it and which read it in the current barrier interval: a thread reading
+what another wrote, writing what another read, or two threads writing one element,
+with no barrier between, is a data race and raises `DataRaceError` — whatever order
+the simulation happened to run the threads in.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Operation
+from xdsl.traits import SymbolTable
+
+from affinec.dialects import gpu
+from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, emits
+from affinec.interpreter.control_ops import function_global, write_body
+from affinec.interpreter.support import (
+    InterpreterError,
+    describe,
+    memref_shape,
+    numpy_dtype,
+    poisoned,
+)
+
+
+class DataRaceError(InterpreterError):
+    """Two threads of a block touched one shared element with no barrier between."""
+
+
+class BarrierDivergenceError(InterpreterError):
+    """The threads of a block did not all reach the same barrier."""
+
+
+_MANY = -2
+"""A reader mark: more than one thread read the element in this interval."""
+
+
+class BlockState:
+    """What the shared buffers of the running block need to know: who runs now."""
+
+    __slots__ = ("block", "epoch", "kernel", "thread", "threads")
+
+    def __init__(self, kernel: str, block: tuple[int, int, int], threads: tuple):
+        self.kernel = kernel
+        self.block = block
+        self.threads = threads
+        self.thread = 0
+        self.epoch = 0
+
+    def thread_name(self, linear: int) -> str:
+        bx, by, _ = self.threads
+        x, y, z = linear % bx, linear // bx % by, linear // (bx * by)
+        return f"thread ({x}, {y}, {z})"
+
+
+class SharedArray:
+    """A workgroup buffer of one block, checked for data races element by element."""
+
+    __slots__ = (
+        "data",
+        "name",
+        "read_epoch",
+        "reader",
+        "shape",
+        "state",
+        "write_epoch",
+        "writer",
+    )
+
+    def __init__(self, name: str, shape: tuple[int, ...], dtype: np.dtype, state):
+        self.name = name
+        self.shape = shape
+        self.state: BlockState = state
+        self.data = poisoned(shape, dtype)
+        self.writer = np.full(shape, -1, np.int64)
+        self.write_epoch = np.full(shape, -1, np.int64)
+        self.reader = np.full(shape, -1, np.int64)
+        self.read_epoch = np.full(shape, -1, np.int64)
+
+    def __getitem__(self, index):
+        state = self.state
+        t, e = state.thread, state.epoch
+        if self.write_epoch[index] == e and self.writer[index] != t:
+            self._race(
+                index, f"reads what {state.thread_name(self.writer[index])} wrote"
+            )
+        if self.read_epoch[index] != e:
+            self.read_epoch[index] = e
+            self.reader[index] = t
+        elif self.reader[index] != t:
+            self.reader[index] = _MANY
+        return self.data[index]
+
+    def __setitem__(self, index, value) -> None:
+        state = self.state
+        t, e = state.thread, state.epoch
+        if self.write_epoch[index] == e and self.writer[index] != t:
+            self._race(
+                index, f"writes what {state.thread_name(self.writer[index])} wrote"
+            )
+        if self.read_epoch[index] == e and self.reader[index] != t:
+            who = self.reader[index]
+            other = "other threads" if who == _MANY else state.thread_name(who)
+            self._race(index, f"writes what {other} read")
+        self.write_epoch[index] = e
+        self.writer[index] = t
+        self.data[index] = value
+
+    def _race(self, index, what: str) -> None:
+        state = self.state
+        where = list(index) if isinstance(index, tuple) else [index]
+        raise DataRaceError(
+            f"data race on shared memory %{self.name}{where} in block {state.block} "
+            f"of @{state.kernel}: {state.thread_name(state.thread)} {what} with no "
+            "gpu.barrier between them"
+        )
+
+
+class ThreadContext:
+    """`ids`: block ids, thread ids, grid sizes, block sizes (x, y, z each)."""
+
+    __slots__ = ("ids",)
+
+    def __init__(self, ids: tuple[int, ...]):
+        self.ids = ids
+
+
+WorkgroupSpec = Sequence[tuple[str, tuple[int, ...], np.dtype]]
+
+
+def run_grid(
+    kernel: Callable[..., Any],
+    name: str,
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    args: Sequence[Any],
+    workgroup: WorkgroupSpec,
+) -> None:
+    """Run `kernel` for every thread of every block of the grid."""
+    for what, dims in (("grid", grid), ("block", block)):
+        if any(d <= 0 for d in dims):
+            raise InterpreterError(
+                f"@{name}: {what} sizes must be positive, got {dims}"
+            )
+    generator = inspect.isgeneratorfunction(kernel)
+    gx, gy, gz = grid
+    sx, sy, sz = block
+    for bz, by, bx in itertools.product(range(gz), range(gy), range(gx)):
+        state = BlockState(name, (bx, by, bz), block)
+        shared = [SharedArray(n, s, d, state) for n, s, d in workgroup]
+        contexts = [
+            ThreadContext((bx, by, bz, tx, ty, tz, gx, gy, gz, sx, sy, sz))
+            for tz, ty, tx in itertools.product(range(sz), range(sy), range(sx))
+        ]
+        if not generator:
+            for t, ctx in enumerate(contexts):
+                state.thread = t
+                kernel(ctx, *args, *shared)
+            continue
+        live = [(t, kernel(ctx, *args, *shared)) for t, ctx in enumerate(contexts)]
+        while live:
+            arrived: list[tuple[int, Any]] = []
+            sites: set[Any] = set()
+            finished: list[int] = []
+            for t, thread in live:
+                state.thread = t
+                try:
+                    sites.add(next(thread))
+                    arrived.append((t, thread))
+                except StopIteration:
+                    finished.append(t)
+            if arrived and (finished or len(sites) > 1):
+                what = (
+                    f"{state.thread_name(finished[0])} returned"
+                    if finished
+                    else "others reached another barrier"
+                )
+                raise BarrierDivergenceError(
+                    f"block {state.block} of @{name}: {state.thread_name(arrived[0][0])} "
+                    f"waits at {describe(next(iter(sites)))} while {what}"
+                )
+            state.epoch += 1
+            live = arrived
+
+
+def workgroup_spec(args: Sequence[Any]) -> list[tuple[str, tuple[int, ...], np.dtype]]:
+    spec = []
+    for k, arg in enumerate(args):
+        t = arg.type
+        assert isinstance(t, MemRefType)
+        spec.append(
+            (
+                arg.name_hint or f"workgroup{k}",
+                memref_shape(t),
+                numpy_dtype(t.get_element_type()),
+            )
+        )
+    return spec
+
+
+def kernel_global(module_name: str, kernel_name: str) -> str:
+    return function_global(f"{module_name}::{kernel_name}")
+
+
+def write_kernel(program: ProgramWriter, module: gpu.ModuleOp, op: gpu.FuncOp) -> str:
+    """The Python function running one thread of the `gpu.func` `op`."""
+    w = FunctionWriter(program)
+    ctx = w.fresh("gpu")
+    w.gpu_context = ctx
+    params = [w.define(a) for a in (*op.arguments, *op.workgroup_args)]
+    for arg in op.private_args:
+        t = arg.type
+        assert isinstance(t, MemRefType)
+        w.line(
+            f"{w.define(arg)} = {w.global_(poisoned, 'poisoned')}({memref_shape(t)}, "
+            f"{w.global_(numpy_dtype(t.get_element_type()), 'dtype')})"
+        )
+    write_body(w, op.body, on_return=gpu.ReturnOp)
+    name = kernel_global(module.sym_name.data, op.sym_name.data)
+    header = f"def {name}({', '.join([ctx, *params])}):"
+    return "\n".join([header, *w.lines])
+
+
+_ID_BASE = {
+    gpu.BlockIdOp: 0,
+    gpu.ThreadIdOp: 3,
+    gpu.GridDimOp: 6,
+    gpu.BlockDimOp: 9,
+}
+
+
+@emits(*_ID_BASE)
+def _id(op: gpu.ThreadIdOp, w: FunctionWriter) -> None:
+    ctx = _context(w, op)
+    index = _ID_BASE[type(op)] + "xyz".index(op.dim)
+    w.line(f"{w.define(op.result)} = {ctx}.ids[{index}]")
+
+
+@emits(gpu.BarrierOp)
+def _barrier(op: gpu.BarrierOp, w: FunctionWriter) -> None:
+    _context(w, op)
+    w.line(f"yield {w.op_ref(op)}")
+
+
+def _context(w: FunctionWriter, op: Operation) -> str:
+    if w.gpu_context is None:
+        raise InterpreterError(f"{describe(op)} outside a kernel")
+    return w.gpu_context
+
+
+def _sizes(w: FunctionWriter, values) -> str:
+    return f"({', '.join(w.names(values))})"
+
+
+@emits(gpu.LaunchOp)
+def _launch(op: gpu.LaunchOp, w: FunctionWriter) -> None:
+    kernel, ctx = w.fresh("kernel"), w.fresh("gpu")
+    block = w.single_block(op.body)
+    workgroup = [w.define(a) for a in op.workgroup_args]
+    outer = w.gpu_context
+    with w.indented(f"def {kernel}({', '.join([ctx, *workgroup])}):"):
+        w.gpu_context = ctx
+        for k, arg in enumerate(block.args[:12]):
+            if arg.uses:
+                w.line(f"{w.define(arg)} = {ctx}.ids[{k}]")
+        write_body(w, op.body, on_return=gpu.TerminatorOp)
+    w.gpu_context = outer
+    spec = w.global_(workgroup_spec(op.workgroup_args), "workgroup")
+    name = repr(_launch_name(op))
+    w.line(
+        f"{w.global_(run_grid, 'run_grid')}({kernel}, {name}, "
+        f"{_sizes(w, op.grid_sizes)}, {_sizes(w, op.block_sizes)}, (), {spec})"
+    )
+
+
+def _launch_name(op: Operation) -> str:
+    func = op.parent_op()
+    while func is not None and "sym_name" not in func.properties:
+        func = func.parent_op()
+    host = func.properties["sym_name"].data if func is not None else "?"  # pyright: ignore
+    return f"{host} (gpu.launch)"
+
+
+@emits(gpu.LaunchFuncOp)
+def _launch_func(op: gpu.LaunchFuncOp, w: FunctionWriter) -> None:
+    kernel = SymbolTable.lookup_symbol(op, op.kernel)
+    if not isinstance(kernel, gpu.FuncOp) or kernel.kernel is None:
+        raise InterpreterError(f"{describe(op)}: no gpu.func kernel {op.kernel}")
+    spec = w.global_(workgroup_spec(kernel.workgroup_args), "workgroup")
+    args = w.names(op.kernelOperands)
+    w.line(
+        f"{w.global_(run_grid, 'run_grid')}("
+        f"{kernel_global(op.module_name, op.kernel_name)}, {op.kernel_name!r}, "
+        f"{_sizes(w, op.grid_sizes)}, {_sizes(w, op.block_sizes)}, "
+        f"({', '.join(args)}{',' * (len(args) == 1)}), {spec})"
+    )

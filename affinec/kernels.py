@@ -1,0 +1,181 @@
+"""Outlining a `gpu.launch` body into a kernel, and finding kernels again later.
+
+`outline_launch` does the work of `gpu-kernel-outlining` for one launch;
+`find_kernels` lists the kernels of a module at any level from gpu down (a `gpu.func`
+or, after `convert-gpu-to-nvvm`, an `llvm.func` marked `nvvm.kernel`), with their
+launch records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith, llvm
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, SymbolRefAttr
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.traits import Pure
+
+from affinec.dialects import gpu
+from affinec.launch import LAUNCH, KernelArgument, LaunchRecord
+
+KERNEL = "nvvm.kernel"
+"""Unit attribute marking an `llvm.func` as a kernel entry point (MLIR's name)."""
+
+
+def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
+    """Replace `launch` by a `gpu.launch_func` of a new kernel; return its module."""
+    host_func = launch.parent_op()
+    while host_func is not None and "sym_name" not in host_func.properties:
+        host_func = host_func.parent_op()
+    host = host_func.properties["sym_name"].data if host_func else "kernel"  # pyright: ignore
+    name = f"{host}_kernel"
+    k = 0
+    while name in taken:
+        k += 1
+        name = f"{host}_kernel_{k}"
+
+    captured = _captured_values(launch)
+    sunk = [v for v in captured if _sinkable(v)]
+    inputs = _order_inputs([v for v in captured if v not in sunk], host_func)
+
+    old_entry = launch.body.block
+    workgroup = list(launch.workgroup_args)
+    entry = Block(arg_types=[*(v.type for v in inputs), *(a.type for a in workgroup)])
+    for new, old in zip(entry.args, [*inputs, *workgroup], strict=True):
+        new.name_hint = old.name_hint
+
+    grid = _constants(launch.grid_sizes)
+    block = _constants(launch.block_sizes)
+    prologue: list[Operation] = []
+    for k, arg in enumerate(old_entry.args[:12]):
+        if not arg.uses:
+            continue
+        kind = ("block_id", "thread_id", "grid_dim", "block_dim")[k // 3]
+        dim = "xyz"[k % 3]
+        sizes = grid if kind in ("block_id", "grid_dim") else block
+        bound = sizes[k % 3] if sizes is not None else None
+        if kind in ("grid_dim", "block_dim") and bound is not None:
+            c = arith.ConstantOp(IntegerAttr.from_index_int_value(bound))
+            c.result.name_hint = arg.name_hint
+            prologue.append(c)
+            arg.replace_all_uses_with(c.result)
+            continue
+        id_op = gpu.ID_OPS[kind](dim, bound)
+        id_op.result.name_hint = arg.name_hint
+        prologue.append(id_op)
+        arg.replace_all_uses_with(id_op.result)
+    for value in sunk:
+        clone = value.owner.clone()  # pyright: ignore[reportAttributeAccessIssue]
+        prologue.append(clone)
+        _replace_inside(value, clone.results[0], launch)
+    for old, new in zip(inputs, entry.args, strict=True):
+        _replace_inside(old, new, launch)
+    for old, new in zip(workgroup, entry.args[len(inputs) :], strict=True):
+        old.replace_all_uses_with(new)
+    entry.add_ops(prologue)
+    for op in list(old_entry.ops):
+        op.detach()
+        entry.add_op(op)
+    region = Region(entry)
+    for b in list(launch.body.blocks)[1:]:
+        launch.body.detach_block(b)
+        region.add_block(b)
+    for b in region.blocks:
+        term = b.last_op
+        if isinstance(term, gpu.TerminatorOp):
+            b.insert_op_before(gpu.ReturnOp(), term)
+            b.erase_op(term)
+
+    kernel = gpu.FuncOp(
+        name,
+        [v.type for v in inputs],
+        region,
+        kernel=True,
+        workgroup_count=len(workgroup),
+        known_block_size=block,
+        known_grid_size=grid,
+    )
+    shared_dynamic = launch.dynamicSharedMemorySize
+    if grid is not None and block is not None and shared_dynamic is None:
+        arguments = [
+            KernelArgument(v.name_hint or f"arg{k}", v.type)
+            for k, v in enumerate(inputs)
+            if isinstance(v.type, MemRefType)
+        ]
+        if len(arguments) == len(inputs):
+            record = LaunchRecord(name, host, grid, block, 0, tuple(arguments))
+            kernel.attributes[LAUNCH] = record.to_attribute()
+    host_block = launch.parent_block()
+    assert host_block is not None
+    call = gpu.LaunchFuncOp(
+        SymbolRefAttr(name, [name]),
+        launch.grid_sizes,
+        launch.block_sizes,
+        inputs,
+        shared_dynamic,
+    )
+    host_block.insert_op_before(call, launch)
+    host_block.erase_op(launch)
+    return gpu.ModuleOp(name, [kernel])
+
+
+def _captured_values(launch: gpu.LaunchOp) -> list[SSAValue]:
+    """Values used in the body but defined outside it, in order of first use."""
+    seen: dict[SSAValue, None] = {}
+    for op in launch.body.walk():
+        for v in op.operands:
+            if not launch.is_ancestor(v.owner):
+                seen.setdefault(v, None)
+    return list(seen)
+
+
+def _sinkable(value: SSAValue) -> bool:
+    owner = value.owner
+    return (
+        isinstance(owner, Operation)
+        and not owner.operands
+        and not owner.regions
+        and owner.has_trait(Pure)
+    )
+
+
+def _order_inputs(
+    values: list[SSAValue], host_func: Operation | None
+) -> list[SSAValue]:
+    """The host function's arguments first, in their order; then the others."""
+    if host_func is None or not host_func.regions or not host_func.regions[0].blocks:
+        return values
+    args = list(host_func.regions[0].block.args)
+    first = [a for a in args if a in values]
+    return first + [v for v in values if v not in first]
+
+
+def _replace_inside(old: SSAValue, new: SSAValue, launch: Operation) -> None:
+    old.replace_uses_with_if(new, lambda use: launch.is_ancestor(use.operation))
+
+
+def _constants(values: Sequence[SSAValue]) -> tuple[int, int, int] | None:
+    out = []
+    for v in values:
+        owner = v.owner
+        if not (
+            isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr)
+        ):
+            return None
+        out.append(owner.value.value.data)
+    return (out[0], out[1], out[2])
+
+
+def find_kernels(module: ModuleOp) -> list[tuple[Operation, LaunchRecord | None]]:
+    """Every kernel of the module's `gpu.module`s, with its launch record if any."""
+    found: list[tuple[Operation, LaunchRecord | None]] = []
+    for op in module.body.block.ops:
+        if not isinstance(op, gpu.ModuleOp):
+            continue
+        for f in op.body.block.ops:
+            is_kernel = (isinstance(f, gpu.FuncOp) and f.kernel is not None) or (
+                isinstance(f, llvm.FuncOp) and KERNEL in f.attributes
+            )
+            if is_kernel:
+                found.append((f, LaunchRecord.of(f)))
+    return found

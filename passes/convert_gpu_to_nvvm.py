@@ -1,0 +1,81 @@
+"""`convert-gpu-to-nvvm`: the kernels of every `gpu.module` into llvm and nvvm ops.
+
+As MLIR's pass of the same name (which also brings in its arith, cf, memref and index
+patterns): everything inside a kernel becomes xDSL's `llvm` dialect, the GPU's ids and
+barriers our `nvvm` dialect. Memrefs become bare pointers in their address space
+(global 1, shared 3); `affinec/llvm_lowering.py` has the conventions. The host side
+(`func.func` with `gpu.launch_func`) is left as it is.
+
+    gpu.func @k(%a: memref<64xf32>) kernel attributes {known_block_size = ...} {
+      %tx = gpu.thread_id x
+      %v = memref.load %a[%tx] : memref<64xf32>
+      gpu.return
+    }
+
+becomes
+
+    llvm.func @k(%a: !llvm.ptr<1> {llvm.noalias}) attributes {nvvm.kernel,
+        nvvm.maxntid = array<i32: 64, 1, 1>} {
+      %0 = nvvm.read.ptx.sreg.tid.x : i32
+      %tx = llvm.zext nneg %0 : i32 to i64
+      %1 = llvm.getelementptr inbounds %a[%tx] : (!llvm.ptr<1>, i64) -> !llvm.ptr<1>, f32
+      %v = llvm.load %1 {alignment = 4 : i64} : !llvm.ptr<1> -> f32
+      llvm.return
+    }
+
+Option `index-bitwidth` (64, as MLIR; 32 makes index arithmetic 32-bit, refused when
+a buffer has 2**31 elements or more).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.passes import ModulePass
+
+from affinec.diagnostics import PassError
+from affinec.dialects import gpu
+from affinec.llvm_lowering import KernelConverter, check_convertible
+
+
+@dataclass(frozen=True)
+class ConvertGpuToNvvm(ModulePass):
+    """Kernels (gpu.func with arith, memref, cf, gpu ops) to the llvm and nvvm dialects."""
+
+    name = "convert-gpu-to-nvvm"
+
+    index_bitwidth: int = 64
+    """Width of `index` in the kernels: 64 or 32."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.index_bitwidth not in (32, 64):
+            raise PassError(
+                op, f"index-bitwidth must be 32 or 64, got {self.index_bitwidth}"
+            )
+        kernels = [
+            (module, f)
+            for module in op.body.block.ops
+            if isinstance(module, gpu.ModuleOp)
+            for f in module.body.block.ops
+            if isinstance(f, gpu.FuncOp)
+        ]
+        for _, f in kernels:
+            check_convertible(f)
+            if self.index_bitwidth == 32:
+                _check_32_bit_indices(f)
+        for module, f in kernels:
+            converted = KernelConverter(f, self.index_bitwidth).convert()
+            module.body.block.insert_ops_before(converted, f)
+            module.body.block.erase_op(f)
+
+
+def _check_32_bit_indices(f: gpu.FuncOp) -> None:
+    for arg in (*f.arguments, *f.workgroup_args):
+        t = arg.type
+        if isinstance(t, MemRefType) and math.prod(t.get_shape()) >= 2**31:
+            raise PassError(
+                f, f"{t} has 2**31 elements or more: it needs index-bitwidth=64"
+            )
