@@ -5,10 +5,16 @@
   divisions by positive constants affine maps are made of).
 - `to_python`: an affine expression as Python source over named integers, with
   affine `floordiv`/`mod`/`ceildiv` semantics (Python's `//` and `%` already floor).
+- `simplify_expr`: the canonical sum-of-terms form (`d0 * 16 + d1 * 2 - 3`), in which
+  equal expressions print equal.
+- `linear_form`: an expression's coefficients, when it is linear.
+- `is_nonnegative`, `drop_redundant_bounds`, `tighten_constraint`: facts that hold
+  over a box of operand ranges, for bounds and conditions.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from xdsl.ir.affine import (
@@ -19,6 +25,7 @@ from xdsl.ir.affine import (
     AffineExpr,
     AffineSymExpr,
 )
+from xdsl.ir.affine.affine_set import AffineConstraintKind
 
 Interval = tuple[int, int]
 """A closed integer interval `(lo, hi)`."""
@@ -87,3 +94,130 @@ def to_python(
                 case AffineBinaryOpKind.CeilDiv:
                     return f"(-(-{a} // {b}))"
     raise ValueError(f"unexpected affine expression {expr}")
+
+
+def simplify_expr(expr: AffineExpr, num_dims: int, num_symbols: int) -> AffineExpr:
+    """`expr` flattened into the canonical sum of terms, dims and symbols in order.
+
+    Semi-affine expressions, which xDSL cannot flatten, come back as they are.
+    """
+    try:
+        return expr.simplify(num_dims, num_symbols)
+    except NotImplementedError:
+        return expr
+
+
+LinearForm = tuple[tuple[int, ...], tuple[int, ...], int]
+"""Coefficients of the dims, of the symbols, and the constant term."""
+
+
+def linear_form(expr: AffineExpr, num_dims: int, num_symbols: int) -> LinearForm | None:
+    """`expr` as `sum(a_i * d_i) + sum(b_j * s_j) + c`, or None if it is not linear
+    (it divides or takes a remainder that does not cancel)."""
+    match expr:
+        case AffineConstantExpr(value=v):
+            return ((0,) * num_dims, (0,) * num_symbols, v)
+        case AffineDimExpr(position=p):
+            dims = tuple(int(k == p) for k in range(num_dims))
+            return (dims, (0,) * num_symbols, 0)
+        case AffineSymExpr(position=p):
+            syms = tuple(int(k == p) for k in range(num_symbols))
+            return ((0,) * num_dims, syms, 0)
+        case AffineBinaryOpExpr(kind=AffineBinaryOpKind.Add, lhs=lhs, rhs=rhs):
+            a = linear_form(lhs, num_dims, num_symbols)
+            b = linear_form(rhs, num_dims, num_symbols)
+            if a is None or b is None:
+                return None
+            return (
+                tuple(x + y for x, y in zip(a[0], b[0], strict=True)),
+                tuple(x + y for x, y in zip(a[1], b[1], strict=True)),
+                a[2] + b[2],
+            )
+        case AffineBinaryOpExpr(
+            kind=AffineBinaryOpKind.Mul, lhs=lhs, rhs=AffineConstantExpr(value=c)
+        ):
+            a = linear_form(lhs, num_dims, num_symbols)
+            if a is None:
+                return None
+            return (tuple(x * c for x in a[0]), tuple(x * c for x in a[1]), a[2] * c)
+    simplified = simplify_expr(expr, num_dims, num_symbols)
+    if simplified != expr and not any(
+        isinstance(e, AffineBinaryOpExpr)
+        and e.kind not in (AffineBinaryOpKind.Add, AffineBinaryOpKind.Mul)
+        for e in simplified.dfs()
+    ):
+        return linear_form(simplified, num_dims, num_symbols)
+    return None
+
+
+def is_nonnegative(
+    expr: AffineExpr,
+    num_dims: int,
+    num_symbols: int,
+    dims: Sequence[Interval | None],
+    syms: Sequence[Interval | None] = (),
+) -> bool:
+    """Whether `expr >= 0` wherever each operand lies in its interval.
+
+    The expression is flattened first, so that a dim appearing twice (`d0 - d0`) is
+    one term and interval arithmetic over the box is exact for linear expressions.
+    """
+    r = expr_range(simplify_expr(expr, num_dims, num_symbols), dims, syms)
+    return r is not None and r[0] >= 0
+
+
+def drop_redundant_bounds(
+    exprs: Sequence[AffineExpr],
+    num_dims: int,
+    num_symbols: int,
+    dims: Sequence[Interval | None],
+    syms: Sequence[Interval | None] = (),
+    *,
+    upper: bool = True,
+) -> list[AffineExpr]:
+    """The results of a `min` (upper bound, `upper=True`) or `max` group that can
+    decide its value: a result never below another result of a min (never above one
+    of a max) is dropped. Of results equal over the box, a constant is kept (then the
+    first). At least one result is always kept."""
+
+    def never_better(e: AffineExpr, other: AffineExpr) -> bool:
+        diff = (e - other) if upper else (other - e)
+        return is_nonnegative(diff, num_dims, num_symbols, dims, syms)
+
+    def rank(k: int) -> tuple[bool, int]:
+        return (not isinstance(exprs[k], AffineConstantExpr), k)
+
+    kept = []
+    for k, e in enumerate(exprs):
+        dropped = any(
+            never_better(e, other) and (not never_better(other, e) or rank(j) < rank(k))
+            for j, other in enumerate(exprs)
+            if j != k
+        )
+        if not dropped:
+            kept.append(e)
+    return kept
+
+
+def tighten_constraint(
+    expr: AffineExpr, kind: AffineConstraintKind, num_dims: int, num_symbols: int
+) -> AffineExpr:
+    """`expr >= 0` (or `== 0`) divided through by the gcd of its coefficients, the
+    constant rounded down, as integer solutions allow: `-16 * d0 + 84 >= 0` becomes
+    `-d0 + 5 >= 0`. Non-linear expressions and equalities come back simplified."""
+    form = linear_form(expr, num_dims, num_symbols)
+    simplified = simplify_expr(expr, num_dims, num_symbols)
+    if form is None or kind != AffineConstraintKind.ge:
+        return simplified
+    dims, syms, const = form
+    g = math.gcd(*dims, *syms)
+    if g <= 1:
+        return simplified
+    tightened = AffineExpr.constant(const // g)
+    for k, a in enumerate(dims):
+        if a:
+            tightened = tightened + AffineExpr.dimension(k) * (a // g)
+    for k, a in enumerate(syms):
+        if a:
+            tightened = tightened + AffineExpr.symbol(k) * (a // g)
+    return simplify_expr(tightened, num_dims, num_symbols)

@@ -60,6 +60,28 @@ def register_pipeline(name: str, text: str, summary: str) -> None:
     NAMED_PIPELINES[name] = (text, summary)
 
 
+TILE_SPLIT_SINK = "affinec-tile-split-sink"
+"""The default affine pipeline: the reference design's tiling, splitting and sinking
+(default tile sizes), then canonicalization. Its output is what the GPU lowering takes."""
+
+
+def register_affine_pipelines() -> None:
+    """The named pipelines of the affine level."""
+    register_pipeline(
+        TILE_SPLIT_SINK,
+        "affine-loop-tile,affinec-split,affinec-sink,affinec-canonicalize",
+        "tile into grid and block loops, split the block loop around a block-shaped "
+        "accumulator, sink it below the reduction's tile loops, canonicalize",
+    )
+    register_pipeline(
+        TILE_SPLIT_SINK + "-separate",
+        "affine-loop-tile{separate=true},affinec-split,affinec-sink,"
+        "affinec-canonicalize",
+        f"{TILE_SPLIT_SINK}, with full tiles separated from partial ones (a fast "
+        "path without bounds)",
+    )
+
+
 def _load_named_pipelines() -> None:
     from affinec.passes import register_named_pipelines
 

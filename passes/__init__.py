@@ -12,6 +12,31 @@ from xdsl.passes import ModulePass
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     """Every affinec pass, by the name pipelines use."""
 
+    def _affine_loop_tile():
+        from affinec.passes.affine_loop_tile import AffineLoopTilePass
+
+        return AffineLoopTilePass
+
+    def _affine_loop_normalize():
+        from affinec.passes.affine_loop_normalize import AffineLoopNormalizePass
+
+        return AffineLoopNormalizePass
+
+    def _affinec_split():
+        from affinec.passes.affinec_split import AffinecSplitPass
+
+        return AffinecSplitPass
+
+    def _affinec_sink():
+        from affinec.passes.affinec_sink import AffinecSinkPass
+
+        return AffinecSinkPass
+
+    def _affinec_canonicalize():
+        from affinec.passes.affinec_canonicalize import AffinecCanonicalizePass
+
+        return AffinecCanonicalizePass
+
     def _convert_parallel_to_gpu():
         from affinec.passes.convert_parallel_to_gpu import ConvertParallelToGpu
 
@@ -33,6 +58,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         return LowerAffine
 
     return {
+        "affine-loop-tile": _affine_loop_tile,
+        "affine-loop-normalize": _affine_loop_normalize,
+        "affinec-split": _affinec_split,
+        "affinec-sink": _affinec_sink,
+        "affinec-canonicalize": _affinec_canonicalize,
         "affinec-convert-parallel-to-gpu": _convert_parallel_to_gpu,
         "gpu-kernel-outlining": _gpu_kernel_outlining,
         "lower-affine": _lower_affine,
@@ -42,3 +72,6 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
 def register_named_pipelines() -> None:
     """Register the named pipelines (`affinec-opt --list-passes` shows them)."""
+    from affinec.pipeline import register_affine_pipelines
+
+    register_affine_pipelines()

@@ -1,0 +1,504 @@
+"""Read-only analyses of affine loop nests that the loop passes share (MLIR's
+Affine/Analysis): nothing here changes the IR; `affinec.loop_transforms` does.
+
+- `map_slots(op)`: every affine map an op applies to its operands (an access, a bound,
+  a condition), in one shape, so code that reads or rewrites maps does not care which
+  op it has.
+- `compose_map(m, operands, subst)`: a map over SSA values with some of them replaced
+  by affine expressions of others (an induction variable by `%i0 * 16 + %i1`),
+  constants and `affine.apply` producers folded in, operands de-duplicated, unused ones
+  dropped, results simplified. Tiling, peeling, normalization and canonicalization are
+  all this one composition.
+- `value_range(v)`: the interval an index value takes, from the loop bounds around it.
+- `perfect_band(loop)`: the perfectly nested `affine.for` loops starting at `loop`.
+- `summation_order_kept(extents, sizes)`: whether tiling a reduction band keeps the
+  order in which each output element is summed.
+- `sink_blocker(parallel, loops)`: why interleaving the iterations of an
+  `affine.parallel` (to interchange it with loops inside it, or to distribute it over
+  its statements) could change what it computes, or None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import IndexType, IntegerAttr
+from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap, AffineSymExpr
+from xdsl.traits import is_side_effect_free
+
+from affinec.affine_utils import Interval, expr_range, linear_form, simplify_expr
+from affinec.dialects import affine
+from affinec.dialects.affinec import PaddedLoadOp
+
+TILE_LOOP = "affinec.tile"
+"""Unit attribute `affine-loop-tile` puts on the `affine.for` loops that step over
+tiles of a reduction band (`%c0`, `%r0`, `%s0`), as opposed to the point loops within a
+tile: `affinec-sink` moves the block loop below these, and promotion copies one tile's
+footprint per iteration of them."""
+
+AccessOp = affine.LoadOp | affine.StoreOp | PaddedLoadOp
+MAP_OPS = (
+    affine.LoadOp,
+    affine.StoreOp,
+    PaddedLoadOp,
+    affine.ApplyOp,
+    affine.MinOp,
+    affine.MaxOp,
+    affine.ForOp,
+    affine.ParallelOp,
+    affine.IfOp,
+)
+
+
+# -- maps of ops ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MapSlot:
+    """One affine map an op applies to some of its operands.
+
+    `name` is the property holding it (`map`, `lowerBoundMap`, `upperBoundsMap`,
+    `condition`...). An `affine.if` condition appears as the map of its constraints'
+    left-hand sides, each compared with zero.
+    """
+
+    name: str
+    map: AffineMap
+    operands: tuple[SSAValue, ...]
+    first_operand: int
+    """Index of `operands[0]` among the op's operands."""
+
+
+def map_slots(op: Operation) -> list[MapSlot]:
+    """The maps `op` applies, or [] for an op that has none."""
+    match op:
+        case affine.LoadOp() | PaddedLoadOp():
+            return [MapSlot("map", op.map.data, tuple(op.indices), 1)]
+        case affine.StoreOp():
+            return [MapSlot("map", op.map.data, tuple(op.indices), 2)]
+        case affine.ApplyOp() | affine.MinOp() | affine.MaxOp():
+            return [MapSlot("map", op.map.data, tuple(op.mapOperands), 0)]
+        case affine.ForOp():
+            lower = tuple(op.lowerBoundOperands)
+            return [
+                MapSlot("lowerBoundMap", op.lowerBoundMap.data, lower, 0),
+                MapSlot(
+                    "upperBoundMap",
+                    op.upperBoundMap.data,
+                    tuple(op.upperBoundOperands),
+                    len(lower),
+                ),
+            ]
+        case affine.ParallelOp():
+            lower = tuple(op.lower_bound_operands)
+            return [
+                MapSlot("lowerBoundsMap", op.lowerBoundsMap.data, lower, 0),
+                MapSlot(
+                    "upperBoundsMap",
+                    op.upperBoundsMap.data,
+                    tuple(op.upper_bound_operands),
+                    len(lower),
+                ),
+            ]
+        case affine.IfOp():
+            s = op.condition.data
+            m = AffineMap(
+                s.num_dims, s.num_symbols, tuple(c.lhs - c.rhs for c in s.constraints)
+            )
+            return [MapSlot("condition", m, tuple(op.args), 0)]
+    return []
+
+
+def non_affine_uses(value: SSAValue) -> list[Operation]:
+    """Ops that use `value` other than as an operand of one of their affine maps:
+    a rewrite that folds an expression into maps cannot reach these."""
+    bad: list[Operation] = []
+    for use in value.uses:
+        slots = map_slots(use.operation)
+        if not any(
+            s.first_operand <= use.index < s.first_operand + len(s.operands)
+            for s in slots
+        ):
+            bad.append(use.operation)
+    return bad
+
+
+Substitution = tuple[AffineExpr, Sequence[SSAValue]]
+"""An affine expression and the values its dims stand for: `(d0 * 16 + d1, [%i0,
+%i1])` replaces an induction variable by its tiled form."""
+
+
+def _constant_index(value: SSAValue) -> int | None:
+    if isinstance(value, OpResult) and isinstance(value.op, arith.ConstantOp):
+        attr = value.op.value
+        if isinstance(attr, IntegerAttr) and isinstance(attr.type, IndexType):
+            return attr.value.data
+    return None
+
+
+def compose_map(
+    m: AffineMap,
+    operands: Sequence[SSAValue],
+    subst: Mapping[SSAValue, Substitution] | None = None,
+    *,
+    fold_producers: bool = True,
+) -> tuple[AffineMap, list[SSAValue]]:
+    """`m` applied to `operands`, as a simplified map over the values it really uses.
+
+    Operands in `subst` are replaced by their expressions (once: the values of a
+    substitution are not substituted again, so `%i -> %i0 * 16 + %i` is fine). With
+    `fold_producers`, `index` constants become literals and `affine.apply` results
+    their (recursively composed) expressions, as MLIR's `fullyComposeAffineMapAndOperands`.
+    A value that appears twice becomes one dim; the new operands keep the order in
+    which the old ones (and the values of their substitutions) come.
+    """
+    subst = subst or {}
+    dims: list[SSAValue] = []
+    syms: list[SSAValue] = []
+
+    def leaf(v: SSAValue, as_symbol: bool) -> AffineExpr:
+        space = syms if as_symbol else dims
+        if v not in space:
+            space.append(v)
+        k = space.index(v)
+        return AffineExpr.symbol(k) if as_symbol else AffineExpr.dimension(k)
+
+    def expr_of(v: SSAValue, as_symbol: bool, depth: int = 0) -> AffineExpr:
+        if v in subst and depth == 0:
+            e, values = subst[v]
+            return e.replace_dims_and_symbols([leaf(x, as_symbol) for x in values], [])
+        if fold_producers:
+            if (c := _constant_index(v)) is not None:
+                return AffineExpr.constant(c)
+            if isinstance(v, OpResult) and isinstance(v.op, affine.ApplyOp):
+                inner = v.op.map.data
+                args = list(v.op.mapOperands)
+                return inner.results[0].replace_dims_and_symbols(
+                    [expr_of(a, False, depth + 1) for a in args[: inner.num_dims]],
+                    [expr_of(a, True, depth + 1) for a in args[inner.num_dims :]],
+                )
+        return leaf(v, as_symbol)
+
+    dim_exprs = [expr_of(v, False) for v in operands[: m.num_dims]]
+    sym_exprs = [expr_of(v, True) for v in operands[m.num_dims :]]
+    results = [r.replace_dims_and_symbols(dim_exprs, sym_exprs) for r in m.results]
+    return _compress(results, dims, syms)
+
+
+def _compress(
+    results: Sequence[AffineExpr], dims: list[SSAValue], syms: list[SSAValue]
+) -> tuple[AffineMap, list[SSAValue]]:
+    """The map of `results` over only the dims and symbols they use, simplified."""
+    used_dims: set[int] = set()
+    used_syms: set[int] = set()
+    for r in results:
+        for e in r.dfs():
+            if isinstance(e, AffineDimExpr):
+                used_dims.add(e.position)
+            elif isinstance(e, AffineSymExpr):
+                used_syms.add(e.position)
+    keep_dims = sorted(used_dims)
+    keep_syms = sorted(used_syms)
+    new_dims = [
+        AffineExpr.dimension(keep_dims.index(k)) if k in used_dims else None
+        for k in range(len(dims))
+    ]
+    new_syms = [
+        AffineExpr.symbol(keep_syms.index(k)) if k in used_syms else None
+        for k in range(len(syms))
+    ]
+    renumbered = [
+        simplify_expr(
+            r.replace_dims_and_symbols(new_dims, new_syms),  # pyright: ignore[reportArgumentType]
+            len(keep_dims),
+            len(keep_syms),
+        )
+        for r in results
+    ]
+    m = AffineMap(len(keep_dims), len(keep_syms), tuple(renumbered))
+    return m, [dims[k] for k in keep_dims] + [syms[k] for k in keep_syms]
+
+
+def grouped(items: Sequence, groups: Sequence[int]) -> list[list]:
+    """`items` cut into consecutive groups of the given sizes."""
+    out, k = [], 0
+    for g in groups:
+        out.append(list(items[k : k + g]))
+        k += g
+    return out
+
+
+# -- ranges ---------------------------------------------------------------------------
+
+
+def value_range(value: SSAValue) -> Interval | None:
+    """The closed interval an `index` value lies in, or None when it is not known.
+
+    Induction variables get theirs from their loop's bounds (the largest lower bound
+    result, the smallest upper bound result, each over its operands' ranges), constants
+    are points, `affine.apply`/`min`/`max` follow their maps. A loop that might not run
+    gives a range its variable never leaves when it does.
+    """
+    if (c := _constant_index(value)) is not None:
+        return (c, c)
+    if isinstance(value, BlockArgument):
+        owner = value.block.parent_op()
+        if isinstance(owner, affine.ForOp) and value.index == 0:
+            lows = slot_ranges(map_slots(owner)[0])
+            highs = slot_ranges(map_slots(owner)[1])
+            return _iv_range(lows, highs)
+        if isinstance(owner, affine.ParallelOp):
+            lower, upper = map_slots(owner)
+            k = value.index
+            lows = grouped(slot_ranges(lower), owner.lower_groups)[k]
+            highs = grouped(slot_ranges(upper), owner.upper_groups)[k]
+            return _iv_range(lows, highs)
+        return None
+    if isinstance(value, OpResult) and isinstance(
+        value.op, affine.ApplyOp | affine.MinOp | affine.MaxOp
+    ):
+        ranges = slot_ranges(map_slots(value.op)[0])
+        if any(r is None for r in ranges):
+            return None
+        los = [r[0] for r in ranges]  # pyright: ignore[reportOptionalSubscript]
+        his = [r[1] for r in ranges]  # pyright: ignore[reportOptionalSubscript]
+        if isinstance(value.op, affine.MaxOp):
+            return (max(los), max(his))
+        return (min(los), min(his))
+    return None
+
+
+def _iv_range(
+    lows: Sequence[Interval | None], highs: Sequence[Interval | None]
+) -> Interval | None:
+    if not lows or not highs or any(r is None for r in (*lows, *highs)):
+        return None
+    lo = max(r[0] for r in lows)  # pyright: ignore[reportOptionalSubscript]
+    hi = min(r[1] for r in highs) - 1  # pyright: ignore[reportOptionalSubscript]
+    return (lo, max(lo, hi))
+
+
+def operand_ranges(
+    m: AffineMap, operands: Sequence[SSAValue]
+) -> tuple[list[Interval | None], list[Interval | None]]:
+    """The ranges of the dim operands and of the symbol operands of `m`."""
+    ranges = [value_range(v) for v in operands]
+    return ranges[: m.num_dims], ranges[m.num_dims :]
+
+
+def slot_ranges(slot: MapSlot) -> list[Interval | None]:
+    """The interval of each result of a map slot over its operands' ranges."""
+    dims, syms = operand_ranges(slot.map, slot.operands)
+    return [expr_range(r, dims, syms) for r in slot.map.results]
+
+
+def constant_value(m: AffineMap, k: int = 0) -> int | None:
+    """Result `k` of `m` when it is a constant."""
+    r = simplify_expr(m.results[k], m.num_dims, m.num_symbols)
+    form = linear_form(r, m.num_dims, m.num_symbols)
+    if form is not None and not any(form[0]) and not any(form[1]):
+        return form[2]
+    return None
+
+
+# -- loops ----------------------------------------------------------------------------
+
+
+def is_simple_for(loop: affine.ForOp) -> bool:
+    """Lower bound 0 and step 1 (the reference design's "simple loop")."""
+    lower = loop.lowerBoundMap.data
+    return (
+        loop.step.value.data == 1
+        and len(lower.results) == 1
+        and constant_value(lower) == 0
+    )
+
+
+def non_simple_parallel_dims(op: affine.ParallelOp) -> list[int]:
+    """The dimensions of an `affine.parallel` whose lower bound is not 0 or step not 1."""
+    lower = op.lowerBoundsMap.data
+    bad = []
+    k = 0
+    for d, (g, step) in enumerate(zip(op.lower_groups, op.step_values, strict=True)):
+        if step != 1 or g != 1 or constant_value(lower, k) != 0:
+            bad.append(d)
+        k += g
+    return bad
+
+
+def body_ops(block: Block) -> list[Operation]:
+    """The ops of a loop body without its `affine.yield`."""
+    return [op for op in block.ops if not isinstance(op, affine.YieldOp)]
+
+
+def perfect_band(loop: affine.ForOp) -> list[affine.ForOp]:
+    """`loop` and the loops perfectly nested in it: each body holds only the next."""
+    band = [loop]
+    while True:
+        ops = body_ops(band[-1].body.block)
+        if len(ops) != 1 or not isinstance(ops[0], affine.ForOp):
+            return band
+        band.append(ops[0])
+
+
+def constant_trip_extent(loop: affine.ForOp) -> int | None:
+    """The number of values a simple loop's variable takes, when it is a constant."""
+    if not is_simple_for(loop):
+        return None
+    ups = [
+        constant_value(loop.upperBoundMap.data, k)
+        for k in range(len(loop.upperBoundMap.data.results))
+    ]
+    if any(u is None for u in ups):
+        return None
+    return max(0, min(ups))  # pyright: ignore[reportArgumentType]
+
+
+def is_defined_inside(value: SSAValue, op: Operation) -> bool:
+    """Whether `value` is defined by an op nested in `op` or is a block argument of
+    one of its regions."""
+    owner = value.owner
+    if isinstance(owner, Block):
+        parent = owner.parent_op()
+        return parent is op or (parent is not None and op.is_ancestor(parent))
+    return op.is_ancestor(owner) and owner is not op
+
+
+def summation_order_kept(
+    extents: Sequence[int | None], sizes: Sequence[int | None]
+) -> bool:
+    """Whether tiling a reduction band with `sizes` keeps the order of its iterations.
+
+    Tiling `(c, r, s)` into `(c0, r0, s0, c1, r1, s1)` visits the points of the band in
+    the same (lexicographic) order only when at most one dimension is cut into more
+    than one tile and every dimension outside it has extent 1: otherwise some later
+    tile of an outer dimension comes back to an earlier value of an inner one. A size
+    of None means the whole extent (one tile); an unknown extent with a size may be
+    cut into several.
+    """
+    cut = [
+        k
+        for k, (e, t) in enumerate(zip(extents, sizes, strict=True))
+        if t is not None and (e is None or -(-e // t) > 1)
+    ]
+    if not cut:
+        return True
+    return len(cut) == 1 and all(e == 1 for e in extents[: cut[0]])
+
+
+# -- dependences ----------------------------------------------------------------------
+
+
+def _accessed_memref(op: Operation) -> tuple[SSAValue, bool] | None:
+    """The memref `op` reads or writes and whether it writes, for the memory ops the
+    nests we rewrite contain."""
+    match op:
+        case affine.LoadOp() | PaddedLoadOp():
+            return op.memref, False
+        case affine.StoreOp():
+            return op.memref, True
+        case memref.LoadOp():
+            return op.memref, False
+        case memref.StoreOp():
+            return op.memref, True
+    return None
+
+
+def _rank(rows: list[list[Fraction]]) -> int:
+    rows = [list(r) for r in rows]
+    rank = 0
+    ncols = len(rows[0]) if rows else 0
+    for col in range(ncols):
+        pivot = next((i for i in range(rank, len(rows)) if rows[i][col] != 0), None)
+        if pivot is None:
+            continue
+        rows[rank], rows[pivot] = rows[pivot], rows[rank]
+        for i in range(len(rows)):
+            if i != rank and rows[i][col] != 0:
+                f = rows[i][col] / rows[rank][col]
+                rows[i] = [a - f * b for a, b in zip(rows[i], rows[rank], strict=True)]
+        rank += 1
+    return rank
+
+
+def _name(value: SSAValue) -> str:
+    return f"%{value.name_hint}" if value.name_hint else "a memref"
+
+
+def sink_blocker(parallel: affine.ParallelOp) -> str | None:
+    """Why the iterations of `parallel` may not be interleaved, or None when they may.
+
+    Interchanging an `affine.parallel` with loops inside it, or distributing it over
+    the statements of its body, runs a piece of every iteration before the next piece
+    of any. That keeps the result when no iteration touches memory another one writes:
+    every memref written in the body (and allocated outside it) must be accessed at one
+    and the same affine index, built from the parallel's own variables so that distinct
+    iterations get distinct elements, and from nothing that varies inside the body.
+    The accumulation `acc[%i, %j] = acc[%i, %j] + ...` over a reduction loop is such a
+    dependence, carried by the reduction loop within one iteration, and it is kept.
+    """
+    ivs = list(parallel.induction_variables)
+    accesses: dict[SSAValue, list[Operation]] = {}
+    written: set[SSAValue] = set()
+    for op in parallel.body.walk():
+        if op is parallel:
+            continue
+        found = _accessed_memref(op)
+        if found is not None:
+            buffer, writes = found
+            accesses.setdefault(buffer, []).append(op)
+            if writes:
+                written.add(buffer)
+            continue
+        if isinstance(op, memref.AllocOp | memref.AllocaOp | memref.DeallocOp):
+            continue
+        if isinstance(op, MAP_OPS) or op.regions or is_side_effect_free(op):
+            continue
+        if op.name.startswith(("arith.", "math.")):
+            continue
+        return f"'{op.name}' has memory effects the sinking cannot analyse"
+    for buffer in written:
+        if is_defined_inside(buffer, parallel):
+            continue  # private to an iteration
+        ops = accesses[buffer]
+        if not all(isinstance(op, AccessOp) for op in ops):
+            return f"{_name(buffer)} is accessed by a non-affine memory op"
+        keyed = {
+            (m, tuple(v))
+            for m, v in (compose_map(op.map.data, list(op.indices)) for op in ops)  # pyright: ignore
+        }
+        if len(keyed) != 1:
+            return (
+                f"{_name(buffer)} is written and accessed at different indices "
+                "(a loop-carried dependence between iterations)"
+            )
+        ((m, values),) = keyed
+        for v in values:
+            if v not in ivs and is_defined_inside(v, parallel):
+                return (
+                    f"{_name(buffer)} is written at an index that varies inside the "
+                    "loop (a loop-carried dependence between iterations)"
+                )
+        wide = [iv for iv in ivs if (r := value_range(iv)) is None or r[1] > r[0]]
+        rows: list[list[Fraction]] = []
+        for r in m.results:
+            form = linear_form(r, m.num_dims, m.num_symbols)
+            if form is None:
+                return f"{_name(buffer)} is written at a non-linear index"
+            coefficients = [*form[0], *form[1]]
+            rows.append(
+                [
+                    Fraction(coefficients[values.index(iv)] if iv in values else 0)
+                    for iv in wide
+                ]
+            )
+        if wide and _rank(rows) < len(wide):
+            return (
+                f"{_name(buffer)} is written at an index that several iterations "
+                "share (a loop-carried dependence between iterations)"
+            )
+    return None

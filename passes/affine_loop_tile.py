@@ -1,0 +1,362 @@
+"""`affine-loop-tile`: the reference design's tiling, for the GPU's grid and blocks.
+
+The outermost unmapped `affine.parallel` of each function (the output band) becomes
+two: a grid-level band over tiles, `{affinec.mapping = "grid"}` (one iteration per GPU
+block), and inside it a block-level band over the points of one tile,
+`{affinec.mapping = "block"}` (one iteration per thread, until thread mapping gives
+threads more). Each perfect band of `affine.for` loops directly in its body (the
+reduction) becomes tile loops, marked `{affinec.tile}`, around point loops. As the
+reference design has it, tiling takes only simple loops (lower bound 0, step 1),
+produces only simple loops, and adds no operation: `%i` becomes `%i0 * 16 + %i1` in the
+map of every op that uses it, simplified (`%n0 + %n1`, never `%n0 * 1 + %n1`).
+
+    affine.parallel (%i, %j) = (0, 0) to (64, 100) {
+      %acc = memref.alloca() : memref<f32>
+      affine.store %zero, %acc[] : memref<f32>
+      affine.for %p = 0 to 12 {
+        %a = affine.load %A[%i, %p] : memref<64x12xf32>
+        ...
+      }
+      ...
+      affine.store %sum, %C[%i, %j] : memref<64x100xf32>
+    }
+
+with `affine-loop-tile{tile-sizes=16,16 reduction-tile-sizes=4}` becomes
+
+    affine.parallel (%i0, %j0) = (0, 0) to (4, 7) {
+      affine.parallel (%i1, %j1) = (0, 0) to (16, min(16, %j0 * -16 + 100)) {
+        %acc = memref.alloca() : memref<f32>
+        affine.store %zero, %acc[] : memref<f32>
+        affine.for %p0 = 0 to 3 {
+          affine.for %p1 = 0 to 4 {
+            %a = affine.load %A[%i0 * 16 + %i1, %p0 * 4 + %p1] : memref<64x12xf32>
+            ...
+          }
+        } {affinec.tile}
+        ...
+        affine.store %sum, %C[%i0 * 16 + %i1, %j0 * 16 + %j1] : memref<64x100xf32>
+      } {affinec.mapping = "block"}
+    } {affinec.mapping = "grid"}
+
+Sizes that do not divide an extent are legal: the last tile's upper bound is a `min`
+group (`min(16, %j0 * -16 + 100)`) or, for a reduction, an `affine.min` bound map.
+With `separate=true`, full tiles carry no bounds: the block band is versioned on the
+grid variables, `affine.if` (every tile but the last along each dimension) holding a
+copy with constant bounds, the else branch the bounded one (PlaidML's fast and slow
+paths), and the last, partial iteration of a reduction tile loop is peeled off into
+its own copy (Loopy's slabs).
+
+The order of summation is kept unless `reassociate=true`: a reduction band may be cut
+into several tiles along one dimension only, and only where every dimension outside it
+has extent 1 (see `summation_order_kept`). Sizes that would reorder the sum are refused,
+because they change the result's rounding, not because they are wrong.
+
+Options:
+- `tile-sizes`: the block's extent along each parallel dimension (outermost first).
+  Missing trailing sizes are 1 (the dimension goes to the grid); a size above the
+  extent is the extent. Default: about 256 iterations per block, filled from the
+  innermost (contiguous) output dimension outwards, at most 16 along the two innermost.
+- `reduction-tile-sizes`: the tile along each reduction dimension. Missing trailing
+  sizes, and sizes at or above the extent, are the whole extent (one tile, which keeps
+  the order). Default: the outermost reduction dimension of extent above 1 in tiles of
+  up to 64 point iterations, the others whole (ResNet-50's first layer: 1, 7, 7).
+- `separate`: separate full tiles from partial ones (see above).
+- `reassociate`: accept reduction sizes that change the order of summation.
+
+The output honours the contract the GPU lowering relies on: per function, one
+grid-level `affine.parallel` holding the block-level one(s), whose bounds may depend
+on the grid variables; inside, only affine ops, `affinec.padded_load`, arith and
+memref. Illegal options and inputs (a size of 0 or below, more sizes than dimensions,
+a loop that is not simple, an induction variable used outside an affine map, a
+reduction band whose bounds depend on itself, an already mapped loop) are refused with
+a diagnostic naming the op and the option, before anything is rewritten.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.ir import Operation
+from xdsl.passes import ModulePass
+
+from affinec.diagnostics import PassError
+from affinec.dialects import affine
+from affinec.dialects.affinec import BLOCK, GRID, MAPPING, mapping_of
+from affinec.loop_analysis import (
+    body_ops,
+    constant_trip_extent,
+    constant_value,
+    is_defined_inside,
+    is_simple_for,
+    map_slots,
+    non_affine_uses,
+    non_simple_parallel_dims,
+    perfect_band,
+    summation_order_kept,
+)
+from affinec.loop_transforms import (
+    peel_last_iteration,
+    tile_band,
+    tile_parallel,
+    version_full_tiles,
+)
+
+BLOCK_ITERATIONS = 256
+"""What the default block tile aims at: a few warps' worth of output points."""
+MAX_INNER_TILE = 16
+"""The default tile along each of the two innermost output dimensions."""
+POINT_ITERATIONS = 64
+"""What the default reduction tile aims at: the point loops of one tile."""
+
+
+@dataclass(frozen=True)
+class _Band:
+    loops: tuple[affine.ForOp, ...]
+    extents: tuple[int | None, ...]
+    sizes: tuple[int | None, ...]
+    """Per loop: the tile size, or None for the whole (unknown) extent."""
+
+
+@dataclass(frozen=True)
+class _Plan:
+    parallel: affine.ParallelOp
+    sizes: tuple[int, ...]
+    bands: tuple[_Band, ...]
+
+
+@dataclass(frozen=True)
+class AffineLoopTilePass(ModulePass):
+    """Tile the output band into grid/block loops and each reduction band into tile/point loops."""
+
+    name = "affine-loop-tile"
+
+    tile_sizes: tuple[int, ...] = ()
+    reduction_tile_sizes: tuple[int, ...] = ()
+    separate: bool = False
+    reassociate: bool = False
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        plans = [self._plan(p) for p in _targets(op)]
+        if not plans:
+            raise PassError(
+                op, "has no unmapped affine.parallel for affine-loop-tile to tile"
+            )
+        for plan in plans:
+            self._rewrite(plan)
+
+    # -- checking and planning, before any rewriting ----------------------------------
+
+    def _plan(self, op: affine.ParallelOp) -> _Plan:
+        if op.res:
+            raise PassError(
+                op, "has reductions; affine-loop-tile takes an affine.parallel without"
+            )
+        dims = len(op.induction_variables)
+        _check_sizes(op, "tile-sizes", self.tile_sizes, dims, "dimensions")
+        if bad := non_simple_parallel_dims(op):
+            raise PassError(
+                op,
+                f"is not a simple loop (dimension {bad[0]} has a lower bound other "
+                "than 0 or a step other than 1); affine-loop-tile (tile-sizes) takes "
+                "only simple loops: run affine-loop-normalize first",
+            )
+        for iv in op.induction_variables:
+            _check_affine_uses(iv, op, "tile-sizes")
+        extents = _parallel_extents(op)
+        sizes = self.tile_sizes or default_tile_sizes(extents)
+        sizes = tuple(sizes) + (1,) * (dims - len(sizes))
+        sizes = tuple(
+            min(t, e) if e else t for t, e in zip(sizes, extents, strict=True)
+        )
+
+        loops = [s for s in body_ops(op.body.block) if isinstance(s, affine.ForOp)]
+        if self.reduction_tile_sizes and not loops:
+            raise PassError(
+                op,
+                f"has no reduction loops, but reduction-tile-sizes="
+                f"{_text(self.reduction_tile_sizes)} was given",
+            )
+        bands = tuple(self._plan_band(perfect_band(loop)) for loop in loops)
+        return _Plan(op, sizes, bands)
+
+    def _plan_band(self, band: list[affine.ForOp]) -> _Band:
+        _check_sizes(
+            band[0],
+            "reduction-tile-sizes",
+            self.reduction_tile_sizes,
+            len(band),
+            "loops",
+        )
+        for k, loop in enumerate(band):
+            if not is_simple_for(loop):
+                raise PassError(
+                    loop,
+                    "is not a simple loop (lower bound 0, step 1); affine-loop-tile "
+                    "(reduction-tile-sizes) takes only simple loops: run "
+                    "affine-loop-normalize first",
+                )
+            if loop.inits:
+                raise PassError(
+                    loop,
+                    "has iter_args; affine-loop-tile (reduction-tile-sizes) tiles "
+                    "loops that carry no values",
+                )
+            for operand in map_slots(loop)[1].operands:
+                if k and is_defined_inside(operand, band[0]):
+                    raise PassError(
+                        loop,
+                        "has a bound that depends on an enclosing loop of its band; "
+                        "affine-loop-tile (reduction-tile-sizes) tiles rectangular "
+                        "bands only",
+                    )
+            _check_affine_uses(loop.induction_variable, loop, "reduction-tile-sizes")
+        extents = tuple(constant_trip_extent(loop) for loop in band)
+        given = self.reduction_tile_sizes or default_reduction_tile_sizes(extents)
+        sizes: list[int | None] = []
+        for k, e in enumerate(extents):
+            t = given[k] if k < len(given) else None
+            if t is None or (e is not None and t >= e):
+                t = e  # one tile: None when the extent is not a constant
+            sizes.append(t)
+        cut = [
+            None if e is not None and t == e else t
+            for t, e in zip(sizes, extents, strict=True)
+        ]
+        if not self.reassociate and not summation_order_kept(extents, cut):
+            raise PassError(
+                band[0],
+                f"reduction-tile-sizes={_text(given)} changes the order of summation "
+                f"over the band of extents {_text(extents)}: only one dimension may be "
+                "cut into several tiles, and only where every dimension outside it "
+                "has extent 1; pass reassociate=true to accept a different rounding",
+            )
+        return _Band(tuple(band), extents, tuple(sizes))
+
+    # -- rewriting ----------------------------------------------------------------------
+
+    def _rewrite(self, plan: _Plan) -> None:
+        for band in plan.bands:
+            tiles, _ = tile_band(band.loops, band.sizes)
+            if self.separate:
+                for tile, e, t in reversed(
+                    list(zip(tiles, band.extents, band.sizes, strict=True))
+                ):
+                    if e is not None and t is not None and e % t and -(-e // t) >= 2:
+                        peel_last_iteration(tile)
+        _, inner = tile_parallel(
+            plan.parallel,
+            plan.sizes,
+            {**plan.parallel.attributes, MAPPING: StringAttr(GRID)},
+            {MAPPING: StringAttr(BLOCK)},
+        )
+        if self.separate:
+            version_full_tiles(inner)
+
+
+def _targets(module: ModuleOp) -> list[affine.ParallelOp]:
+    """The outermost `affine.parallel` of each function, refusing mapped ones."""
+    found = []
+    for fn in module.walk():
+        if not isinstance(fn, func.FuncOp) or not fn.body.blocks:
+            continue
+        for op in fn.body.block.ops:
+            if isinstance(op, affine.ParallelOp):
+                if (level := mapping_of(op)) is not None:
+                    raise PassError(
+                        op,
+                        f"is already mapped to '{level}': affine-loop-tile tiles the "
+                        "unmapped affine.parallel of the naive IR, once",
+                    )
+                found.append(op)
+    return found
+
+
+def _check_sizes(
+    op: Operation, option: str, sizes: Sequence[int], available: int, what: str
+) -> None:
+    if len(sizes) > available:
+        raise PassError(
+            op,
+            f"{option}={_text(sizes)} gives {len(sizes)} sizes but the op has "
+            f"{available} {what}",
+        )
+    for t in sizes:
+        if t <= 0:
+            raise PassError(
+                op, f"{option}={_text(sizes)}: tile size {t} must be positive"
+            )
+
+
+def _check_affine_uses(iv, loop: Operation, option: str) -> None:
+    if stray := non_affine_uses(iv):
+        name = f"%{iv.name_hint}" if iv.name_hint else "an induction variable"
+        raise PassError(
+            loop,
+            f"cannot be tiled ({option}): {name} is used by '{stray[0].name}', which "
+            "has no affine map to fold the tiled index into",
+        )
+
+
+def _parallel_extents(op: affine.ParallelOp) -> tuple[int | None, ...]:
+    upper = op.upperBoundsMap.data
+    extents: list[int | None] = []
+    k = 0
+    for g in op.upper_groups:
+        values = [constant_value(upper, k + j) for j in range(g)]
+        extents.append(None if None in values else max(0, min(values)))  # pyright: ignore
+        k += g
+    return tuple(extents)
+
+
+def _text(values: Sequence[object]) -> str:
+    return ",".join("?" if v is None else str(v) for v in values)
+
+
+def _fit(extent: int | None, limit: int) -> int:
+    """The whole extent when it fits `limit`, else the largest power of two that does."""
+    if extent is not None and extent <= limit:
+        return max(1, extent)
+    return 1 << (max(1, limit).bit_length() - 1)
+
+
+def default_tile_sizes(extents: Sequence[int | None]) -> tuple[int, ...]:
+    """Block tile sizes for an output band of these extents (None: unknown).
+
+    About `BLOCK_ITERATIONS` points per block, filled from the innermost dimension
+    outwards so that a block covers a contiguous run of the output: ResNet-50's first
+    layer (128, 64, 112, 112) gets 1x1x16x16, a 12x12 matrix product 12x12.
+    """
+    sizes = [1] * len(extents)
+    budget = BLOCK_ITERATIONS
+    for k in reversed(range(len(extents))):
+        inner = k >= len(extents) - 2
+        t = _fit(extents[k], min(budget, MAX_INNER_TILE) if inner else budget)
+        sizes[k] = t
+        budget //= t
+        if budget <= 1:
+            break
+    return tuple(sizes)
+
+
+def default_reduction_tile_sizes(
+    extents: Sequence[int | None],
+) -> tuple[int | None, ...]:
+    """Reduction tile sizes that keep the order of summation: the outermost dimension
+    of extent above 1 in tiles of about `POINT_ITERATIONS` points (with the whole of
+    every dimension inside it), the rest whole (None)."""
+    sizes: list[int | None] = [None] * len(extents)
+    for k, e in enumerate(extents):
+        if e is None:
+            return tuple(sizes)
+        if e > 1:
+            inner = math.prod(
+                x if x is not None else POINT_ITERATIONS for x in extents[k + 1 :]
+            )
+            sizes[k] = _fit(e, max(1, POINT_ITERATIONS // inner))
+            return tuple(sizes)
+    return tuple(sizes)
