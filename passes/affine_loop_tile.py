@@ -140,6 +140,12 @@ class AffineLoopTilePass(ModulePass):
     separate: bool = False
     reassociate: bool = False
 
+    @property
+    def reorders_summation(self) -> bool:
+        """Whether this pass may change the order of summation (and so the rounding):
+        `Pipeline.run(check=True)` then holds it to the dtype's tolerance."""
+        return self.reassociate
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         plans = [self._plan(p) for p in _targets(op)]
         if not plans:

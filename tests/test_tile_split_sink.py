@@ -140,7 +140,7 @@ def test_reassociating_reduction_tiles_stay_within_tolerance(spec: Spec, data) -
         separate=data.draw(st.booleans()),
     )
     module = build(spec)
-    Pipeline(passes_after(tile)).run(module)
+    Pipeline(passes_after(tile)).run(module, check=True)
     inputs = random_inputs(spec, np.random.default_rng(0))
     out = poisoned_output(spec)
     interpret(module, contraction_of(spec).name, *inputs, out)
