@@ -373,21 +373,26 @@ def summation_order_kept(
 ) -> bool:
     """Whether tiling a reduction band with `sizes` keeps the order of its iterations.
 
-    Tiling `(c, r, s)` into `(c0, r0, s0, c1, r1, s1)` visits the points of the band in
-    the same (lexicographic) order only when at most one dimension is cut into more
-    than one tile and every dimension outside it has extent 1: otherwise some later
-    tile of an outer dimension comes back to an earlier value of an inner one. A size
-    of None means the whole extent (one tile); an unknown extent with a size may be
-    cut into several.
+    Tiling `(c, r, s)` into `(c0, r0, s0, c1, r1, s1)` runs the tile loops first, so
+    the band's points come in their natural (lexicographic) order only if, leaving out
+    dimensions of extent 1, the dimensions cut into several tiles come first, all of
+    them in tiles of 1 except perhaps the last, and every later dimension is whole
+    (one tile). `(4, 7, 7)` in tiles of `(1, 7, 7)` or `(2, 7, 7)` keeps the order;
+    `(2, 3, 7)` does not: the second tile of `c` comes back to `r = 0`. A size of None
+    means the whole extent; an unknown extent (None) with a size may be cut.
     """
-    cut = [
-        k
-        for k, (e, t) in enumerate(zip(extents, sizes, strict=True))
-        if t is not None and (e is None or -(-e // t) > 1)
-    ]
-    if not cut:
-        return True
-    return len(cut) == 1 and all(e == 1 for e in extents[: cut[0]])
+    seen_whole = seen_cut_points = False
+    for e, t in zip(extents, sizes, strict=True):
+        if e is not None and e <= 1:
+            continue
+        cut = t is not None and (e is None or -(-e // t) > 1)
+        if not cut:
+            seen_whole = True
+            continue
+        if seen_whole or seen_cut_points:
+            return False
+        seen_cut_points = t is not None and t > 1
+    return True
 
 
 # -- dependences ----------------------------------------------------------------------

@@ -245,7 +245,12 @@ class _Checker:
         return out
 
     def compare(self, p: ModulePass, module: ModuleOp) -> None:
-        got = self.run(module)
+        from affinec.interpreter import InterpreterError
+
+        try:
+            got = self.run(module)
+        except InterpreterError as e:
+            raise CheckFailure(p, f"the interpreter stops: {e}") from e
         if getattr(p, "reorders_summation", False):
             self.compare_to_reference(p, got)
             return

@@ -46,9 +46,10 @@ copy with constant bounds, the else branch the bounded one (PlaidML's fast and s
 paths), and the last, partial iteration of a reduction tile loop is peeled off into
 its own copy (Loopy's slabs).
 
-The order of summation is kept unless `reassociate=true`: a reduction band may be cut
-into several tiles along one dimension only, and only where every dimension outside it
-has extent 1 (see `summation_order_kept`). Sizes that would reorder the sum are refused,
+The order of summation is kept unless `reassociate=true`. The tile loops run first, so
+a reduction band keeps its order only if the dimensions cut into several tiles come
+first, in tiles of 1 except perhaps the last of them, and every later dimension is
+whole (see `summation_order_kept`). Sizes that would reorder the sum are refused,
 because they change the result's rounding, not because they are wrong.
 
 Options:
@@ -237,9 +238,10 @@ class AffineLoopTilePass(ModulePass):
             raise PassError(
                 band[0],
                 f"reduction-tile-sizes={_text(given)} changes the order of summation "
-                f"over the band of extents {_text(extents)}: only one dimension may be "
-                "cut into several tiles, and only where every dimension outside it "
-                "has extent 1; pass reassociate=true to accept a different rounding",
+                f"over the band of extents {_text(extents)}: the order is kept only if "
+                "the dimensions cut into several tiles come first, in tiles of 1 but "
+                "for the last of them, and the others are whole; pass "
+                "reassociate=true to accept a different rounding",
             )
         return _Band(tuple(band), extents, tuple(sizes))
 

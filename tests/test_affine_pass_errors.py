@@ -59,12 +59,13 @@ def refusal(text: str, pipeline: str) -> PassError:
             "reduction-tile-sizes=1,3,3,1 gives 4 sizes but the op has 3 loops",
         ),
         (
-            "affine-loop-tile{reduction-tile-sizes=1,2}",
+            "affine-loop-tile{reduction-tile-sizes=2,1}",
             "affine.for",
-            "reduction-tile-sizes=1,2 changes the order of summation",
+            "reduction-tile-sizes=2,1 changes the order of summation over the band "
+            "of extents 2,3,3",
         ),
         (
-            "affine-loop-tile{reduction-tile-sizes=2,2}",
+            "affine-loop-tile{reduction-tile-sizes=1,2,2}",
             "affine.for",
             "pass reassociate=true to accept a different rounding",
         ),
@@ -118,7 +119,7 @@ def test_reduction_sizes_without_a_reduction() -> None:
 
 def test_reassociate_accepts_what_the_order_check_refuses() -> None:
     module = build(ConvSpec(n=1, c=2, h=5, w=5, k=3, r=3, s=3, padding=1))
-    Pipeline.parse("affine-loop-tile{reduction-tile-sizes=1,2 reassociate=true}").run(
+    Pipeline.parse("affine-loop-tile{reduction-tile-sizes=2,1 reassociate=true}").run(
         module
     )
 

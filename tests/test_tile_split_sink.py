@@ -55,20 +55,18 @@ def tile_sizes(draw, extents: list[int]) -> tuple[int, ...]:
 
 @st.composite
 def order_keeping_reduction_sizes(draw, extents: list[int]) -> tuple[int, ...]:
-    """Reduction sizes that cut at most one dimension into several tiles, one with
-    only extent-1 dimensions outside it; sometimes none (the pass's defaults)."""
+    """Reduction sizes that keep the order of summation: some leading dimensions in
+    tiles of 1, then one in tiles of any size, the rest whole (or larger); sometimes
+    none (the pass's defaults)."""
     if not extents or draw(st.booleans()):
         return ()
-    cut = 0
-    while cut < len(extents) - 1 and extents[cut] == 1:
-        cut += 1
-    sizes = [draw(st.integers(1, 2)) for _ in extents[:cut]]
+    cut = draw(st.integers(0, len(extents) - 1))
+    sizes = [1] * cut
     sizes.append(draw(st.integers(1, extents[cut] + 1)))
     sizes += [draw(st.integers(e, e + 1)) for e in extents[cut + 1 :]]
     sizes = sizes[: draw(st.integers(1, len(sizes)))]
-    assert summation_order_kept(
-        extents, list(sizes) + [None] * (len(extents) - len(sizes))
-    )
+    whole: list[int | None] = [None] * (len(extents) - len(sizes))
+    assert summation_order_kept(extents, [*sizes, *whole])
     return tuple(sizes)
 
 
