@@ -24,7 +24,7 @@ import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
-from xdsl.utils.arg_spec import parse_pipeline
+from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
 from affinec.context import make_context
@@ -88,6 +88,15 @@ def _load_named_pipelines() -> None:
     from affinec.passes import register_named_pipelines
 
     register_named_pipelines()
+
+
+def pass_text(p: ModulePass) -> str:
+    """A configured pass as pipelines spell it, options in kebab-case and defaults
+    left out: `affine-loop-tile{tile-sizes=1,64,16,16 separate=true}`."""
+    spec = p.spec()
+    return str(
+        ArgSpec(spec.name, {k.replace("_", "-"): v for k, v in spec.parameters.items()})
+    )
 
 
 def flatten_nesting(text: str) -> str:
@@ -178,7 +187,7 @@ class Pipeline:
         return Pipeline(passes)
 
     def __str__(self) -> str:
-        return ",".join(str(p) for p in self.passes)
+        return ",".join(pass_text(p) for p in self.passes)
 
     def run(
         self,

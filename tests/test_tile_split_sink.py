@@ -160,3 +160,29 @@ def test_named_pipeline_runs_on_a_spec() -> None:
 def test_separated_named_pipeline(spec: ConvSpec) -> None:
     module = build(spec)
     Pipeline.parse("affinec-tile-split-sink-separate").run(module, check=True)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "affine-loop-tile{tile-sizes=1,64,16,16 separate=true},affinec-split",
+            "affine-loop-tile{tile-sizes=1,64,16,16 separate=true},affinec-split",
+        ),
+        (
+            "builtin.module(func.func(affine-loop-tile{reduction-tile-sizes=1}),"
+            "affinec-sink{depth=2})",
+            "affine-loop-tile{reduction-tile-sizes=1},affinec-sink{depth=2}",
+        ),
+        (
+            "affinec-tile-split-sink",
+            "affine-loop-tile,affinec-split,affinec-sink,affinec-canonicalize",
+        ),
+    ],
+)
+def test_pipeline_text_round_trips(text: str, expected: str) -> None:
+    """Pipelines print as `affinec-opt -p` spells them (kebab-case options) and
+    parse back to the same passes."""
+    pipeline = Pipeline.parse(text)
+    assert str(pipeline) == expected
+    assert Pipeline.parse(str(pipeline)).passes == pipeline.passes
