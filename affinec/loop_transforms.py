@@ -40,7 +40,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
-from xdsl.ir.affine import AffineExpr, AffineMap, AffineSet
+from xdsl.ir.affine import AffineConstantExpr, AffineExpr, AffineMap, AffineSet
 from xdsl.ir.affine.affine_set import AffineConstraintExpr, AffineConstraintKind
 
 from affinec.affine_utils import (
@@ -547,20 +547,14 @@ def version_full_tiles(inner: affine.ParallelOp) -> affine.IfOp | None:
     full: list[AffineExpr] = []
     full_groups: list[int] = []
     for group in grouped(um.results, inner.upper_groups):
-        constants = [
-            e
-            for e in group
-            if constant_value(AffineMap(um.num_dims, um.num_symbols, (e,))) is not None
-        ]
-        if len(group) == 1 or not constants:
+        # Results are simplified, so a constant bound is a constant expression.
+        sizes = [e.value for e in group if isinstance(e, AffineConstantExpr)]
+        if len(group) == 1 or not sizes:
             full += group
             full_groups.append(len(group))
             continue
-        size = min(
-            constant_value(AffineMap(um.num_dims, um.num_symbols, (e,)))
-            for e in constants
-        )  # pyright: ignore
-        conditions += [e - size for e in group if e not in constants]
+        size = min(sizes)
+        conditions += [e - size for e in group if not isinstance(e, AffineConstantExpr)]
         full.append(AffineExpr.constant(size))
         full_groups.append(1)
     if not conditions:

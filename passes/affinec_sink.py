@@ -96,6 +96,14 @@ class AffinecSinkPass(ModulePass):
                 "nests (run affinec-split first, which moves the accumulator's "
                 "initialization and write-back into loops of their own)",
             )
+        if len(statements) > 1 and (
+            carrier := next((s for s in statements if s.results), None)
+        ):
+            raise PassError(
+                carrier,
+                "passes values out of its loop nest, so the block loop cannot be "
+                "distributed over its loop nests to sink them",
+            )
         depths = []
         for nest in statements:
             assert isinstance(nest, affine.ForOp)

@@ -399,10 +399,25 @@ CARRIED_VALUES = _grid("""
       } {affinec.tile}
 """)
 
+PASSED_VALUE = _grid("""
+      %t = affine.for %c0 = 0 to 4 iter_args(%x = %zero) -> (f32) {
+        affine.yield %x : f32
+      } {affinec.tile}
+      affine.for %c1 = 0 to 2 {
+        affine.store %t, %A[%i1] : memref<16xf32>
+      } {affinec.tile}
+""")
+
 
 @pytest.mark.parametrize(
     ("text", "op", "message"),
     [
+        (
+            PASSED_VALUE,
+            "affine.for",
+            "passes values out of its loop nest, so the block loop cannot be "
+            "distributed over its loop nests",
+        ),
         (
             SHARED_ACCUMULATOR,
             "affine.parallel",
