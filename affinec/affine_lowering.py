@@ -391,6 +391,7 @@ def _lower_for(em: Emitter, op: affine.ForOp) -> None:
     body = Block(arg_types=[IndexType(), *(v.type for v in op.inits)])
     _move_body(op.body, body, scf.YieldOp)
     loop = scf.ForOp(lower, upper, step, list(op.inits), body)
+    loop.attributes |= op.attributes
     em.ops.append(loop)
     _finish(em, op, list(loop.results))
 

@@ -32,6 +32,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from affinec.dialects import gpu, nvvm
+from affinec.gpu_mapping import UNROLL
 from affinec.kernels import KERNEL
 from affinec.llvm_lowering import MAXNTID
 
@@ -108,7 +109,7 @@ def to_llvm_ir(module: ModuleOp, arch: str = DEFAULT_ARCH) -> str:
     """The LLVM IR text of the module's kernels, with the NVPTX data layout."""
     m = llvm_module(module)
     m.data_layout = str(_target_machine(_checked_arch(arch)).target_data)
-    return str(m)
+    return _loop_metadata(str(m))
 
 
 def _global(op: llvm.GlobalOp, out: ir.Module) -> None:
@@ -188,12 +189,19 @@ def _convert(
             else ir.Constant(ir.IntType(32), i)
             for i in op.rawConstantIndices.iter_values()
         ]
-        values[op.result] = builder.gep(
-            values[op.ptr],
-            index_values,
-            inbounds=op.inbounds is not None,
-            source_etype=convert_type(op.elem_type),
-        )
+        base = values[op.ptr]
+        element = convert_type(op.elem_type)
+        inbounds = op.inbounds is not None
+        if getattr(base.type, "is_opaque", True):
+            values[op.result] = builder.gep(
+                base, index_values, inbounds=inbounds, source_etype=element
+            )
+        else:
+            # llvmlite types globals and allocas (a pointer to the array or to the
+            # element) and then computes the result's type itself.
+            if isinstance(base.type.pointee, ir.ArrayType):
+                index_values = [ir.Constant(index_values[0].type, 0), *index_values]
+            values[op.result] = builder.gep(base, index_values, inbounds=inbounds)
     elif isinstance(op, nvvm.SpecialRegisterOp | nvvm.BarrierOp):
         _intrinsic_call(op, builder, values)
     else:
@@ -201,10 +209,42 @@ def _convert(
             convert_op(op, builder, values, blocks)
         except NotImplementedError as e:
             raise EmitterError(f"cannot emit '{op.name}': {e}", op) from None
+        if isinstance(op, llvm.BrOp) and UNROLL in op.attributes:
+            _mark_unroll(builder.block.terminator, builder.module)
     for result in op.results:
         value = values.get(result)
         if result.name_hint and isinstance(value, ir.Instruction) and not value.name:
             value.name = result.name_hint
+
+
+def _mark_unroll(branch: ir.Instruction | None, module: ir.Module) -> None:
+    """Attach a placeholder loop id to a back edge; `_loop_metadata` completes it."""
+    if branch is None:
+        return
+    count = getattr(module, "_affinec_loops", 0)
+    module._affinec_loops = count + 1  # pyright: ignore[reportAttributeAccessIssue]
+    placeholder = module.add_metadata(
+        [ir.MetaDataString(module, f"{_LOOP_MARK}{count}")]
+    )
+    branch.set_metadata("llvm.loop", placeholder)
+
+
+_LOOP_MARK = "affinec.loop."
+_PLACEHOLDER = re.compile(
+    r'^(!\d+) = !\{\s*!"' + re.escape(_LOOP_MARK) + r'\d+"\s*\}$', re.MULTILINE
+)
+
+
+def _loop_metadata(text: str) -> str:
+    """Turn the loop id placeholders into what LLVM wants: a distinct node whose first
+    operand is itself (llvmlite cannot build self-references), asking for a full
+    unroll."""
+    if not _PLACEHOLDER.search(text):
+        return text
+    ids = re.findall(r"^!(\d+) =", text, re.MULTILINE)
+    unroll = f"!{1 + max(int(n) for n in ids)}"
+    text = _PLACEHOLDER.sub(lambda m: f"{m[1]} = distinct !{{{m[1]}, {unroll}}}", text)
+    return text + f'\n{unroll} = !{{!"llvm.loop.unroll.full"}}\n'
 
 
 def _intrinsic_call(

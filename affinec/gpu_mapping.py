@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, UnitAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.ir.affine import (
     AffineConstraintExpr,
@@ -55,6 +55,17 @@ MAX_STATIC_SHARED_BYTES = 48 * 1024
 """Static shared memory per block that every CUDA GPU grants without opting in."""
 
 MAX_GRID_BLOCKS = (1 << 31) - 1
+
+UNROLL = "affinec.unroll"
+"""Unit attribute on a loop: unroll it fully. Set on a thread's turn loop over a phase
+that uses thread-private buffers (indexed by the turn, they stay in registers only
+once every index is a constant); `lower-affine` and `convert-scf-to-cf` keep it on the
+loop's back edge and the emitter hands it to LLVM as `llvm.loop.unroll.full`."""
+
+MAX_UNROLLED_TURNS = 16
+"""Turn loops longer than this are left rolled (their private buffers go to local
+memory): LLVM takes about 0.6 s on 16 unrolled turns of a 7x7 convolution tap loop,
+and seconds beyond."""
 
 _READS = (affine.LoadOp, PaddedLoadOp, memref.LoadOp)
 _WRITES = (affine.StoreOp, memref.StoreOp)
@@ -634,6 +645,8 @@ def _distribute(
         loop_body = Block(arg_types=[IndexType()])
         loop_body.args[0].name_hint = "j"
         loop = affine.ForOp(0, turns, loop_body)
+        if turns <= MAX_UNROLLED_TURNS and _uses_any(op, private):
+            loop.attributes[UNROLL] = UnitAttr()
         parent.insert_op_before(loop, op)
         site, turn = loop_body, loop_body.args[0]
     else:
@@ -713,6 +726,10 @@ def _compact_set(
     ]
     kept = [_ge0(e.replace_dims_and_symbols(renumber, [])) for e in exprs]
     return AffineSet(len(used), 0, tuple(kept)), [operands[d] for d in used]
+
+
+def _uses_any(op: Operation, buffers: dict[SSAValue, SSAValue]) -> bool:
+    return any(v in buffers for inner in op.walk() for v in inner.operands)
 
 
 def _ge0(e: AffineExpr) -> AffineConstraintExpr:

@@ -68,7 +68,7 @@ def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
         clone = value.owner.clone()  # pyright: ignore[reportAttributeAccessIssue]
         prologue.append(clone)
         _replace_inside(value, clone.results[0], launch)
-    for old, new in zip(inputs, entry.args, strict=True):
+    for old, new in zip(inputs, entry.args[: len(inputs)], strict=True):
         _replace_inside(old, new, launch)
     for old, new in zip(workgroup, entry.args[len(inputs) :], strict=True):
         old.replace_all_uses_with(new)
@@ -103,7 +103,13 @@ def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
             if isinstance(v.type, MemRefType)
         ]
         if len(arguments) == len(inputs):
-            record = LaunchRecord(name, host, grid, block, 0, tuple(arguments))
+            written = _written(region, entry.args[: len(inputs)])
+            outputs = tuple(
+                a.name
+                for a, karg in zip(arguments, entry.args, strict=False)
+                if karg in written
+            )
+            record = LaunchRecord(name, host, grid, block, 0, tuple(arguments), outputs)
             kernel.attributes[LAUNCH] = record.to_attribute()
     host_block = launch.parent_block()
     assert host_block is not None
@@ -117,6 +123,16 @@ def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
     host_block.insert_op_before(call, launch)
     host_block.erase_op(launch)
     return gpu.ModuleOp(name, [kernel])
+
+
+def _written(region: Region, buffers: Sequence[SSAValue]) -> set[SSAValue]:
+    """Those of `buffers` that some op in `region` stores to."""
+    stored = {
+        op.operands[1]
+        for op in region.walk()
+        if op.name in ("affine.store", "memref.store") and len(op.operands) > 1
+    }
+    return {b for b in buffers if b in stored}
 
 
 def _captured_values(launch: gpu.LaunchOp) -> list[SSAValue]:

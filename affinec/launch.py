@@ -8,11 +8,12 @@ lowers to) as one dictionary attribute, so that it survives every later level an
                       grid = array<i64: 98, 1, 1>, block = array<i64: 256, 1, 1>,
                       dynamic_shared_memory = 0 : i64,
                       arguments = ["input", "filter", "output"],
-                      argument_types = [memref<1x4x28x28xf32>, ...]}
+                      argument_types = [memref<1x4x28x28xf32>, ...],
+                      outputs = ["output"]}
 
 `LaunchRecord` reads and writes that attribute. The kernel's parameters are the host
 function's arguments named in `arguments`, in that order, each passed as a pointer to
-its (C-contiguous) buffer.
+its (C-contiguous) buffer; `outputs` names those the kernel writes.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ class LaunchRecord:
     dynamic_shared_memory: int
     """Bytes of dynamic shared memory per block (static shared memory is in the PTX)."""
     arguments: tuple[KernelArgument, ...]
+    outputs: tuple[str, ...] = ()
+    """The arguments the kernel writes (the others it only reads)."""
 
     def to_attribute(self) -> DictionaryAttr:
         return DictionaryAttr(
@@ -77,6 +80,7 @@ class LaunchRecord:
                 "dynamic_shared_memory": IntegerAttr(self.dynamic_shared_memory, i64),
                 "arguments": ArrayAttr([StringAttr(a.name) for a in self.arguments]),
                 "argument_types": ArrayAttr([a.type for a in self.arguments]),
+                "outputs": ArrayAttr([StringAttr(n) for n in self.outputs]),
             }
         )
 
@@ -97,6 +101,7 @@ class LaunchRecord:
                 arguments=tuple(
                     KernelArgument(n, t) for n, t in zip(names, types, strict=True)
                 ),
+                outputs=tuple(a.data for a in d["outputs"].data),  # pyright: ignore
             )
         except (KeyError, AttributeError, TypeError, ValueError) as e:
             raise ValueError(f"malformed '{LAUNCH}' attribute {attr}: {e}") from None

@@ -15,7 +15,7 @@ block in dominance order, into a fresh `llvm.func`: one small converter per op k
 - gpu ids read NVVM special registers (`nvvm.read.ptx.sreg.tid.x`, i32, zero-extended
   to `index`), `gpu.barrier` is `nvvm.barrier0`;
 - the kernel is marked `nvvm.kernel`, with `nvvm.maxntid` from its known block size,
-  and keeps its launch record.
+  and keeps its launch record; a loop's back edge keeps `affinec.unroll`.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from affinec.diagnostics import PassError
 from affinec.dialects import gpu, nvvm
+from affinec.gpu_mapping import UNROLL
 from affinec.kernels import KERNEL
 from affinec.launch import LAUNCH
 
@@ -448,7 +449,10 @@ def _dealloc(op: Operation, c: KernelConverter):
 
 @converts(cf.BranchOp)
 def _br(op: cf.BranchOp, c: KernelConverter):
-    c.emit(llvm.BrOp(c.blocks[op.successor], *(c.v(a) for a in op.arguments)))
+    br = llvm.BrOp(c.blocks[op.successor], *(c.v(a) for a in op.arguments))
+    if UNROLL in op.attributes:
+        br.attributes[UNROLL] = UnitAttr()
+    c.emit(br)
     return []
 
 

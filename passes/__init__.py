@@ -52,6 +52,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return ConvertGpuToNvvm
 
+    def _convert_scf_to_cf():
+        from affinec.passes.convert_scf_to_cf import ConvertScfToCf
+
+        return ConvertScfToCf
+
     def _lower_affine():
         from affinec.passes.lower_affine import LowerAffine
 
@@ -67,6 +72,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "gpu-kernel-outlining": _gpu_kernel_outlining,
         "lower-affine": _lower_affine,
         "convert-gpu-to-nvvm": _convert_gpu_to_nvvm,
+        "convert-scf-to-cf": _convert_scf_to_cf,
     }
 
 
@@ -75,3 +81,7 @@ def register_named_pipelines() -> None:
     from affinec.pipeline import register_affine_pipelines
 
     register_affine_pipelines()
+
+    from affinec.gpu_pipelines import register_gpu_pipelines
+
+    register_gpu_pipelines()

@@ -1,0 +1,147 @@
+"""NVIDIA's PTX assembler as a checker and a resource report.
+
+`assemble(ptx, arch)` runs `ptxas -v` on the PTX (found on PATH, under `$CUDA_HOME/bin`
+or in `/usr/local/cuda/bin`); an error of the assembler raises `PtxasError` with its
+message, and what `-v` prints is parsed into one `Resources` per kernel:
+
+    ptxas info    : Function properties for conv_kernel
+        0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+    ptxas info    : Used 32 registers, used 1 barriers, 4096 bytes smem, ...
+
+ptxas runs on the CPU: no GPU is needed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+PTXAS_TIMEOUT = 120
+
+
+class PtxasError(Exception):
+    """ptxas refused the PTX (or could not be run); the message is ptxas's own."""
+
+
+class PtxasNotFound(PtxasError):
+    """No ptxas on PATH, under CUDA_HOME, or in /usr/local/cuda/bin."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one kernel uses on the GPU, as ptxas reports it."""
+
+    kernel: str
+    arch: str
+    registers: int = 0
+    """Registers per thread."""
+    shared_memory: int = 0
+    """Bytes of static shared memory per block."""
+    local_memory: int = 0
+    """Bytes of local memory per thread (ptxas's `lmem`, older architectures)."""
+    stack_frame: int = 0
+    """Bytes of stack per thread: local arrays that did not become registers."""
+    spill_stores: int = 0
+    spill_loads: int = 0
+    barriers: int = 0
+    constant_memory: int = 0
+    """Bytes of constant bank 0 (kernel parameters and the like)."""
+
+    def describe(self) -> str:
+        return (
+            f"{self.kernel} ({self.arch}): {self.registers} registers, "
+            f"{self.shared_memory} bytes shared memory, {self.stack_frame} bytes stack, "
+            f"{self.local_memory} bytes local memory, {self.spill_stores} bytes spill "
+            f"stores, {self.spill_loads} bytes spill loads, {self.barriers} barriers"
+        )
+
+
+def find_ptxas() -> str | None:
+    """The path of ptxas, or None."""
+    found = shutil.which("ptxas")
+    if found:
+        return found
+    candidates = []
+    if cuda_home := os.environ.get("CUDA_HOME"):
+        candidates.append(Path(cuda_home) / "bin" / "ptxas")
+    candidates.append(Path("/usr/local/cuda/bin/ptxas"))
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return str(path)
+    return None
+
+
+def assemble(ptx: str, arch: str = "sm_80") -> dict[str, Resources]:
+    """Assemble `ptx` for `arch` with `ptxas -v`; the resources of each kernel.
+
+    Raises `PtxasError` with ptxas's message if it refuses the PTX.
+    """
+    ptxas = find_ptxas()
+    if ptxas is None:
+        raise PtxasNotFound(
+            "ptxas not found (looked on PATH, under $CUDA_HOME/bin and in "
+            "/usr/local/cuda/bin)"
+        )
+    with tempfile.TemporaryDirectory(prefix="affinec-ptxas-") as tmp:
+        source = Path(tmp) / "kernel.ptx"
+        source.write_text(ptx)
+        try:
+            done = subprocess.run(
+                [
+                    ptxas,
+                    f"-arch={arch}",
+                    "-v",
+                    "-o",
+                    str(Path(tmp) / "kernel.cubin"),
+                    str(source),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=PTXAS_TIMEOUT,
+            )
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise PtxasError(f"could not run {ptxas}: {e}") from None
+    output = done.stdout + done.stderr
+    if done.returncode != 0:
+        raise PtxasError(
+            f"ptxas -arch={arch} refused the PTX:\n{output.replace(str(source), '<ptx>').strip()}"
+        )
+    return parse_verbose(output, arch)
+
+
+_FUNCTION = re.compile(r"Compiling entry function '([^']+)'")
+_PROPERTIES = re.compile(r"Function properties for (\S+)")
+_NUMBERS = {
+    "stack_frame": re.compile(r"(\d+) bytes stack frame"),
+    "spill_stores": re.compile(r"(\d+) bytes spill stores"),
+    "spill_loads": re.compile(r"(\d+) bytes spill loads"),
+    "registers": re.compile(r"Used (\d+) registers"),
+    "barriers": re.compile(r"used (\d+) barriers"),
+    "shared_memory": re.compile(r"(\d+) bytes smem"),
+    "constant_memory": re.compile(r"(\d+) bytes cmem\[0\]"),
+}
+_LOCAL = re.compile(r"(\d+)(?:\+(\d+))? bytes lmem")
+
+
+def parse_verbose(output: str, arch: str) -> dict[str, Resources]:
+    """The per-kernel resources in what `ptxas -v` printed."""
+    found: dict[str, dict[str, int]] = {}
+    current: str | None = None
+    for line in output.splitlines():
+        if m := _FUNCTION.search(line) or _PROPERTIES.search(line):
+            current = m[1]
+            found.setdefault(current, {})
+        if current is None:
+            continue
+        fields = found[current]
+        for name, pattern in _NUMBERS.items():
+            if m := pattern.search(line):
+                fields[name] = int(m[1])
+        if m := _LOCAL.search(line):
+            fields["local_memory"] = int(m[1]) + int(m[2] or 0)
+    return {name: Resources(name, arch, **fields) for name, fields in found.items()}

@@ -1,0 +1,60 @@
+"""`convert-scf-to-cf`: `scf.for`, `scf.if` and `scf.index_switch` to branches.
+
+xDSL's pass of the same name, with one change: a loop's discardable attributes (such
+as `affinec.unroll`) move to its back edge, the branch from the end of the body to
+the loop header, where MLIR keeps loop annotations and LLVM looks for `llvm.loop`.
+
+    scf.for %j = %c0 to %c4 step %c1 {...} {affinec.unroll}
+    ->
+    ^header(%j: index): ... cf.cond_br %more, ^body, ^exit
+    ^body: ... cf.br ^header(%next : index) {affinec.unroll}
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import scf
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    op_type_rewrite_pattern,
+)
+from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering, SwitchLowering
+
+
+class AnnotatedForLowering(ForLowering):
+    """xDSL's `scf.for` lowering, moving the loop's attributes to its back edge."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, for_op: scf.ForOp, rewriter: PatternRewriter, /):
+        attributes = dict(for_op.attributes)
+        init = for_op.parent_block()
+        super().match_and_rewrite(for_op, rewriter)
+        if not attributes or init is None:
+            return
+        # init -> header -(exit)-> end; the body's last block, just before `end`,
+        # branches back to the header.
+        header = init.last_op.successors[0]  # pyright: ignore[reportOptionalMemberAccess]
+        end = header.last_op.successors[1]  # pyright: ignore[reportOptionalMemberAccess]
+        latch = end.prev_block
+        if latch is not None and latch.last_op is not None:
+            latch.last_op.attributes |= attributes
+
+
+@dataclass(frozen=True)
+class ConvertScfToCf(ModulePass):
+    """Lower scf.for/if/index_switch to cf branches, keeping loop annotations."""
+
+    name = "convert-scf-to-cf"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        PatternRewriteWalker(
+            GreedyRewritePatternApplier(
+                [SwitchLowering(), IfLowering(), AnnotatedForLowering()]
+            )
+        ).rewrite_module(op)

@@ -1,0 +1,263 @@
+"""From the llvm level to PTX: every PTX a test emits is assembled by ptxas for sm_80
+and sm_90 (a ptxas error fails the test with ptxas's message), the PTX ISA version
+stays at 8.x, and the compiler's API, launch record and resource report hold up."""
+
+import io
+import re
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from affinec.compiler import CompiledKernel, compile_to_ptx
+from affinec.context import make_context
+from affinec.diagnostics import parse_module
+from affinec.emitter import EmitterError, check_ptx_version, to_llvm_ir, to_ptx
+from affinec.frontend import contraction_of
+from affinec.opt import main as opt_main
+from affinec.pipeline import Pipeline
+from affinec.ptxas import PtxasError, assemble, find_ptxas, parse_verbose
+from affinec.spec import ConvSpec, MatmulSpec, OuterSpec
+from strategies import specs
+
+INPUTS = Path(__file__).parent / "filecheck" / "lowering" / "inputs"
+
+pytestmark = pytest.mark.skipif(
+    find_ptxas() is None,
+    reason="ptxas not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)",
+)
+
+ARCHS = ("sm_80", "sm_90")
+
+
+def assemble_everywhere(ptx: str, kernel: str) -> None:
+    """ptxas accepts `ptx` for every architecture it can run on (sm_80 PTX on sm_80
+    and sm_90, sm_90 PTX on sm_90) and reports `kernel`."""
+    assert check_ptx_version(ptx)[0] <= 8
+    target = re.search(r"^\.target (sm_\d+)", ptx, re.MULTILINE)
+    assert target is not None
+    for arch in ARCHS[ARCHS.index(target[1]) :]:
+        try:
+            resources = assemble(ptx, arch)
+        except PtxasError as e:
+            pytest.fail(str(e))
+        assert kernel in resources
+
+
+FEATURES = [
+    ConvSpec(1, 3, 7, 7, 4, 3, 3, padding=1),
+    ConvSpec(2, 4, 9, 8, 5, 3, 2, stride=(2, 1), padding=(1, 0), dilation=(1, 2)),
+    ConvSpec(1, 3, 6, 6, 4, 3, 3, layout="nhwc", filter_layout="rsck", dtype="f16"),
+    ConvSpec(1, 2, 5, 5, 3, 1, 1, dtype="f16", epilogue="relu"),
+    ConvSpec(2, 3, 6, 6, 4, 3, 3, padding=2, epilogue="bias-relu", dtype="f16"),
+    ConvSpec(1, 2, 6, 6, 3, 3, 3, layout="nhwc", epilogue="bias-relu"),
+    MatmulSpec(9, 7, 5, epilogue="relu"),
+    MatmulSpec(8, 8, 8, dtype="f16", epilogue="bias-relu"),
+    OuterSpec(5, 7, dtype="f16"),
+]
+
+
+@pytest.mark.parametrize("spec", FEATURES, ids=lambda s: s.to_text())
+def test_every_feature_compiles_and_assembles(spec):
+    compiled = compile_to_ptx(spec)
+    assert compiled.name == f"{contraction_of(spec).name}_kernel"
+    assert f".entry {compiled.name}(" in compiled.ptx
+    assert ".target sm_80" in compiled.ptx
+    assemble_everywhere(compiled.ptx, compiled.name)
+
+
+@st.composite
+def compile_cases(draw):
+    spec = draw(specs())
+    extents = [e for _, e in contraction_of(spec).output_index]
+    sizes = [draw(st.integers(1, e)) for e in extents]
+    return (
+        spec,
+        sizes,
+        draw(st.booleans()),
+        draw(st.sampled_from([0, 7, 64, 1024])),
+        draw(st.sampled_from([32, 64])),
+        draw(st.sampled_from(ARCHS)),
+    )
+
+
+@given(compile_cases())
+def test_random_specs_and_options_assemble(case):
+    spec, sizes, separate, threads, bits, arch = case
+    compiled = compile_to_ptx(
+        spec,
+        arch=arch,
+        tile_sizes=sizes,
+        separate=separate,
+        threads_per_block=threads,
+        index_bitwidth=bits,
+    )
+    assert f".target {arch}" in compiled.ptx
+    assemble_everywhere(compiled.ptx, compiled.name)
+
+
+def test_the_compiled_kernel():
+    spec = ConvSpec(1, 2, 6, 6, 3, 3, 3, padding=1, dtype="f16", epilogue="bias-relu")
+    compiled = compile_to_ptx(spec, arch="sm_90", tile_sizes=[1, 3, 2, 6])
+    assert isinstance(compiled, CompiledKernel)
+    launch = compiled.launch
+    assert launch.kernel == compiled.name == "conv_kernel"
+    assert launch.grid == (3, 1, 1) and launch.block == (36, 1, 1)
+    assert [a.name for a in launch.arguments] == ["input", "filter", "bias", "output"]
+    assert [a.dtype for a in launch.arguments] == [np.dtype(np.float16)] * 4
+    assert launch.outputs == ("output",)
+    assert compiled.spec == spec
+    assert "convert-gpu-to-nvvm" in compiled.pipeline
+    assert {name for name, _ in compiled.timings} >= {"lower-affine", "llvm-ir + ptx"}
+    resources = compiled.resources()
+    assert resources.arch == "sm_90" and resources.registers > 0
+    assert resources.spill_stores == 0 and resources.stack_frame == 0
+    # The runtime takes it as it is, and checks arguments without a GPU.
+    kernel = compiled.runtime_kernel()
+    assert kernel.grid == launch.grid and kernel.block == launch.block
+    assert [p.output for p in kernel.parameters] == [False, False, False, True]
+    with pytest.raises(TypeError, match="argument 'filter'"):
+        kernel.check(np.zeros((1, 2, 6, 6), np.float16), np.zeros((3, 2, 3, 3)))
+
+
+def test_private_buffers_end_in_registers():
+    # 4 turns per thread over a 1x4x4x4 block tile with 16 threads: the per-thread
+    # accumulators are indexed by the unrolled turn, so SROA promotes them.
+    spec = ConvSpec(1, 4, 8, 8, 8, 3, 3, padding=1)
+    compiled = compile_to_ptx(spec, tile_sizes=[1, 4, 4, 4], threads_per_block=16)
+    assert "!llvm.loop" in compiled.llvm_ir
+    assert "llvm.loop.unroll.full" in compiled.llvm_ir
+    for arch in ARCHS:
+        r = compiled.resources(arch)
+        assert r.stack_frame == 0 and r.local_memory == 0 and r.spill_stores == 0
+    assert ".local" not in compiled.ptx
+
+
+def test_shared_memory_and_barriers_reach_the_ptx():
+    module = parse_module(make_context(), (INPUTS / "matmul_shared.mlir").read_text())
+    Pipeline.parse(
+        "affinec-convert-parallel-to-gpu{threads-per-block=4},affinec-lower-to-nvvm"
+    ).run(module)
+    ir = to_llvm_ir(module)
+    assert "addrspace(3) global [12 x float] undef, align 16" in ir
+    assert re.search(r"getelementptr inbounds \[12 x float\], .*addrspace\(3\)", ir)
+    ptx = to_ptx(module, "sm_90")
+    assert ".shared .align 16 .b8" in ptx
+    assert ptx.count("bar.sync") >= 2  # LLVM may unroll the loop around them
+    assemble_everywhere(ptx, "matmul_kernel")
+    assert assemble(ptx, "sm_90")["matmul_kernel"].shared_memory == 48
+
+
+def test_affinec_opt_prints_ptx_and_llvm_ir(tmp_path):
+    source = tmp_path / "conv.mlir"
+    from affinec.frontend import build
+
+    source.write_text(str(build(ConvSpec(1, 2, 5, 5, 2, 3, 3, padding=1))))
+    for target, marker in (
+        ("ptx", ".version 8.0"),
+        ("ptx{arch=sm_90}", ".target sm_90"),
+        ("llvm", "define external ptx_kernel void @"),
+    ):
+        out = io.StringIO()
+        with redirect_stdout(out):
+            assert opt_main([str(source), "-p", "affinec-default", "-t", target]) == 0
+        assert marker in out.getvalue()
+    assemble_everywhere(
+        out.getvalue().split("\n", 1)[0] and _ptx_of(source), "conv_kernel"
+    )
+
+
+def _ptx_of(source: Path) -> str:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        opt_main([str(source), "-p", "affinec-default", "-t", "ptx"])
+    return out.getvalue()
+
+
+def test_a_module_not_lowered_is_a_located_error(tmp_path):
+    source = tmp_path / "conv.mlir"
+    from affinec.frontend import build
+
+    source.write_text(str(build(ConvSpec(1, 2, 5, 5, 2, 3, 3))))
+    err = io.StringIO()
+    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+        assert (
+            opt_main([str(source), "-p", "affinec-tile-split-sink", "-t", "ptx"]) == 1
+        )
+    assert "error: 'builtin.module' op the module has no gpu.module" in err.getvalue()
+    module = build(ConvSpec(1, 2, 5, 5, 2, 3, 3))
+    Pipeline.parse(
+        "affinec-tile-split-sink,affinec-convert-parallel-to-gpu,gpu-kernel-outlining"
+    ).run(module)
+    with pytest.raises(EmitterError, match="'gpu.func' is not at the llvm level"):
+        to_ptx(module)
+    Pipeline.parse("lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm").run(module)
+    with pytest.raises(EmitterError, match="unknown GPU architecture 'sm_70'"):
+        to_ptx(module, "sm_70")
+
+
+def test_ptxas_errors_carry_ptxas_message():
+    with pytest.raises(
+        PtxasError, match=r"ptxas -arch=sm_80 refused the PTX:\n.*error"
+    ):
+        assemble(
+            ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k() { bogus; }\n"
+        )
+
+
+def test_newer_ptx_versions_are_refused():
+    assert check_ptx_version(".version 8.7\n") == (8, 7)
+    with pytest.raises(EmitterError, match="PTX ISA 9.0 is newer"):
+        check_ptx_version("//\n.version 9.0\n.target sm_90\n")
+
+
+def test_parsing_ptxas_verbose_output():
+    text = """ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'k' for 'sm_80'
+ptxas info    : Function properties for k
+    24 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 64 registers, used 1 barriers, 4096 bytes smem, 8+4 bytes lmem, 376 bytes cmem[0]
+"""
+    r = parse_verbose(text, "sm_80")["k"]
+    assert (r.registers, r.shared_memory, r.stack_frame) == (64, 4096, 24)
+    assert (r.spill_stores, r.spill_loads, r.local_memory, r.barriers) == (8, 12, 12, 1)
+    assert r.constant_memory == 376
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        ConvSpec(1, 3, 6, 6, 2, 3, 3, stride=2, padding=1, dilation=(2, 1)),
+        ConvSpec(2, 2, 5, 4, 3, 1, 2, layout="nhwc", dtype="f16", epilogue="bias-relu"),
+    ],
+    ids=["f32", "f16"],
+)
+def test_the_compile_command(spec, tmp_path):
+    import argparse
+
+    from affinec.cli import add_conv_arguments
+    from affinec.compiler import add_compile_arguments, run_compile_command
+
+    parser = argparse.ArgumentParser()
+    add_conv_arguments(parser)
+    add_compile_arguments(parser)
+    flags = spec.to_text().split()[1:]
+    argv = []
+    for f in flags:
+        key, value = f.split("=")
+        argv += [f"--{key}", value]
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        assert run_compile_command(parser.parse_args([*argv, "--resources"])) == 0
+    assert ".target sm_80" in out.getvalue()
+    assert "conv_kernel (sm_80): " in err.getvalue()
+    assert "conv_kernel (sm_90): " in err.getvalue()
+    ptx = tmp_path / "conv.ptx"
+    args = [*argv, "--arch", "sm_90", "--tile-sizes", "1,2", "-o", str(ptx)]
+    with redirect_stdout(out), redirect_stderr(err):
+        assert run_compile_command(parser.parse_args(args)) == 0
+    assert ".target sm_90" in ptx.read_text()
+    assemble_everywhere(ptx.read_text(), "conv_kernel")
