@@ -167,8 +167,9 @@ def compose_map(
         k = space.index(v)
         return AffineExpr.symbol(k) if as_symbol else AffineExpr.dimension(k)
 
-    def expr_of(v: SSAValue, as_symbol: bool, depth: int = 0) -> AffineExpr:
-        if v in subst and depth == 0:
+    def expr_of(v: SSAValue, as_symbol: bool, nested: bool = False) -> AffineExpr:
+        # Substitutions apply to the map's own operands, not to an apply's inside it.
+        if v in subst and not nested:
             e, values = subst[v]
             return e.replace_dims_and_symbols([leaf(x, as_symbol) for x in values], [])
         if fold_producers:
@@ -178,8 +179,8 @@ def compose_map(
                 inner = v.op.map.data
                 args = list(v.op.mapOperands)
                 return inner.results[0].replace_dims_and_symbols(
-                    [expr_of(a, False, depth + 1) for a in args[: inner.num_dims]],
-                    [expr_of(a, True, depth + 1) for a in args[inner.num_dims :]],
+                    [expr_of(a, False, True) for a in args[: inner.num_dims]],
+                    [expr_of(a, True, True) for a in args[inner.num_dims :]],
                 )
         return leaf(v, as_symbol)
 

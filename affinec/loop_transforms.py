@@ -14,8 +14,8 @@ where a naive rewrite would add `affine.apply` ops.
   loops out, partial tiles bounded by `min` groups.
 - `peel_last_iteration`, `version_full_tiles`: separate full tiles from the partial one
   (Loopy's slabs, PlaidML's fast and slow paths).
-- `split_parallel`: one block loop into init / compute / write-back loops, scalar
-  accumulators expanded into a block-shaped buffer.
+- `plan_split`, `split_blocker`, `split_parallel`: one block loop into init / compute
+  / write-back loops, scalar accumulators expanded into a block-shaped buffer.
 - `distribute_parallel`, `sink_parallel`: loop distribution and interchange of an
   `affine.parallel` with the loops inside it.
 - `promote_single_iteration`, `fold_constant_if`, `normalize_loop`: canonicalizations.
