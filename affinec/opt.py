@@ -40,6 +40,7 @@ from affinec.pipeline import (
     PipelineError,
     _load_named_pipelines,  # pyright: ignore[reportPrivateUsage]
     available_passes,
+    pass_text,
 )
 
 
@@ -168,7 +169,7 @@ class AffinecOptMain(xDSLOptMain):
             Pipeline([p]).run(
                 prog, ctx=self.ctx, verify_each=not self.args.disable_verify
             )
-            self.timings.append((str(p), time.perf_counter() - start))
+            self.timings.append((pass_text(p), time.perf_counter() - start))
             if self.args.mlir_print_ir_after_all:
                 dump("After", p)
 

@@ -197,7 +197,8 @@ class Kernel:
 
     def signature(self) -> str:
         return ", ".join(
-            f"{p.name}: {'x'.join(map(str, p.shape))}x{p.dtype}" for p in self.parameters
+            f"{p.name}: {'x'.join(map(str, p.shape))}x{p.dtype}"
+            for p in self.parameters
         )
 
     # -- arguments ------------------------------------------------------------------------
@@ -262,7 +263,9 @@ class Kernel:
     def launch(self, arguments: Sequence[_Argument], stream: Any = None) -> None:
         """Launch on checked arguments already on the device (asynchronously)."""
         pointers = [np.uint64(a.span[0]) for a in arguments]
-        _launch(self.function, self.grid, self.block, self.shared_memory, pointers, stream)
+        _launch(
+            self.function, self.grid, self.block, self.shared_memory, pointers, stream
+        )
 
     def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
         """Check the arguments, run the kernel, return the output array."""
@@ -286,7 +289,9 @@ def _launch(function, grid, block, shared_memory: int, args: list, stream) -> No
     from cuda.core import LaunchConfig, launch
     from numba.cuda.cudadrv.driver import _to_core_stream
 
-    config = LaunchConfig(grid=tuple(grid), block=tuple(block), shmem_size=shared_memory)
+    config = LaunchConfig(
+        grid=tuple(grid), block=tuple(block), shmem_size=shared_memory
+    )
     launch(_to_core_stream(stream or 0), config, function.kernel, *args)
 
 
@@ -294,5 +299,7 @@ def _allow_dynamic_shared_memory(function, size: int) -> None:
     """Kernels get 48 KiB of dynamic shared memory unless they ask for more first."""
     from numba.cuda.cudadrv.driver import binding, driver
 
-    attribute = binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    attribute = (
+        binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    )
     driver.cuKernelSetAttribute(attribute, size, function.handle, function.device.id)
