@@ -44,7 +44,7 @@ from xdsl.ir.affine import (
 from affinec.affine_utils import Interval, expr_range
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
-from affinec.dialects.affinec import PaddedLoadOp
+from affinec.dialects.affinec import PaddedLoadOp, mapping_of
 from affinec.ranges import value_range
 
 
@@ -285,9 +285,7 @@ def check_lowerable(op: Operation) -> None:
                         f"cannot lower '{sub}': products need a constant factor and "
                         "divisions a positive constant divisor",
                     )
-    if isinstance(op, affine.ParallelOp) and (
-        m := op.attributes.get("affinec.mapping")
-    ):
+    if isinstance(op, affine.ParallelOp) and (m := mapping_of(op)):
         raise PassError(
             op,
             f"a {m}-mapped affine.parallel must be mapped to the GPU first "

@@ -214,12 +214,7 @@ def plan_launch(grid_op: affine.ParallelOp, threads_per_block: int) -> LaunchPla
     allocs: list[Operation] = []
     _collect(grid_op.body.block, known, phases, allocs)
 
-    if threads_per_block < 0 or threads_per_block > MAX_THREADS_PER_BLOCK:
-        raise PassError(
-            grid_op,
-            f"threads-per-block must be between 1 and {MAX_THREADS_PER_BLOCK} "
-            f"(0 picks one), got {threads_per_block}",
-        )
+    check_threads_per_block(grid_op, threads_per_block)
     largest = max((p.total for p in phases), default=1)
     threads = threads_per_block or max(1, min(DEFAULT_THREADS_PER_BLOCK, largest))
 
@@ -234,6 +229,15 @@ def plan_launch(grid_op: affine.ParallelOp, threads_per_block: int) -> LaunchPla
     plan = LaunchPlan(grid, phases, threads, private, shared, set())
     _plan_barriers(plan, grid_op.body.block, Access(), {p.op: p for p in phases})
     return plan
+
+
+def check_threads_per_block(op: Operation, threads_per_block: int) -> None:
+    if threads_per_block < 0 or threads_per_block > MAX_THREADS_PER_BLOCK:
+        raise PassError(
+            op,
+            f"threads-per-block must be between 1 and {MAX_THREADS_PER_BLOCK} "
+            f"(0 picks one), got {threads_per_block}",
+        )
 
 
 def _check_host_position(grid_op: affine.ParallelOp) -> None:

@@ -44,7 +44,12 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.gpu_mapping import build_launch, grid_parallels, plan_launch
+from affinec.gpu_mapping import (
+    build_launch,
+    check_threads_per_block,
+    grid_parallels,
+    plan_launch,
+)
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,9 @@ class ConvertParallelToGpu(ModulePass):
     """Threads of each block; 0 picks the largest block band's size, at most 256."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        plans = [plan_launch(g, self.threads_per_block) for g in grid_parallels(op)]
+        grids = grid_parallels(op)
+        for g in grids:
+            check_threads_per_block(g, self.threads_per_block)
+        plans = [plan_launch(g, self.threads_per_block) for g in grids]
         for plan in plans:
             build_launch(plan)
