@@ -1,0 +1,154 @@
+"""How long the compiler takes from a spec to PTX (issue target: at most 1 s on one
+CI-class core for the default convolution; Triton takes 0.4-0.8 s per kernel).
+
+    python benchmarks/compile.py [--repeat 5] [--json benchmarks/results/compile.json]
+
+Times every stage of `compile_to_ptx` (the frontend, each pass of the default
+pipeline, LLVM IR translation, LLVM's -O3 and PTX code generation), the same data as
+`affinec-opt --mlir-timing`, over `--repeat` warm runs (the median is reported; the
+first, cold run is reported apart: it loads xDSL's dialects and LLVM's NVPTX target).
+With `--process`, also the wall time of a fresh `python -c` compile (imports included).
+Prints a table and writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from affinec.emitter import llvm_ir_to_ptx, to_llvm_ir
+from affinec.frontend import build
+from affinec.gpu_pipelines import default_pipeline
+from affinec.pipeline import Pipeline
+from affinec.spec import ConvSpec
+
+DEFAULT = "default: 1x8x8x8 * 8x3x3 p1 f32"
+SPECS = {
+    DEFAULT: ConvSpec(1, 8, 8, 8, 8, 3, 3, padding=1),
+    "ResNet-50 conv1: 128x4x224x224 * 64x7x7 s2 p3 f16": ConvSpec(
+        128, 4, 224, 224, 64, 7, 7, stride=2, padding=3, dtype="f16"
+    ),
+    "32x64x56x56 * 64x3x3 p1 nhwc f16 +relu": ConvSpec(
+        32,
+        64,
+        56,
+        56,
+        64,
+        3,
+        3,
+        padding=1,
+        layout="nhwc",
+        filter_layout="rsck",
+        dtype="f16",
+        epilogue="relu",
+    ),
+}
+
+
+def compile_once(spec: ConvSpec, arch: str) -> list[tuple[str, float]]:
+    """One compilation of `spec`, timed stage by stage."""
+    stages: list[tuple[str, float]] = []
+    start = time.perf_counter()
+    module = build(spec)
+    stages.append(("frontend (naive IR)", time.perf_counter() - start))
+    Pipeline.parse(default_pipeline()).run(
+        module, callback=lambda p, m, seconds: stages.append((str(p), seconds))
+    )
+    start = time.perf_counter()
+    text = to_llvm_ir(module, arch)
+    stages.append(("LLVM IR (xDSL backend + fixes)", time.perf_counter() - start))
+    start = time.perf_counter()
+    ptx = llvm_ir_to_ptx(text, arch)
+    stages.append(("LLVM -O3 + NVPTX codegen", time.perf_counter() - start))
+    assert ".entry" in ptx
+    return stages
+
+
+def measure(spec: ConvSpec, repeat: int, arch: str) -> dict:
+    cold = compile_once(spec, arch)
+    runs = [compile_once(spec, arch) for _ in range(repeat)]
+    names = [name for name, _ in runs[0]]
+    per_stage = {
+        name: statistics.median(run[k][1] for run in runs)
+        for k, name in enumerate(names)
+    }
+    totals = [sum(t for _, t in run) for run in runs]
+    return {
+        "spec": spec.to_text(),
+        "arch": arch,
+        "stages_s_median": per_stage,
+        "total_s_median": statistics.median(totals),
+        "total_s_all": totals,
+        "cold_total_s": sum(t for _, t in cold),
+    }
+
+
+def process_wall_time(spec: ConvSpec, arch: str) -> float:
+    """A fresh interpreter importing affinec and compiling `spec` once."""
+    code = (
+        "from affinec.compiler import compile_to_ptx\n"
+        "from affinec.spec import parse_spec\n"
+        f"compile_to_ptx(parse_spec({spec.to_text()!r}), arch={arch!r})\n"
+    )
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--arch", default="sm_80", choices=("sm_80", "sm_90"))
+    parser.add_argument("--json", default="benchmarks/results/compile.json")
+    parser.add_argument(
+        "--process", action="store_true", help="also time a fresh process (imports)"
+    )
+    args = parser.parse_args()
+
+    results = {}
+    for label, spec in SPECS.items():
+        r = measure(spec, args.repeat, args.arch)
+        if args.process:
+            r["process_wall_s"] = process_wall_time(spec, args.arch)
+        results[label] = r
+
+    default = results[DEFAULT]
+    print(
+        f"naive -> PTX ({args.arch}), the default convolution, median of {args.repeat}:"
+    )
+    print(f"  {'stage':<58} {'ms':>8}")
+    for name, seconds in default["stages_s_median"].items():
+        print(f"  {name:<58} {seconds * 1000:8.1f}")
+    print(f"  {'total':<58} {default['total_s_median'] * 1000:8.1f}\n")
+    print(f"  {'spec':<52} {'median ms':>10} {'cold ms':>9} {'process s':>10}")
+    for label, r in results.items():
+        process = f"{r['process_wall_s']:10.2f}" if "process_wall_s" in r else " " * 10
+        print(
+            f"  {label:<52} {r['total_s_median'] * 1000:10.1f} "
+            f"{r['cold_total_s'] * 1000:9.1f} {process}"
+        )
+
+    payload = {
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+        },
+        "results": results,
+    }
+    path = Path(args.json)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2))
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()
