@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from xdsl.dialects import llvm
 
 from affinec.context import make_context
 from affinec.diagnostics import PassError, parse_module, verify
@@ -63,8 +64,8 @@ def tiled(draw, spec_strategy=None):
     return spec, affine_passes, threads
 
 
-@given(tiled())
-def test_gpu_level_equals_naive_bit_for_bit(case):
+@given(tiled(), st.sampled_from([32, 64]))
+def test_gpu_and_llvm_levels_equal_naive_bit_for_bit(case, index_bitwidth):
     spec, affine_passes, threads = case
     inputs = random_inputs(spec, np.random.default_rng(0))
     expected = naive_result(spec, inputs)
@@ -73,8 +74,13 @@ def test_gpu_level_equals_naive_bit_for_bit(case):
     (kernel, record), *others = find_kernels(module)
     assert not others and record is not None
     assert isinstance(kernel, gpu.FuncOp)
-    got = interpreted(module, spec, inputs)
-    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(interpreted(module, spec, inputs), expected)
+    Pipeline.parse(f"convert-gpu-to-nvvm{{index-bitwidth={index_bitwidth}}}").run(
+        module
+    )
+    ((kernel, _),) = find_kernels(module)
+    assert isinstance(kernel, llvm.FuncOp)
+    np.testing.assert_array_equal(interpreted(module, spec, inputs), expected)
 
 
 @given(tiled(conv_specs(max_channels=3, max_image=6)))
@@ -83,14 +89,16 @@ def test_each_lowering_pass_keeps_the_result(case):
     spec, affine_passes, threads = case
     module = build(spec)
     Pipeline.parse(affine_passes).run(module)
-    Pipeline.parse(TO_CF.format(threads=threads)).run(module, check=True)
+    lowering = TO_CF.format(threads=threads) + ",convert-gpu-to-nvvm"
+    Pipeline.parse(lowering).run(module, check=True)
 
 
 def test_the_hand_written_split_convolution():
     module = parse((INPUTS / "conv_split.mlir").read_text())
     spec = ConvSpec(1, 2, 5, 5, 3, 3, 3, padding=1)
     inputs = random_inputs(spec, np.random.default_rng(1))
-    Pipeline.parse(TO_CF.format(threads=8)).run(module, check=True)
+    lowering = TO_CF.format(threads=8) + ",convert-gpu-to-nvvm"
+    Pipeline.parse(lowering).run(module, check=True)
     np.testing.assert_array_equal(
         interpreted(module, spec, inputs), naive_result(spec, inputs)
     )
@@ -108,9 +116,9 @@ def test_shared_buffers_get_barriers_and_stay_exact():
     (launch,) = [op for op in module.walk() if isinstance(op, gpu.LaunchOp)]
     assert [str(a.type) for a in launch.workgroup_args] == ["memref<4x3xf32, 3 : i64>"]
     assert sum(isinstance(op, gpu.BarrierOp) for op in module.walk()) == 2
-    Pipeline.parse("gpu-kernel-outlining,lower-affine,convert-scf-to-cf").run(
-        module, check=True
-    )
+    Pipeline.parse(
+        "gpu-kernel-outlining,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm"
+    ).run(module, check=True)
     np.testing.assert_array_equal(
         interpreted(module, spec, inputs), naive_result(spec, inputs)
     )
@@ -125,7 +133,11 @@ def test_without_its_barriers_the_shared_buffer_races():
         op.parent_block().erase_op(op)  # pyright: ignore[reportOptionalMemberAccess]
     spec = MatmulSpec(6, 5, 7)
     inputs = random_inputs(spec, np.random.default_rng(2))
-    with pytest.raises(DataRaceError):
+    with pytest.raises(DataRaceError, match="data race on shared memory %tile"):
+        interpreted(module, spec, inputs)
+    # The race is still caught once the kernel is in the llvm dialect.
+    Pipeline.parse("affinec-lower-to-nvvm").run(module)
+    with pytest.raises(DataRaceError, match="data race on shared memory"):
         interpreted(module, spec, inputs)
 
 

@@ -93,6 +93,8 @@ class FunctionWriter:
         """Set by an emitter that yields (a barrier): the function is a coroutine."""
         self.gpu_context: str | None = None
         """In a kernel (one GPU thread's function): the name of the thread's context."""
+        self.symbols: dict[str, str] = {}
+        """Module-level symbols (shared globals) by name: the locals holding them."""
 
     # -- text ---------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from contextlib import ExitStack
 
-from xdsl.dialects import cf, func, scf
+from xdsl.dialects import cf, func, llvm, scf
 from xdsl.ir import Block, Operation, Region
 
 from affinec.interpreter.codegen import FunctionWriter, emits
@@ -60,9 +60,9 @@ def write_cfg(w: FunctionWriter, region: Region, on_return: type[Operation]) -> 
             with w.indented(f"{'if' if k == 0 else 'elif'} {state} == {k}:"):
                 term = w.emit_block(b)
                 match term:
-                    case cf.BranchOp():
+                    case cf.BranchOp() | llvm.BrOp():
                         jump(term.successor, term.arguments)
-                    case cf.ConditionalBranchOp():
+                    case cf.ConditionalBranchOp() | llvm.CondBrOp():
                         with w.indented(f"if {w[term.cond]}:"):
                             jump(term.then_block, term.then_arguments)
                         with w.indented("else:"):

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from xdsl.dialects import llvm
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation
 from xdsl.traits import SymbolTable
@@ -31,6 +32,7 @@ from xdsl.traits import SymbolTable
 from affinec.dialects import gpu
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, emits
 from affinec.interpreter.control_ops import function_global, write_body
+from affinec.interpreter.llvm_ops import pointer_arguments, shared_spec
 from affinec.interpreter.support import (
     InterpreterError,
     describe,
@@ -38,6 +40,7 @@ from affinec.interpreter.support import (
     numpy_dtype,
     poisoned,
 )
+from affinec.kernels import KERNEL
 
 
 class DataRaceError(InterpreterError):
@@ -93,6 +96,9 @@ class SharedArray:
         self.write_epoch = np.full(shape, -1, np.int64)
         self.reader = np.full(shape, -1, np.int64)
         self.read_epoch = np.full(shape, -1, np.int64)
+
+    def __len__(self) -> int:
+        return self.shape[0] if self.shape else 1
 
     def __getitem__(self, index):
         state = self.state
@@ -301,13 +307,20 @@ def _launch_name(op: Operation) -> str:
 @emits(gpu.LaunchFuncOp)
 def _launch_func(op: gpu.LaunchFuncOp, w: FunctionWriter) -> None:
     kernel = SymbolTable.lookup_symbol(op, op.kernel)
-    if not isinstance(kernel, gpu.FuncOp) or kernel.kernel is None:
-        raise InterpreterError(f"{describe(op)}: no gpu.func kernel {op.kernel}")
-    spec = w.global_(workgroup_spec(kernel.workgroup_args), "workgroup")
-    args = w.names(op.kernelOperands)
+    names = w.names(op.kernelOperands)
+    args = f"({', '.join(names)}{',' * (len(names) == 1)})"
+    if isinstance(kernel, gpu.FuncOp) and kernel.kernel is not None:
+        spec = workgroup_spec(kernel.workgroup_args)
+    elif isinstance(kernel, llvm.FuncOp) and KERNEL in kernel.attributes:
+        module = kernel.parent_op()
+        assert isinstance(module, gpu.ModuleOp)
+        spec = shared_spec(module)
+        args = f"{w.global_(pointer_arguments, 'pointers')}({args})"
+    else:
+        raise InterpreterError(f"{describe(op)}: no kernel {op.kernel}")
     w.line(
         f"{w.global_(run_grid, 'run_grid')}("
         f"{kernel_global(op.module_name, op.kernel_name)}, {op.kernel_name!r}, "
         f"{_sizes(w, op.grid_sizes)}, {_sizes(w, op.block_sizes)}, "
-        f"({', '.join(args)}{',' * (len(args) == 1)}), {spec})"
+        f"{args}, {w.global_(spec, 'workgroup')})"
     )

@@ -6,14 +6,20 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import func
+from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import IndexType, IntegerType, MemRefType, ModuleOp
 from xdsl.ir import Attribute
 
 from affinec.dialects import gpu
 
 # Importing the emitter modules registers their emitters.
-from affinec.interpreter import affine_ops, arith_ops, gpu_ops, memref_ops  # noqa: F401
+from affinec.interpreter import (  # noqa: F401
+    affine_ops,
+    arith_ops,
+    gpu_ops,
+    llvm_ops,
+    memref_ops,
+)
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter
 from affinec.interpreter.control_ops import function_global, write_body
 from affinec.interpreter.support import InterpreterError, memref_shape, numpy_dtype
@@ -68,6 +74,13 @@ class Interpreter:
                 for kernel in op.body.block.ops:
                     if isinstance(kernel, gpu.FuncOp):
                         program.add_source(gpu_ops.write_kernel(program, op, kernel))
+                    elif isinstance(kernel, llvm.FuncOp) and kernel.body.blocks:
+                        name = gpu_ops.kernel_global(
+                            op.sym_name.data, kernel.sym_name.data
+                        )
+                        program.add_source(
+                            llvm_ops.write_llvm_kernel(program, op, kernel, name)
+                        )
         self.source = program.source
         """The Python the module was decoded into (for the curious and for debugging)."""
         self._namespace = program.build()
