@@ -59,6 +59,16 @@ FEATURES = [
     OuterSpec(5, 7, dtype="f16"),
 ]
 
+ANCHORS = [  # DESIGN.md's convolutions, fp16 in, f32 accumulation
+    ConvSpec(128, 4, 224, 224, 64, 7, 7, stride=2, padding=3, dtype="f16"),
+    ConvSpec(32, 64, 224, 224, 64, 3, 3, padding=1, dtype="f16", epilogue="relu"),
+    ConvSpec(256, 256, 14, 14, 512, 3, 3, padding=1, dtype="f16"),
+    ConvSpec(32, 128, 28, 28, 128, 3, 3, padding=1, layout="nhwc", dtype="f16"),
+    ConvSpec(
+        32, 256, 56, 56, 64, 1, 1, layout="nhwc", filter_layout="rsck", dtype="f16"
+    ),
+]
+
 
 @pytest.mark.parametrize("spec", FEATURES, ids=lambda s: s.to_text())
 def test_every_feature_compiles_and_assembles(spec):
@@ -66,6 +76,20 @@ def test_every_feature_compiles_and_assembles(spec):
     assert compiled.name == f"{contraction_of(spec).name}_kernel"
     assert f".entry {compiled.name}(" in compiled.ptx
     assert ".target sm_80" in compiled.ptx
+    assemble_everywhere(compiled.ptx, compiled.name)
+
+
+@pytest.mark.parametrize("spec", ANCHORS, ids=lambda s: s.describe())
+def test_full_size_convolutions_compile_and_assemble(spec):
+    compiled = compile_to_ptx(spec)
+    assemble_everywhere(compiled.ptx, compiled.name)
+    resources = compiled.resources()
+    assert resources.spill_stores == 0 and resources.stack_frame == 0
+
+
+@given(specs())
+def test_the_default_pipeline_compiles_any_spec(spec):
+    compiled = compile_to_ptx(spec)
     assemble_everywhere(compiled.ptx, compiled.name)
 
 
