@@ -48,7 +48,7 @@ from affinec.dialects.affinec import PaddedLoadOp, mapping_of
 from affinec.ranges import value_range
 
 
-class Emitter:
+class IndexBuilder:
     """Builds index arithmetic before an op, knowing operand ranges where it can."""
 
     def __init__(self, anchor: Operation, known: dict[SSAValue, Interval]):
@@ -295,7 +295,7 @@ def check_lowerable(op: Operation) -> None:
 
 def lower_op(op: Operation, known: dict[SSAValue, Interval]) -> None:
     """Replace the affine op `op` by scf/arith/memref ops (nested ops stay as they are)."""
-    em = Emitter(op, known)
+    em = IndexBuilder(op, known)
     match op:
         case affine.ApplyOp():
             (value,) = em.map_results(op.map.data, op.mapOperands)
@@ -322,7 +322,7 @@ def lower_op(op: Operation, known: dict[SSAValue, Interval]) -> None:
             raise AssertionError(f"not an affine op: {op.name}")
 
 
-def _finish(em: Emitter, op: Operation, results: Sequence[SSAValue]) -> None:
+def _finish(em: IndexBuilder, op: Operation, results: Sequence[SSAValue]) -> None:
     em.flush()
     for old, new in zip(op.results, results, strict=True):
         if old.name_hint and not new.name_hint:
@@ -333,7 +333,7 @@ def _finish(em: Emitter, op: Operation, results: Sequence[SSAValue]) -> None:
     block.erase_op(op)
 
 
-def _padded_load(em: Emitter, op: PaddedLoadOp) -> SSAValue:
+def _padded_load(em: IndexBuilder, op: PaddedLoadOp) -> SSAValue:
     t = op.memref.type
     assert isinstance(t, MemRefType)
     indices = em.map_results(op.map.data, op.indices)
@@ -382,7 +382,7 @@ def _move_body(old: Region, new_block: Block, yield_type: type[Operation]) -> No
             new_block.add_op(o)
 
 
-def _lower_for(em: Emitter, op: affine.ForOp) -> None:
+def _lower_for(em: IndexBuilder, op: affine.ForOp) -> None:
     lower = em.fold(em.map_results(op.lowerBoundMap.data, op.lowerBoundOperands), True)
     upper = em.fold(em.map_results(op.upperBoundMap.data, op.upperBoundOperands), False)
     step = em.index(op.step.value.data)
@@ -394,7 +394,7 @@ def _lower_for(em: Emitter, op: affine.ForOp) -> None:
     _finish(em, op, list(loop.results))
 
 
-def _lower_if(em: Emitter, op: affine.IfOp) -> None:
+def _lower_if(em: IndexBuilder, op: affine.IfOp) -> None:
     cond = em.condition(op.condition.data, op.args)
     then_block = Block()
     _move_body(op.then_region, then_block, scf.YieldOp)
@@ -408,7 +408,7 @@ def _lower_if(em: Emitter, op: affine.IfOp) -> None:
     _finish(em, op, list(new.results))
 
 
-def _lower_parallel(em: Emitter, op: affine.ParallelOp) -> None:
+def _lower_parallel(em: IndexBuilder, op: affine.ParallelOp) -> None:
     """An unmapped band as a nest of `scf.for`, iterations in order (one legal order),
     reductions carried through `iter_args`."""
     lowers = em.map_results(op.lowerBoundsMap.data, op.lower_bound_operands)

@@ -29,7 +29,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, UnitAttr
+from xdsl.dialects.builtin import (
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    NoneAttr,
+    UnitAttr,
+)
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.ir.affine import (
     AffineConstraintExpr,
@@ -45,6 +52,7 @@ from affinec.affine_utils import Interval
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import BLOCK, GRID, PaddedLoadOp, mapping_of
+from affinec.interpreter.support import numpy_dtype
 from affinec.ranges import as_dims, difference_range
 
 MAX_THREADS_PER_BLOCK = 1024
@@ -363,22 +371,13 @@ def _collect(
 
 
 def _has_identity_layout(t: MemRefType) -> bool:
-    from xdsl.dialects.builtin import NoneAttr
-
     return isinstance(t.layout, NoneAttr)
 
 
 def _byte_size(alloc: Operation) -> int:
     t = alloc.results[0].type
     assert isinstance(t, MemRefType)
-    return math.prod(t.get_shape()) * _element_bytes(t.get_element_type())
-
-
-def _element_bytes(t) -> int:
-    width = getattr(t, "bitwidth", None) or getattr(
-        getattr(t, "width", None), "data", 0
-    )
-    return max(1, (width or 64) // 8)
+    return math.prod(t.get_shape()) * numpy_dtype(t.get_element_type()).itemsize
 
 
 def _enclosing_phase(op: Operation, phases: dict[Operation, Band]) -> Band | None:

@@ -43,6 +43,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from affinec.diagnostics import PassError
 from affinec.dialects import gpu, nvvm
 from affinec.gpu_mapping import UNROLL
+from affinec.interpreter.support import numpy_dtype
 from affinec.kernels import KERNEL
 from affinec.launch import LAUNCH
 
@@ -377,10 +378,7 @@ def _int_cast(op: Operation, c: KernelConverter):
 
 
 def _element_bytes(t: Attribute) -> int:
-    bits = getattr(t, "bitwidth", None)
-    if bits is None and isinstance(t, IntegerType):
-        bits = t.width.data
-    return max(1, (bits or 8) // 8)
+    return numpy_dtype(t).itemsize
 
 
 def _address(

@@ -28,7 +28,7 @@ becomes, with `threads-per-block=8`:
         affine.if affine_set<(d0, d1) : (-d0 - d1 * 16 + 49 >= 0)>(%t, %i) {
           affine.store %zero, %acc[%j] : memref<2xf32>
         }
-      }
+      } {affinec.unroll}
       ...
       gpu.terminator
     }
