@@ -330,9 +330,7 @@ def _collect(
                     "an affine.parallel at grid level must be mapped to the block's "
                     'threads ({affinec.mapping = "block"})',
                 )
-            phase = _band(op, known, "block")
-            if phase.total:
-                phases.append(phase)
+            phases.append(_band(op, known, "block"))
             for inner in op.walk():
                 if (
                     isinstance(inner, affine.ParallelOp)
@@ -642,6 +640,9 @@ def _distribute(
     op = phase.op
     parent = op.parent_block()
     assert parent is not None
+    if phase.total == 0:
+        _erase(op)  # it never runs
+        return
     turns = plan.turns(phase)
     threads = plan.threads
     if turns > 1:

@@ -141,6 +141,24 @@ def test_without_its_barriers_the_shared_buffer_races():
         interpreted(module, spec, inputs)
 
 
+def test_a_block_band_that_never_runs_disappears():
+    text = """
+func.func @f(%A: memref<8xf32>) {
+  %z = arith.constant 1.0 : f32
+  affine.parallel (%i) = (0) to (2) {
+    affine.parallel (%t) = (0) to (min(4, 3 - %i * 4 - 4)) {
+      affine.store %z, %A[%t] : memref<8xf32>
+    } {affinec.mapping = "block"}
+  } {affinec.mapping = "grid"}
+  func.return
+}"""
+    module = parse(text)
+    Pipeline.parse("affinec-lower-to-nvvm").run(module, verify_each=True)
+    a = np.zeros(8, np.float32)
+    Interpreter(module).run("f", a)
+    assert not a.any()
+
+
 def test_block_buffers_indexed_by_the_band_become_per_thread_storage():
     module = parse((INPUTS / "conv_split.mlir").read_text())
     Pipeline.parse("affinec-convert-parallel-to-gpu{threads-per-block=8}").run(module)
