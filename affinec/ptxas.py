@@ -21,10 +21,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from xdsl.utils.exceptions import DiagnosticException
+
 PTXAS_TIMEOUT = 120
 
 
-class PtxasError(Exception):
+class PtxasError(DiagnosticException):
     """ptxas refused the PTX (or could not be run); the message is ptxas's own."""
 
 
@@ -108,8 +110,13 @@ def assemble(ptx: str, arch: str = "sm_80") -> dict[str, Resources]:
             raise PtxasError(f"could not run {ptxas}: {e}") from None
     output = done.stdout + done.stderr
     if done.returncode != 0:
+        lines = output.replace(str(source), "<ptx>").strip().splitlines()
+        first = next(
+            (line for line in lines if "error" in line), lines[0] if lines else ""
+        )
+        # The first line alone must say what is wrong: command lines print only it.
         raise PtxasError(
-            f"ptxas -arch={arch} refused the PTX:\n{output.replace(str(source), '<ptx>').strip()}"
+            f"ptxas -arch={arch} refused the PTX: {first.strip()}\n" + "\n".join(lines)
         )
     return parse_verbose(output, arch)
 
