@@ -1,1 +1,65 @@
-"""affinec: an MLIR-style multi-level IR compiler for affine convolutions."""
+"""affinec: an MLIR-style multi-level IR compiler for affine convolutions.
+
+    import affinec
+    spec = affinec.ConvSpec(n=1, c=8, h=8, w=8, k=8, r=3, s=3, padding=1)
+    module = affinec.build(spec)                 # the naive IR
+    affinec.interpret(module, "conv", x, f, y)   # on the CPU, any level
+    kernel = affinec.compile(spec)               # PTX, loaded on first call
+    y = kernel(x, f)                             # on the GPU (numpy, numba, torch)
+
+Names are imported on first use, so `import affinec` stays cheap.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
+
+    from affinec.runtime import Kernel
+    from affinec.spec import Spec
+
+_EXPORTS = {
+    "ConvSpec": "affinec.spec",
+    "MatmulSpec": "affinec.spec",
+    "OuterSpec": "affinec.spec",
+    "parse_spec": "affinec.spec",
+    "build": "affinec.frontend",
+    "interpret": "affinec.interpreter",
+    "Interpreter": "affinec.interpreter",
+    "Pipeline": "affinec.pipeline",
+    "compile_to_ptx": "affinec.compiler",
+    "cuda_available": "affinec.runtime",
+    "Kernel": "affinec.runtime",
+    "reference": "affinec.reference",
+}
+
+__all__ = [*_EXPORTS, "compile"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'affinec' has no attribute {name!r}")
+
+
+def compile(  # shadows the builtin on purpose: affinec.compile, like torch.compile
+    spec_or_module: Spec | ModuleOp,
+    pipeline: str | None = None,
+    target: str | None = None,
+    **options: Any,
+) -> Kernel:
+    """Compile a spec (or naive IR) to a `Kernel` that runs on the GPU.
+
+    `target` is `"sm_80"` or `"sm_90"`; by default the current GPU's (sm_80 without
+    one: its PTX also runs on newer GPUs). `options` go to
+    `affinec.compiler.compile_to_ptx` (tile sizes, threads per block, ...).
+    """
+    from affinec.compiler import compile_to_ptx
+    from affinec.runtime import current_arch
+
+    arch = target or current_arch()
+    return compile_to_ptx(spec_or_module, pipeline, arch, **options).runtime_kernel()

@@ -63,20 +63,20 @@ class Row:
         return None if self.ours_ms is None else self.cudnn_ms / self.ours_ms
 
 
-def _time_launches(launch, sets: int, warmup: int, rounds: int, batch: int) -> float:
-    """Milliseconds per `launch(k)`: the median over `rounds` of a batch of `batch`
+def _time_launches(
+    launch, sets: int, rounds: int = 10, budget_ms: float = 5.0
+) -> float:
+    """Milliseconds per `launch(k)`: the median over `rounds` of a batch of
     back-to-back launches between two CUDA events (k rotates over the input sets).
 
     Batching keeps the GPU's queue full, so the host's launch overhead (tens of
     microseconds in Python) does not show up as idle GPU time between the events.
+    The batch is as long as it takes to fill about `budget_ms` (1 to 20 launches),
+    after a warm-up of as many launches, so slow kernels don't take minutes.
     """
     import torch
 
-    for k in range(warmup):
-        launch(k % sets)
-    torch.cuda.synchronize()
-    per_launch = []
-    for _ in range(rounds):
+    def timed(batch: int) -> float:
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
         start.record()
@@ -84,8 +84,12 @@ def _time_launches(launch, sets: int, warmup: int, rounds: int, batch: int) -> f
             launch(k % sets)
         end.record()
         end.synchronize()
-        per_launch.append(start.elapsed_time(end) / batch)
-    return statistics.median(per_launch)
+        return start.elapsed_time(end) / batch
+
+    first = max(timed(1), 1e-3)  # also loads the kernel and picks cuDNN's algorithm
+    batch = max(1, min(20, round(budget_ms / first)))
+    timed(batch)  # warm-up
+    return statistics.median(timed(batch) for _ in range(rounds))
 
 
 def _torch_tensors(spec: ConvSpec, generator, device="cuda"):
@@ -129,9 +133,7 @@ def bench_conv(
     *,
     kernel=None,
     sets: int = 3,
-    warmup: int = 10,
     rounds: int = 10,
-    batch: int = 20,
     seed: int = 0,
 ) -> Row:
     """Check and time our kernel for `spec` (compiled if not given) and cuDNN's."""
@@ -171,20 +173,14 @@ def bench_conv(
 
     ours_ms = None
     if ok:
-        ours_ms = _time_launches(
-            lambda k: kernel.launch(bound[k]), sets, warmup, rounds, batch
-        )
+        ours_ms = _time_launches(lambda k: kernel.launch(bound[k]), sets, rounds)
     cudnn_ms = _time_launches(
-        lambda k: _torch_conv(spec, *data[k], relu=False), sets, warmup, rounds, batch
+        lambda k: _torch_conv(spec, *data[k], relu=False), sets, rounds
     )
     cudnn_relu_ms = None
     if relu:
         cudnn_relu_ms = _time_launches(
-            lambda k: _torch_conv(spec, *data[k], relu=True),
-            sets,
-            warmup,
-            rounds,
-            batch,
+            lambda k: _torch_conv(spec, *data[k], relu=True), sets, rounds
         )
     tflops = lambda ms: spec.flops / (ms * 1e-3) / 1e12  # noqa: E731
     return Row(
@@ -252,3 +248,50 @@ __all__ = [
     "with_format",
     "write_json",
 ]
+
+
+def add_bench_arguments(parser) -> None:
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=list(DESIGN_CONVOLUTIONS),
+        help="some of the convolutions (default: all five)",
+    )
+    parser.add_argument(
+        "--dtype",
+        nargs="+",
+        choices=("f16", "f32"),
+        default=["f16", "f32"],
+        help="storage types to run (default: both)",
+    )
+    parser.add_argument(
+        "--layout",
+        choices=("nhwc", "nchw"),
+        default="nhwc",
+        help="our kernel's layout (cuDNN always gets channels_last)",
+    )
+    parser.add_argument("--json", help="also write the results to this JSON file")
+
+
+def run_benchmarks(
+    only: list[str] | None, dtypes: list[str], layout: str, json_path: str | None
+) -> int:
+    """Run, print the table, write JSON; exit code 1 if any kernel was wrong."""
+    from affinec.runtime import require_gpu
+
+    require_gpu()
+    rows = []
+    for name, spec in DESIGN_CONVOLUTIONS.items():
+        if only and name not in only:
+            continue
+        for dtype in dtypes:
+            rows.append(bench_conv(name, with_format(spec, dtype, layout)))
+            print(format_table(rows[-1:]).splitlines()[-1], flush=True)
+    info = device_description()
+    print(
+        f"\n{info['gpu']}, cuDNN {info['cudnn']}, torch {info['torch']}, {info['date']}"
+    )
+    print(format_table(rows))
+    if json_path:
+        write_json(json_path, rows, info)
+    return 0 if all(r.ours_ms is not None for r in rows) else 1

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable, Sequence
-from typing import TextIO
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp, StringAttr
@@ -24,8 +22,8 @@ from xdsl.utils.exceptions import DiagnosticException, ParseError
 from affinec.context import make_context
 from affinec.diagnostics import format_exception, parse_module, verify
 from affinec.dialects.affinec import SPEC
-from affinec.frontend import build, contraction_of
-from affinec.interpreter import Interpreter, InterpreterError
+from affinec.frontend import build
+from affinec.interpreter import InterpreterError
 from affinec.pipeline import Pipeline, PipelineError, pass_text
 from affinec.reference import (
     TOLERANCE,
@@ -34,6 +32,7 @@ from affinec.reference import (
     reference,
     relative_error,
 )
+from affinec.runtime import KernelArgumentError, NoCudaGPU
 from affinec.spec import (
     DTYPES,
     EPILOGUES,
@@ -45,9 +44,6 @@ from affinec.spec import (
     Spec,
     parse_spec,
 )
-
-DEFAULT_CONV = ConvSpec(n=1, c=8, h=8, w=8, k=8, r=3, s=3, padding=(1, 1))
-"""The demo's convolution: small enough to interpret in a blink (36,864 MACs)."""
 
 
 class UsageError(Exception):
@@ -182,47 +178,6 @@ def spec_of(module: ModuleOp) -> Spec:
         raise UsageError(f"the module's '{SPEC}' attribute is invalid: {e}") from None
 
 
-class StageChecker:
-    """Interprets a module at each stage on one set of random inputs, against the
-    float64 reference and against the previous stage."""
-
-    def __init__(self, spec: Spec, seed: int, out: TextIO | None = None) -> None:
-        self.spec = spec
-        self.function = contraction_of(spec).name
-        self.inputs = random_inputs(spec, np.random.default_rng(seed))
-        self.expected = reference(spec, *self.inputs)
-        self.previous: np.ndarray | None = None
-        self.ok = True
-        self.out = out or sys.stdout
-        print(f"{'stage':<44} {'rel. error':>10}  vs previous stage", file=self.out)
-
-    def stage(self, name: str, module: ModuleOp, reorders: bool = False) -> None:
-        """Interpret `module` and print its line; `reorders` says the stage may
-        change the order of summation (so bit-identity is not expected)."""
-        result = poisoned_output(self.spec)
-        Interpreter(module).run(self.function, *[x.copy() for x in self.inputs], result)
-        error = relative_error(result, self.expected)
-        if self.previous is None:
-            versus = "-"
-        elif np.array_equal(result, self.previous, equal_nan=True):
-            versus = "bit-identical"
-        elif reorders:
-            versus = "differs (the pass may reorder the summation)"
-        else:
-            versus = "DIFFERS"
-            self.ok = False
-        self.ok &= error <= TOLERANCE[self.spec.dtype]
-        self.previous = result
-        print(f"{name:<44} {error:>10.2e}  {versus}", file=self.out)
-
-    def verdict(self) -> str:
-        tolerance = TOLERANCE[self.spec.dtype]
-        word = "ok" if self.ok else "FAILED"
-        return (
-            f"{word}: every stage within {tolerance:g} of float64 ({self.spec.dtype})"
-        )
-
-
 def cmd_check(args: argparse.Namespace) -> int:
     text, name = read_source(args.file)
     pipeline = Pipeline.parse(args.passes or "")
@@ -231,6 +186,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         verify(module)
         spec = spec_of(module)
         print(f"spec: {spec.to_text()}")
+        from affinec.demo import StageChecker
+
         checker = StageChecker(spec, args.seed)
         checker.stage("input", module)
 
@@ -246,21 +203,57 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    spec = DEFAULT_CONV
-    macs = spec.flops // 2
-    print(f"== the default convolution: {spec.describe()} ({macs:,} multiply-adds)")
-    print(f"   {contraction_of(spec)}\n")
-    module = build(spec)
-    print("== naive IR (affinec gen conv ...)\n")
-    print(module)
-    print("\n== interpreting on random inputs, against numpy in float64\n")
-    checker = StageChecker(spec, seed=0)
-    start = time.perf_counter()
-    checker.stage("naive", module)
-    seconds = time.perf_counter() - start
-    print(f"\n({macs / seconds:,.0f} multiply-adds/s in the interpreter)")
-    print(checker.verdict())
-    return 0 if checker.ok else 1
+    from affinec.demo import run_demo
+
+    return 0 if run_demo() else 1
+
+
+def _tuning(args: argparse.Namespace) -> dict:
+    return {
+        "tile_sizes": args.tile_sizes,
+        "reduction_tile_sizes": args.reduction_tile_sizes,
+        "separate": args.separate,
+        "threads_per_block": args.threads_per_block,
+        "index_bitwidth": args.index_bitwidth,
+    }
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Compile a spec, run it on random data on the GPU, check it, time it."""
+    from affinec.compiler import compile_to_ptx
+    from affinec.runtime import require_gpu, time_kernel
+
+    spec = spec_from_args(args.kind, args)
+    require_gpu()
+    compiled = compile_to_ptx(spec, args.passes, args.arch, **_tuning(args))
+    kernel = compiled.runtime_kernel()
+    inputs = random_inputs(spec, np.random.default_rng(args.seed))
+    out = kernel(*inputs, poisoned_output(spec))
+    error = relative_error(out, reference(spec, *inputs))
+    ok = error <= TOLERANCE[spec.dtype]
+    print(f"spec: {spec.to_text()}")
+    print(
+        f"compiled for {compiled.arch} in {compiled.seconds:.2f} s: grid "
+        f"{compiled.launch.grid}, block {compiled.launch.block}"
+    )
+    print(
+        f"relative error vs float64: {error:.2e} (tolerance "
+        f"{TOLERANCE[spec.dtype]:g}): {'ok' if ok else 'FAILED'}"
+    )
+    if ok:
+        ms = time_kernel(kernel, inputs, repeat=args.repeat)
+        print(
+            f"time: {ms:.3f} ms (median of {args.repeat}), "
+            f"{spec.flops / (ms * 1e-3) / 1e12:.2f} TFLOP/s"
+        )
+    return 0 if ok else 1
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """The DESIGN.md convolutions against cuDNN (see affinec.benchmark)."""
+    from affinec.benchmark import run_benchmarks
+
+    return run_benchmarks(args.only, args.dtype, args.layout, args.json)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -289,6 +282,32 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", help="the default convolution, stage by stage")
     demo.set_defaults(run=cmd_demo)
+
+    from affinec.compiler import add_compile_arguments, run_compile_command
+
+    compile_ = commands.add_parser(
+        "compile", help="compile a spec to PTX with the default pipeline"
+    )
+    for sub in add_spec_subcommands(compile_, "the PTX of").choices.values():
+        add_compile_arguments(sub)
+    compile_.set_defaults(run=run_compile_command)
+
+    run = commands.add_parser(
+        "run", help="compile a spec, run it on the GPU, check it and time it"
+    )
+    for sub in add_spec_subcommands(run, "run").choices.values():
+        add_compile_arguments(sub)
+        sub.add_argument("--repeat", type=int, default=20, help="timed launches")
+        sub.add_argument("--seed", type=int, default=0, help="seed of the inputs")
+    run.set_defaults(run=cmd_run)
+
+    from affinec.benchmark import add_bench_arguments
+
+    bench = commands.add_parser(
+        "bench", help="DESIGN.md's convolutions against cuDNN, on the GPU"
+    )
+    add_bench_arguments(bench)
+    bench.set_defaults(run=cmd_bench)
     return parser
 
 
@@ -298,6 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.run(args)
     except (
         UsageError,
+        NoCudaGPU,
+        KernelArgumentError,
         PipelineError,
         InterpreterError,
         ValueError,

@@ -18,11 +18,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.passes import ModulePass
 
 from affinec.diagnostics import PassError
 from affinec.dialects.affinec import SPEC
@@ -30,7 +31,7 @@ from affinec.emitter import ARCHS, DEFAULT_ARCH, emit
 from affinec.gpu_pipelines import default_pipeline
 from affinec.kernels import find_kernels
 from affinec.launch import LaunchRecord
-from affinec.pipeline import Pipeline
+from affinec.pipeline import Pipeline, pass_text
 from affinec.ptxas import Resources, assemble
 from affinec.spec import Spec, parse_spec
 
@@ -100,13 +101,15 @@ def compile_to_ptx(
     index_bitwidth: int = 64,
     opt_level: int = 3,
     check: bool = False,
+    callback: Callable[[ModulePass, ModuleOp, float], None] | None = None,
 ) -> CompiledKernel:
     """Compile a spec (built by the frontend) or a module (naive IR, or any level the
     pipeline continues from) to PTX for `arch`.
 
     `pipeline` defaults to the default pipeline with the given tile options. A module
     is rewritten in place. With `check`, every pass is interpreted against the one
-    before (slow: small specs only). Errors: `PipelineError`, `PassError` (located),
+    before (slow: small specs only); `callback(pass, module, seconds)` is called
+    after every pass, as `Pipeline.run` calls it. Errors: `PipelineError`, `PassError` (located),
     `EmitterError`, and ValueError for a module with no or several kernels.
     """
     if arch not in ARCHS:
@@ -129,11 +132,13 @@ def compile_to_ptx(
         index_bitwidth=index_bitwidth,
     )
     timings: list[tuple[str, float]] = []
-    Pipeline.parse(text).run(
-        module,
-        check=check,
-        callback=lambda p, m, seconds: timings.append((str(p), seconds)),
-    )
+
+    def after(p: ModulePass, m: ModuleOp, seconds: float) -> None:
+        timings.append((pass_text(p), seconds))
+        if callback is not None:
+            callback(p, m, seconds)
+
+    Pipeline.parse(text).run(module, check=check, callback=after)
     kernels = find_kernels(module)
     if len(kernels) != 1:
         raise ValueError(

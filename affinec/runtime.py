@@ -40,6 +40,26 @@ def cuda_available() -> bool:
         return False
 
 
+def current_arch() -> str:
+    """The architecture to compile for: the current GPU's (`sm_90` on an H100), or
+    `sm_80` without a GPU (its PTX runs on every newer GPU too)."""
+    from affinec.emitter import ARCHS, DEFAULT_ARCH
+
+    if not cuda_available():
+        return DEFAULT_ARCH
+    from numba import cuda
+
+    major, minor = cuda.get_current_device().compute_capability
+    arch = f"sm_{major}{minor}"
+    return (
+        arch
+        if arch in ARCHS
+        else max(
+            (a for a in ARCHS if int(a[3:]) <= major * 10 + minor), default=DEFAULT_ARCH
+        )
+    )
+
+
 def require_gpu() -> None:
     if not cuda_available():
         raise NoCudaGPU(
@@ -303,3 +323,29 @@ def _allow_dynamic_shared_memory(function, size: int) -> None:
         binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
     )
     driver.cuKernelSetAttribute(attribute, size, function.handle, function.device.id)
+
+
+def time_kernel(
+    kernel: Kernel, inputs: Sequence[Any], repeat: int = 20, warmup: int = 3
+) -> float:
+    """Median milliseconds of the kernel alone on `inputs` (copied to the device
+    once), timed with CUDA events around each launch after `warmup` launches."""
+    import statistics
+
+    from numba import cuda
+
+    arguments = kernel.check(*inputs)
+    for a in arguments:
+        a.to_device()
+    for _ in range(warmup):
+        kernel.launch(arguments)
+    cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        start, end = cuda.event(), cuda.event()
+        start.record()
+        kernel.launch(arguments)
+        end.record()
+        end.synchronize()
+        times.append(cuda.event_elapsed_time(start, end))
+    return statistics.median(times)

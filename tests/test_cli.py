@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from affinec.cli import main as affinec
 from affinec.frontend import build
 from affinec.opt import main as affinec_opt
+from affinec.runtime import cuda_available
 from affinec.spec import ConvSpec
 from strategies import conv_specs
 
@@ -212,3 +213,27 @@ def test_opt_pipeline_errors(conv_file, argv, message, capsys):
     assert affinec_opt([str(conv_file), *argv]) == 1
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_compile_writes_ptx(tmp_path, capsys):
+    path = tmp_path / "conv.ptx"
+    assert affinec(["compile", "conv", *CONV_FLAGS, "--pad", "1", "-o", str(path)]) == 0
+    ptx = path.read_text()
+    assert ".visible .entry conv_kernel(" in ptx and ".target sm_80" in ptx
+
+
+@pytest.mark.skipif(cuda_available(), reason="checks the behaviour without a GPU")
+@pytest.mark.parametrize(
+    "argv", [["run", "conv", *CONV_FLAGS], ["bench", "--only", "conv3x3-128"]]
+)
+def test_gpu_commands_say_there_is_no_gpu(argv, capsys):
+    assert affinec(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: no CUDA GPU available") and "Traceback" not in err
+
+
+@pytest.mark.gpu
+def test_run_checks_and_times_on_the_gpu(capsys):
+    assert affinec(["run", "conv", *CONV_FLAGS, "--pad", "1", "--dtype", "f16"]) == 0
+    out = capsys.readouterr().out
+    assert "relative error vs float64" in out and ": ok" in out and "TFLOP/s" in out

@@ -1,0 +1,181 @@
+"""Compiled convolutions on the GPU (`make gpu-test`; skipped without a GPU).
+
+Every case: fresh random inputs, the output poisoned (NaN) before the run, the result
+compared with the float64 reference as ‖out − ref‖ / ‖ref‖ (f32 far under 1e-5, f16
+under 1e-2, NaN never passes), and cross-checked against torch's cuDNN convolution
+where torch is present. The five convolutions of DESIGN.md's speed table run at full
+size.
+"""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import affinec
+from affinec.benchmark import DESIGN_CONVOLUTIONS, with_format
+from affinec.frontend import contraction_of
+from affinec.interpreter import Interpreter
+from affinec.reference import (
+    TOLERANCE,
+    poisoned_output,
+    random_inputs,
+    reference,
+    relative_error,
+)
+from affinec.spec import ConvSpec, MatmulSpec, OuterSpec
+
+pytestmark = pytest.mark.gpu
+
+BASE = ConvSpec(n=2, c=5, h=11, w=9, k=7, r=3, s=3)
+
+MATRIX = {
+    "nchw-kcrs": {},
+    "nhwc-rsck": {"layout": "nhwc", "filter_layout": "rsck"},
+    "nchw-rsck": {"filter_layout": "rsck"},
+    "nhwc-kcrs": {"layout": "nhwc"},
+    "stride2": {"stride": 2},
+    "stride-2x1": {"stride": (2, 1)},
+    "pad1": {"padding": 1},
+    "pad-2x0": {"padding": (2, 0)},
+    "dilation2": {"dilation": 2, "padding": 2},
+    "relu": {"epilogue": "relu"},
+    "bias-relu": {"epilogue": "bias-relu"},
+    "1x1": {"r": 1, "s": 1},
+    "5x5-stride2-pad2": {"r": 5, "s": 5, "stride": 2, "padding": 2},
+    "everything": {
+        "stride": 2,
+        "padding": 1,
+        "dilation": (1, 2),
+        "layout": "nhwc",
+        "filter_layout": "rsck",
+        "epilogue": "bias-relu",
+    },
+}
+
+# Tile choices that do not divide the extents (partial tiles), fast/slow paths, and
+# more block iterations than threads.
+TILINGS = {
+    "default": {},
+    "odd-tiles": {"tile_sizes": (1, 3, 4, 5), "threads_per_block": 32},
+    "separate": {"tile_sizes": (1, 4, 4, 4), "separate": True},
+    "index32": {"index_bitwidth": 32},
+}
+
+
+def _check(spec, rng, **options):
+    kernel = affinec.compile(spec, **options)
+    inputs = random_inputs(spec, rng)
+    out = kernel(*inputs, poisoned_output(spec))
+    error = relative_error(out, reference(spec, *inputs))
+    assert error <= TOLERANCE[spec.dtype], f"{spec.to_text()} {options}: {error:.3g}"
+    return inputs, out
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("case", list(MATRIX))
+def test_spec_matrix_matches_float64(case, dtype):
+    spec = dataclasses.replace(BASE, dtype=dtype, **MATRIX[case])
+    rng = np.random.default_rng(abs(hash((case, dtype))) % 2**32)
+    for options in TILINGS.values():
+        _check(spec, rng, **options)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        MatmulSpec(33, 17, 29),
+        MatmulSpec(64, 48, 80, "f16", "bias-relu"),
+        OuterSpec(37, 19),
+    ],
+    ids=["matmul", "matmul-f16-bias-relu", "outer"],
+)
+def test_matmul_and_outer_product(spec):
+    _check(spec, np.random.default_rng(7))
+
+
+def test_gpu_result_is_bit_identical_to_the_interpreter():
+    """The kernel keeps the interpreter's order of summation (and no FMA contraction),
+    so the GPU reproduces the CPU interpreter's float32 result bit for bit."""
+    spec = ConvSpec(1, 3, 7, 7, 4, 3, 3, padding=1, epilogue="relu")
+    inputs, out = _check(spec, np.random.default_rng(3))
+    expected = poisoned_output(spec)
+    Interpreter(affinec.build(spec)).run("conv", *inputs, expected)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_fresh_inputs_each_run():
+    spec = ConvSpec(2, 4, 8, 8, 4, 3, 3, padding=1, dtype="f16")
+    kernel = affinec.compile(spec)
+    rng = np.random.default_rng(11)
+    results = []
+    for _ in range(3):
+        inputs = random_inputs(spec, rng)
+        out = kernel(*inputs, poisoned_output(spec))
+        assert relative_error(out, reference(spec, *inputs)) <= TOLERANCE["f16"]
+        results.append(out)
+    assert not np.array_equal(results[0], results[1])
+
+
+def _torch_reference(torch, spec, x, w, b):
+    import torch.nn.functional as F
+
+    xs = torch.as_tensor(x, device="cuda")
+    ws = torch.as_tensor(w, device="cuda")
+    if spec.layout == "nhwc":
+        xs = xs.permute(0, 3, 1, 2)
+    if spec.filter_layout == "rsck":
+        ws = ws.permute(3, 2, 0, 1)
+    bias = None if b is None else torch.as_tensor(b, device="cuda")
+    y = F.conv2d(
+        xs, ws, bias, stride=spec.stride, padding=spec.padding, dilation=spec.dilation
+    )
+    if spec.epilogue != "none":
+        y = F.relu(y)
+    if spec.layout == "nhwc":
+        y = y.permute(0, 2, 3, 1)
+    return y.contiguous()
+
+
+@pytest.mark.parametrize("case", ["nchw-kcrs", "everything", "dilation2"])
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_agrees_with_cudnn_on_torch_tensors(case, dtype):
+    """Torch tensors in and out (no copies), checked against cuDNN in the same dtype."""
+    torch = pytest.importorskip("torch")
+    spec = dataclasses.replace(BASE, dtype=dtype, **MATRIX[case])
+    inputs = random_inputs(spec, np.random.default_rng(5))
+    tensors = [torch.as_tensor(a, device="cuda") for a in inputs]
+    out = torch.full(contraction_of(spec).output.shape, float("nan"), device="cuda")
+    out = out.to(tensors[0].dtype)
+    affinec.compile(spec)(*tensors, out)
+    cudnn = _torch_reference(
+        torch, spec, *inputs[:2], inputs[2] if len(inputs) > 2 else None
+    )
+    ref = reference(spec, *inputs)
+    ours = out.cpu().numpy()
+    assert relative_error(ours, ref) <= TOLERANCE[dtype]
+    # Both are within tolerance of float64, hence of each other.
+    assert relative_error(cudnn.cpu().numpy(), ref) <= TOLERANCE[dtype]
+
+
+@pytest.mark.parametrize("dtype", ["f16", "f32"])
+@pytest.mark.parametrize("name", list(DESIGN_CONVOLUTIONS))
+def test_design_convolutions_at_full_size(name, dtype):
+    """DESIGN.md's five convolutions, full size, against torch's float64 convolution
+    on the GPU (a numpy float64 reference would take minutes on the CPU)."""
+    torch = pytest.importorskip("torch")
+    spec = with_format(DESIGN_CONVOLUTIONS[name], dtype)
+    kernel = affinec.compile(spec)
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    storage = torch.float16 if dtype == "f16" else torch.float32
+    c = contraction_of(spec)
+    x, w = (
+        torch.randn(a.shape, generator=generator, device="cuda").to(storage)
+        for a in c.factors
+    )
+    out = torch.full(c.output.shape, float("nan"), device="cuda").to(storage)
+    kernel(x, w, out)
+    ref = _torch_reference(torch, spec, x.double(), w.double(), None)
+    error = torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref)
+    assert not torch.isnan(out).any()
+    assert error.item() <= TOLERANCE[dtype], f"{name} {dtype}: {error.item():.3g}"
