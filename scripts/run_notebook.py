@@ -1,0 +1,44 @@
+"""Run a notebook's code cells as one script, for machines without Jupyter (the GPU
+machines): `scripts/gpu_python.sh scripts/run_notebook.py notebooks/03_to_the_gpu.ipynb`.
+
+Cells run in order in one namespace, from the notebook's folder, as a kernel would
+run them; `IPython.display` is stubbed to print what it would show.
+"""
+
+import json
+import os
+import sys
+import types
+from pathlib import Path
+
+
+def _stub_ipython_display() -> None:
+    if "IPython" in sys.modules:
+        return
+    try:
+        import IPython  # noqa: F401
+    except ImportError:
+        display = types.ModuleType("IPython.display")
+        display.SVG = lambda text: f"<SVG, {len(text)} characters>"
+        display.display = print
+        package = types.ModuleType("IPython")
+        package.display = display
+        sys.modules["IPython"] = package
+        sys.modules["IPython.display"] = display
+
+
+def main(path: str) -> None:
+    notebook = json.loads(Path(path).read_text())
+    os.chdir(Path(path).parent)
+    _stub_ipython_display()
+    namespace: dict = {"__name__": "__main__"}
+    for k, cell in enumerate(notebook["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        source = "".join(cell["source"])
+        print(f"# ---- cell {k}", flush=True)
+        exec(compile(source, f"{path}:cell{k}", "exec"), namespace)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
