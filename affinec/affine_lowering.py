@@ -41,7 +41,7 @@ from xdsl.ir.affine import (
     AffineSymExpr,
 )
 
-from affinec.affine_utils import Interval, expr_range
+from affinec.affine_utils import Interval, expr_range, grouped
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affinec import PaddedLoadOp, mapping_of
@@ -232,14 +232,6 @@ def _is_zero(e: AffineExpr) -> bool:
 # Op by op
 # --------------------------------------------------------------------------------------
 
-_IDENTITY: dict[str, float | int] = {
-    "addf": 0.0,
-    "mulf": 1.0,
-    "maximumf": float("-inf"),
-    "minimumf": float("inf"),
-    "addi": 0,
-    "muli": 1,
-}
 _COMBINE: dict[str, type[Operation]] = {
     "addf": arith.AddfOp,
     "mulf": arith.MulfOp,
@@ -413,13 +405,13 @@ def _lower_parallel(em: IndexBuilder, op: affine.ParallelOp) -> None:
     reductions carried through `iter_args`."""
     lowers = em.map_results(op.lowerBoundsMap.data, op.lower_bound_operands)
     uppers = em.map_results(op.upperBoundsMap.data, op.upper_bound_operands)
-    lower_groups = _grouped(lowers, op.lower_groups)
-    upper_groups = _grouped(uppers, op.upper_groups)
+    lower_groups = grouped(lowers, op.lower_groups)
+    upper_groups = grouped(uppers, op.upper_groups)
     kinds = [r.data for r in op.reductions.data]
     types = list(op.result_types)
     inits = []
     for kind, t in zip(kinds, types, strict=True):
-        value = _IDENTITY[kind]
+        value = affine.REDUCTION_IDENTITY[kind]
         attr = IntegerAttr(int(value), t) if kind.endswith("i") else FloatAttr(value, t)  # pyright: ignore
         inits.append(em.add(arith.ConstantOp(attr)))
     bounds = [
@@ -463,11 +455,3 @@ def _lower_parallel(em: IndexBuilder, op: affine.ParallelOp) -> None:
     outer = loops[-1]
     em.ops.append(outer)
     _finish(em, op, list(outer.results))
-
-
-def _grouped(items: list, groups: Sequence[int]) -> list[list]:
-    out, k = [], 0
-    for g in groups:
-        out.append(items[k : k + g])
-        k += g
-    return out

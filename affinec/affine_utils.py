@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TypeVar
 
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
@@ -26,6 +27,8 @@ from xdsl.ir.affine import (
     AffineSymExpr,
 )
 from xdsl.ir.affine.affine_set import AffineConstraintKind
+
+T = TypeVar("T")
 
 Interval = tuple[int, int]
 """A closed integer interval `(lo, hi)`."""
@@ -221,3 +224,13 @@ def tighten_constraint(
         if a:
             tightened = tightened + AffineExpr.symbol(k) * (a // g)
     return simplify_expr(tightened, num_dims, num_symbols)
+
+
+def grouped(items: Sequence[T], groups: Sequence[int]) -> list[list[T]]:
+    """`items` cut into consecutive groups of the given sizes (an `affine.parallel`'s
+    flat list of bound results, one group per dimension)."""
+    out, k = [], 0
+    for g in groups:
+        out.append(list(items[k : k + g]))
+        k += g
+    return out

@@ -25,7 +25,6 @@ Every refusal is a `PassError` raised by `plan_launch`, before anything is rewri
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, memref
@@ -48,7 +47,7 @@ from xdsl.ir.affine import (
 )
 from xdsl.traits import Pure
 
-from affinec.affine_utils import Interval
+from affinec.affine_utils import Interval, grouped
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import BLOCK, GRID, PaddedLoadOp, mapping_of
@@ -265,8 +264,8 @@ def _band(op: affine.ParallelOp, known: dict[SSAValue, Interval], what: str) -> 
     upper_map = as_dims(op.upperBoundsMap.data)
     lower_operands = op.lower_bound_operands
     upper_operands = op.upper_bound_operands
-    lowers = _grouped(list(lower_map.results), op.lower_groups)
-    uppers = _grouped(list(upper_map.results), op.upper_groups)
+    lowers = grouped(list(lower_map.results), op.lower_groups)
+    uppers = grouped(list(upper_map.results), op.upper_groups)
     dims: list[Dim] = []
     for k, (lows, ups, step) in enumerate(
         zip(lowers, uppers, op.step_values, strict=True)
@@ -304,14 +303,6 @@ def _band(op: affine.ParallelOp, known: dict[SSAValue, Interval], what: str) -> 
             )
         )
     return Band(op, dims)
-
-
-def _grouped(items: list, groups: Sequence[int]) -> list[list]:
-    out, k = [], 0
-    for g in groups:
-        out.append(items[k : k + g])
-        k += g
-    return out
 
 
 def _collect(

@@ -9,7 +9,7 @@ Affine/Analysis): nothing here changes the IR; `affinec.loop_transforms` does.
   constants and `affine.apply` producers folded in, operands de-duplicated, unused ones
   dropped, results simplified. Tiling, peeling, normalization and canonicalization are
   all this one composition.
-- `value_range(v)`: the interval an index value takes, from the loop bounds around it.
+- `value_range(v)` (from `affinec.ranges`): the interval an index value takes.
 - `perfect_band(loop)`: the perfectly nested `affine.for` loops starting at `loop`.
 - `summation_order_kept(extents, sizes)`: whether tiling a reduction band keeps the
   order in which each output element is summed.
@@ -26,19 +26,19 @@ from fractions import Fraction
 
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.ir import Block, BlockArgument, Operation, OpResult, SSAValue
+from xdsl.ir import Block, Operation, OpResult, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap, AffineSymExpr
 from xdsl.traits import is_side_effect_free
 
-from affinec.affine_utils import Interval, expr_range, linear_form, simplify_expr
+from affinec.affine_utils import (
+    Interval,
+    expr_range,
+    linear_form,
+    simplify_expr,
+)
 from affinec.dialects import affine
 from affinec.dialects.affinec import PaddedLoadOp
-
-TILE_LOOP = "affinec.tile"
-"""Unit attribute `affine-loop-tile` puts on the `affine.for` loops that step over
-tiles of a reduction band (`%c0`, `%r0`, `%s0`), as opposed to the point loops within a
-tile: `affinec-sink` moves the block loop below these, and promotion copies one tile's
-footprint per iteration of them."""
+from affinec.ranges import value_range
 
 AccessOp = affine.LoadOp | affine.StoreOp | PaddedLoadOp
 MAP_OPS = (
@@ -224,63 +224,7 @@ def _compress(
     return m, [dims[k] for k in keep_dims] + [syms[k] for k in keep_syms]
 
 
-def grouped(items: Sequence, groups: Sequence[int]) -> list[list]:
-    """`items` cut into consecutive groups of the given sizes."""
-    out, k = [], 0
-    for g in groups:
-        out.append(list(items[k : k + g]))
-        k += g
-    return out
-
-
 # -- ranges ---------------------------------------------------------------------------
-
-
-def value_range(value: SSAValue) -> Interval | None:
-    """The closed interval an `index` value lies in, or None when it is not known.
-
-    Induction variables get theirs from their loop's bounds (the largest lower bound
-    result, the smallest upper bound result, each over its operands' ranges), constants
-    are points, `affine.apply`/`min`/`max` follow their maps. A loop that might not run
-    gives a range its variable never leaves when it does.
-    """
-    if (c := _constant_index(value)) is not None:
-        return (c, c)
-    if isinstance(value, BlockArgument):
-        owner = value.block.parent_op()
-        if isinstance(owner, affine.ForOp) and value.index == 0:
-            lows = slot_ranges(map_slots(owner)[0])
-            highs = slot_ranges(map_slots(owner)[1])
-            return _iv_range(lows, highs)
-        if isinstance(owner, affine.ParallelOp):
-            lower, upper = map_slots(owner)
-            k = value.index
-            lows = grouped(slot_ranges(lower), owner.lower_groups)[k]
-            highs = grouped(slot_ranges(upper), owner.upper_groups)[k]
-            return _iv_range(lows, highs)
-        return None
-    if isinstance(value, OpResult) and isinstance(
-        value.op, affine.ApplyOp | affine.MinOp | affine.MaxOp
-    ):
-        ranges = slot_ranges(map_slots(value.op)[0])
-        if any(r is None for r in ranges):
-            return None
-        los = [r[0] for r in ranges]  # pyright: ignore[reportOptionalSubscript]
-        his = [r[1] for r in ranges]  # pyright: ignore[reportOptionalSubscript]
-        if isinstance(value.op, affine.MaxOp):
-            return (max(los), max(his))
-        return (min(los), min(his))
-    return None
-
-
-def _iv_range(
-    lows: Sequence[Interval | None], highs: Sequence[Interval | None]
-) -> Interval | None:
-    if not lows or not highs or any(r is None for r in (*lows, *highs)):
-        return None
-    lo = max(r[0] for r in lows)  # pyright: ignore[reportOptionalSubscript]
-    hi = min(r[1] for r in highs) - 1  # pyright: ignore[reportOptionalSubscript]
-    return (lo, max(lo, hi))
 
 
 def operand_ranges(

@@ -46,20 +46,19 @@ from xdsl.ir.affine.affine_set import AffineConstraintExpr, AffineConstraintKind
 from affinec.affine_utils import (
     drop_redundant_bounds,
     expr_range,
+    grouped,
     simplify_expr,
     tighten_constraint,
 )
 from affinec.dialects import affine
-from affinec.dialects.affinec import PaddedLoadOp
+from affinec.dialects.affinec import TILE, PaddedLoadOp
 from affinec.loop_analysis import (
-    TILE_LOOP,
     AccessOp,
     MapSlot,
     Substitution,
     body_ops,
     compose_map,
     constant_value,
-    grouped,
     map_slots,
     non_affine_uses,
     operand_ranges,
@@ -430,7 +429,7 @@ def tile_band(
         tile = affine.ForOp(
             0, m, _fresh_block([loop.induction_variable], "0"), upper_operands=ops
         )
-        tile.attributes[TILE_LOOP] = UnitAttr()
+        tile.attributes[TILE] = UnitAttr()
         tile.location = loop.location
         if anchor is not None:
             where.insert_op_before(tile, anchor)

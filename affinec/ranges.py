@@ -18,7 +18,7 @@ from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Block, BlockArgument, OpResult, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
-from affinec.affine_utils import Interval, expr_range
+from affinec.affine_utils import Interval, expr_range, grouped
 from affinec.dialects import affine, gpu
 
 
@@ -183,11 +183,15 @@ def _block_argument_range(
         case affine.ForOp() if arg.index == 0:
             lo = map_ranges(owner.lowerBoundMap.data, owner.lowerBoundOperands, cache)
             hi = map_ranges(owner.upperBoundMap.data, owner.upperBoundOperands, cache)
-            if any(r is None for r in lo + hi):
-                return None
-            start = max(r[0] for r in lo)  # pyright: ignore[reportOptionalSubscript]
-            end = min(r[1] for r in hi) - 1  # pyright: ignore[reportOptionalSubscript]
-            return (start, max(start, end))
+            return _induction_range(lo, hi)
+        case affine.ParallelOp():
+            lower, upper = owner.lowerBoundsMap.data, owner.upperBoundsMap.data
+            lo = map_ranges(lower, owner.lower_bound_operands, cache)
+            hi = map_ranges(upper, owner.upper_bound_operands, cache)
+            k = arg.index
+            return _induction_range(
+                grouped(lo, owner.lower_groups)[k], grouped(hi, owner.upper_groups)[k]
+            )
         case scf.ForOp() if arg.index == 0:
             lo, hi = _range(owner.lb, cache, depth), _range(owner.ub, cache, depth)
             if lo is None or hi is None:
@@ -202,6 +206,19 @@ def _block_argument_range(
                 return None
             return (0, size[1] - 1) if arg.index < 6 else (1, size[1])
     return None
+
+
+def _induction_range(
+    lows: Sequence[Interval | None], highs: Sequence[Interval | None]
+) -> Interval | None:
+    """The range of a loop variable from the ranges of its bounds' results (the
+    largest lower bound, the smallest upper bound). A loop that may not run at all
+    still gets a range its variable keeps to whenever it does run."""
+    if not lows or not highs or any(r is None for r in (*lows, *highs)):
+        return None
+    start = max(r[0] for r in lows)  # pyright: ignore[reportOptionalSubscript]
+    end = min(r[1] for r in highs) - 1  # pyright: ignore[reportOptionalSubscript]
+    return (start, max(start, end))
 
 
 def _known_size(op: gpu._IndexOfDim) -> int | None:  # pyright: ignore[reportPrivateUsage]

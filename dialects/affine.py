@@ -250,11 +250,9 @@ class MaxOp(_MapOp):
 # --------------------------------------------------------------------------------------
 
 
-@irdl_op_definition
-class LoadOp(IRDLOperation):
-    """`%v = affine.load %A[%i, %j + 1] : memref<8x8xf32>`."""
-
-    name = "affine.load"
+class AffineLoadBase(IRDLOperation):
+    """A load through an affine map of its index operands: `affine.load` and
+    `affinec.padded_load` differ only in what an out-of-bounds access reads."""
 
     T: ClassVar = VarConstraint("T", AnyAttr())
     memref = operand_def(MemRefType.constr(T))
@@ -281,13 +279,20 @@ class LoadOp(IRDLOperation):
         verify_memref_access(self, self.memref, self.map.data, self.indices)
 
     @classmethod
-    def parse(cls, parser: Parser) -> LoadOp:
+    def parse(cls, parser: Parser):
         memref, m, indices, _ = parse_memref_access(parser)
         return cls(memref, indices, m)
 
     def print(self, printer: Printer):
         printer.print_string(" ")
         print_memref_access(printer, self.memref, self.map.data, self.indices)
+
+
+@irdl_op_definition
+class LoadOp(AffineLoadBase):
+    """`%v = affine.load %A[%i, %j + 1] : memref<8x8xf32>`."""
+
+    name = "affine.load"
 
 
 @irdl_op_definition
@@ -587,7 +592,17 @@ def _parse_type_list(parser: Parser) -> list[Attribute]:
 # affine.parallel
 # --------------------------------------------------------------------------------------
 
-REDUCTION_KINDS = ("addf", "mulf", "maximumf", "minimumf", "addi", "muli")
+REDUCTION_IDENTITY: dict[str, float | int] = {
+    "addf": 0.0,
+    "mulf": 1.0,
+    "maximumf": float("-inf"),
+    "minimumf": float("inf"),
+    "addi": 0,
+    "muli": 1,
+}
+"""The reductions an `affine.parallel` may perform, and the value each starts from."""
+
+REDUCTION_KINDS = tuple(REDUCTION_IDENTITY)
 
 
 def _parse_bound_list(

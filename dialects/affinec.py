@@ -11,36 +11,20 @@ Attribute names that passes read and write:
 
 - `affinec.mapping` on an `affine.parallel`: `"grid"` (one iteration per GPU block) or
   `"block"` (one iteration per thread of a block), set by tiling.
+- `affinec.tile` on an `affine.for`: a loop over the tiles of a reduction dimension,
+  made by tiling.
 - `affinec.spec` on the module: the spec the frontend built it from, so a checker can
   rebuild the float64 reference.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar
-
-from xdsl.dialects.builtin import AffineMapAttr, IndexType, MemRefType
-from xdsl.ir import Dialect, Operation, SSAValue
-from xdsl.ir.affine import AffineMap
+from xdsl.ir import Dialect, Operation
 from xdsl.irdl import (
-    AnyAttr,
-    IRDLOperation,
-    VarConstraint,
     irdl_op_definition,
-    operand_def,
-    prop_def,
-    result_def,
-    var_operand_def,
 )
-from xdsl.parser import Parser
-from xdsl.printer import Printer
 
-from affinec.dialects.affine import (
-    parse_memref_access,
-    print_memref_access,
-    verify_memref_access,
-)
+from affinec.dialects.affine import AffineLoadBase
 
 MAPPING = "affinec.mapping"
 """Attribute on `affine.parallel`: which level of the GPU its iterations map to."""
@@ -48,6 +32,12 @@ MAPPING = "affinec.mapping"
 GRID = "grid"
 BLOCK = "block"
 MAPPING_LEVELS = (GRID, BLOCK)
+
+TILE = "affinec.tile"
+"""Unit attribute `affine-loop-tile` puts on the `affine.for` loops that step over the
+tiles of a reduction (`%c0`, `%r0`, `%s0`), as opposed to the point loops within a tile:
+`affinec-sink` moves the block-level loop below these, and shared-memory promotion
+copies one tile's footprint per iteration of them."""
 
 SPEC = "affinec.spec"
 """Module attribute recording the spec (a dictionary) the frontend built it from."""
@@ -60,43 +50,10 @@ def mapping_of(op: Operation) -> str | None:
 
 
 @irdl_op_definition
-class PaddedLoadOp(IRDLOperation):
+class PaddedLoadOp(AffineLoadBase):
     """An `affine.load` that reads zero wherever the access falls outside the memref."""
 
     name = "affinec.padded_load"
-
-    T: ClassVar = VarConstraint("T", AnyAttr())
-    memref = operand_def(MemRefType.constr(T))
-    indices = var_operand_def(IndexType)
-    result = result_def(T)
-    map = prop_def(AffineMapAttr)
-
-    def __init__(
-        self,
-        memref: SSAValue,
-        indices: Sequence[SSAValue],
-        m: AffineMap | None = None,
-    ):
-        assert isinstance(memref.type, MemRefType)
-        if m is None:
-            m = AffineMap.identity(memref.type.get_num_dims())
-        super().__init__(
-            operands=[memref, indices],
-            properties={"map": AffineMapAttr(m)},
-            result_types=[memref.type.get_element_type()],
-        )
-
-    def verify_(self) -> None:
-        verify_memref_access(self, self.memref, self.map.data, self.indices)
-
-    @classmethod
-    def parse(cls, parser: Parser) -> PaddedLoadOp:
-        memref, m, indices, _ = parse_memref_access(parser)
-        return cls(memref, indices, m)
-
-    def print(self, printer: Printer):
-        printer.print_string(" ")
-        print_memref_access(printer, self.memref, self.map.data, self.indices)
 
 
 Affinec = Dialect("affinec", [PaddedLoadOp], [])

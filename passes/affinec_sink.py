@@ -51,8 +51,8 @@ from xdsl.passes import ModulePass
 
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
+from affinec.dialects.affinec import TILE
 from affinec.loop_analysis import (
-    TILE_LOOP,
     body_ops,
     is_defined_inside,
     map_slots,
@@ -110,7 +110,7 @@ class AffinecSinkPass(ModulePass):
             band = perfect_band(nest)
             if self.depth is None:
                 depth = 0
-                while depth < len(band) and TILE_LOOP in band[depth].attributes:
+                while depth < len(band) and TILE in band[depth].attributes:
                     depth += 1
             elif self.depth > len(band):
                 raise PassError(

@@ -14,7 +14,8 @@ from contextlib import ExitStack
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
-from affinec.affine_utils import Interval, expr_range, to_python
+from affinec import ranges
+from affinec.affine_utils import Interval, grouped, to_python
 from affinec.dialects import affine
 from affinec.dialects.affinec import PaddedLoadOp
 from affinec.interpreter.codegen import FunctionWriter, emits
@@ -41,17 +42,8 @@ def map_results(
 def map_ranges(
     w: FunctionWriter, m: AffineMap, operands: Sequence[SSAValue]
 ) -> list[Interval | None]:
-    known = [w.ranges.get(v) for v in operands]
-    dims, syms = known[: m.num_dims], known[m.num_dims :]
-    return [expr_range(e, dims, syms) for e in m.results]
-
-
-def _bound_range(ranges: list[Interval | None], take_max: bool) -> Interval | None:
-    if any(r is None for r in ranges) or not ranges:
-        return None
-    los = [r[0] for r in ranges]  # pyright: ignore[reportOptionalSubscript]
-    his = [r[1] for r in ranges]  # pyright: ignore[reportOptionalSubscript]
-    return (max(los), max(his)) if take_max else (min(los), min(his))
+    """What the loop bounds around it prove about each result of `m`."""
+    return ranges.map_ranges(m, operands, w.ranges)
 
 
 def _bound(
@@ -65,20 +57,12 @@ def _bound(
 def _apply(op: affine.ApplyOp, w: FunctionWriter) -> None:
     (expr,) = map_results(w, op.map.data, op.mapOperands)
     w.line(f"{w.define(op.result)} = {expr}")
-    _note_range(w, op.result, map_ranges(w, op.map.data, op.mapOperands)[0])
 
 
 @emits(affine.MinOp, affine.MaxOp)
 def _min_max(op: affine.MinOp | affine.MaxOp, w: FunctionWriter) -> None:
     fold = "min" if isinstance(op, affine.MinOp) else "max"
     w.line(f"{w.define(op.result)} = {_bound(w, op.map.data, op.mapOperands, fold)}")
-    r = _bound_range(map_ranges(w, op.map.data, op.mapOperands), fold == "max")
-    _note_range(w, op.result, r)
-
-
-def _note_range(w: FunctionWriter, value: SSAValue, r: Interval | None) -> None:
-    if r is not None:
-        w.ranges[value] = r
 
 
 def _access(
@@ -121,13 +105,7 @@ def _for(op: affine.ForOp, w: FunctionWriter) -> None:
     lower = _bound(w, op.lowerBoundMap.data, op.lowerBoundOperands, "max")
     upper = _bound(w, op.upperBoundMap.data, op.upperBoundOperands, "min")
     step = op.step.value.data
-    lo = _bound_range(map_ranges(w, op.lowerBoundMap.data, op.lowerBoundOperands), True)
-    hi = _bound_range(
-        map_ranges(w, op.upperBoundMap.data, op.upperBoundOperands), False
-    )
     iv = w.define(op.induction_variable)
-    if lo is not None and hi is not None:
-        w.ranges[op.induction_variable] = (lo[0], max(lo[0], hi[1] - 1))
     carried = [w.define(a) for a in op.iter_args]
     w.assign(carried, w.names(op.inits))
     step_text = f", {step}" if step != 1 else ""
@@ -136,16 +114,6 @@ def _for(op: affine.ForOp, w: FunctionWriter) -> None:
         w.assign(carried, _yielded(w, term, op))
     for result, value in zip(op.results, carried, strict=True):
         w.alias(result, value)
-
-
-_REDUCTION_IDENTITY = {
-    "addf": 0.0,
-    "mulf": 1.0,
-    "maximumf": float("-inf"),
-    "minimumf": float("inf"),
-    "addi": 0,
-    "muli": 1,
-}
 
 
 def _combine(w: FunctionWriter, kind: str, acc: str, value: str) -> str:
@@ -164,23 +132,18 @@ def _combine(w: FunctionWriter, kind: str, acc: str, value: str) -> str:
 @emits(affine.ParallelOp)
 def _parallel(op: affine.ParallelOp, w: FunctionWriter) -> None:
     lower_map, upper_map = op.lowerBoundsMap.data, op.upperBoundsMap.data
-    lowers = _grouped(
+    lowers = grouped(
         map_results(w, lower_map, op.lower_bound_operands), op.lower_groups
     )
-    uppers = _grouped(
+    uppers = grouped(
         map_results(w, upper_map, op.upper_bound_operands), op.upper_groups
-    )
-    lo_ranges = _grouped(
-        map_ranges(w, lower_map, op.lower_bound_operands), op.lower_groups
-    )
-    hi_ranges = _grouped(
-        map_ranges(w, upper_map, op.upper_bound_operands), op.upper_groups
     )
 
     accumulators = []
     for result, kind in zip(op.results, op.reductions.data, strict=True):
         acc = w.define(result)
-        identity = numpy_dtype(result.type).type(_REDUCTION_IDENTITY[kind.data])
+        start = affine.REDUCTION_IDENTITY[kind.data]
+        identity = numpy_dtype(result.type).type(start)
         w.line(f"{acc} = {w.global_(identity, 'identity')}")
         accumulators.append((acc, kind.data))
 
@@ -193,32 +156,15 @@ def _parallel(op: affine.ParallelOp, w: FunctionWriter) -> None:
         bounds.append((lo_name, hi_name))
 
     with ExitStack() as loops:
-        for iv, (lo_name, hi_name), step, lo_r, hi_r in zip(
-            op.induction_variables,
-            bounds,
-            op.step_values,
-            lo_ranges,
-            hi_ranges,
-            strict=True,
+        for iv, (lo_name, hi_name), step in zip(
+            op.induction_variables, bounds, op.step_values, strict=True
         ):
-            lo = _bound_range(lo_r, True)
-            hi = _bound_range(hi_r, False)
-            if lo is not None and hi is not None:
-                w.ranges[iv] = (lo[0], max(lo[0], hi[1] - 1))
             step_text = f", {step}" if step != 1 else ""
             header = f"for {w.define(iv)} in range({lo_name}, {hi_name}{step_text}):"
             loops.enter_context(w.indented(header))
         term = w.emit_block(op.body.block)
         for (acc, kind), value in zip(accumulators, _yielded(w, term, op), strict=True):
             w.line(f"{acc} = {_combine(w, kind, acc, value)}")
-
-
-def _grouped(items: list, groups: Sequence[int]) -> list[list]:
-    out, k = [], 0
-    for g in groups:
-        out.append(items[k : k + g])
-        k += g
-    return out
 
 
 def _fold(exprs: list[str], fold: str) -> str:

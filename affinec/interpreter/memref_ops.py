@@ -24,6 +24,7 @@ from affinec.interpreter.support import (
     out_of_bounds,
     poisoned,
 )
+from affinec.ranges import value_range
 
 
 def index_tuple(
@@ -113,7 +114,7 @@ def _load(op: memref.LoadOp, w: FunctionWriter) -> None:
         op,
         w[op.memref],
         w.names(op.indices),
-        [w.ranges.get(v) for v in op.indices],
+        [value_range(v, w.ranges) for v in op.indices],
         memref_shape(t),
     )
 
@@ -127,7 +128,7 @@ def _store(op: memref.StoreOp, w: FunctionWriter) -> None:
         w[op.value],
         w[op.memref],
         w.names(op.indices),
-        [w.ranges.get(v) for v in op.indices],
+        [value_range(v, w.ranges) for v in op.indices],
         memref_shape(t),
     )
 
