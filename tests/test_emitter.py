@@ -3,6 +3,7 @@ and sm_90 (a ptxas error fails the test with ptxas's message), the PTX ISA versi
 stays at 8.x, and the compiler's API, launch record and resource report hold up."""
 
 import io
+import os
 import re
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -25,9 +26,12 @@ from strategies import specs
 
 INPUTS = Path(__file__).parent / "filecheck" / "lowering" / "inputs"
 
+# Every PTX the tests emit must pass ptxas: a machine without it (the development
+# machines and CI have it in /usr/local/cuda/bin) fails these tests, unless told to
+# skip them with AFFINEC_ALLOW_NO_PTXAS=1.
 pytestmark = pytest.mark.skipif(
-    find_ptxas() is None,
-    reason="ptxas not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)",
+    find_ptxas() is None and os.environ.get("AFFINEC_ALLOW_NO_PTXAS") == "1",
+    reason="ptxas not found and AFFINEC_ALLOW_NO_PTXAS=1",
 )
 
 ARCHS = ("sm_80", "sm_90")
