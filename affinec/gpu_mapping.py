@@ -51,7 +51,7 @@ from affinec.affine_utils import Interval, grouped
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import BLOCK, GRID, PaddedLoadOp, mapping_of
-from affinec.interpreter.support import numpy_dtype
+from affinec.dtypes import element_size
 from affinec.ranges import as_dims, difference_range
 
 MAX_THREADS_PER_BLOCK = 1024
@@ -366,7 +366,7 @@ def _has_identity_layout(t: MemRefType) -> bool:
 def _byte_size(alloc: Operation) -> int:
     t = alloc.results[0].type
     assert isinstance(t, MemRefType)
-    return math.prod(t.get_shape()) * numpy_dtype(t.get_element_type()).itemsize
+    return math.prod(t.get_shape()) * element_size(t.get_element_type())
 
 
 def _enclosing_phase(op: Operation, phases: dict[Operation, Band]) -> Band | None:

@@ -49,7 +49,7 @@ class KernelArgument:
 
     @property
     def dtype(self) -> np.dtype:
-        from affinec.interpreter.support import numpy_dtype
+        from affinec.dtypes import numpy_dtype
 
         return numpy_dtype(self.type.get_element_type())
 

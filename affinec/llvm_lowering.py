@@ -42,8 +42,8 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from affinec.diagnostics import PassError
 from affinec.dialects import gpu, nvvm
+from affinec.dtypes import element_size
 from affinec.gpu_mapping import UNROLL
-from affinec.interpreter.support import numpy_dtype
 from affinec.kernels import KERNEL
 from affinec.launch import LAUNCH
 
@@ -377,10 +377,6 @@ def _int_cast(op: Operation, c: KernelConverter):
 # --------------------------------------------------------------------------------------
 
 
-def _element_bytes(t: Attribute) -> int:
-    return numpy_dtype(t).itemsize
-
-
 def _address(
     c: KernelConverter, ref: SSAValue, indices: Sequence[SSAValue]
 ) -> SSAValue:
@@ -413,14 +409,14 @@ def _address(
 def _load(op: memref.LoadOp, c: KernelConverter):
     ptr = _address(c, op.memref, op.indices)
     t = op.res.type
-    return [c.emit(llvm.LoadOp(ptr, t, alignment=_element_bytes(t)))]
+    return [c.emit(llvm.LoadOp(ptr, t, alignment=element_size(t)))]
 
 
 @converts(memref.StoreOp)
 def _store(op: memref.StoreOp, c: KernelConverter):
     ptr = _address(c, op.memref, op.indices)
     t = op.value.type
-    c.emit(llvm.StoreOp(c.v(op.value), ptr, alignment=_element_bytes(t)))
+    c.emit(llvm.StoreOp(c.v(op.value), ptr, alignment=element_size(t)))
     return []
 
 
@@ -430,7 +426,7 @@ def _alloca(op: memref.AllocaOp, c: KernelConverter):
     assert isinstance(t, MemRefType)
     count = llvm.ConstantOp(IntegerAttr(math.prod(t.get_shape()), 64), IntegerType(64))
     element = t.get_element_type()
-    alloca = llvm.AllocaOp(count, element, alignment=max(_element_bytes(element), 4))
+    alloca = llvm.AllocaOp(count, element, alignment=max(element_size(element), 4))
     c.entry_ops += [count, alloca]
     return [alloca.res]
 

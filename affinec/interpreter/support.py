@@ -11,15 +11,12 @@ import math
 
 import numpy as np
 from xdsl.dialects.builtin import (
-    Float16Type,
-    Float32Type,
-    Float64Type,
-    IndexType,
-    IntegerType,
     MemRefType,
 )
 from xdsl.ir import Attribute, Operation
 from xdsl.printer import Printer
+
+from affinec import dtypes
 
 
 class InterpreterError(Exception):
@@ -50,21 +47,11 @@ def out_of_bounds(op: Operation, indices: tuple[int, ...], shape: tuple[int, ...
 
 
 def numpy_dtype(t: Attribute) -> np.dtype:
-    """The numpy dtype that holds values of the scalar type `t`."""
-    match t:
-        case Float16Type():
-            return np.dtype(np.float16)
-        case Float32Type():
-            return np.dtype(np.float32)
-        case Float64Type():
-            return np.dtype(np.float64)
-        case IndexType():
-            return np.dtype(np.int64)
-        case IntegerType(width=w) if w.data == 1:
-            return np.dtype(np.bool_)
-        case IntegerType(width=w) if w.data in (8, 16, 32, 64):
-            return np.dtype(f"int{w.data}")
-    raise InterpreterError(f"the interpreter has no numpy type for {t}")
+    """The numpy dtype of the interpreter's values of type `t`."""
+    try:
+        return dtypes.numpy_dtype(t)
+    except TypeError as e:
+        raise InterpreterError(f"the interpreter has {e}") from None
 
 
 def memref_shape(t: MemRefType) -> tuple[int, ...]:
