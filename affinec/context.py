@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from xdsl.context import Context
 from xdsl.dialects import get_all_dialects
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Dialect
 
 
@@ -53,3 +54,28 @@ def make_context() -> Context:
     for name, factory in all_dialects().items():
         ctx.register_dialect(name, factory)
     return ctx
+
+
+def require_affinec_dialects(module: ModuleOp) -> None:
+    """Refuse ops built from xDSL's own `affine` or `gpu` dialect.
+
+    affinec's passes rewrite affinec's definitions of those dialects. Plain `xdsl-opt`
+    (which offers our passes through the `xdsl.universe` entry point) parses `affine`
+    and `gpu` with xDSL's, whose ops our passes would silently walk past.
+    """
+    from affinec.diagnostics import PassError
+
+    for name in _RESYNTAXED:
+        ours = set(AFFINEC_DIALECTS[name]().operations)
+        for op in module.walk():
+            if op.dialect_name() == name and type(op) not in ours:
+                raise PassError(
+                    op,
+                    f"comes from xDSL's '{name}' dialect, which affinec's passes do "
+                    "not rewrite: run them with affinec-opt (or parse with "
+                    "affinec.context.make_context())",
+                )
+
+
+_RESYNTAXED = [name for name in AFFINEC_DIALECTS if name in get_all_dialects()]
+"""Our dialects that xDSL also defines (in its own syntax)."""

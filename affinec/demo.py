@@ -125,7 +125,8 @@ def run_demo(spec: ConvSpec = DEFAULT_CONV, out: TextIO | None = None) -> bool:
     say("== the interpreter after every pass, against numpy in float64\n")
     say(table.getvalue(), end="")
     say(f"(the naive IR ran at {macs / interpret_seconds:,.0f} multiply-adds/s)")
-    say(checker.verdict(), "")
+    say(checker.verdict())
+    say()
 
     if not cuda_available():
         say("== GPU: no CUDA GPU here; the PTX above runs where one is (`affinec run`)")

@@ -26,6 +26,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from affinec.context import require_affinec_dialects
 from affinec.dialects import affine
 from affinec.loop_transforms import normalize_loop
 
@@ -37,6 +38,7 @@ class AffineLoopNormalizePass(ModulePass):
     name = "affine-loop-normalize"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_affinec_dialects(op)
         loops = [
             o for o in op.walk() if isinstance(o, affine.ForOp | affine.ParallelOp)
         ]

@@ -85,6 +85,7 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
+from affinec.context import require_affinec_dialects
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affinec import BLOCK, GRID, MAPPING, mapping_of
@@ -148,6 +149,7 @@ class AffineLoopTilePass(ModulePass):
         return self.reassociate
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_affinec_dialects(op)
         plans = [self._plan(p) for p in _targets(op)]
         if not plans:
             raise PassError(

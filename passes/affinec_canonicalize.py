@@ -42,6 +42,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from affinec.context import require_affinec_dialects
 from affinec.dialects import affine
 from affinec.loop_transforms import (
     erase_dead_index_ops,
@@ -78,6 +79,7 @@ class AffinecCanonicalizePass(ModulePass):
     name = "affinec-canonicalize"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_affinec_dialects(op)
         changed = True
         while changed:
             changed = simplify_maps_and_bounds(op)

@@ -49,6 +49,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from affinec.context import require_affinec_dialects
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affinec import TILE
@@ -72,6 +73,7 @@ class AffinecSinkPass(ModulePass):
     depth: int | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_affinec_dialects(op)
         if self.depth is not None and self.depth <= 0:
             raise PassError(op, f"depth={self.depth}: the depth must be positive")
         work = []

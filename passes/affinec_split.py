@@ -68,6 +68,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from affinec.context import require_affinec_dialects
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affinec import BLOCK, GRID, mapping_of
@@ -116,6 +117,7 @@ class AffinecSplitPass(ModulePass):
     name = "affinec-split"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_affinec_dialects(op)
         work = []
         for loop in block_loops(op, self.name):
             plan = plan_split(loop)

@@ -36,6 +36,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.passes import ModulePass
 
+from affinec.context import require_affinec_dialects
 from affinec.diagnostics import PassError
 from affinec.dialects import gpu
 from affinec.llvm_lowering import KernelConverter, check_convertible
@@ -51,6 +52,7 @@ class ConvertGpuToNvvm(ModulePass):
     """Width of `index` in the kernels: 64 or 32."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_affinec_dialects(op)
         if self.index_bitwidth not in (32, 64):
             raise PassError(
                 op, f"index-bitwidth must be 32 or 64, got {self.index_bitwidth}"

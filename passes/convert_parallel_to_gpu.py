@@ -44,6 +44,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from affinec.context import require_affinec_dialects
 from affinec.gpu_mapping import (
     build_launch,
     check_threads_per_block,
@@ -62,6 +63,7 @@ class ConvertParallelToGpu(ModulePass):
     """Threads of each block; 0 picks the largest block band's size, at most 256."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_affinec_dialects(op)
         grids = grid_parallels(op)
         for g in grids:
             check_threads_per_block(g, self.threads_per_block)

@@ -37,6 +37,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, UnitAttr
 from xdsl.passes import ModulePass
 
+from affinec.context import require_affinec_dialects
 from affinec.dialects import gpu
 from affinec.kernels import outline_launch
 
@@ -48,6 +49,7 @@ class GpuKernelOutlining(ModulePass):
     name = "gpu-kernel-outlining"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_affinec_dialects(op)
         launches = [o for o in op.walk() if isinstance(o, gpu.LaunchOp)]
         taken = {
             o.properties["sym_name"].data  # pyright: ignore

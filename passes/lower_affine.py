@@ -37,6 +37,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from affinec.affine_lowering import check_lowerable, lower_op
+from affinec.context import require_affinec_dialects
 from affinec.dialects import affine
 from affinec.dialects.affinec import PaddedLoadOp
 
@@ -60,6 +61,7 @@ class LowerAffine(ModulePass):
     name = "lower-affine"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_affinec_dialects(op)
         todo = [o for o in op.walk() if isinstance(o, _LOWERED)]
         for o in todo:
             check_lowerable(o)

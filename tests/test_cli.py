@@ -237,3 +237,44 @@ def test_run_checks_and_times_on_the_gpu(capsys):
     assert affinec(["run", "conv", *CONV_FLAGS, "--pad", "1", "--dtype", "f16"]) == 0
     out = capsys.readouterr().out
     assert "relative error vs float64" in out and ": ok" in out and "TFLOP/s" in out
+
+
+def test_xdsl_opt_sees_our_dialects_and_passes():
+    """The `xdsl.universe` entry point: plain xdsl-opt knows affinec's own dialects
+    and passes (the re-syntaxed affine and gpu stay xDSL's there)."""
+    from xdsl.universe import Universe
+
+    multiverse = Universe.get_multiverse()
+    assert {"affinec", "nvvm"} <= set(multiverse.all_dialects)
+    assert {"affine-loop-tile", "affinec-split", "affinec-sink"} <= set(
+        multiverse.all_passes
+    )
+
+
+def test_our_passes_refuse_xdsl_affine_ops():
+    """Ops parsed with xDSL's own affine dialect would be walked past silently."""
+    from xdsl.context import Context
+    from xdsl.dialects import get_all_dialects
+    from xdsl.parser import Parser
+
+    from affinec.diagnostics import PassError
+    from affinec.passes.affine_loop_tile import AffineLoopTilePass
+
+    ctx = Context()
+    for name, factory in get_all_dialects().items():
+        ctx.register_dialect(name, factory)
+    module = Parser(
+        ctx, generic_text(build(ConvSpec(1, 2, 4, 4, 2, 3, 3)))
+    ).parse_module()
+    with pytest.raises(PassError, match="comes from xDSL's 'affine' dialect"):
+        AffineLoopTilePass().apply(ctx, module)
+
+
+def generic_text(module) -> str:
+    import io
+
+    from xdsl.printer import Printer
+
+    out = io.StringIO()
+    Printer(stream=out, print_generic_format=True).print_op(module)
+    return out.getvalue()
