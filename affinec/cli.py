@@ -221,11 +221,12 @@ def _tuning(args: argparse.Namespace) -> dict:
 def cmd_run(args: argparse.Namespace) -> int:
     """Compile a spec, run it on random data on the GPU, check it, time it."""
     from affinec.compiler import compile_to_ptx
-    from affinec.runtime import require_gpu, time_kernel
+    from affinec.runtime import current_arch, require_gpu, time_kernel
 
     spec = spec_from_args(args.kind, args)
     require_gpu()
-    compiled = compile_to_ptx(spec, args.passes, args.arch, **_tuning(args))
+    arch = args.arch or current_arch()
+    compiled = compile_to_ptx(spec, args.passes, arch, **_tuning(args))
     kernel = compiled.runtime_kernel()
     inputs = random_inputs(spec, np.random.default_rng(args.seed))
     out = kernel(*inputs, poisoned_output(spec))

@@ -188,8 +188,8 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--arch",
         choices=ARCHS,
-        default=DEFAULT_ARCH,
-        help="GPU architecture (default %(default)s)",
+        help=f"GPU architecture (default: {DEFAULT_ARCH} for `compile`, the current "
+        "GPU's for `run`)",
     )
     parser.add_argument(
         "--tile-sizes",
@@ -246,7 +246,7 @@ def run_compile_command(args: argparse.Namespace) -> int:
     compiled = compile_to_ptx(
         spec,
         args.passes,
-        args.arch,
+        args.arch or DEFAULT_ARCH,
         tile_sizes=args.tile_sizes,
         reduction_tile_sizes=args.reduction_tile_sizes,
         separate=args.separate,

@@ -32,9 +32,8 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from affinec.dialects import gpu, nvvm
-from affinec.gpu_mapping import UNROLL
-from affinec.kernels import KERNEL
-from affinec.llvm_lowering import MAXNTID
+from affinec.dialects.affinec import UNROLL
+from affinec.dialects.nvvm import KERNEL, MAXNTID
 
 TRIPLE = "nvptx64-nvidia-cuda"
 ARCHS = ("sm_80", "sm_90")

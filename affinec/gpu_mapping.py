@@ -50,7 +50,7 @@ from xdsl.traits import Pure
 from affinec.affine_utils import Interval, grouped
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu
-from affinec.dialects.affinec import BLOCK, GRID, PaddedLoadOp, mapping_of
+from affinec.dialects.affinec import BLOCK, GRID, UNROLL, PaddedLoadOp, mapping_of
 from affinec.dtypes import element_size
 from affinec.ranges import as_dims, difference_range
 
@@ -62,12 +62,6 @@ MAX_STATIC_SHARED_BYTES = 48 * 1024
 """Static shared memory per block that every CUDA GPU grants without opting in."""
 
 MAX_GRID_BLOCKS = (1 << 31) - 1
-
-UNROLL = "affinec.unroll"
-"""Unit attribute on a loop: unroll it fully. Set on a thread's turn loop over a phase
-that uses thread-private buffers (indexed by the turn, they stay in registers only
-once every index is a constant); `lower-affine` and `convert-scf-to-cf` keep it on the
-loop's back edge and the emitter hands it to LLVM as `llvm.loop.unroll.full`."""
 
 MAX_UNROLLED_TURNS = 16
 """Turn loops longer than this are left rolled (their private buffers go to local

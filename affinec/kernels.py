@@ -16,10 +16,8 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.traits import Pure
 
 from affinec.dialects import gpu
+from affinec.dialects.nvvm import KERNEL
 from affinec.launch import LAUNCH, KernelArgument, LaunchRecord
-
-KERNEL = "nvvm.kernel"
-"""Unit attribute marking an `llvm.func` as a kernel entry point (MLIR's name)."""
 
 
 def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:

@@ -42,16 +42,14 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from affinec.diagnostics import PassError
 from affinec.dialects import gpu, nvvm
+from affinec.dialects.affinec import UNROLL
+from affinec.dialects.nvvm import KERNEL, MAXNTID
 from affinec.dtypes import element_size
-from affinec.gpu_mapping import UNROLL
-from affinec.kernels import KERNEL
 from affinec.launch import LAUNCH
 
 GLOBAL_ADDRESS_SPACE = 1
 SHARED_ADDRESS_SPACE = gpu.WORKGROUP_ADDRESS_SPACE
 SHARED_ALIGNMENT = 16
-MAXNTID = "nvvm.maxntid"
-"""Attribute on a kernel `llvm.func`: the most threads per block it is launched with."""
 
 Converter = Callable[[Operation, "KernelConverter"], Sequence[SSAValue] | None]
 _CONVERTERS: dict[type[Operation], Converter] = {}

@@ -13,6 +13,7 @@ Attribute names that passes read and write:
   `"block"` (one iteration per thread of a block), set by tiling.
 - `affinec.tile` on an `affine.for`: a loop over the tiles of a reduction dimension,
   made by tiling.
+- `affinec.unroll` on a loop: unroll it fully (set by the GPU mapping).
 - `affinec.spec` on the module: the spec the frontend built it from, so a checker can
   rebuild the float64 reference.
 """
@@ -38,6 +39,13 @@ TILE = "affinec.tile"
 tiles of a reduction (`%c0`, `%r0`, `%s0`), as opposed to the point loops within a tile:
 `affinec-sink` moves the block-level loop below these, and shared-memory promotion
 copies one tile's footprint per iteration of them."""
+
+UNROLL = "affinec.unroll"
+"""Unit attribute on a loop: unroll it fully. `affinec-convert-parallel-to-gpu` sets it
+on a thread's turn loop over a phase that uses thread-private buffers (indexed by the
+turn, they stay in registers only once every index is a constant); `lower-affine` and
+`convert-scf-to-cf` keep it on the loop's back edge and the emitter hands it to LLVM as
+`llvm.loop.unroll.full`."""
 
 SPEC = "affinec.spec"
 """Module attribute recording the spec (a dictionary) the frontend built it from."""

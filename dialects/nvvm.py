@@ -59,6 +59,12 @@ def _sreg(register: str, bound: int | None) -> type[SpecialRegisterOp]:
     return irdl_op_definition(Op)
 
 
+KERNEL = "nvvm.kernel"
+"""Unit attribute marking an `llvm.func` as a kernel entry point (MLIR's name)."""
+
+MAXNTID = "nvvm.maxntid"
+"""Attribute on a kernel `llvm.func`: the most threads per block it is launched with."""
+
 _MAX_BLOCK = 1024
 _MAX_GRID = (1 << 31) - 1
 

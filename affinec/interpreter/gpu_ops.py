@@ -30,6 +30,7 @@ from xdsl.ir import Operation
 from xdsl.traits import SymbolTable
 
 from affinec.dialects import gpu
+from affinec.dialects.nvvm import KERNEL
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, emits
 from affinec.interpreter.control_ops import function_global, write_body
 from affinec.interpreter.llvm_ops import pointer_arguments, shared_spec
@@ -40,7 +41,6 @@ from affinec.interpreter.support import (
     numpy_dtype,
     poisoned,
 )
-from affinec.kernels import KERNEL
 
 
 class DataRaceError(InterpreterError):
