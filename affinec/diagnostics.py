@@ -14,12 +14,17 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.ir import Operation
 from xdsl.parser import Parser
-from xdsl.utils.exceptions import ParseError, PassFailedException, VerifyException
+from xdsl.utils.exceptions import (
+    DiagnosticException,
+    ParseError,
+    PassFailedException,
+    VerifyException,
+)
 
 
-class PassError(PassFailedException):
-    """A pass refuses `op`: illegal options, an op it cannot handle, a shape that
-    does not fit. Raised before the pass rewrites anything."""
+class OpError(DiagnosticException):
+    """An error about one op (or about the whole input, when `op` is None), which
+    `format_exception` locates at the op's source."""
 
     def __init__(self, op: Operation | None, message: str) -> None:
         super().__init__(message)
@@ -27,13 +32,13 @@ class PassError(PassFailedException):
         self.message = message
 
 
-class VerificationError(VerifyException):
-    """The module does not verify; `op` is the first op that fails."""
+class PassError(OpError, PassFailedException):
+    """A pass refuses `op`: illegal options, an op it cannot handle, a shape that
+    does not fit. Raised before the pass rewrites anything."""
 
-    def __init__(self, op: Operation, message: str) -> None:
-        super().__init__(message)
-        self.op = op
-        self.message = message
+
+class VerificationError(OpError, VerifyException):
+    """The module does not verify; `op` is the first op that fails."""
 
 
 @dataclass(frozen=True)
@@ -148,10 +153,9 @@ def format_exception(
                 else content
             )
         return format_error(error.msg, location, source)
-    op = getattr(error, "op", None)
-    message = getattr(error, "message", None) or first_line(str(error))
-    if isinstance(op, Operation):
-        return format_op_error(op, message, sources)
+    if isinstance(error, OpError) and error.op is not None:
+        return format_op_error(error.op, error.message, sources)
+    message = error.message if isinstance(error, OpError) else first_line(str(error))
     if isinstance(error, OSError) and error.filename is not None:
         return f"error: cannot open '{error.filename}': {error.strerror}"
     return f"error: {message}"

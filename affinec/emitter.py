@@ -29,8 +29,8 @@ from xdsl.backend.llvm.convert_type import convert_type
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import DenseArrayBase, DictionaryAttr, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
-from xdsl.utils.exceptions import DiagnosticException
 
+from affinec.diagnostics import OpError
 from affinec.dialects import gpu, nvvm
 from affinec.dialects.affinec import UNROLL
 from affinec.dialects.nvvm import KERNEL, MAXNTID
@@ -43,13 +43,8 @@ PTX_FEATURES = "+ptx80"
 MAX_PTX_MAJOR = 8
 
 
-class EmitterError(DiagnosticException):
+class EmitterError(OpError):
     """The module cannot be emitted; `op` (when set) is the op at fault."""
-
-    def __init__(self, message: str, op: Operation | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.op = op
 
 
 @dataclass(frozen=True)
@@ -72,17 +67,17 @@ def device_modules(module: ModuleOp) -> list[gpu.ModuleOp]:
     found = [op for op in module.body.block.ops if isinstance(op, gpu.ModuleOp)]
     if not found:
         raise EmitterError(
+            module,
             "the module has no gpu.module: map it to the GPU and lower it first "
             "(the default pipeline does)",
-            module,
         )
     for m in found:
         for op in m.body.block.ops:
             if not isinstance(op, llvm.FuncOp | llvm.GlobalOp):
                 raise EmitterError(
+                    op,
                     f"'{op.name}' is not at the llvm level: lower the module first "
                     "(convert-gpu-to-nvvm)",
-                    op,
                 )
     return found
 
@@ -207,7 +202,7 @@ def _convert(
         try:
             convert_op(op, builder, values, blocks)
         except NotImplementedError as e:
-            raise EmitterError(f"cannot emit '{op.name}': {e}", op) from None
+            raise EmitterError(op, f"cannot emit '{op.name}': {e}") from None
         if isinstance(op, llvm.BrOp) and UNROLL in op.attributes:
             _mark_unroll(builder.block.terminator, builder.module)
     for result in op.results:
@@ -275,7 +270,8 @@ def _intrinsic_call(
 def _checked_arch(arch: str) -> str:
     if arch not in ARCHS:
         raise EmitterError(
-            f"unknown GPU architecture '{arch}' (expected one of {', '.join(ARCHS)})"
+            None,
+            f"unknown GPU architecture '{arch}' (expected one of {', '.join(ARCHS)})",
         )
     return arch
 
@@ -295,7 +291,7 @@ def llvm_ir_to_ptx(text: str, arch: str = DEFAULT_ARCH, opt_level: int = 3) -> s
         parsed = llvm_binding.parse_assembly(text)
         parsed.verify()
     except RuntimeError as e:
-        raise EmitterError(f"LLVM rejected the IR: {e}") from None
+        raise EmitterError(None, f"LLVM rejected the IR: {e}") from None
     parsed.triple = TRIPLE
     parsed.data_layout = str(tm.target_data)
     if opt_level:
@@ -311,12 +307,13 @@ def check_ptx_version(ptx: str) -> tuple[int, int]:
     """The PTX ISA version of `ptx`; an `EmitterError` above 8.x (CUDA 13.0's limit)."""
     match = re.search(r"^\s*\.version\s+(\d+)\.(\d+)", ptx, re.MULTILINE)
     if match is None:
-        raise EmitterError("the PTX has no .version directive")
+        raise EmitterError(None, "the PTX has no .version directive")
     version = (int(match[1]), int(match[2]))
     if version[0] > MAX_PTX_MAJOR:
         raise EmitterError(
+            None,
             f"PTX ISA {version[0]}.{version[1]} is newer than the drivers accept "
-            f"(at most {MAX_PTX_MAJOR}.x)"
+            f"(at most {MAX_PTX_MAJOR}.x)",
         )
     return version
 
