@@ -26,14 +26,13 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.passes import ModulePass
 
 from affinec.diagnostics import PassError
-from affinec.dialects.affinec import SPEC
+from affinec.dialects.affinec import SPEC, LaunchRecord
 from affinec.emitter import ARCHS, DEFAULT_ARCH, emit
 from affinec.gpu_pipelines import default_pipeline
-from affinec.kernels import find_kernels
-from affinec.launch import LaunchRecord
 from affinec.pipeline import Pipeline, pass_text
 from affinec.ptxas import Resources, assemble
 from affinec.spec import Spec, parse_spec
+from affinec.transforms.gpu.outlining import find_kernels
 
 if TYPE_CHECKING:
     from affinec.runtime import Kernel

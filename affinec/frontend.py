@@ -33,10 +33,10 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
-from affinec.affine_utils import expr_range
 from affinec.dialects import affine
 from affinec.dialects.affine_syntax import format_expr
 from affinec.dialects.affinec import SPEC, PaddedLoadOp
+from affinec.ir.affine_exprs import expr_range
 from affinec.spec import ConvSpec, MatmulSpec, OuterSpec, Spec
 
 

@@ -28,7 +28,7 @@ from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
 from affinec.dialects import affine
-from affinec.loop_transforms import normalize_loop
+from affinec.transforms.affine.canonicalization import normalize_loop
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ from affinec.context import require_affinec_dialects
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affinec import BLOCK, GRID, MAPPING, mapping_of
-from affinec.loop_analysis import (
+from affinec.transforms.affine.analysis import (
     body_ops,
     constant_trip_extent,
     constant_value,
@@ -101,12 +101,8 @@ from affinec.loop_analysis import (
     perfect_band,
     summation_order_kept,
 )
-from affinec.loop_transforms import (
-    peel_last_iteration,
-    tile_band,
-    tile_parallel,
-    version_full_tiles,
-)
+from affinec.transforms.affine.tiling import tile_band, tile_parallel
+from affinec.transforms.affine.versioning import peel_last_iteration, version_full_tiles
 
 BLOCK_ITERATIONS = 256
 """What the default block tile aims at: a few warps' worth of output points."""

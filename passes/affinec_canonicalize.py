@@ -44,13 +44,12 @@ from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
 from affinec.dialects import affine
-from affinec.loop_transforms import (
+from affinec.transforms.affine.canonicalization import (
     erase_dead_index_ops,
     fold_constant_if,
     promote_single_iteration,
-    rewrite_maps,
-    simplify_bounds,
 )
+from affinec.transforms.affine.rewriting import rewrite_maps, simplify_bounds
 
 
 def simplify_maps_and_bounds(module: ModuleOp) -> bool:

@@ -53,15 +53,15 @@ from affinec.context import require_affinec_dialects
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affinec import TILE
-from affinec.loop_analysis import (
+from affinec.transforms.affine.analysis import (
     body_ops,
     is_defined_inside,
     map_slots,
     perfect_band,
     sink_blocker,
 )
-from affinec.loop_transforms import distribute_parallel, sink_parallel
-from affinec.passes.affinec_split import block_loops
+from affinec.transforms.affine.distribution import distribute_parallel, sink_parallel
+from affinec.transforms.mapped_bands import block_loops
 
 
 @dataclass(frozen=True)

@@ -70,44 +70,9 @@ from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
 from affinec.diagnostics import PassError
-from affinec.dialects import affine
-from affinec.dialects.affinec import BLOCK, GRID, mapping_of
-from affinec.loop_transforms import (
-    BufferPool,
-    plan_split,
-    split_blocker,
-    split_parallel,
-)
-
-
-def block_loops(module: ModuleOp, pass_name: str) -> list[affine.ParallelOp]:
-    """The block-level `affine.parallel` ops of `module`; refuses a module without."""
-    found = [
-        op
-        for op in module.walk()
-        if isinstance(op, affine.ParallelOp) and mapping_of(op) == BLOCK
-    ]
-    if not found:
-        raise PassError(
-            module,
-            f"has no affine.parallel mapped to '{BLOCK}': {pass_name} runs after "
-            "affine-loop-tile",
-        )
-    return found
-
-
-def grid_loop_of(op: affine.ParallelOp, pass_name: str) -> affine.ParallelOp:
-    """The grid-level `affine.parallel` around a block-level one."""
-    parent = op.parent_op()
-    while parent is not None:
-        if isinstance(parent, affine.ParallelOp) and mapping_of(parent) == GRID:
-            return parent
-        parent = parent.parent_op()
-    raise PassError(
-        op,
-        f"is mapped to '{BLOCK}' but not nested in an affine.parallel mapped to "
-        f"'{GRID}'; {pass_name} needs the grid loop to allocate per-block buffers in",
-    )
+from affinec.transforms.affine.split import BufferPool, split_parallel
+from affinec.transforms.affine.split_analysis import plan_split, split_blocker
+from affinec.transforms.mapped_bands import block_loops, grid_loop_of
 
 
 @dataclass(frozen=True)

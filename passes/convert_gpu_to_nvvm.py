@@ -39,7 +39,7 @@ from xdsl.passes import ModulePass
 from affinec.context import require_affinec_dialects
 from affinec.diagnostics import PassError
 from affinec.dialects import gpu
-from affinec.llvm_lowering import KernelConverter, check_convertible
+from affinec.transforms.nvvm.lowering import KernelConverter, check_convertible
 
 
 @dataclass(frozen=True)

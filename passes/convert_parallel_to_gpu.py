@@ -45,7 +45,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
-from affinec.gpu_mapping import (
+from affinec.transforms.gpu.mapping import (
     build_launch,
     check_threads_per_block,
     grid_parallels,

@@ -39,7 +39,7 @@ from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
 from affinec.dialects import gpu
-from affinec.kernels import outline_launch
+from affinec.transforms.gpu.outlining import outline_launch
 
 
 @dataclass(frozen=True)

@@ -36,10 +36,10 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.affine_lowering import check_lowerable, lower_op
 from affinec.context import require_affinec_dialects
 from affinec.dialects import affine
 from affinec.dialects.affinec import PaddedLoadOp
+from affinec.transforms.affine.lowering import check_lowerable, lower_op
 
 _LOWERED = (
     affine.ApplyOp,

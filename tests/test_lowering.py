@@ -12,13 +12,13 @@ from xdsl.dialects import llvm
 from affinec.context import make_context
 from affinec.diagnostics import PassError, parse_module, verify
 from affinec.dialects import affine, gpu
+from affinec.dialects.affinec import LaunchRecord
 from affinec.frontend import build, contraction_of
 from affinec.interpreter import Interpreter
-from affinec.kernels import find_kernels
-from affinec.launch import LaunchRecord
 from affinec.pipeline import Pipeline
 from affinec.reference import poisoned_output, random_inputs
 from affinec.spec import ConvSpec, MatmulSpec
+from affinec.transforms.gpu.outlining import find_kernels
 from strategies import conv_specs, specs
 
 INPUTS = Path(__file__).parent / "filecheck" / "lowering" / "inputs"

@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from affinec.frontend import build, contraction_of
 from affinec.interpreter import interpret
-from affinec.loop_analysis import summation_order_kept
 from affinec.passes.affine_loop_tile import AffineLoopTilePass
 from affinec.passes.affinec_canonicalize import AffinecCanonicalizePass
 from affinec.passes.affinec_sink import AffinecSinkPass
@@ -32,6 +31,7 @@ from affinec.reference import (
     relative_error,
 )
 from affinec.spec import ConvSpec, MatmulSpec, Spec
+from affinec.transforms.affine.analysis import summation_order_kept
 from strategies import conv_specs, matmul_specs, outer_specs
 
 

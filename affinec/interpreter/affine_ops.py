@@ -14,8 +14,6 @@ from contextlib import ExitStack
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
-from affinec import ranges
-from affinec.affine_utils import Interval, grouped, to_python
 from affinec.dialects import affine
 from affinec.dialects.affinec import PaddedLoadOp
 from affinec.interpreter.codegen import FunctionWriter, emits
@@ -28,6 +26,8 @@ from affinec.interpreter.support import (
     minimumf,
     numpy_dtype,
 )
+from affinec.ir import ranges
+from affinec.ir.affine_exprs import Interval, grouped, to_python
 
 
 def map_results(

@@ -22,8 +22,8 @@ from typing import Any
 
 from xdsl.ir import Block, Operation, Region, SSAValue
 
-from affinec.affine_utils import Interval
 from affinec.interpreter.support import InterpreterError, describe
+from affinec.ir.affine_exprs import Interval
 
 Emitter = Callable[[Operation, "FunctionWriter"], None]
 

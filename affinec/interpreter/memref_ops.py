@@ -14,7 +14,6 @@ from xdsl.dialects import memref
 from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
 from xdsl.ir import Operation
 
-from affinec.affine_utils import Interval
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.support import (
     InterpreterError,
@@ -24,7 +23,8 @@ from affinec.interpreter.support import (
     out_of_bounds,
     poisoned,
 )
-from affinec.ranges import value_range
+from affinec.ir.affine_exprs import Interval
+from affinec.ir.ranges import value_range
 
 
 def index_tuple(

@@ -16,8 +16,8 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.traits import Pure
 
 from affinec.dialects import gpu
+from affinec.dialects.affinec import LAUNCH, KernelArgument, LaunchRecord
 from affinec.dialects.nvvm import KERNEL
-from affinec.launch import LAUNCH, KernelArgument, LaunchRecord
 
 
 def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:

@@ -41,11 +41,11 @@ from xdsl.ir.affine import (
     AffineSymExpr,
 )
 
-from affinec.affine_utils import Interval, expr_range, grouped
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affinec import PaddedLoadOp, mapping_of
-from affinec.ranges import value_range
+from affinec.ir.affine_exprs import Interval, expr_range, grouped
+from affinec.ir.ranges import value_range
 
 
 class IndexBuilder:

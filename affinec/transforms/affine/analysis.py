@@ -9,7 +9,7 @@ Affine/Analysis): nothing here changes the IR; `affinec.loop_transforms` does.
   constants and `affine.apply` producers folded in, operands de-duplicated, unused ones
   dropped, results simplified. Tiling, peeling, normalization and canonicalization are
   all this one composition.
-- `value_range(v)` (from `affinec.ranges`): the interval an index value takes.
+- `value_range(v)` (from `affinec.ir.ranges`): the interval an index value takes.
 - `perfect_band(loop)`: the perfectly nested `affine.for` loops starting at `loop`.
 - `summation_order_kept(extents, sizes)`: whether tiling a reduction band keeps the
   order in which each output element is summed.
@@ -30,15 +30,15 @@ from xdsl.ir import Block, Operation, OpResult, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap, AffineSymExpr
 from xdsl.traits import is_side_effect_free
 
-from affinec.affine_utils import (
+from affinec.dialects import affine
+from affinec.dialects.affinec import PaddedLoadOp
+from affinec.ir.affine_exprs import (
     Interval,
     expr_range,
     linear_form,
     simplify_expr,
 )
-from affinec.dialects import affine
-from affinec.dialects.affinec import PaddedLoadOp
-from affinec.ranges import value_range
+from affinec.ir.ranges import value_range
 
 AccessOp = affine.LoadOp | affine.StoreOp | PaddedLoadOp
 MAP_OPS = (

@@ -42,10 +42,9 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from affinec.diagnostics import PassError
 from affinec.dialects import gpu, nvvm
-from affinec.dialects.affinec import UNROLL
+from affinec.dialects.affinec import LAUNCH, UNROLL
 from affinec.dialects.nvvm import KERNEL, MAXNTID
 from affinec.dtypes import element_size
-from affinec.launch import LAUNCH
 
 GLOBAL_ADDRESS_SPACE = 1
 SHARED_ADDRESS_SPACE = gpu.WORKGROUP_ADDRESS_SPACE

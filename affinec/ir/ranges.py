@@ -18,8 +18,8 @@ from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Block, BlockArgument, OpResult, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
-from affinec.affine_utils import Interval, expr_range, grouped
 from affinec.dialects import affine, gpu
+from affinec.ir.affine_exprs import Interval, expr_range, grouped
 
 
 def value_range(

@@ -47,12 +47,12 @@ from xdsl.ir.affine import (
 )
 from xdsl.traits import Pure
 
-from affinec.affine_utils import Interval, grouped
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import BLOCK, GRID, UNROLL, PaddedLoadOp, mapping_of
 from affinec.dtypes import element_size
-from affinec.ranges import as_dims, difference_range
+from affinec.ir.affine_exprs import Interval, grouped
+from affinec.ir.ranges import as_dims, difference_range
 
 MAX_THREADS_PER_BLOCK = 1024
 DEFAULT_THREADS_PER_BLOCK = 256

@@ -1,0 +1,40 @@
+"""Finding the GPU-mapped bands of a module: the `affine.parallel` ops marked
+`{affinec.mapping = "grid"}` or `"block"`, and the grid band around a block band."""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import ModuleOp
+
+from affinec.diagnostics import PassError
+from affinec.dialects import affine
+from affinec.dialects.affinec import BLOCK, GRID, mapping_of
+
+
+def block_loops(module: ModuleOp, pass_name: str) -> list[affine.ParallelOp]:
+    """The block-level `affine.parallel` ops of `module`; refuses a module without."""
+    found = [
+        op
+        for op in module.walk()
+        if isinstance(op, affine.ParallelOp) and mapping_of(op) == BLOCK
+    ]
+    if not found:
+        raise PassError(
+            module,
+            f"has no affine.parallel mapped to '{BLOCK}': {pass_name} runs after "
+            "affine-loop-tile",
+        )
+    return found
+
+
+def grid_loop_of(op: affine.ParallelOp, pass_name: str) -> affine.ParallelOp:
+    """The grid-level `affine.parallel` around a block-level one."""
+    parent = op.parent_op()
+    while parent is not None:
+        if isinstance(parent, affine.ParallelOp) and mapping_of(parent) == GRID:
+            return parent
+        parent = parent.parent_op()
+    raise PassError(
+        op,
+        f"is mapped to '{BLOCK}' but not nested in an affine.parallel mapped to "
+        f"'{GRID}'; {pass_name} needs the grid loop to allocate per-block buffers in",
+    )
