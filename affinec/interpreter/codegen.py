@@ -24,28 +24,21 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 
 from affinec.interpreter.support import InterpreterError, describe
 from affinec.ir.affine_exprs import Interval
+from affinec.ir.op_table import OpTable
 
 Emitter = Callable[[Operation, "FunctionWriter"], None]
 
-_EMITTERS: dict[type[Operation], Emitter] = {}
+EMITTERS: OpTable[Emitter] = OpTable("interpreter emitter")
+"""The emitter of each op kind, registered by the `*_ops` modules with `@emits`."""
 
-
-def emits(*op_types: type[Operation]) -> Callable[[Emitter], Emitter]:
-    """Register the decorated function as the emitter of `op_types`."""
-
-    def register(fn: Emitter) -> Emitter:
-        for t in op_types:
-            _EMITTERS[t] = fn
-        return fn
-
-    return register
+emits = EMITTERS.register
 
 
 def emitter_for(op: Operation) -> Emitter:
-    for cls in type(op).__mro__:
-        if cls in _EMITTERS:
-            return _EMITTERS[cls]
-    raise InterpreterError(f"the interpreter does not implement {describe(op)}")
+    emitter = EMITTERS.lookup(op)
+    if emitter is None:
+        raise InterpreterError(f"the interpreter does not implement {describe(op)}")
+    return emitter
 
 
 class ProgramWriter:

@@ -1,0 +1,140 @@
+"""arith (and index) ops as llvm ops."""
+
+from __future__ import annotations
+
+from xdsl.dialects import arith, llvm
+from xdsl.dialects.builtin import (
+    FloatAttr,
+    IntegerAttr,
+    IntegerType,
+)
+from xdsl.ir import Attribute, Operation
+
+from affinec.diagnostics import PassError
+from affinec.transforms.nvvm.converter import KernelConverter, converts
+
+_BINARY: dict[type[Operation], type[Operation]] = {
+    arith.AddiOp: llvm.AddOp,
+    arith.SubiOp: llvm.SubOp,
+    arith.MuliOp: llvm.MulOp,
+    arith.DivSIOp: llvm.SDivOp,
+    arith.DivUIOp: llvm.UDivOp,
+    arith.RemSIOp: llvm.SRemOp,
+    arith.RemUIOp: llvm.URemOp,
+    arith.AndIOp: llvm.AndOp,
+    arith.OrIOp: llvm.OrOp,
+    arith.XOrIOp: llvm.XOrOp,
+    arith.ShLIOp: llvm.ShlOp,
+    arith.ShRSIOp: llvm.AShrOp,
+    arith.ShRUIOp: llvm.LShrOp,
+    arith.AddfOp: llvm.FAddOp,
+    arith.SubfOp: llvm.FSubOp,
+    arith.MulfOp: llvm.FMulOp,
+    arith.DivfOp: llvm.FDivOp,
+}
+
+
+@converts(*_BINARY)
+def _binary(op: Operation, c: KernelConverter):
+    lhs, rhs = (c.v(v) for v in op.operands)
+    return [c.emit(_BINARY[type(op)](lhs, rhs))]
+
+
+_FLOAT_INTRINSICS = {
+    arith.MaximumfOp: "llvm.maximum",
+    arith.MinimumfOp: "llvm.minimum",
+    arith.MaxnumfOp: "llvm.maxnum",
+    arith.MinnumfOp: "llvm.minnum",
+}
+
+
+@converts(*_FLOAT_INTRINSICS)
+def _float_intrinsic(op: Operation, c: KernelConverter):
+    t = op.results[0].type
+    name = f"{_FLOAT_INTRINSICS[type(op)]}.{_type_suffix(t)}"
+    args = [c.v(v) for v in op.operands]
+    return [c.emit(llvm.CallIntrinsicOp(name, args, [t]))]
+
+
+def _type_suffix(t: Attribute) -> str:
+    bits = getattr(t, "bitwidth", None)
+    return f"f{bits}"
+
+
+@converts(arith.NegfOp)
+def _negf(op: arith.NegfOp, c: KernelConverter):
+    return [c.emit(llvm.FNegOp(c.v(op.operand)))]
+
+
+@converts(arith.ConstantOp)
+def _constant(op: arith.ConstantOp, c: KernelConverter):
+    value = op.value
+    t = c.type(op.result.type)
+    if isinstance(value, IntegerAttr):
+        attr = IntegerAttr(value.value.data, t)  # pyright: ignore[reportArgumentType]
+    elif isinstance(value, FloatAttr):
+        attr = value
+    else:
+        raise PassError(op, f"cannot lower the constant {value}")
+    return [c.emit(llvm.ConstantOp(attr, t))]
+
+
+@converts(arith.CmpiOp)
+def _cmpi(op: arith.CmpiOp, c: KernelConverter):
+    # arith's and llvm's predicate enums are in the same order (MLIR's).
+    return [c.emit(llvm.ICmpOp(c.v(op.lhs), c.v(op.rhs), op.predicate))]
+
+
+@converts(arith.CmpfOp)
+def _cmpf(op: arith.CmpfOp, c: KernelConverter):
+    return [c.emit(llvm.FCmpOp(c.v(op.lhs), c.v(op.rhs), op.predicate))]
+
+
+@converts(arith.SelectOp)
+def _select(op: arith.SelectOp, c: KernelConverter):
+    return [c.emit(llvm.SelectOp(c.v(op.cond), c.v(op.lhs), c.v(op.rhs)))]
+
+
+@converts(arith.MinSIOp, arith.MaxSIOp, arith.MinUIOp, arith.MaxUIOp)
+def _min_max(op: Operation, c: KernelConverter):
+    predicate = {
+        arith.MinSIOp: "slt",
+        arith.MaxSIOp: "sgt",
+        arith.MinUIOp: "ult",
+        arith.MaxUIOp: "ugt",
+    }[type(op)]  # pyright: ignore[reportArgumentType]
+    lhs, rhs = (c.v(v) for v in op.operands)
+    flag = llvm.ICmpPredicateFlag(predicate).to_int()
+    test = c.emit(llvm.ICmpOp(lhs, rhs, IntegerAttr(flag, 64)))
+    assert test is not None
+    return [c.emit(llvm.SelectOp(test, lhs, rhs))]
+
+
+@converts(arith.ExtFOp)
+def _extf(op: arith.ExtFOp, c: KernelConverter):
+    return [c.emit(llvm.FPExtOp(c.v(op.input), op.result.type))]
+
+
+@converts(arith.TruncFOp)
+def _truncf(op: arith.TruncFOp, c: KernelConverter):
+    return [c.emit(llvm.FPTruncOp(c.v(op.input), op.result.type))]
+
+
+@converts(arith.SIToFPOp)
+def _sitofp(op: arith.SIToFPOp, c: KernelConverter):
+    return [c.emit(llvm.SIToFPOp(c.v(op.input), op.result.type))]
+
+
+@converts(arith.IndexCastOp, arith.ExtSIOp, arith.ExtUIOp, arith.TruncIOp)
+def _int_cast(op: Operation, c: KernelConverter):
+    (value,) = (c.v(v) for v in op.operands)
+    source, target = value.type, c.type(op.results[0].type)
+    assert isinstance(source, IntegerType) and isinstance(target, IntegerType)
+    a, b = source.width.data, target.width.data
+    if a == b:
+        return [value]
+    if a > b:
+        return [c.emit(llvm.TruncOp(value, target))]
+    if isinstance(op, arith.ExtUIOp):
+        return [c.emit(llvm.ZExtOp(value, target))]
+    return [c.emit(llvm.SExtOp(value, target))]

@@ -1,0 +1,220 @@
+"""The framework of the nvvm lowering: `KernelConverter` walks a kernel `gpu.func`
+block by block in dominance order into a fresh `llvm.func`, calling the converter
+registered for each op (`CONVERTERS`); `check_convertible` refuses, before anything
+is rewritten, a kernel with an op or type no converter handles."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from xdsl.dialects import llvm, memref
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    DenseArrayBase,
+    DictionaryAttr,
+    IndexType,
+    IntAttr,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    NoneAttr,
+    UnitAttr,
+    i32,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+from affinec.diagnostics import PassError
+from affinec.dialects import gpu
+from affinec.dialects.affinec import LAUNCH
+from affinec.dialects.nvvm import KERNEL, MAXNTID
+from affinec.ir.op_table import OpTable
+
+GLOBAL_ADDRESS_SPACE = 1
+SHARED_ADDRESS_SPACE = gpu.WORKGROUP_ADDRESS_SPACE
+SHARED_ALIGNMENT = 16
+
+Converter = Callable[[Operation, "KernelConverter"], Sequence[SSAValue] | None]
+
+CONVERTERS: OpTable[Converter] = OpTable("nvvm converter")
+"""One converter per op kind, registered by the tables beside this module
+(`arith_to_llvm`, `memref_to_llvm`, `cf_to_llvm`, `gpu_to_nvvm`)."""
+
+converts = CONVERTERS.register
+
+
+def check_convertible(func: gpu.FuncOp) -> None:
+    """Refuse (before rewriting) a kernel with an op or type this lowering lacks."""
+    if func.kernel is None:
+        raise PassError(func, "only kernels can be lowered (this gpu.func is not one)")
+    if func.private_args:
+        raise PassError(func, "private attributions are not supported")
+    for arg in (*func.arguments, *func.workgroup_args):
+        _check_type(func, arg.type)
+    for op in func.body.walk():
+        if op is func:
+            continue
+        if op not in CONVERTERS:
+            hint = ""
+            if op.dialect_name() in ("scf", "affine"):
+                hint = " (run lower-affine and convert-scf-to-cf first)"
+            raise PassError(op, f"convert-gpu-to-nvvm cannot lower '{op.name}'{hint}")
+        for v in (*op.operands, *op.results):
+            _check_type(op, v.type)
+        if isinstance(op, memref.AllocaOp) and op.dynamic_sizes:
+            raise PassError(op, "dynamic allocations are not supported")
+
+
+def _check_type(op: Operation, t: Attribute) -> None:
+    if isinstance(t, MemRefType):
+        if any(s < 0 for s in t.get_shape()):
+            raise PassError(op, f"dynamic shapes are not supported: {t}")
+        if not isinstance(t.layout, NoneAttr):
+            raise PassError(op, f"only row-major (identity layout) memrefs: {t}")
+
+
+class KernelConverter:
+    """Translates one kernel `gpu.func` into an `llvm.func` (plus its globals)."""
+
+    def __init__(self, func: gpu.FuncOp, index_bitwidth: int):
+        self.func = func
+        self.index_type = IntegerType(index_bitwidth)
+        self.values: dict[SSAValue, SSAValue] = {}
+        self.blocks: dict[Block, Block] = {}
+        self.globals: list[Operation] = []
+        self.entry_ops: list[Operation] = []
+        """Ops that must sit at the top of the entry block (allocas, addresses)."""
+        self.current: Block | None = None
+
+    # -- types --------------------------------------------------------------------------
+
+    def type(self, t: Attribute) -> Attribute:
+        if isinstance(t, IndexType):
+            return self.index_type
+        if isinstance(t, MemRefType):
+            return llvm.LLVMPointerType(_space(t))
+        return t
+
+    # -- building -----------------------------------------------------------------------
+
+    def emit(self, op: Operation) -> SSAValue | None:
+        assert self.current is not None
+        self.current.add_op(op)
+        return op.results[0] if op.results else None
+
+    def v(self, old: SSAValue) -> SSAValue:
+        return self.values[old]
+
+    def int_constant(self, value: int, t: Attribute | None = None) -> SSAValue:
+        t = t or self.index_type
+        return self.emit(llvm.ConstantOp(IntegerAttr(value, t), t))  # pyright: ignore
+
+    # -- the walk -----------------------------------------------------------------------
+
+    def convert(self) -> list[Operation]:
+        func = self.func
+        old_blocks = list(func.body.blocks)
+        inputs = [self.type(a.type) for a in func.arguments]
+        entry = Block(arg_types=inputs)
+        self.blocks[old_blocks[0]] = entry
+        for old, new in zip(func.arguments, entry.args, strict=True):
+            new.name_hint = old.name_hint
+            self.values[old] = new
+        for b in old_blocks[1:]:
+            nb = Block(arg_types=[self.type(a.type) for a in b.args])
+            for old, new in zip(b.args, nb.args, strict=True):
+                new.name_hint = old.name_hint
+                self.values[old] = new
+            self.blocks[b] = nb
+        self.current = entry
+        for k, arg in enumerate(func.workgroup_args):
+            self.values[arg] = self._shared_buffer(arg, k)
+        for b in _dominance_order(old_blocks):
+            self.current = self.blocks[b]
+            for op in b.ops:
+                convert = CONVERTERS.lookup(op)
+                assert convert is not None
+                results = convert(op, self)
+                for old, new in zip(op.results, results or (), strict=True):
+                    if old.name_hint and not new.name_hint:
+                        new.name_hint = old.name_hint
+                    self.values[old] = new
+        # Allocas and shared addresses first in the entry block: SROA only promotes
+        # allocas there, and every block may use the addresses.
+        first = entry.first_op
+        for op in self.entry_ops:
+            if first is None:
+                entry.add_op(op)
+            else:
+                entry.insert_op_before(op, first)
+        region = Region([self.blocks[b] for b in old_blocks])
+        new_func = llvm.FuncOp(
+            func.sym_name.data,
+            llvm.LLVMFunctionType(inputs, llvm.LLVMVoidType()),
+            linkage=llvm.LinkageAttr("external"),
+            body=region,
+            other_props={
+                "arg_attrs": ArrayAttr(
+                    [
+                        DictionaryAttr({"llvm.noalias": UnitAttr()})
+                        if isinstance(a.type, MemRefType)
+                        else DictionaryAttr({})
+                        for a in func.arguments
+                    ]
+                )
+            },
+        )
+        new_func.attributes[KERNEL] = UnitAttr()
+        if func.block_size is not None:
+            new_func.attributes[MAXNTID] = DenseArrayBase.from_list(
+                i32, func.block_size
+            )
+        if LAUNCH in func.attributes:
+            new_func.attributes[LAUNCH] = func.attributes[LAUNCH]
+        return [*self.globals, new_func]
+
+    def _shared_buffer(self, arg: SSAValue, k: int) -> SSAValue:
+        t = arg.type
+        assert isinstance(t, MemRefType)
+        name = f"__shared_{self.func.sym_name.data}_{k}"
+        count = math.prod(t.get_shape())
+        self.globals.append(
+            llvm.GlobalOp(
+                llvm.LLVMArrayType(count, t.get_element_type()),
+                name,
+                "internal",
+                addr_space=SHARED_ADDRESS_SPACE,
+                alignment=SHARED_ALIGNMENT,
+            )
+        )
+        address = llvm.AddressOfOp(
+            name, llvm.LLVMPointerType(IntAttr(SHARED_ADDRESS_SPACE))
+        )
+        address.result.name_hint = arg.name_hint
+        self.entry_ops.append(address)
+        return address.result
+
+
+def _space(t: MemRefType) -> IntAttr | NoneAttr:
+    space = t.memory_space
+    if isinstance(space, IntegerAttr) and space.value.data:
+        return IntAttr(space.value.data)
+    return IntAttr(GLOBAL_ADDRESS_SPACE)
+
+
+def _dominance_order(blocks: list[Block]) -> list[Block]:
+    """Reverse post-order from the entry: a block's dominators come before it."""
+    seen: set[Block] = set()
+    order: list[Block] = []
+
+    def visit(b: Block) -> None:
+        seen.add(b)
+        term = b.last_op
+        for s in term.successors if term is not None else ():
+            if s not in seen:
+                visit(s)
+        order.append(b)
+
+    visit(blocks[0])
+    order.reverse()
+    return order + [b for b in blocks if b not in seen]

@@ -1,0 +1,77 @@
+"""memref ops as llvm ops: a memref is a bare pointer in its address space, an
+access one `getelementptr inbounds` at the row-major offset."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from xdsl.dialects import llvm, memref
+from xdsl.dialects.builtin import (
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+)
+from xdsl.ir import Operation, SSAValue
+
+from affinec.dtypes import element_size
+from affinec.transforms.nvvm.converter import KernelConverter, converts
+
+
+def _address(
+    c: KernelConverter, ref: SSAValue, indices: Sequence[SSAValue]
+) -> SSAValue:
+    t = ref.type
+    assert isinstance(t, MemRefType)
+    base = c.v(ref)
+    shape = t.get_shape()
+    if not indices:
+        return base
+    offset: SSAValue | None = None
+    for k, index in enumerate(indices):
+        stride = math.prod(shape[k + 1 :])
+        term = c.v(index)
+        if stride != 1:
+            term = c.emit(llvm.MulOp(term, c.int_constant(stride)))
+        offset = term if offset is None else c.emit(llvm.AddOp(offset, term))
+    assert offset is not None
+    gep = llvm.GEPOp(
+        base,
+        [llvm.GEP_USE_SSA_VAL],
+        t.get_element_type(),
+        ssa_indices=[offset],
+        result_type=base.type,  # pyright: ignore[reportArgumentType]
+        inbounds=True,
+    )
+    return c.emit(gep)  # pyright: ignore[reportReturnType]
+
+
+@converts(memref.LoadOp)
+def _load(op: memref.LoadOp, c: KernelConverter):
+    ptr = _address(c, op.memref, op.indices)
+    t = op.res.type
+    return [c.emit(llvm.LoadOp(ptr, t, alignment=element_size(t)))]
+
+
+@converts(memref.StoreOp)
+def _store(op: memref.StoreOp, c: KernelConverter):
+    ptr = _address(c, op.memref, op.indices)
+    t = op.value.type
+    c.emit(llvm.StoreOp(c.v(op.value), ptr, alignment=element_size(t)))
+    return []
+
+
+@converts(memref.AllocaOp)
+def _alloca(op: memref.AllocaOp, c: KernelConverter):
+    t = op.memref.type
+    assert isinstance(t, MemRefType)
+    count = llvm.ConstantOp(IntegerAttr(math.prod(t.get_shape()), 64), IntegerType(64))
+    element = t.get_element_type()
+    alloca = llvm.AllocaOp(count, element, alignment=max(element_size(element), 4))
+    c.entry_ops += [count, alloca]
+    return [alloca.res]
+
+
+@converts(memref.DeallocOp)
+def _dealloc(op: Operation, c: KernelConverter):
+    return []
