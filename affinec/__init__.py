@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
 
+    from affinec.pipelines import KernelConfig
     from affinec.runtime import Kernel
     from affinec.spec import Spec
 
@@ -30,6 +31,7 @@ _EXPORTS = {
     "Interpreter": "affinec.interpreter",
     "Pipeline": "affinec.pipeline",
     "compile_to_ptx": "affinec.compiler",
+    "KernelConfig": "affinec.pipelines",
     "cuda_available": "affinec.runtime",
     "Kernel": "affinec.runtime",
     "reference": "affinec.reference",
@@ -48,18 +50,24 @@ def __getattr__(name: str) -> Any:
 
 def compile(  # shadows the builtin on purpose: affinec.compile, like torch.compile
     spec_or_module: Spec | ModuleOp,
+    config: KernelConfig | None = None,
+    *,
     pipeline: str | None = None,
     target: str | None = None,
-    **options: Any,
+    **knobs: Any,
 ) -> Kernel:
     """Compile a spec (or naive IR) to a `Kernel` that runs on the GPU.
 
-    `target` is `"sm_80"` or `"sm_90"`; by default the current GPU's (sm_80 without
-    one: its PTX also runs on newer GPUs). `options` go to
-    `affinec.compiler.compile_to_ptx` (tile sizes, threads per block, ...).
+    `config` (or its fields as `knobs`: tile sizes, threads per block, ...) sets the
+    default pipeline's knobs, `pipeline` replaces it. `target` is `"sm_80"` or
+    `"sm_90"`; by default the current GPU's (sm_80 without one: its PTX also runs on
+    newer GPUs). See `affinec.compiler.compile_to_ptx`.
     """
     from affinec.compiler import compile_to_ptx
     from affinec.runtime import current_arch
 
     arch = target or current_arch()
-    return compile_to_ptx(spec_or_module, pipeline, arch, **options).runtime_kernel()
+    compiled = compile_to_ptx(
+        spec_or_module, config, pipeline=pipeline, arch=arch, **knobs
+    )
+    return compiled.runtime_kernel()

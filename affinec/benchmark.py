@@ -250,29 +250,6 @@ __all__ = [
 ]
 
 
-def add_bench_arguments(parser) -> None:
-    parser.add_argument(
-        "--only",
-        nargs="+",
-        choices=list(DESIGN_CONVOLUTIONS),
-        help="some of the convolutions (default: all five)",
-    )
-    parser.add_argument(
-        "--dtype",
-        nargs="+",
-        choices=("f16", "f32"),
-        default=["f16", "f32"],
-        help="storage types to run (default: both)",
-    )
-    parser.add_argument(
-        "--layout",
-        choices=("nhwc", "nchw"),
-        default="nhwc",
-        help="our kernel's layout (cuDNN always gets channels_last)",
-    )
-    parser.add_argument("--json", help="also write the results to this JSON file")
-
-
 def run_benchmarks(
     only: list[str] | None, dtypes: list[str], layout: str, json_path: str | None
 ) -> int:

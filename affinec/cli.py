@@ -15,16 +15,21 @@ import sys
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 
+from affinec.benchmark import DESIGN_CONVOLUTIONS
+from affinec.checking import Checker
+from affinec.compiler import compile_to_ptx
 from affinec.context import make_context
 from affinec.diagnostics import format_exception, parse_module, verify
-from affinec.dialects.affinec import SPEC
+from affinec.dialects.affinec import read_spec
+from affinec.emitter import ARCHS, DEFAULT_ARCH
 from affinec.frontend import build
 from affinec.interpreter import InterpreterError
-from affinec.pipeline import Pipeline, PipelineError, pass_text
+from affinec.pipeline import Pipeline, PipelineError
+from affinec.pipelines import KernelConfig, pass_text
 from affinec.reference import (
     TOLERANCE,
     poisoned_output,
@@ -42,7 +47,6 @@ from affinec.spec import (
     MatmulSpec,
     OuterSpec,
     Spec,
-    parse_spec,
 )
 
 
@@ -165,41 +169,32 @@ def read_source(path: str) -> tuple[str, str]:
         return f.read(), path
 
 
-def spec_of(module: ModuleOp) -> Spec:
-    attr = module.attributes.get(SPEC)
-    if not isinstance(attr, StringAttr):
-        raise UsageError(
-            f"the module has no '{SPEC}' attribute, so there is no reference to check "
-            "against (generate the IR with `affinec gen`)"
-        )
-    try:
-        return parse_spec(attr.data)
-    except ValueError as e:
-        raise UsageError(f"the module's '{SPEC}' attribute is invalid: {e}") from None
-
-
 def cmd_check(args: argparse.Namespace) -> int:
     text, name = read_source(args.file)
     pipeline = Pipeline.parse(args.passes or "")
     try:
         module = parse_module(make_context(), text, name)
         verify(module)
-        spec = spec_of(module)
+        spec = read_spec(module)
+        assert spec is not None
         print(f"spec: {spec.to_text()}")
-        from affinec.demo import StageChecker
-
-        checker = StageChecker(spec, args.seed)
-        checker.stage("input", module)
+        checker = Checker(spec, args.seed)
+        print(f"{'stage':<44} {'rel. error':>10}  vs previous stage")
+        results = [checker.check("input", module)]
+        print(results[-1].row())
 
         def after(p: ModulePass, m: ModuleOp, seconds: float) -> None:
-            checker.stage(pass_text(p), m, getattr(p, "reorders_summation", False))
+            reorders = getattr(p, "reorders_summation", False)
+            results.append(checker.check(pass_text(p), m, reorders))
+            print(results[-1].row())
 
         pipeline.run(module, callback=after)
     except (ParseError, DiagnosticException) as e:
         print(format_exception(e, {name: text}), file=sys.stderr)
         return 1
-    print(checker.verdict())
-    return 0 if checker.ok else 1
+    ok = all(r.ok for r in results)
+    print(checker.verdict(ok))
+    return 0 if ok else 1
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -208,25 +203,110 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if run_demo() else 1
 
 
-def _tuning(args: argparse.Namespace) -> dict:
-    return {
-        "tile_sizes": args.tile_sizes,
-        "reduction_tile_sizes": args.reduction_tile_sizes,
-        "separate": args.separate,
-        "threads_per_block": args.threads_per_block,
-        "index_bitwidth": args.index_bitwidth,
-    }
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+
+
+def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `affinec compile` and `run` beyond the spec's: the architecture,
+    the knobs of a `KernelConfig`, and an optional pipeline."""
+    parser.add_argument(
+        "--arch",
+        choices=ARCHS,
+        help=f"GPU architecture (default: {DEFAULT_ARCH} for `compile`, the current "
+        "GPU's for `run`)",
+    )
+    parser.add_argument(
+        "--tile-sizes",
+        type=_sizes,
+        default=(),
+        help="block tile along each output dimension, outermost first "
+        "(default: about 256 points, 16 along the innermost two)",
+    )
+    parser.add_argument(
+        "--reduction-tile-sizes",
+        type=_sizes,
+        default=(),
+        help="tile along each reduction dimension (default: up to 64 points)",
+    )
+    parser.add_argument(
+        "--separate",
+        action="store_true",
+        help="separate full tiles (no bounds checks) from partial ones",
+    )
+    parser.add_argument(
+        "--threads-per-block",
+        type=int,
+        default=0,
+        help="threads of each block (default: the block tile's size, at most 256)",
+    )
+    parser.add_argument(
+        "--index-bitwidth",
+        type=int,
+        choices=(32, 64),
+        default=64,
+        help="width of index arithmetic in the kernel (default %(default)s)",
+    )
+    parser.add_argument(
+        "-p",
+        "--passes",
+        help="a pass pipeline instead of the default one (affinec-opt's syntax)",
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> KernelConfig:
+    """The `KernelConfig` the flags of `add_compile_arguments` describe."""
+    return KernelConfig(
+        tile_sizes=args.tile_sizes,
+        reduction_tile_sizes=args.reduction_tile_sizes,
+        separate=args.separate,
+        threads_per_block=args.threads_per_block,
+        index_bitwidth=args.index_bitwidth,
+    )
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    """`affinec compile KIND --flags...`: the PTX of the spec, to `-o` or stdout."""
+    spec = spec_from_args(args.kind, args)
+    compiled = compile_to_ptx(
+        spec,
+        config_from_args(args),
+        pipeline=args.passes,
+        arch=args.arch or DEFAULT_ARCH,
+    )
+    _write(compiled.ptx, args.output)
+    if args.resources:
+        launch = compiled.launch
+        print(
+            f"{compiled.name}: grid {launch.grid}, block {launch.block}, "
+            f"{launch.dynamic_shared_memory} bytes dynamic shared memory",
+            file=sys.stderr,
+        )
+        # PTX for an architecture runs on it and on newer ones.
+        for arch in ARCHS[ARCHS.index(compiled.arch) :]:
+            print(compiled.resources(arch).describe(), file=sys.stderr)
+    if args.timing:
+        for name, seconds in compiled.timings:
+            print(f"{seconds * 1000:8.1f} ms  {name}", file=sys.stderr)
+        print(f"{compiled.seconds * 1000:8.1f} ms  total", file=sys.stderr)
+    return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Compile a spec, run it on random data on the GPU, check it, time it."""
-    from affinec.compiler import compile_to_ptx
     from affinec.runtime import current_arch, require_gpu, time_kernel
 
     spec = spec_from_args(args.kind, args)
     require_gpu()
     arch = args.arch or current_arch()
-    compiled = compile_to_ptx(spec, args.passes, arch, **_tuning(args))
+    compiled = compile_to_ptx(
+        spec, config_from_args(args), pipeline=args.passes, arch=arch
+    )
     kernel = compiled.runtime_kernel()
     inputs = random_inputs(spec, np.random.default_rng(args.seed))
     out = kernel(*inputs, poisoned_output(spec))
@@ -257,6 +337,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return run_benchmarks(args.only, args.dtype, args.layout, args.json)
 
 
+def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=list(DESIGN_CONVOLUTIONS),
+        help="some of the convolutions (default: all five)",
+    )
+    parser.add_argument(
+        "--dtype",
+        nargs="+",
+        choices=("f16", "f32"),
+        default=["f16", "f32"],
+        help="storage types to run (default: both)",
+    )
+    parser.add_argument(
+        "--layout",
+        choices=("nhwc", "nchw"),
+        default="nhwc",
+        help="our kernel's layout (cuDNN always gets channels_last)",
+    )
+    parser.add_argument("--json", help="also write the results to this JSON file")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="affinec",
@@ -284,14 +387,26 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="the default convolution, stage by stage")
     demo.set_defaults(run=cmd_demo)
 
-    from affinec.compiler import add_compile_arguments, run_compile_command
-
     compile_ = commands.add_parser(
         "compile", help="compile a spec to PTX with the default pipeline"
     )
     for sub in add_spec_subcommands(compile_, "the PTX of").choices.values():
         add_compile_arguments(sub)
-    compile_.set_defaults(run=run_compile_command)
+        sub.add_argument(
+            "--resources",
+            action="store_true",
+            help="print what ptxas reports (registers, shared memory, spills) to "
+            "stderr",
+        )
+        sub.add_argument(
+            "--timing",
+            action="store_true",
+            help="print the time of each stage to stderr",
+        )
+        sub.add_argument(
+            "-o", "--output", help="write the PTX to FILE instead of stdout"
+        )
+    compile_.set_defaults(run=cmd_compile)
 
     run = commands.add_parser(
         "run", help="compile a spec, run it on the GPU, check it and time it"
@@ -301,8 +416,6 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--repeat", type=int, default=20, help="timed launches")
         sub.add_argument("--seed", type=int, default=0, help="seed of the inputs")
     run.set_defaults(run=cmd_run)
-
-    from affinec.benchmark import add_bench_arguments
 
     bench = commands.add_parser(
         "bench", help="DESIGN.md's convolutions against cuDNN, on the GPU"

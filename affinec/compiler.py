@@ -8,30 +8,28 @@
     kernel.resources()          # registers, shared memory, spills (ptxas -v)
     kernel.runtime_kernel()     # affinec.runtime.Kernel, ready to call on a GPU
 
-`affinec compile conv ...` is `run_compile_command`; `add_compile_arguments` adds its
-flags (`--arch`, tile options, `--resources`) to a subcommand that already has the
-spec's flags.
+The knobs come as one `KernelConfig` (`affinec.pipelines`), or as its fields for
+short: `compile_to_ptx(spec, tile_sizes=(1, 64, 16, 16))`. `affinec compile` is the
+command line over this function (`affinec.cli`).
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from affinec.diagnostics import PassError
-from affinec.dialects.affinec import SPEC, LaunchRecord
+from affinec.dialects.affinec import LaunchRecord, read_spec
 from affinec.emitter import ARCHS, DEFAULT_ARCH, emit
-from affinec.gpu_pipelines import default_pipeline
-from affinec.pipeline import Pipeline, pass_text
+from affinec.pipeline import Pipeline
+from affinec.pipelines import KernelConfig, default_passes, pass_text, pipeline_text
 from affinec.ptxas import Resources, assemble
-from affinec.spec import Spec, parse_spec
+from affinec.spec import Spec
 from affinec.transforms.gpu.outlining import find_kernels
 
 if TYPE_CHECKING:
@@ -90,46 +88,45 @@ class CompiledKernel:
 
 def compile_to_ptx(
     spec_or_module: Spec | ModuleOp,
-    pipeline: str | None = None,
-    arch: str = DEFAULT_ARCH,
+    config: KernelConfig | None = None,
     *,
-    tile_sizes: Sequence[int] | None = None,
-    reduction_tile_sizes: Sequence[int] | None = None,
-    separate: bool = False,
-    threads_per_block: int = 0,
-    index_bitwidth: int = 64,
+    pipeline: str | Sequence[ModulePass] | None = None,
+    arch: str = DEFAULT_ARCH,
     opt_level: int = 3,
     check: bool = False,
     callback: Callable[[ModulePass, ModuleOp, float], None] | None = None,
+    **knobs: Any,
 ) -> CompiledKernel:
     """Compile a spec (built by the frontend) or a module (naive IR, or any level the
     pipeline continues from) to PTX for `arch`.
 
-    `pipeline` defaults to the default pipeline with the given tile options. A module
-    is rewritten in place. With `check`, every pass is interpreted against the one
-    before (slow: small specs only); `callback(pass, module, seconds)` is called
-    after every pass, as `Pipeline.run` calls it. Errors: `PipelineError`, `PassError` (located),
-    `EmitterError`, and ValueError for a module with no or several kernels.
+    `pipeline` (passes, or text as `affinec-opt -p` takes it) defaults to the default
+    pipeline built with `config` (or with `knobs`, the fields of a `KernelConfig`). A
+    module is rewritten in place. With `check`, every pass is interpreted against the
+    one before (slow: small specs only); `callback(pass, module, seconds)` is called
+    after every pass, as `Pipeline.run` calls it. Errors: `PipelineError`,
+    `PassError` (located), `EmitterError`, and ValueError for a module with no or
+    several kernels, or an unknown knob.
     """
     if arch not in ARCHS:
         raise ValueError(
             f"unknown GPU architecture '{arch}' (expected one of {', '.join(ARCHS)})"
         )
+    config = _config(config, knobs)
     if isinstance(spec_or_module, ModuleOp):
         module = spec_or_module
-        spec = _spec_of(module)
+        spec = read_spec(module, required=False)
     else:
         from affinec.frontend import build
 
         spec = spec_or_module
         module = build(spec)
-    text = pipeline or default_pipeline(
-        tile_sizes,
-        reduction_tile_sizes,
-        separate=separate,
-        threads_per_block=threads_per_block,
-        index_bitwidth=index_bitwidth,
-    )
+    if pipeline is None:
+        passes = default_passes(config)
+    elif isinstance(pipeline, str):
+        passes = Pipeline.parse(pipeline).passes
+    else:
+        passes = list(pipeline)
     timings: list[tuple[str, float]] = []
 
     def after(p: ModulePass, m: ModuleOp, seconds: float) -> None:
@@ -137,7 +134,7 @@ def compile_to_ptx(
         if callback is not None:
             callback(p, m, seconds)
 
-    Pipeline.parse(text).run(module, check=check, callback=after)
+    Pipeline(passes).run(module, check=check, callback=after)
     kernels = find_kernels(module)
     if len(kernels) != 1:
         raise ValueError(
@@ -156,119 +153,20 @@ def compile_to_ptx(
         module=module,
         arch=arch,
         llvm_ir=emitted.llvm_ir,
-        pipeline=text,
+        pipeline=pipeline_text(passes),
         spec=spec,
         timings=timings,
     )
 
 
-def _spec_of(module: ModuleOp) -> Spec | None:
-    attr = module.attributes.get(SPEC)
-    return parse_spec(attr.data) if isinstance(attr, StringAttr) else None
-
-
-# --------------------------------------------------------------------------------------
-# affinec compile
-# --------------------------------------------------------------------------------------
-
-
-def _sizes(text: str) -> list[int]:
-    try:
-        sizes = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from None
-    return sizes
-
-
-def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
-    """`affinec compile KIND`'s own flags (the spec's flags are added separately)."""
-    parser.add_argument(
-        "--arch",
-        choices=ARCHS,
-        help=f"GPU architecture (default: {DEFAULT_ARCH} for `compile`, the current "
-        "GPU's for `run`)",
-    )
-    parser.add_argument(
-        "--tile-sizes",
-        type=_sizes,
-        help="block tile along each output dimension, outermost first "
-        "(default: about 256 points, 16 along the innermost two)",
-    )
-    parser.add_argument(
-        "--reduction-tile-sizes",
-        type=_sizes,
-        help="tile along each reduction dimension (default: up to 64 points)",
-    )
-    parser.add_argument(
-        "--separate",
-        action="store_true",
-        help="separate full tiles (no bounds checks) from partial ones",
-    )
-    parser.add_argument(
-        "--threads-per-block",
-        type=int,
-        default=0,
-        help="threads of each block (default: the block tile's size, at most 256)",
-    )
-    parser.add_argument(
-        "--index-bitwidth",
-        type=int,
-        choices=(32, 64),
-        default=64,
-        help="width of index arithmetic in the kernel (default %(default)s)",
-    )
-    parser.add_argument(
-        "-p",
-        "--passes",
-        help="a pass pipeline instead of the default one (affinec-opt's syntax)",
-    )
-    parser.add_argument(
-        "--resources",
-        action="store_true",
-        help="print what ptxas reports (registers, shared memory, spills) to stderr",
-    )
-    parser.add_argument(
-        "--timing", action="store_true", help="print the time of each stage to stderr"
-    )
-    parser.add_argument(
-        "-o", "--output", help="write the PTX to FILE instead of stdout"
-    )
-
-
-def run_compile_command(args: argparse.Namespace) -> int:
-    """`affinec compile KIND --flags...`: the PTX of the spec, to `-o` or stdout."""
-    from affinec.cli import spec_from_args
-
-    spec = spec_from_args(getattr(args, "kind", "conv"), args)
-    compiled = compile_to_ptx(
-        spec,
-        args.passes,
-        args.arch or DEFAULT_ARCH,
-        tile_sizes=args.tile_sizes,
-        reduction_tile_sizes=args.reduction_tile_sizes,
-        separate=args.separate,
-        threads_per_block=args.threads_per_block,
-        index_bitwidth=args.index_bitwidth,
-    )
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(compiled.ptx)
-    else:
-        sys.stdout.write(compiled.ptx)
-    if args.resources:
-        launch = compiled.launch
-        print(
-            f"{compiled.name}: grid {launch.grid}, block {launch.block}, "
-            f"{launch.dynamic_shared_memory} bytes dynamic shared memory",
-            file=sys.stderr,
+def _config(config: KernelConfig | None, knobs: dict[str, Any]) -> KernelConfig:
+    if not knobs:
+        return config or KernelConfig()
+    if config is not None:
+        raise ValueError("give a KernelConfig or its fields, not both")
+    known = {f.name for f in fields(KernelConfig)}
+    if unknown := sorted(set(knobs) - known):
+        raise ValueError(
+            f"unknown compile option '{unknown[0]}' (the knobs are {', '.join(sorted(known))})"
         )
-        # PTX for an architecture runs on it and on newer ones.
-        for arch in ARCHS[ARCHS.index(compiled.arch) :]:
-            print(compiled.resources(arch).describe(), file=sys.stderr)
-    if args.timing:
-        for name, seconds in compiled.timings:
-            print(f"{seconds * 1000:8.1f} ms  {name}", file=sys.stderr)
-        print(f"{compiled.seconds * 1000:8.1f} ms  total", file=sys.stderr)
-    return 0
+    return KernelConfig(**knobs)

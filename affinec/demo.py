@@ -3,13 +3,11 @@ every stage — naive → tiled → split → sunk → gpu → llvm + nvvm → P
 interpreter's agreement at each stage, ptxas's resources, and, where a GPU is
 present, the kernel run on it, checked, and timed against cuDNN.
 
-`StageChecker` is also what `affinec check` prints with.
 """
 
 from __future__ import annotations
 
 import functools
-import io
 import sys
 import time
 from typing import TextIO
@@ -18,17 +16,16 @@ import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.frontend import build, contraction_of
-from affinec.interpreter import Interpreter
-from affinec.pipeline import pass_text
+from affinec.checking import Checker
+from affinec.contraction import contraction_of
+from affinec.frontend import build
+from affinec.pipelines import pass_text
 from affinec.reference import (
     TOLERANCE,
     poisoned_output,
-    random_inputs,
-    reference,
     relative_error,
 )
-from affinec.spec import ConvSpec, Spec
+from affinec.spec import ConvSpec
 
 DEFAULT_CONV = ConvSpec(n=1, c=8, h=8, w=8, k=8, r=3, s=3, padding=(1, 1))
 """The demo's convolution: small enough to interpret at every level in seconds."""
@@ -39,47 +36,6 @@ SHOWN_STAGES = {
     "gpu-kernel-outlining)",
 }
 """Stages whose IR the demo prints (the others it checks only)."""
-
-
-class StageChecker:
-    """Interprets a module at each stage on one set of random inputs, against the
-    float64 reference and against the previous stage."""
-
-    def __init__(self, spec: Spec, seed: int, out: TextIO | None = None) -> None:
-        self.spec = spec
-        self.function = contraction_of(spec).name
-        self.inputs = random_inputs(spec, np.random.default_rng(seed))
-        self.expected = reference(spec, *self.inputs)
-        self.previous: np.ndarray | None = None
-        self.ok = True
-        self.out = out or sys.stdout
-        print(f"{'stage':<44} {'rel. error':>10}  vs previous stage", file=self.out)
-
-    def stage(self, name: str, module: ModuleOp, reorders: bool = False) -> None:
-        """Interpret `module` and print its line; `reorders` says the stage may
-        change the order of summation (so bit-identity is not expected)."""
-        result = poisoned_output(self.spec)
-        Interpreter(module).run(self.function, *[x.copy() for x in self.inputs], result)
-        error = relative_error(result, self.expected)
-        if self.previous is None:
-            versus = "-"
-        elif np.array_equal(result, self.previous, equal_nan=True):
-            versus = "bit-identical"
-        elif reorders:
-            versus = "differs (the pass may reorder the summation)"
-        else:
-            versus = "DIFFERS"
-            self.ok = False
-        self.ok &= error <= TOLERANCE[self.spec.dtype]
-        self.previous = result
-        print(f"{name:<44} {error:>10.2e}  {versus}", file=self.out)
-
-    def verdict(self) -> str:
-        tolerance = TOLERANCE[self.spec.dtype]
-        word = "ok" if self.ok else "FAILED"
-        return (
-            f"{word}: every stage within {tolerance:g} of float64 ({self.spec.dtype})"
-        )
 
 
 def run_demo(spec: ConvSpec = DEFAULT_CONV, out: TextIO | None = None) -> bool:
@@ -95,15 +51,15 @@ def run_demo(spec: ConvSpec = DEFAULT_CONV, out: TextIO | None = None) -> bool:
     module = build(spec)
     say("== 1. the naive IR (affinec gen conv ...)\n", module, "", sep="\n")
 
-    table = io.StringIO()
-    checker = StageChecker(spec, seed=0, out=table)
+    checker = Checker(spec, seed=0)
     start = time.perf_counter()
-    checker.stage("naive", module)
+    results = [checker.check("naive", module)]
     interpret_seconds = time.perf_counter() - start
     shown: list[tuple[str, str]] = []
 
     def after(p: ModulePass, m: ModuleOp, seconds: float) -> None:
-        checker.stage(pass_text(p), m, getattr(p, "reorders_summation", False))
+        reorders = getattr(p, "reorders_summation", False)
+        results.append(checker.check(pass_text(p), m, reorders))
         if p.name in SHOWN_STAGES:
             shown.append((SHOWN_STAGES[p.name], str(m)))
 
@@ -123,18 +79,21 @@ def run_demo(spec: ConvSpec = DEFAULT_CONV, out: TextIO | None = None) -> bool:
     say(f"launch: grid {compiled.launch.grid}, block {compiled.launch.block}\n")
 
     say("== the interpreter after every pass, against numpy in float64\n")
-    say(table.getvalue(), end="")
+    say(f"{'stage':<44} {'rel. error':>10}  vs previous stage")
+    for r in results:
+        say(r.row())
     say(f"(the naive IR ran at {macs / interpret_seconds:,.0f} multiply-adds/s)")
-    say(checker.verdict())
+    ok = all(r.ok for r in results)
+    say(checker.verdict(ok))
     say()
 
     if not cuda_available():
         say("== GPU: no CUDA GPU here; the PTX above runs where one is (`affinec run`)")
-        return checker.ok
-    return _run_on_gpu(spec, compiled, checker, say) and checker.ok
+        return ok
+    return _run_on_gpu(spec, compiled, checker, say) and ok
 
 
-def _run_on_gpu(spec, compiled, checker: StageChecker, say) -> bool:
+def _run_on_gpu(spec, compiled, checker: Checker, say) -> bool:
     kernel = compiled.runtime_kernel()
     out = kernel(*checker.inputs, poisoned_output(spec))
     error = relative_error(out, checker.expected)

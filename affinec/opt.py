@@ -34,14 +34,8 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from affinec.context import all_dialects
 from affinec.diagnostics import format_exception, parse_module, verify
-from affinec.pipeline import (
-    NAMED_PIPELINES,
-    Pipeline,
-    PipelineError,
-    _load_named_pipelines,  # pyright: ignore[reportPrivateUsage]
-    available_passes,
-    pass_text,
-)
+from affinec.pipeline import Pipeline, PipelineError, available_passes
+from affinec.pipelines import NAMED_PIPELINES, pass_text, pipeline_text
 
 
 class UserError(Exception):
@@ -202,14 +196,14 @@ def list_passes(out: IO[str]) -> None:
     """Every pass with its options and summary, then the named pipelines."""
     from affinec.passes import get_all_passes
 
-    _load_named_pipelines()
     ours = get_all_passes()
     print("affinec passes:", file=out)
     for name in sorted(ours):
         _describe_pass(ours[name](), out)
     print("\nnamed pipelines:", file=out)
-    for name, (text, summary) in sorted(NAMED_PIPELINES.items()):
-        print(f"  {name}: {summary}\n      = {text}", file=out)
+    for name, named in sorted(NAMED_PIPELINES.items()):
+        text = pipeline_text(named.build())
+        print(f"  {name}: {named.summary}\n      = {text}", file=out)
     others = sorted(set(available_passes()) - set(ours))
     print(f"\nxDSL passes (also available): {', '.join(others)}", file=out)
 

@@ -8,7 +8,7 @@ with the verifier after every pass, and optionally prove every pass on the spot.
 The text accepts xdsl-opt's flat lists (`a,b{opt=1 2}`) and MLIR's nested form
 (`builtin.module(func.func(a),b)`); the nesting only scopes passes in MLIR, and every
 affinec pass works on the whole module, so it is flattened. A name in
-`NAMED_PIPELINES` stands for its whole pipeline.
+`affinec.pipelines.NAMED_PIPELINES` stands for its whole pipeline.
 """
 
 from __future__ import annotations
@@ -20,16 +20,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
-import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
+from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
+from affinec.checking import Checker
 from affinec.context import make_context
 from affinec.diagnostics import verify
-from affinec.dialects.affinec import SPEC
+from affinec.dialects.affinec import SpecAttributeError, read_spec
+from affinec.pipelines import NAMED_PIPELINES, pass_text, pipeline_text
 
 
 class PipelineError(Exception):
@@ -51,52 +52,6 @@ def available_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     from affinec.passes import get_all_passes
 
     return xdsl_passes() | get_all_passes()
-
-
-NAMED_PIPELINES: dict[str, tuple[str, str]] = {}
-"""Pipelines by name: (the pipeline text, what it is for). Filled by the modules that
-define the passes, through `register_pipeline`."""
-
-
-def register_pipeline(name: str, text: str, summary: str) -> None:
-    NAMED_PIPELINES[name] = (text, summary)
-
-
-TILE_SPLIT_SINK = "affinec-tile-split-sink"
-"""The default affine pipeline: the reference design's tiling, splitting and sinking
-(default tile sizes), then canonicalization. Its output is what the GPU lowering takes."""
-
-
-def register_affine_pipelines() -> None:
-    """The named pipelines of the affine level."""
-    register_pipeline(
-        TILE_SPLIT_SINK,
-        "affine-loop-tile,affinec-split,affinec-sink,affinec-canonicalize",
-        "tile into grid and block loops, split the block loop around a block-shaped "
-        "accumulator, sink it below the reduction's tile loops, canonicalize",
-    )
-    register_pipeline(
-        TILE_SPLIT_SINK + "-separate",
-        "affine-loop-tile{separate=true},affinec-split,affinec-sink,"
-        "affinec-canonicalize",
-        f"{TILE_SPLIT_SINK}, with full tiles separated from partial ones (a fast "
-        "path without bounds)",
-    )
-
-
-def _load_named_pipelines() -> None:
-    from affinec.passes import register_named_pipelines
-
-    register_named_pipelines()
-
-
-def pass_text(p: ModulePass) -> str:
-    """A configured pass as pipelines spell it, options in kebab-case and defaults
-    left out: `affine-loop-tile{tile-sizes=1,64,16,16 separate=true}`."""
-    spec = p.spec()
-    return str(
-        ArgSpec(spec.name, {k.replace("_", "-"): v for k, v in spec.parameters.items()})
-    )
 
 
 def flatten_nesting(text: str) -> str:
@@ -152,7 +107,6 @@ class Pipeline:
     @staticmethod
     def parse(text: str) -> Pipeline:
         """The pipeline `text` describes; a `PipelineError` naming what is wrong."""
-        _load_named_pipelines()
         flat = flatten_nesting(text.strip())
         if not flat:
             return Pipeline([])
@@ -168,7 +122,7 @@ class Pipeline:
                     raise PipelineError(
                         f"named pipeline '{spec.name}' takes no options"
                     )
-                passes += Pipeline.parse(NAMED_PIPELINES[spec.name][0]).passes
+                passes += NAMED_PIPELINES[spec.name].build()
                 continue
             if spec.name not in registry:
                 close = difflib.get_close_matches(
@@ -187,7 +141,7 @@ class Pipeline:
         return Pipeline(passes)
 
     def __str__(self) -> str:
-        return ",".join(pass_text(p) for p in self.passes)
+        return pipeline_text(self.passes)
 
     def run(
         self,
@@ -212,7 +166,17 @@ class Pipeline:
         `callback(pass, module, seconds)` is called after each pass.
         """
         ctx = ctx or make_context()
-        checker = _Checker(module, seed) if check else None
+        checker = None
+        if check:
+            try:
+                spec = read_spec(module)
+            except SpecAttributeError as e:
+                raise PipelineError(f"checking needs a spec: {e}") from None
+            assert spec is not None
+            checker = Checker(spec, seed)
+            first = checker.check("input", module)
+            if not first.ok:
+                raise PipelineError(f"the input does not check: {first.message}")
         for p in self.passes:
             start = time.perf_counter()
             p.apply(ctx, module)
@@ -222,72 +186,11 @@ class Pipeline:
             if callback is not None:
                 callback(p, module, seconds)
             if checker is not None:
-                checker.compare(p, module)
+                reorders = getattr(p, "reorders_summation", False)
+                result = checker.check(pass_text(p), module, reorders)
+                if not result.ok:
+                    raise CheckFailure(p, result.message)
         return module
-
-
-class _Checker:
-    """Interprets a module on fixed random inputs and remembers the output."""
-
-    def __init__(self, module: ModuleOp, seed: int) -> None:
-        from affinec.frontend import contraction_of
-        from affinec.reference import poisoned_output, random_inputs
-        from affinec.spec import parse_spec
-
-        attr = module.attributes.get(SPEC)
-        if not isinstance(attr, StringAttr):
-            raise PipelineError(
-                f"checking needs the module's '{SPEC}' attribute (set by the frontend)"
-            )
-        spec = parse_spec(attr.data)
-        self.spec = spec
-        self.function = contraction_of(spec).name
-        self.inputs = random_inputs(spec, np.random.default_rng(seed))
-        self.make_output = lambda: poisoned_output(spec)
-        self.expected = self.run(module)
-
-    def run(self, module: ModuleOp) -> np.ndarray:
-        from affinec.interpreter import interpret
-
-        out = self.make_output()
-        interpret(module, self.function, *[x.copy() for x in self.inputs], out)
-        return out
-
-    def compare(self, p: ModulePass, module: ModuleOp) -> None:
-        from affinec.interpreter import InterpreterError
-
-        try:
-            got = self.run(module)
-        except InterpreterError as e:
-            raise CheckFailure(p, f"the interpreter stops: {e}") from e
-        if getattr(p, "reorders_summation", False):
-            self.compare_to_reference(p, got)
-            return
-        same = np.array_equal(got, self.expected, equal_nan=True)
-        if not same:
-            diff = np.abs(got.astype(np.float64) - self.expected.astype(np.float64))
-            where = np.unravel_index(
-                np.nanargmax(np.where(np.isnan(diff), np.inf, diff)), diff.shape
-            )
-            raise CheckFailure(
-                p,
-                f"output{list(where)} is {got[where]}, was {self.expected[where]} "
-                f"({int(np.sum(got != self.expected))} of {got.size} elements differ)",
-            )
-
-    def compare_to_reference(self, p: ModulePass, got: np.ndarray) -> None:
-        from affinec.reference import TOLERANCE, reference, relative_error
-
-        error = relative_error(got, reference(self.spec, *self.inputs))
-        tolerance = TOLERANCE[self.spec.dtype]
-        if not error <= tolerance:
-            raise CheckFailure(
-                p,
-                f"its relative error against the float64 reference is {error:.3g}, "
-                f"over the {self.spec.dtype} tolerance {tolerance:g} (it may reorder "
-                "the summation, so it is held to the tolerance, not bit for bit)",
-            )
-        self.expected = got
 
 
 def print_ir_after_each(

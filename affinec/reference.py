@@ -22,7 +22,7 @@ from xdsl.ir.affine import (
     AffineExpr,
 )
 
-from affinec.frontend import Access, Contraction, contraction_of
+from affinec.contraction import Access, Contraction, contraction_of
 from affinec.spec import ConvSpec, MatmulSpec, Spec
 
 TOLERANCE = {"f32": 1e-5, "f16": 1e-2}

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from affinec.emitter import llvm_ir_to_ptx, to_llvm_ir
 from affinec.frontend import build
-from affinec.gpu_pipelines import default_pipeline
 from affinec.pipeline import Pipeline
+from affinec.pipelines import default_passes
 from affinec.spec import ConvSpec
 
 DEFAULT = "default: 1x8x8x8 * 8x3x3 p1 f32"
@@ -58,7 +58,7 @@ def compile_once(spec: ConvSpec, arch: str) -> list[tuple[str, float]]:
     start = time.perf_counter()
     module = build(spec)
     stages.append(("frontend (naive IR)", time.perf_counter() - start))
-    Pipeline.parse(default_pipeline()).run(
+    Pipeline(default_passes()).run(
         module, callback=lambda p, m, seconds: stages.append((str(p), seconds))
     )
     start = time.perf_counter()

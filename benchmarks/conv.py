@@ -6,13 +6,9 @@ Prints a table (ms, TFLOP/s, cuDNN's time over ours) and writes JSON. See
 affinec/benchmark.py for the method.
 """
 
-import argparse
 import sys
 
-from affinec.benchmark import add_bench_arguments, run_benchmarks
+from affinec.cli import main
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_bench_arguments(parser)
-    args = parser.parse_args()
-    sys.exit(run_benchmarks(args.only, args.dtype, args.layout, args.json))
+    sys.exit(main(["bench", *sys.argv[1:]]))

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from affinec.frontend import build, contraction_of
+from affinec.contraction import contraction_of
+from affinec.frontend import build
 from affinec.interpreter import Interpreter
 from affinec.reference import poisoned_output, random_inputs
 from affinec.spec import ConvSpec

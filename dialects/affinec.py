@@ -37,6 +37,7 @@ from xdsl.ir import Attribute, Dialect, Operation
 from xdsl.irdl import irdl_op_definition
 
 from affinec.dialects.affine import AffineLoadBase
+from affinec.spec import Spec, parse_spec
 
 MAPPING = "affinec.mapping"
 """Attribute on `affine.parallel`: which level of the GPU its iterations map to."""
@@ -59,7 +60,43 @@ turn, they stay in registers only once every index is a constant); `lower-affine
 `llvm.loop.unroll.full`."""
 
 SPEC = "affinec.spec"
-"""Module attribute recording the spec (a dictionary) the frontend built it from."""
+"""Module attribute recording the spec the frontend built the module from, as the
+spec's one-line text form (`"conv n=1 c=8 h=8 ... dtype=f32 epilogue=none"`, see
+`affinec.spec.parse_spec`). It survives every pass, so a checker at any level can
+rebuild the random inputs and the float64 reference. Read it with `read_spec`."""
+
+
+class SpecAttributeError(ValueError):
+    """The module has no `affinec.spec` attribute, or one that is not a valid spec."""
+
+
+def write_spec(module: Operation, spec: Spec) -> None:
+    """Record `spec` on `module` (the frontend does, for every module it builds)."""
+    module.attributes[SPEC] = StringAttr(spec.to_text())
+
+
+def read_spec(module: Operation, *, required: bool = True) -> Spec | None:
+    """The spec recorded on `module`: the one reader of the attribute.
+
+    A module without the attribute is an error when `required` (the message says how
+    to get one), else None; an attribute that is not a valid spec is always an error.
+    """
+    attr = module.attributes.get(SPEC)
+    if attr is None:
+        if not required:
+            return None
+        raise SpecAttributeError(
+            f"the module has no '{SPEC}' attribute, so there is no spec to check "
+            "against (generate the IR with `affinec gen`, which records it)"
+        )
+    if not isinstance(attr, StringAttr):
+        raise SpecAttributeError(f"'{SPEC}' must be a string, got {attr}")
+    try:
+        return parse_spec(attr.data)
+    except ValueError as e:
+        raise SpecAttributeError(
+            f"the module's '{SPEC}' attribute is invalid: {e}"
+        ) from None
 
 
 def mapping_of(op: Operation) -> str | None:

@@ -74,14 +74,3 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "convert-gpu-to-nvvm": _convert_gpu_to_nvvm,
         "convert-scf-to-cf": _convert_scf_to_cf,
     }
-
-
-def register_named_pipelines() -> None:
-    """Register the named pipelines (`affinec-opt --list-passes` shows them)."""
-    from affinec.pipeline import register_affine_pipelines
-
-    register_affine_pipelines()
-
-    from affinec.gpu_pipelines import register_gpu_pipelines
-
-    register_gpu_pipelines()

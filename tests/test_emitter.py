@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from affinec.compiler import CompiledKernel, compile_to_ptx
 from affinec.context import make_context
+from affinec.contraction import contraction_of
 from affinec.diagnostics import parse_module
 from affinec.emitter import EmitterError, check_ptx_version, to_llvm_ir, to_ptx
-from affinec.frontend import contraction_of
 from affinec.opt import main as opt_main
 from affinec.pipeline import Pipeline
 from affinec.ptxas import PtxasError, assemble, find_ptxas, parse_verbose
@@ -262,28 +262,22 @@ ptxas info    : Used 64 registers, used 1 barriers, 4096 bytes smem, 8+4 bytes l
     ids=["f32", "f16"],
 )
 def test_the_compile_command(spec, tmp_path):
-    import argparse
+    from affinec.cli import main
 
-    from affinec.cli import add_conv_arguments
-    from affinec.compiler import add_compile_arguments, run_compile_command
-
-    parser = argparse.ArgumentParser()
-    add_conv_arguments(parser)
-    add_compile_arguments(parser)
     flags = spec.to_text().split()[1:]
-    argv = []
+    argv = ["compile", "conv"]
     for f in flags:
         key, value = f.split("=")
         argv += [f"--{key}", value]
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
-        assert run_compile_command(parser.parse_args([*argv, "--resources"])) == 0
+        assert main([*argv, "--resources"]) == 0
     assert ".target sm_80" in out.getvalue()
     assert "conv_kernel (sm_80): " in err.getvalue()
     assert "conv_kernel (sm_90): " in err.getvalue()
     ptx = tmp_path / "conv.ptx"
     args = [*argv, "--arch", "sm_90", "--tile-sizes", "1,2", "-o", str(ptx)]
     with redirect_stdout(out), redirect_stderr(err):
-        assert run_compile_command(parser.parse_args(args)) == 0
+        assert main(args) == 0
     assert ".target sm_90" in ptx.read_text()
     assemble_everywhere(ptx.read_text(), "conv_kernel")

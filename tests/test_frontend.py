@@ -5,8 +5,9 @@ import pytest
 from hypothesis import given
 from xdsl.ir.affine import AffineExpr
 
+from affinec.contraction import Access, Contraction, contraction_of
 from affinec.dialects.affinec import SPEC
-from affinec.frontend import Access, Contraction, build, build_naive, contraction_of
+from affinec.frontend import build, build_naive
 from affinec.interpreter import interpret
 from affinec.reference import (
     TOLERANCE,

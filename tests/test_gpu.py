@@ -14,7 +14,7 @@ import pytest
 
 import affinec
 from affinec.benchmark import DESIGN_CONVOLUTIONS, with_format
-from affinec.frontend import contraction_of
+from affinec.contraction import contraction_of
 from affinec.interpreter import Interpreter
 from affinec.reference import (
     TOLERANCE,

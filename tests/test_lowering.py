@@ -10,10 +10,11 @@ from hypothesis import strategies as st
 from xdsl.dialects import llvm
 
 from affinec.context import make_context
+from affinec.contraction import contraction_of
 from affinec.diagnostics import PassError, parse_module, verify
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import LaunchRecord
-from affinec.frontend import build, contraction_of
+from affinec.frontend import build
 from affinec.interpreter import Interpreter
 from affinec.pipeline import Pipeline
 from affinec.reference import poisoned_output, random_inputs

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from affinec.frontend import build, contraction_of
+from affinec.contraction import contraction_of
+from affinec.frontend import build
 from affinec.interpreter import interpret
 from affinec.passes.affine_loop_tile import AffineLoopTilePass
 from affinec.passes.affinec_canonicalize import AffinecCanonicalizePass

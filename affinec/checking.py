@@ -1,0 +1,132 @@
+"""The numerical checker: is a module, at any level, still the computation its spec
+describes?
+
+One `Checker` holds one set of random inputs, drawn from the module's spec
+(`affinec.spec`, see `read_spec`), and the float64 reference on them. Each `check`
+interprets a module on those inputs and compares its output with the previous
+stage's, bit for bit, and with the reference, within the dtype's tolerance:
+
+    checker = Checker(spec, seed=0)
+    checker.check("input", module)                    # the first stage
+    pipeline_pass.apply(ctx, module)
+    result = checker.check("affinec-split", module)   # bit-identical to the input?
+    result.ok, result.versus, result.error, result.message
+
+A stage that may reorder the summation (a pass whose `reorders_summation` is true,
+such as `affine-loop-tile{reassociate=true}`) is held to the tolerance only, and the
+stages after it to its output, bit for bit. `Pipeline.run(check=True)`, `affinec
+check` and the demo all check with this class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.ir import Operation
+
+from affinec.contraction import contraction_of
+from affinec.interpreter import Interpreter, InterpreterError
+from affinec.reference import (
+    TOLERANCE,
+    poisoned_output,
+    random_inputs,
+    reference,
+    relative_error,
+)
+from affinec.spec import Spec
+
+BIT_IDENTICAL = "bit-identical"
+REORDERED = "differs (the pass may reorder the summation)"
+DIFFERS = "DIFFERS"
+FIRST = "-"
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """What one stage computed, compared with the reference and the stage before."""
+
+    stage: str
+    error: float
+    """‖out − ref‖ / ‖ref‖ against the float64 reference (NaN when it did not run)."""
+    versus: str
+    """Against the previous stage: `-` (first), bit-identical, reordered, DIFFERS."""
+    ok: bool
+    message: str = ""
+    """Why the stage failed, when it did: the first differing element, or the
+    interpreter's error."""
+
+    def row(self) -> str:
+        """The stage's line in a check table."""
+        return f"{self.stage:<44} {self.error:>10.2e}  {self.versus}"
+
+
+class Checker:
+    """Interprets each stage of a module on one set of random inputs (see module
+    docstring)."""
+
+    def __init__(self, spec: Spec, seed: int = 0) -> None:
+        self.spec = spec
+        self.function = contraction_of(spec).name
+        self.inputs = random_inputs(spec, np.random.default_rng(seed))
+        self.expected = reference(spec, *self.inputs)
+        self.tolerance = TOLERANCE[spec.dtype]
+        self.previous: np.ndarray | None = None
+        """The output of the last stage that ran."""
+
+    def run(self, module: Operation) -> np.ndarray:
+        """The module's output on the checker's inputs (a poisoned buffer first)."""
+        out = poisoned_output(self.spec)
+        Interpreter(module).run(  # pyright: ignore[reportArgumentType]
+            self.function, *[x.copy() for x in self.inputs], out
+        )
+        return out
+
+    def check(
+        self, stage: str, module: Operation, reorders: bool = False
+    ) -> StageResult:
+        """Interpret `module` and compare it; `reorders` says the stage may change
+        the order of summation (so bit-identity with the previous is not expected)."""
+        try:
+            got = self.run(module)
+        except InterpreterError as e:
+            return StageResult(
+                stage, float("nan"), DIFFERS, False, f"the interpreter stops: {e}"
+            )
+        error = relative_error(got, self.expected)
+        within = error <= self.tolerance
+        message = ""
+        if not within:
+            message = (
+                f"its relative error against the float64 reference is {error:.3g}, "
+                f"over the {self.spec.dtype} tolerance {self.tolerance:g}"
+            )
+        previous, self.previous = self.previous, got
+        if previous is None:
+            return StageResult(stage, error, FIRST, within, message)
+        if np.array_equal(got, previous, equal_nan=True):
+            return StageResult(stage, error, BIT_IDENTICAL, within, message)
+        if reorders:
+            if message:
+                message += " (it may reorder the summation, so it is held to the "
+                message += "tolerance, not bit for bit)"
+            return StageResult(stage, error, REORDERED, within, message)
+        return StageResult(
+            stage, error, DIFFERS, False, _first_difference(got, previous)
+        )
+
+    def verdict(self, ok: bool) -> str:
+        word = "ok" if ok else "FAILED"
+        return f"{word}: every stage within {self.tolerance:g} of float64 ({self.spec.dtype})"
+
+
+def _first_difference(got: np.ndarray, was: np.ndarray) -> str:
+    diff = np.abs(got.astype(np.float64) - was.astype(np.float64))
+    where = np.unravel_index(
+        np.nanargmax(np.where(np.isnan(diff), np.inf, diff)), diff.shape
+    )
+    count = int(np.sum(~((got == was) | (np.isnan(got) & np.isnan(was)))))
+    return (
+        f"output{list(map(int, where))} is {got[where]}, was {was[where]} "
+        f"({count} of {got.size} elements differ)"
+    )
