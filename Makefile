@@ -20,6 +20,7 @@ test: lint pytest lit
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	PATH="$(CURDIR)/$(BIN):$$PATH" scripts/check_layers.sh
 
 pytest: $(STAMP)
 	HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q
