@@ -28,6 +28,9 @@ from xdsl.utils.arg_spec import ArgSpec
 
 from affinec.passes.affine_loop_tile import AffineLoopTilePass
 from affinec.passes.affinec_canonicalize import AffinecCanonicalizePass
+from affinec.passes.affinec_insert_barriers import AffinecInsertBarriers
+from affinec.passes.affinec_map_threads import AffinecMapThreads
+from affinec.passes.affinec_place_buffers import AffinecPlaceBuffers
 from affinec.passes.affinec_sink import AffinecSinkPass
 from affinec.passes.affinec_split import AffinecSplitPass
 from affinec.passes.convert_gpu_to_nvvm import ConvertGpuToNvvm
@@ -93,10 +96,21 @@ def affine_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
     ]
 
 
+def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
+    """Grid/block-mapped affine IR → a `gpu.launch`, one decision per pass: buffer
+    placement, barriers, thread mapping, then the mechanical conversion."""
+    return [
+        AffinecPlaceBuffers(),
+        AffinecInsertBarriers(),
+        AffinecMapThreads(threads_per_block=config.threads_per_block),
+        ConvertParallelToGpu(),
+    ]
+
+
 def gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
     """Tiled (grid/block-mapped) affine IR → a kernel at the llvm + nvvm level."""
     return [
-        ConvertParallelToGpu(threads_per_block=config.threads_per_block),
+        *map_to_gpu_passes(config),
         GpuKernelOutlining(),
         LowerAffine(),
         CommonSubexpressionElimination(),
@@ -131,6 +145,7 @@ class NamedPipeline:
 
 
 TILE_SPLIT_SINK = "affinec-tile-split-sink"
+MAP_TO_GPU = "affinec-map-to-gpu"
 LOWER_TO_NVVM = "affinec-lower-to-nvvm"
 DEFAULT = "affinec-default"
 
@@ -145,9 +160,14 @@ NAMED_PIPELINES: dict[str, NamedPipeline] = {
         "path without bounds)",
         lambda: affine_passes(KernelConfig(separate=True)),
     ),
+    MAP_TO_GPU: NamedPipeline(
+        "place the buffers of each block, insert barriers, map block bands to "
+        "threads, convert to gpu.launch",
+        map_to_gpu_passes,
+    ),
     LOWER_TO_NVVM: NamedPipeline(
-        "map the grid/block bands to a gpu.launch, outline the kernel, lower affine, "
-        "scf and the kernel's ops to llvm + nvvm",
+        f"{MAP_TO_GPU}, outline the kernel, lower affine, scf and the kernel's ops "
+        "to llvm + nvvm",
         gpu_passes,
     ),
     DEFAULT: NamedPipeline(

@@ -9,8 +9,9 @@ pre-padded copy of its input:
 
 Attribute names that passes read and write:
 
-- `affinec.mapping` on an `affine.parallel`: `"grid"` (one iteration per GPU block) or
-  `"block"` (one iteration per thread of a block), set by tiling.
+- `affinec.mapping` on an `affine.parallel`: `"grid"` (one iteration per GPU block),
+  `"block"` (iterations the threads of a block share, set by tiling) or `"thread"`
+  (one iteration per thread of the block, set by `affinec-map-threads`).
 - `affinec.tile` on an `affine.for`: a loop over the tiles of a reduction dimension,
   made by tiling.
 - `affinec.unroll` on a loop: unroll it fully (set by the GPU mapping).
@@ -36,6 +37,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Dialect, Operation
 from xdsl.irdl import irdl_op_definition
 
+from affinec.diagnostics import OpError
 from affinec.dialects.affine import AffineLoadBase
 from affinec.spec import Spec, parse_spec
 
@@ -44,7 +46,8 @@ MAPPING = "affinec.mapping"
 
 GRID = "grid"
 BLOCK = "block"
-MAPPING_LEVELS = (GRID, BLOCK)
+THREAD = "thread"
+MAPPING_LEVELS = (GRID, BLOCK, THREAD)
 
 TILE = "affinec.tile"
 """Unit attribute `affine-loop-tile` puts on the `affine.for` loops that step over the
@@ -100,9 +103,15 @@ def read_spec(module: Operation, *, required: bool = True) -> Spec | None:
 
 
 def mapping_of(op: Operation) -> str | None:
-    """The GPU level an `affine.parallel` is mapped to, if any."""
+    """The GPU level an `affine.parallel` is mapped to, if any; a located error for a
+    mapping attribute that names no level."""
     attr = op.attributes.get(MAPPING)
-    return attr.data if attr is not None else None  # pyright: ignore
+    if attr is None:
+        return None
+    if not isinstance(attr, StringAttr) or attr.data not in MAPPING_LEVELS:
+        levels = ", ".join(f'"{m}"' for m in MAPPING_LEVELS)
+        raise OpError(op, f"'{MAPPING}' must be one of {levels}, got {attr}")
+    return attr.data
 
 
 @irdl_op_definition

@@ -35,6 +35,8 @@ from xdsl.dialects.builtin import (
     FunctionType,
     IndexType,
     IntegerAttr,
+    MemRefType,
+    NoneAttr,
     StringAttr,
     SymbolNameConstraint,
     SymbolRefAttr,
@@ -83,6 +85,28 @@ CONTAINER_MODULE = "gpu.container_module"
 
 WORKGROUP_ADDRESS_SPACE = 3
 """The memory space of shared memory (CUDA's `__shared__`, PTX's `.shared`)."""
+
+PRIVATE_ADDRESS_SPACE = 5
+"""The memory space of a thread's own memory (registers or `.local`), as NVVM numbers
+it. Before the gpu level it marks a buffer each of whose elements only one thread
+ever touches (`affinec-place-buffers`)."""
+
+
+def memory_space(t: Attribute) -> int:
+    """The memory space of a memref type as a number (0 when it has none)."""
+    space = getattr(t, "memory_space", None)
+    return space.value.data if isinstance(space, IntegerAttr) else 0
+
+
+def in_memory_space(t: MemRefType, space: int) -> MemRefType:
+    """`t` moved to memory space `space` (0: none)."""
+    return MemRefType(
+        t.get_element_type(),
+        t.get_shape(),
+        t.layout,
+        IntegerAttr(space, 64) if space else NoneAttr(),
+    )
+
 
 DIMENSIONS = ("x", "y", "z")
 

@@ -37,6 +37,21 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return AffinecCanonicalizePass
 
+    def _affinec_place_buffers():
+        from affinec.passes.affinec_place_buffers import AffinecPlaceBuffers
+
+        return AffinecPlaceBuffers
+
+    def _affinec_insert_barriers():
+        from affinec.passes.affinec_insert_barriers import AffinecInsertBarriers
+
+        return AffinecInsertBarriers
+
+    def _affinec_map_threads():
+        from affinec.passes.affinec_map_threads import AffinecMapThreads
+
+        return AffinecMapThreads
+
     def _convert_parallel_to_gpu():
         from affinec.passes.convert_parallel_to_gpu import ConvertParallelToGpu
 
@@ -68,6 +83,9 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-split": _affinec_split,
         "affinec-sink": _affinec_sink,
         "affinec-canonicalize": _affinec_canonicalize,
+        "affinec-place-buffers": _affinec_place_buffers,
+        "affinec-insert-barriers": _affinec_insert_barriers,
+        "affinec-map-threads": _affinec_map_threads,
         "affinec-convert-parallel-to-gpu": _convert_parallel_to_gpu,
         "gpu-kernel-outlining": _gpu_kernel_outlining,
         "lower-affine": _lower_affine,

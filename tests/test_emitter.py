@@ -167,7 +167,7 @@ def test_private_buffers_end_in_registers():
 def test_shared_memory_and_barriers_reach_the_ptx():
     module = parse_module(make_context(), (INPUTS / "matmul_shared.mlir").read_text())
     Pipeline.parse(
-        "affinec-convert-parallel-to-gpu{threads-per-block=4},affinec-lower-to-nvvm"
+        "affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{threads-per-block=4},affinec-convert-parallel-to-gpu,affinec-lower-to-nvvm"
     ).run(module)
     ir = to_llvm_ir(module)
     assert "addrspace(3) global [12 x float] undef, align 16" in ir
@@ -218,7 +218,7 @@ def test_a_module_not_lowered_is_a_located_error(tmp_path):
     assert "error: 'builtin.module' op the module has no gpu.module" in err.getvalue()
     module = build(ConvSpec(1, 2, 5, 5, 2, 3, 3))
     Pipeline.parse(
-        "affinec-tile-split-sink,affinec-convert-parallel-to-gpu,gpu-kernel-outlining"
+        "affinec-tile-split-sink,affinec-map-to-gpu,gpu-kernel-outlining"
     ).run(module)
     with pytest.raises(EmitterError, match="'gpu.func' is not at the llvm level"):
         to_ptx(module)

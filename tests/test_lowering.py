@@ -11,7 +11,7 @@ from xdsl.dialects import llvm
 
 from affinec.context import make_context
 from affinec.contraction import contraction_of
-from affinec.diagnostics import PassError, parse_module, verify
+from affinec.diagnostics import OpError, PassError, parse_module, verify
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import LaunchRecord
 from affinec.frontend import build
@@ -25,7 +25,7 @@ from strategies import conv_specs, specs
 INPUTS = Path(__file__).parent / "filecheck" / "lowering" / "inputs"
 
 TO_CF = (
-    "affinec-convert-parallel-to-gpu{{threads-per-block={threads}}},"
+    "affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{{threads-per-block={threads}}},affinec-convert-parallel-to-gpu,"
     "gpu-kernel-outlining,lower-affine,cse,convert-scf-to-cf"
 )
 
@@ -111,9 +111,9 @@ def test_shared_buffers_get_barriers_and_stay_exact():
     module = parse((INPUTS / "matmul_shared.mlir").read_text())
     spec = MatmulSpec(6, 5, 7)
     inputs = random_inputs(spec, np.random.default_rng(2))
-    Pipeline.parse("affinec-convert-parallel-to-gpu{threads-per-block=4}").run(
-        module, check=True
-    )
+    Pipeline.parse(
+        "affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{threads-per-block=4},affinec-convert-parallel-to-gpu"
+    ).run(module, check=True)
     (launch,) = [op for op in module.walk() if isinstance(op, gpu.LaunchOp)]
     assert [str(a.type) for a in launch.workgroup_args] == ["memref<4x3xf32, 3 : i64>"]
     assert sum(isinstance(op, gpu.BarrierOp) for op in module.walk()) == 2
@@ -129,7 +129,9 @@ def test_without_its_barriers_the_shared_buffer_races():
     from affinec.interpreter.gpu_ops import DataRaceError
 
     module = parse((INPUTS / "matmul_shared.mlir").read_text())
-    Pipeline.parse("affinec-convert-parallel-to-gpu{threads-per-block=4}").run(module)
+    Pipeline.parse(
+        "affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{threads-per-block=4},affinec-convert-parallel-to-gpu"
+    ).run(module)
     for op in [op for op in module.walk() if isinstance(op, gpu.BarrierOp)]:
         op.parent_block().erase_op(op)  # pyright: ignore[reportOptionalMemberAccess]
     spec = MatmulSpec(6, 5, 7)
@@ -162,7 +164,9 @@ func.func @f(%A: memref<8xf32>) {
 
 def test_block_buffers_indexed_by_the_band_become_per_thread_storage():
     module = parse((INPUTS / "conv_split.mlir").read_text())
-    Pipeline.parse("affinec-convert-parallel-to-gpu{threads-per-block=8}").run(module)
+    Pipeline.parse(
+        "affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{threads-per-block=8},affinec-convert-parallel-to-gpu"
+    ).run(module)
     allocas = [op for op in module.walk() if op.name == "memref.alloca"]
     # 32 iterations of the block band, 8 threads: 4 turns, 4 elements per thread.
     assert [str(op.results[0].type) for op in allocas] == ["memref<4xf32>"]
@@ -179,7 +183,7 @@ def test_the_launch_record():
     module = build(spec)
     Pipeline.parse(
         "affine-loop-tile{tile-sizes=1,2,4,4},affinec-split,affinec-sink,"
-        "affinec-canonicalize,affinec-convert-parallel-to-gpu,gpu-kernel-outlining"
+        "affinec-canonicalize,affinec-map-to-gpu,gpu-kernel-outlining"
     ).run(module)
     ((kernel, record),) = find_kernels(module)
     assert record == LaunchRecord.of(kernel)
@@ -301,27 +305,22 @@ def _grid_block(
     [
         (
             _grid_block(),
-            "affinec-convert-parallel-to-gpu{threads-per-block=2000}",
+            "affinec-place-buffers,affinec-map-threads{threads-per-block=2000}",
             "between 1 and 1024",
         ),
         (
             _grid_block(),
-            "affinec-convert-parallel-to-gpu{threads-per-block=-1}",
+            "affinec-place-buffers,affinec-map-threads{threads-per-block=-1}",
             "between 1 and 1024",
         ),
         (
             _grid_block(inner="grid"),
-            "affinec-convert-parallel-to-gpu",
+            "affinec-place-buffers",
             "grid-mapped affine.parallel inside",
         ),
         (
-            _grid_block(outer="warp"),
-            "affinec-convert-parallel-to-gpu",
-            "unknown mapping 'warp'",
-        ),
-        (
             _grid_block(grid_body="affine.store %z, %A[%i] : memref<8xf32>"),
-            "affinec-convert-parallel-to-gpu",
+            "affinec-place-buffers",
             "every thread of a block would run this op",
         ),
         (
@@ -329,19 +328,26 @@ def _grid_block(
                 grid_body="%big = memref.alloc() : memref<16384xf32>\n"
                 "affine.store %z, %big[%i] : memref<16384xf32>"
             ),
-            "affinec-convert-parallel-to-gpu",
+            "affinec-place-buffers",
             "every thread of a block would run this op",
         ),
         (_grid_block(), "lower-affine", "must be mapped to the GPU first"),
         (
             _grid_block(),
-            "affinec-convert-parallel-to-gpu,gpu-kernel-outlining,convert-gpu-to-nvvm",
+            "affinec-map-to-gpu,gpu-kernel-outlining,convert-gpu-to-nvvm",
             "run lower-affine and convert-scf-to-cf first",
         ),
     ],
 )
 def test_illegal_inputs_and_options_are_refused(text, pipeline, message):
     _refused(text, pipeline, message)
+
+
+def test_a_mapping_that_names_no_level_is_refused():
+    module = parse(_grid_block(outer="warp"))
+    with pytest.raises(OpError, match="'affinec.mapping' must be one of") as info:
+        Pipeline.parse("affinec-place-buffers").run(module)
+    assert info.value.op is not None
 
 
 def test_a_block_band_outside_a_grid_band_is_refused():
@@ -351,9 +357,7 @@ func.func @f(%A: memref<8xf32>) {
   } {affinec.mapping = "block"}
   func.return
 }"""
-    _refused(
-        text, "affinec-convert-parallel-to-gpu", "must be inside a grid-mapped one"
-    )
+    _refused(text, "affinec-place-buffers", "must be inside a grid-mapped one")
 
 
 def test_shared_memory_beyond_48_kib_is_refused():
@@ -368,9 +372,7 @@ func.func @f(%A: memref<8xf32>) {
   } {affinec.mapping = "grid"}
   func.return
 }"""
-    _refused(
-        text, "affinec-convert-parallel-to-gpu", "65536 bytes, more than the 49152"
-    )
+    _refused(text, "affinec-place-buffers", "65536 bytes, more than the 49152")
 
 
 def test_a_grid_band_with_dynamic_bounds_is_refused():
@@ -382,7 +384,7 @@ func.func @f(%A: memref<8xf32>, %n: index) {
   } {affinec.mapping = "grid"}
   func.return
 }"""
-    _refused(text, "affinec-convert-parallel-to-gpu", "no static bound")
+    _refused(text, "affinec-place-buffers", "no static bound")
 
 
 def test_index_bitwidth_must_be_32_or_64():

@@ -2,8 +2,9 @@
 
 Loops become `for` statements over `range`s whose bounds are computed once, on entry,
 as MLIR's semantics say. `affine.parallel` runs its iterations in order, which is one
-legal order; a pass that broke the independence of iterations is caught at the gpu
-level, where threads interleave at barriers and races are reported.
+legal order; a pass that broke the independence of iterations is caught once bands
+are mapped to threads, where threads interleave at barriers and races are reported
+(a grid band holding thread bands runs as a launch: `mapped_ops`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
 from affinec.dialects import affine
-from affinec.dialects.affinec import PaddedLoadOp
+from affinec.dialects.affinec import THREAD, PaddedLoadOp, mapping_of
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.memref_ops import emit_load, emit_store, memref_type
 from affinec.interpreter.support import (
@@ -131,6 +132,14 @@ def _combine(w: FunctionWriter, kind: str, acc: str, value: str) -> str:
 
 @emits(affine.ParallelOp)
 def _parallel(op: affine.ParallelOp, w: FunctionWriter) -> None:
+    from affinec.interpreter import mapped_ops
+
+    if mapping_of(op) == THREAD:
+        mapped_ops.emit_thread_band(op, w)
+        return
+    if mapped_ops.is_thread_mapped_grid(op):
+        mapped_ops.emit_thread_mapped_grid(op, w)
+        return
     lower_map, upper_map = op.lowerBoundsMap.data, op.upperBoundsMap.data
     lowers = grouped(
         map_results(w, lower_map, op.lower_bound_operands), op.lower_groups

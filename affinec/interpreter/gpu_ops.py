@@ -29,7 +29,8 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation
 from xdsl.traits import SymbolTable
 
-from affinec.dialects import gpu
+from affinec.dialects import affine, gpu
+from affinec.dialects.affinec import GRID, mapping_of
 from affinec.dialects.nvvm import KERNEL
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, emits
 from affinec.interpreter.control_ops import function_global, write_body
@@ -261,8 +262,22 @@ def _id(op: gpu.ThreadIdOp, w: FunctionWriter) -> None:
 
 @emits(gpu.BarrierOp)
 def _barrier(op: gpu.BarrierOp, w: FunctionWriter) -> None:
+    if w.gpu_context is None and _in_grid_band(op):
+        # The phases of a grid band not yet mapped to threads run one after the
+        # other, so there is nothing to wait for.
+        w.line("pass")
+        return
     _context(w, op)
     w.line(f"yield {w.op_ref(op)}")
+
+
+def _in_grid_band(op: Operation) -> bool:
+    parent = op.parent_op()
+    while parent is not None:
+        if isinstance(parent, affine.ParallelOp) and mapping_of(parent) == GRID:
+            return True
+        parent = parent.parent_op()
+    return False
 
 
 def _context(w: FunctionWriter, op: Operation) -> str:

@@ -281,7 +281,7 @@ def check_lowerable(op: Operation) -> None:
         raise PassError(
             op,
             f"a {m}-mapped affine.parallel must be mapped to the GPU first "
-            "(affinec-convert-parallel-to-gpu)",
+            "(affinec-map-to-gpu)",
         )
 
 

@@ -1,5 +1,5 @@
-// RUN: affinec-opt %S/inputs/matmul_shared.mlir -p 'affinec-convert-parallel-to-gpu{threads-per-block=4},affinec-lower-to-nvvm' | filecheck %s
-// RUN: affinec-opt %S/inputs/matmul_shared.mlir -p 'affinec-convert-parallel-to-gpu{threads-per-block=4},affinec-lower-to-nvvm' --print-op-generic | affinec-opt | filecheck %s
+// RUN: affinec-opt %S/inputs/matmul_shared.mlir -p 'affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{threads-per-block=4},affinec-convert-parallel-to-gpu,affinec-lower-to-nvvm' | filecheck %s
+// RUN: affinec-opt %S/inputs/matmul_shared.mlir -p 'affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{threads-per-block=4},affinec-convert-parallel-to-gpu,affinec-lower-to-nvvm' --print-op-generic | affinec-opt | filecheck %s
 
 // The kernel in the llvm dialect: bare pointers in global memory (address space 1)
 // for its arguments, a shared global (address space 3) for the workgroup buffer,

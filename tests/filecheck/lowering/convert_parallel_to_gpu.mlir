@@ -1,7 +1,7 @@
-// RUN: affinec-opt %S/inputs/conv_split.mlir -p 'affinec-convert-parallel-to-gpu{threads-per-block=8}' | filecheck %s
-// RUN: affinec-opt %S/inputs/conv_split.mlir -p 'affinec-convert-parallel-to-gpu{threads-per-block=8}' | affinec-opt | filecheck %s
-// RUN: affinec-opt %S/inputs/conv_split.mlir -p 'affinec-convert-parallel-to-gpu{threads-per-block=8}' --print-op-generic | affinec-opt | filecheck %s
-// RUN: affinec-opt %S/inputs/conv_split.mlir -p 'affinec-convert-parallel-to-gpu' | filecheck %s --check-prefix=AUTO
+// RUN: affinec-opt %S/inputs/conv_split.mlir -p 'affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{threads-per-block=8},affinec-convert-parallel-to-gpu' | filecheck %s
+// RUN: affinec-opt %S/inputs/conv_split.mlir -p 'affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{threads-per-block=8},affinec-convert-parallel-to-gpu' | affinec-opt | filecheck %s
+// RUN: affinec-opt %S/inputs/conv_split.mlir -p 'affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{threads-per-block=8},affinec-convert-parallel-to-gpu' --print-op-generic | affinec-opt | filecheck %s
+// RUN: affinec-opt %S/inputs/conv_split.mlir -p 'affinec-map-to-gpu' | filecheck %s --check-prefix=AUTO
 
 // The grid band (1x2x2x2 blocks) becomes blockIdx.x, delinearized; each block band
 // (1x2x4x4 = 32 iterations, partial tiles on three axes) is shared by 8 threads in 4

@@ -1,4 +1,4 @@
-// RUN: affinec-opt %S/inputs/matmul_shared.mlir -p 'affinec-convert-parallel-to-gpu{threads-per-block=4}' | filecheck %s
+// RUN: affinec-opt %S/inputs/matmul_shared.mlir -p 'affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{threads-per-block=4},affinec-convert-parallel-to-gpu' | filecheck %s
 
 // A block buffer read at other indices than those it was written at is shared by
 // the block's threads: a workgroup buffer in memory space 3. A barrier separates the

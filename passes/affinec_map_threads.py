@@ -1,0 +1,64 @@
+"""`affinec-map-threads`: distribute each block band to the block's threads.
+
+Iteration `lin` of a block band (row-major over its extents) goes to thread
+`lin mod T`, in its turn `lin floordiv T`; the band becomes a thread band
+(`{affinec.mapping = "thread"}`, one iteration per thread) holding the thread's turn
+loop and a guard for the band's end and partial tiles. Private buffers (memory space
+5) shrink to one element per turn. `affinec/transforms/gpu/threads.py` has the
+details and an example.
+
+    affine.parallel (%t) = (0) to (16) {
+      affine.store %zero, %acc[%t] : memref<16xf32, 5 : i64>
+    } {affinec.mapping = "block"}
+
+becomes, with `threads-per-block=8`:
+
+    affine.parallel (%tx) = (0) to (8) {
+      affine.for %j = 0 to 2 {
+        %t = affine.apply affine_map<(d0, d1) -> (d0 + d1 * 8)>(%tx, %j)
+        affine.store %zero, %acc[%j] : memref<2xf32, 5 : i64>
+      } {affinec.unroll}
+    } {affinec.mapping = "thread"}
+
+Option `threads-per-block` (0: the largest block band's size, at most 256). Runs
+after `affinec-place-buffers`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from affinec.context import require_affinec_dialects
+from affinec.transforms.gpu.bands import analyze_grid, grid_parallels, require_placed
+from affinec.transforms.gpu.threads import (
+    block_size,
+    check_threads_per_block,
+    map_to_threads,
+)
+
+
+@dataclass(frozen=True)
+class AffinecMapThreads(ModulePass):
+    """Distribute block bands to the block's threads (thread bands, turn loops, guards)."""
+
+    name = "affinec-map-threads"
+
+    threads_per_block: int = 0
+    """Threads of each block; 0 picks the largest block band's size, at most 256."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_affinec_dialects(op)
+        grids = grid_parallels(op)
+        for g in grids:
+            check_threads_per_block(g, self.threads_per_block)
+        work = []
+        for g in grids:
+            analysis = analyze_grid(g)
+            require_placed(analysis, self.name)
+            work.append((analysis, block_size(analysis, self.threads_per_block)))
+        for analysis, threads in work:
+            map_to_threads(analysis, threads)
