@@ -37,6 +37,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return AffinecCanonicalizePass
 
+    def _affine_data_copy_generate():
+        from affinec.passes.affine_data_copy_generate import AffineDataCopyGenerate
+
+        return AffineDataCopyGenerate
+
     def _affinec_place_buffers():
         from affinec.passes.affinec_place_buffers import AffinecPlaceBuffers
 
@@ -83,6 +88,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-split": _affinec_split,
         "affinec-sink": _affinec_sink,
         "affinec-canonicalize": _affinec_canonicalize,
+        "affine-data-copy-generate": _affine_data_copy_generate,
         "affinec-place-buffers": _affinec_place_buffers,
         "affinec-insert-barriers": _affinec_insert_barriers,
         "affinec-map-threads": _affinec_map_threads,

@@ -38,3 +38,19 @@ def grid_loop_of(op: affine.ParallelOp, pass_name: str) -> affine.ParallelOp:
         f"is mapped to '{BLOCK}' but not nested in an affine.parallel mapped to "
         f"'{GRID}'; {pass_name} needs the grid loop to allocate per-block buffers in",
     )
+
+
+def grid_loops(module: ModuleOp, pass_name: str) -> list[affine.ParallelOp]:
+    """The grid-level `affine.parallel` ops of `module`; refuses a module without."""
+    found = [
+        op
+        for op in module.walk()
+        if isinstance(op, affine.ParallelOp) and mapping_of(op) == GRID
+    ]
+    if not found:
+        raise PassError(
+            module,
+            f"has no affine.parallel mapped to '{GRID}': {pass_name} runs after "
+            "affine-loop-tile",
+        )
+    return found

@@ -1,0 +1,196 @@
+"""Copying what a block band reads into a buffer of the block (shared memory).
+
+For each memref a compute band reads (and nothing in the grid band writes), the
+footprint of its accesses within the band (`footprint.py`) becomes a buffer of the
+grid level in memory space 3, filled right before the band by a block-mapped copy
+band over the footprint, every element read with `affinec.padded_load` (so the
+padding of a convolution arrives as zeros, and the part of a partial tile's box that
+falls outside the tensor reads zero instead of faulting); the band then reads the
+buffer at `index - origin`:
+
+    affine.for %c0 = 0 to 2 {
+      affine.parallel (%ow1, %k1) = (0, 0) to (8, 16) {
+        %a = affinec.padded_load %input[%ow0 * 8 + %ow1 - 1, %c0 * 4 + %c1]
+        ...
+
+becomes
+
+    %input_shared = memref.alloc() : memref<8x4xf32, 3 : i64>
+    affine.for %c0 = 0 to 2 {
+      affine.parallel (%f0, %f1) = (0, 0) to (8, 4) {
+        %v = affinec.padded_load %input[%ow0 * 8 - 1 + %f0, %c0 * 4 + %f1]
+        affine.store %v, %input_shared[%f0, %f1]
+      } {affinec.mapping = "block"}
+      affine.parallel (%ow1, %k1) = (0, 0) to (8, 16) {
+        %a = affine.load %input_shared[%ow1, %c1]
+        ...
+
+Barriers between the copy and the band come later (`affinec-insert-barriers`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import IndexType, MemRefType, StringAttr
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir.affine import AffineExpr, AffineMap
+
+from affinec.diagnostics import PassError
+from affinec.dialects import affine, gpu
+from affinec.dialects.affinec import BLOCK, GRID, MAPPING, PaddedLoadOp, mapping_of
+from affinec.dtypes import element_size
+from affinec.transforms.affine.footprint import Footprint, NoFootprint, footprint
+
+
+@dataclass
+class CopyPlan:
+    """The copies one compute band needs, in the grid band `grid`."""
+
+    grid: affine.ParallelOp
+    band: affine.ParallelOp
+    footprints: list[Footprint]
+
+    def buffer_types(self) -> list[MemRefType]:
+        return [
+            gpu.in_memory_space(
+                MemRefType(f.element_type, f.extents), gpu.WORKGROUP_ADDRESS_SPACE
+            )
+            for f in self.footprints
+        ]
+
+
+def plan_copies(
+    grid: affine.ParallelOp, memrefs: Sequence[str], capacity: int
+) -> list[CopyPlan]:
+    """The copies for the compute bands of `grid` (block bands with a loop inside):
+    every function argument they read that the grid band never writes, or only those
+    named in `memrefs`. Refuses a footprint that is not a box, and buffers over
+    `capacity` bytes per block."""
+    written = {op.memref for op in grid.walk() if isinstance(op, affine.StoreOp)} | {
+        op.operands[1] for op in grid.walk() if op.name == "memref.store"
+    }
+    plans: list[CopyPlan] = []
+    for band in grid.walk():
+        if not (
+            isinstance(band, affine.ParallelOp)
+            and mapping_of(band) == BLOCK
+            and any(isinstance(o, affine.ForOp) for o in band.walk())
+        ):
+            continue
+        reads: dict[SSAValue, list[affine.AffineLoadBase]] = {}
+        for op in band.walk():
+            if isinstance(op, affine.AffineLoadBase) and _is_argument(op.memref):
+                reads.setdefault(op.memref, []).append(op)
+        footprints = []
+        for memref, accesses in reads.items():
+            name = memref.name_hint or ""
+            if (memrefs and name not in memrefs) or memref in written:
+                continue
+            try:
+                footprints.append(footprint(memref, accesses, band))
+            except NoFootprint as e:
+                raise PassError(
+                    band, f"cannot copy %{name} into shared memory: {e}"
+                ) from None
+        if footprints:
+            plans.append(CopyPlan(grid, band, footprints))
+    _check_capacity(grid, plans, capacity)
+    return plans
+
+
+def _is_argument(value: SSAValue) -> bool:
+    return isinstance(value, BlockArgument) and isinstance(
+        value.owner.parent_op(), func.FuncOp
+    )
+
+
+def _buffers_needed(plans: list[CopyPlan]) -> list[MemRefType]:
+    """One buffer per (memref, type): bands run one after the other, so a buffer is
+    free again when the next band's copy starts."""
+    seen: list[tuple[SSAValue, MemRefType]] = []
+    for plan in plans:
+        for f, t in zip(plan.footprints, plan.buffer_types(), strict=True):
+            if (f.memref, t) not in seen:
+                seen.append((f.memref, t))
+    return [t for _, t in seen]
+
+
+def _check_capacity(grid: Operation, plans: list[CopyPlan], capacity: int) -> None:
+    need = sum(
+        _elements(t) * element_size(t.get_element_type())
+        for t in _buffers_needed(plans)
+    )
+    if need > capacity:
+        raise PassError(
+            grid,
+            f"the block's copies need {need} bytes of shared memory, more than the "
+            f"{capacity} bytes available (fast-mem-capacity)",
+        )
+
+
+def _elements(t: MemRefType) -> int:
+    n = 1
+    for s in t.get_shape():
+        n *= s
+    return n
+
+
+def generate_copies(plans: list[CopyPlan]) -> None:
+    """Allocate the buffers, insert the copy bands, redirect the accesses."""
+    buffers: dict[tuple[SSAValue, MemRefType], SSAValue] = {}
+    for plan in plans:
+        assert mapping_of(plan.grid) == GRID
+        for f, t in zip(plan.footprints, plan.buffer_types(), strict=True):
+            key = (f.memref, t)
+            if key not in buffers:
+                buffers[key] = _allocate(plan.grid, f.memref, t)
+            buffer = buffers[key]
+            block = plan.band.parent_block()
+            assert block is not None
+            block.insert_op_before(_copy_band(f, buffer), plan.band)
+            for op, offsets in f.offsets:
+                _redirect(op, buffer, offsets)
+
+
+def _allocate(grid: affine.ParallelOp, memref: SSAValue, t: MemRefType) -> SSAValue:
+    from xdsl.dialects import memref as memref_dialect
+
+    alloc = memref_dialect.AllocOp([], [], t)
+    alloc.memref.name_hint = f"{memref.name_hint or 'buffer'}_shared"
+    body = grid.body.block
+    first = body.first_op
+    assert first is not None
+    body.insert_op_before(alloc, first)
+    return alloc.memref
+
+
+def _copy_band(f: Footprint, buffer: SSAValue) -> affine.ParallelOp:
+    rank = len(f.extents)
+    body = Block(arg_types=[IndexType()] * rank)
+    n = len(f.outer)
+    src_map = AffineMap(
+        n + rank,
+        0,
+        tuple(o + AffineExpr.dimension(n + k) for k, o in enumerate(f.origin)),
+    )
+    load = PaddedLoadOp(f.memref, [*f.outer, *body.args], src_map)
+    load.result.name_hint = f.memref.name_hint
+    store = affine.StoreOp(load.result, buffer, list(body.args))
+    body.add_ops([load, store, affine.YieldOp()])
+    band = affine.ParallelOp.from_extents(list(f.extents), body)
+    band.attributes[MAPPING] = StringAttr(BLOCK)
+    return band
+
+
+def _redirect(op: affine.AffineLoadBase, buffer: SSAValue, offsets: AffineMap) -> None:
+    new = affine.LoadOp(buffer, list(op.indices), offsets)
+    new.result.name_hint = op.result.name_hint
+    new.location = op.location
+    block = op.parent_block()
+    assert block is not None
+    block.insert_op_before(new, op)
+    op.result.replace_all_uses_with(new.result)
+    block.erase_op(op)

@@ -1,0 +1,79 @@
+"""`affine-data-copy-generate`: copy what each compute band reads into shared memory.
+
+MLIR's pass of this name copies the data a loop nest accesses into a faster memory
+space, sized by its exact footprint. Ours does that at the reference design's depth:
+for each block band with a reduction loop inside (the compute phase, under the
+reduction's tile loops), each function argument it reads and the grid band never
+writes gets a buffer of the block in memory space 3, shaped by the footprint of the
+band's accesses (`affinec/transforms/affine/footprint.py`), filled by a
+block-mapped copy band right before the compute band (zeros where the box leaves the
+tensor: padding, partial tiles); the band reads the buffer instead.
+`affinec/transforms/affine/data_copy.py` has an example.
+
+    affine.for %c0 = 0 to 2 {
+      affine.parallel (%oh1, %ow1, %k1) = ... {
+        affine.for %c1 = 0 to 4 {
+          %a = affinec.padded_load %input[%oh0 * 4 + %oh1 + %r0 - 1, ...]
+
+becomes
+
+    %input_shared = memref.alloc() : memref<1x4x8x4xf32, 3 : i64>
+    affine.for %c0 = 0 to 2 {
+      affine.parallel (%f0, %f1, %f2, %f3) = (0, 0, 0, 0) to (1, 4, 8, 4) {
+        %v = affinec.padded_load %input[%n0 + %f0, %oh0 * 4 + %r0 - 1 + %f1, ...]
+        affine.store %v, %input_shared[%f0, %f1, %f2, %f3]
+      } {affinec.mapping = "block"}
+      affine.parallel (%oh1, %ow1, %k1) = ... {
+        affine.for %c1 = 0 to 4 {
+          %a = affine.load %input_shared[0, %oh1, %ow1, %c1]
+
+Options: `memrefs` (the arguments to copy, by name; all by default),
+`fast-mem-capacity` (KiB of shared memory a block may use, 48 by default: the static
+limit every CUDA GPU grants). Refuses, before rewriting, a footprint that is not a
+box with constant extents and copies that do not fit, naming the bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from affinec.context import require_affinec_dialects
+from affinec.diagnostics import PassError
+from affinec.transforms.affine.data_copy import generate_copies, plan_copies
+from affinec.transforms.mapped_bands import grid_loops
+
+MAX_CAPACITY_KIB = 227
+"""The most shared memory a block can have on any GPU we target (sm_90)."""
+
+
+@dataclass(frozen=True)
+class AffineDataCopyGenerate(ModulePass):
+    """Copy each compute band's footprint of its inputs into shared memory."""
+
+    name = "affine-data-copy-generate"
+
+    memrefs: tuple[str, ...] = ()
+    """Names of the function arguments to copy (default: every one a compute band
+    reads and the grid band does not write)."""
+
+    fast_mem_capacity: int = 48
+    """Shared memory a block may use for the copies, in KiB."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_affinec_dialects(op)
+        if not 0 < self.fast_mem_capacity <= MAX_CAPACITY_KIB:
+            raise PassError(
+                op,
+                f"fast-mem-capacity must be between 1 and {MAX_CAPACITY_KIB} KiB, "
+                f"got {self.fast_mem_capacity}",
+            )
+        plans = [
+            plan
+            for grid in grid_loops(op, self.name)
+            for plan in plan_copies(grid, self.memrefs, self.fast_mem_capacity * 1024)
+        ]
+        generate_copies(plans)
