@@ -12,7 +12,7 @@ stage's, bit for bit, and with the reference, within the dtype's tolerance:
     result = checker.check("affinec-split", module)   # bit-identical to the input?
     result.ok, result.versus, result.error, result.message
 
-A stage that may reorder the summation (a pass whose `reorders_summation` is true,
+A stage that may change the rounding (a pass whose `changes_rounding` is true,
 such as `affine-loop-tile{reassociate=true}`) is held to the tolerance only, and the
 stages after it to its output, bit for bit. `Pipeline.run(check=True)`, `affinec
 check` and the demo all check with this class.
@@ -37,7 +37,7 @@ from affinec.reference import (
 from affinec.spec import Spec
 
 BIT_IDENTICAL = "bit-identical"
-REORDERED = "differs (the pass may reorder the summation)"
+REORDERED = "differs (the pass changes the rounding)"
 DIFFERS = "DIFFERS"
 FIRST = "-"
 
@@ -108,7 +108,7 @@ class Checker:
             return StageResult(stage, error, BIT_IDENTICAL, within, message)
         if reorders:
             if message:
-                message += " (it may reorder the summation, so it is held to the "
+                message += " (it may change the rounding, so it is held to the "
                 message += "tolerance, not bit for bit)"
             return StageResult(stage, error, REORDERED, within, message)
         return StageResult(

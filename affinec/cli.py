@@ -184,7 +184,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(results[-1].row())
 
         def after(p: ModulePass, m: ModuleOp, seconds: float) -> None:
-            reorders = getattr(p, "reorders_summation", False)
+            reorders = getattr(p, "changes_rounding", False)
             results.append(checker.check(pass_text(p), m, reorders))
             print(results[-1].row())
 

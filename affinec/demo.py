@@ -58,7 +58,7 @@ def run_demo(spec: ConvSpec = DEFAULT_CONV, out: TextIO | None = None) -> bool:
     shown: list[tuple[str, str]] = []
 
     def after(p: ModulePass, m: ModuleOp, seconds: float) -> None:
-        reorders = getattr(p, "reorders_summation", False)
+        reorders = getattr(p, "changes_rounding", False)
         results.append(checker.check(pass_text(p), m, reorders))
         if p.name in SHOWN_STAGES:
             shown.append((SHOWN_STAGES[p.name], str(m)))

@@ -160,7 +160,7 @@ class Pipeline:
         random inputs before the first pass and after every pass, and the first pass
         whose result differs raises `CheckFailure` naming it: bit for bit, since
         affinec passes keep the order of summation. A pass that may reorder it (one
-        whose `reorders_summation` attribute is true, such as
+        whose `changes_rounding` attribute is true, such as
         `affine-loop-tile{reassociate=true}`) is held instead to the dtype's tolerance
         against the float64 reference, and later passes to its result, bit for bit.
         `callback(pass, module, seconds)` is called after each pass.
@@ -186,7 +186,7 @@ class Pipeline:
             if callback is not None:
                 callback(p, module, seconds)
             if checker is not None:
-                reorders = getattr(p, "reorders_summation", False)
+                reorders = getattr(p, "changes_rounding", False)
                 result = checker.check(pass_text(p), module, reorders)
                 if not result.ok:
                     raise CheckFailure(p, result.message)

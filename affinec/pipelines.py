@@ -26,6 +26,7 @@ from xdsl.transforms.common_subexpression_elimination import (
 )
 from xdsl.utils.arg_spec import ArgSpec
 
+from affinec.passes.affine_data_copy_generate import AffineDataCopyGenerate
 from affinec.passes.affine_loop_tile import AffineLoopTilePass
 from affinec.passes.affinec_canonicalize import AffinecCanonicalizePass
 from affinec.passes.affinec_insert_barriers import AffinecInsertBarriers
@@ -51,7 +52,12 @@ class KernelConfig:
     side of the block loop)."""
     separate: bool = False
     """Separate full tiles (no bounds checks) from partial ones."""
+    promote: bool = False
+    """Copy each compute band's inputs into shared memory
+    (`affine-data-copy-generate`)."""
     threads_per_block: int = 0
+    register_tile: tuple[int, ...] = ()
+    """Iterations of the accumulator bands one thread owns, per output dimension."""
     index_bitwidth: int = 64
     """Width of index arithmetic in the kernel (32 or 64)."""
 
@@ -93,6 +99,7 @@ def affine_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
         AffinecSplitPass(),
         AffinecSinkPass(),
         AffinecCanonicalizePass(),
+        *([AffineDataCopyGenerate()] if config.promote else []),
     ]
 
 
@@ -102,15 +109,22 @@ def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]
     return [
         AffinecPlaceBuffers(),
         AffinecInsertBarriers(),
-        AffinecMapThreads(threads_per_block=config.threads_per_block),
+        AffinecMapThreads(
+            threads_per_block=config.threads_per_block,
+            register_tile=config.register_tile,
+        ),
         ConvertParallelToGpu(),
     ]
 
 
 def gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
     """Tiled (grid/block-mapped) affine IR → a kernel at the llvm + nvvm level."""
+    return [*map_to_gpu_passes(config), *gpu_to_nvvm_passes(config)]
+
+
+def gpu_to_nvvm_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
+    """A `gpu.launch` → an outlined kernel at the llvm + nvvm level."""
     return [
-        *map_to_gpu_passes(config),
         GpuKernelOutlining(),
         LowerAffine(),
         CommonSubexpressionElimination(),
@@ -146,6 +160,7 @@ class NamedPipeline:
 
 TILE_SPLIT_SINK = "affinec-tile-split-sink"
 MAP_TO_GPU = "affinec-map-to-gpu"
+GPU_TO_NVVM = "affinec-gpu-to-nvvm"
 LOWER_TO_NVVM = "affinec-lower-to-nvvm"
 DEFAULT = "affinec-default"
 
@@ -165,9 +180,13 @@ NAMED_PIPELINES: dict[str, NamedPipeline] = {
         "threads, convert to gpu.launch",
         map_to_gpu_passes,
     ),
-    LOWER_TO_NVVM: NamedPipeline(
-        f"{MAP_TO_GPU}, outline the kernel, lower affine, scf and the kernel's ops "
+    GPU_TO_NVVM: NamedPipeline(
+        "outline the kernel of a gpu.launch, lower affine, scf and the kernel's ops "
         "to llvm + nvvm",
+        gpu_to_nvvm_passes,
+    ),
+    LOWER_TO_NVVM: NamedPipeline(
+        f"{MAP_TO_GPU}, then {GPU_TO_NVVM}",
         gpu_passes,
     ),
     DEFAULT: NamedPipeline(

@@ -62,6 +62,11 @@ turn, they stay in registers only once every index is a constant); `lower-affine
 `convert-scf-to-cf` keep it on the loop's back edge and the emitter hands it to LLVM as
 `llvm.loop.unroll.full`."""
 
+INDEX_BITWIDTH = "affinec.index_bitwidth"
+"""Integer attribute on a kernel `gpu.func`: the width its `index` values may be
+lowered to (`affinec-narrow-indices` proves 32 where it can;
+`convert-gpu-to-nvvm{index-bitwidth=0}` follows it, 64 without)."""
+
 SPEC = "affinec.spec"
 """Module attribute recording the spec the frontend built the module from, as the
 spec's one-line text form (`"conv n=1 c=8 h=8 ... dtype=f32 epilogue=none"`, see

@@ -42,6 +42,16 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return AffineDataCopyGenerate
 
+    def _affinec_contract_fma():
+        from affinec.passes.affinec_contract_fma import AffinecContractFma
+
+        return AffinecContractFma
+
+    def _affinec_narrow_indices():
+        from affinec.passes.affinec_narrow_indices import AffinecNarrowIndices
+
+        return AffinecNarrowIndices
+
     def _affinec_place_buffers():
         from affinec.passes.affinec_place_buffers import AffinecPlaceBuffers
 
@@ -89,6 +99,8 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-sink": _affinec_sink,
         "affinec-canonicalize": _affinec_canonicalize,
         "affine-data-copy-generate": _affine_data_copy_generate,
+        "affinec-contract-fma": _affinec_contract_fma,
+        "affinec-narrow-indices": _affinec_narrow_indices,
         "affinec-place-buffers": _affinec_place_buffers,
         "affinec-insert-barriers": _affinec_insert_barriers,
         "affinec-map-threads": _affinec_map_threads,

@@ -139,7 +139,7 @@ class AffineLoopTilePass(ModulePass):
     reassociate: bool = False
 
     @property
-    def reorders_summation(self) -> bool:
+    def changes_rounding(self) -> bool:
         """Whether this pass may change the order of summation (and so the rounding):
         `Pipeline.run(check=True)` then holds it to the dtype's tolerance."""
         return self.reassociate

@@ -20,8 +20,19 @@ becomes, with `threads-per-block=8`:
       } {affinec.unroll}
     } {affinec.mapping = "thread"}
 
-Option `threads-per-block` (0: the largest block band's size, at most 256). Runs
-after `affinec-place-buffers`.
+With `register-tile` (one size per dimension of the bands that keep a private
+accumulator), each thread owns a small tile of those bands instead: along dimension
+`d`, thread `t_d` runs iterations `q * T_d + t_d` (`q` below the tile size, `T_d` the
+threads along `d`), the reduction loops of the band move outside the tile's unrolled
+loops, and the accumulator becomes the thread's register tile. Every value read in
+the innermost body then serves a whole row or column of the tile, as in fast SIMT
+kernels; the order of summation of each output is unchanged. The other bands (the
+copies into shared memory) are shared out in turns over the same threads,
+consecutive threads taking consecutive elements (coalesced).
+
+Options: `threads-per-block` (0: the largest block band's size, at most 256, or the
+threads a register tile leaves), `register-tile`. Runs after
+`affinec-place-buffers`.
 """
 
 from __future__ import annotations
@@ -35,9 +46,9 @@ from xdsl.passes import ModulePass
 from affinec.context import require_affinec_dialects
 from affinec.transforms.gpu.bands import analyze_grid, grid_parallels, require_placed
 from affinec.transforms.gpu.threads import (
-    block_size,
     check_threads_per_block,
     map_to_threads,
+    plan_threads,
 )
 
 
@@ -48,7 +59,11 @@ class AffinecMapThreads(ModulePass):
     name = "affinec-map-threads"
 
     threads_per_block: int = 0
-    """Threads of each block; 0 picks the largest block band's size, at most 256."""
+    """Threads of each block; 0 picks the largest block band's size, at most 256
+    (with a register tile: the threads the tile leaves)."""
+
+    register_tile: tuple[int, ...] = ()
+    """Per dimension of the accumulator bands, the iterations one thread owns."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
@@ -59,6 +74,7 @@ class AffinecMapThreads(ModulePass):
         for g in grids:
             analysis = analyze_grid(g)
             require_placed(analysis, self.name)
-            work.append((analysis, block_size(analysis, self.threads_per_block)))
-        for analysis, threads in work:
-            map_to_threads(analysis, threads)
+            plan = plan_threads(analysis, self.threads_per_block, self.register_tile)
+            work.append((analysis, plan))
+        for analysis, plan in work:
+            map_to_threads(analysis, plan)

@@ -33,12 +33,13 @@ import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
 from affinec.diagnostics import PassError
 from affinec.dialects import gpu
+from affinec.dialects.affinec import INDEX_BITWIDTH
 from affinec.transforms.nvvm.lowering import KernelConverter, check_convertible
 
 
@@ -49,13 +50,16 @@ class ConvertGpuToNvvm(ModulePass):
     name = "convert-gpu-to-nvvm"
 
     index_bitwidth: int = 64
-    """Width of `index` in the kernels: 64 or 32."""
+    """Width of `index` in the kernels: 64, 32, or 0 for the width each kernel is
+    marked with (`affinec.index_bitwidth`, set by `affinec-narrow-indices`; 64
+    where there is none)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
-        if self.index_bitwidth not in (32, 64):
+        if self.index_bitwidth not in (0, 32, 64):
             raise PassError(
-                op, f"index-bitwidth must be 32 or 64, got {self.index_bitwidth}"
+                op,
+                f"index-bitwidth must be 32, 64 or 0 (auto), got {self.index_bitwidth}",
             )
         kernels = [
             (module, f)
@@ -64,14 +68,21 @@ class ConvertGpuToNvvm(ModulePass):
             for f in module.body.block.ops
             if isinstance(f, gpu.FuncOp)
         ]
+        widths = {}
         for _, f in kernels:
             check_convertible(f)
             if self.index_bitwidth == 32:
                 _check_32_bit_indices(f)
+            widths[f] = self.index_bitwidth or _marked_width(f)
         for module, f in kernels:
-            converted = KernelConverter(f, self.index_bitwidth).convert()
+            converted = KernelConverter(f, widths[f]).convert()
             module.body.block.insert_ops_before(converted, f)
             module.body.block.erase_op(f)
+
+
+def _marked_width(f: gpu.FuncOp) -> int:
+    attr = f.attributes.get(INDEX_BITWIDTH)
+    return attr.value.data if isinstance(attr, IntegerAttr) else 64
 
 
 def _check_32_bit_indices(f: gpu.FuncOp) -> None:

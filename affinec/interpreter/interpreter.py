@@ -18,6 +18,7 @@ from affinec.interpreter import (  # noqa: F401
     arith_ops,
     gpu_ops,
     llvm_ops,
+    math_ops,
     memref_ops,
 )
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter

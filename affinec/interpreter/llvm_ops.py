@@ -27,6 +27,7 @@ from affinec.interpreter.support import (
     CMPI_PREDICATES,
     InterpreterError,
     describe,
+    fused_multiply_add,
     maximumf,
     maxnumf,
     minimumf,
@@ -257,6 +258,7 @@ _INTRINSICS = {
     "llvm.minimum": minimumf,
     "llvm.maxnum": maxnumf,
     "llvm.minnum": minnumf,
+    "llvm.fma": fused_multiply_add,
 }
 
 

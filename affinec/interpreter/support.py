@@ -8,6 +8,7 @@ poisoned allocations and the errors the generated code raises.
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 from xdsl.dialects.builtin import (
@@ -78,6 +79,29 @@ def wrap(value: int, bits: int) -> int:
 
 def unsigned(value: int, bits: int) -> int:
     return value & ((1 << bits) - 1)
+
+
+def fused_multiply_add(a, b, c):
+    """`a * b + c` rounded once to the type of `a`, as the GPU's `fma` rounds it.
+
+    Python 3.11 has no `math.fma`. For float16 and float32 operands the product is
+    exact in float64; the sum is computed in float64 *rounded to odd* (the exact
+    error of the float64 addition, from Knuth's two-sum, nudges an inexact result to
+    the neighbour with an odd last bit), and rounding that to the narrower type is
+    then the correct single rounding, because float64 carries more than two extra
+    bits (Boldo and Melquiond's round-to-odd theorem).
+    """
+    t = type(a)
+    p = float(a) * float(b)
+    z = float(c)
+    s = p + z
+    if not math.isfinite(s):
+        return t(s)
+    v = s - p
+    error = (p - (s - v)) + (z - v)
+    if error != 0.0 and not struct.unpack("<q", struct.pack("<d", s))[0] & 1:
+        s = math.nextafter(s, math.inf if error > 0 else -math.inf)
+    return t(s)
 
 
 def maximumf(a, b):

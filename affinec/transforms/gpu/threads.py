@@ -30,8 +30,13 @@ in registers.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import (
     IndexType,
+    IntegerAttr,
     MemRefType,
     StringAttr,
     UnitAttr,
@@ -44,6 +49,7 @@ from xdsl.ir.affine import (
     AffineMap,
     AffineSet,
 )
+from xdsl.traits import Pure
 
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu
@@ -55,6 +61,7 @@ from affinec.dialects.affinec import (
     PaddedLoadOp,
     mapping_of,
 )
+from affinec.transforms.affine.analysis import is_defined_inside
 from affinec.transforms.gpu.bands import Band, GridAnalysis, band_ivs, is_private
 from affinec.transforms.gpu.placement import alloc_before
 
@@ -77,24 +84,107 @@ def check_threads_per_block(op: Operation, threads_per_block: int) -> None:
         )
 
 
-def block_size(analysis: GridAnalysis, threads_per_block: int) -> int:
-    """The threads of each block: as asked, or the largest phase's size up to 256."""
+@dataclass(frozen=True)
+class ThreadPlan:
+    """How a grid band's phases go to threads."""
+
+    threads: int
+    register_tile: tuple[int, ...] = ()
+    """Per dimension of the accumulator phases, the iterations one thread owns
+    (empty: every phase is shared out in turns)."""
+    thread_extents: tuple[int, ...] = ()
+    """Per dimension of the accumulator phases, the threads along it."""
+
+
+MAX_REGISTER_TILE = 256
+"""Elements of one thread's register tile: its loops are unrolled, so more would be
+slow to compile and spill."""
+
+
+def plan_threads(
+    analysis: GridAnalysis, threads_per_block: int, register_tile: tuple[int, ...]
+) -> ThreadPlan:
+    """The threads of each block and how the phases share them; refuses a band
+    already mapped and a register tile that does not fit the accumulator phases."""
     for phase in analysis.phases:
         if mapping_of(phase.op) != BLOCK:
             raise PassError(phase.op, "this band is already mapped to threads")
-    largest = max((p.total for p in analysis.phases), default=1)
-    return threads_per_block or max(1, min(DEFAULT_THREADS_PER_BLOCK, largest))
+    if not register_tile:
+        largest = max((p.total for p in analysis.phases), default=1)
+        threads = threads_per_block or max(1, min(DEFAULT_THREADS_PER_BLOCK, largest))
+        return ThreadPlan(threads)
+    grid = analysis.grid.op
+    phases = accumulator_phases(analysis)
+    if not phases:
+        raise PassError(
+            grid,
+            "register-tile is given but no phase of this grid band keeps a private "
+            "buffer (an accumulator) to tile",
+        )
+    extents = phases[0].extents
+    if len(register_tile) != len(extents):
+        raise PassError(
+            phases[0].op,
+            f"register-tile has {len(register_tile)} sizes for a band of "
+            f"{len(extents)} dimensions",
+        )
+    if any(r < 1 for r in register_tile):
+        raise PassError(
+            grid, f"register-tile sizes must be positive, got {register_tile}"
+        )
+    if math.prod(register_tile) > MAX_REGISTER_TILE:
+        raise PassError(
+            grid,
+            f"a register tile of {math.prod(register_tile)} elements (at most "
+            f"{MAX_REGISTER_TILE})",
+        )
+    thread_extents = tuple(
+        -(-e // r) for e, r in zip(extents, register_tile, strict=True)
+    )
+    threads = math.prod(thread_extents)
+    if threads_per_block and threads_per_block != threads:
+        raise PassError(
+            phases[0].op,
+            f"register-tile {','.join(map(str, register_tile))} over a band of "
+            f"{'x'.join(map(str, extents))} needs {threads} threads, but "
+            f"threads-per-block is {threads_per_block}",
+        )
+    if threads > MAX_THREADS_PER_BLOCK:
+        raise PassError(
+            phases[0].op,
+            f"register-tile {','.join(map(str, register_tile))} leaves {threads} "
+            f"threads, more than {MAX_THREADS_PER_BLOCK}",
+        )
+    return ThreadPlan(threads, register_tile, thread_extents)
+
+
+def accumulator_phases(analysis: GridAnalysis) -> list[Band]:
+    """The phases that touch a private buffer (all of one iteration space)."""
+    return [
+        p
+        for p in analysis.phases
+        if any(
+            isinstance(o, affine.LoadOp | affine.StoreOp) and is_private(o.memref)
+            for o in p.op.walk()
+        )
+    ]
 
 
 def turns(phase: Band, threads: int) -> int:
     return -(-phase.total // threads)
 
 
-def map_to_threads(analysis: GridAnalysis, threads: int) -> None:
-    """Distribute every phase of the grid to `threads` threads (in place)."""
-    private = _shrink_private_buffers(analysis, threads)
+def map_to_threads(analysis: GridAnalysis, plan: ThreadPlan) -> None:
+    """Distribute every phase of the grid to the plan's threads (in place)."""
+    tiled = (
+        {p.op for p in accumulator_phases(analysis)} if plan.register_tile else set()
+    )
+    private = _shrink_private_buffers(analysis, plan)
     for phase in analysis.phases:
-        _distribute(phase, threads, private)
+        if phase.op in tiled:
+            _distribute_tiled(phase, plan, private)
+        else:
+            _distribute(phase, plan.threads, private)
     for old in private:
         # Its accesses all went to the per-thread buffer; deallocs are left.
         for use in list(old.uses):
@@ -103,10 +193,11 @@ def map_to_threads(analysis: GridAnalysis, threads: int) -> None:
 
 
 def _shrink_private_buffers(
-    analysis: GridAnalysis, threads: int
+    analysis: GridAnalysis, plan: ThreadPlan
 ) -> dict[SSAValue, SSAValue]:
-    """Give each private buffer one element per turn of its phases; return the map
-    from old buffers to new ones (accesses are retargeted by `_distribute`)."""
+    """Give each private buffer one element per turn of its phases (or the register
+    tile's shape); return the map from old buffers to new ones (accesses are
+    retargeted when their phase is distributed)."""
     shrunk: dict[SSAValue, SSAValue] = {}
     for alloc in analysis.allocs:
         buffer = alloc.results[0]
@@ -119,28 +210,19 @@ def _shrink_private_buffers(
             raise PassError(alloc, "a private buffer that no phase uses")
         t = buffer.type
         assert isinstance(t, MemRefType)
+        shape = list(plan.register_tile) or [turns(phase, plan.threads)]
         per_thread = gpu.in_memory_space(
-            MemRefType(t.get_element_type(), [turns(phase, threads)]),
-            gpu.PRIVATE_ADDRESS_SPACE,
+            MemRefType(t.get_element_type(), shape), gpu.PRIVATE_ADDRESS_SPACE
         )
         shrunk[buffer] = alloc_before(alloc, per_thread).results[0]
     return shrunk
 
 
 def _distribute(phase: Band, threads: int, private: dict[SSAValue, SSAValue]) -> None:
-    """Replace a block band by a thread band running the thread's share of it."""
+    """Replace a block band by a thread band running the thread's share of it, in
+    turns."""
     op = phase.op
-    parent = op.parent_block()
-    assert parent is not None
-    body = Block(arg_types=[IndexType()])
-    thread_id = body.args[0]
-    thread_id.name_hint = "tx"
-    band = affine.ParallelOp.from_extents([threads], body)
-    band.attributes = {k: v for k, v in op.attributes.items() if k != MAPPING} | {
-        MAPPING: StringAttr(THREAD)
-    }
-    band.location = op.location
-    parent.insert_op_before(band, op)
+    body, thread_id = _thread_band(op, threads)
     if phase.total == 0:  # it never runs
         body.add_op(affine.YieldOp())
         _erase(op)
@@ -204,6 +286,238 @@ def _distribute(phase: Band, threads: int, private: dict[SSAValue, SSAValue]) ->
                 and inner.memref in private
             ):
                 _retarget(inner, private[inner.memref], turn)
+
+
+def _thread_band(op: affine.ParallelOp, threads: int) -> tuple[Block, SSAValue]:
+    """A thread band of `threads` iterations right before `op`, with `op`'s other
+    attributes; its (empty) body and its variable."""
+    body = Block(arg_types=[IndexType()])
+    thread_id = body.args[0]
+    thread_id.name_hint = "tx"
+    band = affine.ParallelOp.from_extents([threads], body)
+    band.attributes = {k: v for k, v in op.attributes.items() if k != MAPPING} | {
+        MAPPING: StringAttr(THREAD)
+    }
+    band.location = op.location
+    parent = op.parent_block()
+    assert parent is not None
+    parent.insert_op_before(band, op)
+    return body, thread_id
+
+
+def _distribute_tiled(
+    phase: Band, plan: ThreadPlan, private: dict[SSAValue, SSAValue]
+) -> None:
+    """Replace an accumulator band by a thread band in which each thread owns a
+    register tile: along dimension `d`, thread `t_d` runs iterations
+    `q * T_d + t_d` for `q` below the tile's size (consecutive threads, consecutive
+    iterations). The loops of the band's perfect nest (the reduction) move outside
+    the tile's loops, so each value loaded in the innermost body serves the whole
+    tile; the order of summation of every output is unchanged."""
+    op = phase.op
+    body, thread_id = _thread_band(op, plan.threads)
+    ops: list[Operation] = []
+    ts = _delinearize(thread_id, plan.thread_extents, ops)
+    body.add_ops(ops)
+
+    # The perfect nest inside the band (loops whose bounds do not use its ivs).
+    site = body
+    block = op.body.block
+    while True:
+        inner = [o for o in block.ops if not isinstance(o, affine.YieldOp)]
+        if not (
+            len(inner) == 1
+            and isinstance(inner[0], affine.ForOp)
+            and not inner[0].inits
+            and not any(is_defined_inside(v, op) for v in inner[0].operands)
+        ):
+            break
+        loop = inner[0]
+        loop.detach()
+        site.add_op(loop)
+        if site is body:
+            body.add_op(affine.YieldOp())
+        else:
+            site.add_op(affine.YieldOp())
+        yield_op = loop.body.block.last_op
+        assert isinstance(yield_op, affine.YieldOp)
+        site, block = loop.body.block, loop.body.block
+        block.detach_op(yield_op)
+    innermost = [o for o in block.ops if not isinstance(o, affine.YieldOp)]
+    for o in innermost:
+        o.detach()
+    if block is op.body.block:
+        site = body
+
+    # The register tile's loops, unrolled, around the innermost body.
+    qs: list[SSAValue | None] = []
+    for d, r in enumerate(plan.register_tile):
+        if r == 1:
+            qs.append(None)
+            continue
+        loop_body = Block(arg_types=[IndexType()])
+        loop_body.args[0].name_hint = f"q{d}"
+        loop = affine.ForOp(0, r, loop_body)
+        loop.attributes[UNROLL] = UnitAttr()
+        site.add_ops([loop, affine.YieldOp()])
+        site = loop_body
+        qs.append(loop_body.args[0])
+
+    ops = []
+    ivs: list[SSAValue] = []
+    operands: list[SSAValue] = []
+    constraints: list[AffineConstraintExpr] = []
+    for d, (dim, t, q) in enumerate(zip(phase.dims, ts, qs, strict=True)):
+        threads_d = plan.thread_extents[d]
+        idx_operands = [v for v in (t, q) if v is not None]
+        idx = AffineExpr.constant(0)
+        for k, v in enumerate(idx_operands):
+            idx = idx + AffineExpr.dimension(k) * (threads_d if v is q else 1)
+        if threads_d * plan.register_tile[d] > dim.extent:
+            constraints.append(
+                _ge0(
+                    AffineExpr.constant(dim.extent - 1)
+                    - idx.replace_dims_and_symbols(
+                        [
+                            AffineExpr.dimension(_index_of(operands, v))
+                            for v in idx_operands
+                        ],
+                        [],
+                    )
+                )
+            )
+        if dim.lower is None:
+            fold = affine.MaxOp if len(dim.lower_map.results) > 1 else affine.ApplyOp
+            lower = fold(list(op.lower_bound_operands), dim.lower_map)
+            ops.append(lower)
+            idx_operands.append(lower.result)
+            expr = idx * dim.step + AffineExpr.dimension(len(idx_operands) - 1)
+        else:
+            expr = idx * dim.step + dim.lower
+        if not idx_operands:
+            c = arith.ConstantOp(IntegerAttr(dim.lower or 0, IndexType()))
+            ops.append(c)
+            ivs.append(c.result)
+            continue
+        apply = affine.ApplyOp(
+            idx_operands,
+            AffineMap(len(idx_operands), 0, (expr.simplify(len(idx_operands), 0),)),
+        )
+        ops.append(apply)
+        ivs.append(apply.result)
+    bound_operands = list(op.upper_bound_operands)
+    partial = [] if _only_touches_the_block(innermost) else phase.dims
+    for iv, d in zip(ivs, partial, strict=False):
+        for bound in d.guards:
+            index = [
+                AffineExpr.dimension(_index_of(operands, v))
+                for v in (iv, *bound_operands)
+            ]
+            b = bound.replace_dims_and_symbols(index[1:], [])
+            constraints.append(_ge0(b - index[0] - 1))
+    for old, new, o in zip(
+        op.induction_variables, ivs, op.induction_variables, strict=True
+    ):
+        if old.name_hint and isinstance(new.owner, affine.ApplyOp):
+            new.name_hint = o.name_hint
+        old.replace_all_uses_with(new)
+    condition, operands = _compact_set(constraints, operands)
+    if condition.constraints:
+        guarded = Block()
+        guarded.add_ops(innermost)
+        guarded.add_op(affine.YieldOp())
+        ops.append(affine.IfOp(condition, operands, guarded, Block([affine.YieldOp()])))
+    else:
+        ops.extend(innermost)
+    ops.append(affine.YieldOp())
+    site.add_ops(ops)
+    _erase(op)
+
+    for o in innermost:
+        for inner in o.walk():
+            if (
+                isinstance(inner, affine.LoadOp | affine.StoreOp | PaddedLoadOp)
+                and inner.memref in private
+            ):
+                _retarget_tile(inner, private[inner.memref], qs)
+
+
+def _only_touches_the_block(ops: list[Operation]) -> bool:
+    """Whether `ops` read only the block's buffers (shared or private) or through
+    padded loads, and write only private buffers. Then an iteration past a partial
+    tile's end needs no guard: it reads memory that exists (a shared buffer spans
+    the whole tile) and writes only the thread's own accumulator, whose extra
+    elements nothing stores back."""
+    for o in ops:
+        for inner in o.walk():
+            if isinstance(inner, affine.StoreOp | memref.StoreOp):
+                if not is_private(inner.memref):
+                    return False
+            elif isinstance(inner, affine.LoadOp | memref.LoadOp):
+                space = gpu.memory_space(inner.memref.type)
+                if space not in (
+                    gpu.WORKGROUP_ADDRESS_SPACE,
+                    gpu.PRIVATE_ADDRESS_SPACE,
+                ):
+                    return False
+            elif not isinstance(
+                inner, PaddedLoadOp | affine.ForOp | affine.IfOp | affine.YieldOp
+            ) and not inner.has_trait(Pure):
+                return False
+    return True
+
+
+def _index_of(operands: list[SSAValue], v: SSAValue) -> int:
+    if v not in operands:
+        operands.append(v)
+    return operands.index(v)
+
+
+def _delinearize(
+    linear: SSAValue, extents: tuple[int, ...], out: list[Operation]
+) -> list[SSAValue | None]:
+    """`linear` split over `extents` (the last fastest); None where an extent is 1."""
+    found: list[SSAValue | None] = []
+    for k, e in enumerate(extents):
+        if e == 1:
+            found.append(None)
+            continue
+        stride = math.prod(extents[k + 1 :])
+        expr = AffineExpr.dimension(0)
+        expr = expr if stride == 1 else expr // stride
+        if math.prod(extents[:k]) > 1:
+            expr = expr % e
+        apply = affine.ApplyOp([linear], AffineMap(1, 0, (expr,)))
+        apply.result.name_hint = f"t{k}"
+        out.append(apply)
+        found.append(apply.result)
+    return found
+
+
+def _retarget_tile(
+    op: affine.LoadOp | affine.StoreOp | PaddedLoadOp,
+    buffer: SSAValue,
+    qs: list[SSAValue | None],
+) -> None:
+    """Point an access of a private buffer at the thread's register-tile element."""
+    indices = [q for q in qs if q is not None]
+    results = []
+    for q in qs:
+        results.append(
+            AffineExpr.constant(0)
+            if q is None
+            else AffineExpr.dimension(indices.index(q))
+        )
+    m = AffineMap(len(indices), 0, tuple(results))
+    if isinstance(op, affine.StoreOp):
+        new: Operation = affine.StoreOp(op.value, buffer, indices, m)
+    else:
+        new = affine.LoadOp(buffer, indices, m)
+        new.results[0].name_hint = op.results[0].name_hint
+    op.parent_block().insert_op_before(new, op)  # pyright: ignore
+    if op.results:
+        op.results[0].replace_all_uses_with(new.results[0])
+    _erase(op)
 
 
 def _compact_set(

@@ -22,6 +22,7 @@ from affinec.transforms.nvvm import (  # noqa: F401  (importing registers the co
     arith_to_llvm,
     cf_to_llvm,
     gpu_to_nvvm,
+    math_to_llvm,
     memref_to_llvm,
 )
 from affinec.transforms.nvvm.converter import KernelConverter, check_convertible
