@@ -30,8 +30,8 @@ kernels; the order of summation of each output is unchanged. The other bands (th
 copies into shared memory) are shared out in turns over the same threads,
 consecutive threads taking consecutive elements (coalesced).
 
-Options: `threads-per-block` (0: the largest block band's size, at most 256, or the
-threads a register tile leaves), `register-tile`. Runs after
+Options: `threads-per-block` (0: the size of the bands that keep an accumulator, or
+else of the largest band, at most 256; or the threads a register tile leaves), `register-tile`. Runs after
 `affinec-place-buffers`.
 """
 
@@ -59,8 +59,8 @@ class AffinecMapThreads(ModulePass):
     name = "affinec-map-threads"
 
     threads_per_block: int = 0
-    """Threads of each block; 0 picks the largest block band's size, at most 256
-    (with a register tile: the threads the tile leaves)."""
+    """Threads of each block; 0 picks the accumulator bands' size (else the largest
+    band's), at most 256 (with a register tile: the threads the tile leaves)."""
 
     register_tile: tuple[int, ...] = ()
     """Per dimension of the accumulator bands, the iterations one thread owns."""

@@ -110,7 +110,10 @@ def plan_threads(
         if mapping_of(phase.op) != BLOCK:
             raise PassError(phase.op, "this band is already mapped to threads")
     if not register_tile:
-        largest = max((p.total for p in analysis.phases), default=1)
+        # One thread per output of the block if it fits (the copies share out in
+        # turns); else one per iteration of the largest phase.
+        sized = accumulator_phases(analysis) or analysis.phases
+        largest = max((p.total for p in sized), default=1)
         threads = threads_per_block or max(1, min(DEFAULT_THREADS_PER_BLOCK, largest))
         return ThreadPlan(threads)
     grid = analysis.grid.op
