@@ -349,7 +349,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if ok:
         ms = time_kernel(kernel, inputs, repeat=args.repeat)
         print(
-            f"time: {ms:.3f} ms (median of {args.repeat}), "
+            f"time: {ms:.3f} ms (median of {args.repeat} batches), "
             f"{spec.flops / (ms * 1e-3) / 1e12:.2f} TFLOP/s"
         )
     return 0 if ok else 1
@@ -438,7 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for sub in add_spec_subcommands(run, "run").choices.values():
         add_compile_arguments(sub)
-        sub.add_argument("--repeat", type=int, default=20, help="timed launches")
+        sub.add_argument("--repeat", type=int, default=10, help="timed batches")
         sub.add_argument("--seed", type=int, default=0, help="seed of the inputs")
     run.set_defaults(run=cmd_run)
 

@@ -76,6 +76,7 @@ BLOCK_PIXELS = 128
 REGISTER_CHANNELS = 8
 REGISTER_PIXELS = 8
 MAX_THREADS = 256
+MIN_THREADS = 64
 REDUCTION_STEP = 8
 """Input channels (the GEMM's K) copied into shared memory per step."""
 
@@ -127,6 +128,14 @@ def config_for(spec: Spec) -> KernelConfig:
                 break
         if not grown:
             break
+    while threads < MIN_THREADS:
+        # A small block: fewer outputs a thread, more threads.
+        d = max(range(len(registers)), key=lambda k: registers[k])
+        if registers[d] == 1:
+            break
+        r = _divisor_at_most(tiles[d], registers[d] // 2)
+        threads = threads * registers[d] // r
+        registers[d] = r
     return KernelConfig(
         tile_sizes=tuple(tiles),
         reduction_tile_sizes=_reduction_tiles(spec),
