@@ -4,13 +4,17 @@ DESIGN.md's table (the ones launch overhead would distort most).
 
     python benchmarks/timing_check.py measure OUT.json       # the harness's figures
     ncu --csv --print-units base --metrics gpu__time_duration.sum \
-        --nvtx --nvtx-include 'timed/' -o ... \
+        --clock-control none --cache-control none \
+        --nvtx --nvtx-include 'timed/' --log-file NCU.csv \
         python benchmarks/timing_check.py launch             # each kernel 5 times
     python benchmarks/timing_check.py compare OUT.json NCU.csv
 
 `scripts/gpu_session.sh` runs the three. `launch` brackets the launches to measure
 with an NVTX range `timed`, so cuDNN's algorithm search and the warm-up stay out of
-ncu's report; every kernel in the range that is not ours is cuDNN's.
+ncu's report; every kernel in the range that is not ours is cuDNN's. ncu runs with
+the GPU's clocks as they are and without flushing caches (`--clock-control none
+--cache-control none`, as the harness sees the GPU), and both rotate over as many
+input sets as the harness does.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import sys
 
 from affinec.benchmark import (
     DESIGN_CONVOLUTIONS,
+    _input_sets,
     _ours_layout,
     _torch_tensors,
     time_cudnn,
@@ -42,7 +47,7 @@ def _setup(name: str, dtype: str):
     torch.backends.cudnn.benchmark = True
     spec = with_format(DESIGN_CONVOLUTIONS[name], dtype)
     generator = torch.Generator(device="cuda").manual_seed(0)
-    data = [_torch_tensors(spec, generator) for _ in range(2)]
+    data = [_torch_tensors(spec, generator) for _ in range(_input_sets(spec))]
     kernel = compile_to_ptx(spec, arch=current_arch()).runtime_kernel()
     shape = torch_conv(spec, *data[0], relu=False).permute(0, 2, 3, 1).shape
     dtype_t = torch.float16 if dtype == "f16" else torch.float32
@@ -82,10 +87,10 @@ def launch() -> None:
         torch.cuda.synchronize()
         torch.cuda.nvtx.range_push("timed")
         for k in range(LAUNCHES):
-            kernel.launch(bound[k % 2])
+            kernel.launch(bound[k % len(bound)])
         torch.cuda.synchronize()
         for k in range(LAUNCHES):
-            torch_conv(spec, *data[k % 2], relu=False)
+            torch_conv(spec, *data[k % len(data)], relu=False)
         torch.cuda.synchronize()
         torch.cuda.nvtx.range_pop()
         torch.backends.cudnn.allow_tf32 = True
@@ -97,7 +102,7 @@ def compare(json_path: str, csv_path: str) -> int:
     with open(csv_path) as f:
         rows = list(csv.DictReader(line for line in f if line.startswith('"')))
     durations = [
-        (r["Kernel Name"], float(r["Metric Value"]) / 1e6)  # ns -> ms
+        (r["Kernel Name"], float(r["Metric Value"].replace(",", "")) / 1e6)  # ns -> ms
         for r in rows
         if r.get("Metric Name") == "gpu__time_duration.sum"
     ]

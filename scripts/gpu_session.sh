@@ -40,6 +40,7 @@ step_bench() {
 step_timing() {
   run timing-measure 200 $PY benchmarks/timing_check.py measure "$OUT/timing.json"
   run timing-ncu 200 ncu --csv --print-units base --metrics gpu__time_duration.sum \
+    --clock-control none --cache-control none \
     --nvtx --nvtx-include 'timed/' --log-file "$OUT/timing-ncu.csv" \
     python3 benchmarks/timing_check.py launch
   run timing-compare 30 $PY benchmarks/timing_check.py compare "$OUT/timing.json" \
@@ -48,7 +49,7 @@ step_timing() {
 }
 
 step_profile() {
-  run profile 300 ncu --section SpeedOfLight --section Occupancy \
+  run profile 300 ncu --clock-control none --section SpeedOfLight --section Occupancy \
     --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
     --section ComputeWorkloadAnalysis -k regex:^conv_kernel \
     python3 benchmarks/profile_kernels.py
