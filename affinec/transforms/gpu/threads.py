@@ -61,7 +61,8 @@ from affinec.dialects.affinec import (
     PaddedLoadOp,
     mapping_of,
 )
-from affinec.transforms.affine.analysis import is_defined_inside
+from affinec.dtypes import element_size
+from affinec.transforms.affine.analysis import constant_trip_extent, is_defined_inside
 from affinec.transforms.gpu.bands import Band, GridAnalysis, band_ivs, is_private
 from affinec.transforms.gpu.placement import alloc_before
 
@@ -94,15 +95,27 @@ class ThreadPlan:
     (empty: every phase is shared out in turns)."""
     thread_extents: tuple[int, ...] = ()
     """Per dimension of the accumulator phases, the threads along it."""
+    vector_width: int = 1
+    """Iterations a thread owns contiguously along the innermost dimension: its tile
+    there is `vector_width`-wide chunks, consecutive threads taking consecutive
+    chunks, so its reads of a buffer contiguous along that dimension can be one
+    16-byte access per chunk."""
 
 
 MAX_REGISTER_TILE = 256
+
+MAX_UNROLLED_STEPS = 16
+"""The innermost reduction loop of a register-tiled band is unrolled up to this many
+steps (each step is a whole register tile of multiply-adds)."""
 """Elements of one thread's register tile: its loops are unrolled, so more would be
 slow to compile and spill."""
 
 
 def plan_threads(
-    analysis: GridAnalysis, threads_per_block: int, register_tile: tuple[int, ...]
+    analysis: GridAnalysis,
+    threads_per_block: int,
+    register_tile: tuple[int, ...],
+    vector_width: int = 0,
 ) -> ThreadPlan:
     """The threads of each block and how the phases share them; refuses a band
     already mapped and a register tile that does not fit the accumulator phases."""
@@ -158,7 +171,34 @@ def plan_threads(
             f"register-tile {','.join(map(str, register_tile))} leaves {threads} "
             f"threads, more than {MAX_THREADS_PER_BLOCK}",
         )
-    return ThreadPlan(threads, register_tile, thread_extents)
+    if vector_width == 0:
+        vector_width = _natural_vector_width(phases, register_tile[-1])
+    elif vector_width < 1 or register_tile[-1] % vector_width:
+        raise PassError(
+            phases[0].op,
+            f"vector-width {vector_width} does not divide the register tile's "
+            f"innermost size {register_tile[-1]}",
+        )
+    return ThreadPlan(threads, register_tile, thread_extents, vector_width)
+
+
+VECTOR_BYTES = 16
+
+
+def _natural_vector_width(phases: list[Band], innermost: int) -> int:
+    """16 bytes of the narrowest element the phases read from shared memory, if the
+    tile's innermost size is a multiple of it; else 1 (strided)."""
+    sizes = [
+        element_size(o.memref.type.get_element_type())  # pyright: ignore
+        for p in phases
+        for o in p.op.walk()
+        if isinstance(o, affine.LoadOp)
+        and gpu.memory_space(o.memref.type) == gpu.WORKGROUP_ADDRESS_SPACE
+    ]
+    if not sizes:
+        return 1
+    width = VECTOR_BYTES // min(sizes)
+    return width if innermost % width == 0 else 1
 
 
 def accumulator_phases(analysis: GridAnalysis) -> list[Band]:
@@ -326,6 +366,7 @@ def _distribute_tiled(
     # The perfect nest inside the band (loops whose bounds do not use its ivs).
     site = body
     block = op.body.block
+    nest: list[affine.ForOp] = []
     while True:
         inner = [o for o in block.ops if not isinstance(o, affine.YieldOp)]
         if not (
@@ -346,6 +387,11 @@ def _distribute_tiled(
         assert isinstance(yield_op, affine.YieldOp)
         site, block = loop.body.block, loop.body.block
         block.detach_op(yield_op)
+        nest.append(loop)
+    if nest and 0 < (constant_trip_extent(nest[-1]) or 0) <= MAX_UNROLLED_STEPS:
+        # Unrolled, the loads of consecutive steps sit side by side: LLVM merges
+        # those of one thread's contiguous elements into one 16-byte access.
+        nest[-1].attributes[UNROLL] = UnitAttr()
     innermost = [o for o in block.ops if not isinstance(o, affine.YieldOp)]
     for o in innermost:
         o.detach()
@@ -370,12 +416,20 @@ def _distribute_tiled(
     ivs: list[SSAValue] = []
     operands: list[SSAValue] = []
     constraints: list[AffineConstraintExpr] = []
+    last = len(phase.dims) - 1
     for d, (dim, t, q) in enumerate(zip(phase.dims, ts, qs, strict=True)):
         threads_d = plan.thread_extents[d]
-        idx_operands = [v for v in (t, q) if v is not None]
+        v = plan.vector_width if d == last else 1
+        idx_operands = [x for x in (t, q) if x is not None]
         idx = AffineExpr.constant(0)
-        for k, v in enumerate(idx_operands):
-            idx = idx + AffineExpr.dimension(k) * (threads_d if v is q else 1)
+        for k, x in enumerate(idx_operands):
+            e = AffineExpr.dimension(k)
+            if x is t:
+                idx = idx + e * v
+            elif v == 1:
+                idx = idx + e * threads_d
+            else:  # chunk q // v of the thread's, element q % v of the chunk
+                idx = idx + (e // v) * (threads_d * v) + e % v
         if threads_d * plan.register_tile[d] > dim.extent:
             constraints.append(
                 _ge0(
