@@ -241,6 +241,11 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
         help="outputs one thread owns along each output dimension",
     )
     knobs.add_argument(
+        "--unroll-steps",
+        type=int,
+        help="reduction steps unrolled together in a register-tiled band",
+    )
+    knobs.add_argument(
         "--separate",
         action="store_true",
         default=None,
@@ -280,6 +285,7 @@ KNOBS = (
     "tile_sizes",
     "reduction_tile_sizes",
     "register_tile",
+    "unroll_steps",
     "separate",
     "promote",
     "fma",

@@ -32,6 +32,9 @@ class KernelConfig:
     register_tile: tuple[int, ...] = ()
     """Iterations of the accumulator bands one thread owns, per output dimension
     (empty: the block's iterations are shared out in turns)."""
+    unroll_steps: int = 0
+    """Steps of the innermost reduction loop unrolled together in a register-tiled
+    band (0: rolled)."""
     fma: bool = True
     """Contract multiply-adds into fused ones (`affinec-contract-fma`)."""
     index_bitwidth: int = 0

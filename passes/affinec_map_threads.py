@@ -26,8 +26,8 @@ accumulator), each thread owns a small tile of those bands instead: along dimens
 threads along `d`; along the innermost dimension in chunks of `vector-width`
 contiguous iterations, so one 16-byte shared-memory load serves a chunk), the
 reduction loops of the band move outside the tile's unrolled loops (the innermost
-of them unrolled too, up to 16 steps), and the accumulator becomes the thread's
-register tile. Every value read in
+of them unrolled by `unroll-steps`, if asked), and the accumulator becomes the
+thread's register tile. Every value read in
 the innermost body then serves a whole row or column of the tile, as in fast SIMT
 kernels; the order of summation of each output is unchanged. The other bands (the
 copies into shared memory) are shared out in turns over the same threads,
@@ -73,6 +73,10 @@ class AffinecMapThreads(ModulePass):
     innermost dimension (0: 16 bytes of the shared buffers' elements when the tile
     allows it, else 1: strided)."""
 
+    unroll_steps: int = 0
+    """With a register tile: unroll the innermost reduction loop by this many steps
+    (0: leave it rolled). More steps merge more loads but keep more values alive."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
         grids = grid_parallels(op)
@@ -83,7 +87,11 @@ class AffinecMapThreads(ModulePass):
             analysis = analyze_grid(g)
             require_placed(analysis, self.name)
             plan = plan_threads(
-                analysis, self.threads_per_block, self.register_tile, self.vector_width
+                analysis,
+                self.threads_per_block,
+                self.register_tile,
+                self.vector_width,
+                self.unroll_steps,
             )
             work.append((analysis, plan))
         for analysis, plan in work:

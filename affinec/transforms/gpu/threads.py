@@ -57,12 +57,14 @@ from affinec.dialects.affinec import (
     BLOCK,
     MAPPING,
     THREAD,
+    TILE,
     UNROLL,
     PaddedLoadOp,
     mapping_of,
 )
 from affinec.dtypes import element_size
 from affinec.transforms.affine.analysis import constant_trip_extent, is_defined_inside
+from affinec.transforms.affine.tiling import tile_band
 from affinec.transforms.gpu.bands import Band, GridAnalysis, band_ivs, is_private
 from affinec.transforms.gpu.placement import alloc_before
 
@@ -95,6 +97,9 @@ class ThreadPlan:
     (empty: every phase is shared out in turns)."""
     thread_extents: tuple[int, ...] = ()
     """Per dimension of the accumulator phases, the threads along it."""
+    unroll_steps: int = 0
+    """Steps of the innermost reduction loop of a register-tiled band unrolled
+    together (0: none)."""
     vector_width: int = 1
     """Iterations a thread owns contiguously along the innermost dimension: its tile
     there is `vector_width`-wide chunks, consecutive threads taking consecutive
@@ -105,8 +110,8 @@ class ThreadPlan:
 MAX_REGISTER_TILE = 256
 
 MAX_UNROLLED_STEPS = 16
-"""The innermost reduction loop of a register-tiled band is unrolled up to this many
-steps (each step is a whole register tile of multiply-adds)."""
+"""The most steps of the innermost reduction loop unrolled (each step is a whole
+register tile of multiply-adds)."""
 """Elements of one thread's register tile: its loops are unrolled, so more would be
 slow to compile and spill."""
 
@@ -116,6 +121,7 @@ def plan_threads(
     threads_per_block: int,
     register_tile: tuple[int, ...],
     vector_width: int = 0,
+    unroll_steps: int = 0,
 ) -> ThreadPlan:
     """The threads of each block and how the phases share them; refuses a band
     already mapped and a register tile that does not fit the accumulator phases."""
@@ -179,7 +185,15 @@ def plan_threads(
             f"vector-width {vector_width} does not divide the register tile's "
             f"innermost size {register_tile[-1]}",
         )
-    return ThreadPlan(threads, register_tile, thread_extents, vector_width)
+    if not 0 <= unroll_steps <= MAX_UNROLLED_STEPS:
+        raise PassError(
+            phases[0].op,
+            f"unroll-steps must be between 0 and {MAX_UNROLLED_STEPS}, got "
+            f"{unroll_steps}",
+        )
+    return ThreadPlan(
+        threads, register_tile, thread_extents, unroll_steps, vector_width
+    )
 
 
 VECTOR_BYTES = 16
@@ -388,10 +402,8 @@ def _distribute_tiled(
         site, block = loop.body.block, loop.body.block
         block.detach_op(yield_op)
         nest.append(loop)
-    if nest and 0 < (constant_trip_extent(nest[-1]) or 0) <= MAX_UNROLLED_STEPS:
-        # Unrolled, the loads of consecutive steps sit side by side: LLVM merges
-        # those of one thread's contiguous elements into one 16-byte access.
-        nest[-1].attributes[UNROLL] = UnitAttr()
+    if nest and plan.unroll_steps and (moved := _unroll_steps(nest[-1], plan)):
+        site = block = moved
     innermost = [o for o in block.ops if not isinstance(o, affine.YieldOp)]
     for o in innermost:
         o.detach()
@@ -497,6 +509,29 @@ def _distribute_tiled(
                 and inner.memref in private
             ):
                 _retarget_tile(inner, private[inner.memref], qs)
+
+
+def _unroll_steps(loop: affine.ForOp, plan: ThreadPlan) -> Block | None:
+    """Unroll the innermost reduction loop of a register-tiled band by the plan's
+    `unroll_steps`: strip-mined into an outer loop and an unrolled inner loop of
+    that many steps (a loop no longer is unrolled whole). Unrolled, the loads of
+    consecutive steps sit side by side and LLVM merges those of contiguous elements
+    into one vector access, at the price of keeping more values alive. The order of
+    summation is unchanged. Returns the block the body now sits in, if it moved."""
+    steps = plan.unroll_steps
+    trips = constant_trip_extent(loop)
+    if trips is None or trips <= 1:
+        return None
+    if trips <= steps or trips % steps:
+        loop.attributes[UNROLL] = UnitAttr()
+        return None
+    (_, points) = tile_band([loop], [steps])
+    (point,) = points
+    outer = point.parent_op()
+    assert isinstance(outer, affine.ForOp)
+    del outer.attributes[TILE]  # a loop of steps inside a thread, not a tile loop
+    point.attributes[UNROLL] = UnitAttr()
+    return point.body.block
 
 
 def _only_touches_the_block(ops: list[Operation]) -> bool:
