@@ -125,9 +125,11 @@ def plan_threads(
 ) -> ThreadPlan:
     """The threads of each block and how the phases share them; refuses a band
     already mapped and a register tile that does not fit the accumulator phases."""
-    for phase in analysis.phases:
-        if mapping_of(phase.op) != BLOCK:
-            raise PassError(phase.op, "this band is already mapped to threads")
+    mapped = [p for p in analysis.phases if mapping_of(p.op) != BLOCK]
+    if mapped:
+        return _plan_beside_thread_bands(
+            analysis, mapped, threads_per_block, register_tile
+        )
     if not register_tile:
         # One thread per output of the block if it fits (the copies share out in
         # turns); else one per iteration of the largest phase.
@@ -215,6 +217,38 @@ def _natural_vector_width(phases: list[Band], innermost: int) -> int:
     return width if innermost % width == 0 else 1
 
 
+def _plan_beside_thread_bands(
+    analysis: GridAnalysis,
+    mapped: list[Band],
+    threads_per_block: int,
+    register_tile: tuple[int, ...],
+) -> ThreadPlan:
+    """Some phases are thread bands already (a warp-level MMA): their size is the
+    block's, and the block bands left are shared out in turns over it."""
+    sizes = {p.total for p in mapped}
+    if len(sizes) > 1:
+        raise PassError(
+            analysis.grid.op,
+            f"its thread bands have different sizes ({sorted(sizes)})",
+        )
+    threads = sizes.pop()
+    if threads_per_block and threads_per_block != threads:
+        raise PassError(
+            mapped[0].op,
+            f"the thread bands have {threads} threads, but threads-per-block is "
+            f"{threads_per_block}",
+        )
+    if register_tile:
+        raise PassError(
+            mapped[0].op,
+            "register-tile applies to block bands with an accumulator; this grid "
+            "band's accumulator is already mapped to threads",
+        )
+    if not any(mapping_of(p.op) == BLOCK for p in analysis.phases):
+        raise PassError(mapped[0].op, "this band is already mapped to threads")
+    return ThreadPlan(threads)
+
+
 def accumulator_phases(analysis: GridAnalysis) -> list[Band]:
     """The phases that touch a private buffer (all of one iteration space)."""
     return [
@@ -265,6 +299,8 @@ def _shrink_private_buffers(
         )
         if phase is None:
             raise PassError(alloc, "a private buffer that no phase uses")
+        if mapping_of(phase.op) != BLOCK:
+            continue  # a thread band's own buffer, already per thread
         t = buffer.type
         assert isinstance(t, MemRefType)
         shape = list(plan.register_tile) or [turns(phase, plan.threads)]
