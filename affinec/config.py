@@ -32,6 +32,9 @@ class KernelConfig:
     register_tile: tuple[int, ...] = ()
     """Iterations of the accumulator bands one thread owns, per output dimension
     (empty: the block's iterations are shared out in turns)."""
+    vector_width: int = 0
+    """Outputs a thread owns contiguously along the innermost dimension of its
+    register tile (0: 16 bytes' worth when the tile allows, 1: strided)."""
     unroll_steps: int = 0
     """Steps of the innermost reduction loop unrolled together in a register-tiled
     band (0: rolled)."""

@@ -70,6 +70,7 @@ def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]
         AffinecMapThreads(
             threads_per_block=config.threads_per_block,
             register_tile=config.register_tile,
+            vector_width=config.vector_width,
             unroll_steps=config.unroll_steps,
         ),
         *([AffinecContractFma()] if config.fma else []),

@@ -120,7 +120,8 @@ def channel_order(
     (`c` in a convolution's input and filter, `p` in a matrix product; the filter
     taps `r`, `s` index the input together with the output pixels, so they do not
     qualify). A tensor-core MMA reads 16-byte rows along its k: both operands want it
-    contiguous, whatever the tensors' layouts. Refuses a band with no such loop."""
+    contiguous, whatever the tensors' layouts. Without such a loop (the channel loop
+    of one iteration was folded away) the buffers keep the source's order."""
     loops = {
         o.induction_variable: o for o in band.walk() if isinstance(o, affine.ForOp)
     }
@@ -144,11 +145,7 @@ def channel_order(
             found if candidates is None else [v for v in candidates if v in found]
         )
     if not candidates:
-        raise PassError(
-            band,
-            "no reduction loop indexes every copied buffer alone, so no dimension can "
-            "be the innermost (reduction-innermost)",
-        )
+        return [tuple(range(len(f.extents))) for f in footprints]
     channel = candidates[-1]  # the innermost such loop
     orders = []
     for f, alone in zip(footprints, dims_of, strict=True):
