@@ -29,6 +29,12 @@ def _gpu() -> Dialect:
     return Gpu
 
 
+def _nvgpu() -> Dialect:
+    from affinec.dialects.nvgpu import NVGPU
+
+    return NVGPU
+
+
 def _nvvm() -> Dialect:
     from affinec.dialects.nvvm import NVVM
 
@@ -39,6 +45,7 @@ AFFINEC_DIALECTS: dict[str, Callable[[], Dialect]] = {
     "affine": _affine,
     "affinec": _affinec,
     "gpu": _gpu,
+    "nvgpu": _nvgpu,
     "nvvm": _nvvm,
 }
 """Dialects of ours, by name; those also in xDSL replace xDSL's in our context."""
