@@ -12,7 +12,8 @@ its intrinsic (`op.intrinsic()`, with the operands and then `op.immediates()` as
 constants; an `nvvm.mma.sync` or `nvvm.ldmatrix` returns a struct, read with
 `llvm.extractvalue`), and `llvm.extractelement` (which xDSL's backend lacks) an
 `extractelement`. Vectors such as `<2 x half>` and their `bitcast` to i32 go through
-xDSL's backend as they are.
+xDSL's backend as they are. Neither llvmlite nor xDSL's backend knows LLVM's `bfloat`:
+`BFloatType` is it, and this module registers it for xDSL's `bf16`.
 
 PTX comes from llvmlite's NVPTX target: the module is optimized at `-O3` and compiled
 for `sm_80` (default) or `sm_90` with PTX ISA 8.0 (`+ptx80`), a version CUDA 13.0's
@@ -28,10 +29,13 @@ from functools import cache
 
 import llvmlite.binding as llvm_binding
 import llvmlite.ir as ir
+import numpy as np
+from llvmlite.ir.types import _BaseFloatType
+from xdsl.backend.llvm import convert_type as xdsl_convert_type
 from xdsl.backend.llvm.convert_op import convert_op, create_constant
 from xdsl.backend.llvm.convert_type import convert_type
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import DenseArrayBase, DictionaryAttr, ModuleOp
+from xdsl.dialects.builtin import BFloat16Type, DenseArrayBase, DictionaryAttr, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 
 from affinec.diagnostics import OpError
@@ -50,6 +54,30 @@ MAX_PTX_MAJOR = 8
 
 class EmitterError(OpError):
     """The module cannot be emitted; `op` (when set) is the op at fault."""
+
+
+class BFloatType(_BaseFloatType):
+    """LLVM's `bfloat`, which llvmlite lacks (constants are written `0xR` and the
+    16 bits)."""
+
+    null = "0.0"
+    intrinsic_name = "bf16"
+
+    def __str__(self) -> str:
+        return "bfloat"
+
+    def format_constant(self, value) -> str:
+        from affinec.dtypes import BFLOAT16
+
+        bits = int(np.array([value], BFLOAT16).view(np.uint16)[0])
+        return f"0xR{bits:04X}"
+
+
+BFloatType._create_instance()
+# xDSL 0.74's LLVM backend has no converter for bf16: register ours.
+xdsl_convert_type._TYPE_CONVERTERS.setdefault(  # pyright: ignore[reportPrivateUsage]
+    BFloat16Type, lambda _: BFloatType()
+)
 
 
 @dataclass(frozen=True)
