@@ -15,6 +15,11 @@ The lane arithmetic is written out here from the PTX ISA's formulas, independent
 
 `swap_lanes=(i, j)` makes lanes i and j store each other's D fragment (a lowering
 that swapped two lanes' fragment elements): the result must come out wrong.
+
+With `operands="tf32"` (m16n8k8) there is no ldmatrix (it moves 16-bit elements):
+each lane loads its fragments from global memory, A's register r from row
+g + 8(r % 2), column t + 4(r / 2), B's from k = t + 4r, n = g. `epilogue` adds a
+broadcast 0.5 and a constant [[0, 1], [2, 3]] to the D fragment (vector arithmetic).
 """
 
 from __future__ import annotations
@@ -36,6 +41,11 @@ class MmaKernel:
     """B in memory (and shared memory) as [n][k] (True) or [k][n] (False)."""
     async_copy: bool = False
     swap_lanes: tuple[int, int] | None = None
+    epilogue: bool = False
+
+    @property
+    def k_step(self) -> int:
+        return 8 if self.operands == "tf32" else 16
 
     @property
     def m(self) -> int:
@@ -43,7 +53,7 @@ class MmaKernel:
 
     @property
     def k(self) -> int:
-        return 16 * self.k_steps
+        return self.k_step * self.k_steps
 
     @property
     def b_shape(self) -> tuple[int, int]:
@@ -54,9 +64,15 @@ class MmaKernel:
         from xdsl.dialects.builtin import BFloat16Type, Float16Type
 
         rng = np.random.default_rng(seed)
-        t = numpy_dtype(Float16Type() if self.operands == "f16" else BFloat16Type())
-        a = rng.uniform(-1, 1, (self.m, self.k)).astype(t)
-        b = rng.uniform(-1, 1, self.b_shape).astype(t)
+        if self.operands == "tf32":
+            # f16 values are exact in tf32: the MMA's truncation changes nothing.
+            a = rng.uniform(-1, 1, (self.m, self.k)).astype(np.float16)
+            b = rng.uniform(-1, 1, self.b_shape).astype(np.float16)
+            a, b = a.astype(np.float32), b.astype(np.float32)
+        else:
+            t = numpy_dtype(Float16Type() if self.operands == "f16" else BFloat16Type())
+            a = rng.uniform(-1, 1, (self.m, self.k)).astype(t)
+            b = rng.uniform(-1, 1, self.b_shape).astype(t)
         c = rng.uniform(-1, 1, (self.m, 8)).astype(np.float32)
         d = np.full((self.m, 8), np.nan, np.float32)
         return a, b, c, d
@@ -65,14 +81,22 @@ class MmaKernel:
         bkn = b.astype(np.float64)
         if self.b_k_contiguous:
             bkn = bkn.T
-        return a.astype(np.float64) @ bkn + c
+        d = a.astype(np.float64) @ bkn + c
+        if self.epilogue:
+            rows, cols = np.indices(d.shape)
+            d += 0.5 + EPILOGUE[(rows % 16) // 8, cols % 2]
+        return d
 
     def text(self) -> str:
         return _module(self)
 
 
+EPILOGUE = np.array([[0.0, 1.0], [2.0, 3.0]])
+"""What the epilogue adds to each lane's D fragment, by (register, element)."""
+
+
 def _ty(k: MmaKernel) -> str:
-    return k.operands
+    return "f32" if k.operands == "tf32" else k.operands
 
 
 def _module(k: MmaKernel) -> str:
@@ -108,8 +132,9 @@ def _module(k: MmaKernel) -> str:
     add("%lane = arith.remui %tid, %c32 : index")
     add("%warp = arith.divui %tid, %c32 : index")
     add("%wrow = arith.muli %warp, %c16 : index")
-    _copy(k, add, "a", "sa", m, kk, a_t, sa_t)
-    _copy(k, add, "b", "sb", bm, bn, b_t, sb_t)
+    if k.operands != "tf32":
+        _copy(k, add, "a", "sa", m, kk, a_t, sa_t)
+        _copy(k, add, "b", "sb", bm, bn, b_t, sb_t)
     if k.async_copy:
         add("%grp = nvgpu.device_async_create_group")
         add("nvgpu.device_async_wait %grp {numGroups = 0 : i32}")
@@ -133,9 +158,60 @@ def _module(k: MmaKernel) -> str:
             n += 1
     add(f"%kk = arith.constant {kk} : index")
     add(
-        f"%dfrag = scf.for %ks = %c0 to %kk step %c16 iter_args(%acc = %acc_{n}) "
-        "-> (vector<2x2xf32>) {"
+        f"%dfrag = scf.for %ks = %c0 to %kk step %c{k.k_step} "
+        f"iter_args(%acc = %acc_{n}) -> (vector<2x2xf32>) {{"
     )
+    if k.operands == "tf32":
+        _tf32_fragments(add, a_t, b_t)
+    else:
+        _ldmatrix_fragments(k, add, t, sa_t, sb_t)
+    shape = "[16, 8, 8], tf32Enabled" if k.operands == "tf32" else "[16, 8, 16]"
+    a_frag, b_frag = (
+        ("vector<4x1xf32>", "vector<2x1xf32>")
+        if k.operands == "tf32"
+        else (f"vector<4x2x{t}>", f"vector<2x2x{t}>")
+    )
+    add(
+        f"  %dnext = nvgpu.mma.sync (%fa, %fb, %acc) {{mmaShape = {shape}}} : "
+        f"({a_frag}, {b_frag}, vector<2x2xf32>) -> vector<2x2xf32>"
+    )
+    add("  scf.yield %dnext : vector<2x2xf32>")
+    add("}")
+    _store_d(k, add, c_t)
+    add("gpu.return")
+    lines += ["      " + b for b in body]
+    lines += ["    }", "  }", "}"]
+    return "\n".join(lines)
+
+
+def _tf32_fragments(add, a_t: str, b_t: str) -> None:
+    """Each lane loads its A and B registers from global memory (tf32: one f32 each)."""
+    add("  %fa_0 = ub.poison : vector<4x1xf32>")
+    for r in range(4):
+        add(f"  %ar{r}0 = arith.addi %g, %c{8 * (r % 2)} : index")
+        add(f"  %ar{r} = arith.addi %ar{r}0, %wrow : index")
+        add(f"  %ac{r}0 = arith.addi %tg, %c{4 * (r // 2)} : index")
+        add(f"  %ac{r} = arith.addi %ac{r}0, %ks : index")
+        add(f"  %av{r} = memref.load %a[%ar{r}, %ac{r}] : {a_t}")
+        into = "%fa" if r == 3 else f"%fa_{r + 1}"
+        add(
+            f"  {into} = vector.insert %av{r}, %fa_{r}[{r}, 0] : f32 into "
+            "vector<4x1xf32>"
+        )
+    add("  %fb_0 = ub.poison : vector<2x1xf32>")
+    for r in range(2):
+        add(f"  %bk{r}0 = arith.addi %tg, %c{4 * r} : index")
+        add(f"  %bk{r} = arith.addi %bk{r}0, %ks : index")
+        add(f"  %bv{r} = memref.load %b[%g, %bk{r}] : {b_t}")
+        into = "%fb" if r == 1 else f"%fb_{r + 1}"
+        add(
+            f"  {into} = vector.insert %bv{r}, %fb_{r}[{r}, 0] : f32 into "
+            "vector<2x1xf32>"
+        )
+
+
+def _ldmatrix_fragments(k: MmaKernel, add, t: str, sa_t: str, sb_t: str) -> None:
+    """A and B fragments from shared memory with ldmatrix."""
     # A: ldmatrix x4 at row lane % 16, column 8 * (lane / 16).
     add("  %l16 = arith.remui %lane, %c16 : index")
     add("  %arow = arith.addi %l16, %wrow : index")
@@ -162,13 +238,18 @@ def _module(k: MmaKernel) -> str:
             "  %fb = nvgpu.ldmatrix %sb[%bk, %c0] {numTiles = 2 : i32, "
             f"transpose = true}} : {sb_t} -> vector<2x2x{t}>"
         )
-    add(
-        "  %dnext = nvgpu.mma.sync (%fa, %fb, %acc) {mmaShape = [16, 8, 16]} : "
-        f"(vector<4x2x{t}>, vector<2x2x{t}>, vector<2x2xf32>) -> vector<2x2xf32>"
-    )
-    add("  scf.yield %dnext : vector<2x2xf32>")
-    add("}")
+
+
+def _store_d(k: MmaKernel, add, c_t: str) -> None:
+    """Each lane stores its D fragment."""
     # D: the same element -> (row, column) rule, from a lane id that may be swapped.
+    if k.epilogue:
+        add("%half = arith.constant 0.5 : f32")
+        add("%halves = vector.broadcast %half : f32 to vector<2x2xf32>")
+        add("%bias = arith.constant dense<[[0.0, 1.0], [2.0, 3.0]]> : vector<2x2xf32>")
+        add("%e1 = arith.addf %dfrag, %halves : vector<2x2xf32>")
+        add("%dout = arith.addf %e1, %bias : vector<2x2xf32>")
+    result = "%dout" if k.epilogue else "%dfrag"
     lane = "%lane"
     if k.swap_lanes is not None:
         i, j = k.swap_lanes
@@ -188,13 +269,9 @@ def _module(k: MmaKernel) -> str:
         for e in range(2):
             add(f"%dcol{r}{e} = arith.addi %dt2, %c{e} : index")
             add(
-                f"%dv{r}{e} = vector.extract %dfrag[{r}, {e}] : f32 from vector<2x2xf32>"
+                f"%dv{r}{e} = vector.extract {result}[{r}, {e}] : f32 from vector<2x2xf32>"
             )
             add(f"memref.store %dv{r}{e}, %d[%drow{r}, %dcol{r}{e}] : {c_t}")
-    add("gpu.return")
-    lines += ["      " + b for b in body]
-    lines += ["    }", "  }", "}"]
-    return "\n".join(lines)
 
 
 def _copy(k: MmaKernel, add, src: str, dst: str, rows: int, cols: int, t, st) -> None:
