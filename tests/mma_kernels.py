@@ -247,7 +247,9 @@ def _store_d(k: MmaKernel, add, c_t: str) -> None:
         add("%half = arith.constant 0.5 : f32")
         add("%halves = vector.broadcast %half : f32 to vector<2x2xf32>")
         add("%bias = arith.constant dense<[[0.0, 1.0], [2.0, 3.0]]> : vector<2x2xf32>")
-        add("%e1 = arith.addf %dfrag, %halves : vector<2x2xf32>")
+        add("%zeros = arith.constant dense<0.0> : vector<2x2xf32>")
+        add("%e0 = arith.addf %dfrag, %zeros : vector<2x2xf32>")
+        add("%e1 = arith.addf %e0, %halves : vector<2x2xf32>")
         add("%dout = arith.addf %e1, %bias : vector<2x2xf32>")
     result = "%dout" if k.epilogue else "%dfrag"
     lane = "%lane"

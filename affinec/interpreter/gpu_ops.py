@@ -18,9 +18,9 @@ the simulation happened to run the threads in.
 Warp-collective ops (`ldmatrix`, `mma.sync`) are a rendezvous of the 32 lanes of a
 warp (`affinec.interpreter.warps`): each lane yields a `WarpCollective` with its
 operands, and once every lane of the warp waits at the same op, the op runs for the
-warp and each lane resumes with its share of the result. The threads of a block are
-stepped warp by warp, so a kernel with barriers only pays for this a grouping of its
-threads. An asynchronous copy (`affinec.interpreter.async_copies`) marks its
+warp and each lane resumes with its share of the result. Only a round in which some
+thread yields a collective pays for this: a kernel with barriers only checks the type
+of what each thread yields. An asynchronous copy (`affinec.interpreter.async_copies`) marks its
 destination pending until the wait that lands it: an access in between is a race.
 """
 
@@ -50,7 +50,7 @@ from affinec.interpreter.support import (
     numpy_dtype,
     poisoned,
 )
-from affinec.interpreter.warps import FINISHED, WARP_SIZE, step_warp
+from affinec.interpreter.warps import WarpCollective, run_collectives
 
 
 class DataRaceError(InterpreterError):
@@ -268,19 +268,30 @@ def run_grid(
                 state.thread = t
                 kernel(ctx, *args, *shared)
             continue
-        live = [(t, kernel(ctx, *args, *shared)) for t, ctx in enumerate(contexts)]
-        size = sx * sy * sz
+        live = [
+            (t, kernel(ctx, *args, *shared), None) for t, ctx in enumerate(contexts)
+        ]
         while live:
-            arrived: list[tuple[int, Any]] = []
+            arrived: list[tuple[int, Any, Any]] = []
             sites: set[Any] = set()
             finished: list[int] = []
-            for _, lanes in itertools.groupby(live, key=_warp_of):
-                for t, thread, site in step_warp(list(lanes), state, size):
-                    if site is FINISHED:
-                        finished.append(t)
-                    else:
-                        sites.add(site)
-                        arrived.append((t, thread))
+            collective = False
+            for t, thread, _ in live:
+                state.thread = t
+                try:
+                    site = next(thread)
+                except StopIteration:
+                    finished.append(t)
+                    continue
+                if type(site) is WarpCollective:
+                    collective = True
+                sites.add(site)
+                arrived.append((t, thread, site))
+            if collective:
+                arrived, finished = run_collectives(
+                    arrived, finished, state, sx * sy * sz
+                )
+                sites = {site for _, _, site in arrived}
             if arrived and (finished or len(sites) > 1):
                 what = (
                     f"{state.thread_name(finished[0])} returned"
@@ -293,10 +304,6 @@ def run_grid(
                 )
             state.next_epoch()
             live = arrived
-
-
-def _warp_of(entry: tuple[int, Any]) -> int:
-    return entry[0] // WARP_SIZE
 
 
 def workgroup_spec(args: Sequence[Any]) -> list[tuple[str, tuple[int, ...], np.dtype]]:

@@ -7,12 +7,13 @@ reads
 
     d_0 = yield WARP_COLLECTIVE_3(OP_4, MMA_5, (a_0, b_0, c_0))
 
-`step_warp` (called by `gpu_ops.run_grid` for the lanes of each warp in turn) runs
-every lane to its next yield; while they wait at a collective, it checks that all 32
-lanes of the warp wait at the same op (a partial warp, lanes at different ops or lanes
-that returned are an error naming the op), calls the op's function once with the 32
-operand tuples, and resumes each lane with its own result. Lanes then run on to the
-next collective, a barrier or their end.
+When a round of `gpu_ops.run_grid` (every thread run to its next yield) finds a lane
+at a collective, `run_collectives` takes over for that round: for each warp with a
+lane at a collective, it checks that all 32 lanes of the warp wait at the same op (a
+partial warp, lanes at different ops or lanes that returned are an error naming the
+op), calls the op's function once with the 32 operand tuples, and resumes each lane
+with its own result. Lanes then run on to the next collective, a barrier or their
+end.
 
 `ldmatrix` and `mma` here are the PTX ISA's semantics, with the layouts of
 `affinec.ir.mma_layouts`; the emitters of both levels (nvgpu's vectors and memrefs,
@@ -60,25 +61,43 @@ def _advance(thread, value):
         return FINISHED
 
 
-def step_warp(lanes: list[tuple[int, Any]], state, block_size: int) -> list:
-    """Run the lanes of one warp (`(linear thread id, coroutine)`, in order) to their
-    next barrier or end, executing the warp-collective ops they meet on the way.
-    Returns `(thread id, coroutine, barrier op or FINISHED)` per lane."""
-    steps = []
-    for t, thread in lanes:
-        state.thread = t
-        steps.append((t, thread, _advance(thread, None)))
-    while any(type(site) is WarpCollective for _, _, site in steps):
-        collective = _rendezvous(steps, state, block_size)
-        results = collective.execute(
-            collective.op, [site.operands for _, _, site in steps], state, steps[0][0]
-        )
-        resumed = []
-        for (t, thread, _), result in zip(steps, results, strict=True):
-            state.thread = t
-            resumed.append((t, thread, _advance(thread, result)))
-        steps = resumed
-    return steps
+def run_collectives(
+    arrived: list[tuple[int, Any, Any]], finished: list[int], state, block_size: int
+) -> tuple[list[tuple[int, Any, Any]], list[int]]:
+    """Finish a round of `gpu_ops.run_grid` in which some lanes yielded a
+    `WarpCollective`: warp by warp, execute the collective the warp's lanes wait at
+    and resume them, until every lane waits at a barrier or has returned.
+
+    `arrived` holds `(thread id, coroutine, what it yielded)`, `finished` the threads
+    that returned this round; both are returned updated."""
+    warps: dict[int, list] = {}
+    for entry in arrived:
+        warps.setdefault(entry[0] // WARP_SIZE, []).append(entry)
+    for t in finished:
+        warps.setdefault(t // WARP_SIZE, []).append((t, None, FINISHED))
+    out_arrived: list[tuple[int, Any, Any]] = []
+    out_finished: list[int] = []
+    for warp in sorted(warps):
+        steps = sorted(warps[warp], key=lambda entry: entry[0])
+        while any(type(site) is WarpCollective for _, _, site in steps):
+            collective = _rendezvous(steps, state, block_size)
+            results = collective.execute(
+                collective.op,
+                [site.operands for _, _, site in steps],
+                state,
+                steps[0][0],
+            )
+            resumed = []
+            for (t, thread, _), result in zip(steps, results, strict=True):
+                state.thread = t
+                resumed.append((t, thread, _advance(thread, result)))
+            steps = resumed
+        for t, thread, site in steps:
+            if site is FINISHED:
+                out_finished.append(t)
+            else:
+                out_arrived.append((t, thread, site))
+    return out_arrived, out_finished
 
 
 def _rendezvous(steps: list, state, block_size: int) -> WarpCollective:
@@ -251,6 +270,6 @@ __all__ = [
     "exact_dot",
     "ldmatrix",
     "mma",
-    "step_warp",
+    "run_collectives",
     "tf32",
 ]

@@ -194,7 +194,7 @@ def vector_constant(
     assert isinstance(t, VectorType)
     values = list(value.get_values())
     if all(v == 0 for v in values):
-        return c.emit(llvm.ZeroOp(c.type(t)))  # pyright: ignore[reportReturnType]
+        return c.emit(llvm.ZeroOp(result_types=[c.type(t)]))  # pyright: ignore
     shape = t.get_shape()
     element = t.get_element_type()
     lowered = c.type(element)
