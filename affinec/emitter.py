@@ -6,14 +6,15 @@ backend gets wrong for GPU code: it emits a GEP on a pointer outside address spa
 as a cast to a typed pointer in address space 0 (invalid), drops the alignment of
 globals and knows no kernels. So here: GEPs are built directly on opaque pointers of
 any address space, globals keep their alignment, kernels (`nvvm.kernel`) get the
-`ptx_kernel` calling convention and their `nvvm.maxntid` an `nvvm.annotations` entry,
-`llvm.noalias` arguments the `noalias` attribute, each `nvvm` op becomes a call of
-its intrinsic (`op.intrinsic()`, with the operands and then `op.immediates()` as i32
-constants; an `nvvm.mma.sync` or `nvvm.ldmatrix` returns a struct, read with
-`llvm.extractvalue`), and `llvm.extractelement` (which xDSL's backend lacks) an
-`extractelement`. Vectors such as `<2 x half>` and their `bitcast` to i32 go through
-xDSL's backend as they are. Neither llvmlite nor xDSL's backend knows LLVM's `bfloat`:
-`BFloatType` is it, and this module registers it for xDSL's `bf16`.
+`ptx_kernel` calling convention and their `nvvm.maxntid` and `nvvm.minctasm`
+`nvvm.annotations` entries, `llvm.noalias` arguments the `noalias` attribute, each
+`nvvm` op becomes a call of its intrinsic (`op.intrinsic()`, with the operands and then
+`op.immediates()` as i32 constants; an `nvvm.mma.sync` or `nvvm.ldmatrix` returns a
+struct, read with `llvm.extractvalue`), and `llvm.extractelement` (which xDSL's
+backend lacks) an `extractelement`. Vectors such as `<2 x half>` and their `bitcast`
+to i32 go through xDSL's backend as they are. Neither llvmlite nor xDSL's backend
+knows LLVM's `bfloat`: `BFloatType` is it, and this module registers it for xDSL's
+`bf16`.
 
 PTX comes from llvmlite's NVPTX target: the module is optimized at `-O3` and compiled
 for `sm_80` (default) or `sm_90` with PTX ISA 8.0 (`+ptx80`), a version CUDA 13.0's
@@ -35,14 +36,20 @@ from xdsl.backend.llvm import convert_type as xdsl_convert_type
 from xdsl.backend.llvm.convert_op import convert_op, create_constant
 from xdsl.backend.llvm.convert_type import convert_type
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import BFloat16Type, DenseArrayBase, DictionaryAttr, ModuleOp
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    DenseArrayBase,
+    DictionaryAttr,
+    IntegerAttr,
+    ModuleOp,
+)
 from xdsl.ir import Block, Operation, SSAValue
 
 from affinec.diagnostics import OpError
 from affinec.dialects import gpu, nvvm
 from affinec.dialects import llvm as llvm_extensions
 from affinec.dialects.affinec import UNROLL
-from affinec.dialects.nvvm import KERNEL, MAXNTID
+from affinec.dialects.nvvm import KERNEL, MAXNTID, MINCTASM
 
 TRIPLE = "nvptx64-nvidia-cuda"
 ARCHS = ("sm_80", "sm_90")
@@ -178,6 +185,16 @@ def _declare(op: llvm.FuncOp, out: ir.Module) -> None:
                         ir.Constant(ir.IntType(32), n),
                     ],
                 )
+        minctasm = op.attributes.get(MINCTASM)
+        if isinstance(minctasm, IntegerAttr):
+            out.add_named_metadata(
+                "nvvm.annotations",
+                [
+                    fn,
+                    ir.MetaDataString(out, "minctasm"),
+                    ir.Constant(ir.IntType(32), minctasm.value.data),
+                ],
+            )
 
 
 def _define(op: llvm.FuncOp, out: ir.Module) -> None:

@@ -387,8 +387,8 @@ func.func @f(%A: memref<8xf32>, %n: index) {
     _refused(text, "affinec-place-buffers", "no static bound")
 
 
-def test_index_bitwidth_must_be_32_or_64():
+def test_index_bitwidth_must_be_32_64_or_0():
     module = build(ConvSpec(1, 1, 3, 3, 1, 1, 1))
-    with pytest.raises(PassError, match="index-bitwidth must be 32 or 64"):
+    with pytest.raises(PassError, match="index-bitwidth must be 32, 64 or 0"):
         Pipeline.parse("affinec-default").run(module)  # fine
         Pipeline.parse("convert-gpu-to-nvvm{index-bitwidth=16}").run(module)
