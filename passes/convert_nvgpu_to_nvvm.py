@@ -50,7 +50,11 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from affinec.context import require_affinec_dialects
-from affinec.transforms.nvvm.nvgpu_to_nvvm import LOWERINGS, check_lowerable
+from affinec.transforms.nvvm.nvgpu_to_nvvm import (
+    LOWERINGS,
+    check_lowerable,
+    name_intermediates,
+)
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class ConvertNvgpuToNvvm(ModulePass):
             lower = LOWERINGS.lookup(o)
             assert lower is not None
             new_ops, results = lower(o)
+            name_intermediates(new_ops, results)
             # Tokens (results without a replacement) have lost their users already.
             replacements = results or [None] * len(o.results)
             Rewriter.replace_op(o, new_ops, replacements)

@@ -139,3 +139,73 @@ def test_a_copy_token_used_elsewhere_is_refused_before_rewriting():
     with pytest.raises(PassError, match="uses the async token of"):
         Pipeline.parse(TO_NVVM).run(module)
     assert str(module) == before
+
+
+MAPPED = """
+func.func @mma(%a: memref<16x16xf16>, %b: memref<8x16xf16>, %d: memref<16x8xf32>) {
+  affine.parallel (%bx) = (0) to (1) {
+    %sa = memref.alloc() : memref<16x16xf16, 3>
+    %sb = memref.alloc() : memref<8x16xf16, 3>
+    affine.parallel (%t) = (0) to (32) {
+      affine.for %j = 0 to 8 {
+        %v = affine.load %a[%t floordiv 2, (%t mod 2) * 8 + %j] : memref<16x16xf16>
+        affine.store %v, %sa[%t floordiv 2, (%t mod 2) * 8 + %j] : memref<16x16xf16, 3>
+      }
+      affine.for %j = 0 to 4 {
+        %w = affine.load %b[%t floordiv 4, (%t mod 4) * 4 + %j] : memref<8x16xf16>
+        affine.store %w, %sb[%t floordiv 4, (%t mod 4) * 4 + %j] : memref<8x16xf16, 3>
+      }
+    } {affinec.mapping = "thread"}
+    gpu.barrier
+    affine.parallel (%lane) = (0) to (32) {
+      %c2 = arith.constant 2 : index
+      %c8 = arith.constant 8 : index
+      %c16 = arith.constant 16 : index
+      %arow = arith.remui %lane, %c16 : index
+      %ah = arith.divui %lane, %c16 : index
+      %acol = arith.muli %ah, %c8 : index
+      %fa = nvgpu.ldmatrix %sa[%arow, %acol] {numTiles = 4 : i32, transpose = false} : memref<16x16xf16, 3> -> vector<4x2xf16>
+      %bn = arith.remui %lane, %c8 : index
+      %bq = arith.divui %lane, %c8 : index
+      %bh = arith.remui %bq, %c2 : index
+      %bk = arith.muli %bh, %c8 : index
+      %fb = nvgpu.ldmatrix %sb[%bn, %bk] {numTiles = 2 : i32, transpose = false} : memref<8x16xf16, 3> -> vector<2x2xf16>
+      %zero = arith.constant dense<0.0> : vector<2x2xf32>
+      %fd = nvgpu.mma.sync (%fa, %fb, %zero) {mmaShape = [16, 8, 16]} : (vector<4x2xf16>, vector<2x2xf16>, vector<2x2xf32>) -> vector<2x2xf32>
+{stores}
+    } {affinec.mapping = "thread"}
+  } {affinec.mapping = "grid"}
+  func.return
+}
+"""
+
+
+def test_the_mapped_level_runs_warp_ops_through_the_existing_lowering():
+    """A grid band with thread bands holding nvgpu ops (what the MMA pass will
+    produce) is interpreted, and the existing passes carry it to PTX."""
+    stores = "\n".join(
+        f"      %x{r}{e} = vector.extract %fd[{r}, {e}] : f32 from vector<2x2xf32>\n"
+        f"      affine.store %x{r}{e}, %d[%lane floordiv 4 + {8 * r}, "
+        f"(%lane mod 4) * 2 + {e}] : memref<16x8xf32>"
+        for r in range(2)
+        for e in range(2)
+    )
+    module = parse_module(make_context(), MAPPED.replace("{stores}", stores))
+    verify(module)
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (16, 16)).astype(np.float16)
+    b = rng.uniform(-1, 1, (8, 16)).astype(np.float16)
+    want = a.astype(np.float64) @ b.astype(np.float64).T
+    for passes in (
+        "",
+        "affinec-convert-parallel-to-gpu,gpu-kernel-outlining,lower-affine",
+        f"{TO_NVVM},{TO_LLVM}",
+    ):
+        if passes:
+            Pipeline.parse(passes).run(module)
+        d = np.full((16, 8), np.nan, np.float32)
+        Interpreter(module).run("mma", a, b, d)
+        np.testing.assert_allclose(d, want, rtol=1e-6, atol=1e-6)
+    ptx = to_ptx(module)
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
+    assemble(ptx, "sm_90")

@@ -12,14 +12,16 @@ with the conversions around it that MLIR's lowering makes: a memref operand beco
 
 becomes
 
-    %p = affinec.element_pointer %sa[%i, %j] : memref<16x16xf16, 3> -> !llvm.ptr<3>
-    %r = nvvm.ldmatrix %p {num = 4 : i32, layout = #nvvm.mma_layout<row>}
+    %ptr = affinec.element_pointer %sa[%i, %j] : memref<16x16xf16, 3> -> !llvm.ptr<3>
+    %ldm = nvvm.ldmatrix %ptr {num = 4 : i32, layout = #nvvm.mma_layout<row>}
         : (!llvm.ptr<3>) -> !llvm.struct<(i32, i32, i32, i32)>
-    %r0 = llvm.extractvalue %r[0] : !llvm.struct<(i32, i32, i32, i32)>
-    %h0 = llvm.bitcast %r0 : i32 to vector<2xf16>
-    %u = ub.poison : vector<4x2xf16>
-    %a0 = vector.insert %h0, %u [0] : vector<2xf16> into vector<4x2xf16>
+    %reg = llvm.extractvalue %ldm[0] : !llvm.struct<(i32, i32, i32, i32)>
+    %reg_1 = llvm.bitcast %reg : i32 to vector<2xf16>
     ...
+    %frag = ub.poison : vector<4x2xf16>
+    %frag_1 = vector.insert %reg_1, %frag [0] : vector<2xf16> into vector<4x2xf16>
+    ...
+    %a = vector.insert %reg_7, %frag_3 [3] : vector<2xf16> into vector<4x2xf16>
 
 `LOWERINGS` holds one function per nvgpu op: it returns the ops replacing the op and
 the values replacing its results. Async tokens disappear: a copy's token may only feed
@@ -72,6 +74,30 @@ def check_lowerable(op: Operation) -> None:
                     f"lowers tokens only as operands of '{allowed.name}' (a wait "
                     "waits for numGroups, whichever group its token names)",
                 )
+
+
+_NAMES = {
+    "affinec.element_pointer": "ptr",
+    "nvvm.ldmatrix": "ldm",
+    "nvvm.mma.sync": "mma",
+    "llvm.extractvalue": "reg",
+    "llvm.bitcast": "reg",
+    "vector.extract": "reg",
+    "vector.insert": "frag",
+    "ub.poison": "frag",
+    "arith.index_cast": "bytes",
+    "arith.muli": "bytes",
+    "arith.constant": "bytes",
+}
+
+
+def name_intermediates(ops: Sequence[Operation], results: Sequence[SSAValue]) -> None:
+    """Name the values a lowering makes after what they are (`%ptr`, `%ldm`, `%reg`,
+    `%frag`), leaving the op's replacements to take over its results' names."""
+    for op in ops:
+        for value in op.results:
+            if value not in results and value.name_hint is None:
+                value.name_hint = _NAMES.get(op.name)
 
 
 def _extract_value(aggregate: SSAValue, k: int, t) -> llvm.ExtractValueOp:
@@ -185,4 +211,4 @@ def _wait(op: nvgpu.DeviceAsyncWaitOp) -> Lowered:
     return [nvvm.CpAsyncWaitGroupOp(op.groups)], []
 
 
-__all__ = ["LOWERINGS", "assemble", "check_lowerable"]
+__all__ = ["LOWERINGS", "assemble", "check_lowerable", "name_intermediates"]
