@@ -209,3 +209,89 @@ def test_the_mapped_level_runs_warp_ops_through_the_existing_lowering():
     ptx = to_ptx(module)
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
     assemble(ptx, "sm_90")
+
+
+VECTORS = """
+builtin.module attributes {gpu.container_module} {
+  func.func @f(%x: memref<4xf32>, %out: memref<10x4xf32>, %i: index) {
+    %one = arith.constant 1 : index
+    gpu.launch_func @k::@k blocks in (%one, %one, %one) threads in (%one, %one, %one) args(%x : memref<4xf32>, %out : memref<10x4xf32>, %i : index)
+    func.return
+  }
+  gpu.module @k {
+    gpu.func @k(%x: memref<4xf32>, %out: memref<10x4xf32>, %i: index) kernel {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c2 = arith.constant 2 : index
+      %c3 = arith.constant 3 : index
+      %x0 = memref.load %x[%c0] : memref<4xf32>
+      %x1 = memref.load %x[%c1] : memref<4xf32>
+      %x2 = memref.load %x[%c2] : memref<4xf32>
+      %x3 = memref.load %x[%c3] : memref<4xf32>
+      %p = ub.poison : vector<2x2xf32>
+      %v1 = vector.insert %x0, %p[0, 0] : f32 into vector<2x2xf32>
+      %v2 = vector.insert %x1, %v1[0, 1] : f32 into vector<2x2xf32>
+      %row = vector.broadcast %x2 : f32 to vector<2xf32>
+      %v3 = vector.insert %row, %v2[1] : vector<2xf32> into vector<2x2xf32>
+      %v = vector.insert %x3, %v3[1, %i] : f32 into vector<2x2xf32>
+      %k = arith.constant dense<[[1.5, -2.0], [0.25, 3.0]]> : vector<2x2xf32>
+      %z = arith.constant dense<0.0> : vector<2x2xf32>
+      %b = vector.broadcast %x3 : f32 to vector<2x2xf32>
+      %add = arith.addf %v, %k : vector<2x2xf32>
+      %sub = arith.subf %v, %b : vector<2x2xf32>
+      %mul = arith.mulf %v, %k : vector<2x2xf32>
+      %div = arith.divf %v, %k : vector<2x2xf32>
+      %neg = arith.negf %v : vector<2x2xf32>
+      %zer = arith.addf %z, %v : vector<2x2xf32>
+      %h = arith.truncf %mul : vector<2x2xf32> to vector<2x2xf16>
+      %back = arith.extf %h : vector<2x2xf16> to vector<2x2xf32>
+      %ones = arith.constant dense<1.0> : vector<2xf32>
+      %r1 = vector.extract %v[1] : vector<2xf32> from vector<2x2xf32>
+      %row1 = arith.addf %r1, %ones : vector<2xf32>
+      %lifted = vector.insert %row1, %z[0] : vector<2xf32> into vector<2x2xf32>
+{stores}
+      gpu.return
+    }
+  }
+}
+"""
+
+RESULTS = ["v", "add", "sub", "mul", "div", "neg", "zer", "back", "lifted", "k"]
+
+
+def test_vector_arithmetic_and_assembly_at_every_level():
+    stores = "\n".join(
+        f"      %e{n}{r}{c} = vector.extract %{name}[{r}, {c}] : f32 from "
+        f"vector<2x2xf32>\n"
+        f"      %s{n}{r}{c} = arith.constant {n} : index\n"
+        f"      %t{n}{r}{c} = arith.constant {2 * r + c} : index\n"
+        f"      memref.store %e{n}{r}{c}, %out[%s{n}{r}{c}, %t{n}{r}{c}] : "
+        "memref<10x4xf32>"
+        for n, name in enumerate(RESULTS)
+        for r in range(2)
+        for c in range(2)
+    )
+    module = parse_module(make_context(), VECTORS.replace("{stores}", stores))
+    verify(module)
+    x = np.array([1.0, -3.0, 0.5, 7.0], np.float32)
+    v = np.array([[1.0, -3.0], [0.5, 7.0]], np.float32)  # %i = 1 puts x3 at [1, 1]
+    k = np.array([[1.5, -2.0], [0.25, 3.0]], np.float32)
+    want = [
+        v,
+        v + k,
+        v - x[3],
+        v * k,
+        v / k,
+        -v,
+        v,
+        (v * k).astype(np.float16).astype(np.float32),
+        np.array([v[1] + 1, [0, 0]], np.float32),
+        k,
+    ]
+    for passes in ("", TO_LLVM):
+        if passes:
+            Pipeline.parse(passes).run(module)
+        out = np.full((10, 4), np.nan, np.float32)
+        Interpreter(module).run("f", x, out, 1)
+        np.testing.assert_array_equal(out, np.array(want).reshape(10, 4))
+    assemble(to_ptx(module), "sm_80")

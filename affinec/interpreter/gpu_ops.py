@@ -125,7 +125,7 @@ class SharedArray:
         self.read_epoch = np.full(shape, -1, np.int64)
         self._flat: SharedArray | None = None
 
-    def flat(self) -> SharedArray:
+    def flat_view(self) -> SharedArray:
         """A one-dimensional view of the buffer (and of its race records), as a
         pointer sees it; errors still name elements by the buffer's shape."""
         if len(self.shape) == 1:

@@ -206,9 +206,9 @@ def flat_pointer(op: Operation, array, indices: Sequence[int]) -> tuple:
     """A memref element as a pointer: (the buffer flattened, the element's row-major
     offset), unchecked like a `getelementptr`. A shared buffer's flat view keeps its
     race records."""
-    flat = getattr(array, "flat", None)
-    if callable(flat):
-        buffer = flat()
+    flat_view = getattr(array, "flat_view", None)
+    if flat_view is not None:
+        buffer = flat_view()
     elif array.flags.c_contiguous:
         buffer = array.reshape(-1)
     else:
