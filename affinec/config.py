@@ -28,6 +28,11 @@ class KernelConfig:
     promote: bool = True
     """Copy each compute band's inputs into shared memory
     (`affine-data-copy-generate`)."""
+    mma: bool = False
+    """Accumulate on tensor cores (`affinec-mma-sync`: f16 and bf16 operands): the
+    copies lay the tiles out for ldmatrix, the warps tile the block."""
+    warp_grid: tuple[int, ...] = (2, 2)
+    """With `mma`: warps along the block's pixels and output channels."""
     threads_per_block: int = 0
     register_tile: tuple[int, ...] = ()
     """Iterations of the accumulator bands one thread owns, per output dimension

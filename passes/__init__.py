@@ -47,6 +47,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return AffinecContractFma
 
+    def _affinec_mma_sync():
+        from affinec.passes.affinec_mma_sync import AffinecMmaSync
+
+        return AffinecMmaSync
+
     def _affinec_narrow_indices():
         from affinec.passes.affinec_narrow_indices import AffinecNarrowIndices
 
@@ -105,6 +110,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-canonicalize": _affinec_canonicalize,
         "affine-data-copy-generate": _affine_data_copy_generate,
         "affinec-contract-fma": _affinec_contract_fma,
+        "affinec-mma-sync": _affinec_mma_sync,
         "affinec-narrow-indices": _affinec_narrow_indices,
         "affinec-place-buffers": _affinec_place_buffers,
         "affinec-insert-barriers": _affinec_insert_barriers,

@@ -25,7 +25,7 @@ from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.traits import Pure
 
 from affinec.diagnostics import PassError
-from affinec.dialects import affine, gpu
+from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, GRID, THREAD, PaddedLoadOp, mapping_of
 from affinec.dtypes import element_size
 from affinec.ir.affine_exprs import Interval, grouped
@@ -33,7 +33,7 @@ from affinec.ir.ranges import as_dims, difference_range
 
 MAX_GRID_BLOCKS = (1 << 31) - 1
 
-READS = (affine.LoadOp, PaddedLoadOp, memref.LoadOp)
+READS = (affine.LoadOp, PaddedLoadOp, memref.LoadOp, nvgpu.LdMatrixOp)
 WRITES = (affine.StoreOp, memref.StoreOp)
 ALLOCS = (memref.AllocOp, memref.AllocaOp)
 
@@ -330,6 +330,15 @@ def require_placed(analysis: GridAnalysis, pass_name: str) -> None:
                 f"{gpu.PRIVATE_ADDRESS_SPACE}): run affinec-place-buffers before "
                 f"{pass_name}",
             )
+
+
+def read_buffer(op: Operation) -> SSAValue | None:
+    """The buffer a read op (one of `READS`) reads."""
+    if isinstance(op, nvgpu.LdMatrixOp):
+        return op.srcMemref
+    if isinstance(op, READS):
+        return op.memref
+    return None
 
 
 def is_private(buffer: SSAValue) -> bool:

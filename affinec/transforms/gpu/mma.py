@@ -46,7 +46,7 @@ from xdsl.dialects.builtin import (
     VectorType,
     f32,
 )
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import (
     AffineConstraintExpr,
     AffineConstraintKind,
@@ -162,7 +162,7 @@ def plan_mma(analysis: GridAnalysis, warps: tuple[int, int]) -> MmaPlan:
     n_dims = [
         d
         for d, iv in enumerate(band.op.induction_variables)
-        if _reads(first.b.load, iv) and band.extents[d] > 1
+        if _reads(first.b.load, iv)
     ]
     m_dims = [
         d
@@ -620,7 +620,7 @@ def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
         clone = lp.clone_without_regions()
         body = Block(arg_types=[IndexType()])
         body.args[0].name_hint = lp.induction_variable.name_hint
-        clone.add_region(Region(body))
+        clone.regions[0].add_block(body)
         site.add(clone)
         tap_values[lp.induction_variable] = body.args[0]
         site = _Builder(body)
