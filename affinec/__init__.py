@@ -54,19 +54,37 @@ def compile(  # shadows the builtin on purpose: affinec.compile, like torch.comp
     *,
     pipeline: str | None = None,
     target: str | None = None,
+    tune: bool = False,
+    cache: str | None = None,
     **knobs: Any,
 ) -> Kernel:
     """Compile a spec (or naive IR) to a `Kernel` that runs on the GPU.
 
     `config` (or its fields as `knobs`: tile sizes, threads per block, ...) sets the
-    default pipeline's knobs, `pipeline` replaces it. `target` is `"sm_80"` or
-    `"sm_90"`; by default the current GPU's (sm_80 without one: its PTX also runs on
-    newer GPUs). See `affinec.compiler.compile_to_ptx`.
+    default pipeline's knobs, `pipeline` replaces it. Given none of them, the
+    configuration comes from the tuning cache when it holds one for the spec on
+    this GPU with this compiler (`affinec tune`; `cache` names the file, see
+    `affinec.tuning.cache`), tuned on the spot first if `tune`, and else from
+    `config_for` (picked without measuring); `kernel.info["config_source"]` says
+    which. `target` is `"sm_80"` or `"sm_90"`; by default the current GPU's (sm_80
+    without one: its PTX also runs on newer GPUs). See
+    `affinec.compiler.compile_to_ptx`.
     """
     from affinec.compiler import compile_to_ptx
     from affinec.runtime import current_arch
 
     arch = target or current_arch()
+    if config is None and not knobs and pipeline is None:
+        from affinec.tuning import compile_cached
+
+        compiled = compile_cached(
+            spec_or_module, arch, tune_if_missing=tune, cache=cache
+        )
+        return compiled.runtime_kernel()
+    if tune:
+        raise ValueError(
+            "tune=True picks the configuration: give no config, knobs or pipeline"
+        )
     compiled = compile_to_ptx(
         spec_or_module, config, pipeline=pipeline, arch=arch, **knobs
     )

@@ -57,6 +57,10 @@ class CompiledKernel:
     """The knobs the pipeline was built with (None for a pipeline given as such)."""
     timings: list[tuple[str, float]] = field(default_factory=list)
     """Seconds per stage: each pass, then `llvm-ir` and `ptx`."""
+    config_source: str = ""
+    """Where the configuration came from: `given`, `config_for` (picked without
+    measuring), `pipeline` (a pipeline given as such), or `tuned (...)` (the
+    tuning cache, `affinec.tuning`)."""
 
     @property
     def seconds(self) -> float:
@@ -85,6 +89,8 @@ class CompiledKernel:
                 "spec": self.spec.to_text() if self.spec else None,
                 "pipeline": self.pipeline,
                 "arch": self.arch,
+                "config": self.config.describe() if self.config else None,
+                "config_source": self.config_source,
             },
         )
 
@@ -123,6 +129,13 @@ def compile_to_ptx(
 
         spec = spec_or_module
         module = build(spec)
+    source = (
+        "pipeline"
+        if pipeline is not None
+        else "given"
+        if config is not None or knobs
+        else ("config_for" if spec is not None else "defaults")
+    )
     config = _config(config, knobs, spec)
     if pipeline is None:
         passes = default_passes(config)
@@ -160,6 +173,7 @@ def compile_to_ptx(
         spec=spec,
         config=config if pipeline is None else None,
         timings=timings,
+        config_source=source,
     )
 
 

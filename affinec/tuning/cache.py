@@ -1,0 +1,237 @@
+"""The tuning cache: the best configuration found per spec, GPU and compiler version.
+
+One JSON file, by default `$XDG_CACHE_HOME/affinec/tuning.json` (`~/.cache/...`
+without XDG_CACHE_HOME); `AFFINEC_TUNING_CACHE` names another file, and so does the
+`--cache` option of `affinec tune` (or `cache=` of the functions here). An entry is
+keyed by the spec's text, the GPU's name and the compiler's version, because each
+of the three changes which configuration is fastest, or whether it is still right:
+
+    {"schema": 1,
+     "entries": {"conv n=32 ... | NVIDIA H100 80GB HBM3 | 0.1.0+3f2a9c01d4e7": {
+        "spec": "conv n=32 ...", "gpu": "NVIDIA H100 80GB HBM3",
+        "compiler": "0.1.0+3f2a9c01d4e7", "arch": "sm_90",
+        "config": {"tile_sizes": [1, 8, 16, 64], ...}, "ms": 0.291, ...}}}
+
+The compiler version is the package's version plus a hash of the source files that
+decide what a configuration compiles to (affinec, its dialects and passes; not the
+tuner or the command lines), so any change to the compiler makes old entries stale:
+`affinec tune --list` shows them as such, lookups skip them, and tuning again
+replaces them. Writes go through a temporary file and a rename, under a lock, and
+keep the entries other processes wrote meanwhile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import importlib.util
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from affinec.config import KernelConfig
+from affinec.tuning.compiling import config_from_json, config_to_json
+
+SCHEMA = 1
+"""Bumped when an entry's fields change meaning."""
+ENVIRONMENT = "AFFINEC_TUNING_CACHE"
+
+_NOT_COMPILER = ("tuning", "cli.py", "opt.py", "demo.py", "benchmark.py")
+"""Files of affinec that do not decide what a configuration compiles to."""
+
+
+class CacheError(ValueError):
+    """The cache file cannot be read or written; the message names it."""
+
+
+def default_path() -> Path:
+    """`$AFFINEC_TUNING_CACHE`, else `$XDG_CACHE_HOME/affinec/tuning.json`, else
+    `~/.cache/affinec/tuning.json`."""
+    if path := os.environ.get(ENVIRONMENT):
+        return Path(path).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "affinec" / "tuning.json"
+
+
+@lru_cache(maxsize=1)
+def compiler_version() -> str:
+    """The package version plus a hash of the compiler's source files."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("affinec")
+    except PackageNotFoundError:
+        release = "unknown"
+    digest = hashlib.sha256()
+    for package in ("affinec", "affinec.dialects", "affinec.passes"):
+        found = importlib.util.find_spec(package)
+        roots = list(found.submodule_search_locations or []) if found else []
+        for root in roots:
+            for path in sorted(Path(root).rglob("*.py")):
+                relative = path.relative_to(root)
+                if package == "affinec" and relative.parts[0] in _NOT_COMPILER:
+                    continue
+                digest.update(f"{package}/{relative.as_posix()}\0".encode())
+                digest.update(path.read_bytes())
+    return f"{release}+{digest.hexdigest()[:12]}"
+
+
+def cache_key(spec_text: str, gpu: str, compiler: str) -> str:
+    return f"{spec_text} | {gpu} | {compiler}"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """The tuned configuration of one spec on one GPU with one compiler."""
+
+    spec: str
+    gpu: str
+    compiler: str
+    arch: str
+    config: KernelConfig
+    ms: float
+    """Its measured time (the final timing)."""
+    baseline_ms: float | None = None
+    """The time of `config_for`'s configuration in the same run."""
+    error: float | None = None
+    tuned_at: str = ""
+    measured: int = 0
+    """Configurations measured to find it."""
+    cudnn_ms: float | None = None
+
+    @property
+    def key(self) -> str:
+        return cache_key(self.spec, self.gpu, self.compiler)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec,
+            "gpu": self.gpu,
+            "compiler": self.compiler,
+            "arch": self.arch,
+            "config": config_to_json(self.config),
+            "describe": self.config.describe(),
+            "ms": self.ms,
+            "baseline_ms": self.baseline_ms,
+            "error": self.error,
+            "tuned_at": self.tuned_at,
+            "measured": self.measured,
+            "cudnn_ms": self.cudnn_ms,
+        }
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> Entry:
+        try:
+            return Entry(
+                spec=str(data["spec"]),
+                gpu=str(data["gpu"]),
+                compiler=str(data["compiler"]),
+                arch=str(data["arch"]),
+                config=config_from_json(data["config"]),
+                ms=float(data["ms"]),
+                baseline_ms=_optional_float(data.get("baseline_ms")),
+                error=_optional_float(data.get("error")),
+                tuned_at=str(data.get("tuned_at", "")),
+                measured=int(data.get("measured", 0)),
+                cudnn_ms=_optional_float(data.get("cudnn_ms")),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"an entry that is not one: {e}") from None
+
+
+def _optional_float(value: object) -> float | None:
+    return None if value is None else float(value)  # pyright: ignore[reportArgumentType]
+
+
+class TuningCache:
+    """The cache file at `path` (`default_path()` if None)."""
+
+    def __init__(self, path: str | os.PathLike | None = None) -> None:
+        self.path = Path(path).expanduser() if path is not None else default_path()
+
+    def entries(self) -> list[Entry]:
+        """Every entry, stale ones too; a `CacheError` if the file is not a cache."""
+        data = self._read()
+        out = []
+        for key, raw in data["entries"].items():
+            try:
+                out.append(Entry.from_json(raw))
+            except ValueError as e:
+                raise CacheError(f"{self.path}: entry '{key}': {e}") from None
+        return out
+
+    def lookup(self, spec_text: str, gpu: str) -> Entry | None:
+        """The entry of the spec on the GPU for this compiler, if any (a file that
+        is missing or unreadable has none)."""
+        key = cache_key(spec_text, gpu, compiler_version())
+        try:
+            raw = self._read()["entries"].get(key)
+            return Entry.from_json(raw) if raw is not None else None
+        except (CacheError, ValueError):
+            return None
+
+    def store(self, entry: Entry) -> None:
+        """Add or replace `entry`, keeping the others (and those written since)."""
+        with self._locked():
+            data = self._read()
+            data["entries"][entry.key] = entry.to_json()
+            self._write(data)
+
+    def _read(self) -> dict[str, Any]:
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return {"schema": SCHEMA, "entries": {}}
+        except OSError as e:
+            raise CacheError(f"cannot read the tuning cache {self.path}: {e}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise CacheError(
+                f"the tuning cache {self.path} is not JSON (line {e.lineno}: "
+                f"{e.msg}); remove it or point {ENVIRONMENT} elsewhere"
+            ) from None
+        if (
+            not isinstance(data, dict)
+            or not isinstance(data.get("entries"), dict)
+            or data.get("schema") != SCHEMA
+        ):
+            raise CacheError(
+                f"the tuning cache {self.path} is not one of schema {SCHEMA}; remove "
+                f"it or point {ENVIRONMENT} elsewhere"
+            )
+        return data
+
+    def _write(self, data: dict[str, Any]) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(
+                dir=self.path.parent, prefix=".tuning-", suffix=".json"
+            )
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f, indent=1, sort_keys=True)
+                f.write("\n")
+            os.replace(tmp, self.path)
+        except OSError as e:
+            raise CacheError(
+                f"cannot write the tuning cache {self.path}: {e}"
+            ) from None
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            lock = open(self.path.with_name(self.path.name + ".lock"), "w")  # noqa: SIM115
+        except OSError as e:
+            raise CacheError(
+                f"cannot write the tuning cache {self.path}: {e}"
+            ) from None
+        with lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield

@@ -1,0 +1,239 @@
+"""Measuring candidates: checked against float64 first, then timed on the GPU.
+
+The tuner talks to a `Measurer`, so tests put a fake one in its place and no test
+needs a GPU or times anything. `GpuMeasurer` is the real one, in process, with the
+method of `affinec.benchmark` (DESIGN.md, docs/BENCHMARKS.md): fresh random inputs on
+the GPU, enough input sets that they do not sit in L2 together, the output poisoned
+(NaN) and compared with torch's float64 result before anything is timed (a wrong
+configuration is reported and never picked), then `affinec.runtime.time_launches`:
+GPU time of back-to-back launches queued behind a spin kernel, the median of a few
+batches. Screening takes few short batches; the finalists are timed again with the
+benchmark's ten.
+
+A kernel that faults (an illegal address) leaves the CUDA context unusable; the
+measurer then says so (`broken`) and the tuner stops measuring, keeping what it has.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from affinec.reference import TOLERANCE
+from affinec.runtime import Kernel
+from affinec.spec import ConvSpec, MatmulSpec, Spec
+
+SCREEN_ROUNDS = 5
+"""Batches timed per candidate while screening (the median is kept)."""
+SCREEN_TARGET_MS = 5.0
+"""Work per screening batch."""
+FINAL_ROUNDS = 10
+FINAL_TARGET_MS = 20.0
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What measuring one kernel gave."""
+
+    ok: bool
+    """Right (within the dtype's tolerance of float64) and timed."""
+    ms: float | None = None
+    error: float | None = None
+    """‖out − ref‖ / ‖ref‖ against float64 (inf for NaN or infinity)."""
+    reason: str = ""
+    """Why not ok."""
+    seconds: float = 0.0
+    """Wall time the measurement took (checking and timing)."""
+
+
+class Measurer(Protocol):
+    """Checks and times kernels of one spec on one GPU."""
+
+    gpu: str
+    """The GPU's name (part of the cache key)."""
+    broken: bool
+    """The GPU can no longer be used in this process (a kernel faulted)."""
+
+    def measure(self, kernel: Kernel, final: bool = False) -> Measurement:
+        """Check `kernel` against float64, then time it (more batches if `final`)."""
+        ...
+
+    def cudnn_ms(self, relu: bool = False, tf32: bool = False) -> float | None:
+        """cuDNN's time for the spec in the same conditions (None if unknown)."""
+        ...
+
+    def close(self) -> None:
+        """Free the inputs and outputs."""
+        ...
+
+
+def gpu_name() -> str:
+    """The current GPU's name, as the cache keys it."""
+    from numba import cuda
+
+    name = cuda.get_current_device().name
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+class GpuMeasurer:
+    """The in-process measurer for convolutions and matrix products (needs torch)."""
+
+    def __init__(self, spec: Spec, seed: int = 0) -> None:
+        from affinec.runtime import require_gpu
+
+        require_gpu()
+        try:
+            import torch
+        except ImportError:
+            raise RuntimeError(
+                "measuring on the GPU needs torch (the float64 reference runs on "
+                "the GPU, as in affinec.benchmark)"
+            ) from None
+        if not isinstance(spec, ConvSpec | MatmulSpec):
+            raise ValueError(f"cannot measure a {spec.kind} spec")
+        self.spec = spec
+        self.gpu = gpu_name()
+        self.broken = False
+        torch.backends.cudnn.benchmark = True
+        generator = torch.Generator(device="cuda").manual_seed(seed)
+        if isinstance(spec, ConvSpec):
+            from affinec.benchmark import _input_sets, _torch_tensors
+
+            self.sets = _input_sets(spec)
+            self.data = [_torch_tensors(spec, generator) for _ in range(self.sets)]
+        else:
+            self.sets = 2
+            self.data = [_matmul_tensors(spec, generator) for _ in range(self.sets)]
+        self.reference = self._reference()
+        dtype = torch.float16 if spec.dtype == "f16" else torch.float32
+        self.outputs = [
+            torch.empty(self.reference.shape, dtype=dtype, device="cuda")
+            for _ in range(self.sets)
+        ]
+        self.arguments = [self._ours(*d) for d in self.data]
+
+    def _reference(self) -> Any:
+        """The float64 result for input set 0, on the GPU, in our output layout."""
+        spec = self.spec
+        x, w, b = self.data[0]
+        if isinstance(spec, ConvSpec):
+            from affinec.benchmark import torch_conv
+
+            ref = torch_conv(
+                spec,
+                x.double(),
+                w.double(),
+                None if b is None else b.double(),
+                spec.epilogue != "none",
+            )
+            if spec.layout == "nhwc":
+                ref = ref.permute(0, 2, 3, 1)
+            return ref.contiguous()
+        ref = x.double() @ w.double()
+        if b is not None:
+            ref = ref + b.double()
+        return ref.clamp_min(0.0) if spec.epilogue != "none" else ref
+
+    def _ours(self, x, w, b) -> list:
+        if isinstance(self.spec, ConvSpec):
+            from affinec.benchmark import _ours_layout
+
+            return _ours_layout(self.spec, x, w, b)
+        return [t.contiguous() for t in (x, w, b) if t is not None]
+
+    def measure(self, kernel: Kernel, final: bool = False) -> Measurement:
+        import time
+
+        import torch
+
+        from affinec.runtime import time_launches
+
+        start = time.perf_counter()
+        try:
+            bound = [
+                kernel.check(*self.arguments[k], self.outputs[k])
+                for k in range(self.sets)
+            ]
+            for arguments in bound:
+                for a in arguments:
+                    a.to_device()
+            out = self.outputs[0]
+            out.fill_(float("nan"))
+            kernel.launch(bound[0])
+            torch.cuda.synchronize()
+            error = _relative_error(out, self.reference)
+            if not error <= TOLERANCE[self.spec.dtype]:
+                return Measurement(
+                    False,
+                    error=error,
+                    reason=f"wrong: error {error:.2e} over "
+                    f"{TOLERANCE[self.spec.dtype]:g}",
+                    seconds=time.perf_counter() - start,
+                )
+            ms = time_launches(
+                lambda k: kernel.launch(bound[k]),
+                self.sets,
+                rounds=FINAL_ROUNDS if final else SCREEN_ROUNDS,
+                target_ms=FINAL_TARGET_MS if final else SCREEN_TARGET_MS,
+            )
+        except Exception as e:  # a launch that failed: the context may be gone
+            self.broken = not _context_alive()
+            return Measurement(
+                False,
+                reason=f"launch failed: {type(e).__name__}: {str(e)[:200]}",
+                seconds=time.perf_counter() - start,
+            )
+        return Measurement(True, ms, error, seconds=time.perf_counter() - start)
+
+    def cudnn_ms(self, relu: bool = False, tf32: bool = False) -> float | None:
+        """cuDNN through torch on the same inputs, timed as `affinec.benchmark` times
+        it: the convolution alone (with `relu`, followed by torch's ReLU kernel);
+        f32 exact unless `tf32`."""
+        if not isinstance(self.spec, ConvSpec) or self.broken:
+            return None
+        from affinec.benchmark import time_cudnn
+
+        return time_cudnn(
+            self.spec, self.data, relu=relu, tf32=tf32 or self.spec.dtype != "f32"
+        )
+
+    def close(self) -> None:
+        import torch
+
+        self.data = self.outputs = self.arguments = []
+        self.reference = None
+        torch.cuda.empty_cache()
+
+
+def _matmul_tensors(spec: MatmulSpec, generator) -> tuple:
+    import torch
+
+    dtype = torch.float16 if spec.dtype == "f16" else torch.float32
+    a = torch.randn(spec.m, spec.k, generator=generator, device="cuda").to(dtype)
+    b = torch.randn(spec.k, spec.n, generator=generator, device="cuda").to(dtype)
+    bias = None
+    if spec.epilogue == "bias-relu":
+        bias = torch.randn(spec.n, generator=generator, device="cuda").to(dtype)
+    return a, b, bias
+
+
+def _relative_error(out, ref) -> float:
+    """‖out − ref‖ / ‖ref‖ in float64 on the GPU; inf if `out` holds NaN or inf."""
+    import torch
+
+    out64 = out.double()
+    if not bool(torch.isfinite(out64).all()):
+        return float("inf")
+    denom = float(torch.linalg.vector_norm(ref))
+    diff = float(torch.linalg.vector_norm(out64 - ref))
+    return diff / denom if denom else diff
+
+
+def _context_alive() -> bool:
+    try:
+        import torch
+
+        torch.cuda.synchronize()
+        return True
+    except Exception:
+        return False

@@ -1,0 +1,261 @@
+"""The implicit GEMM a spec describes, and what one configuration makes of it.
+
+The search space and the cost model reason about the same few numbers: which output
+dimensions are pixels (the GEMM's M) and which is the output channel (N), the
+reduction (K) and its order, and for one `KernelConfig` the block tile, the blocks
+of the grid, the reduction steps, and the elements a block copies into shared memory
+per step (its footprint). They are computed here from the spec's contraction and the
+configuration alone, without building IR, so that thousands of configurations cost
+milliseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from affinec.config import KernelConfig
+from affinec.contraction import contraction_of
+from affinec.spec import ConvSpec, MatmulSpec, Spec
+
+MMA_M = 16
+"""Rows (pixels) of one m16n8k16 MMA."""
+MMA_N = 8
+"""Columns (output channels) of one MMA."""
+MMA_K = 16
+"""Reduction depth of one MMA: a channel step is padded with zeros to a multiple."""
+
+
+class NotTunable(ValueError):
+    """The spec is not an implicit GEMM the tuner knows (an outer product)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A convolution or matrix product seen as an implicit GEMM."""
+
+    spec: Spec
+    names: tuple[str, ...]
+    """The output dimensions, outermost first (the order of `tile_sizes`)."""
+    extents: tuple[int, ...]
+    channel: int
+    """The output dimension the filter indexes (the GEMM's N)."""
+    pixels: tuple[int, ...]
+    """The other output dimensions, innermost first (the GEMM's M)."""
+    reduction_names: tuple[str, ...]
+    """The reduction dimensions in the order the naive IR sums them."""
+    reduction_extents: tuple[int, ...]
+    reduction_channel: int
+    """The reduction dimension that is the input channel (the MMA's k)."""
+    element_bytes: int
+
+    @property
+    def macs(self) -> int:
+        """Multiply-adds of the whole contraction."""
+        return math.prod(self.extents) * math.prod(self.reduction_extents)
+
+    @property
+    def dtype(self) -> str:
+        return self.spec.dtype
+
+    @property
+    def innermost(self) -> int:
+        """The output dimension contiguous in memory (the register tile's vector)."""
+        return len(self.extents) - 1
+
+    def dram_bytes(self) -> int:
+        """Bytes every kernel must move at least once: inputs, filter, output."""
+        c = contraction_of(self.spec)
+        operands = [*c.factors, c.output, *([c.bias] if c.bias else [])]
+        return self.element_bytes * sum(math.prod(a.shape) for a in operands)
+
+
+def problem_of(spec: Spec) -> Problem:
+    """The implicit GEMM of `spec`; `NotTunable` for an outer product."""
+    if not isinstance(spec, ConvSpec | MatmulSpec):
+        raise NotTunable(
+            f"the tuner takes convolutions and matrix products, not a {spec.kind}"
+        )
+    c = contraction_of(spec)
+    names = tuple(n for n, _ in c.output_index)
+    extents = tuple(e for _, e in c.output_index)
+    reduction_names = tuple(n for n, _ in c.reduction_index)
+    if isinstance(spec, ConvSpec):
+        channel = names.index("k")
+        pixels = tuple(names.index(n) for n in ("ow", "oh", "n"))
+        reduction_channel = reduction_names.index("c")
+    else:
+        channel = names.index("j")
+        pixels = (names.index("i"),)
+        reduction_channel = reduction_names.index("p")
+    return Problem(
+        spec=spec,
+        names=names,
+        extents=extents,
+        channel=channel,
+        pixels=pixels,
+        reduction_names=reduction_names,
+        reduction_extents=tuple(e for _, e in c.reduction_index),
+        reduction_channel=reduction_channel,
+        element_bytes=2 if spec.dtype == "f16" else 4,
+    )
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def tile_efficiency(extent: int, tile: int) -> float:
+    """The useful fraction of the tiles covering `extent` (1.0 when `tile` divides it)."""
+    return extent / (ceil_div(extent, tile) * tile)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """What one configuration makes of a problem: tiles, grid, steps, footprints."""
+
+    route: str
+    """`simt` (register tiles, shared memory), `mma` (tensor cores) or `global`
+    (no shared memory)."""
+    tiles: tuple[int, ...]
+    """The block tile along each output dimension (clamped to the extents)."""
+    reduction_tiles: tuple[int, ...]
+    blocks: int
+    block_pixels: int
+    block_channels: int
+    steps: int
+    """Reduction steps of one block (each a copy, a barrier, the math)."""
+    step_depth: int
+    """Reduction points of one step (the product of the reduction tiles)."""
+    input_elements: int
+    """Elements of the input a block copies per step."""
+    filter_elements: int
+    threads: int
+    """Threads of a block as the configuration implies them (the launch may say
+    otherwise for configurations that leave it to the passes)."""
+    register_pixels: int = 1
+    register_channels: int = 1
+    warps: tuple[int, int] = (1, 1)
+    mma_tiles: tuple[int, int] = (1, 1)
+    """With `mma`: MMA tiles per warp along M and N."""
+    channel_step: int = 1
+    """Input channels of one step (the MMA's k before padding)."""
+
+    @property
+    def block_outputs(self) -> int:
+        return self.block_pixels * self.block_channels
+
+    @property
+    def copy_elements(self) -> int:
+        return self.input_elements + self.filter_elements
+
+    def shared_bytes(self, element_bytes: int) -> int:
+        """An estimate of the block's shared tiles (no padding against conflicts;
+        the MMA's channel step padded to whole MMAs)."""
+        if self.route == "global":
+            return 0
+        elements = self.copy_elements
+        if self.route == "mma":
+            pad = ceil_div(self.channel_step, MMA_K) * MMA_K / self.channel_step
+            elements = int(elements * pad)
+        return elements * element_bytes
+
+
+def reduction_tiles_of(problem: Problem, config: KernelConfig) -> tuple[int, ...]:
+    """The reduction tiles the tiling pass uses: missing or oversized sizes are the
+    whole extent; none given, the pass's default (the outermost dimension longer
+    than 1 in tiles of up to 64 points, the others whole)."""
+    extents = problem.reduction_extents
+    sizes = list(config.reduction_tile_sizes)
+    if not sizes:
+        sizes = list(extents)
+        for d, e in enumerate(extents):
+            if e > 1:
+                inner = math.prod(extents[d + 1 :])
+                sizes[d] = max(1, min(e, 64 // max(inner, 1)))
+                break
+    sizes += list(extents[len(sizes) :])
+    return tuple(min(t, e) for t, e in zip(sizes, extents, strict=True))
+
+
+def geometry(problem: Problem, config: KernelConfig) -> Geometry:
+    """The geometry of `config` on `problem` (ValueError for a tile size that does not
+    fit the problem: the passes would refuse it too)."""
+    extents = problem.extents
+    if not config.tile_sizes:
+        raise ValueError("the tuner's configurations give tile sizes")
+    if len(config.tile_sizes) > len(extents):
+        raise ValueError(
+            f"{len(config.tile_sizes)} tile sizes for {len(extents)} output dimensions"
+        )
+    sizes = list(config.tile_sizes) + [1] * (len(extents) - len(config.tile_sizes))
+    tiles = tuple(min(t, e) for t, e in zip(sizes, extents, strict=True))
+    if any(t < 1 for t in tiles):
+        raise ValueError(f"tile sizes must be positive, got {config.tile_sizes}")
+    rtiles = reduction_tiles_of(problem, config)
+    blocks = math.prod(ceil_div(e, t) for e, t in zip(extents, tiles, strict=True))
+    steps = math.prod(
+        ceil_div(e, t) for e, t in zip(problem.reduction_extents, rtiles, strict=True)
+    )
+    block_pixels = math.prod(tiles[d] for d in problem.pixels)
+    block_channels = tiles[problem.channel]
+    input_elements, filter_elements = _footprints(problem, tiles, rtiles)
+    route = "mma" if config.mma else ("simt" if config.promote else "global")
+    register_pixels = register_channels = 1
+    threads = 0
+    warps, mma_tiles = (1, 1), (1, 1)
+    if route == "mma":
+        wm, wn = (tuple(config.warp_grid) + (1, 1))[:2]
+        warps = (max(wm, 1), max(wn, 1))
+        mma_tiles = (
+            max(1, ceil_div(block_pixels, MMA_M * warps[0])),
+            max(1, ceil_div(block_channels, MMA_N * warps[1])),
+        )
+        threads = 32 * warps[0] * warps[1]
+    elif config.register_tile and len(config.register_tile) == len(tiles):
+        regs = config.register_tile
+        register_pixels = math.prod(regs[d] for d in problem.pixels)
+        register_channels = regs[problem.channel]
+        threads = math.prod(
+            ceil_div(t, r) for t, r in zip(tiles, regs, strict=True) if r > 0
+        )
+    else:
+        threads = config.threads_per_block or min(256, block_pixels * block_channels)
+    return Geometry(
+        route=route,
+        tiles=tiles,
+        reduction_tiles=rtiles,
+        blocks=blocks,
+        block_pixels=block_pixels,
+        block_channels=block_channels,
+        steps=steps,
+        step_depth=math.prod(rtiles),
+        input_elements=input_elements,
+        filter_elements=filter_elements,
+        threads=threads,
+        register_pixels=register_pixels,
+        register_channels=register_channels,
+        warps=warps,
+        mma_tiles=mma_tiles,
+        channel_step=rtiles[problem.reduction_channel],
+    )
+
+
+def _footprints(
+    problem: Problem, tiles: tuple[int, ...], rtiles: tuple[int, ...]
+) -> tuple[int, int]:
+    """Elements of the input and of the filter one block step reads: the box of the
+    input the block's pixels see through one reduction tile (the halo of the taps
+    included), and the filter's tile."""
+    spec = problem.spec
+    out = dict(zip(problem.names, tiles, strict=True))
+    red = dict(zip(problem.reduction_names, rtiles, strict=True))
+    if isinstance(spec, ConvSpec):
+        (sh, sw), (dh, dw) = spec.stride, spec.dilation
+        rows = (out["oh"] - 1) * sh + (red["r"] - 1) * dh + 1
+        cols = (out["ow"] - 1) * sw + (red["s"] - 1) * dw + 1
+        return (
+            out["n"] * rows * cols * red["c"],
+            red["r"] * red["s"] * red["c"] * out["k"],
+        )
+    return out["i"] * red["p"], red["p"] * out["j"]

@@ -1,0 +1,392 @@
+"""The search space of the autotuner: the `KernelConfig`s worth compiling for a spec.
+
+Two routes, each a product of a few knobs:
+
+- SIMT (f32 and f16): a block tile of pixels x output channels, a register tile (the
+  outputs one thread owns: between 4 and 64, leaving 64 to 512 threads), a reduction
+  step, and the steps of the innermost reduction loop unrolled together;
+- tensor cores (f16): a block tile of whole MMAs where it can (pixels in 16s,
+  channels in 8s), a warp grid of 1..4 x 1..4 warps (each warp at most 16 MMA tiles),
+  and a channel step of 16 to 64 (the MMA's k).
+
+Block tiles along each pixel dimension are divisors of the output extent or powers of
+two whose partial last tile wastes at most an eighth ("near-divisors"); a block holds
+32 to 256 pixels (the innermost two pixel dimensions tiled freely, the batch only
+when whole images fit) and 16 to 128 output channels. Of the pixel shapes of about
+the same size, the ones that waste least are kept.
+
+Reduction steps keep the order of summation, as `affine-loop-tile` requires
+(`config._reduction_tiles` follows the same rule): the dimensions cut into several
+tiles come first, in tiles of 1 but the last of them, the others whole. For
+`r, s, c` that is `(1, 1, c')`, `(1, s', C)` or `(r', S, C)`.
+
+The product is thousands of configurations; the cost model (`affinec.tuning.cost`),
+with registers estimated, ranks them and keeps `max_candidates` (a few hundred at
+most, no more than a few per block tile so that the compiled set stays varied), plus
+`config_for(spec)`, the configuration the compiler picks unasked (the baseline, always
+measured). Configurations whose shared tiles cannot fit the capacity are dropped
+before compiling; everything else is for the passes and ptxas to accept or refuse.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from affinec.config import KernelConfig, config_for
+from affinec.spec import Spec
+from affinec.transforms.gpu.placement import MAX_STATIC_SHARED_BYTES
+from affinec.tuning.cost import Prediction, predict
+from affinec.tuning.problem import (
+    MMA_K,
+    MMA_M,
+    MMA_N,
+    Problem,
+    ceil_div,
+    geometry,
+    problem_of,
+    tile_efficiency,
+)
+
+MIN_TILE_EFFICIENCY = 0.875
+"""A tile whose partial last tile wastes more than an eighth is not a near-divisor."""
+BLOCK_PIXELS = (32, 256)
+MAX_PIXEL_TILE = 64
+"""Along one pixel dimension of a convolution (the block's other pixel dimensions
+then have room)."""
+SHAPES_PER_SIZE = 3
+"""Pixel shapes kept per size class (powers of two)."""
+CHANNEL_TILES = (16, 32, 64, 128)
+THREADS = (64, 512)
+REGISTER_OUTPUTS = (4, 64)
+REGISTER_SIZES = (1, 2, 4, 8)
+UNROLL_STEPS = (0, 2, 4)
+SIMT_STEP = (4, 72)
+"""Reduction points per step on the SIMT route."""
+MMA_CHANNEL_STEP = 64
+MAX_MMA_STEP = 256
+WARPS = (1, 2, 3, 4)
+MAX_MMA_TILES = 16
+"""MMA tiles per warp (4 accumulators each per lane)."""
+MAX_CANDIDATES = 240
+MMA_SHARE = 0.75
+"""Of `max_candidates` for f16, the share of the tensor-core route."""
+PER_BLOCK_TILE = 6
+"""At most this many candidates share a block tile (and route)."""
+SHARED_CAPACITY = MAX_STATIC_SHARED_BYTES
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A configuration to compile, where it comes from, and the model's estimate
+    before compiling."""
+
+    config: KernelConfig
+    origin: str
+    """`baseline` (what `config_for` picks) or `space`."""
+    estimate: Prediction
+
+
+@dataclass(frozen=True)
+class Space:
+    """The candidates of a spec and how many configurations they were chosen from."""
+
+    spec: Spec
+    candidates: tuple[Candidate, ...]
+    considered: int
+    """Configurations enumerated before the model kept `candidates`."""
+    over_capacity: int
+    """Of those, dropped because their shared tiles cannot fit."""
+
+    @property
+    def configs(self) -> list[KernelConfig]:
+        return [c.config for c in self.candidates]
+
+
+def search_space(
+    spec: Spec,
+    *,
+    max_candidates: int = MAX_CANDIDATES,
+    shared_capacity: int = SHARED_CAPACITY,
+) -> Space:
+    """The candidates for `spec` (`NotTunable` for an outer product)."""
+    if max_candidates < 1:
+        raise ValueError(f"max_candidates must be at least 1, got {max_candidates}")
+    problem = problem_of(spec)
+    baseline = config_for(spec)
+    considered = over = 0
+    routes: dict[str, list[tuple[KernelConfig, Prediction]]] = {"mma": [], "simt": []}
+    generators = {"simt": _simt_configs(problem)}
+    if spec.dtype == "f16":
+        generators["mma"] = _mma_configs(problem)
+    for route, configs in generators.items():
+        for config in configs:
+            considered += 1
+            g = geometry(problem, config)
+            if g.shared_bytes(problem.element_bytes) > shared_capacity:
+                over += 1
+                continue
+            estimate = predict(problem, config)
+            if estimate.feasible:
+                routes[route].append((config, estimate))
+    budget = max_candidates
+    mma_quota = round(budget * MMA_SHARE) if routes["mma"] else 0
+    chosen_mma = _choose(problem, routes["mma"], mma_quota)
+    chosen = chosen_mma + _choose(problem, routes["simt"], budget - len(chosen_mma))
+    if len(chosen) < budget:  # the SIMT route had fewer: give the rest back
+        chosen += _choose(problem, routes["mma"], budget - len(chosen), skip=chosen)
+    candidates = [Candidate(baseline, "baseline", predict(problem, baseline))]
+    candidates += [
+        Candidate(c, "space", e)
+        for c, e in sorted(chosen, key=lambda ce: ce[1].ms)
+        if c != baseline
+    ]
+    return Space(spec, tuple(candidates), considered, over)
+
+
+def _choose(
+    problem: Problem,
+    scored: list[tuple[KernelConfig, Prediction]],
+    quota: int,
+    skip: list[tuple[KernelConfig, Prediction]] | None = None,
+) -> list[tuple[KernelConfig, Prediction]]:
+    """The best `quota` by estimate, at most `PER_BLOCK_TILE` per block tile."""
+    taken = {c for c, _ in skip or []}
+    per_tile: Counter[tuple[int, ...]] = Counter(c.tile_sizes for c in taken)
+    out = []
+    for config, estimate in sorted(scored, key=lambda ce: ce[1].ms):
+        if len(out) >= quota:
+            break
+        if config in taken or per_tile[config.tile_sizes] >= PER_BLOCK_TILE:
+            continue
+        per_tile[config.tile_sizes] += 1
+        out.append((config, estimate))
+    return out
+
+
+# -- the two routes --------------------------------------------------------------------------
+
+
+def _simt_configs(problem: Problem) -> Iterator[KernelConfig]:
+    reductions = _reduction_choices(problem, "simt")
+    for tiles in _block_tiles(problem, mma=False):
+        for registers in _register_tiles(problem, tiles):
+            for rtiles in reductions:
+                for unroll in _unrolls(rtiles):
+                    yield KernelConfig(
+                        tile_sizes=tiles,
+                        reduction_tile_sizes=rtiles,
+                        register_tile=registers,
+                        unroll_steps=unroll,
+                    )
+
+
+def _mma_configs(problem: Problem) -> Iterator[KernelConfig]:
+    reductions = _reduction_choices(problem, "mma")
+    for tiles in _block_tiles(problem, mma=True):
+        pixels = math.prod(tiles[d] for d in problem.pixels)
+        channels = tiles[problem.channel]
+        low = _min_threads(problem)
+        for wm in WARPS:
+            for wn in WARPS:
+                mt = ceil_div(pixels, MMA_M * wm)
+                nt = ceil_div(channels, MMA_N * wn)
+                used = pixels * channels / (mt * MMA_M * wm * nt * MMA_N * wn)
+                if (
+                    mt * nt > MAX_MMA_TILES
+                    or not low <= 32 * wm * wn <= THREADS[1]
+                    or used < MIN_TILE_EFFICIENCY
+                ):
+                    continue
+                for rtiles in reductions:
+                    yield KernelConfig(
+                        tile_sizes=tiles,
+                        reduction_tile_sizes=rtiles,
+                        mma=True,
+                        warp_grid=(wm, wn),
+                    )
+
+
+SMALL_PROBLEM = 64 * 256
+"""Outputs of a problem too small to fill blocks of 64 threads (tests' specs)."""
+MIN_BLOCK_OUTPUTS = 1024
+
+
+def _min_threads(problem: Problem) -> int:
+    """64 threads a block, or one warp for very small problems."""
+    return THREADS[0] if math.prod(problem.extents) >= SMALL_PROBLEM else 32
+
+
+# -- block tiles -----------------------------------------------------------------------------
+
+
+def tile_choices(extent: int, limit: int) -> list[int]:
+    """Tiles along `extent` up to `limit`: its divisors, and powers of two that are
+    near-divisors (the last tile wastes at most an eighth)."""
+    top = min(extent, limit)
+    out = {t for t in range(1, top + 1) if extent % t == 0}
+    p = 1
+    while p <= top:
+        if tile_efficiency(extent, p) >= MIN_TILE_EFFICIENCY:
+            out.add(p)
+        p *= 2
+    return sorted(out)
+
+
+def _block_tiles(problem: Problem, mma: bool) -> list[tuple[int, ...]]:
+    """Pixel shapes x channel tiles of at least `MIN_BLOCK_OUTPUTS` outputs (fewer
+    for small problems), as `tile_sizes`."""
+    out = []
+    least = min(MIN_BLOCK_OUTPUTS, math.prod(problem.extents) // 16)
+    for shape in _pixel_shapes(problem, mma):
+        for channels in _channel_tiles(problem, mma):
+            if math.prod(shape.values()) * channels < least:
+                continue
+            tiles = [1] * len(problem.extents)
+            for d, t in shape.items():
+                tiles[d] = t
+            tiles[problem.channel] = channels
+            out.append(tuple(tiles))
+    return out
+
+
+def _pixel_shapes(problem: Problem, mma: bool) -> list[dict[int, int]]:
+    """Tiles of the pixel dimensions (innermost first: the inner two freely, an
+    outer one only when the inner ones are whole), 32 to 256 pixels, the least
+    wasteful few per size class."""
+    dims = problem.pixels
+    extents = problem.extents
+    total = math.prod(extents[d] for d in dims)
+    low, high = min(BLOCK_PIXELS[0], total), BLOCK_PIXELS[1]
+    limit = high if len(dims) == 1 else MAX_PIXEL_TILE
+    shapes: list[dict[int, int]] = []
+
+    def extend(k: int, shape: dict[int, int], whole: bool) -> None:
+        size = math.prod(shape.values())
+        if k == len(dims):
+            if low <= size <= high:
+                shapes.append(dict(shape))
+            return
+        d = dims[k]
+        choices = tile_choices(extents[d], limit) if k < 2 or whole else [1]
+        for t in choices:
+            if size * t > high:
+                break
+            shape[d] = t
+            extend(k + 1, shape, whole and t == extents[d])
+            del shape[d]
+
+    extend(0, {}, True)
+    if mma:
+        shapes = [
+            s
+            for s in shapes
+            if tile_efficiency(math.prod(s.values()), MMA_M) >= MIN_TILE_EFFICIENCY
+            or math.prod(s.values()) == total
+        ]
+
+    def waste(shape: dict[int, int]) -> tuple[float, int, float]:
+        efficiency = math.prod(tile_efficiency(extents[d], t) for d, t in shape.items())
+        inner = shape[dims[0]]
+        aspect = abs(math.log(inner / shape[dims[1]])) if len(dims) > 1 else 0.0
+        return (-efficiency, -inner, aspect)
+
+    classes: dict[int, list[dict[int, int]]] = {}
+    for s in shapes:
+        classes.setdefault(round(math.log2(math.prod(s.values()))), []).append(s)
+    return [
+        s
+        for group in classes.values()
+        for s in sorted(group, key=waste)[:SHAPES_PER_SIZE]
+    ]
+
+
+def _channel_tiles(problem: Problem, mma: bool) -> list[int]:
+    k = problem.extents[problem.channel]
+    out = {
+        t
+        for t in CHANNEL_TILES
+        if t <= k and tile_efficiency(k, t) >= MIN_TILE_EFFICIENCY
+    }
+    if k <= CHANNEL_TILES[-1]:
+        out.add(k)
+    if mma:
+        out = {
+            t for t in out if tile_efficiency(t, MMA_N) >= MIN_TILE_EFFICIENCY or t == k
+        }
+    return sorted(out)
+
+
+# -- thread work -------------------------------------------------------------------------------
+
+
+def _register_tiles(problem: Problem, tiles: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Register tiles of 4 to 64 outputs a thread that leave 64 to 512 threads: up
+    to 8 output channels, and up to 8 pixels taken along the innermost pixel
+    dimension first, each a divisor of the block tile."""
+    channels = tiles[problem.channel]
+    low = _min_threads(problem)
+    out: list[tuple[int, ...]] = []
+    for rk in REGISTER_SIZES:
+        if rk > channels or channels % rk:
+            continue
+        for want in REGISTER_SIZES:
+            registers = [1] * len(tiles)
+            registers[problem.channel] = rk
+            left = want
+            for d in problem.pixels:
+                registers[d] = _divisor_at_most(tiles[d], left)
+                left = max(1, left // registers[d])
+            outputs = math.prod(registers)
+            threads = math.prod(
+                ceil_div(t, r) for t, r in zip(tiles, registers, strict=True)
+            )
+            if (
+                REGISTER_OUTPUTS[0] <= outputs <= REGISTER_OUTPUTS[1]
+                and low <= threads <= THREADS[1]
+                and tuple(registers) not in out
+            ):
+                out.append(tuple(registers))
+    return out
+
+
+def _divisor_at_most(n: int, limit: int) -> int:
+    for d in range(min(n, max(limit, 1)), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+def _reduction_choices(problem: Problem, route: str) -> list[tuple[int, ...]]:
+    """Reduction steps that keep the order of summation: dimensions before the cut
+    in tiles of 1, the cut one in near-divisor tiles, the rest whole. SIMT steps
+    hold 4 to 72 points; tensor-core steps a channel step of at least one MMA's k
+    (or every channel) and at most 64."""
+    extents = problem.reduction_extents
+    channel = problem.reduction_channel
+    total = math.prod(extents)
+    sizes: set[tuple[int, ...]] = set()
+    for j, e in enumerate(extents):
+        for t in tile_choices(e, e):
+            sizes.add((1,) * j + (t,) + tuple(extents[j + 1 :]))
+    out = []
+    for s in sorted(sizes):
+        depth = math.prod(s)
+        if route == "simt":
+            if min(SIMT_STEP[0], total) <= depth <= SIMT_STEP[1]:
+                out.append(s)
+        elif (
+            min(MMA_K, extents[channel]) <= s[channel] <= MMA_CHANNEL_STEP
+            and depth <= MAX_MMA_STEP
+        ):
+            out.append(s)
+    return out
+
+
+def _unrolls(rtiles: tuple[int, ...]) -> list[int]:
+    """Steps of the innermost reduction loop unrolled together: none, or 2 or 4
+    dividing its tile."""
+    last = rtiles[-1]
+    return [u for u in UNROLL_STEPS if u == 0 or (u <= last and last % u == 0)]
