@@ -47,7 +47,7 @@ from affinec.tuning import TuningCache, entry_of
 from affinec.tuning.compiling import default_jobs, make_pool
 from affinec.tuning.measure import Measurer
 from affinec.tuning.problem import problem_of
-from affinec.tuning.space import MAX_CANDIDATES, search_space
+from affinec.tuning.space import search_space
 from affinec.tuning.tuner import (
     TuneOptions,
     read_log,
@@ -57,6 +57,9 @@ from affinec.tuning.tuner import (
     write_log,
 )
 
+TUNE_ALL_CANDIDATES = 160
+"""Compiled per convolution: ten convolutions' compiles at about 2 s each must keep
+up with the measuring on 15 cores."""
 CACHE, LOG, SUMMARY, TABLE = (
     "tuning.json",
     "tune-log.jsonl",
@@ -76,7 +79,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--top", type=int, default=24)
     p.add_argument("--explore", type=int, default=6)
     p.add_argument("--finalists", type=int, default=3)
-    p.add_argument("--max-candidates", type=int, default=MAX_CANDIDATES)
+    p.add_argument("--max-candidates", type=int, default=TUNE_ALL_CANDIDATES)
     p.add_argument("--jobs", type=int, default=0, help="0: every core but one")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--force", action="store_true", help="tune cached specs again")
@@ -163,7 +166,7 @@ def run(
                 jobs=jobs,
                 arch=arch,
                 seed=args.seed,
-                progress=not args.no_progress,
+                progress=not args.no_progress and sys.stderr.isatty(),
             )
             measurer = measurer_for(spec)
             try:

@@ -28,6 +28,7 @@ from affinec.tuning import (
     Measurement,
     TuneOptions,
     TuningCache,
+    cached_entry,
     compile_cached,
     compiler_version,
     default_path,
@@ -39,7 +40,6 @@ from affinec.tuning import (
 from affinec.tuning import cache as cache_module
 from affinec.tuning.compiling import (
     COMPILED,
-    FAILED,
     REFUSED,
     Compilation,
     Compiled,
@@ -115,11 +115,9 @@ def _keeps_order(tiles: tuple[int, ...], extents: tuple[int, ...]) -> bool:
 
 @pytest.mark.parametrize(
     ("name", "dtype"),
-    [("resnet50-conv1", "f16"), ("conv3x3-256-512", "f32"), ("conv1x1-256-64", "f16")],
+    [("resnet50-conv1", "f16"), ("conv3x3-256-512", "f32"), ("conv3x3-128", "f16")],
 )
-def test_the_space_of_a_design_convolution_is_bounded_and_keeps_the_order(
-    name, dtype
-):
+def test_the_space_of_a_design_convolution_is_bounded_and_keeps_the_order(name, dtype):
     spec = with_format(DESIGN_CONVOLUTIONS[name], dtype)
     space = search_space(spec)
     problem = problem_of(spec)
@@ -128,16 +126,20 @@ def test_the_space_of_a_design_convolution_is_bounded_and_keeps_the_order(
     assert configs[0] == config_for(spec)
     assert len(configs) <= MAX_CANDIDATES + 1 < space.considered
     assert len(set(configs)) == len(configs)
-    assert any(c.mma for c in configs) == (dtype == "f16")
+    # ResNet-50's first layer has 4 input channels: too few for tensor cores
+    assert any(c.mma for c in configs) == (name == "conv3x3-128")
     for c in configs[1:]:
         assert len(c.tile_sizes) == len(problem.extents)
-        assert _keeps_order(c.reduction_tile_sizes, problem.reduction_extents), c
         g = geometry(problem, c)
         assert 32 <= g.block_pixels <= 256
         assert THREADS[0] <= g.threads <= THREADS[1], c
-        if c.mma:
-            assert g.mma_tiles[0] * g.mma_tiles[1] <= 16
+        if c.mma:  # the MMA sums in its own order: one tap, 16 to 64 channels
+            assert c.reassociate and c.stages in (2, 3, 4)
+            assert g.mma_tiles[0] * g.mma_tiles[1] <= 32
+            assert sorted(c.reduction_tile_sizes)[:-1] == [1, 1]
         else:
+            assert not c.reassociate
+            assert _keeps_order(c.reduction_tile_sizes, problem.reduction_extents), c
             assert 4 <= g.register_pixels * g.register_channels <= 64
         assert g.shared_bytes(problem.element_bytes) <= 48 * 1024
 
@@ -149,12 +151,14 @@ def test_the_space_of_any_convolution_keeps_the_order(spec):
     problem = problem_of(spec)
     assert space.configs[0] == config_for(spec)
     for c in space.configs[1:]:
-        assert _keeps_order(c.reduction_tile_sizes, problem.reduction_extents), c
+        assert c.reassociate or _keeps_order(
+            c.reduction_tile_sizes, problem.reduction_extents
+        ), c
         assert not c.mma or spec.dtype == "f16"
 
 
 @pytest.mark.parametrize(
-    ("spec", "count"), [(SMALL_F16, 8), (SMALL_F32, 4), (SMALL_MATMUL, 4)]
+    ("spec", "count"), [(SMALL_F16, 3), (SMALL_F32, 2), (SMALL_MATMUL, 1)]
 )
 def test_every_candidate_compiles_or_is_refused_with_a_reason(spec, count):
     space = search_space(spec, max_candidates=count)
@@ -170,7 +174,7 @@ def test_every_candidate_compiles_or_is_refused_with_a_reason(spec, count):
     assert any(r.config.mma for r in results if r.ok) == (spec.dtype == "f16")
 
 
-@settings(max_examples=6)
+@settings(max_examples=3)
 @given(conv_specs(max_channels=20, max_image=10), st.randoms(use_true_random=False))
 def test_candidates_of_random_convolutions_compile_or_are_refused(spec, rng):
     space = search_space(spec, max_candidates=20)
@@ -222,8 +226,8 @@ def test_configurations_travel_as_json():
         tile_sizes=(1, 8, 16, 64), warp_grid=(4, 2), mma=True, unroll_steps=2
     )
     assert config_from_json(json.loads(json.dumps(config_to_json(config)))) == config
-    with pytest.raises(ValueError, match="unknown knob 'stages'"):
-        config_from_json({"stages": 3})
+    with pytest.raises(ValueError, match="unknown knob 'warp_size'"):
+        config_from_json({"warp_size": 32})
     with pytest.raises(ValueError, match="list of integers"):
         config_from_json({"tile_sizes": "1,2"})
     with pytest.raises(ValueError, match="true or false"):
@@ -274,14 +278,23 @@ def test_residency_agrees_with_the_benchmarks_occupancy():
 def test_the_model_prefers_tensor_cores_and_refuses_what_cannot_run():
     spec = with_format(DESIGN_CONVOLUTIONS["conv3x3-128"], "f16")
     problem = problem_of(spec)
-    simt = predict(problem, config_for(spec))
+    simt = predict(
+        problem,
+        KernelConfig(
+            tile_sizes=(1, 7, 14, 64),
+            reduction_tile_sizes=(1, 1, 8),
+            register_tile=(1, 1, 7, 8),
+        ),
+    )
     mma = predict(
         problem,
         KernelConfig(
             tile_sizes=(1, 4, 28, 64),
             reduction_tile_sizes=(1, 1, 32),
+            reassociate=True,
             mma=True,
             warp_grid=(2, 2),
+            stages=3,
         ),
     )
     assert mma.feasible and simt.feasible
@@ -305,12 +318,12 @@ def test_spearman_rank_correlation():
 
 @pytest.fixture(scope="module")
 def fake_tuning():
-    """One tuning of a small f16 convolution, compiled by two worker processes."""
+    """One tuning of a small convolution, compiled by two worker processes."""
     measurer = FakeMeasurer()
     options = TuneOptions(
-        max_candidates=8, top=4, explore=2, jobs=2, progress=False, measure_cudnn=True
+        max_candidates=4, top=2, explore=1, jobs=2, progress=False, measure_cudnn=True
     )
-    return tune(SMALL_F16, measurer, options), measurer
+    return tune(SMALL_F32, measurer, options), measurer
 
 
 def test_a_fake_tuning_measures_the_baseline_and_the_models_picks(fake_tuning):
@@ -321,8 +334,8 @@ def test_a_fake_tuning_measures_the_baseline_and_the_models_picks(fake_tuning):
     first = next(r for r in result.records if r.rank == 1)
     assert first.status == WRONG and "wrong" in first.reason
     picks = [r for r in result.records if r.picked_by]
-    assert sum(r.picked_by == "model" for r in picks) == 4
-    assert sum(r.picked_by == "explore" for r in picks) <= 2
+    assert sum(r.picked_by == "model" for r in picks) == 2
+    assert sum(r.picked_by == "explore" for r in picks) == 1
     assert result.cudnn_ms == 0.1
     ranked = [r for r in result.records if r.rank is not None]
     assert sorted(r.rank for r in ranked) == list(range(1, len(ranked) + 1))
@@ -360,7 +373,7 @@ def test_the_log_has_every_configuration_and_a_summary(fake_tuning, tmp_path):
     assert [line["kind"] for line in lines] == ["config"] * len(result.records) + [
         "summary"
     ]
-    configs = records_by_spec(lines)[SMALL_F16.to_text()]
+    configs = records_by_spec(lines)[SMALL_F32.to_text()]
     for line, record in zip(configs, result.records, strict=True):
         assert config_from_json(line["config"]) == record.config
         assert line["status"] == record.status
@@ -375,23 +388,23 @@ def test_the_cache_serves_the_tuned_configuration(fake_tuning, tmp_path, monkeyp
     entry = entry_of(result)
     assert entry is not None and entry.config == result.best.config
     cache.store(entry)
-    compiled = compile_cached(SMALL_F16, "sm_90", cache=cache.path, gpu=FAKE_GPU)
+    compiled = compile_cached(SMALL_F32, "sm_90", cache=cache.path, gpu=FAKE_GPU)
     assert compiled.config == entry.config
     assert compiled.config_source.startswith("tuned")
     assert str(cache.path) in compiled.runtime_kernel().info["config_source"]
     # another architecture, another GPU, another compiler: not this entry
-    assert compile_cached(SMALL_F16, "sm_80", cache=cache.path, gpu=FAKE_GPU).config == (
-        config_for(SMALL_F16)
-    )
-    other = compile_cached(SMALL_F16, "sm_90", cache=cache.path, gpu="Other GPU")
-    assert other.config_source == "config_for"
+    assert cached_entry(SMALL_F32, "sm_80", cache, FAKE_GPU) is None
+    assert cached_entry(SMALL_F32, "sm_90", cache, "Other GPU") is None
     monkeypatch.setattr(cache_module, "compiler_version", lambda: "0.1.0+changed")
-    assert cache.lookup(SMALL_F16.to_text(), FAKE_GPU) is None
+    assert cached_entry(SMALL_F32, "sm_90", cache, FAKE_GPU) is None
+    fallback = compile_cached(SMALL_F32, "sm_90", cache=cache.path, gpu=FAKE_GPU)
+    assert fallback.config_source == "config_for"
+    assert fallback.config == config_for(SMALL_F32)
 
 
 def test_a_faulting_gpu_stops_the_measuring():
     measurer = FakeMeasurer(fault_after=1)
-    options = TuneOptions(max_candidates=3, top=3, explore=0, jobs=1, progress=False)
+    options = TuneOptions(max_candidates=2, top=2, explore=0, jobs=1, progress=False)
     result = tune(SMALL_F32, measurer, options)
     assert "faulted" in result.stopped
     assert len(measurer.calls) == 2
@@ -489,9 +502,9 @@ def test_a_broken_cache_file_is_an_error_that_names_it(tmp_path):
 
 # -- the command line ----------------------------------------------------------------------------
 
-SMALL_FLAGS = [
-    "conv",
-    *("--n 1 --c 8 --h 10 --w 10 --k 24 --r 3 --s 3 --pad 1".split()),
+SMALL_SIZES = {"n": 1, "c": 8, "h": 10, "w": 10, "k": 24, "r": 3, "s": 3, "pad": 1}
+SMALL_FLAGS = ["conv"] + [
+    flag for name, value in SMALL_SIZES.items() for flag in (f"--{name}", str(value))
 ]
 
 
@@ -551,7 +564,7 @@ def test_tune_dry_run_ranks_without_a_gpu(tmp_path, capsys):
         *SMALL_FLAGS,
         "--dry-run",
         "--max-candidates",
-        "3",
+        "2",
         "--jobs",
         "1",
         "--top",

@@ -110,6 +110,8 @@ the loop counter and checked against the padding (about 60 static instructions a
 turn in the PTX of an MMA kernel, both branches counted)."""
 COPY_ROLLED_FILTER = 10
 """Per filter element in a copy loop (no padding; unrolled by four)."""
+COPY_DMA_CHUNK = 4
+"""Per 16-byte asynchronous copy (`cp.async`, its addresses, the zero-fill size)."""
 EPILOGUE_INSTRUCTIONS = 6
 """Per output a thread writes back (epilogue, conversion, address, store)."""
 
@@ -267,9 +269,11 @@ def predict(
     config: KernelConfig,
     facts: Facts | None = None,
     machine: Machine = H100,
+    g: Geometry | None = None,
 ) -> Prediction:
-    """The predicted time of `config` on `problem` (see the module's docstring)."""
-    g = geometry(problem, config)
+    """The predicted time of `config` on `problem` (see the module's docstring);
+    `g` is its geometry if the caller has it."""
+    g = g or geometry(problem, config)
     estimated = facts is None
     registers = facts.registers if facts else estimate_registers(problem, config, g)
     threads = facts.threads if facts and facts.threads else g.threads
@@ -364,8 +368,10 @@ def _step_cycles(
 ) -> _Step:
     warps = ceil_div(threads, 32)
     elem = problem.element_bytes
-    copies = _copy_instructions(g.input_elements / threads, COPY_ROLLED_INPUT) + (
-        _copy_instructions(g.filter_elements / threads, COPY_ROLLED_FILTER)
+    copies = _copy_instructions(
+        g.input_elements / threads, COPY_ROLLED_INPUT, g.dma[0], elem
+    ) + _copy_instructions(
+        g.filter_elements / threads, COPY_ROLLED_FILTER, g.dma[1], elem
     )
     copy_wavefronts = g.copy_elements * elem / machine.shared_bytes_per_clock
     tensor = 0.0
@@ -403,8 +409,10 @@ def _step_cycles(
     )
 
 
-def _copy_instructions(turns: float, rolled: int) -> float:
+def _copy_instructions(turns: float, rolled: int, dma: bool, elem: int) -> float:
     """Instructions a thread issues to copy `turns` elements of one buffer."""
+    if dma:
+        return turns * elem / 16 * COPY_DMA_CHUNK
     return turns * (COPY_UNROLLED if turns <= UNROLLED_TURNS else rolled)
 
 
@@ -455,7 +463,9 @@ def _round_cycles(
 ) -> float:
     """Cycles for `blocks` blocks resident together on one multiprocessor to finish:
     per step, either the multiprocessor is busy with all of them, or one block's
-    step waits on its copies' latency."""
+    step waits on its copies' latency, less what the steps computed while later
+    tiles' copies are in flight hide of it (pipelined stages)."""
     busy = blocks * max(step.issue, step.shared, step.tensor)
-    waiting = max(step.alone, step.shared, step.tensor) + machine.step_latency_cycles
-    return g.steps * max(busy, waiting) + epilogue
+    alone = max(step.alone, step.shared, step.tensor)
+    exposed = max(0.0, machine.step_latency_cycles - (g.stages - 1) * alone)
+    return g.steps * max(busy, alone + exposed) + epilogue

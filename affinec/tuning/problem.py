@@ -48,6 +48,8 @@ class Problem:
     reduction_channel: int
     """The reduction dimension that is the input channel (the MMA's k)."""
     element_bytes: int
+    operand_elements: int
+    """Elements of the inputs, the filter, the bias and the output together."""
 
     @property
     def macs(self) -> int:
@@ -65,9 +67,7 @@ class Problem:
 
     def dram_bytes(self) -> int:
         """Bytes every kernel must move at least once: inputs, filter, output."""
-        c = contraction_of(self.spec)
-        operands = [*c.factors, c.output, *([c.bias] if c.bias else [])]
-        return self.element_bytes * sum(math.prod(a.shape) for a in operands)
+        return self.element_bytes * self.operand_elements
 
 
 def problem_of(spec: Spec) -> Problem:
@@ -98,6 +98,10 @@ def problem_of(spec: Spec) -> Problem:
         reduction_extents=tuple(e for _, e in c.reduction_index),
         reduction_channel=reduction_channel,
         element_bytes=2 if spec.dtype == "f16" else 4,
+        operand_elements=sum(
+            math.prod(a.shape)
+            for a in (*c.factors, c.output, *([c.bias] if c.bias else []))
+        ),
     )
 
 
@@ -140,6 +144,12 @@ class Geometry:
     """With `mma`: MMA tiles per warp along M and N."""
     channel_step: int = 1
     """Input channels of one step (the MMA's k before padding)."""
+    stages: int = 1
+    """Tiles of the reduction in flight (each its own shared buffers)."""
+    dma: tuple[bool, bool] = (False, False)
+    """Whether the input's and the filter's copies can be 16-byte asynchronous
+    copies: the copy's rows (the step's channels, or the block's output channels)
+    and the tensor's whole rows are multiples of 16 bytes."""
 
     @property
     def block_outputs(self) -> int:
@@ -158,7 +168,7 @@ class Geometry:
         if self.route == "mma":
             pad = ceil_div(self.channel_step, MMA_K) * MMA_K / self.channel_step
             elements = int(elements * pad)
-        return elements * element_bytes
+        return elements * element_bytes * self.stages
 
 
 def reduction_tiles_of(problem: Problem, config: KernelConfig) -> tuple[int, ...]:
@@ -238,7 +248,37 @@ def geometry(problem: Problem, config: KernelConfig) -> Geometry:
         warps=warps,
         mma_tiles=mma_tiles,
         channel_step=rtiles[problem.reduction_channel],
+        stages=max(1, config.stages) if config.dma else 1,
+        dma=dma_copies(problem, config, tiles, rtiles),
     )
+
+
+def dma_copies(
+    problem: Problem,
+    config: KernelConfig,
+    tiles: tuple[int, ...],
+    rtiles: tuple[int, ...],
+) -> tuple[bool, bool]:
+    """Which copies `affine-data-copy-generate{generate-dma}` can make 16-byte
+    asynchronous copies of: rows of 16 bytes along a contiguous dimension, in the
+    buffer and in the tensor (an estimate of the pass's own rule)."""
+    if not (config.dma and (config.promote or config.mma)):
+        return (False, False)
+    spec = problem.spec
+    elem = problem.element_bytes
+    channel_step = rtiles[problem.reduction_channel]
+    block_channels = tiles[problem.channel]
+
+    def rows(step: int, whole: int) -> bool:
+        return (step * elem) % 16 == 0 and (whole * elem) % 16 == 0
+
+    if isinstance(spec, ConvSpec):
+        return (
+            spec.layout == "nhwc" and rows(channel_step, spec.c),
+            spec.filter_layout == "rsck" and rows(block_channels, spec.k),
+        )
+    assert isinstance(spec, MatmulSpec)
+    return rows(channel_step, spec.k), rows(block_channels, spec.n)
 
 
 def _footprints(

@@ -4,10 +4,14 @@ Two routes, each a product of a few knobs:
 
 - SIMT (f32 and f16): a block tile of pixels x output channels, a register tile (the
   outputs one thread owns: between 4 and 64, leaving 64 to 512 threads), a reduction
-  step, and the steps of the innermost reduction loop unrolled together;
-- tensor cores (f16): a block tile of whole MMAs where it can (pixels in 16s,
-  channels in 8s), a warp grid of 1..4 x 1..4 warps (each warp at most 16 MMA tiles),
-  and a channel step of 16 to 64 (the MMA's k).
+  step that keeps the order of summation, the steps of the innermost reduction loop
+  unrolled together (0, 2, 4), and 1 or 2 stages where the copies can be 16-byte
+  asynchronous ones;
+- tensor cores (f16, from 16 input channels as `config_for` has it): a block tile of
+  whole MMAs where it can (pixels in 16s, channels in 8s), a warp grid of 1..4 x
+  1..4 warps (each warp at most 32 MMA tiles, `affinec-mma-sync`'s limit), one
+  filter tap and 16, 32 or 64 channels a step (`reassociate`: the MMA sums in its
+  own order anyway), and 2 to 4 stages in flight.
 
 Block tiles along each pixel dimension are divisors of the output extent or powers of
 two whose partial last tile wastes at most an eighth ("near-divisors"); a block holds
@@ -15,17 +19,18 @@ two whose partial last tile wastes at most an eighth ("near-divisors"); a block 
 when whole images fit) and 16 to 128 output channels. Of the pixel shapes of about
 the same size, the ones that waste least are kept.
 
-Reduction steps keep the order of summation, as `affine-loop-tile` requires
-(`config._reduction_tiles` follows the same rule): the dimensions cut into several
-tiles come first, in tiles of 1 but the last of them, the others whole. For
-`r, s, c` that is `(1, 1, c')`, `(1, s', C)` or `(r', S, C)`.
+SIMT reduction steps keep the order of summation, as `affine-loop-tile` requires
+without `reassociate` (`config._reduction_tiles` follows the same rule): the
+dimensions cut into several tiles come first, in tiles of 1 but the last of them,
+the others whole. For `r, s, c` that is `(1, 1, c')`, `(1, s', C)` or `(r', S, C)`.
 
 The product is thousands of configurations; the cost model (`affinec.tuning.cost`),
 with registers estimated, ranks them and keeps `max_candidates` (a few hundred at
 most, no more than a few per block tile so that the compiled set stays varied), plus
 `config_for(spec)`, the configuration the compiler picks unasked (the baseline, always
-measured). Configurations whose shared tiles cannot fit the capacity are dropped
-before compiling; everything else is for the passes and ptxas to accept or refuse.
+measured). Configurations whose shared tiles (all stages) cannot fit the capacity
+are dropped before compiling; everything else is for the passes and ptxas to accept
+or refuse.
 """
 
 from __future__ import annotations
@@ -35,16 +40,16 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from affinec.config import KernelConfig, config_for
+from affinec.config import MMA_MIN_CHANNELS, KernelConfig, config_for
 from affinec.spec import Spec
 from affinec.transforms.gpu.placement import MAX_STATIC_SHARED_BYTES
 from affinec.tuning.cost import Prediction, predict
 from affinec.tuning.problem import (
-    MMA_K,
     MMA_M,
     MMA_N,
     Problem,
     ceil_div,
+    dma_copies,
     geometry,
     problem_of,
     tile_efficiency,
@@ -65,13 +70,15 @@ REGISTER_SIZES = (1, 2, 4, 8)
 UNROLL_STEPS = (0, 2, 4)
 SIMT_STEP = (4, 72)
 """Reduction points per step on the SIMT route."""
-MMA_CHANNEL_STEP = 64
-MAX_MMA_STEP = 256
+MMA_CHANNEL_STEPS = (16, 32, 64)
+MMA_STAGES = (2, 3, 4)
+"""Tiles in flight on the tensor-core route (`affine-pipeline-data-transfer`)."""
+SIMT_STAGES = (1, 2)
 WARPS = (1, 2, 3, 4)
-MAX_MMA_TILES = 16
-"""MMA tiles per warp (4 accumulators each per lane)."""
+MAX_MMA_TILES = 32
+"""MMA tiles per warp (4 accumulators each per lane): `affinec-mma-sync`'s limit."""
 MAX_CANDIDATES = 240
-MMA_SHARE = 0.75
+MMA_SHARE = 0.85
 """Of `max_candidates` for f16, the share of the tensor-core route."""
 PER_BLOCK_TILE = 6
 """At most this many candidates share a block tile (and route)."""
@@ -119,7 +126,8 @@ def search_space(
     considered = over = 0
     routes: dict[str, list[tuple[KernelConfig, Prediction]]] = {"mma": [], "simt": []}
     generators = {"simt": _simt_configs(problem)}
-    if spec.dtype == "f16":
+    channels = problem.reduction_extents[problem.reduction_channel]
+    if spec.dtype == "f16" and channels >= MMA_MIN_CHANNELS:
         generators["mma"] = _mma_configs(problem)
     for route, configs in generators.items():
         for config in configs:
@@ -128,7 +136,7 @@ def search_space(
             if g.shared_bytes(problem.element_bytes) > shared_capacity:
                 over += 1
                 continue
-            estimate = predict(problem, config)
+            estimate = predict(problem, config, g=g)
             if estimate.feasible:
                 routes[route].append((config, estimate))
     budget = max_candidates
@@ -170,21 +178,24 @@ def _choose(
 
 
 def _simt_configs(problem: Problem) -> Iterator[KernelConfig]:
-    reductions = _reduction_choices(problem, "simt")
+    reductions = _reduction_choices(problem)
     for tiles in _block_tiles(problem, mma=False):
         for registers in _register_tiles(problem, tiles):
             for rtiles in reductions:
+                dma = any(dma_copies(problem, KernelConfig(), tiles, rtiles))
                 for unroll in _unrolls(rtiles):
-                    yield KernelConfig(
-                        tile_sizes=tiles,
-                        reduction_tile_sizes=rtiles,
-                        register_tile=registers,
-                        unroll_steps=unroll,
-                    )
+                    for stages in SIMT_STAGES if dma else SIMT_STAGES[:1]:
+                        yield KernelConfig(
+                            tile_sizes=tiles,
+                            reduction_tile_sizes=rtiles,
+                            register_tile=registers,
+                            unroll_steps=unroll,
+                            stages=stages,
+                        )
 
 
 def _mma_configs(problem: Problem) -> Iterator[KernelConfig]:
-    reductions = _reduction_choices(problem, "mma")
+    reductions = _mma_reductions(problem)
     for tiles in _block_tiles(problem, mma=True):
         pixels = math.prod(tiles[d] for d in problem.pixels)
         channels = tiles[problem.channel]
@@ -201,12 +212,15 @@ def _mma_configs(problem: Problem) -> Iterator[KernelConfig]:
                 ):
                     continue
                 for rtiles in reductions:
-                    yield KernelConfig(
-                        tile_sizes=tiles,
-                        reduction_tile_sizes=rtiles,
-                        mma=True,
-                        warp_grid=(wm, wn),
-                    )
+                    for stages in MMA_STAGES:
+                        yield KernelConfig(
+                            tile_sizes=tiles,
+                            reduction_tile_sizes=rtiles,
+                            reassociate=True,
+                            mma=True,
+                            warp_grid=(wm, wn),
+                            stages=stages,
+                        )
 
 
 SMALL_PROBLEM = 64 * 256
@@ -359,29 +373,38 @@ def _divisor_at_most(n: int, limit: int) -> int:
     return 1
 
 
-def _reduction_choices(problem: Problem, route: str) -> list[tuple[int, ...]]:
-    """Reduction steps that keep the order of summation: dimensions before the cut
-    in tiles of 1, the cut one in near-divisor tiles, the rest whole. SIMT steps
-    hold 4 to 72 points; tensor-core steps a channel step of at least one MMA's k
-    (or every channel) and at most 64."""
+def _reduction_choices(problem: Problem) -> list[tuple[int, ...]]:
+    """SIMT reduction steps that keep the order of summation: dimensions before the
+    cut in tiles of 1, the cut one in near-divisor tiles, the rest whole; 4 to 72
+    points a step."""
     extents = problem.reduction_extents
-    channel = problem.reduction_channel
     total = math.prod(extents)
     sizes: set[tuple[int, ...]] = set()
     for j, e in enumerate(extents):
         for t in tile_choices(e, e):
             sizes.add((1,) * j + (t,) + tuple(extents[j + 1 :]))
+    return [
+        s
+        for s in sorted(sizes)
+        if min(SIMT_STEP[0], total) <= math.prod(s) <= SIMT_STEP[1]
+    ]
+
+
+def _mma_reductions(problem: Problem) -> list[tuple[int, ...]]:
+    """Tensor-core steps: one filter tap and 16, 32 or 64 channels (near-divisors
+    of the channels, in 16-byte rows), in any order (`reassociate`: the MMA sums in
+    its own order anyway)."""
+    extents = problem.reduction_extents
+    channels = extents[problem.reduction_channel]
     out = []
-    for s in sorted(sizes):
-        depth = math.prod(s)
-        if route == "simt":
-            if min(SIMT_STEP[0], total) <= depth <= SIMT_STEP[1]:
-                out.append(s)
-        elif (
-            min(MMA_K, extents[channel]) <= s[channel] <= MMA_CHANNEL_STEP
-            and depth <= MAX_MMA_STEP
-        ):
-            out.append(s)
+    for step in MMA_CHANNEL_STEPS:
+        if step > channels or step % 8:
+            continue
+        if channels % step and tile_efficiency(channels, step) < MIN_TILE_EFFICIENCY:
+            continue
+        sizes = [1] * len(extents)
+        sizes[problem.reduction_channel] = step
+        out.append(tuple(sizes))
     return out
 
 
