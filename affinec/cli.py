@@ -538,6 +538,8 @@ def format_cache(cache) -> str:
 
 def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `affinec tune KIND` beyond the spec's."""
+    from affinec.tuning.space import MAX_CANDIDATES
+
     parser.add_argument(
         "--budget-s",
         type=float,
@@ -566,8 +568,9 @@ def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-candidates",
         type=int,
-        default=240,
-        help="configurations compiled, chosen by the cost model (default 240)",
+        default=MAX_CANDIDATES,
+        help="configurations compiled, chosen by the cost model (default "
+        f"{MAX_CANDIDATES})",
     )
     parser.add_argument(
         "--jobs",

@@ -57,8 +57,8 @@ from affinec.tuning.tuner import (
     write_log,
 )
 
-TUNE_ALL_CANDIDATES = 160
-"""Compiled per convolution: ten convolutions' compiles at about 2 s each must keep
+TUNE_ALL_CANDIDATES = 120
+"""Compiled per convolution: ten convolutions' compiles at 2 to 4 s each must keep
 up with the measuring on 15 cores."""
 CACHE, LOG, SUMMARY, TABLE = (
     "tuning.json",

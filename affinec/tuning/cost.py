@@ -112,6 +112,9 @@ COPY_ROLLED_FILTER = 10
 """Per filter element in a copy loop (no padding; unrolled by four)."""
 COPY_DMA_CHUNK = 4
 """Per 16-byte asynchronous copy (`cp.async`, its addresses, the zero-fill size)."""
+SMOOTHNESS = 4
+"""The exponent of the smooth maximum over the multiprocessors', L2's and HBM's
+times."""
 EPILOGUE_INSTRUCTIONS = 6
 """Per output a thread writes back (epilogue, conversion, address, store)."""
 
@@ -316,8 +319,11 @@ def predict(
     bound = max(terms, key=lambda k: terms[k])
     if bound == "multiprocessors":
         bound = step.bound
+    # A smooth maximum: the largest term decides, the others still order the
+    # configurations it ties (what one bound leaves, the next one costs a little).
+    smooth = sum(t**SMOOTHNESS for t in terms.values()) ** (1 / SMOOTHNESS)
     return Prediction(
-        ms=max(terms.values()) + machine.launch_seconds * 1e3,
+        ms=smooth + machine.launch_seconds * 1e3,
         bound=bound,
         terms=terms,
         **common,

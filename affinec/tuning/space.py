@@ -77,7 +77,7 @@ SIMT_STAGES = (1, 2)
 WARPS = (1, 2, 3, 4)
 MAX_MMA_TILES = 32
 """MMA tiles per warp (4 accumulators each per lane): `affinec-mma-sync`'s limit."""
-MAX_CANDIDATES = 240
+MAX_CANDIDATES = 200
 MMA_SHARE = 0.85
 """Of `max_candidates` for f16, the share of the tensor-core route."""
 PER_BLOCK_TILE = 6
