@@ -7,12 +7,16 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import (
+    AnyFloat,
     BFloat16Type,
     Float16Type,
     Float32Type,
     Float64Type,
     IndexType,
     IntegerType,
+    bf16,
+    f16,
+    f32,
 )
 from xdsl.ir import Attribute
 
@@ -38,6 +42,26 @@ def numpy_dtype(t: Attribute) -> np.dtype:
         case IntegerType(width=w) if w.data in (8, 16, 32, 64):
             return np.dtype(f"int{w.data}")
     raise TypeError(f"no numpy type for {t}")
+
+
+STORAGE_TYPES: dict[str, AnyFloat] = {"f32": f32, "f16": f16, "bf16": bf16}
+"""The IR type of each storage dtype a spec names (`affinec.spec.DTYPES`)."""
+
+
+def storage_type(name: str) -> AnyFloat:
+    """The IR element type of the storage dtype `name` ("f32", "f16" or "bf16")."""
+    try:
+        return STORAGE_TYPES[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown storage dtype {name!r} (expected one of "
+            f"{', '.join(STORAGE_TYPES)})"
+        ) from None
+
+
+def storage_numpy_dtype(name: str) -> np.dtype:
+    """The numpy dtype of arrays stored as `name`: bf16 is `ml_dtypes.bfloat16`."""
+    return numpy_dtype(storage_type(name))
 
 
 def element_size(t: Attribute) -> int:
