@@ -55,12 +55,17 @@ def affine_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
             tile_sizes=config.tile_sizes,
             reduction_tile_sizes=config.reduction_tile_sizes,
             separate=config.separate,
+            reassociate=config.reassociate,
         ),
         AffinecSplitPass(),
         AffinecSinkPass(),
         AffinecCanonicalizePass(),
         *(
-            [AffineDataCopyGenerate(reduction_innermost=config.mma)]
+            [
+                AffineDataCopyGenerate(
+                    generate_dma=config.dma, reduction_innermost=config.mma
+                )
+            ]
             if config.promote or config.mma
             else []
         ),

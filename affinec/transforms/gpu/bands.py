@@ -301,7 +301,18 @@ def _collect(block: Block, known: dict[SSAValue, Interval], into: GridAnalysis) 
             if not isinstance(t.layout, NoneAttr):
                 raise PassError(op, "buffers of a block must have the identity layout")
             into.allocs.append(op)
-        elif isinstance(op, (affine.YieldOp, memref.DeallocOp, gpu.BarrierOp, *READS)):
+        elif isinstance(
+            op,
+            (
+                affine.YieldOp,
+                memref.DeallocOp,
+                gpu.BarrierOp,
+                # every thread closes and waits for its own asynchronous copies
+                nvgpu.DeviceAsyncCreateGroupOp,
+                nvgpu.DeviceAsyncWaitOp,
+                *READS,
+            ),
+        ):
             continue
         elif not op.has_trait(Pure) or op.regions:
             raise PassError(
@@ -337,6 +348,15 @@ def read_buffer(op: Operation) -> SSAValue | None:
     if isinstance(op, nvgpu.LdMatrixOp):
         return op.srcMemref
     if isinstance(op, READS):
+        return op.memref
+    return None
+
+
+def written_buffer(op: Operation) -> SSAValue | None:
+    """The buffer a write op (a store or an asynchronous copy) writes."""
+    if isinstance(op, nvgpu.DeviceAsyncCopyOp):
+        return op.dst
+    if isinstance(op, WRITES):
         return op.memref
     return None
 

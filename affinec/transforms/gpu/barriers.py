@@ -27,10 +27,10 @@ from xdsl.ir import Block, Operation, SSAValue
 from affinec.dialects import affine, gpu
 from affinec.transforms.gpu.bands import (
     READS,
-    WRITES,
     GridAnalysis,
     is_private,
     read_buffer,
+    written_buffer,
 )
 
 
@@ -56,8 +56,8 @@ def access_of(op: Operation) -> Access:
     for inner in op.walk():
         if (buffer := read_buffer(inner)) is not None and not is_private(buffer):
             acc.reads.add(buffer)
-        elif isinstance(inner, WRITES) and not is_private(inner.memref):
-            acc.writes.add(inner.memref)
+        elif (buffer := written_buffer(inner)) is not None and not is_private(buffer):
+            acc.writes.add(buffer)
     return acc
 
 

@@ -653,7 +653,10 @@ def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
         n_val = _min(inner, n_expr, plan.block_n - 1, [lane, wn, n_t])
         k_b = inner.apply(d(1) * K_STEP + ((d(0) // 8) % 2) * 8, [lane, k], "kb")
     else:
-        n_val = inner.apply(d(1) * (8 * plan.nt) + d(2) * 8, [lane, wn, n_t])
+        # eight consecutive output channels a row: the row of a warp past the
+        # block's channels reads the tile's last eight (its results are not stored)
+        rows = c.b.buffer.type.get_shape()[-1]  # pyright: ignore
+        n_val = _min(inner, d(1) * (8 * plan.nt) + d(2) * 8, rows - 8, [lane, wn, n_t])
         k_b = inner.apply(d(1) * K_STEP + d(0) % 16, [lane, k], "kb")
     n_iv_val = inner.apply(_iv(band, plan.n_dim, d(0), 1), [n_val])
     b_values = {**base, **tap_values, c.channel.induction_variable: k_b, n_iv: n_iv_val}
