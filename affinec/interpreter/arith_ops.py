@@ -27,6 +27,7 @@ from affinec.interpreter.support import (
     CMPI_PREDICATES,
     InterpreterError,
     describe,
+    float_converter,
     maximumf,
     maxnumf,
     minimumf,
@@ -113,10 +114,14 @@ def _negf(op: arith.NegfOp, w: FunctionWriter) -> None:
 @emits(arith.ExtFOp, arith.TruncFOp)
 def _float_convert(op: arith.ExtFOp | arith.TruncFOp, w: FunctionWriter) -> None:
     # A numpy scalar type converts a vector (an array) element by element too.
-    t = op.result.type
-    element = t.get_element_type() if isinstance(t, VectorType) else t
-    to = w.global_(numpy_dtype(element).type, "to")
+    to = w.global_(
+        float_converter(_element(op.input.type), _element(op.result.type)), "to"
+    )
     w.line(f"{w.define(op.result)} = {to}({w[op.input]})")
+
+
+def _element(t: Attribute) -> Attribute:
+    return t.get_element_type() if isinstance(t, VectorType) else t
 
 
 @emits(arith.CmpfOp)
