@@ -6,7 +6,9 @@ shape, dtype, strides, device memory, the output not aliasing an input — and a
 mismatch raises `KernelArgumentError` naming the argument, what was expected and what
 came. Arguments may be numpy arrays (copied to the device and, for the output, back),
 numba device arrays, or anything with `__cuda_array_interface__` (torch, cupy), used
-in place without copies. A missing output is allocated and returned.
+in place without copies. A missing output is allocated and returned. bf16 arrays are
+`ml_dtypes`' bfloat16 in numpy and `torch.bfloat16` tensors, whose dtype (not their
+typestr, which torch spells as float16's or as two opaque bytes) tells them apart.
 
 Without a GPU everything up to PTX works; calling a kernel raises `NoCudaGPU`. The
 checks run first, so they work (and are tested) without a GPU too.
