@@ -29,6 +29,7 @@ from xdsl.utils.arg_spec import ArgSpec
 from affinec.config import UNPROMOTED, KernelConfig
 from affinec.passes.affine_data_copy_generate import AffineDataCopyGenerate
 from affinec.passes.affine_loop_tile import AffineLoopTilePass
+from affinec.passes.affine_pipeline_data_transfer import AffinePipelineDataTransfer
 from affinec.passes.affinec_canonicalize import AffinecCanonicalizePass
 from affinec.passes.affinec_contract_fma import AffinecContractFma
 from affinec.passes.affinec_insert_barriers import AffinecInsertBarriers
@@ -67,6 +68,11 @@ def affine_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
                 )
             ]
             if config.promote or config.mma
+            else []
+        ),
+        *(
+            [AffinePipelineDataTransfer(stages=config.stages)]
+            if config.stages > 1 and config.dma
             else []
         ),
     ]

@@ -12,6 +12,13 @@ from xdsl.passes import ModulePass
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     """Every affinec pass, by the name pipelines use."""
 
+    def _affine_pipeline_data_transfer():
+        from affinec.passes.affine_pipeline_data_transfer import (
+            AffinePipelineDataTransfer,
+        )
+
+        return AffinePipelineDataTransfer
+
     def _affine_loop_tile():
         from affinec.passes.affine_loop_tile import AffineLoopTilePass
 
@@ -104,6 +111,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
     return {
         "affine-loop-tile": _affine_loop_tile,
+        "affine-pipeline-data-transfer": _affine_pipeline_data_transfer,
         "affine-loop-normalize": _affine_loop_normalize,
         "affinec-split": _affinec_split,
         "affinec-sink": _affinec_sink,
