@@ -118,7 +118,7 @@ def _assert_round_trips(module) -> None:
 @pytest.mark.parametrize(
     "spec",
     [
-        ConvSpec(1, 4, 5, 5, 6, 3, 3, padding=1, dtype="bf16", epilogue="bias-relu"),
+        ConvSpec(1, 16, 5, 5, 6, 3, 3, padding=1, dtype="bf16", epilogue="bias-relu"),
         MatmulSpec(9, 10, 17, "bf16", "relu"),
     ],
     ids=["conv", "matmul"],
@@ -329,6 +329,7 @@ def test_bf16_takes_f16s_route():
             1, 16, 14, 14, 32, 3, 3, padding=1, layout="nhwc", filter_layout="rsck"
         ),
         ConvSpec(1, 1, 9, 9, 8, 3, 3),  # one channel: no tensor cores
+        ConvSpec(1, 4, 9, 9, 8, 3, 3, layout="nhwc", filter_layout="rsck"),
         MatmulSpec(64, 64, 64),
         OuterSpec(5, 7),
     ]:
@@ -339,34 +340,68 @@ def test_bf16_takes_f16s_route():
 
 
 @pytest.mark.parametrize(
-    "spec",
+    ("spec", "tensor_cores"),
     [
-        ConvSpec(1, 4, 5, 5, 6, 3, 3, padding=1, dtype="bf16", epilogue="bias-relu"),
-        ConvSpec(
-            2,
-            3,
-            6,
-            5,
-            5,
-            2,
-            3,
-            stride=(2, 1),
-            layout="nhwc",
-            filter_layout="rsck",
-            dtype="bf16",
-            epilogue="relu",
+        (
+            ConvSpec(
+                1, 16, 4, 4, 6, 3, 3, padding=1, dtype="bf16", epilogue="bias-relu"
+            ),
+            True,
         ),
-        ConvSpec(1, 1, 5, 5, 3, 3, 3, dilation=2, padding=2, dtype="bf16"),
-        MatmulSpec(9, 10, 17, "bf16", "bias-relu"),
-        OuterSpec(5, 7, "bf16"),
+        (
+            ConvSpec(
+                2,
+                16,
+                5,
+                4,
+                5,
+                2,
+                3,
+                stride=(2, 1),
+                layout="nhwc",
+                filter_layout="rsck",
+                dtype="bf16",
+                epilogue="relu",
+            ),
+            True,
+        ),
+        (
+            ConvSpec(
+                2,
+                3,
+                6,
+                5,
+                5,
+                2,
+                3,
+                stride=(2, 1),
+                layout="nhwc",
+                filter_layout="rsck",
+                dtype="bf16",
+                epilogue="relu",
+            ),
+            False,
+        ),
+        (ConvSpec(1, 1, 5, 5, 3, 3, 3, dilation=2, padding=2, dtype="bf16"), False),
+        (MatmulSpec(9, 10, 17, "bf16", "bias-relu"), True),
+        (OuterSpec(5, 7, "bf16"), False),
     ],
-    ids=["conv-mma", "conv-nhwc-strided-mma", "conv-one-channel", "matmul", "outer"],
+    ids=[
+        "conv-mma",
+        "conv-nhwc-strided-mma",
+        "conv-few-channels",
+        "conv-one-channel",
+        "matmul-mma",
+        "outer",
+    ],
 )
-def test_the_default_pipeline_keeps_a_bf16_result(spec):
+def test_the_default_pipeline_keeps_a_bf16_result(spec, tensor_cores):
     """Every pass checked against the one before (bit for bit where the order of
-    summation is kept) and against float64 within bf16's tolerance."""
+    summation is kept) and against float64 within bf16's tolerance, on both routes."""
+    config = config_for(spec)
+    assert config.mma == tensor_cores
     module = build(spec)
-    Pipeline(default_passes(config_for(spec))).run(module, check=True)
+    Pipeline(default_passes(config)).run(module, check=True)
 
 
 # -- PTX --------------------------------------------------------------------------------

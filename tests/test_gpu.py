@@ -85,15 +85,16 @@ def test_spec_matrix_matches_float64(case, dtype):
         _check(spec, rng, **options)
 
 
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
 @pytest.mark.parametrize("case", list(MATRIX))
-def test_tensor_core_route_matches_float64(case):
-    """f16 with enough channels takes the tensor cores (ldmatrix, mma.sync, pipelined
-    asynchronous copies): the same matrix of layouts and shapes."""
-    spec = dataclasses.replace(BASE, c=20, k=12, dtype="f16", **MATRIX[case])
+def test_tensor_core_route_matches_float64(case, dtype):
+    """f16 and bf16 with enough channels take the tensor cores (ldmatrix, mma.sync,
+    pipelined asynchronous copies): the same matrix of layouts and shapes."""
+    spec = dataclasses.replace(BASE, c=20, k=12, dtype=dtype, **MATRIX[case])
     from affinec.config import config_for
 
     assert config_for(spec).mma
-    _check(spec, np.random.default_rng(abs(hash(case)) % 2**32))
+    _check(spec, np.random.default_rng(abs(hash((case, dtype))) % 2**32))
 
 
 @pytest.mark.parametrize(
@@ -193,6 +194,24 @@ def test_agrees_with_cudnn_on_torch_tensors(case, dtype):
     assert relative_error(to_numpy(out), ref) <= TOLERANCE[dtype]
     # Both are within tolerance of float64, hence of each other.
     assert relative_error(to_numpy(cudnn), ref) <= TOLERANCE[dtype]
+
+
+def test_bf16_and_f16_tensors_are_told_apart():
+    """torch's typestr does not tell bfloat16 from float16 (or calls it opaque):
+    each kernel takes its own dtype's tensors and refuses the other's."""
+    torch = pytest.importorskip("torch")
+    from affinec.runtime import KernelArgumentError
+
+    for dtype, other in (("f16", torch.bfloat16), ("bf16", torch.float16)):
+        spec = dataclasses.replace(BASE, dtype=dtype)
+        kernel = affinec.compile(spec)
+        c = contraction_of(spec)
+        shapes = [a.shape for a in (*c.factors, c.output)]
+        own = [torch.zeros(s, dtype=torch_dtype(dtype), device="cuda") for s in shapes]
+        kernel.check(*own)
+        wrong = [torch.zeros(s, dtype=other, device="cuda") for s in shapes]
+        with pytest.raises(KernelArgumentError, match="argument 'input': expected"):
+            kernel.check(*wrong)
 
 
 @pytest.mark.parametrize("dtype", ["f16", "f32", "bf16"])
