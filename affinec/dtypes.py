@@ -23,7 +23,8 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
-"""bf16, which numpy lacks: `ml_dtypes`' (it rounds like the GPU's)."""
+"""bf16, which numpy lacks: `ml_dtypes`'. From float32 it rounds like the GPU's
+`cvt.rn.bf16.f32`; from float64 it rounds twice (`round_to_bfloat16` rounds once)."""
 
 
 def round_to_bfloat16(value: object) -> Any:

@@ -1,9 +1,10 @@
 """arith ops as Python expressions.
 
 Floats are numpy scalars of the op's type, so `a + b` of two float32 values rounds to
-float32 exactly as the GPU does, and float16 values round to float16. Integers are
-Python ints: `index` values unbounded (they never come near 2**63 here), fixed-width
-`iN` values wrapped to N bits after each op, `i1` values Python bools.
+float32 exactly as the GPU does, and float16 and bf16 values round to their own type
+(a float64 to bf16 once, `float_converter`). Integers are Python ints: `index`
+values unbounded (they never come near 2**63 here), fixed-width `iN` values wrapped
+to N bits after each op, `i1` values Python bools.
 """
 
 from __future__ import annotations

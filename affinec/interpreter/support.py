@@ -87,15 +87,15 @@ def unsigned(value: int, bits: int) -> int:
 def fused_multiply_add(a, b, c):
     """`a * b + c` rounded once to the type of `a`, as the GPU's `fma` rounds it.
 
-    Python 3.11 has no `math.fma`. For float16, bf16 and float32 operands the product is
-    exact in float64; the sum is computed in float64 *rounded to odd* (the exact
+    Python 3.11 has no `math.fma`. For float16, bf16 and float32 operands the product
+    is exact in float64; the sum is computed in float64 *rounded to odd* (the exact
     error of the float64 addition, from Knuth's two-sum, nudges an inexact result to
     the neighbour with an odd last bit), and rounding that to the narrower type is
     then the correct single rounding, because float64 carries more than two extra
-    bits (Boldo and Melquiond's round-to-odd theorem).
+    bits (Boldo and Melquiond's round-to-odd theorem). To bf16 that last rounding is
+    `round_to_bfloat16`'s, since `ml_dtypes` would round through float32.
     """
     t = type(a)
-    # ml_dtypes converts a float64 to bf16 through float32, rounding twice.
     to = dtypes.round_to_bfloat16 if t is _BFLOAT16 else t
     p = float(a) * float(b)
     z = float(c)
