@@ -4,8 +4,8 @@ The interpreter runs `ldmatrix` and `mma.sync` warp by warp with the PTX ISA's
 fragment layouts, so a wrong lane address or fragment element is a wrong answer here.
 The MMA sums in its own order: its level and the ones below are held to the dtype's
 tolerance against float64 (and bit for bit to each other); every level before it
-stays bit-identical. Random specs, tiles and warp grids; the lanes' address
-expressions against `affinec.ir.mma_layouts`; refusals located.
+stays bit-identical. Random specs (f16 and bf16), tiles and warp grids; the lanes'
+address expressions against `affinec.ir.mma_layouts`; refusals located.
 """
 
 import pytest
@@ -26,13 +26,14 @@ from strategies import conv_specs, matmul_specs
 
 @st.composite
 def mma_cases(draw):
+    dtype = draw(st.sampled_from(["f16", "bf16"]))  # the tensor cores' operands
     spec = draw(
         st.one_of(
             conv_specs(max_channels=20, max_image=6).map(
-                lambda s: ConvSpec(**{**s.__dict__, "dtype": "f16"})
+                lambda s: ConvSpec(**{**s.__dict__, "dtype": dtype})
             ),
             matmul_specs(20).map(
-                lambda s: MatmulSpec(s.m, s.n, s.k, "f16", s.epilogue)
+                lambda s: MatmulSpec(s.m, s.n, s.k, dtype, s.epilogue)
             ),
         )
     )
