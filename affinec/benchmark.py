@@ -162,6 +162,8 @@ def torch_conv(spec: ConvSpec, x, w, b, relu: bool):
 
 
 def time_cudnn(spec: ConvSpec, data: list, relu: bool, tf32: bool) -> float:
+    """cuDNN's time for the convolution on `data` (its algorithm as torch's
+    `cudnn.benchmark` setting picks it)."""
     import torch
 
     from affinec.runtime import time_launches
