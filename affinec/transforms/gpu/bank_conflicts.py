@@ -215,14 +215,13 @@ def best_padding(
 ) -> int:
     """The padding of the buffer's innermost dimension (in elements) that costs its
     accesses the fewest wavefronts (each weighted by how often it runs), the
-    smallest on ties: multiples of 16 bytes when
-    some access moves 16 bytes a lane (ldmatrix rows, asynchronous copies, vector
-    loads stay aligned), else of one element."""
+    smallest on ties: multiples of the widest access (16 bytes for ldmatrix rows
+    and the widest asynchronous copies), so that every access stays aligned."""
     t = buffer.type
     assert isinstance(t, MemRefType)
     shape = list(t.get_shape())
     size = element_size(t.get_element_type())
-    unit = (16 // size) if any(w >= 16 for _, _, w in accesses) else 1
+    unit = max(1, max(w for _, _, w in accesses) // size)
     best, best_cost = 0, math.inf
     for pad in range(0, max(1, (max_words * WORD) // size) + 1, unit):
         padded = [*shape[:-1], shape[-1] + pad]
