@@ -42,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from affinec.benchmark import DESIGN_CONVOLUTIONS, geomean, with_format
-from affinec.spec import ConvSpec, parse_spec
+from affinec.spec import DTYPES, ConvSpec, parse_spec
 from affinec.tuning import TuningCache, entry_of
 from affinec.tuning.compiling import default_jobs, make_pool
 from affinec.tuning.measure import Measurer
@@ -72,7 +72,7 @@ TIMES_PNG, ROOFLINE_PNG = "times.png", "roofline.png"
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="folder for the results")
-    p.add_argument("--dtype", nargs="+", choices=("f16", "f32"), default=["f16", "f32"])
+    p.add_argument("--dtype", nargs="+", choices=DTYPES, default=["f16", "f32"])
     p.add_argument("--only", nargs="+", choices=list(DESIGN_CONVOLUTIONS))
     p.add_argument("--budget-s", type=float, default=480.0, help="the whole run's")
     p.add_argument("--spec-budget-s", type=float, default=120.0)
@@ -235,7 +235,7 @@ def _cudnn_from_json(path: str | None) -> dict[tuple[str, str], float]:
     rows = json.loads(Path(path).read_text())["rows"]
     out = {}
     for r in rows:
-        dtype = "f16" if "dtype=f16" in r["spec"] else "f32"
+        dtype = parse_spec(r["spec"]).dtype
         out[(r["name"], dtype)] = r["cudnn_ms"]
     return out
 

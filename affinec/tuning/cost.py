@@ -185,7 +185,7 @@ def instruction_mix(ptx: str) -> InstructionMix | None:
         total=len(body),
         compute=compute,
         shared_loads=sum(op.startswith(("ld.shared", "ldmatrix")) for op in body),
-        conversions=sum(op.startswith("cvt.f32.f16") for op in body),
+        conversions=sum(op.startswith(("cvt.f32.f16", "cvt.f32.bf16")) for op in body),
         barriers=sum(op.startswith("bar.") for op in body),
         in_loop=in_loop,
     )
@@ -437,7 +437,7 @@ def _simt_instructions(problem: Problem, config: KernelConfig, g: Geometry) -> f
     channel_innermost = problem.reduction_channel == len(problem.reduction_extents) - 1
     merged = min(unrolled, vector) if channel_innermost else 1
     outer_loads = outer / merged
-    conversions = (rp + rk) if problem.dtype == "f16" else 0
+    conversions = (rp + rk) if problem.dtype != "f32" else 0
     loop = 3 / unrolled
     return rp * rk + inner_loads + outer_loads + conversions + loop
 

@@ -105,7 +105,9 @@ class GpuMeasurer:
             self.sets = 2
             self.data = [_matmul_tensors(spec, generator) for _ in range(self.sets)]
         self.reference = self._reference()
-        dtype = torch.float16 if spec.dtype == "f16" else torch.float32
+        from affinec.benchmark import torch_dtype
+
+        dtype = torch_dtype(spec.dtype)
         self.outputs = [
             torch.empty(self.reference.shape, dtype=dtype, device="cuda")
             for _ in range(self.sets)
@@ -208,7 +210,9 @@ class GpuMeasurer:
 def _matmul_tensors(spec: MatmulSpec, generator) -> tuple:
     import torch
 
-    dtype = torch.float16 if spec.dtype == "f16" else torch.float32
+    from affinec.benchmark import torch_dtype
+
+    dtype = torch_dtype(spec.dtype)
     a = torch.randn(spec.m, spec.k, generator=generator, device="cuda").to(dtype)
     b = torch.randn(spec.k, spec.n, generator=generator, device="cuda").to(dtype)
     bias = None

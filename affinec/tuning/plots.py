@@ -155,7 +155,7 @@ def plot_roofline(
             lw=1.2,
             label=f"{name} {peak:g} TFLOP/s, HBM {bandwidth:g} TB/s",
         )
-    markers = {"f16": "o", "f32": "s"}
+    markers = {"f16": "o", "f32": "s", "bf16": "D"}
     for p in points:
         marker = markers.get(p.dtype, "^")
         if p.ours_ms:
@@ -180,7 +180,9 @@ def plot_roofline(
                 zorder=3,
             )
     # Legend entries for the two series and the two dtypes.
-    ax.scatter([], [], c="tab:blue", marker="o", label="affinec tuned (f16 o, f32 s)")
+    ax.scatter(
+        [], [], c="tab:blue", marker="o", label="affinec tuned (f16 o, f32 s, bf16 D)"
+    )
     ax.scatter(
         [], [], facecolors="none", edgecolors="tab:red", marker="o", label="cuDNN"
     )

@@ -97,7 +97,7 @@ def problem_of(spec: Spec) -> Problem:
         reduction_names=reduction_names,
         reduction_extents=tuple(e for _, e in c.reduction_index),
         reduction_channel=reduction_channel,
-        element_bytes=2 if spec.dtype == "f16" else 4,
+        element_bytes=4 if spec.dtype == "f32" else 2,
         operand_elements=sum(
             math.prod(a.shape)
             for a in (*c.factors, c.output, *([c.bias] if c.bias else []))

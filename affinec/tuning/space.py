@@ -7,7 +7,7 @@ Two routes, each a product of a few knobs:
   step that keeps the order of summation, the steps of the innermost reduction loop
   unrolled together (0, 2, 4), and 1 or 2 stages where the copies can be 16-byte
   asynchronous ones;
-- tensor cores (f16, from 16 input channels as `config_for` has it): a block tile of
+- tensor cores (f16 and bf16, from 16 input channels as `config_for` has it): a block tile of
   whole MMAs where it can (pixels in 16s, channels in 8s), a warp grid of 1..4 x
   1..4 warps (each warp at most 32 MMA tiles, `affinec-mma-sync`'s limit), one
   filter tap and 16, 32 or 64 channels a step (`reassociate`: the MMA sums in its
@@ -127,7 +127,7 @@ def search_space(
     routes: dict[str, list[tuple[KernelConfig, Prediction]]] = {"mma": [], "simt": []}
     generators = {"simt": _simt_configs(problem)}
     channels = problem.reduction_extents[problem.reduction_channel]
-    if spec.dtype == "f16" and channels >= MMA_MIN_CHANNELS:
+    if spec.dtype != "f32" and channels >= MMA_MIN_CHANNELS:
         generators["mma"] = _mma_configs(problem)
     for route, configs in generators.items():
         for config in configs:
