@@ -227,7 +227,7 @@ class TuningCache:
     def _locked(self) -> Iterator[None]:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            lock = open(self.path.with_name(self.path.name + ".lock"), "w")  # noqa: SIM115
+            lock = open(self.path.with_name(f".{self.path.name}.lock"), "w")  # noqa: SIM115
         except OSError as e:
             raise CacheError(
                 f"cannot write the tuning cache {self.path}: {e}"

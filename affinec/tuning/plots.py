@@ -81,7 +81,7 @@ def plot_tuning(specs: Sequence[SpecTimes], path: str | Path) -> Path:
                 label=label,
                 alpha=0.8,
             )
-            bad = [r for r in mine if not r.get("measured_ms") and r.get("measure_s")]
+            bad = [r for r in mine if r.get("status") in ("wrong", "launch-failed")]
             if bad:
                 ax.scatter(
                     [r["predicted_ms"] for r in bad],
@@ -93,8 +93,7 @@ def plot_tuning(specs: Sequence[SpecTimes], path: str | Path) -> Path:
                 )
         if s.cudnn_ms:
             ax.axhline(s.cudnn_ms, color="black", ls="--", lw=1, label="cuDNN")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        _scale(ax)
         ax.set_xlabel("predicted ms")
         ax.set_ylabel("measured ms")
         ax.set_title(s.title, fontsize=9)
@@ -107,6 +106,19 @@ def plot_tuning(specs: Sequence[SpecTimes], path: str | Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _scale(ax) -> None:
+    """Log axes where the data spans a decade or more, linear ones otherwise (log
+    axes over a narrow range label every minor tick)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+        low, high = limits
+        if low > 0 and high / low >= 10:
+            (ax.set_xscale if axis is ax.xaxis else ax.set_yscale)("log")
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_formatter(NullFormatter())
 
 
 def _top(records: list[dict[str, Any]]) -> float:

@@ -249,6 +249,10 @@ class TuneResult:
             else None
         )
         not_measured = self.considered - len(measured_or_tried)
+        compile_times = [r.compile_s for r in self.records if r.compile_s is not None]
+        mean_compile = (
+            sum(compile_times) / len(compile_times) if compile_times else None
+        )
         return {
             "considered": self.considered,
             "candidates": len(self.records),
@@ -262,6 +266,10 @@ class TuneResult:
             else None,
             "mean_measure_s": mean,
             "gpu_seconds_saved": None if mean is None else mean * not_measured,
+            "mean_compile_s": mean_compile,
+            "cpu_seconds_saved": None
+            if mean_compile is None
+            else mean_compile * (self.considered - len(self.records)),
         }
 
     def model_quality(self) -> dict[str, float | int | None]:
@@ -347,10 +355,17 @@ class TuneResult:
             )
         if s["gpu_seconds_saved"] is not None:
             lines.append(
-                f"pruning: {s['measured']} of {s['considered']} configurations "
-                f"measured ({100 * (s['not_measured_fraction'] or 0):.1f}% spared, "
-                f"about {s['gpu_seconds_saved']:.0f} s of GPU time at "
-                f"{s['mean_measure_s']:.2f} s a measurement)"
+                f"pruning: {s['measured']} of {s['considered']} enumerated "
+                f"configurations measured ({100 * (s['not_measured_fraction'] or 0):.2f}"
+                f"% spared; {s['measured']} of the {s['compiled']} compiled): measuring "
+                f"them all would take about {s['gpu_seconds_saved']:.0f} s more of "
+                f"the GPU at {s['mean_measure_s']:.2f} s each"
+                + (
+                    f", and compiling them about {s['cpu_seconds_saved']:.0f} s more of "
+                    f"one core at {s['mean_compile_s']:.2f} s each"
+                    if s["cpu_seconds_saved"] is not None
+                    else ""
+                )
             )
         if self.stopped:
             lines.append(f"stopped early: {self.stopped}")
