@@ -1,7 +1,8 @@
 """Tune DESIGN.md's five convolutions in f16 and f32 on the GPU (issue 13, section 2).
 
-    scripts/gpu_python.sh benchmarks/tune_all.py --out tuning-run   # about 5-8 minutes
-    scripts/gpu_python.sh benchmarks/tune_all.py --out tuning-run --dtype f16
+    PYTHONUNBUFFERED=1 scripts/gpu_python.sh benchmarks/tune_all.py --out tuning-run \
+        && cp tuning-run/* $OUT/                                     # about 8-9 minutes
+    scripts/gpu_python.sh benchmarks/tune_all.py --out tuning-run --dtype f16   # 4-5
     python benchmarks/tune_all.py --plot-only --out tuning-run      # redraw, no GPU
 
 Each convolution (NHWC, RSCK filters, as `affinec bench` runs them) is tuned with
@@ -22,7 +23,7 @@ Written under `--out` (six files, within what the device tool brings back):
     times.png       measured against predicted time of every configuration measured
     roofline.png    the H100's roofline with the tuned kernels and cuDNN's
 
-`--budget-s` (default 480) is the whole run's; each spec gets an equal share of
+`--budget-s` (default 420) is the whole run's; each spec gets an equal share of
 what is left (at most `--spec-budget-s`, 120). A spec already in `--out`'s cache for
 this GPU and compiler is not tuned again unless `--force`, so a run cut short
 continues where it stopped. The plots need matplotlib (`pip install
@@ -74,7 +75,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", required=True, help="folder for the results")
     p.add_argument("--dtype", nargs="+", choices=DTYPES, default=["f16", "f32"])
     p.add_argument("--only", nargs="+", choices=list(DESIGN_CONVOLUTIONS))
-    p.add_argument("--budget-s", type=float, default=480.0, help="the whole run's")
+    p.add_argument("--budget-s", type=float, default=420.0, help="the whole run's")
     p.add_argument("--spec-budget-s", type=float, default=120.0)
     p.add_argument("--top", type=int, default=24)
     p.add_argument("--explore", type=int, default=6)

@@ -46,6 +46,10 @@ class Measurement:
     """Wall time the measurement took (checking and timing)."""
 
 
+class MeasurerUnavailable(ValueError):
+    """This machine cannot measure (torch is missing); the message says why."""
+
+
 class Measurer(Protocol):
     """Checks and times kernels of one spec on one GPU."""
 
@@ -85,12 +89,12 @@ class GpuMeasurer:
         try:
             import torch
         except ImportError:
-            raise RuntimeError(
+            raise MeasurerUnavailable(
                 "measuring on the GPU needs torch (the float64 reference runs on "
-                "the GPU, as in affinec.benchmark)"
+                "the GPU, as in affinec.benchmark); --dry-run ranks without it"
             ) from None
         if not isinstance(spec, ConvSpec | MatmulSpec):
-            raise ValueError(f"cannot measure a {spec.kind} spec")
+            raise MeasurerUnavailable(f"cannot measure a {spec.kind} spec")
         self.spec = spec
         self.gpu = gpu_name()
         self.broken = False
