@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from affinec.checking import arithmetic_tolerance
 from affinec.config import KernelConfig, config_for, with_knobs
 from affinec.diagnostics import PassError
 from affinec.dialects.affinec import LaunchRecord, read_spec
@@ -61,6 +62,9 @@ class CompiledKernel:
     """Where the configuration came from: `given`, `config_for` (picked without
     measuring), `pipeline` (a pipeline given as such), or `tuned (...)` (the
     tuning cache, `affinec.tuning`)."""
+    tolerance: float | None = None
+    """The relative error against float64 the kernel's result is held to: its
+    dtype's, or looser where a pass's arithmetic is (tf32 tensor cores)."""
 
     @property
     def seconds(self) -> float:
@@ -174,6 +178,7 @@ def compile_to_ptx(
         config=config if pipeline is None else None,
         timings=timings,
         config_source=source,
+        tolerance=None if spec is None else arithmetic_tolerance(spec.dtype, passes),
     )
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from affinec.config import KernelConfig
+from affinec.config import SHARED_ROW_PADDING, KernelConfig
 from affinec.contraction import contraction_of
 from affinec.spec import ConvSpec, MatmulSpec, Spec
 
@@ -160,15 +160,25 @@ class Geometry:
         return self.input_elements + self.filter_elements
 
     def shared_bytes(self, element_bytes: int) -> int:
-        """An estimate of the block's shared tiles (no padding against conflicts;
-        the MMA's channel step padded to whole MMAs)."""
+        """An estimate of the block's shared tiles, all stages: exact for the
+        tensor-core route's tiles (the channel step padded to whole MMAs, each row
+        padded by `SHARED_ROW_PADDING` against bank conflicts, as `config_for`
+        counts them), a lower bound for the others (their padding depends on how
+        the threads read them)."""
         if self.route == "global":
             return 0
-        elements = self.copy_elements
-        if self.route == "mma":
-            pad = ceil_div(self.channel_step, MMA_K) * MMA_K / self.channel_step
-            elements = int(elements * pad)
-        return elements * element_bytes * self.stages
+        if self.route != "mma":
+            return self.copy_elements * element_bytes * self.stages
+        padded = ceil_div(self.channel_step, MMA_K) * MMA_K
+        input_rows = self.input_elements // self.channel_step
+        filter_rows = self.filter_elements // self.block_channels
+        per_stage = input_rows * (padded * element_bytes + SHARED_ROW_PADDING) + (
+            filter_rows
+            * padded
+            // self.channel_step
+            * (self.block_channels * element_bytes + SHARED_ROW_PADDING)
+        )
+        return per_stage * self.stages
 
 
 def reduction_tiles_of(problem: Problem, config: KernelConfig) -> tuple[int, ...]:

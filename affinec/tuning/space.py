@@ -11,7 +11,8 @@ Two routes, each a product of a few knobs:
   whole MMAs where it can (pixels in 16s, channels in 8s), a warp grid of 1..4 x
   1..4 warps (each warp at most 32 MMA tiles, `affinec-mma-sync`'s limit), one
   filter tap and 16, 32 or 64 channels a step (`reassociate`: the MMA sums in its
-  own order anyway), and 2 to 4 stages in flight.
+  own order anyway), or one filter row or the whole window and 16 or 32 channels
+  a step, and 1 to 4 stages in flight.
 
 Block tiles along each pixel dimension are divisors of the output extent or powers of
 two whose partial last tile wastes at most an eighth ("near-divisors"); a block holds
@@ -71,7 +72,7 @@ UNROLL_STEPS = (0, 2, 4)
 SIMT_STEP = (4, 72)
 """Reduction points per step on the SIMT route."""
 MMA_CHANNEL_STEPS = (16, 32, 64)
-MMA_STAGES = (2, 3, 4)
+MMA_STAGES = (1, 2, 3, 4)
 """Tiles in flight on the tensor-core route (`affine-pipeline-data-transfer`)."""
 SIMT_STAGES = (1, 2)
 WARPS = (1, 2, 3, 4)
@@ -391,20 +392,36 @@ def _reduction_choices(problem: Problem) -> list[tuple[int, ...]]:
 
 
 def _mma_reductions(problem: Problem) -> list[tuple[int, ...]]:
-    """Tensor-core steps: one filter tap and 16, 32 or 64 channels (near-divisors
-    of the channels, in 16-byte rows), in any order (`reassociate`: the MMA sums in
-    its own order anyway)."""
+    """Tensor-core steps, in any order (`reassociate`: the MMA sums in its own order
+    anyway): one filter tap and 16, 32 or 64 channels (near-divisors of the
+    channels, in 16-byte rows), and for a filter of several taps one filter row or
+    the whole window (the input tile's halo copied once for all its taps) and 16 or
+    32 channels, as `config_for` steps it."""
     extents = problem.reduction_extents
+    names = problem.reduction_names
     channels = extents[problem.reduction_channel]
-    out = []
-    for step in MMA_CHANNEL_STEPS:
-        if step > channels or step % 8:
-            continue
-        if channels % step and tile_efficiency(channels, step) < MIN_TILE_EFFICIENCY:
-            continue
-        sizes = [1] * len(extents)
-        sizes[problem.reduction_channel] = step
-        out.append(tuple(sizes))
+    steps = [
+        step
+        for step in MMA_CHANNEL_STEPS
+        if step <= channels
+        and step % 8 == 0
+        and (
+            channels % step == 0
+            or tile_efficiency(channels, step) >= MIN_TILE_EFFICIENCY
+        )
+    ]
+    whole = dict(zip(names, extents, strict=True))
+    windows: list[dict[str, int]] = [{}]
+    if "r" in whole and whole["r"] * whole["s"] > 1:
+        windows += [{"s": whole["s"]}, {"r": whole["r"], "s": whole["s"]}]
+    out: list[tuple[int, ...]] = []
+    for window in windows:
+        for step in steps if not window else steps[:2]:
+            sizes = {name: window.get(name, 1) for name in names}
+            sizes[names[problem.reduction_channel]] = step
+            tiles = tuple(sizes[name] for name in names)
+            if tiles not in out:
+                out.append(tiles)
     return out
 
 
