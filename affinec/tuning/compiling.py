@@ -116,12 +116,14 @@ def compile_one(index: int, spec_text: str, knobs: dict, arch: str) -> Compiled:
     except Exception as e:  # the compiler broke: say so, never take the tuner down
         reason = f"{type(e).__name__}: {_first_line(e)}"
         return Compiled(index, config, FAILED, reason, _since(start))
+    kernel = compiled.runtime_kernel()
+    kernel.info["tolerance"] = compiled.tolerance
     return Compiled(
         index,
         config,
         COMPILED,
         seconds=time.perf_counter() - start,
-        kernel=compiled.runtime_kernel(),
+        kernel=kernel,
         resources=resources,
         mix=instruction_mix(compiled.ptx),
     )

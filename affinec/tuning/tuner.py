@@ -308,7 +308,8 @@ class TuneResult:
 
     def report(self) -> str:
         """A few lines for people: the best, the counts, the model's quality."""
-        lines = [f"spec: {self.spec.to_text()}", f"gpu: {self.gpu} ({self.arch})"]
+        gpu = self.gpu or "none (ranked by the cost model only)"
+        lines = [f"spec: {self.spec.to_text()}", f"gpu: {gpu}, {self.arch}"]
         s = self.savings()
         c = self.counts()
         tried = len(self.measured) + c[WRONG] + c[LAUNCH_FAILED]
