@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from affinec.contraction import contraction_of
+from affinec.dtypes import storage_numpy_dtype
 from affinec.spec import ConvSpec, MatmulSpec, Spec
 
 
@@ -108,12 +109,19 @@ REDUCTION_STEP = 8
 """Input channels (the GEMM's K) copied into shared memory per step."""
 
 
-def config_for(spec: Spec) -> KernelConfig:
-    """A good configuration for `spec` without measuring: the SIMT kernel of a
-    register-tiled implicit GEMM (`BLOCK_PIXELS` x `BLOCK_CHANNELS` outputs a block,
-    `REGISTER_PIXELS` x `REGISTER_CHANNELS` a thread), tiles that divide the
-    extents where they can, and a reduction step that keeps the order of summation.
-    Other specs (the outer product) get the passes' own defaults."""
+def config_for(spec: Spec, *, tf32: bool = False) -> KernelConfig:
+    """A good configuration for `spec` without measuring. f16 and bf16 with at least
+    `MMA_MIN_CHANNELS` input channels take the tensor cores (`_tensor_core_config`);
+    so does f32 with `tf32` (opt-in: tf32 rounds the operands). Other convolutions
+    and products take the SIMT kernel of a register-tiled implicit GEMM
+    (`BLOCK_PIXELS` x `BLOCK_CHANNELS` outputs a block, `REGISTER_PIXELS` x
+    `REGISTER_CHANNELS` a thread) with a reduction step that keeps the order of
+    summation. Tiles divide the extents where they can. Other specs (the outer
+    product) get the passes' own defaults."""
+    if tf32 and spec.dtype != "f32":
+        raise ValueError(
+            f"tf32 takes f32 operands on the tensor cores, not {spec.dtype}"
+        )
     c = contraction_of(spec)
     names = [n for n, _ in c.output_index]
     extents = [e for _, e in c.output_index]
@@ -125,8 +133,8 @@ def config_for(spec: Spec) -> KernelConfig:
         pixels = [names.index("i")]
     else:
         return KernelConfig(promote=False)
-    if spec.dtype != "f32" and _channels(spec) >= MMA_MIN_CHANNELS:
-        return _tensor_core_config(spec, extents, channel, pixels)
+    if tf32 or (spec.dtype != "f32" and _channels(spec) >= MMA_MIN_CHANNELS):
+        return _tensor_core_config(spec, extents, channel, pixels, tf32)
 
     tiles = [1] * len(extents)
     registers = [1] * len(extents)
@@ -194,7 +202,9 @@ H100, 2026-11-23): such specs take the SIMT route."""
 STATIC_SHARED_BYTES = 48 * 1024
 """Shared memory a block may declare statically (what affinec's kernels use)."""
 SHARED_ROW_PADDING = 16
-"""Bytes `affinec-pad-shared-buffers` adds to a tensor-core tile's rows (at most)."""
+"""Bytes `affinec-pad-shared-buffers` adds to a tensor-core tile's rows: a 16-byte
+shift a row keeps ldmatrix's eight rows in distinct banks. tf32's filter tiles are
+read as 32-bit words four rows at a time and take twice that."""
 
 
 def _channels(spec: Spec) -> int:
@@ -203,7 +213,7 @@ def _channels(spec: Spec) -> int:
 
 
 def _tensor_core_config(
-    spec: Spec, extents: list[int], channel: int, pixels: list[int]
+    spec: Spec, extents: list[int], channel: int, pixels: list[int], tf32: bool
 ) -> KernelConfig:
     """The tensor-core route: `MMA_BLOCK_PIXELS` x `MMA_BLOCK_CHANNELS` outputs a
     block on `MMA_WARP_GRID` warps; a reduction step as `_mma_reduction` picks it."""
@@ -224,6 +234,7 @@ def _tensor_core_config(
         reassociate=True,
         mma=True,
         warp_grid=MMA_WARP_GRID,
+        tf32=tf32,
         stages=stages,
     )
 
@@ -236,7 +247,7 @@ def _mma_reduction(spec: Spec, block: tuple[int, ...]) -> tuple[tuple[int, ...],
     if isinstance(spec, MatmulSpec):
         return (_divisor_at_most(spec.k, MMA_STEP),), MMA_STAGES
     assert isinstance(spec, ConvSpec)
-    element = 4 if spec.dtype == "f32" else 2
+    element = storage_numpy_dtype(spec.dtype).itemsize
     if (
         spec.r * spec.s > 1
         and spec.c % MMA_WINDOW_STEP == 0  # no channels padded to the MMA's k
@@ -244,11 +255,12 @@ def _mma_reduction(spec: Spec, block: tuple[int, ...]) -> tuple[tuple[int, ...],
     ):
         step = MMA_WINDOW_STEP
         for rows in (spec.r, 1):
-            stages = _stages_that_fit(_window_step_bytes(spec, block, rows, step))
+            stages = _stages_that_fit(_step_bytes(spec, block, rows, spec.s, step))
             if stages:
                 return _conv_reduction_tiles(spec, rows, spec.s, step), stages
     step = _divisor_at_most(spec.c, MMA_STEP)
-    return _conv_reduction_tiles(spec, 1, 1, step), MMA_STAGES
+    stages = max(1, _stages_that_fit(_step_bytes(spec, block, 1, 1, step)))
+    return _conv_reduction_tiles(spec, 1, 1, step), stages
 
 
 def _conv_reduction_tiles(
@@ -260,15 +272,14 @@ def _conv_reduction_tiles(
     return (channels, rows, columns)
 
 
-def _window_step_bytes(
-    spec: ConvSpec, block: tuple[int, ...], rows: int, step: int
+def _step_bytes(
+    spec: ConvSpec, block: tuple[int, ...], rows: int, columns: int, step: int
 ) -> int:
-    """Shared bytes of one step over `rows` filter rows (and every column) for a
-    block tile of (output channels, columns, rows, images): the input tile with its
-    halo, and the filter's taps, each row padded (exact for rows of whole 16-byte
-    chunks, which is where `_mma_reduction` asks)."""
-    channels, columns, out_rows, images = block
-    element = 4 if spec.dtype == "f32" else 2
+    """Shared bytes of one step over `rows` x `columns` filter taps for a block tile
+    of (output channels, columns, rows, images): the input tile with its halo, and
+    the filter's taps, each row padded (exact for rows of whole 16-byte chunks)."""
+    channels, out_columns, out_rows, images = block
+    element = storage_numpy_dtype(spec.dtype).itemsize
 
     def extent(tile: int, taps: int, stride: int, dilation: int) -> int:
         return (tile - 1) * stride + (taps - 1) * dilation + 1
@@ -276,10 +287,11 @@ def _window_step_bytes(
     pixels = (
         images
         * extent(out_rows, rows, spec.stride[0], spec.dilation[0])
-        * extent(columns, spec.s, spec.stride[1], spec.dilation[1])
+        * extent(out_columns, columns, spec.stride[1], spec.dilation[1])
     )
     inputs = pixels * (step * element + SHARED_ROW_PADDING)
-    filters = rows * spec.s * step * (channels * element + SHARED_ROW_PADDING)
+    filter_padding = SHARED_ROW_PADDING * (2 if element == 4 else 1)
+    filters = rows * columns * step * (channels * element + filter_padding)
     return inputs + filters
 
 

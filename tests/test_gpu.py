@@ -111,7 +111,9 @@ def test_tensor_core_steps_over_the_filter_window(case):
     _check(spec, np.random.default_rng(abs(hash(case)) % 2**32))
 
 
-@pytest.mark.parametrize("case", ["pad1", "1x1", "5x5-stride2-pad2", "bias-relu"])
+@pytest.mark.parametrize(
+    "case", ["nchw-kcrs", "pad1", "1x1", "5x5-stride2-pad2", "everything"]
+)
 def test_tf32_tensor_cores_match_float64_to_tf32s_tolerance(case):
     """f32 on the tensor cores, opt-in (`tf32=True`): m16n8k8 with operands rounded
     to tf32, held to tf32's tolerance, not f32's."""
@@ -119,10 +121,8 @@ def test_tf32_tensor_cores_match_float64_to_tf32s_tolerance(case):
     from affinec.config import config_for
     from affinec.runtime import current_arch
 
-    spec = dataclasses.replace(BASE, c=20, k=12, dtype="f16", **MATRIX[case])
-    config = dataclasses.replace(config_for(spec), tf32=True)
-    spec = dataclasses.replace(spec, dtype="f32")
-    compiled = compile_to_ptx(spec, config, arch=current_arch())
+    spec = dataclasses.replace(BASE, c=32, k=12, dtype="f32", **MATRIX[case])
+    compiled = compile_to_ptx(spec, config_for(spec, tf32=True), arch=current_arch())
     assert compiled.tolerance == TOLERANCE["tf32"]
     inputs = random_inputs(spec, np.random.default_rng(7))
     out = compiled.runtime_kernel()(*inputs, poisoned_output(spec))
