@@ -241,7 +241,7 @@ func.func @f(%A: memref<10xf32>, %n: index) -> f32 {
       affine.yield %v : f32
     } else {
       %m = affine.max affine_map<(d0) -> (d0 floordiv 3, 1)>(%i)
-      %u = affine.load %A[%m] : memref<10xf32>
+      %u = memref.load %A[%m] : memref<10xf32>  // %m: not an affine index (MLIR)
       affine.yield %u : f32
     }
     %t = arith.addf %acc, %w : f32

@@ -43,6 +43,7 @@ from xdsl.ir.affine import (
 
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
+from affinec.dialects.affine import REDUCTION_IDENTITY
 from affinec.dialects.affinec import PaddedLoadOp, mapping_of
 from affinec.ir.affine_exprs import Interval, expr_range, grouped
 from affinec.ir.ranges import value_range
@@ -277,6 +278,14 @@ def check_lowerable(op: Operation) -> None:
                         f"cannot lower '{sub}': products need a constant factor and "
                         "divisions a positive constant divisor",
                     )
+    if isinstance(op, affine.ParallelOp) and (
+        unsupported := [k for k in op.reduction_kinds if k not in REDUCTION_IDENTITY]
+    ):
+        raise PassError(
+            op,
+            f"reduction '{unsupported[0]}' is not supported by affinec's lower-affine "
+            f"(it lowers {', '.join(REDUCTION_IDENTITY)})",
+        )
     if isinstance(op, affine.ParallelOp) and (m := mapping_of(op)):
         raise PassError(
             op,
@@ -407,11 +416,11 @@ def _lower_parallel(em: IndexBuilder, op: affine.ParallelOp) -> None:
     uppers = em.map_results(op.upperBoundsMap.data, op.upper_bound_operands)
     lower_groups = grouped(lowers, op.lower_groups)
     upper_groups = grouped(uppers, op.upper_groups)
-    kinds = [r.data for r in op.reductions.data]
+    kinds = op.reduction_kinds
     types = list(op.result_types)
     inits = []
     for kind, t in zip(kinds, types, strict=True):
-        value = affine.REDUCTION_IDENTITY[kind]
+        value = REDUCTION_IDENTITY[kind]
         attr = IntegerAttr(int(value), t) if kind.endswith("i") else FloatAttr(value, t)  # pyright: ignore
         inits.append(em.add(arith.ConstantOp(attr)))
     bounds = [
