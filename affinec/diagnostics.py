@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import (
     UnregisteredOp,
 )
 from xdsl.ir import Operation, Region, SSAValue
+from xdsl.ir.affine import AffineMap, AffineSet
 from xdsl.parser import Parser
 from xdsl.parser.core import ForwardDeclaredValue
 from xdsl.utils.exceptions import (
@@ -30,6 +31,8 @@ from xdsl.utils.exceptions import (
 )
 from xdsl.utils.lexer import Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
+
+from affinec.semi_affine import MLIRAffineParser
 
 
 class OpError(DiagnosticException):
@@ -66,7 +69,8 @@ class LocatingParser(Parser):
 
     `line_offset` shifts the lines, for a chunk of a file split at `// -----`. Where
     xDSL's parser and MLIR's disagree on what is an error, this one follows MLIR:
-    an input of only comments is an empty module; an op name that its (registered)
+    semi-affine maps (`d0 mod s0`) are read (`affinec.semi_affine`); an input of
+    only comments is an empty module; an op name that its (registered)
     dialect does not define is an error even with unregistered dialects allowed;
     a region's entry argument whose name was already used (`affine.for %i = 0 to
     %i`) is an error.
@@ -125,6 +129,12 @@ class LocatingParser(Parser):
                 self._op_start,
             )
         return op_type
+
+    def parse_affine_map(self) -> AffineMap:
+        return MLIRAffineParser(self._parser_state).parse_affine_map()
+
+    def parse_affine_set(self) -> AffineSet:
+        return MLIRAffineParser(self._parser_state).parse_affine_set()
 
     def parse_optional_region(
         self, arguments: Iterable[Parser.Argument] | None = None

@@ -9,7 +9,8 @@ like MLIR's and re-parses to the same map:
   using subtraction where MLIR does (`d0 - 3`, `d0 - d1 * 2`, `-d0`);
 - `format_map` / `format_set` print whole maps and sets;
 - `parse_ssa_expr_list` parses a list of expressions over SSA values in which a bare
-  `%x` is a dimension and `symbol(%x)` a symbol, as in MLIR.
+  `%x` is a dimension and `symbol(%x)` a symbol, as in MLIR, semi-affine ones
+  included (`%i mod symbol(%n)`; `affinec.semi_affine`).
 
 Printing is stable: parsing what `write_expr` printed and printing again gives the same
 text (tests/test_affine_syntax.py checks it on random expressions).
@@ -32,9 +33,10 @@ from xdsl.ir.affine import (
     AffineSymExpr,
 )
 from xdsl.parser import Parser, UnresolvedOperand
-from xdsl.parser.affine_parser import AffineParser
 from xdsl.utils.lexer import Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
+
+from affinec.semi_affine import MLIRAffineParser
 
 _ADD = 1
 _MUL = 2
@@ -183,7 +185,7 @@ class SSAOperandSpace:
 
 def parse_ssa_expr(parser: Parser, space: SSAOperandSpace) -> AffineExpr:
     """Parse one affine expression whose leaves are `%x`, `symbol(%x)` and integers."""
-    affine_parser = AffineParser(parser._parser_state)  # pyright: ignore[reportPrivateUsage]
+    affine_parser = MLIRAffineParser(parser._parser_state)  # pyright: ignore[reportPrivateUsage]
 
     def operand(table: dict[str, tuple[int, Span]], span: Span) -> int:
         if span.text not in table:

@@ -28,6 +28,7 @@ from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
 from affinec.dialects import affine
+from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.affine.canonicalization import normalize_loop
 
 
@@ -39,6 +40,7 @@ class AffineLoopNormalizePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
+        refuse_unsupported(op, self.name)
         loops = [
             o for o in op.walk() if isinstance(o, affine.ForOp | affine.ParallelOp)
         ]

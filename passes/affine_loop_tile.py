@@ -99,6 +99,7 @@ from affinec.transforms.affine.analysis import (
     non_affine_uses,
     non_simple_parallel_dims,
     perfect_band,
+    refuse_unsupported,
     summation_order_kept,
 )
 from affinec.transforms.affine.tiling import tile_band, tile_parallel
@@ -146,6 +147,7 @@ class AffineLoopTilePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
+        refuse_unsupported(op, self.name)
         plans = [self._plan(p) for p in _targets(op)]
         if not plans:
             raise PassError(

@@ -1,0 +1,112 @@
+"""Affine expressions built as MLIR builds them, semi-affine ones included.
+
+MLIR accepts a product of two expressions when one of them is *symbolic* (made of
+symbols and constants only: `d2 * s0`, `d0 * (s0 + 1)`) and a `floordiv`, `ceildiv` or
+`mod` whose divisor is symbolic (`d0 mod s0`); only a product of two expressions with
+dimensions (`d0 * d1`) or a dimension as divisor (`d0 floordiv d1`) is an error.
+xDSL's `AffineExpr` operators raise `NotImplementedError` for every non-constant
+factor or divisor, so its parser ends in a traceback on maps MLIR reads.
+
+`multiply` and `divide` apply MLIR's construction rules (the symbolic factor goes on
+the right, `(d0 * 2) * s0` becomes `(d0 * s0) * 2`, constants fold, a zero divisor
+is kept as written) and build the nodes xDSL's operators refuse; everything else is
+xDSL's own arithmetic. `MLIRAffineParser` is xDSL's affine parser with these rules
+and MLIR's messages, located at the operator; affinec's parser uses it for
+`affine_map<...>`, `affine_set<...>` and the `%A[%i * symbol(%n)]` forms.
+"""
+
+from __future__ import annotations
+
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+)
+from xdsl.parser.affine_parser import AffineParser
+from xdsl.utils.exceptions import ParseError
+from xdsl.utils.mlir_lexer import MLIRToken
+
+_DIVISIONS = {
+    "floordiv": AffineBinaryOpKind.FloorDiv,
+    "ceildiv": AffineBinaryOpKind.CeilDiv,
+    "mod": AffineBinaryOpKind.Mod,
+}
+
+
+class NotAffineError(ValueError):
+    """An expression MLIR refuses too (`d0 * d1`, `d0 mod d1`)."""
+
+
+def is_symbolic(e: AffineExpr) -> bool:
+    """Made of symbols and constants only (MLIR's `isSymbolicOrConstant`)."""
+    return not any(isinstance(sub, AffineDimExpr) for sub in e.dfs())
+
+
+def _constant(e: AffineExpr) -> int | None:
+    return e.value if isinstance(e, AffineConstantExpr) else None
+
+
+def multiply(lhs: AffineExpr, rhs: AffineExpr) -> AffineExpr:
+    """`lhs * rhs` by MLIR's rules (its `simplifyMul`): constants fold, the symbolic
+    or constant factor goes on the right, `* 1` and `* 0` vanish, `(e * 2) * 3` is
+    `e * 6` and `(e * 2) * s0` is `(e * s0) * 2`; a sum times a constant stays a
+    product. `NotAffineError` when neither factor is symbolic."""
+    lc, rc = _constant(lhs), _constant(rhs)
+    if lc is not None and rc is not None:
+        return AffineExpr.constant(lc * rc)
+    if not is_symbolic(lhs) and not is_symbolic(rhs):
+        raise NotAffineError(
+            "non-affine expression: at least one of the multiply operands has to be "
+            "either a constant or symbolic"
+        )
+    if not is_symbolic(rhs) or lc is not None:
+        return multiply(rhs, lhs)
+    if rc == 1:
+        return lhs
+    if rc == 0:
+        return rhs
+    if isinstance(lhs, AffineBinaryOpExpr) and lhs.kind == AffineBinaryOpKind.Mul:
+        factor = _constant(lhs.rhs)
+        if factor is not None and rc is not None:
+            return multiply(lhs.lhs, AffineExpr.constant(factor * rc))
+        if factor is not None:
+            return multiply(multiply(lhs.lhs, rhs), lhs.rhs)
+    return AffineBinaryOpExpr(AffineBinaryOpKind.Mul, lhs, rhs)
+
+
+def divide(kind: AffineBinaryOpKind, lhs: AffineExpr, rhs: AffineExpr) -> AffineExpr:
+    """`lhs floordiv|ceildiv|mod rhs` by MLIR's rules; `NotAffineError` when the
+    divisor has a dimension. Constants fold (but a `mod` by a constant below 1), and
+    a division by zero stays as written, as in MLIR."""
+    if not is_symbolic(rhs):
+        token = next(t for t, k in _DIVISIONS.items() if k == kind)
+        raise NotAffineError(
+            f"non-affine expression: right operand of {token} has to be either a "
+            "constant or symbolic"
+        )
+    rc = _constant(rhs)
+    if rc is None or rc == 0 or (kind == AffineBinaryOpKind.Mod and rc < 1):
+        return AffineBinaryOpExpr(kind, lhs, rhs)
+    if kind == AffineBinaryOpKind.FloorDiv:
+        return lhs // rc
+    if kind == AffineBinaryOpKind.CeilDiv:
+        return lhs.ceil_div(rc)
+    return lhs % rc
+
+
+class MLIRAffineParser(AffineParser):
+    """xDSL's affine parser building expressions by MLIR's rules (see the module)."""
+
+    def _create_binop_expr(
+        self, lhs: AffineExpr, rhs: AffineExpr, binop: MLIRToken
+    ) -> AffineExpr:
+        try:
+            if binop.text == "*":
+                return multiply(lhs, rhs)
+            if binop.text in _DIVISIONS:
+                return divide(_DIVISIONS[binop.text], lhs, rhs)
+        except NotAffineError as e:
+            raise ParseError(binop.span, str(e)) from None
+        return super()._create_binop_expr(lhs, rhs, binop)
