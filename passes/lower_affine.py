@@ -43,13 +43,20 @@ from affinec.transforms.affine.lowering import check_lowerable, lower_op
 
 _LOWERED = (
     affine.ApplyOp,
+    affine.DelinearizeIndexOp,
+    affine.DmaStartOp,
+    affine.DmaWaitOp,
     affine.ForOp,
     affine.IfOp,
+    affine.LinearizeIndexOp,
     affine.LoadOp,
     affine.MaxOp,
     affine.MinOp,
     affine.ParallelOp,
+    affine.PrefetchOp,
     affine.StoreOp,
+    affine.VectorLoadOp,
+    affine.VectorStoreOp,
     PaddedLoadOp,
 )
 
