@@ -39,7 +39,7 @@ from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
 from affinec.dialects import gpu
-from affinec.transforms.gpu.outlining import outline_launch
+from affinec.transforms.gpu.outlining import check_outlinable, outline_launch
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,8 @@ class GpuKernelOutlining(ModulePass):
             for o in op.body.block.ops
             if "sym_name" in o.properties
         } | {o.sym_name.data for o in op.body.block.ops if isinstance(o, gpu.ModuleOp)}
+        for launch in launches:
+            check_outlinable(launch, taken)
         for launch in launches:
             module = outline_launch(launch, taken)
             taken.add(module.sym_name.data)

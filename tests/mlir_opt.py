@@ -5,7 +5,12 @@
 `needs_mlir_opt` skips a test then. `same_ir` compares two modules as IR, not as
 text: both are parsed with affinec's parser and printed in the generic form without
 value names, so mlir-opt's renaming (`%arg0`, `#map`) does not count, while any
-difference in an op, an operand, a property or an attribute does.
+difference in an op, an operand, a property or an attribute does. Two things count
+as the same, since MLIR itself does not keep them: the order of dictionary entries
+(MLIR sorts them), and the shape of an affine map's (pure affine) expressions and
+operands the map does not use (MLIR rebuilds expressions in its canonical order as
+it reads them, and its custom form of `affine.load` drops unused operands): maps
+are compared as `compose_map` simplifies them.
 """
 
 from __future__ import annotations
@@ -14,14 +19,19 @@ import functools
 import io
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp
+from xdsl.ir import Attribute, SSAValue
+from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap, AffineSymExpr
 from xdsl.printer import Printer
 
 from affinec.context import make_context
 from affinec.diagnostics import parse_module
+from affinec.transforms.affine.analysis import compose_map, map_slots
+from affinec.transforms.affine.rewriting import set_map_slots
 
 MLIR_VERSION = 22
 _DEBIAN_PATH = Path(f"/usr/lib/llvm-{MLIR_VERSION}/bin/mlir-opt")
@@ -81,10 +91,52 @@ def printed(module: ModuleOp, generic: bool = False) -> str:
     return out.getvalue()
 
 
+def _by_appearance(
+    m: AffineMap, operands: Sequence[SSAValue]
+) -> tuple[AffineMap, list[SSAValue]]:
+    """`m` with its dims and symbols numbered in the order the results use them (as
+    MLIR's custom form numbers `%x` and `symbol(%x)`), unused ones dropped."""
+    dims: list[int] = []
+    syms: list[int] = []
+    for e in m.results:
+        for sub in e.dfs():
+            if isinstance(sub, AffineDimExpr) and sub.position not in dims:
+                dims.append(sub.position)
+            if isinstance(sub, AffineSymExpr) and sub.position not in syms:
+                syms.append(sub.position)
+    new_dims = [
+        AffineExpr.dimension(dims.index(k)) if k in dims else AffineExpr.constant(0)
+        for k in range(m.num_dims)
+    ]
+    new_syms = [
+        AffineExpr.symbol(syms.index(k)) if k in syms else AffineExpr.constant(0)
+        for k in range(m.num_symbols)
+    ]
+    results = tuple(e.replace_dims_and_symbols(new_dims, new_syms) for e in m.results)
+    values = [operands[k] for k in dims] + [operands[m.num_dims + k] for k in syms]
+    return AffineMap(len(dims), len(syms), results), values
+
+
+def _canonical_maps(module: ModuleOp) -> None:
+    """Every pure affine map of `module` simplified, its operands in the order of
+    their use, unused ones dropped."""
+    for op in module.walk():
+        slots = map_slots(op)
+        if any(not e.is_pure_affine() for s in slots for e in s.map.results):
+            continue
+        if slots:
+            composed = [
+                _by_appearance(*compose_map(s.map, s.operands, fold_producers=False))
+                for s in slots
+            ]
+            set_map_slots(op, composed)
+
+
 def anonymous_generic(module: ModuleOp) -> str:
     """`module` in generic form with every value and block unnamed, and its
     attribute and property dictionaries sorted (as MLIR prints them)."""
     module = module.clone()
+    _canonical_maps(module)
     for op in module.walk():
         for result in op.results:
             result.name_hint = None
@@ -93,9 +145,18 @@ def anonymous_generic(module: ModuleOp) -> str:
                 for arg in block.args:
                     arg.name_hint = None
     for op in module.walk():
-        op.attributes = dict(sorted(op.attributes.items()))
-        op.properties = dict(sorted(op.properties.items()))
+        op.attributes = {k: _sorted(v) for k, v in sorted(op.attributes.items())}
+        op.properties = {k: _sorted(v) for k, v in sorted(op.properties.items())}
     return printed(module, generic=True)
+
+
+def _sorted(attr: Attribute) -> Attribute:
+    """`attr` with the entries of its dictionaries sorted, as MLIR keeps them."""
+    if isinstance(attr, DictionaryAttr):
+        return DictionaryAttr({k: _sorted(v) for k, v in sorted(attr.data.items())})
+    if isinstance(attr, ArrayAttr):
+        return ArrayAttr([_sorted(a) for a in attr.data])
+    return attr
 
 
 def unwrap(module: ModuleOp) -> ModuleOp:
