@@ -17,6 +17,8 @@ and MLIR's messages, located at the operator; affinec's parser uses it for
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -26,7 +28,7 @@ from xdsl.ir.affine import (
 )
 from xdsl.parser.affine_parser import AffineParser
 from xdsl.utils.exceptions import ParseError
-from xdsl.utils.mlir_lexer import MLIRToken
+from xdsl.utils.mlir_lexer import MLIRToken, MLIRTokenKind
 
 _DIVISIONS = {
     "floordiv": AffineBinaryOpKind.FloorDiv,
@@ -97,12 +99,25 @@ def divide(kind: AffineBinaryOpKind, lhs: AffineExpr, rhs: AffineExpr) -> Affine
 
 
 class MLIRAffineParser(AffineParser):
-    """xDSL's affine parser building expressions by MLIR's rules (see the module)."""
+    """xDSL's affine parser building expressions by MLIR's rules (see the module):
+    a negation is a product by -1 (so `-(d0 + 1)` stays a product, as in MLIR),
+    `a - b` is `a + b * -1`."""
+
+    def _parse_primary(
+        self, parse_optional_bare_id: Callable[[], AffineExpr | None]
+    ) -> AffineExpr:
+        if self._current_token.kind == MLIRTokenKind.MINUS:
+            self._consume_token()
+            operand = self._parse_primary(parse_optional_bare_id)
+            return multiply(operand, AffineExpr.constant(-1))
+        return super()._parse_primary(parse_optional_bare_id)
 
     def _create_binop_expr(
         self, lhs: AffineExpr, rhs: AffineExpr, binop: MLIRToken
     ) -> AffineExpr:
         try:
+            if binop.text == "-":
+                return lhs + multiply(rhs, AffineExpr.constant(-1))
             if binop.text == "*":
                 return multiply(lhs, rhs)
             if binop.text in _DIVISIONS:

@@ -15,12 +15,14 @@ from affinec.diagnostics import VerificationError, parse_module, verify
 from affinec.dialects.affine_syntax import format_expr, format_map
 from affinec.frontend import build
 from affinec.interpreter import interpret
+from affinec.semi_affine import multiply
 from strategies import specs
 
 
 def affine_exprs(num_dims: int = 3, num_syms: int = 2):
-    """Expressions built as the parser builds them (through AffineExpr's operators,
-    which simplify as they go)."""
+    """Expressions built as the parser builds them: sums through AffineExpr's
+    operators, products through `affinec.semi_affine.multiply` (MLIR's rules), both
+    simplifying as they go."""
     leaves = st.one_of(
         st.integers(-9, 9).map(AffineExpr.constant),
         st.integers(0, num_dims - 1).map(AffineExpr.dimension),
@@ -32,12 +34,16 @@ def affine_exprs(num_dims: int = 3, num_syms: int = 2):
         positive = st.integers(1, 7)
         return st.one_of(
             st.tuples(children, children).map(lambda t: t[0] + t[1]),
-            st.tuples(children, children).map(lambda t: t[0] - t[1]),
-            st.tuples(children, constants).map(lambda t: t[0] * t[1]),
+            st.tuples(children, children).map(
+                lambda t: t[0] + multiply(t[1], AffineExpr.constant(-1))
+            ),
+            st.tuples(children, constants).map(
+                lambda t: multiply(t[0], AffineExpr.constant(t[1]))
+            ),
             st.tuples(children, positive).map(lambda t: t[0] // t[1]),
             st.tuples(children, positive).map(lambda t: t[0] % t[1]),
             st.tuples(children, positive).map(lambda t: t[0].ceil_div(t[1])),
-            children.map(lambda e: -e),
+            children.map(lambda e: multiply(e, AffineExpr.constant(-1))),
         )
 
     return st.recursive(leaves, extend, max_leaves=8)
