@@ -4,8 +4,10 @@ arrays a kernel takes)."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import (
+    BFloat16Type,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -14,12 +16,17 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute
 
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+"""bf16, which numpy lacks: `ml_dtypes`' (it rounds like the GPU's)."""
+
 
 def numpy_dtype(t: Attribute) -> np.dtype:
     """The numpy dtype that holds values of the scalar type `t` (index as int64)."""
     match t:
         case Float16Type():
             return np.dtype(np.float16)
+        case BFloat16Type():
+            return BFLOAT16
         case Float32Type():
             return np.dtype(np.float32)
         case Float64Type():
@@ -36,3 +43,8 @@ def numpy_dtype(t: Attribute) -> np.dtype:
 def element_size(t: Attribute) -> int:
     """Bytes of one element of scalar type `t`."""
     return numpy_dtype(t).itemsize
+
+
+def is_floating(dtype: np.dtype) -> bool:
+    """Whether `dtype` holds floating-point values (bf16 included)."""
+    return dtype.kind == "f" or dtype == BFLOAT16

@@ -47,6 +47,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return AffinecContractFma
 
+    def _affinec_mma_sync():
+        from affinec.passes.affinec_mma_sync import AffinecMmaSync
+
+        return AffinecMmaSync
+
     def _affinec_narrow_indices():
         from affinec.passes.affinec_narrow_indices import AffinecNarrowIndices
 
@@ -82,6 +87,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return ConvertGpuToNvvm
 
+    def _convert_nvgpu_to_nvvm():
+        from affinec.passes.convert_nvgpu_to_nvvm import ConvertNvgpuToNvvm
+
+        return ConvertNvgpuToNvvm
+
     def _convert_scf_to_cf():
         from affinec.passes.convert_scf_to_cf import ConvertScfToCf
 
@@ -100,6 +110,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-canonicalize": _affinec_canonicalize,
         "affine-data-copy-generate": _affine_data_copy_generate,
         "affinec-contract-fma": _affinec_contract_fma,
+        "affinec-mma-sync": _affinec_mma_sync,
         "affinec-narrow-indices": _affinec_narrow_indices,
         "affinec-place-buffers": _affinec_place_buffers,
         "affinec-insert-barriers": _affinec_insert_barriers,
@@ -107,6 +118,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-convert-parallel-to-gpu": _convert_parallel_to_gpu,
         "gpu-kernel-outlining": _gpu_kernel_outlining,
         "lower-affine": _lower_affine,
+        "convert-nvgpu-to-nvvm": _convert_nvgpu_to_nvvm,
         "convert-gpu-to-nvvm": _convert_gpu_to_nvvm,
         "convert-scf-to-cf": _convert_scf_to_cf,
     }

@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     IntegerType,
+    VectorType,
 )
 from xdsl.ir import Attribute, Operation
 
@@ -111,7 +112,10 @@ def _negf(op: arith.NegfOp, w: FunctionWriter) -> None:
 
 @emits(arith.ExtFOp, arith.TruncFOp)
 def _float_convert(op: arith.ExtFOp | arith.TruncFOp, w: FunctionWriter) -> None:
-    to = w.global_(numpy_dtype(op.result.type).type, "to")
+    # A numpy scalar type converts a vector (an array) element by element too.
+    t = op.result.type
+    element = t.get_element_type() if isinstance(t, VectorType) else t
+    to = w.global_(numpy_dtype(element).type, "to")
     w.line(f"{w.define(op.result)} = {to}({w[op.input]})")
 
 

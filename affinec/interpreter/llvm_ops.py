@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, VectorType
 from xdsl.ir import Attribute, Operation
 
 from affinec.dialects import gpu, nvvm
@@ -249,7 +249,10 @@ def _zext(op: llvm.ZExtOp, w: FunctionWriter) -> None:
 
 @emits(llvm.FPExtOp, llvm.FPTruncOp, llvm.SIToFPOp)
 def _float_cast(op: Operation, w: FunctionWriter) -> None:
-    to = w.global_(numpy_dtype(op.results[0].type).type, "to")
+    # A numpy scalar type converts a vector (an array) element by element too.
+    t = op.results[0].type
+    element = t.get_element_type() if isinstance(t, VectorType) else t
+    to = w.global_(numpy_dtype(element).type, "to")
     w.line(f"{w.define(op.results[0])} = {to}({w[op.operands[0]]})")
 
 

@@ -64,7 +64,7 @@ def memref_shape(t: MemRefType) -> tuple[int, ...]:
 
 def poisoned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """A fresh buffer whose every element is obviously unwritten (NaN, or -2**k)."""
-    if dtype.kind == "f":
+    if dtypes.is_floating(dtype):
         return np.full(shape, np.nan, dtype)
     if dtype.kind == "b":
         return np.zeros(shape, dtype)
