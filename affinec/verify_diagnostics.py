@@ -10,7 +10,8 @@ The input says, in comments, which diagnostics it expects and on which line:
 A designator is `expected-error`, `-warning`, `-remark` or `-note`, optionally `-re`
 (the text between inner `{{ }}` is a regular expression, the rest literal), then an
 optional line: `@+N` / `@-N` (relative), `@above` / `@below` (the nearest line above
-or below that holds no designator) or `@unknown` (a diagnostic without a location).
+or below that holds no designator, blank lines included, as mlir-opt 22 counts) or
+`@unknown` (a diagnostic without a location).
 Without one, the diagnostic is expected on the designator's own line. The text
 matches when it is a substring of the diagnostic's message (a search, with `-re`).
 
@@ -113,11 +114,10 @@ def parse_expectations(
         number = line_offset + k + 1
         match = _DESIGNATOR.search(line)
         if match is None:
-            if line.strip():
-                for e in pending_below:
-                    e.line = number
-                pending_below.clear()
-                last_plain_line = number
+            for e in pending_below:
+                e.line = number
+            pending_below.clear()
+            last_plain_line = number
             continue
         severity, regex, _, offset, body = match.groups()
         where = SourceLocation(filename, number, match.start() + 1)

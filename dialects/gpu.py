@@ -882,6 +882,8 @@ class FuncOp(IRDLOperation):
         }
         if kernel:
             attrs[KERNEL] = UnitAttr()
+        # In MLIR's (sorted) order, so that the generic form reads as mlir-opt's.
+        attrs = dict(sorted(attrs.items()))
         super().__init__(properties=props, attributes=attrs, regions=[body])
 
     @property

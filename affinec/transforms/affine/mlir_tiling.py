@@ -248,6 +248,35 @@ def _uniform_pair(a: Operation, b: Operation, root: affine.ForOp) -> bool:
     return True
 
 
+def _injective_same_access(a: Operation, b: Operation, root: affine.ForOp) -> bool:
+    """Whether `a` and `b` index alike and each index is a mixed-radix number of the
+    loop variables (every factor above all the smaller ones times their spans), so
+    that they meet only at the same iteration: every distance is 0."""
+    fa, fb = _index_forms(a), _index_forms(b)
+    if fa is None or fa != fb:
+        return False
+    loops = {loop.induction_variable: loop for loop in _enclosing_loops(a, root)}
+    if loops != {loop.induction_variable: loop for loop in _enclosing_loops(b, root)}:
+        return False
+    for coefficients, _ in fa:
+        terms = []
+        for v, c in coefficients.items():
+            loop = loops.get(v)
+            if loop is None:
+                continue
+            count = constant_trip_count(loop)
+            if count is None:
+                return False
+            step = loop.step.value.data
+            terms.append((abs(c) * step, abs(c) * step * max(0, count - 1)))
+        reach = 0
+        for unit, span in sorted(terms):
+            if unit <= reach:
+                return False
+            reach += span
+    return True
+
+
 def check_dependences(band: Sequence[affine.ForOp]) -> None:
     """Raise `TilingRefused` unless MLIR's dependence test surely accepts the band
     (every pair of accesses to one memref, one of them a write, is uniform)."""
@@ -259,7 +288,7 @@ def check_dependences(band: Sequence[affine.ForOp]) -> None:
                 isinstance(a, _WRITES) or isinstance(b, _WRITES)
             ):
                 continue
-            if not _uniform_pair(a, b, root):
+            if not (_uniform_pair(a, b, root) or _injective_same_access(a, b, root)):
                 raise TilingRefused(
                     root,
                     f"affine-loop-tile cannot tell whether tiling this band keeps its "
