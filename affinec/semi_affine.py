@@ -26,6 +26,7 @@ from xdsl.ir.affine import (
     AffineDimExpr,
     AffineExpr,
 )
+from xdsl.ir.affine.affine_set import AffineConstraintExpr, AffineConstraintKind
 from xdsl.parser.affine_parser import AffineParser
 from xdsl.utils.exceptions import ParseError
 from xdsl.utils.mlir_lexer import MLIRToken, MLIRTokenKind
@@ -48,6 +49,70 @@ def is_symbolic(e: AffineExpr) -> bool:
 
 def _constant(e: AffineExpr) -> int | None:
     return e.value if isinstance(e, AffineConstantExpr) else None
+
+
+def _factored(e: AffineExpr) -> tuple[int, AffineExpr]:
+    """`(c, x)` with `e == x * c`: the constant factor of a product, else 1."""
+    c = _constant(e.rhs) if _is(e, AffineBinaryOpKind.Mul) else None  # pyright: ignore
+    if c is not None:
+        return c, e.lhs  # pyright: ignore[reportAttributeAccessIssue]
+    return 1, e
+
+
+def _is(e: AffineExpr, kind: AffineBinaryOpKind) -> bool:
+    return isinstance(e, AffineBinaryOpExpr) and e.kind == kind
+
+
+def add(lhs: AffineExpr, rhs: AffineExpr) -> AffineExpr:
+    """`lhs + rhs` by MLIR's rules (its `simplifyAdd`): constants fold and go on the
+    right, as does a symbolic term beside one with dimensions; `(e + 2) + 3` is
+    `e + 5`, `(e + 2) + x` is `(e + x) + 2`, `e * 2 + e * 3` is `e * 5`, and
+    `e - (e floordiv q) * q` is `e mod q`."""
+    lc, rc = _constant(lhs), _constant(rhs)
+    if lc is not None and rc is not None:
+        return AffineExpr.constant(lc + rc)
+    if lc is not None or (is_symbolic(lhs) and not is_symbolic(rhs)):
+        return add(rhs, lhs)
+    if rc == 0:
+        return lhs
+    if _is(lhs, AffineBinaryOpKind.Add):
+        assert isinstance(lhs, AffineBinaryOpExpr)
+        if (inner := _constant(lhs.rhs)) is not None:
+            if rc is not None:
+                return add(lhs.lhs, AffineExpr.constant(inner + rc))
+            return add(add(lhs.lhs, rhs), lhs.rhs)
+    (cl, first), (cr, second) = _factored(lhs), _factored(rhs)
+    if first == second:
+        return multiply(first, AffineExpr.constant(cl + cr))
+    if (as_mod := _remainder(lhs, rhs)) is not None:
+        return as_mod
+    return AffineBinaryOpExpr(AffineBinaryOpKind.Add, lhs, rhs)
+
+
+def _remainder(lhs: AffineExpr, rhs: AffineExpr) -> AffineExpr | None:
+    """`lhs mod q` when `rhs` is `(lhs floordiv q) * -q` or `((lhs floordiv q) * q)
+    * -1`, as MLIR detects it."""
+    if not isinstance(rhs, AffineBinaryOpExpr) or rhs.kind != AffineBinaryOpKind.Mul:
+        return None
+    product, factor = rhs.lhs, rhs.rhs
+    if _constant(factor) == -1 and _is(product, AffineBinaryOpKind.Mul):
+        assert isinstance(product, AffineBinaryOpExpr)
+        quotient, q = product.lhs, product.rhs
+        if (
+            isinstance(quotient, AffineBinaryOpExpr)
+            and quotient.kind == AffineBinaryOpKind.FloorDiv
+            and quotient.rhs == q
+            and quotient.lhs == lhs
+        ):
+            return divide(AffineBinaryOpKind.Mod, lhs, q)
+    if (
+        isinstance(product, AffineBinaryOpExpr)
+        and product.kind == AffineBinaryOpKind.FloorDiv
+        and product.lhs == lhs
+        and product.rhs == multiply(factor, AffineExpr.constant(-1))
+    ):
+        return divide(AffineBinaryOpKind.Mod, lhs, product.rhs)
+    return None
 
 
 def multiply(lhs: AffineExpr, rhs: AffineExpr) -> AffineExpr:
@@ -91,6 +156,12 @@ def divide(kind: AffineBinaryOpKind, lhs: AffineExpr, rhs: AffineExpr) -> Affine
     rc = _constant(rhs)
     if rc is None or rc == 0 or (kind == AffineBinaryOpKind.Mod and rc < 1):
         return AffineBinaryOpExpr(kind, lhs, rhs)
+    if (lc := _constant(lhs)) is not None:
+        if kind == AffineBinaryOpKind.FloorDiv:
+            return AffineExpr.constant(lc // rc)
+        if kind == AffineBinaryOpKind.CeilDiv:
+            return AffineExpr.constant(-(-lc // rc))
+        return AffineExpr.constant(lc % rc)
     if kind == AffineBinaryOpKind.FloorDiv:
         return lhs // rc
     if kind == AffineBinaryOpKind.CeilDiv:
@@ -101,7 +172,21 @@ def divide(kind: AffineBinaryOpKind, lhs: AffineExpr, rhs: AffineExpr) -> Affine
 class MLIRAffineParser(AffineParser):
     """xDSL's affine parser building expressions by MLIR's rules (see the module):
     a negation is a product by -1 (so `-(d0 + 1)` stays a product, as in MLIR),
-    `a - b` is `a + b * -1`."""
+    `a - b` is `a + b * -1`, and a constraint of a set is kept as MLIR keeps it,
+    `lhs - rhs >= 0` or `== 0` (`a <= b` as `b - a >= 0`)."""
+
+    def _parse_affine_constraint(
+        self, parse_optional_bare_id: Callable[[], AffineExpr | None]
+    ) -> AffineConstraintExpr:
+        c = super()._parse_affine_constraint(parse_optional_bare_id)
+        lhs, rhs = c.lhs, c.rhs
+        kind = c.kind
+        if kind == AffineConstraintKind.le:
+            lhs, rhs, kind = rhs, lhs, AffineConstraintKind.ge
+        if _constant(rhs) == 0:
+            return AffineConstraintExpr(kind, lhs, rhs)
+        difference = add(lhs, multiply(rhs, AffineExpr.constant(-1)))
+        return AffineConstraintExpr(kind, difference, AffineExpr.constant(0))
 
     def _parse_primary(
         self, parse_optional_bare_id: Callable[[], AffineExpr | None]
@@ -116,8 +201,10 @@ class MLIRAffineParser(AffineParser):
         self, lhs: AffineExpr, rhs: AffineExpr, binop: MLIRToken
     ) -> AffineExpr:
         try:
+            if binop.text == "+":
+                return add(lhs, rhs)
             if binop.text == "-":
-                return lhs + multiply(rhs, AffineExpr.constant(-1))
+                return add(lhs, multiply(rhs, AffineExpr.constant(-1)))
             if binop.text == "*":
                 return multiply(lhs, rhs)
             if binop.text in _DIVISIONS:

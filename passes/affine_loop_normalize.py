@@ -16,6 +16,10 @@ The new variable is composed into the maps of its users; a user without an affin
 map gets an `affine.apply` at the top of the body. `affine.parallel` bands are
 normalized dimension by dimension. A loop whose lower bound is a `max` of several
 results is left as it is (its trip count is not affine).
+
+Difference from MLIR's pass: MLIR puts an `affine.apply` of the new variable at the
+top of the body and uses it; this pass composes the expression into its users' maps
+(an `affine.apply` only for a user without one). The values are the same.
 """
 
 from __future__ import annotations

@@ -27,6 +27,13 @@ becomes
         gpu.return
       }
     }
+
+Differences from MLIR's pass, on MLIR's inputs: values without operands that the body
+uses (constants) are copied into the kernel instead of passed as arguments; only the
+ids and sizes the body uses become ops, with the launch's constant sizes as
+`upper_bound`s; kernels get the launch record. Async launches, `module(@m)
+function(@f)` names and private attributions are outlined as MLIR outlines them;
+launches with clusters, or naming an existing module, are refused.
 """
 
 from __future__ import annotations

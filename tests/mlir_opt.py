@@ -79,15 +79,44 @@ def mlir_opt(text: str, *flags: str) -> str:
     return run.stdout
 
 
+def mlir_opt_each(texts: Sequence[str], *flags: str) -> list[str]:
+    """mlir-opt's output for each of `texts`, in one run (`--split-input-file`)."""
+    marker = "// -----"
+    out = mlir_opt(f"\n{marker}\n".join(texts), "--split-input-file", *flags)
+    pieces = out.split(f"{marker}\n")
+    assert len(pieces) == len(texts)
+    return pieces
+
+
 def parse(text: str, allow_unregistered: bool = False) -> ModuleOp:
     ctx = make_context()
     ctx.allow_unregistered = allow_unregistered
     return parse_module(ctx, text)
 
 
+MLIR_LACKS = ("affinec",)
+"""Dialects of ours that mlir-opt does not have: it reads their ops only in the
+generic form (with --allow-unregistered-dialect)."""
+
+
+class MlirReadablePrinter(Printer):
+    """affinec's printer, but the ops of `MLIR_LACKS` always in the generic form."""
+
+    def print_op(self, op) -> None:
+        if op.dialect_name() not in MLIR_LACKS or self.print_generic_format:
+            super().print_op(op)
+            return
+        self.print_generic_format = True
+        try:
+            super().print_op(op)
+        finally:
+            self.print_generic_format = False
+
+
 def printed(module: ModuleOp, generic: bool = False) -> str:
+    """`module` as text mlir-opt reads (custom form, or generic)."""
     out = io.StringIO()
-    Printer(stream=out, print_generic_format=generic).print_op(module)
+    MlirReadablePrinter(stream=out, print_generic_format=generic).print_op(module)
     return out.getvalue()
 
 
@@ -170,8 +199,29 @@ def unwrap(module: ModuleOp) -> ModuleOp:
     return module
 
 
+def canonical(text: str, allow_unregistered: bool = False) -> str:
+    """The IR of `text` as `same_ir` compares it."""
+    return anonymous_generic(unwrap(parse(text, allow_unregistered)))
+
+
 def same_ir(ours: str, theirs: str, allow_unregistered: bool = False) -> bool:
     """Whether two texts hold the same IR (see the module docstring)."""
-    a = unwrap(parse(ours, allow_unregistered))
-    b = unwrap(parse(theirs, allow_unregistered))
-    return anonymous_generic(a) == anonymous_generic(b)
+    return canonical(ours, allow_unregistered) == canonical(theirs, allow_unregistered)
+
+
+def read_back_differently(texts: Sequence[str]) -> list[int]:
+    """The indices of those of `texts` that mlir-opt does not read as the same IR:
+    each module is printed by affinec in the custom form (mlir-opt prints it back in
+    the generic form) and in the generic form (printed back in the custom form), so
+    mlir-opt reads both of affinec's forms and affinec both of mlir-opt's; what
+    comes back is compared with the module affinec printed."""
+    modules = [parse(t, allow_unregistered=True) for t in texts]
+    expected = [anonymous_generic(unwrap(m.clone())) for m in modules]
+    differ: set[int] = set()
+    for generic, flags in ((False, ["--mlir-print-op-generic"]), (True, [])):
+        ours = [printed(m, generic) for m in modules]
+        theirs = mlir_opt_each(ours, "--allow-unregistered-dialect", *flags)
+        for k, text in enumerate(theirs):
+            if canonical(text, allow_unregistered=True) != expected[k]:
+                differ.add(k)
+    return sorted(differ)

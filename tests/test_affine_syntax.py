@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from xdsl.ir.affine import AffineExpr, AffineMap
+from xdsl.ir.affine import AffineBinaryOpKind, AffineExpr, AffineMap
 from xdsl.printer import Printer
 
 from affinec.context import make_context
@@ -15,14 +15,19 @@ from affinec.diagnostics import VerificationError, parse_module, verify
 from affinec.dialects.affine_syntax import format_expr, format_map
 from affinec.frontend import build
 from affinec.interpreter import interpret
-from affinec.semi_affine import multiply
+from affinec.semi_affine import add, divide, multiply
 from strategies import specs
+
+FLOORDIV, CEILDIV, MOD = (
+    AffineBinaryOpKind.FloorDiv,
+    AffineBinaryOpKind.CeilDiv,
+    AffineBinaryOpKind.Mod,
+)
 
 
 def affine_exprs(num_dims: int = 3, num_syms: int = 2):
-    """Expressions built as the parser builds them: sums through AffineExpr's
-    operators, products through `affinec.semi_affine.multiply` (MLIR's rules), both
-    simplifying as they go."""
+    """Expressions built as the parser builds them (`affinec.semi_affine`: MLIR's
+    rules, which simplify as they go)."""
     leaves = st.one_of(
         st.integers(-9, 9).map(AffineExpr.constant),
         st.integers(0, num_dims - 1).map(AffineExpr.dimension),
@@ -33,16 +38,22 @@ def affine_exprs(num_dims: int = 3, num_syms: int = 2):
         constants = st.integers(-5, 5)
         positive = st.integers(1, 7)
         return st.one_of(
-            st.tuples(children, children).map(lambda t: t[0] + t[1]),
+            st.tuples(children, children).map(lambda t: add(t[0], t[1])),
             st.tuples(children, children).map(
-                lambda t: t[0] + multiply(t[1], AffineExpr.constant(-1))
+                lambda t: add(t[0], multiply(t[1], AffineExpr.constant(-1)))
             ),
             st.tuples(children, constants).map(
                 lambda t: multiply(t[0], AffineExpr.constant(t[1]))
             ),
-            st.tuples(children, positive).map(lambda t: t[0] // t[1]),
-            st.tuples(children, positive).map(lambda t: t[0] % t[1]),
-            st.tuples(children, positive).map(lambda t: t[0].ceil_div(t[1])),
+            st.tuples(children, positive).map(
+                lambda t: divide(FLOORDIV, t[0], AffineExpr.constant(t[1]))
+            ),
+            st.tuples(children, positive).map(
+                lambda t: divide(MOD, t[0], AffineExpr.constant(t[1]))
+            ),
+            st.tuples(children, positive).map(
+                lambda t: divide(CEILDIV, t[0], AffineExpr.constant(t[1]))
+            ),
             children.map(lambda e: multiply(e, AffineExpr.constant(-1))),
         )
 

@@ -25,7 +25,7 @@ from affinec.dialects.affine_syntax import format_map
 from affinec.interpreter import Interpreter, interpret
 from affinec.opt import main as affinec_opt
 from affinec.pipeline import Pipeline
-from affinec.semi_affine import divide, multiply
+from affinec.semi_affine import add, divide, multiply
 from affinec.verify_diagnostics import (
     DesignatorError,
     Diagnostic,
@@ -95,7 +95,7 @@ def semi_affine_exprs():
 
     def extend(children):
         return st.one_of(
-            st.tuples(children, children).map(lambda t: t[0] + t[1]),
+            st.tuples(children, children).map(lambda t: add(t[0], t[1])),
             st.tuples(children, symbolic).map(lambda t: multiply(t[0], t[1])),
             st.tuples(symbolic, children).map(lambda t: multiply(t[0], t[1])),
             st.tuples(kinds, children, symbolic).map(lambda t: divide(*t)),
