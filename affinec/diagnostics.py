@@ -116,19 +116,18 @@ class LocatingParser(Parser):
         )
 
     def _get_op_by_name(self, name: str) -> type[Operation]:
-        op_type = super()._get_op_by_name(name)
         dialect, dot, _ = name.partition(".")
-        if (
-            issubclass(op_type, UnregisteredOp)
-            and dot
-            and dialect in self.ctx.registered_dialect_names
-        ):
-            self.raise_error(
-                f"unregistered operation '{name}' found in dialect ('{dialect}') "
-                "that does not allow unknown operations",
-                self._op_start,
+        if dot and dialect in self.ctx.registered_dialect_names:
+            op_type = self.ctx.get_optional_op(
+                name, dialect_stack=self._parser_state.dialect_stack
             )
-        return op_type
+            if op_type is None or issubclass(op_type, UnregisteredOp):
+                self.raise_error(
+                    f"unregistered operation '{name}' found in dialect ('{dialect}') "
+                    "that does not allow unknown operations",
+                    self._op_start,
+                )
+        return super()._get_op_by_name(name)
 
     def parse_affine_map(self) -> AffineMap:
         return MLIRAffineParser(self._parser_state).parse_affine_map()

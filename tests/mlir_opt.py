@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import io
+import os
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -57,9 +58,15 @@ def find_mlir_opt() -> str | None:
 
 MLIR_OPT = find_mlir_opt()
 
+if MLIR_OPT is None and os.environ.get("AFFINEC_REQUIRE_MLIR_OPT"):
+    raise RuntimeError(
+        f"AFFINEC_REQUIRE_MLIR_OPT is set but there is no mlir-opt {MLIR_VERSION} "
+        "(scripts/install_mlir_opt.sh installs it)"
+    )
+
 needs_mlir_opt = pytest.mark.skipif(
     MLIR_OPT is None,
-    reason=f"needs mlir-opt {MLIR_VERSION} (Debian: apt-get install "
+    reason=f"needs mlir-opt {MLIR_VERSION} (scripts/install_mlir_opt.sh, or Debian's "
     f"mlir-{MLIR_VERSION}-tools; see README)",
 )
 
