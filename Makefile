@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test lint pytest lit gpu-test bench clean
+.PHONY: demo test lint pytest lit gpu-test gpu-sanitize bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ lit: $(STAMP)
 # without network too (the H100 machines): see scripts/gpu_python.sh.
 gpu-test:
 	scripts/gpu_python.sh -m pytest -q -m gpu tests
+
+# compute-sanitizer memcheck and racecheck over a subset of the GPU test matrix
+# (logs under $OUT, default /tmp/affinec-gpu).
+gpu-sanitize:
+	scripts/gpu_session.sh sanitize
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

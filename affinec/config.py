@@ -34,6 +34,10 @@ class KernelConfig:
     dma: bool = True
     """Copy 16 bytes at a time with asynchronous copies where the tiles' rows allow
     (`affine-data-copy-generate{generate-dma}`)."""
+    stages: int = 1
+    """Tiles of the reduction in flight at once: 1 copies then computes; 2 or more
+    run the asynchronous copies that many - 1 tiles ahead
+    (`affine-pipeline-data-transfer`)."""
     mma: bool = False
     """Accumulate on tensor cores (`affinec-mma-sync`: f16 and bf16 operands): the
     copies lay the tiles out for ldmatrix, the warps tile the block."""
@@ -165,6 +169,11 @@ def config_for(spec: Spec) -> KernelConfig:
 MMA_BLOCK_PIXELS = 128
 MMA_BLOCK_CHANNELS = 64
 MMA_STEP = 32
+MMA_WARP_GRID = (1, 2)
+"""Two warps, each 128 pixels x 32 channels (8 x 4 MMAs): on the H100 (2026-11-23,
+benchmarks/sweep.py) 1.08 ms for the 3x3 64-channel convolution, against 1.34 ms
+with 2 x 2 warps of 64 x 32 and 1.58 ms with 4 x 1; the same order on the others."""
+MMA_STAGES = 3
 MMA_MIN_CHANNELS = 16
 """Fewer input channels than one MMA's k leave the tensor cores mostly multiplying
 zeros (ResNet-50's first layer, 4 channels: 7.4 ms against 1.5 ms on the SIMT route,
@@ -181,7 +190,8 @@ def _tensor_core_config(
     spec: Spec, extents: list[int], channel: int, pixels: list[int]
 ) -> KernelConfig:
     """The tensor-core route: `MMA_BLOCK_PIXELS` x `MMA_BLOCK_CHANNELS` outputs a
-    block on 2 x 2 warps, `MMA_STEP` channels a reduction step."""
+    block on `MMA_WARP_GRID` warps, `MMA_STEP` channels a reduction step,
+    `MMA_STAGES` tiles in flight."""
     tiles = [1] * len(extents)
     tiles[channel] = _tile(extents[channel], MMA_BLOCK_CHANNELS)
     room = MMA_BLOCK_PIXELS
@@ -194,7 +204,8 @@ def _tensor_core_config(
         reduction_tile_sizes=_mma_reduction_tiles(spec),
         reassociate=True,
         mma=True,
-        warp_grid=(2, 2),
+        warp_grid=MMA_WARP_GRID,
+        stages=MMA_STAGES,
     )
 
 

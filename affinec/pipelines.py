@@ -29,12 +29,14 @@ from xdsl.utils.arg_spec import ArgSpec
 from affinec.config import UNPROMOTED, KernelConfig
 from affinec.passes.affine_data_copy_generate import AffineDataCopyGenerate
 from affinec.passes.affine_loop_tile import AffineLoopTilePass
+from affinec.passes.affine_pipeline_data_transfer import AffinePipelineDataTransfer
 from affinec.passes.affinec_canonicalize import AffinecCanonicalizePass
 from affinec.passes.affinec_contract_fma import AffinecContractFma
 from affinec.passes.affinec_insert_barriers import AffinecInsertBarriers
 from affinec.passes.affinec_map_threads import AffinecMapThreads
 from affinec.passes.affinec_mma_sync import AffinecMmaSync
 from affinec.passes.affinec_narrow_indices import AffinecNarrowIndices
+from affinec.passes.affinec_pad_shared_buffers import AffinecPadSharedBuffers
 from affinec.passes.affinec_place_buffers import AffinecPlaceBuffers
 from affinec.passes.affinec_sink import AffinecSinkPass
 from affinec.passes.affinec_split import AffinecSplitPass
@@ -69,6 +71,11 @@ def affine_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
             if config.promote or config.mma
             else []
         ),
+        *(
+            [AffinePipelineDataTransfer(stages=config.stages)]
+            if config.stages > 1 and config.dma
+            else []
+        ),
     ]
 
 
@@ -85,6 +92,7 @@ def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]
             vector_width=config.vector_width,
             unroll_steps=config.unroll_steps,
         ),
+        *([AffinecPadSharedBuffers()] if config.promote or config.mma else []),
         *([AffinecContractFma()] if config.fma and not config.mma else []),
         ConvertParallelToGpu(),
     ]

@@ -12,6 +12,13 @@ from xdsl.passes import ModulePass
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     """Every affinec pass, by the name pipelines use."""
 
+    def _affine_pipeline_data_transfer():
+        from affinec.passes.affine_pipeline_data_transfer import (
+            AffinePipelineDataTransfer,
+        )
+
+        return AffinePipelineDataTransfer
+
     def _affine_loop_tile():
         from affinec.passes.affine_loop_tile import AffineLoopTilePass
 
@@ -56,6 +63,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         from affinec.passes.affinec_narrow_indices import AffinecNarrowIndices
 
         return AffinecNarrowIndices
+
+    def _affinec_pad_shared_buffers():
+        from affinec.passes.affinec_pad_shared_buffers import AffinecPadSharedBuffers
+
+        return AffinecPadSharedBuffers
 
     def _affinec_place_buffers():
         from affinec.passes.affinec_place_buffers import AffinecPlaceBuffers
@@ -104,6 +116,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
     return {
         "affine-loop-tile": _affine_loop_tile,
+        "affine-pipeline-data-transfer": _affine_pipeline_data_transfer,
         "affine-loop-normalize": _affine_loop_normalize,
         "affinec-split": _affinec_split,
         "affinec-sink": _affinec_sink,
@@ -112,6 +125,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-contract-fma": _affinec_contract_fma,
         "affinec-mma-sync": _affinec_mma_sync,
         "affinec-narrow-indices": _affinec_narrow_indices,
+        "affinec-pad-shared-buffers": _affinec_pad_shared_buffers,
         "affinec-place-buffers": _affinec_place_buffers,
         "affinec-insert-barriers": _affinec_insert_barriers,
         "affinec-map-threads": _affinec_map_threads,

@@ -1,9 +1,10 @@
 """arith ops as Python expressions.
 
 Floats are numpy scalars of the op's type, so `a + b` of two float32 values rounds to
-float32 exactly as the GPU does, and float16 values round to float16. Integers are
-Python ints: `index` values unbounded (they never come near 2**63 here), fixed-width
-`iN` values wrapped to N bits after each op, `i1` values Python bools.
+float32 exactly as the GPU does, and float16 and bf16 values round to their own type
+(a float64 to bf16 once, `float_converter`). Integers are Python ints: `index`
+values unbounded (they never come near 2**63 here), fixed-width `iN` values wrapped
+to N bits after each op, `i1` values Python bools.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from affinec.interpreter.support import (
     CMPI_PREDICATES,
     InterpreterError,
     describe,
+    float_converter,
     maximumf,
     maxnumf,
     minimumf,
@@ -113,10 +115,14 @@ def _negf(op: arith.NegfOp, w: FunctionWriter) -> None:
 @emits(arith.ExtFOp, arith.TruncFOp)
 def _float_convert(op: arith.ExtFOp | arith.TruncFOp, w: FunctionWriter) -> None:
     # A numpy scalar type converts a vector (an array) element by element too.
-    t = op.result.type
-    element = t.get_element_type() if isinstance(t, VectorType) else t
-    to = w.global_(numpy_dtype(element).type, "to")
+    to = w.global_(
+        float_converter(_element(op.input.type), _element(op.result.type)), "to"
+    )
     w.line(f"{w.define(op.result)} = {to}({w[op.input]})")
+
+
+def _element(t: Attribute) -> Attribute:
+    return t.get_element_type() if isinstance(t, VectorType) else t
 
 
 @emits(arith.CmpfOp)

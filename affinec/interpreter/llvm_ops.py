@@ -27,6 +27,7 @@ from affinec.interpreter.support import (
     CMPI_PREDICATES,
     InterpreterError,
     describe,
+    float_converter,
     fused_multiply_add,
     maximumf,
     maxnumf,
@@ -252,7 +253,13 @@ def _float_cast(op: Operation, w: FunctionWriter) -> None:
     # A numpy scalar type converts a vector (an array) element by element too.
     t = op.results[0].type
     element = t.get_element_type() if isinstance(t, VectorType) else t
-    to = w.global_(numpy_dtype(element).type, "to")
+    if isinstance(op, llvm.SIToFPOp):
+        to = w.global_(numpy_dtype(element).type, "to")
+    else:
+        source = op.operands[0].type
+        if isinstance(source, VectorType):
+            source = source.get_element_type()
+        to = w.global_(float_converter(source, element), "to")
     w.line(f"{w.define(op.results[0])} = {to}({w[op.operands[0]]})")
 
 
