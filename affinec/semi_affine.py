@@ -169,6 +169,23 @@ def divide(kind: AffineBinaryOpKind, lhs: AffineExpr, rhs: AffineExpr) -> Affine
     return lhs % rc
 
 
+def mlir_form(e: AffineExpr) -> AffineExpr:
+    """`e` rebuilt bottom-up by MLIR's rules: the tree MLIR holds for it (and what
+    this module's parser reads back from its text). A subexpression MLIR refuses
+    (`d0 * d1`) is kept as it is."""
+    if not isinstance(e, AffineBinaryOpExpr):
+        return e
+    lhs, rhs = mlir_form(e.lhs), mlir_form(e.rhs)
+    try:
+        if e.kind == AffineBinaryOpKind.Add:
+            return add(lhs, rhs)
+        if e.kind == AffineBinaryOpKind.Mul:
+            return multiply(lhs, rhs)
+        return divide(e.kind, lhs, rhs)
+    except NotAffineError:
+        return AffineBinaryOpExpr(e.kind, lhs, rhs)
+
+
 class MLIRAffineParser(AffineParser):
     """xDSL's affine parser building expressions by MLIR's rules (see the module):
     a negation is a product by -1 (so `-(d0 + 1)` stays a product, as in MLIR),

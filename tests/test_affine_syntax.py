@@ -85,7 +85,7 @@ def test_expression_printing_is_stable_and_faithful(expr, point):
     ("expr", "text"),
     [
         (AffineExpr.dimension(0) * 2 + AffineExpr.dimension(1) - 3, "d0 * 2 + d1 - 3"),
-        (AffineExpr.symbol(0) - AffineExpr.dimension(1), "s0 - d1"),
+        (AffineExpr.symbol(0) - AffineExpr.dimension(1), "-d1 + s0"),
         (-AffineExpr.dimension(0), "-d0"),
         ((AffineExpr.dimension(0) + 1) // 4, "(d0 + 1) floordiv 4"),
         (AffineExpr.dimension(0) - AffineExpr.dimension(1) * 2, "d0 - d1 * 2"),

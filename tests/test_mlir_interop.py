@@ -25,6 +25,7 @@ from mlir_opt import (
     same_ir,
 )
 from test_mlir_fidelity import _INVALID, AFFINE_OPS, GPU_OPS, _in_function
+from xdsl.utils.exceptions import ParseError
 
 from affinec import ConvSpec, build
 from affinec.diagnostics import verify
@@ -53,11 +54,29 @@ def _levels() -> list[tuple[str, str]]:
 LLVM_LEVEL = "convert-gpu-to-nvvm"
 
 
+def _uses_nvvm(text: str) -> bool:
+    return re.search(r"\bnvvm\.[a-z]", text) is not None
+
+
 def test_mlir_opt_reads_every_level_of_the_default_pipeline_as_the_same_ir():
-    levels = [(name, text) for name, text in _levels() if name != LLVM_LEVEL]
+    """Every level up to the one where nvvm ops appear (see the next test)."""
+    levels = [(n, t) for n, t in _levels() if n != LLVM_LEVEL and not _uses_nvvm(t)]
     assert len(levels) > 10
     differ = read_back_differently([text for _, text in levels])
     assert [levels[k][0] for k in differ] == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=(MlirOptError, ParseError),
+    reason="affinec's nvvm.cp.async (dialects/nvvm.py) writes its cache modifier as "
+    "#nvvm<load_cache_modifier ca>, which mlir-opt 22 does not read, and does not "
+    "read mlir-opt's",
+)
+def test_mlir_opt_reads_the_levels_with_nvvm_ops_as_the_same_ir():
+    levels = [t for n, t in _levels() if n != LLVM_LEVEL and _uses_nvvm(t)]
+    assert levels
+    assert read_back_differently(levels) == []
 
 
 def test_mlir_opt_reads_the_llvm_level_in_custom_form():
