@@ -273,3 +273,67 @@ def test_affine_loop_tile_tiles_affine_for_bands_as_mlir(name, options):
     pipeline = f"affine-loop-tile{{{options}}}" if options else "affine-loop-tile"
     Pipeline.parse(pipeline).run(ours)
     assert same_ir(str(ours), theirs)
+
+
+OUTLINE = """
+func.func @host(%A: memref<64xf32>, %x: f32) {
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %t0 = gpu.wait async
+  %t = gpu.launch async [%t0] blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c64, %sy = %c1, %sz = %c1) workgroup(%w : memref<64xf32, 3>) private(%p : memref<1xf32, 5>) {
+    %v = memref.load %A[%tx] : memref<64xf32>
+    %m = arith.mulf %v, %x : f32
+    memref.store %m, %w[%tx] : memref<64xf32, 3>
+    gpu.barrier
+    %u = memref.load %w[%tx] : memref<64xf32, 3>
+    memref.store %u, %A[%tx] : memref<64xf32>
+    gpu.terminator
+  }
+  gpu.wait [%t]
+  func.return
+}"""
+
+
+def test_gpu_kernel_outlining_makes_what_mlir_verifies():
+    """MLIR's verifier checks each gpu.launch_func against its kernel (a gpu.kernel,
+    the operands' number and types); the outlined async launch keeps its tokens and
+    the kernel its workgroup and private attributions, as MLIR's pass outlines."""
+    ours = parse(OUTLINE)
+    Pipeline.parse("gpu-kernel-outlining").run(ours)
+    text = str(ours)
+    theirs = mlir_opt(
+        OUTLINE.replace("func.return", "return"), "--gpu-kernel-outlining"
+    )
+    assert same_ir(text, mlir_opt(text))
+    for piece in ("launch_func async [", "workgroup(", "private(", " kernel"):
+        assert piece in text and piece in theirs, piece
+
+
+SCF = """
+func.func @f(%n: index, %x: index) -> index {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c3 = arith.constant 3 : index
+  %r = scf.for %i = %c0 to %n step %c1 iter_args(%acc = %x) -> (index) {
+    %odd = arith.remui %i, %c3 : index
+    %c = arith.cmpi eq, %odd, %c1 : index
+    %s = scf.if %c -> (index) {
+      %a = arith.addi %acc, %i : index
+      scf.yield %a : index
+    } else {
+      %b = arith.muli %acc, %c3 : index
+      scf.yield %b : index
+    }
+    scf.yield %s : index
+  }
+  func.return %r : index
+}"""
+
+
+def test_convert_scf_to_cf_computes_what_mlirs_computes():
+    theirs = mlir_opt(SCF.replace("func.return", "return"), "--convert-scf-to-cf")
+    ours = parse(SCF)
+    Pipeline.parse("convert-scf-to-cf").run(ours)
+    assert not any(op.dialect_name() == "scf" for op in ours.walk())
+    args = [(n, x) for n in range(0, 7) for x in range(-2, 4)]
+    assert _results(str(ours), args) == _results(theirs, args)
