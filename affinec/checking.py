@@ -24,9 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.ir import Operation
+from xdsl.passes import ModulePass
 
 from affinec.contraction import contraction_of
 from affinec.interpreter import Interpreter, InterpreterError
+from affinec.pipelines import pass_text
 from affinec.reference import (
     TOLERANCE,
     poisoned_output,
@@ -71,6 +73,8 @@ class Checker:
         self.inputs = random_inputs(spec, np.random.default_rng(seed))
         self.expected = reference(spec, *self.inputs)
         self.tolerance = TOLERANCE[spec.dtype]
+        self.precision = spec.dtype
+        """What the tolerance is for: the storage type, or a pass's arithmetic."""
         self.previous: np.ndarray | None = None
         """The output of the last stage that ran."""
 
@@ -81,6 +85,18 @@ class Checker:
             self.function, *[x.copy() for x in self.inputs], out
         )
         return out
+
+    def check_pass(self, p: ModulePass, module: Operation) -> StageResult:
+        """`check` the module a pass left, as the pass says: whether it may change
+        the rounding (`changes_rounding`), and a looser tolerance its arithmetic
+        needs (`tolerance`: tf32 tensor cores), which then holds for every later
+        stage."""
+        tolerance = getattr(p, "tolerance", None)
+        if tolerance is not None and tolerance > self.tolerance:
+            self.tolerance = tolerance
+            self.precision = getattr(p, "precision", self.precision)
+        reorders = getattr(p, "changes_rounding", False)
+        return self.check(pass_text(p), module, reorders)
 
     def check(
         self, stage: str, module: Operation, reorders: bool = False
@@ -99,7 +115,7 @@ class Checker:
         if not within:
             message = (
                 f"its relative error against the float64 reference is {error:.3g}, "
-                f"over the {self.spec.dtype} tolerance {self.tolerance:g}"
+                f"over the {self.precision} tolerance {self.tolerance:g}"
             )
         previous, self.previous = self.previous, got
         if previous is None:
@@ -117,7 +133,7 @@ class Checker:
 
     def verdict(self, ok: bool) -> str:
         word = "ok" if ok else "FAILED"
-        return f"{word}: every stage within {self.tolerance:g} of float64 ({self.spec.dtype})"
+        return f"{word}: every stage within {self.tolerance:g} of float64 ({self.precision})"
 
 
 def _first_difference(got: np.ndarray, was: np.ndarray) -> str:

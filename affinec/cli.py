@@ -30,7 +30,6 @@ from affinec.emitter import ARCHS, DEFAULT_ARCH
 from affinec.frontend import build
 from affinec.interpreter import InterpreterError
 from affinec.pipeline import Pipeline, PipelineError
-from affinec.pipelines import pass_text
 from affinec.reference import (
     TOLERANCE,
     poisoned_output,
@@ -185,8 +184,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(results[-1].row())
 
         def after(p: ModulePass, m: ModuleOp, seconds: float) -> None:
-            reorders = getattr(p, "changes_rounding", False)
-            results.append(checker.check(pass_text(p), m, reorders))
+            results.append(checker.check_pass(p, m))
             print(results[-1].row())
 
         pipeline.run(module, callback=after)
@@ -266,6 +264,46 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep multiplies and adds apart (the naive IR's rounding)",
     )
     knobs.add_argument(
+        "--reassociate",
+        action="store_true",
+        default=None,
+        help="let the reduction be tiled in any order (changes the rounding)",
+    )
+    knobs.add_argument(
+        "--no-dma",
+        dest="dma",
+        action="store_false",
+        default=None,
+        help="copy into shared memory with loads and stores, not cp.async",
+    )
+    knobs.add_argument(
+        "--stages",
+        type=int,
+        help="reduction tiles in flight at once (1: copy, then compute)",
+    )
+    knobs.add_argument(
+        "--mma",
+        action="store_true",
+        default=None,
+        help="accumulate on tensor cores (f16, bf16; f32 with --tf32)",
+    )
+    knobs.add_argument(
+        "--warp-grid",
+        type=_sizes,
+        help="with --mma: warps along the block's pixels and output channels",
+    )
+    knobs.add_argument(
+        "--tf32",
+        action="store_true",
+        default=None,
+        help="with --mma and f32: multiply in tf32 (10-bit mantissa operands)",
+    )
+    knobs.add_argument(
+        "--vector-width",
+        type=int,
+        help="outputs a thread owns contiguously (0: 16 bytes' worth, 1: strided)",
+    )
+    knobs.add_argument(
         "--threads-per-block", type=int, help="threads of each block (0: derived)"
     )
     knobs.add_argument(
@@ -287,7 +325,14 @@ KNOBS = (
     "register_tile",
     "unroll_steps",
     "separate",
+    "reassociate",
     "promote",
+    "dma",
+    "stages",
+    "mma",
+    "warp_grid",
+    "tf32",
+    "vector_width",
     "fma",
     "threads_per_block",
     "index_bitwidth",

@@ -43,6 +43,10 @@ class KernelConfig:
     copies lay the tiles out for ldmatrix, the warps tile the block."""
     warp_grid: tuple[int, ...] = (2, 2)
     """With `mma`: warps along the block's pixels and output channels."""
+    tf32: bool = False
+    """With `mma` and f32 operands: multiply on the tensor cores in tf32 (the
+    operands keep 10 bits of mantissa; held to tf32's tolerance). Opt-in only:
+    `config_for` keeps f32 on the SIMT route, in f32's own precision."""
     threads_per_block: int = 0
     register_tile: tuple[int, ...] = ()
     """Iterations of the accumulator bands one thread owns, per output dimension
@@ -65,6 +69,8 @@ class KernelConfig:
             value = getattr(self, f.name)
             if isinstance(value, list):
                 object.__setattr__(self, f.name, tuple(value))
+        if self.tf32 and not self.mma:
+            raise ValueError("tf32 multiplies on the tensor cores: it needs mma")
 
     def describe(self) -> str:
         """The knobs that differ from the defaults, `name=value` each."""

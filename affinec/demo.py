@@ -18,7 +18,6 @@ from xdsl.passes import ModulePass
 from affinec.checking import Checker
 from affinec.contraction import contraction_of
 from affinec.frontend import build
-from affinec.pipelines import pass_text
 from affinec.reference import (
     TOLERANCE,
     poisoned_output,
@@ -62,8 +61,7 @@ def run_demo(spec: ConvSpec = DEFAULT_CONV, out: TextIO | None = None) -> bool:
     shown: list[tuple[str, str]] = []
 
     def after(p: ModulePass, m: ModuleOp, seconds: float) -> None:
-        reorders = getattr(p, "changes_rounding", False)
-        results.append(checker.check(pass_text(p), m, reorders))
+        results.append(checker.check_pass(p, m))
         if p.name in SHOWN_STAGES:
             shown.append((SHOWN_STAGES[p.name], str(m)))
 

@@ -30,7 +30,7 @@ from affinec.checking import Checker
 from affinec.context import make_context
 from affinec.diagnostics import verify
 from affinec.dialects.affinec import SpecAttributeError, read_spec
-from affinec.pipelines import NAMED_PIPELINES, pass_text, pipeline_text
+from affinec.pipelines import NAMED_PIPELINES, pipeline_text
 
 
 class PipelineError(Exception):
@@ -201,8 +201,7 @@ class Pipeline:
             if callback is not None:
                 callback(p, module, seconds)
             if checker is not None:
-                reorders = getattr(p, "changes_rounding", False)
-                result = checker.check(pass_text(p), module, reorders)
+                result = checker.check_pass(p, module)
                 if not result.ok:
                     raise CheckFailure(p, result.message)
         return module

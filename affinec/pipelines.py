@@ -85,7 +85,11 @@ def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]
     return [
         AffinecPlaceBuffers(),
         AffinecInsertBarriers(),
-        *([AffinecMmaSync(warp_grid=config.warp_grid)] if config.mma else []),
+        *(
+            [AffinecMmaSync(warp_grid=config.warp_grid, tf32=config.tf32)]
+            if config.mma
+            else []
+        ),
         AffinecMapThreads(
             threads_per_block=config.threads_per_block,
             register_tile=config.register_tile,

@@ -40,6 +40,10 @@ TOLERANCE = {
     # 20 of its unit roundoffs (2**-11); bf16 keeps 3 bits fewer (2**-8), so the
     # same margin is 8 times f16's tolerance.
     "bf16": 1e-2 * UNIT_ROUNDOFF["bf16"] / UNIT_ROUNDOFF["f16"],
+    # f32 operands on tf32 tensor cores keep 10 bits of mantissa, as f16 does, and
+    # are truncated, not rounded (twice f16's unit roundoff per operand): f16's
+    # margin, doubled.
+    "tf32": 2e-2,
 }
 """Largest relative error a result of each storage type may have."""
 

@@ -38,6 +38,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
+from affinec.diagnostics import PassError
+from affinec.reference import TOLERANCE
 from affinec.transforms.gpu.bands import analyze_grid, grid_parallels, require_placed
 from affinec.transforms.gpu.mma import plan_mma, rewrite_mma
 
@@ -51,13 +53,26 @@ class AffinecMmaSync(ModulePass):
     warp_grid: tuple[int, ...] = (2, 2)
     """Warps of a block along its pixels (M) and its output channels (N)."""
 
+    tf32: bool = False
+    """Take f32 operands on the tensor cores as tf32 (m16n8k8: 10 bits of mantissa,
+    the operands truncated), held to tf32's tolerance."""
+
     @property
     def changes_rounding(self) -> bool:
         return True
 
+    @property
+    def tolerance(self) -> float | None:
+        """tf32's tolerance when the pass computes in tf32 (the checker holds this
+        stage and every later one to it)."""
+        return TOLERANCE["tf32"] if self.tf32 else None
+
+    @property
+    def precision(self) -> str:
+        return "tf32" if self.tf32 else "the storage type"
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
-        from affinec.diagnostics import PassError
 
         if len(self.warp_grid) != 2:
             raise PassError(
@@ -67,6 +82,8 @@ class AffinecMmaSync(ModulePass):
         for g in grid_parallels(op):
             analysis = analyze_grid(g)
             require_placed(analysis, self.name)
-            plans.append(plan_mma(analysis, (self.warp_grid[0], self.warp_grid[1])))
+            plans.append(
+                plan_mma(analysis, (self.warp_grid[0], self.warp_grid[1]), self.tf32)
+            )
         for plan in plans:
             rewrite_mma(plan)

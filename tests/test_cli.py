@@ -103,6 +103,11 @@ def test_demo_agrees_with_numpy(capsys):
         (["gen", "conv", *CONV_FLAGS, "--r", "9"], "dilated filter extent 9 is larger"),
         (["gen", "matmul", "--m", "2", "--n", "2", "--k", "-1"], "MatmulSpec.k"),
         (["check", "/nonexistent.mlir"], "cannot open '/nonexistent.mlir'"),
+        (["compile", "conv", *CONV_FLAGS, "--tf32"], "tf32 multiplies on the tensor"),
+        (
+            ["compile", "conv", *CONV_FLAGS, "--mma"],
+            "tensor cores take f16 or bf16 operands",
+        ),
     ],
 )
 def test_affinec_errors_are_one_line(argv, message, capsys):

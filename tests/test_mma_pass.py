@@ -4,7 +4,7 @@ The interpreter runs `ldmatrix` and `mma.sync` warp by warp with the PTX ISA's
 fragment layouts, so a wrong lane address or fragment element is a wrong answer here.
 The MMA sums in its own order: its level and the ones below are held to the dtype's
 tolerance against float64 (and bit for bit to each other); every level before it
-stays bit-identical. Random specs (f16 and bf16), tiles and warp grids; the lanes'
+stays bit-identical. Random specs (f16, bf16, f32 in tf32), tiles and warp grids; the lanes'
 address expressions against `affinec.ir.mma_layouts`; refusals located.
 """
 
@@ -12,7 +12,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from affinec.checking import Checker
 from affinec.config import KernelConfig
+from affinec.context import make_context
 from affinec.contraction import contraction_of
 from affinec.diagnostics import PassError
 from affinec.dialects import nvgpu
@@ -26,7 +28,8 @@ from strategies import conv_specs, matmul_specs
 
 @st.composite
 def mma_cases(draw):
-    dtype = draw(st.sampled_from(["f16", "bf16"]))  # the tensor cores' operands
+    # The tensor cores' operands: f16, bf16, and f32 taken as tf32.
+    dtype = draw(st.sampled_from(["f16", "bf16", "f32"]))
     spec = draw(
         st.one_of(
             conv_specs(max_channels=20, max_image=6).map(
@@ -59,6 +62,7 @@ def mma_cases(draw):
         reduction_tile_sizes=tuple(rtiles),
         mma=True,
         warp_grid=warps,
+        tf32=dtype == "f32",
     )
 
 
@@ -123,6 +127,41 @@ def test_f32_operands_are_refused():
     module = _promoted(spec, config)
     with pytest.raises(PassError, match="tensor cores take f16 or bf16 operands"):
         Pipeline.parse("affinec-mma-sync").run(module)
+
+
+def test_tf32_checks_f32_operands_to_tf32s_tolerance():
+    spec = ConvSpec(
+        1, 16, 6, 6, 16, 3, 3, padding=1, layout="nhwc", filter_layout="rsck"
+    )
+    config = KernelConfig(
+        tile_sizes=(1, 2, 6, 16),
+        reduction_tile_sizes=(1, 1, 16),
+        reassociate=True,
+        mma=True,
+        warp_grid=(1, 2),
+        tf32=True,
+    )
+    module = build(spec)
+    checker = Checker(spec)
+    assert checker.check("input", module).ok
+    ctx = make_context()
+    results = []
+    for p in default_passes(config):
+        p.apply(ctx, module)
+        results.append(checker.check_pass(p, module))
+        assert results[-1].ok, results[-1].message
+    mma = next(r for r in results if r.stage.startswith("affinec-mma-sync"))
+    # tf32 keeps 10 bits of mantissa: further from float64 than f32's own 1e-5,
+    # inside tf32's tolerance, which then holds for the stages below.
+    assert 1e-5 < mma.error < 2e-2
+    assert checker.precision == "tf32"
+    text = str(module)
+    assert "nvvm.mma.sync" in text and "#nvvm.mma_type<tf32>" in text
+
+
+def test_tf32_needs_the_tensor_cores():
+    with pytest.raises(ValueError, match="needs mma"):
+        KernelConfig(tf32=True)
 
 
 def test_unpromoted_operands_are_refused():

@@ -37,6 +37,7 @@ from xdsl.dialects import arith, memref, vector
 from xdsl.dialects.builtin import (
     BFloat16Type,
     Float16Type,
+    Float32Type,
     FloatAttr,
     IndexType,
     IntegerAttr,
@@ -127,7 +128,9 @@ class MmaPlan:
 # -- planning -------------------------------------------------------------------------------
 
 
-def plan_mma(analysis: GridAnalysis, warps: tuple[int, int]) -> MmaPlan:
+def plan_mma(
+    analysis: GridAnalysis, warps: tuple[int, int], tf32: bool = False
+) -> MmaPlan:
     """Read the implicit GEMM off the grid band and check everything the rewrite
     needs; a `PassError` at the op at fault otherwise."""
     grid = analysis.grid.op
@@ -157,7 +160,7 @@ def plan_mma(analysis: GridAnalysis, warps: tuple[int, int]) -> MmaPlan:
     computes = [_compute_band(p, acc.results[0]) for p in compute]
     first = computes[0]
     element = first.a.buffer.type.get_element_type()  # pyright: ignore
-    kind = _kind(first.a.load, element)
+    kind = _kind(first.a.load, element, tf32)
     band = first.band
     n_dims = [
         d
@@ -194,7 +197,7 @@ def plan_mma(analysis: GridAnalysis, warps: tuple[int, int]) -> MmaPlan:
             "more warps or a smaller block tile",
         )
     c_extent = _extent(first.channel)
-    k_padded = -(-c_extent // K_STEP) * K_STEP
+    k_padded = -(-c_extent // kind.k) * kind.k
     init_value = _init_value(init, acc.results[0])
     plan = MmaPlan(
         analysis,
@@ -244,15 +247,17 @@ def _extent(loop: affine.ForOp) -> int:
     return r[1] + 1
 
 
-def _kind(at: Operation, element) -> nvgpu.MmaKind:
+def _kind(at: Operation, element, tf32: bool) -> nvgpu.MmaKind:
+    if isinstance(element, Float32Type) and tf32:
+        return nvgpu.MmaKind(16, 8, 8, "tf32")
     if isinstance(element, Float16Type):
         return nvgpu.MmaKind(16, 8, 16, "f16")
     if isinstance(element, BFloat16Type):
         return nvgpu.MmaKind(16, 8, 16, "bf16")
     raise PassError(
         at,
-        f"tensor cores take f16 or bf16 operands here, got {element} (keep f32 "
-        "convolutions on the SIMT route)",
+        f"tensor cores take f16 or bf16 operands here, got {element} (f32 takes them "
+        "with tf32=true, rounding the operands to tf32; else keep the SIMT route)",
     )
 
 
@@ -377,7 +382,8 @@ def _operand(
 
 def _padded_shape(operand: Operand, k_padded: int) -> list[int]:
     """The tile's shape with the channel dimension a whole number of MMA steps and
-    the innermost a multiple of 8 elements (16-byte aligned ldmatrix rows)."""
+    the innermost a multiple of 8 elements (16-byte aligned ldmatrix rows, and room
+    for a transposed row of eight columns)."""
     t = operand.buffer.type
     assert isinstance(t, MemRefType)
     shape = list(t.get_shape())
@@ -625,61 +631,19 @@ def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
         tap_values[lp.induction_variable] = body.args[0]
         site = _Builder(body)
         sites.append(site)
-    kc = site.loop(plan.k_padded // K_STEP, "kc")
+    step = plan.kind.k
+    kc = site.loop(plan.k_padded // step, "kc")
     mt = kc.loop(plan.mt, "mt")
     nt = mt.loop(plan.nt, "nt")
     k, m_t, n_t = kc.block.args[0], mt.block.args[0], nt.block.args[0]
     inner = nt
-    d = AffineExpr.dimension
     ivs = band.op.induction_variables
     base = {ivs[dd]: v for dd, v in fixed.items()}
-
-    # A: rows are pixels (clamped to the block's), 16-byte rows along k
-    row = (d(0) % 8) + ((d(0) // 8) % 2) * 8
-    m_expr = d(1) * (16 * plan.mt) + d(2) * 16 + row
-    rows = 16 * plan.mt * plan.warps[0]
-    m_clamped = (
-        inner.apply(m_expr, [lane, wm, m_t])
-        if rows <= plan.block_m
-        else _min(inner, m_expr, plan.block_m - 1, [lane, wm, m_t])
-    )
-    pixel = _pixel_values(plan, inner, d(0), [m_clamped], band)
-    k_a = inner.apply(d(1) * K_STEP + (d(0) // 16) * 8, [lane, k], "ka")
-    a_values = {**base, **tap_values, c.channel.induction_variable: k_a}
-    a_values |= {ivs[dd]: v for dd, v in pixel.items()}
-    a_frag = inner.add(
-        nvgpu.LdMatrixOp(c.a.buffer, _indices(c.a.load, a_values, inner), 4)
-    ).results[0]
-
-    # B: eight output channels a fragment
-    n_iv = ivs[plan.n_dim]
-    if c.b.k_contiguous:
-        n_expr = d(1) * (8 * plan.nt) + d(2) * 8 + d(0) % 8
-        if 8 * plan.nt * plan.warps[1] <= plan.block_n:
-            n_val = inner.apply(n_expr, [lane, wn, n_t])
-        else:
-            n_val = _min(inner, n_expr, plan.block_n - 1, [lane, wn, n_t])
-        k_b = inner.apply(d(1) * K_STEP + ((d(0) // 8) % 2) * 8, [lane, k], "kb")
+    operands = _Operands(plan, c, inner, base, tap_values, lane, wm, wn, k, m_t, n_t)
+    if plan.kind.operands == "tf32":
+        a_frag, b_frag = operands.tf32_fragments()
     else:
-        # eight consecutive output channels a row: the row of a warp past the
-        # block's channels reads the tile's last eight (its results are not stored)
-        width = c.b.buffer.type.get_shape()[-1]  # pyright: ignore
-        n_expr = d(1) * (8 * plan.nt) + d(2) * 8
-        if 8 * plan.nt * plan.warps[1] <= width:
-            n_val = inner.apply(n_expr, [lane, wn, n_t])
-        else:
-            n_val = _min(inner, n_expr, width - 8, [lane, wn, n_t])
-        k_b = inner.apply(d(1) * K_STEP + d(0) % 16, [lane, k], "kb")
-    n_iv_val = inner.apply(_iv(band, plan.n_dim, d(0), 1), [n_val])
-    b_values = {**base, **tap_values, c.channel.induction_variable: k_b, n_iv: n_iv_val}
-    b_frag = inner.add(
-        nvgpu.LdMatrixOp(
-            c.b.buffer,
-            _indices(c.b.load, b_values, inner),
-            2,
-            transpose=not c.b.k_contiguous,
-        )
-    ).results[0]
+        a_frag, b_frag = operands.ldmatrix_fragments()
 
     # C from the lane's registers, D back to them
     scalar_zero = inner.add(arith.ConstantOp(FloatAttr(0.0, f32))).results[0]
@@ -688,7 +652,11 @@ def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
         ce = inner.add(arith.ConstantOp(IntegerAttr(e, IndexType()))).results[0]
         x = inner.add(affine.LoadOp(acc, [m_t, n_t, ce])).results[0]
         vec = inner.add(vector.InsertOp(x, vec, [e // 2, e % 2])).results[0]
-    mma = inner.add(nvgpu.MmaSyncOp(a_frag, b_frag, vec, plan.kind.shape)).results[0]
+    mma = inner.add(
+        nvgpu.MmaSyncOp(
+            a_frag, b_frag, vec, plan.kind.shape, tf32=plan.kind.operands == "tf32"
+        )
+    ).results[0]
     for e in range(4):
         ce = inner.add(arith.ConstantOp(IntegerAttr(e, IndexType()))).results[0]
         x = inner.add(vector.ExtractOp(mma, [e // 2, e % 2], f32)).results[0]
@@ -696,6 +664,125 @@ def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
     for x in (nt, mt, kc, *reversed(sites)):
         x.close()
     _erase(band.op)
+
+
+@dataclass
+class _Operands:
+    """Builds one MMA's A and B fragments for the lane, inside the MMA loops."""
+
+    plan: MmaPlan
+    c: ComputeBand
+    b: _Builder
+    base: dict[SSAValue, SSAValue]
+    taps: dict[SSAValue, SSAValue]
+    lane: SSAValue
+    wm: SSAValue
+    wn: SSAValue
+    k: SSAValue
+    m_t: SSAValue
+    n_t: SSAValue
+
+    def _row(self, row: AffineExpr) -> dict[SSAValue, SSAValue]:
+        """The band's M variables for the warp tile's row `row` (an expression of
+        the lane), clamped to the block's pixels."""
+        plan, d = self.plan, AffineExpr.dimension
+        m_expr = d(1) * (16 * plan.mt) + d(2) * 16 + row
+        rows = 16 * plan.mt * plan.warps[0]
+        operands = [self.lane, self.wm, self.m_t]
+        m = (
+            self.b.apply(m_expr, operands)
+            if rows <= plan.block_m
+            else _min(self.b, m_expr, plan.block_m - 1, operands)
+        )
+        pixel = _pixel_values(plan, self.b, d(0), [m], self.c.band)
+        ivs = self.c.band.op.induction_variables
+        return {ivs[dd]: v for dd, v in pixel.items()}
+
+    def _column(self, col: AffineExpr, limit: int) -> dict[SSAValue, SSAValue]:
+        """The band's N variable for the warp tile's column `col` (an expression of
+        the lane), clamped to `limit` where some warp's columns would pass it."""
+        plan, d = self.plan, AffineExpr.dimension
+        n_expr = d(1) * (8 * plan.nt) + d(2) * 8 + col
+        operands = [self.lane, self.wn, self.n_t]
+        largest = (
+            8 * plan.nt * plan.warps[1]
+            - 8
+            + max(col.eval([lane], []) for lane in range(WARP))
+        )
+        if largest <= limit:
+            n = self.b.apply(n_expr, operands)
+        else:
+            n = _min(self.b, n_expr, limit, operands)
+        band = self.c.band
+        n_iv = band.op.induction_variables[plan.n_dim]
+        return {n_iv: self.b.apply(_iv(band, plan.n_dim, d(0), 1), [n])}
+
+    def _k(self, col: AffineExpr, hint: str) -> dict[SSAValue, SSAValue]:
+        d = AffineExpr.dimension
+        e = d(1) * self.plan.kind.k + col.replace_dims_and_symbols([d(0)], [])
+        return {
+            self.c.channel.induction_variable: self.b.apply(
+                e, [self.lane, self.k], hint
+            )
+        }
+
+    def ldmatrix_fragments(self) -> tuple[SSAValue, SSAValue]:
+        """16-bit operands: the fragments straight from 16-byte rows of the tiles."""
+        plan, c, b, d = self.plan, self.c, self.b, AffineExpr.dimension
+        # A: rows are pixels, 16-byte rows along k (affinec.ir.mma_layouts.a_tile_address)
+        values = {**self.base, **self.taps}
+        values |= self._row((d(0) % 8) + ((d(0) // 8) % 2) * 8)
+        values |= self._k((d(0) // 16) * 8, "ka")
+        a = b.add(nvgpu.LdMatrixOp(c.a.buffer, _indices(c.a.load, values, b), 4))
+        # B: eight output channels a fragment (b_tile_address)
+        values = {**self.base, **self.taps}
+        if c.b.k_contiguous:
+            values |= self._column(d(0) % 8, plan.block_n - 1)
+            values |= self._k(((d(0) // 8) % 2) * 8, "kb")
+        else:
+            # eight consecutive output channels a row: a warp past the block's
+            # channels reads the tile's last eight (its results are not stored)
+            width = c.b.buffer.type.get_shape()[-1]  # pyright: ignore
+            values |= self._column(AffineExpr.constant(0), width - 8)
+            values |= self._k(d(0) % 16, "kb")
+        bb = b.add(
+            nvgpu.LdMatrixOp(
+                c.b.buffer,
+                _indices(c.b.load, values, b),
+                2,
+                transpose=not c.b.k_contiguous,
+            )
+        )
+        return a.results[0], bb.results[0]
+
+    def tf32_fragments(self) -> tuple[SSAValue, SSAValue]:
+        """f32 operands (m16n8k8 tf32): no ldmatrix for 32-bit elements, so each
+        lane loads its registers one by one (affinec.ir.mma_layouts: A register r at
+        row g + 8 (r % 2), column t + 4 (r // 2); B register r at k t + 4r, n g)."""
+        plan, c, b, d = self.plan, self.c, self.b, AffineExpr.dimension
+        g, t = d(0) // 4, d(0) % 4
+        a_vec = _poison_vector(b, [4, 1])
+        for r in range(4):
+            values = {**self.base, **self.taps}
+            values |= self._row(g + 8 * (r % 2))
+            values |= self._k(t + 4 * (r // 2), "ka")
+            x = b.add(affine.LoadOp(c.a.buffer, _indices(c.a.load, values, b)))
+            a_vec = b.add(vector.InsertOp(x.results[0], a_vec, [r, 0])).results[0]
+        b_vec = _poison_vector(b, [2, 1])
+        width = c.b.buffer.type.get_shape()[-1]  # pyright: ignore
+        clamp = plan.block_n - 1 if c.b.k_contiguous else width - 1
+        for r in range(2):
+            values = {**self.base, **self.taps}
+            values |= self._column(g, clamp)
+            values |= self._k(t + 4 * r, "kb")
+            x = b.add(affine.LoadOp(c.b.buffer, _indices(c.b.load, values, b)))
+            b_vec = b.add(vector.InsertOp(x.results[0], b_vec, [r, 0])).results[0]
+        return a_vec, b_vec
+
+
+def _poison_vector(b: _Builder, shape: list[int]) -> SSAValue:
+    zero = b.add(arith.ConstantOp(FloatAttr(0.0, f32))).results[0]
+    return b.add(vector.BroadcastOp(zero, VectorType(f32, shape))).results[0]
 
 
 def _min(b: _Builder, e: AffineExpr, bound: int, operands: list[SSAValue]) -> SSAValue:
