@@ -36,7 +36,7 @@ from typing import IO
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, get_pass_option_infos
 from xdsl.printer import Printer
-from xdsl.utils.exceptions import DiagnosticException, ParseError
+from xdsl.utils.exceptions import DiagnosticException, ParseError, ShrinkException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from affinec.context import all_dialects
@@ -150,9 +150,23 @@ class AffinecOptMain(xDSLOptMain):
             action="store_true",
             help="show Python tracebacks instead of one-line errors",
         )
+        actions = arg_parser._actions  # pyright: ignore[reportPrivateUsage]
+        for action in actions:
+            if "--split-input-file" in action.option_strings:
+                action.help = (
+                    "process each chunk between `// -----` lines on its own, going on "
+                    "after one fails, as mlir-opt does (--split-input-file=MARKER: "
+                    "another marker)"
+                )
+            if "--verify-diagnostics" in action.option_strings:
+                action.help = (
+                    "check the diagnostics against the input's `// expected-error` "
+                    "(-warning, -remark, -note; @+N, @-N, @above, @below, @unknown; "
+                    "-re) designators, as mlir-opt does"
+                )
         long_options = {
             option[2:]
-            for action in arg_parser._actions  # pyright: ignore[reportPrivateUsage]
+            for action in actions
             for option in action.option_strings
             if option.startswith("--")
         }
@@ -240,9 +254,16 @@ class AffinecOptMain(xDSLOptMain):
                     output.write(f"{self.args.split_input_marker}\n")
                 ok = self.process_chunk(text, offset, output) and ok
                 output.flush()
+        except ShrinkException:
+            # xDSL's `--shrink`, for shrinkray: the pass wants the input kept.
+            print("Success, can shrink")
+            return True
         finally:
             if output is not sys.stdout:
                 output.close()
+        if self.args.shrink:
+            print("Failure, can't shrink")
+            return False
         return ok
 
     def process_chunk(self, text: str, offset: int, output: IO[str]) -> bool:
@@ -259,6 +280,9 @@ class AffinecOptMain(xDSLOptMain):
                 raise
             location, message = locate_exception(e, offset)
             emitted.append(Diagnostic(location, "error", message))
+            if isinstance(e, ParseError) and self.args.parsing_diagnostics:
+                # xDSL's flag: a parse error is the expected output.
+                print(self.format(emitted.pop()), file=output)
         if self.args.verify_diagnostics:
             try:
                 expected = parse_expectations(text, self.get_input_name(), offset)

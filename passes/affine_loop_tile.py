@@ -154,7 +154,7 @@ class _Plan:
 
 @dataclass(frozen=True)
 class AffineLoopTilePass(ModulePass):
-    """Tile the output band into grid/block loops and each reduction band into tile/point loops."""
+    """Tile affine.for bands as MLIR does; an affine.parallel into grid/block loops."""
 
     name = "affine-loop-tile"
 

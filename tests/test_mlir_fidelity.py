@@ -538,17 +538,23 @@ def test_generic_form_is_mlir_22s():
     assert "reductions = [0 : i64, 4 : i64]" in parallel
 
 
-def test_a_kernel_marked_only_in_properties_is_not_a_kernel():
-    """The old generic form (kernel in properties) no longer means a kernel: MLIR
-    reads it as a non-kernel, so must we (no silent difference)."""
-    module = parse(
-        'builtin.module {\n  "gpu.module"() <{sym_name = "m"}> ({\n'
-        '    "gpu.func"() <{function_type = () -> ()}> ({\n'
-        '      "gpu.return"() : () -> ()\n    }) {sym_name = "k", gpu.kernel} : () -> ()\n'
-        "  }) : () -> ()\n}"
+def test_a_kernel_is_marked_as_mlir_marks_it():
+    """`gpu.kernel` among the attributes, as mlir-opt prints it, is a kernel; the old
+    form (`kernel` in the properties, which mlir-opt reads as no kernel at all) is
+    refused, not silently read as one or the other."""
+    module_text = (
+        'builtin.module {{\n  "gpu.module"() <{{sym_name = "m"}}> ({{\n'
+        '    "gpu.func"() <{{function_type = () -> (){props}}}> ({{\n'
+        '      "gpu.return"() : () -> ()\n'
+        '    }}) {{sym_name = "k"{attrs}}} : () -> ()\n  }}) : () -> ()\n}}'
     )
+    module = parse(module_text.format(props="", attrs=", gpu.kernel"))
+    verify(module)
     (f,) = [op for op in module.walk() if isinstance(op, gpu.FuncOp)]
     assert f.kernel is not None and f.num_workgroup == 0
+    with pytest.raises(VerificationError) as info:
+        verify(parse(module_text.format(props=", kernel", attrs="")))
+    assert "property 'kernel' is not defined" in info.value.message
 
 
 # --------------------------------------------------------------------------------------
