@@ -26,6 +26,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from affinec.config import config_for
 from affinec.reference import TOLERANCE, relative_error
 from affinec.spec import DTYPES, ConvSpec, parse_spec
 
@@ -78,8 +79,8 @@ class Row:
 
     @property
     def dtype(self) -> str:
-        """The spec's storage dtype."""
-        return parse_spec(self.spec).dtype
+        """The spec's storage dtype, or tf32 for f32 on the tensor cores."""
+        return "tf32" if "tf32=true" in self.config else parse_spec(self.spec).dtype
 
     @property
     def ratio(self) -> float | None:
@@ -212,7 +213,8 @@ def bench_conv(name: str, spec: ConvSpec, *, compiled=None, seed: int = 0) -> Ro
     kernel.launch(bound[0])
     torch.cuda.synchronize()
     error = relative_error(to_numpy(outputs[0]), ref)
-    ok = error <= TOLERANCE[spec.dtype]
+    tolerance = compiled.tolerance or TOLERANCE[spec.dtype]
+    ok = error <= tolerance
 
     ours_ms = None
     if ok:
@@ -239,7 +241,7 @@ def bench_conv(name: str, spec: ConvSpec, *, compiled=None, seed: int = 0) -> Ro
         shared_memory=resources.shared_memory,
         block=threads,
         occupancy=occupancy(resources.registers, threads, resources.shared_memory),
-        note="" if ok else f"WRONG: error {error:.2e} over {TOLERANCE[spec.dtype]:g}",
+        note="" if ok else f"WRONG: error {error:.2e} over {tolerance:g}",
     )
 
 
@@ -277,16 +279,22 @@ def geomean(values: list[float]) -> float:
 
 
 def summary(rows: list[Row]) -> str:
-    """The geometric means of cuDNN's time over ours, per dtype."""
+    """The geometric means of cuDNN's time over ours, per dtype (f32 against cuDNN
+    with TF32 off and on; our tf32 rows against cuDNN's TF32)."""
     lines = []
-    for dtype in DTYPES:
-        ratios = [r.ratio for r in rows if r.dtype == dtype and r.ratio]
-        if ratios:
-            line = f"{dtype}: geomean cuDNN/ours {geomean(ratios):.3f}"
-            tf32 = [r.ratio_tf32 for r in rows if r.ratio_tf32]
-            if dtype == "f32" and tf32:
+    for dtype in (*DTYPES, "tf32"):
+        mine = [r for r in rows if r.dtype == dtype and r.ratio]
+        if not mine:
+            continue
+        exact = geomean([r.ratio for r in mine if r.ratio])
+        tf32 = [r.ratio_tf32 for r in mine if r.ratio_tf32]
+        if dtype == "tf32":
+            line = f"tf32: geomean cuDNN TF32/ours {geomean(tf32):.3f}"
+        else:
+            line = f"{dtype}: geomean cuDNN/ours {exact:.3f}"
+            if tf32:
                 line += f" (TF32 off); {geomean(tf32):.3f} against TF32"
-            lines.append(line + f" over {len(ratios)}")
+        lines.append(line + f" over {len(mine)}")
     return "\n".join(lines)
 
 
@@ -318,8 +326,11 @@ def write_json(path: str, rows: list[Row], extra: dict[str, Any]) -> None:
 def run_benchmarks(
     only: list[str] | None, dtypes: list[str], layout: str, json_path: str | None
 ) -> int:
-    """Run, print the table, write JSON; exit code 1 if any kernel was wrong."""
-    from affinec.runtime import require_gpu
+    """Run, print the table, write JSON; exit code 1 if any kernel was wrong. The
+    dtype `tf32` is f32 storage on the tensor cores (`config_for(spec, tf32=True)`),
+    against cuDNN's TF32."""
+    from affinec.compiler import compile_to_ptx
+    from affinec.runtime import current_arch, require_gpu
 
     require_gpu()
     rows = []
@@ -327,7 +338,16 @@ def run_benchmarks(
         if only and name not in only:
             continue
         for dtype in dtypes:
-            rows.append(bench_conv(name, with_format(spec, dtype, layout)))
+            tf32 = dtype == "tf32"
+            stored = with_format(spec, "f32" if tf32 else dtype, layout)
+            compiled = (
+                compile_to_ptx(
+                    stored, config_for(stored, tf32=True), arch=current_arch()
+                )
+                if tf32
+                else None
+            )
+            rows.append(bench_conv(name, stored, compiled=compiled))
             print(format_table(rows[-1:]).splitlines()[-1], flush=True)
     info = device_description()
     print(

@@ -20,6 +20,7 @@ check` and the demo all check with this class.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,6 +64,16 @@ class StageResult:
         return f"{self.stage:<44} {self.error:>10.2e}  {self.versus}"
 
 
+def arithmetic_tolerance(dtype: str, passes: Sequence[ModulePass]) -> float:
+    """The relative error a kernel made by `passes` from a `dtype` spec is held to:
+    the dtype's, or a looser one a pass's arithmetic needs (`tolerance`: tf32)."""
+    return max([TOLERANCE[dtype], *(t for p in passes if (t := _pass_tolerance(p)))])
+
+
+def _pass_tolerance(p: ModulePass) -> float | None:
+    return getattr(p, "tolerance", None)
+
+
 class Checker:
     """Interprets each stage of a module on one set of random inputs (see module
     docstring)."""
@@ -91,7 +102,7 @@ class Checker:
         the rounding (`changes_rounding`), and a looser tolerance its arithmetic
         needs (`tolerance`: tf32 tensor cores), which then holds for every later
         stage."""
-        tolerance = getattr(p, "tolerance", None)
+        tolerance = _pass_tolerance(p)
         if tolerance is not None and tolerance > self.tolerance:
             self.tolerance = tolerance
             self.precision = getattr(p, "precision", self.precision)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from affinec.checking import arithmetic_tolerance
 from affinec.config import KernelConfig, config_for, with_knobs
 from affinec.diagnostics import PassError
 from affinec.dialects.affinec import LaunchRecord, read_spec
@@ -57,6 +58,9 @@ class CompiledKernel:
     """The knobs the pipeline was built with (None for a pipeline given as such)."""
     timings: list[tuple[str, float]] = field(default_factory=list)
     """Seconds per stage: each pass, then `llvm-ir` and `ptx`."""
+    tolerance: float | None = None
+    """The relative error against float64 the kernel's result is held to: its
+    dtype's, or looser where a pass's arithmetic is (tf32 tensor cores)."""
 
     @property
     def seconds(self) -> float:
@@ -160,6 +164,7 @@ def compile_to_ptx(
         spec=spec,
         config=config if pipeline is None else None,
         timings=timings,
+        tolerance=None if spec is None else arithmetic_tolerance(spec.dtype, passes),
     )
 
 

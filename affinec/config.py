@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from affinec.contraction import contraction_of
+from affinec.dtypes import storage_numpy_dtype
 from affinec.spec import ConvSpec, MatmulSpec, Spec
 
 
@@ -108,12 +109,19 @@ REDUCTION_STEP = 8
 """Input channels (the GEMM's K) copied into shared memory per step."""
 
 
-def config_for(spec: Spec) -> KernelConfig:
-    """A good configuration for `spec` without measuring: the SIMT kernel of a
-    register-tiled implicit GEMM (`BLOCK_PIXELS` x `BLOCK_CHANNELS` outputs a block,
-    `REGISTER_PIXELS` x `REGISTER_CHANNELS` a thread), tiles that divide the
-    extents where they can, and a reduction step that keeps the order of summation.
-    Other specs (the outer product) get the passes' own defaults."""
+def config_for(spec: Spec, *, tf32: bool = False) -> KernelConfig:
+    """A good configuration for `spec` without measuring. f16 and bf16 with at least
+    `MMA_MIN_CHANNELS` input channels take the tensor cores (`_tensor_core_config`);
+    so does f32 with `tf32` (opt-in: tf32 rounds the operands). Other convolutions
+    and products take the SIMT kernel of a register-tiled implicit GEMM
+    (`BLOCK_PIXELS` x `BLOCK_CHANNELS` outputs a block, `REGISTER_PIXELS` x
+    `REGISTER_CHANNELS` a thread) with a reduction step that keeps the order of
+    summation. Tiles divide the extents where they can. Other specs (the outer
+    product) get the passes' own defaults."""
+    if tf32 and spec.dtype != "f32":
+        raise ValueError(
+            f"tf32 takes f32 operands on the tensor cores, not {spec.dtype}"
+        )
     c = contraction_of(spec)
     names = [n for n, _ in c.output_index]
     extents = [e for _, e in c.output_index]
@@ -125,8 +133,8 @@ def config_for(spec: Spec) -> KernelConfig:
         pixels = [names.index("i")]
     else:
         return KernelConfig(promote=False)
-    if spec.dtype != "f32" and _channels(spec) >= MMA_MIN_CHANNELS:
-        return _tensor_core_config(spec, extents, channel, pixels)
+    if tf32 or (spec.dtype != "f32" and _channels(spec) >= MMA_MIN_CHANNELS):
+        return _tensor_core_config(spec, extents, channel, pixels, tf32)
 
     tiles = [1] * len(extents)
     registers = [1] * len(extents)
@@ -175,6 +183,13 @@ def config_for(spec: Spec) -> KernelConfig:
 MMA_BLOCK_PIXELS = 128
 MMA_BLOCK_CHANNELS = 64
 MMA_STEP = 32
+"""Input channels a step of the tensor-core route copies when the step is one filter
+tap (two k=16 MMAs)."""
+MMA_WINDOW_STEP = 16
+"""Input channels a step copies when the step spans filter taps: the input tile's
+halo is copied once for all of them, not once a tap (H100, 2026-11-23, the 3x3
+convolutions in f16: 0.628 -> 0.528 ms with 64 channels, 0.533 -> 0.418 ms with 256,
+0.044 -> 0.041 ms with 128 (one filter row a step))."""
 MMA_WARP_GRID = (1, 2)
 """Two warps, each 128 pixels x 32 channels (8 x 4 MMAs): on the H100 (2026-11-23,
 benchmarks/sweep.py) 1.08 ms for the 3x3 64-channel convolution, against 1.34 ms
@@ -184,7 +199,12 @@ MMA_MIN_CHANNELS = 16
 """Fewer input channels than one MMA's k leave the tensor cores mostly multiplying
 zeros (ResNet-50's first layer, 4 channels: 7.4 ms against 1.5 ms on the SIMT route,
 H100, 2026-11-23): such specs take the SIMT route."""
-"""Input channels a step of the tensor-core route copies (two k=16 MMAs)."""
+STATIC_SHARED_BYTES = 48 * 1024
+"""Shared memory a block may declare statically (what affinec's kernels use)."""
+SHARED_ROW_PADDING = 16
+"""Bytes `affinec-pad-shared-buffers` adds to a tensor-core tile's rows: a 16-byte
+shift a row keeps ldmatrix's eight rows in distinct banks. tf32's filter tiles are
+read as 32-bit words four rows at a time and take twice that."""
 
 
 def _channels(spec: Spec) -> int:
@@ -193,11 +213,10 @@ def _channels(spec: Spec) -> int:
 
 
 def _tensor_core_config(
-    spec: Spec, extents: list[int], channel: int, pixels: list[int]
+    spec: Spec, extents: list[int], channel: int, pixels: list[int], tf32: bool
 ) -> KernelConfig:
     """The tensor-core route: `MMA_BLOCK_PIXELS` x `MMA_BLOCK_CHANNELS` outputs a
-    block on `MMA_WARP_GRID` warps, `MMA_STEP` channels a reduction step,
-    `MMA_STAGES` tiles in flight."""
+    block on `MMA_WARP_GRID` warps; a reduction step as `_mma_reduction` picks it."""
     tiles = [1] * len(extents)
     tiles[channel] = _tile(extents[channel], MMA_BLOCK_CHANNELS)
     room = MMA_BLOCK_PIXELS
@@ -205,24 +224,81 @@ def _tensor_core_config(
         limit = min(room, 32) if k == 0 and len(pixels) > 1 else room
         tiles[d] = _tile(extents[d], limit)
         room = max(1, room // tiles[d])
+    # The block's tile: output channels, then pixels innermost first (a convolution's
+    # columns, rows, images).
+    block = (tiles[channel], *(tiles[d] for d in pixels))
+    reduction_tiles, stages = _mma_reduction(spec, block)
     return KernelConfig(
         tile_sizes=tuple(tiles),
-        reduction_tile_sizes=_mma_reduction_tiles(spec),
+        reduction_tile_sizes=reduction_tiles,
         reassociate=True,
         mma=True,
         warp_grid=MMA_WARP_GRID,
-        stages=MMA_STAGES,
+        tf32=tf32,
+        stages=stages,
     )
 
 
-def _mma_reduction_tiles(spec: Spec) -> tuple[int, ...]:
-    """One filter tap and `MMA_STEP` channels a step, whatever the filter's layout
-    (the MMA sums in its own order anyway)."""
+def _mma_reduction(spec: Spec, block: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+    """The reduction step of the tensor-core route and the tiles in flight (the MMA
+    sums in its own order, so any step will do): the filter's whole window
+    `MMA_WINDOW_STEP` channels at a time where its tiles fit in shared memory, else
+    one filter row, else one tap and `MMA_STEP` channels, `MMA_STAGES` in flight."""
     if isinstance(spec, MatmulSpec):
-        return (_divisor_at_most(spec.k, MMA_STEP),)
+        return (_divisor_at_most(spec.k, MMA_STEP),), MMA_STAGES
     assert isinstance(spec, ConvSpec)
+    element = storage_numpy_dtype(spec.dtype).itemsize
+    if (
+        spec.r * spec.s > 1
+        and spec.c % MMA_WINDOW_STEP == 0  # no channels padded to the MMA's k
+        and block[0] * element % 16 == 0  # filter rows of whole 16-byte chunks
+    ):
+        step = MMA_WINDOW_STEP
+        for rows in (spec.r, 1):
+            stages = _stages_that_fit(_step_bytes(spec, block, rows, spec.s, step))
+            if stages:
+                return _conv_reduction_tiles(spec, rows, spec.s, step), stages
     step = _divisor_at_most(spec.c, MMA_STEP)
-    return (1, 1, step) if spec.filter_layout == "rsck" else (step, 1, 1)
+    stages = max(1, _stages_that_fit(_step_bytes(spec, block, 1, 1, step)))
+    return _conv_reduction_tiles(spec, 1, 1, step), stages
+
+
+def _conv_reduction_tiles(
+    spec: ConvSpec, rows: int, columns: int, channels: int
+) -> tuple[int, ...]:
+    """Reduction tile sizes in the filter's loop order (r, s, c or c, r, s)."""
+    if spec.filter_layout == "rsck":
+        return (rows, columns, channels)
+    return (channels, rows, columns)
+
+
+def _step_bytes(
+    spec: ConvSpec, block: tuple[int, ...], rows: int, columns: int, step: int
+) -> int:
+    """Shared bytes of one step over `rows` x `columns` filter taps for a block tile
+    of (output channels, columns, rows, images): the input tile with its halo, and
+    the filter's taps, each row padded (exact for rows of whole 16-byte chunks)."""
+    channels, out_columns, out_rows, images = block
+    element = storage_numpy_dtype(spec.dtype).itemsize
+
+    def extent(tile: int, taps: int, stride: int, dilation: int) -> int:
+        return (tile - 1) * stride + (taps - 1) * dilation + 1
+
+    pixels = (
+        images
+        * extent(out_rows, rows, spec.stride[0], spec.dilation[0])
+        * extent(out_columns, columns, spec.stride[1], spec.dilation[1])
+    )
+    inputs = pixels * (step * element + SHARED_ROW_PADDING)
+    filter_padding = SHARED_ROW_PADDING * (2 if element == 4 else 1)
+    filters = rows * columns * step * (channels * element + filter_padding)
+    return inputs + filters
+
+
+def _stages_that_fit(step_bytes: int) -> int:
+    """The most tiles in flight (up to `MMA_STAGES`) whose steps fit in static shared
+    memory; 0 when not even one does."""
+    return min(MMA_STAGES, STATIC_SHARED_BYTES // step_bytes)
 
 
 def _reduction_tiles(spec: Spec, step_limit: int = REDUCTION_STEP) -> tuple[int, ...]:

@@ -30,7 +30,10 @@ run() {  # run NAME SECONDS COMMAND...: log, exit code and seconds in the summar
   return $code
 }
 
-step_tests() { run tests 300 $PY -m pytest -q -m gpu tests -x -p no:cacheprovider; tail -3 "$OUT/tests.log"; }
+step_tests() {  # the GPU tests in 8 shards at once: compiling them is most of their time
+  run tests 300 $PY scripts/pytest_shards.py 8 tests -- -q -m gpu -p no:cacheprovider
+  tail -12 "$OUT/tests.log"
+}
 
 step_bench() {
   run bench 420 $PY benchmarks/conv.py --json "$OUT/bench.json"

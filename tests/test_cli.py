@@ -103,7 +103,14 @@ def test_demo_agrees_with_numpy(capsys):
         (["gen", "conv", *CONV_FLAGS, "--r", "9"], "dilated filter extent 9 is larger"),
         (["gen", "matmul", "--m", "2", "--n", "2", "--k", "-1"], "MatmulSpec.k"),
         (["check", "/nonexistent.mlir"], "cannot open '/nonexistent.mlir'"),
-        (["compile", "conv", *CONV_FLAGS, "--tf32"], "tf32 multiplies on the tensor"),
+        (
+            ["compile", "conv", *CONV_FLAGS, "--tf32", "--stages", "2"],
+            "tf32 multiplies on the tensor cores: it needs mma",
+        ),
+        (
+            ["compile", "conv", *CONV_FLAGS, "--tf32", "--dtype", "f16"],
+            "tf32 takes f32 operands",
+        ),
         (
             ["compile", "conv", *CONV_FLAGS, "--mma"],
             "tensor cores take f16 or bf16 operands",
@@ -225,6 +232,13 @@ def test_compile_writes_ptx(tmp_path, capsys):
     assert affinec(["compile", "conv", *CONV_FLAGS, "--pad", "1", "-o", str(path)]) == 0
     ptx = path.read_text()
     assert ".visible .entry conv_kernel(" in ptx and ".target sm_80" in ptx
+
+
+def test_compile_tf32_alone_is_the_tensor_core_configuration(tmp_path, capsys):
+    path = tmp_path / "conv.ptx"
+    argv = ["compile", "conv", *CONV_FLAGS, "--layout", "nhwc", "--filter-layout"]
+    assert affinec([*argv, "rsck", "--tf32", "-o", str(path)]) == 0
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in path.read_text()
 
 
 @pytest.mark.skipif(cuda_available(), reason="checks the behaviour without a GPU")

@@ -98,6 +98,39 @@ def test_tensor_core_route_matches_float64(case, dtype):
 
 
 @pytest.mark.parametrize(
+    "case", ["nchw-kcrs", "nhwc-rsck", "pad1", "dilation2", "5x5-stride2-pad2"]
+)
+def test_tensor_core_steps_over_the_filter_window(case):
+    """With channels in multiples of 16, a reduction step spans the filter's taps
+    (the input tile's halo copied once for all of them)."""
+    from affinec.config import config_for
+
+    spec = dataclasses.replace(BASE, c=32, k=16, dtype="f16", **MATRIX[case])
+    tiles = config_for(spec).reduction_tile_sizes
+    assert max(tiles) < 32 and sorted(tiles)[1] == spec.s  # r or 1 rows, s columns
+    _check(spec, np.random.default_rng(abs(hash(case)) % 2**32))
+
+
+@pytest.mark.parametrize(
+    "case", ["nchw-kcrs", "pad1", "1x1", "5x5-stride2-pad2", "everything"]
+)
+def test_tf32_tensor_cores_match_float64_to_tf32s_tolerance(case):
+    """f32 on the tensor cores, opt-in (`tf32=True`): m16n8k8 with operands rounded
+    to tf32, held to tf32's tolerance, not f32's."""
+    from affinec.compiler import compile_to_ptx
+    from affinec.config import config_for
+    from affinec.runtime import current_arch
+
+    spec = dataclasses.replace(BASE, c=32, k=12, dtype="f32", **MATRIX[case])
+    compiled = compile_to_ptx(spec, config_for(spec, tf32=True), arch=current_arch())
+    assert compiled.tolerance == TOLERANCE["tf32"]
+    inputs = random_inputs(spec, np.random.default_rng(7))
+    out = compiled.runtime_kernel()(*inputs, poisoned_output(spec))
+    error = relative_error(out, reference(spec, *inputs))
+    assert error <= TOLERANCE["tf32"], f"{spec.to_text()}: {error:.3g}"
+
+
+@pytest.mark.parametrize(
     "spec",
     [
         MatmulSpec(33, 17, 29),

@@ -13,7 +13,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from affinec.checking import Checker
-from affinec.config import KernelConfig
+from affinec.config import KernelConfig, config_for
 from affinec.context import make_context
 from affinec.contraction import contraction_of
 from affinec.diagnostics import PassError
@@ -248,3 +248,15 @@ def test_pipelining_refuses_a_stage_count_out_of_range():
     )
     with pytest.raises(PassError, match="stages must be between 2 and 8"):
         Pipeline.parse("affine-pipeline-data-transfer{stages=9}").run(module)
+
+
+def test_the_default_step_spans_the_filter_window():
+    # 16-channel multiples: config_for copies the input tile's halo once for all nine
+    # taps (one step over the whole window), and the result still checks.
+    spec = ConvSpec(
+        1, 16, 5, 8, 16, 3, 3, padding=1, dtype="f16", layout="nhwc",
+        filter_layout="rsck", epilogue="relu",
+    )  # fmt: skip
+    config = config_for(spec)
+    assert config.mma and config.reduction_tile_sizes == (3, 3, 16)
+    Pipeline(default_passes(config)).run(build(spec), check=True)
