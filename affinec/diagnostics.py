@@ -8,18 +8,31 @@ signal refusal with `PassError(op, reason)`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
-from xdsl.ir import Operation
+from xdsl.dialects.builtin import (
+    FileLineColLoc,
+    IntAttr,
+    ModuleOp,
+    StringAttr,
+    UnregisteredOp,
+)
+from xdsl.ir import Operation, Region, SSAValue
+from xdsl.ir.affine import AffineMap, AffineSet
 from xdsl.parser import Parser
+from xdsl.parser.core import ForwardDeclaredValue
 from xdsl.utils.exceptions import (
     DiagnosticException,
     ParseError,
     PassFailedException,
     VerifyException,
 )
+from xdsl.utils.lexer import Span
+from xdsl.utils.mlir_lexer import MLIRTokenKind
+
+from affinec.semi_affine import MLIRAffineParser
 
 
 class OpError(DiagnosticException):
@@ -54,7 +67,13 @@ class SourceLocation:
 class LocatingParser(Parser):
     """A parser that gives every op it parses the location of its first token.
 
-    `line_offset` shifts the lines, for a chunk of a file split at `// -----`.
+    `line_offset` shifts the lines, for a chunk of a file split at `// -----`. Where
+    xDSL's parser and MLIR's disagree on what is an error, this one follows MLIR:
+    semi-affine maps (`d0 mod s0`) are read (`affinec.semi_affine`); an input of
+    only comments is an empty module; an op name that its (registered)
+    dialect does not define is an error even with unregistered dialects allowed;
+    a region's entry argument whose name was already used (`affine.for %i = 0 to
+    %i`) is an error.
     """
 
     def __init__(
@@ -62,11 +81,24 @@ class LocatingParser(Parser):
     ) -> None:
         super().__init__(ctx, text, name)
         self.line_offset = line_offset
+        self._op_start: Span | None = None
+
+    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        if allow_implicit_module and self._current_token.kind == MLIRTokenKind.EOF:
+            return ModuleOp([])
+        return super().parse_module(allow_implicit_module)
 
     def parse_optional_operation(self) -> Operation | None:
-        start = self._current_token.span  # pyright: ignore[reportPrivateUsage]
+        start = self._current_token.span
+        self._op_start = start
         op = super().parse_optional_operation()
-        if op is not None and not isinstance(op.location, FileLineColLoc):
+        if op is None:
+            return None
+        if any(self._is_stale(v) for v in op.operands):
+            self.raise_error(
+                f"'{op.name}' uses a value defined in its own region", start
+            )
+        if not isinstance(op.location, FileLineColLoc):
             where = start.get_location()
             op.location = FileLineColLoc(
                 StringAttr(where.file or "<stdin>"),
@@ -74,6 +106,45 @@ class LocatingParser(Parser):
                 IntAttr(where.col),
             )
         return op
+
+    def _is_stale(self, value: SSAValue) -> bool:
+        """A forward reference that a definition inside the op itself took away."""
+        return isinstance(value, ForwardDeclaredValue) and not any(
+            value is v
+            for refs in self.forward_ssa_references.values()
+            for v in refs.values()
+        )
+
+    def _get_op_by_name(self, name: str) -> type[Operation]:
+        dialect, dot, _ = name.partition(".")
+        if dot and dialect in self.ctx.registered_dialect_names:
+            op_type = self.ctx.get_optional_op(
+                name, dialect_stack=self._parser_state.dialect_stack
+            )
+            if op_type is None or issubclass(op_type, UnregisteredOp):
+                self.raise_error(
+                    f"unregistered operation '{name}' found in dialect ('{dialect}') "
+                    "that does not allow unknown operations",
+                    self._op_start,
+                )
+        return super()._get_op_by_name(name)
+
+    def parse_affine_map(self) -> AffineMap:
+        return MLIRAffineParser(self._parser_state).parse_affine_map()
+
+    def parse_affine_set(self) -> AffineSet:
+        return MLIRAffineParser(self._parser_state).parse_affine_set()
+
+    def parse_optional_region(
+        self, arguments: Iterable[Parser.Argument] | None = None
+    ) -> Region | None:
+        for arg in arguments or ():
+            if arg.name.text[1:] in self.forward_ssa_references:
+                self.raise_error(
+                    f"region entry argument '{arg.name.text}' is already in use",
+                    arg.name,
+                )
+        return super().parse_optional_region(arguments)
 
 
 def parse_module(
@@ -116,11 +187,12 @@ def format_error(
     message: str,
     location: SourceLocation | None,
     source: str | None = None,
+    severity: str = "error",
 ) -> str:
     """`file:line:col: error: message`, then the source line and a caret."""
     if location is None:
-        return f"error: {message}"
-    text = f"{location}: error: {message}"
+        return f"{severity}: {message}"
+    text = f"{location}: {severity}: {message}"
     if source is not None:
         lines = source.splitlines()
         if 0 < location.line <= len(lines):
@@ -129,36 +201,44 @@ def format_error(
     return text
 
 
-def format_exception(
-    error: BaseException, sources: dict[str, str] | None = None, line_offset: int = 0
-) -> str:
-    """One located message for any error a user can cause.
+def locate_exception(
+    error: BaseException, line_offset: int = 0
+) -> tuple[SourceLocation | None, str]:
+    """Where a user error happened (None: nowhere in the input) and its message.
 
     Parse errors point at their token, errors carrying an `op` (pass refusals,
-    verifier failures) at that op's source; anything else is `error: <message>`.
-    `sources` maps file names to their text, for the quoted source line.
+    verifier failures) at that op's source, prefixed `'op' op`.
     """
-    sources = sources or {}
     if isinstance(error, ParseError):
         where = error.span.get_location()
         location = SourceLocation(
             where.file or "<stdin>", where.line + line_offset, where.col
         )
-        source = sources.get(location.filename)
-        if source is None and line_offset == 0:
-            content = error.span.input.content
-            source = (
-                content.decode("utf-8", "replace")
-                if isinstance(content, bytes)
-                else content
-            )
-        return format_error(error.msg, location, source)
+        return location, error.msg
     if isinstance(error, OpError) and error.op is not None:
-        return format_op_error(error.op, error.message, sources)
-    message = error.message if isinstance(error, OpError) else first_line(str(error))
+        return location_of(error.op), f"'{error.op.name}' op {error.message}"
     if isinstance(error, OSError) and error.filename is not None:
-        return f"error: cannot open '{error.filename}': {error.strerror}"
-    return f"error: {message}"
+        return None, f"cannot open '{error.filename}': {error.strerror}"
+    message = error.message if isinstance(error, OpError) else first_line(str(error))
+    return None, message
+
+
+def format_exception(
+    error: BaseException, sources: dict[str, str] | None = None, line_offset: int = 0
+) -> str:
+    """One located message for any error a user can cause (see `locate_exception`);
+    `sources` maps file names to their text, for the quoted source line."""
+    sources = sources or {}
+    location, message = locate_exception(error, line_offset)
+    source = None if location is None else sources.get(location.filename)
+    if source is None and isinstance(error, ParseError) and line_offset == 0:
+        content = error.span.input.content
+        source = (
+            content.decode("utf-8", "replace")
+            if isinstance(content, bytes)
+            else content
+        )
+    return format_error(message, location, source)
 
 
 def format_op_error(

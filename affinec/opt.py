@@ -6,6 +6,13 @@ Every xdsl-opt flag works. Added, as `mlir-opt` users type them:
     --mlir-print-ir-before-all / --mlir-print-ir-after-all   (to stderr)
     --mlir-timing                                             (a report on stderr)
     --list-passes                                             (passes and options)
+    --lower-affine, --affine-loop-tile='tile-size=32 separate' (passes as flags)
+
+MLIR's single-dash spellings work too (`-split-input-file`, `-lower-affine`), and
+`--split-input-file` and `--verify-diagnostics` have MLIR's meaning: every chunk
+between `// -----` lines is processed on its own, even after one fails, and with
+`--verify-diagnostics` the `// expected-error` designators of each chunk are checked
+against the diagnostics it produces (`affinec/verify_diagnostics.py`).
 
 Every user error (malformed IR, an op that does not verify, an unknown pass or option,
 a pass that refuses its input) is one located message and exit code 1:
@@ -14,13 +21,13 @@ a pass that refuses its input) is one located message and exit code 1:
             affine.parallel (%n, %k) = (0, 0) to (4, 8) {
             ^
 
+Anything else is a bug, and says so: `error: internal error: ValueError: ...`;
 `--debug` shows the Python traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import sys
 import time
 from collections.abc import Sequence
@@ -29,17 +36,42 @@ from typing import IO
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, get_pass_option_infos
 from xdsl.printer import Printer
-from xdsl.utils.exceptions import DiagnosticException, ParseError
+from xdsl.utils.exceptions import DiagnosticException, ParseError, ShrinkException
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from affinec.context import all_dialects
-from affinec.diagnostics import format_exception, parse_module, verify
+from affinec.diagnostics import (
+    format_error,
+    locate_exception,
+    parse_module,
+    verify,
+)
 from affinec.pipeline import Pipeline, PipelineError, available_passes
 from affinec.pipelines import NAMED_PIPELINES, pass_text, pipeline_text
+from affinec.verify_diagnostics import (
+    DesignatorError,
+    Diagnostic,
+    check,
+    parse_expectations,
+)
+
+SPLIT_MARKER = "// -----"
+"""What separates the chunks of `--split-input-file` (MLIR's default marker)."""
 
 
 class UserError(Exception):
     """An error to report as one formatted message and exit code 1."""
+
+
+USER_ERRORS = (
+    ParseError,
+    DiagnosticException,
+    PipelineError,
+    UserError,
+    OSError,
+    UnicodeDecodeError,
+)
+"""What a user's input or flags can cause; anything else is affinec's bug."""
 
 
 class AffinecOptMain(xDSLOptMain):
@@ -49,10 +81,15 @@ class AffinecOptMain(xDSLOptMain):
         self.sources: dict[str, str] = {}
         self.affinec_pipeline = Pipeline([])
         self.timings: list[tuple[str, float]] = []
+        self.pass_flags: list[str] = []
+        # xDSLOptMain builds its argparse parser and parses this list right after
+        # `register_all_arguments`, which rewrites it in place into the spellings
+        # argparse knows (see `_mlir_spellings`).
+        self._argv = list(sys.argv[1:] if args is None else args)
         super().__init__(
             description="affinec's modular optimizer driver (xdsl-opt with MLIR's "
             "flags)",
-            args=args,
+            args=self._argv,
         )
 
     # -- registration -------------------------------------------------------------------
@@ -71,17 +108,17 @@ class AffinecOptMain(xDSLOptMain):
 
         self.available_targets.update(get_all_targets())
 
-    def register_all_frontends(self) -> None:
-        def parse_mlir(stream: IO[bytes]) -> ModuleOp:
-            text = stream.read().decode("utf-8")
-            name = self.get_input_name()
-            offset = getattr(self, "_chunk_offset", 0)
-            return parse_module(self.ctx, text, name, offset)
-
-        self.available_frontends["mlir"] = parse_mlir
-
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
+        # xDSL has `--split-input-file` and `--verify-diagnostics` already; affinec
+        # gives them MLIR's meaning (see `run`), and the marker MLIR's takes.
+        arg_parser.add_argument(
+            "--split-input-marker",
+            default=SPLIT_MARKER,
+            metavar="MARKER",
+            help="what separates the chunks of --split-input-file (also "
+            f"--split-input-file=MARKER); default '{SPLIT_MARKER}'",
+        )
         arg_parser.add_argument(
             "--pass-pipeline",
             default="",
@@ -113,39 +150,46 @@ class AffinecOptMain(xDSLOptMain):
             action="store_true",
             help="show Python tracebacks instead of one-line errors",
         )
+        actions = arg_parser._actions  # pyright: ignore[reportPrivateUsage]
+        for action in actions:
+            if "--split-input-file" in action.option_strings:
+                action.help = (
+                    "process each chunk between `// -----` lines on its own, going on "
+                    "after one fails, as mlir-opt does (--split-input-file=MARKER: "
+                    "another marker)"
+                )
+            if "--verify-diagnostics" in action.option_strings:
+                action.help = (
+                    "check the diagnostics against the input's `// expected-error` "
+                    "(-warning, -remark, -note; @+N, @-N, @above, @below, @unknown; "
+                    "-re) designators, as mlir-opt does"
+                )
+        long_options = {
+            option[2:]
+            for action in actions
+            for option in action.option_strings
+            if option.startswith("--")
+        }
+        self._argv[:], self.pass_flags = _mlir_spellings(
+            self._argv, long_options, set(self.available_passes) | set(NAMED_PIPELINES)
+        )
 
     # -- the pipeline -------------------------------------------------------------------
 
     def setup_pipeline(self) -> None:
-        if self.args.passes and self.args.pass_pipeline:
+        given = [t for t in (self.args.passes, self.args.pass_pipeline) if t]
+        if len(given) > 1:
             raise UserError("give the pipeline with -p or --pass-pipeline, not both")
-        text = self.args.pass_pipeline or self.args.passes
+        if given and self.pass_flags:
+            raise UserError(
+                "give the pipeline with -p, --pass-pipeline or as pass flags "
+                f"(--{self.pass_flags[0].split('{')[0]}), not several of them"
+            )
+        text = given[0] if given else ",".join(self.pass_flags)
         try:
             self.affinec_pipeline = Pipeline.parse(text)
         except PipelineError as e:
             raise UserError(str(e)) from e
-
-    def parse_chunk(
-        self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
-    ) -> ModuleOp | None:
-        self._chunk_offset = start_offset
-        start = time.perf_counter()
-        module = super().parse_chunk(chunk, file_extension, start_offset)
-        self.timings.append(("Parse", time.perf_counter() - start))
-        return module
-
-    def prepare_input(self):
-        chunks, extension = super().prepare_input()
-        # Keep the whole text, for the source lines of error messages.
-        if self.args.split_input_file:
-            texts = [c.getvalue().decode("utf-8") for c, _ in chunks]  # pyright: ignore
-            self.sources[self.get_input_name()] = "// -----".join(texts)
-        else:
-            stream, offset = chunks[0]
-            text = stream.read()
-            self.sources[self.get_input_name()] = text.decode("utf-8")
-            chunks = [(io.BytesIO(text), offset)]
-        return chunks, extension
 
     def apply_passes(self, prog: ModuleOp) -> None:
         if not self.args.disable_verify:
@@ -173,11 +217,92 @@ class AffinecOptMain(xDSLOptMain):
         self.timings.append(("Output", time.perf_counter() - start))
         return text
 
+    # -- input, chunk by chunk ----------------------------------------------------------
+
+    def read_chunks(self) -> list[tuple[str, int]]:
+        """The input's chunks and the line each starts after: one chunk, or those
+        between split markers (MLIR splits wherever the marker occurs)."""
+        stream, extension = self.get_input_stream()
+        extension = self.args.frontend or extension
+        if extension != "mlir":
+            stream.close()
+            raise UserError(
+                f"cannot read '.{extension}' input: affinec-opt reads MLIR text "
+                "(give --frontend mlir for another extension)"
+            )
+        with stream:
+            text = stream.read().decode("utf-8")
+        self.sources[self.get_input_name()] = text
+        if not self.args.split_input_file:
+            return [(text, 0)]
+        chunks, offset = [], 0
+        for piece in text.split(self.args.split_input_marker):
+            chunks.append((piece, offset))
+            offset += piece.count("\n")
+        return chunks
+
+    def run(self) -> bool:  # pyright: ignore[reportIncompatibleMethodOverride]
+        """Process every chunk, even after one fails; whether all succeeded (with
+        `--verify-diagnostics`: whether all produced exactly the expected
+        diagnostics). Errors go to stderr as they happen."""
+        chunks = self.read_chunks()
+        output = self.prepare_output()
+        ok = True
+        try:
+            for i, (text, offset) in enumerate(chunks):
+                if i:
+                    output.write(f"{self.args.split_input_marker}\n")
+                ok = self.process_chunk(text, offset, output) and ok
+                output.flush()
+        except ShrinkException:
+            # xDSL's `--shrink`, for shrinkray: the pass wants the input kept.
+            print("Success, can shrink")
+            return True
+        finally:
+            if output is not sys.stdout:
+                output.close()
+        if self.args.shrink:
+            print("Failure, can't shrink")
+            return False
+        return ok
+
+    def process_chunk(self, text: str, offset: int, output: IO[str]) -> bool:
+        """Parse, transform and print one chunk; report its diagnostics."""
+        emitted: list[Diagnostic] = []
+        try:
+            start = time.perf_counter()
+            module = parse_module(self.ctx, text, self.get_input_name(), offset)
+            self.timings.append(("Parse", time.perf_counter() - start))
+            self.apply_passes(module)
+            output.write(self.output_resulting_program(module))
+        except USER_ERRORS as e:
+            if self.args.debug:
+                raise
+            location, message = locate_exception(e, offset)
+            emitted.append(Diagnostic(location, "error", message))
+            if isinstance(e, ParseError) and self.args.parsing_diagnostics:
+                # xDSL's flag: a parse error is the expected output.
+                print(self.format(emitted.pop()), file=output)
+        if self.args.verify_diagnostics:
+            try:
+                expected = parse_expectations(text, self.get_input_name(), offset)
+            except DesignatorError as e:
+                emitted = [Diagnostic(e.where, "error", e.message)]
+            else:
+                emitted = check(expected, emitted)
+        for diagnostic in emitted:
+            print(self.format(diagnostic), file=sys.stderr)
+        return not emitted
+
     # -- errors -------------------------------------------------------------------------
 
-    def format(self, error: BaseException) -> str:
-        offset = getattr(self, "_chunk_offset", 0)
-        return format_exception(error, self.sources, offset)
+    def format(self, diagnostic: Diagnostic) -> str:
+        """`file:line:col: error: message`, the source line and a caret."""
+        location = diagnostic.location
+        source = None if location is None else self.sources.get(location.filename)
+        return format_error(
+            diagnostic.message, location, source, severity=diagnostic.severity
+        )
 
     def print_timing(self) -> None:
         total = sum(t for _, t in self.timings) or 1e-12
@@ -190,6 +315,38 @@ class AffinecOptMain(xDSLOptMain):
         for name, t in self.timings:
             print(f"  {t:8.4f} ({100 * t / total:5.1f}%)  {name}", file=sys.stderr)
         print(f"  {total:8.4f} (100.0%)  Total", file=sys.stderr)
+
+
+def _mlir_spellings(
+    argv: Sequence[str], long_options: set[str], passes: set[str]
+) -> tuple[list[str], list[str]]:
+    """`argv` with MLIR's spellings made argparse's, and the pass flags taken out.
+
+    mlir-opt takes every long option with one dash as well as two
+    (`-split-input-file`) and every pass as a flag (`-lower-affine`,
+    `--affine-loop-tile="tile-size=32 separate"`), in pipeline order. Returns the
+    rewritten arguments and the pass flags as pipeline elements (`name{options}`).
+    Options win over passes of the same name; short options (`-p`, `-o`) stay.
+    """
+    rewritten: list[str] = []
+    pass_flags: list[str] = []
+    for arg in argv:
+        if not arg.startswith("-") or arg in ("-", "--") or len(arg) < 3:
+            rewritten.append(arg)
+            continue
+        body = arg[2:] if arg.startswith("--") else arg[1:]
+        name, has_value, value = body.partition("=")
+        if name in long_options:
+            if name == "split-input-file" and has_value:
+                # mlir-opt's optional marker, which argparse cannot take here.
+                rewritten += [f"--{name}", f"--split-input-marker={value}"]
+            else:
+                rewritten.append(f"--{body}")
+        elif name in passes:
+            pass_flags.append(f"{name}{{{value}}}" if has_value and value else name)
+        else:
+            rewritten.append(arg)
+    return rewritten, pass_flags
 
 
 def list_passes(out: IO[str]) -> None:
@@ -218,6 +375,7 @@ def _describe_pass(cls: type[ModulePass], out: IO[str]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run `affinec-opt`; 0 on success, 1 after any error (each one printed)."""
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     tool: AffinecOptMain | None = None
     try:
@@ -225,22 +383,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         if tool.args.list_passes:
             list_passes(sys.stdout)
             return 0
-        tool.run()
+        ok = tool.run()
         if tool.args.mlir_timing:
             tool.print_timing()
-        return 0
-    except (
-        ParseError,
-        DiagnosticException,
-        PipelineError,
-        UserError,
-        OSError,
-        ValueError,
-    ) as e:
+        return 0 if ok else 1
+    except USER_ERRORS as e:
         if debug:
             raise
-        message = tool.format(e) if tool is not None else format_exception(e)
-        print(message, file=sys.stderr)
+        location, message = locate_exception(e)
+        print(format_error(message, location), file=sys.stderr)
+        return 1
+    except Exception as e:
+        if debug:
+            raise
+        print(
+            f"error: internal error: {type(e).__name__}: {e} (a bug in affinec; "
+            "--debug shows the traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 

@@ -17,13 +17,13 @@ import difflib
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import IO
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.utils.arg_spec import parse_pipeline
+from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError
 
 from affinec.checking import Checker
@@ -98,6 +98,21 @@ def flatten_nesting(text: str) -> str:
     return "".join(out).strip().strip(",")
 
 
+def _bare_flags_true(spec: ArgSpec, cls: type[ModulePass]) -> ArgSpec:
+    """`pass{separate}` as MLIR reads it: a bool option named without a value is
+    true (xDSL's parser gives it no value at all)."""
+    booleans = {
+        f.name.replace("_", "-")
+        for f in fields(cls)  # pyright: ignore[reportArgumentType]
+        if f.type in (bool, "bool")
+    }
+    parameters = {
+        k: ((True,) if v == () and k in booleans else v)
+        for k, v in spec.parameters.items()
+    }
+    return ArgSpec(spec.name, parameters)
+
+
 @dataclass
 class Pipeline:
     """An ordered list of configured passes."""
@@ -135,7 +150,7 @@ class Pipeline:
                 )
             cls = registry[spec.name]()
             try:
-                passes.append(cls.from_pass_spec(spec))
+                passes.append(cls.from_pass_spec(_bare_flags_true(spec, cls)))
             except (ValueError, TypeError) as e:
                 raise PipelineError(f"pass '{spec.name}': {e}") from None
         return Pipeline(passes)

@@ -116,7 +116,9 @@ def gpu_to_nvvm_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass
         CommonSubexpressionElimination(),
         ConvertNvgpuToNvvm(),
         ConvertScfToCf(),
-        ConvertGpuToNvvm(index_bitwidth=config.index_bitwidth),
+        ConvertGpuToNvvm(
+            index_bitwidth=config.index_bitwidth, use_bare_ptr_memref_call_conv=True
+        ),
     ]
 
 

@@ -6,10 +6,14 @@ symbols only. This module owns both directions so that every affine op we print 
 like MLIR's and re-parses to the same map:
 
 - `write_expr` prints an expression with the fewest parentheses that keep its tree,
-  using subtraction where MLIR does (`d0 - 3`, `d0 - d1 * 2`, `-d0`);
+  using subtraction where MLIR does (`d0 - 3`, `d0 - d1 * 2`, `-d0`); the format
+  functions print it in MLIR's form (`affinec.semi_affine.mlir_form`: the tree
+  MLIR holds, whoever built ours), so the text is the same as MLIR's and reads back
+  to what it prints;
 - `format_map` / `format_set` print whole maps and sets;
 - `parse_ssa_expr_list` parses a list of expressions over SSA values in which a bare
-  `%x` is a dimension and `symbol(%x)` a symbol, as in MLIR.
+  `%x` is a dimension and `symbol(%x)` a symbol, as in MLIR, semi-affine ones
+  included (`%i mod symbol(%n)`; `affinec.semi_affine`).
 
 Printing is stable: parsing what `write_expr` printed and printing again gives the same
 text (tests/test_affine_syntax.py checks it on random expressions).
@@ -31,10 +35,12 @@ from xdsl.ir.affine import (
     AffineSet,
     AffineSymExpr,
 )
+from xdsl.ir.affine.affine_set import AffineConstraintExpr, AffineConstraintKind
 from xdsl.parser import Parser, UnresolvedOperand
-from xdsl.parser.affine_parser import AffineParser
 from xdsl.utils.lexer import Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
+
+from affinec.semi_affine import MLIRAffineParser, add, mlir_form, multiply
 
 _ADD = 1
 _MUL = 2
@@ -123,10 +129,11 @@ def format_expr(
     dim_names: Sequence[str] | None = None,
     sym_names: Sequence[str] | None = None,
 ) -> str:
-    """The MLIR text of `expr`, naming dims `d0...` and symbols `s0...` by default."""
+    """The MLIR text of `expr` in MLIR's form (`mlir_form`), naming dims `d0...` and
+    symbols `s0...` by default."""
     parts: list[str] = []
     write_expr(
-        expr,
+        mlir_form(expr),
         parts.append,
         lambda i: parts.append(dim_names[i] if dim_names else f"d{i}"),
         lambda i: parts.append(sym_names[i] if sym_names else f"s{i}"),
@@ -148,12 +155,23 @@ def format_map(m: AffineMap) -> str:
 
 
 def format_set(s: AffineSet) -> str:
-    """`(d0)[s0] : (d0 - 1 >= 0, s0 - d0 == 0)`: the body of an `affine_set<...>`."""
+    """`(d0)[s0] : (d0 - 1 >= 0, s0 - d0 == 0)`: the body of an `affine_set<...>`,
+    each constraint as MLIR keeps it (`e >= 0` or `e == 0`)."""
     constraints = ", ".join(
-        f"{format_expr(c.lhs)} {c.kind.value} {format_expr(c.rhs)}"
-        for c in s.constraints
+        f"{format_expr(e)} {kind.value} 0" for e, kind in map(_as_mlir, s.constraints)
     )
     return f"{_format_space(s.num_dims, s.num_symbols)} : ({constraints})"
+
+
+def _as_mlir(c: AffineConstraintExpr) -> tuple[AffineExpr, AffineConstraintKind]:
+    """A constraint as MLIR holds it: `lhs - rhs >= 0` (`rhs - lhs` for `<=`) or
+    `lhs - rhs == 0`."""
+    lhs, rhs, kind = c.lhs, c.rhs, c.kind
+    if kind == AffineConstraintKind.le:
+        lhs, rhs, kind = rhs, lhs, AffineConstraintKind.ge
+    if isinstance(rhs, AffineConstantExpr) and rhs.value == 0:
+        return lhs, kind
+    return add(lhs, multiply(rhs, AffineExpr.constant(-1))), kind
 
 
 class SSAOperandSpace:
@@ -183,7 +201,7 @@ class SSAOperandSpace:
 
 def parse_ssa_expr(parser: Parser, space: SSAOperandSpace) -> AffineExpr:
     """Parse one affine expression whose leaves are `%x`, `symbol(%x)` and integers."""
-    affine_parser = AffineParser(parser._parser_state)  # pyright: ignore[reportPrivateUsage]
+    affine_parser = MLIRAffineParser(parser._parser_state)  # pyright: ignore[reportPrivateUsage]
 
     def operand(table: dict[str, tuple[int, Span]], span: Span) -> int:
         if span.text not in table:
@@ -235,4 +253,4 @@ def write_ssa_expr(
         print_value(operands[num_dims + i])
         emit(")")
 
-    write_expr(expr, emit, dim, sym)
+    write_expr(mlir_form(expr), emit, dim, sym)

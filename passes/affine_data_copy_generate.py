@@ -45,6 +45,7 @@ from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
 from affinec.diagnostics import PassError
+from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.affine.data_copy import generate_copies, plan_copies
 from affinec.transforms.mapped_bands import grid_loops
 
@@ -78,6 +79,7 @@ class AffineDataCopyGenerate(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
+        refuse_unsupported(op, self.name)
         if not 0 < self.fast_mem_capacity <= MAX_CAPACITY_KIB:
             raise PassError(
                 op,

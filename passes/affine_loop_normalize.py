@@ -16,6 +16,10 @@ The new variable is composed into the maps of its users; a user without an affin
 map gets an `affine.apply` at the top of the body. `affine.parallel` bands are
 normalized dimension by dimension. A loop whose lower bound is a `max` of several
 results is left as it is (its trip count is not affine).
+
+Difference from MLIR's pass: MLIR puts an `affine.apply` of the new variable at the
+top of the body and uses it; this pass composes the expression into its users' maps
+(an `affine.apply` only for a user without one). The values are the same.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
 from affinec.dialects import affine
+from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.affine.canonicalization import normalize_loop
 
 
@@ -39,6 +44,7 @@ class AffineLoopNormalizePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
+        refuse_unsupported(op, self.name)
         loops = [
             o for o in op.walk() if isinstance(o, affine.ForOp | affine.ParallelOp)
         ]

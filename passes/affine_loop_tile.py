@@ -1,4 +1,15 @@
-"""`affine-loop-tile`: the reference design's tiling, for the GPU's grid and blocks.
+"""`affine-loop-tile`: MLIR's tiling of `affine.for` bands, and the reference design's
+tiling of an `affine.parallel` for the GPU's grid and blocks.
+
+Each op at the top of a function is tiled by one of two rules:
+
+- a band of perfectly nested `affine.for` loops is tiled as MLIR's pass of the same
+  name tiles it, with MLIR's options `tile-size`, `tile-sizes`, `cache-size` and
+  `separate` (`affinec/transforms/affine/mlir_tiling.py` says how, and where affinec
+  refuses rather than guess what MLIR would do);
+- an unmapped `affine.parallel` (affinec's naive IR) is tiled for the GPU, with the
+  options `tile-sizes`, `reduction-tile-sizes`, `separate` and `reassociate`, as
+  follows.
 
 The outermost unmapped `affine.parallel` of each function (the output band) becomes
 two: a grid-level band over tiles, `{affinec.mapping = "grid"}` (one iteration per GPU
@@ -52,7 +63,8 @@ first, in tiles of 1 except perhaps the last of them, and every later dimension 
 whole (see `summation_order_kept`). Sizes that would reorder the sum are refused,
 because they change the result's rounding, not because they are wrong.
 
-Options:
+Options (for an `affine.for` band, see MLIR: `tile-size` for every loop, `tile-sizes`
+per loop, filled with 4, else the `cache-size` model; `separate`):
 - `tile-sizes`: the block's extent along each parallel dimension (outermost first).
   Missing trailing sizes are 1 (the dimension goes to the grid); a size above the
   extent is the extent. Default: about 256 iterations per block, filled from the
@@ -70,7 +82,10 @@ on the grid variables; inside, only affine ops, `affinec.padded_load`, arith and
 memref. Illegal options and inputs (a size of 0 or below, more sizes than dimensions,
 a loop that is not simple, an induction variable used outside an affine map, a
 reduction band whose bounds depend on itself, an already mapped loop) are refused with
-a diagnostic naming the op and the option, before anything is rewritten.
+a diagnostic naming the op and the option, before anything is rewritten. So are
+options that fit no op of the module (`tile-size` without an `affine.for` band,
+`reduction-tile-sizes` without an `affine.parallel`). A module with neither is left
+as it is, as MLIR leaves it.
 """
 
 from __future__ import annotations
@@ -99,7 +114,17 @@ from affinec.transforms.affine.analysis import (
     non_affine_uses,
     non_simple_parallel_dims,
     perfect_band,
+    refuse_unsupported,
     summation_order_kept,
+)
+from affinec.transforms.affine.mlir_tiling import (
+    TilingRefused,
+    check_dependences,
+    mlir_skips,
+    mlir_tile_sizes,
+    separate_full_tiles,
+    tile_band_like_mlir,
+    tileable_bands,
 )
 from affinec.transforms.affine.tiling import tile_band, tile_parallel
 from affinec.transforms.affine.versioning import peel_last_iteration, version_full_tiles
@@ -129,7 +154,7 @@ class _Plan:
 
 @dataclass(frozen=True)
 class AffineLoopTilePass(ModulePass):
-    """Tile the output band into grid/block loops and each reduction band into tile/point loops."""
+    """Tile affine.for bands as MLIR does; an affine.parallel into grid/block loops."""
 
     name = "affine-loop-tile"
 
@@ -137,6 +162,11 @@ class AffineLoopTilePass(ModulePass):
     reduction_tile_sizes: tuple[int, ...] = ()
     separate: bool = False
     reassociate: bool = False
+    tile_size: int = 0
+    """MLIR's: one tile size for every loop of an `affine.for` band (0: unset)."""
+    cache_size: int = 512
+    """MLIR's: the cache, in KiB, whose size picks an `affine.for` band's tile sizes
+    when neither `tile-size` nor `tile-sizes` is given."""
 
     @property
     def changes_rounding(self) -> bool:
@@ -146,13 +176,61 @@ class AffineLoopTilePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
-        plans = [self._plan(p) for p in _targets(op)]
-        if not plans:
-            raise PassError(
-                op, "has no unmapped affine.parallel for affine-loop-tile to tile"
-            )
+        refuse_unsupported(op, self.name)
+        parallels = _targets(op)
+        bands = [b for b in tileable_bands(op) if not mlir_skips(b)]
+        self._check_options(op, parallels, tileable_bands(op))
+        plans = [self._plan(p) for p in parallels]
+        for_plans = [(band, self._plan_for_band(band)) for band in bands]
         for plan in plans:
             self._rewrite(plan)
+        for band, sizes in for_plans:
+            _, intra = tile_band_like_mlir(band, sizes)
+            if self.separate:
+                separate_full_tiles(intra)
+
+    def _check_options(
+        self,
+        module: ModuleOp,
+        parallels: Sequence[affine.ParallelOp],
+        bands: Sequence[Sequence[affine.ForOp]],
+    ) -> None:
+        """Options that fit no op of the module, or that no op can take."""
+        if self.tile_size < 0:
+            raise PassError(module, f"tile-size={self.tile_size} must be positive")
+        if self.cache_size <= 0:
+            raise PassError(module, f"cache-size={self.cache_size} must be positive")
+        if self.tile_size and not bands:
+            raise PassError(
+                module,
+                "tile-size tiles affine.for bands (MLIR's meaning) and the module has "
+                "none; an affine.parallel takes tile-sizes",
+            )
+        if (self.reduction_tile_sizes or self.reassociate) and not parallels:
+            option = (
+                "reduction-tile-sizes" if self.reduction_tile_sizes else "reassociate"
+            )
+            raise PassError(
+                module,
+                f"{option} applies to affinec's tiling of an affine.parallel, and the "
+                "module has none",
+            )
+        if bands and any(t <= 0 for t in self.tile_sizes):
+            raise PassError(
+                bands[0][0],
+                f"tile-sizes={_text(self.tile_sizes)}: tile sizes must be positive",
+            )
+
+    def _plan_for_band(self, band: Sequence[affine.ForOp]) -> list[int]:
+        """MLIR's tile sizes for an `affine.for` band, after checking that affinec can
+        tell that MLIR would tile it."""
+        try:
+            check_dependences(band)
+            return mlir_tile_sizes(
+                band, self.tile_size, self.tile_sizes, self.cache_size
+            )
+        except TilingRefused as e:
+            raise PassError(e.op, e.reason) from None
 
     # -- checking and planning, before any rewriting ----------------------------------
 

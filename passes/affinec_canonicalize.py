@@ -44,6 +44,7 @@ from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
 from affinec.dialects import affine
+from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.affine.canonicalization import (
     erase_dead_index_ops,
     fold_constant_if,
@@ -79,6 +80,7 @@ class AffinecCanonicalizePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
+        refuse_unsupported(op, self.name)
         changed = True
         while changed:
             changed = simplify_maps_and_bounds(op)

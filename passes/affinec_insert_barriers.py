@@ -36,6 +36,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
+from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.gpu.bands import analyze_grid, grid_parallels, require_placed
 from affinec.transforms.gpu.barriers import insert_barriers, plan_barriers
 
@@ -48,6 +49,7 @@ class AffinecInsertBarriers(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
+        refuse_unsupported(op, self.name)
         analyses = [analyze_grid(g) for g in grid_parallels(op)]
         for analysis in analyses:
             require_placed(analysis, self.name)

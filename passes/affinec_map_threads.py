@@ -47,6 +47,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
+from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.gpu.bands import analyze_grid, grid_parallels, require_placed
 from affinec.transforms.gpu.threads import (
     check_threads_per_block,
@@ -79,6 +80,7 @@ class AffinecMapThreads(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
+        refuse_unsupported(op, self.name)
         grids = grid_parallels(op)
         for g in grids:
             check_threads_per_block(g, self.threads_per_block)

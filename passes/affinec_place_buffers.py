@@ -32,6 +32,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
+from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.gpu.bands import analyze_grid, grid_parallels
 from affinec.transforms.gpu.placement import place, plan_placement
 
@@ -44,6 +45,7 @@ class AffinecPlaceBuffers(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
+        refuse_unsupported(op, self.name)
         plans = [plan_placement(analyze_grid(g)) for g in grid_parallels(op)]
         for plan in plans:
             place(plan)

@@ -58,6 +58,7 @@ from affinec.transforms.affine.analysis import (
     is_defined_inside,
     map_slots,
     perfect_band,
+    refuse_unsupported,
     sink_blocker,
 )
 from affinec.transforms.affine.distribution import distribute_parallel, sink_parallel
@@ -74,6 +75,7 @@ class AffinecSinkPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
+        refuse_unsupported(op, self.name)
         if self.depth is not None and self.depth <= 0:
             raise PassError(op, f"depth={self.depth}: the depth must be positive")
         work = []

@@ -70,6 +70,7 @@ from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
 from affinec.diagnostics import PassError
+from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.affine.split import BufferPool, split_parallel
 from affinec.transforms.affine.split_analysis import plan_split, split_blocker
 from affinec.transforms.mapped_bands import block_loops, grid_loop_of
@@ -83,6 +84,7 @@ class AffinecSplitPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
+        refuse_unsupported(op, self.name)
         work = []
         for loop in block_loops(op, self.name):
             plan = plan_split(loop)

@@ -25,6 +25,15 @@ becomes
 
 Option `index-bitwidth` (64, as MLIR; 32 makes index arithmetic 32-bit, refused when
 a buffer has 2**31 elements or more).
+
+Differences from MLIR's pass, on MLIR's inputs: memrefs are passed as bare pointers
+only, which MLIR does with `use-bare-ptr-memref-call-conv=true`; its default passes
+memref descriptors, which affinec does not implement, so the option must be given
+(the default is refused, not silently replaced). Kernel arguments are pointers in the
+global address space (MLIR: generic pointers), and the ids read registers whose
+ranges the kernel's known sizes bound; both mean the same on the GPU. Private
+attributions, dynamic shapes, non-identity layouts and ops beyond arith, math,
+memref, cf and the gpu ids and barrier are refused by name.
 """
 
 from __future__ import annotations
@@ -54,8 +63,19 @@ class ConvertGpuToNvvm(ModulePass):
     marked with (`affinec.index_bitwidth`, set by `affinec-narrow-indices`; 64
     where there is none)."""
 
+    use_bare_ptr_memref_call_conv: bool = False
+    """MLIR's option: pass memrefs as bare pointers. Only that convention is
+    implemented, so false (MLIR's default, memref descriptors) is refused."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
+        if not self.use_bare_ptr_memref_call_conv:
+            raise PassError(
+                op,
+                "affinec's convert-gpu-to-nvvm passes memrefs as bare pointers only: "
+                "give use-bare-ptr-memref-call-conv=true (MLIR's default, memref "
+                "descriptors, is not implemented)",
+            )
         if self.index_bitwidth not in (0, 32, 64):
             raise PassError(
                 op,

@@ -37,6 +37,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
+from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.gpu.bands import analyze_grid, grid_parallels
 from affinec.transforms.gpu.conversion import block_size, build_launch
 
@@ -49,6 +50,7 @@ class ConvertParallelToGpu(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
+        refuse_unsupported(op, self.name)
         work = []
         for g in grid_parallels(op):
             analysis = analyze_grid(g)

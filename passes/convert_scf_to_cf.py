@@ -8,6 +8,13 @@ the loop header, where MLIR keeps loop annotations and LLVM looks for `llvm.loop
     ->
     ^header(%j: index): ... cf.cond_br %more, ^body, ^exit
     ^body: ... cf.br ^header(%next : index) {affinec.unroll}
+
+Differences from MLIR's pass: MLIR moves only attributes of the llvm dialect (such
+as `llvm.loop_annotation`) to the back edge and drops the others; this pass moves
+them all (affinec's own annotations travel that way; an attribute on a branch means
+nothing to MLIR). `scf.while`, `scf.execute_region`, `scf.parallel`, `scf.forall`
+and `scf.reduce`, which MLIR's pass also lowers, are refused by name before
+anything is rewritten, not left behind.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering, SwitchLowering
+
+from affinec.diagnostics import PassError
 
 
 class AnnotatedForLowering(ForLowering):
@@ -46,6 +55,15 @@ class AnnotatedForLowering(ForLowering):
             latch.last_op.attributes |= attributes
 
 
+_LOWERED = (
+    scf.ForOp,
+    scf.IfOp,
+    scf.IndexSwitchOp,
+    scf.YieldOp,
+)
+"""The scf ops this pass removes (`scf.yield` goes with its parent)."""
+
+
 @dataclass(frozen=True)
 class ConvertScfToCf(ModulePass):
     """Lower scf.for/if/index_switch to cf branches, keeping loop annotations."""
@@ -53,6 +71,13 @@ class ConvertScfToCf(ModulePass):
     name = "convert-scf-to-cf"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for o in op.walk():
+            if o.dialect_name() == "scf" and not isinstance(o, _LOWERED):
+                raise PassError(
+                    o,
+                    "is not lowered by affinec's convert-scf-to-cf (it lowers "
+                    "scf.for, scf.if and scf.index_switch; MLIR's lowers this op too)",
+                )
         PatternRewriteWalker(
             GreedyRewritePatternApplier(
                 [SwitchLowering(), IfLowering(), AnnotatedForLowering()]

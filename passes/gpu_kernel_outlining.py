@@ -27,6 +27,13 @@ becomes
         gpu.return
       }
     }
+
+Differences from MLIR's pass, on MLIR's inputs: values without operands that the body
+uses (constants) are copied into the kernel instead of passed as arguments; only the
+ids and sizes the body uses become ops, with the launch's constant sizes as
+`upper_bound`s; kernels get the launch record. Async launches, `module(@m)
+function(@f)` names and private attributions are outlined as MLIR outlines them;
+launches with clusters, or naming an existing module, are refused.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
 from affinec.dialects import gpu
-from affinec.transforms.gpu.outlining import outline_launch
+from affinec.transforms.gpu.outlining import check_outlinable, outline_launch
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,8 @@ class GpuKernelOutlining(ModulePass):
             for o in op.body.block.ops
             if "sym_name" in o.properties
         } | {o.sym_name.data for o in op.body.block.ops if isinstance(o, gpu.ModuleOp)}
+        for launch in launches:
+            check_outlinable(launch, taken)
         for launch in launches:
             module = outline_launch(launch, taken)
             taken.add(module.sym_name.data)

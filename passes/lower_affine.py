@@ -26,6 +26,14 @@ becomes
     }
 
 Mapped bands must go to the GPU first (`affinec-convert-parallel-to-gpu`).
+
+Differences from MLIR's pass, on MLIR's inputs: an `affine.parallel` becomes a nest
+of `scf.for` carrying its reductions in order (MLIR: `scf.parallel` with
+`scf.reduce`), one of the orders the parallel loop allows; the reductions lowered
+are those affinec interprets (`addf`, `mulf`, `maximumf`, `minimumf`, `addi`,
+`muli`), others are refused. `affine.prefetch` and `affine.dma_start`/`dma_wait` are
+refused (MLIR makes memref ops affinec does not have). A semi-affine map is lowered
+as MLIR lowers it, its symbolic divisors assumed positive.
 """
 
 from __future__ import annotations
@@ -43,13 +51,20 @@ from affinec.transforms.affine.lowering import check_lowerable, lower_op
 
 _LOWERED = (
     affine.ApplyOp,
+    affine.DelinearizeIndexOp,
+    affine.DmaStartOp,
+    affine.DmaWaitOp,
     affine.ForOp,
     affine.IfOp,
+    affine.LinearizeIndexOp,
     affine.LoadOp,
     affine.MaxOp,
     affine.MinOp,
     affine.ParallelOp,
+    affine.PrefetchOp,
     affine.StoreOp,
+    affine.VectorLoadOp,
+    affine.VectorStoreOp,
     PaddedLoadOp,
 )
 

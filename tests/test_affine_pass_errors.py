@@ -241,9 +241,10 @@ func.func @f(%A: memref<16xf32>) {
         (ITER_ARGS, "affine-loop-tile", "affine.for", "has iter_args"),
         (
             NO_PARALLEL,
-            "affine-loop-tile",
+            "affine-loop-tile{reduction-tile-sizes=2}",
             "builtin.module",
-            "has no unmapped affine.parallel for affine-loop-tile to tile",
+            "reduction-tile-sizes applies to affinec's tiling of an affine.parallel, "
+            "and the module has none",
         ),
     ],
 )
@@ -455,7 +456,7 @@ def test_sink_errors(text: str, op: str, message: str) -> None:
     "pipeline",
     [
         "affine-loop-tile{tile-sizes=a}",
-        "affine-loop-tile{tile-size=4}",
+        "affine-loop-tile{tile-size=a}",
         "affinec-sink{depth=x}",
     ],
 )

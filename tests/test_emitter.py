@@ -142,7 +142,7 @@ def test_the_compiled_kernel():
     assert [a.dtype for a in launch.arguments] == [np.dtype(np.float16)] * 4
     assert launch.outputs == ("output",)
     assert compiled.spec == spec
-    assert "convert-gpu-to-nvvm" in compiled.pipeline
+    assert "use-bare-ptr-memref-call-conv=true" in compiled.pipeline
     assert {name for name, _ in compiled.timings} >= {"lower-affine", "llvm-ir + ptx"}
     resources = compiled.resources()
     assert resources.arch == "sm_90" and resources.registers > 0
@@ -226,7 +226,9 @@ def test_a_module_not_lowered_is_a_located_error(tmp_path):
     ).run(module)
     with pytest.raises(EmitterError, match="'gpu.func' is not at the llvm level"):
         to_ptx(module)
-    Pipeline.parse("lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm").run(module)
+    Pipeline.parse(
+        "lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}"
+    ).run(module)
     with pytest.raises(EmitterError, match="unknown GPU architecture 'sm_70'"):
         to_ptx(module, "sm_70")
 

@@ -76,9 +76,9 @@ def test_gpu_and_llvm_levels_equal_naive_bit_for_bit(case, index_bitwidth):
     assert not others and record is not None
     assert isinstance(kernel, gpu.FuncOp)
     np.testing.assert_array_equal(interpreted(module, spec, inputs), expected)
-    Pipeline.parse(f"convert-gpu-to-nvvm{{index-bitwidth={index_bitwidth}}}").run(
-        module
-    )
+    Pipeline.parse(
+        f"convert-gpu-to-nvvm{{index-bitwidth={index_bitwidth} use-bare-ptr-memref-call-conv=true}}"
+    ).run(module)
     ((kernel, _),) = find_kernels(module)
     assert isinstance(kernel, llvm.FuncOp)
     np.testing.assert_array_equal(interpreted(module, spec, inputs), expected)
@@ -90,7 +90,10 @@ def test_each_lowering_pass_keeps_the_result(case):
     spec, affine_passes, threads = case
     module = build(spec)
     Pipeline.parse(affine_passes).run(module)
-    lowering = TO_CF.format(threads=threads) + ",convert-gpu-to-nvvm"
+    lowering = (
+        TO_CF.format(threads=threads)
+        + ",convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}"
+    )
     Pipeline.parse(lowering).run(module, check=True)
 
 
@@ -98,7 +101,10 @@ def test_the_hand_written_split_convolution():
     module = parse((INPUTS / "conv_split.mlir").read_text())
     spec = ConvSpec(1, 2, 5, 5, 3, 3, 3, padding=1)
     inputs = random_inputs(spec, np.random.default_rng(1))
-    lowering = TO_CF.format(threads=8) + ",convert-gpu-to-nvvm"
+    lowering = (
+        TO_CF.format(threads=8)
+        + ",convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}"
+    )
     Pipeline.parse(lowering).run(module, check=True)
     np.testing.assert_array_equal(
         interpreted(module, spec, inputs), naive_result(spec, inputs)
@@ -118,7 +124,7 @@ def test_shared_buffers_get_barriers_and_stay_exact():
     assert [str(a.type) for a in launch.workgroup_args] == ["memref<4x3xf32, 3 : i64>"]
     assert sum(isinstance(op, gpu.BarrierOp) for op in module.walk()) == 2
     Pipeline.parse(
-        "gpu-kernel-outlining,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm"
+        "gpu-kernel-outlining,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}"
     ).run(module, check=True)
     np.testing.assert_array_equal(
         interpreted(module, spec, inputs), naive_result(spec, inputs)
@@ -241,7 +247,7 @@ func.func @f(%A: memref<10xf32>, %n: index) -> f32 {
       affine.yield %v : f32
     } else {
       %m = affine.max affine_map<(d0) -> (d0 floordiv 3, 1)>(%i)
-      %u = affine.load %A[%m] : memref<10xf32>
+      %u = memref.load %A[%m] : memref<10xf32>  // %m: not an affine index (MLIR)
       affine.yield %u : f32
     }
     %t = arith.addf %acc, %w : f32
@@ -334,7 +340,7 @@ def _grid_block(
         (_grid_block(), "lower-affine", "must be mapped to the GPU first"),
         (
             _grid_block(),
-            "affinec-map-to-gpu,gpu-kernel-outlining,convert-gpu-to-nvvm",
+            "affinec-map-to-gpu,gpu-kernel-outlining,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}",
             "run lower-affine and convert-scf-to-cf first",
         ),
     ],
@@ -391,4 +397,6 @@ def test_index_bitwidth_must_be_32_64_or_0():
     module = build(ConvSpec(1, 1, 3, 3, 1, 1, 1))
     with pytest.raises(PassError, match="index-bitwidth must be 32, 64 or 0"):
         Pipeline.parse("affinec-default").run(module)  # fine
-        Pipeline.parse("convert-gpu-to-nvvm{index-bitwidth=16}").run(module)
+        Pipeline.parse(
+            "convert-gpu-to-nvvm{index-bitwidth=16 use-bare-ptr-memref-call-conv=true}"
+        ).run(module)

@@ -17,7 +17,7 @@ from affinec.pipeline import Pipeline
 from affinec.ptxas import PtxasError, assemble
 
 TO_NVVM = "convert-nvgpu-to-nvvm"
-TO_LLVM = "convert-scf-to-cf,convert-gpu-to-nvvm"
+TO_LLVM = "convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}"
 
 
 def interpreted(kernel: MmaKernel, module) -> np.ndarray:

@@ -159,12 +159,16 @@ def _loops(op: affine.ParallelOp, w: FunctionWriter) -> None:
     )
 
     accumulators = []
-    for result, kind in zip(op.results, op.reductions.data, strict=True):
+    for result, kind in zip(op.results, op.reduction_kinds, strict=True):
         acc = w.define(result)
-        start = affine.REDUCTION_IDENTITY[kind.data]
+        if kind not in affine.REDUCTION_IDENTITY:
+            raise InterpreterError(
+                f"{describe(op)}: the interpreter does not perform reduction '{kind}'"
+            )
+        start = affine.REDUCTION_IDENTITY[kind]
         identity = numpy_dtype(result.type).type(start)
         w.line(f"{acc} = {w.global_(identity, 'identity')}")
-        accumulators.append((acc, kind.data))
+        accumulators.append((acc, kind))
 
     # Bounds are evaluated once, before any iteration, like MLIR's.
     bounds = []

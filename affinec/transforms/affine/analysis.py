@@ -16,6 +16,9 @@ Affine/Analysis): nothing here changes the IR; `affinec.loop_transforms` does.
 - `sink_blocker(parallel, loops)`: why interleaving the iterations of an
   `affine.parallel` (to interchange it with loops inside it, or to distribute it over
   its statements) could change what it computes, or None.
+- `refuse_unsupported(module, pass_name)`: what the affine passes read but cannot
+  transform (semi-affine maps, `affine.vector_load` and the other ops of
+  `affine.PASSES_REFUSE`), refused located before a pass rewrites anything.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from xdsl.ir import Block, Operation, OpResult, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap, AffineSymExpr
 from xdsl.traits import is_side_effect_free
 
+from affinec.diagnostics import PassError
 from affinec.dialects import affine
+from affinec.dialects.affine_syntax import format_expr
 from affinec.dialects.affinec import PaddedLoadOp
 from affinec.ir.affine_exprs import (
     Interval,
@@ -52,6 +57,38 @@ MAP_OPS = (
     affine.ParallelOp,
     affine.IfOp,
 )
+
+
+# -- what the passes take -----------------------------------------------------------
+
+
+def semi_affine_result(op: Operation) -> AffineExpr | None:
+    """The first semi-affine expression among `op`'s maps (a product of two
+    non-constants, a division or remainder by a symbol), or None."""
+    for slot in map_slots(op):
+        for e in slot.map.results:
+            if not e.is_pure_affine():
+                return e
+    return None
+
+
+def refuse_unsupported(module: Operation, pass_name: str) -> None:
+    """Raise `PassError` at the first op `pass_name` cannot transform: an op of
+    `affine.PASSES_REFUSE` or one with a semi-affine map (whose meaning the affine
+    transformations, built on xDSL's affine expressions, would not keep)."""
+    for op in module.walk():
+        if isinstance(op, affine.PASSES_REFUSE):
+            raise PassError(
+                op,
+                f"is not supported by {pass_name} (affinec parses and prints it only)",
+            )
+        if (e := semi_affine_result(op)) is not None:
+            raise PassError(
+                op,
+                f"has a semi-affine map ({format_expr(e)}), which {pass_name} cannot "
+                "transform: its products need a constant factor and its divisions a "
+                "constant divisor",
+            )
 
 
 # -- maps of ops ---------------------------------------------------------------------

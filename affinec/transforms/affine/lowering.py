@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects import arith, memref, scf
+from xdsl.dialects import arith, memref, scf, vector
 from xdsl.dialects.builtin import (
     FloatAttr,
     IndexType,
@@ -43,9 +43,12 @@ from xdsl.ir.affine import (
 
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
+from affinec.dialects.affine import REDUCTION_IDENTITY
+from affinec.dialects.affine_syntax import format_expr
 from affinec.dialects.affinec import PaddedLoadOp, mapping_of
 from affinec.ir.affine_exprs import Interval, expr_range, grouped
 from affinec.ir.ranges import value_range
+from affinec.semi_affine import divide, multiply
 
 
 class IndexBuilder:
@@ -105,7 +108,12 @@ class IndexBuilder:
                 if c <= 0:
                     raise ValueError(f"division by the non-positive constant {c}")
                 return self._divide(kind, lhs, c, dims, syms)
-        raise ValueError(f"not an affine expression with constant divisors: {e}")
+            case AffineBinaryOpExpr(kind=kind, lhs=lhs, rhs=rhs):
+                # Semi-affine: the divisor is a symbol's expression, assumed
+                # positive (as MLIR assumes it).
+                a, b = self.expr(lhs, dims, syms), self.expr(rhs, dims, syms)
+                return self._signed_divide(kind, a, b)
+        raise ValueError(f"not an affine expression: {e}")
 
     def _divide(
         self,
@@ -129,28 +137,35 @@ class IndexBuilder:
                 return self.add(arith.RemUIOp(a, cst))
             bumped = self.add(arith.AddiOp(a, self.index(c - 1)))
             return self.add(arith.DivUIOp(bumped, cst))
+        return self._signed_divide(kind, a, cst)
+
+    def _signed_divide(
+        self, kind: AffineBinaryOpKind, a: SSAValue, b: SSAValue
+    ) -> SSAValue:
+        """`a floordiv|ceildiv|mod b` for any sign of `a` and a positive `b`, by
+        MLIR's branch-free expansion."""
         zero = self.index(0)
         if kind == AffineBinaryOpKind.Mod:
-            rem = self.add(arith.RemSIOp(a, cst))
+            rem = self.add(arith.RemSIOp(a, b))
             negative = self.add(arith.CmpiOp(rem, zero, "slt"))
-            fixed = self.add(arith.AddiOp(rem, cst))
+            fixed = self.add(arith.AddiOp(rem, b))
             return self.add(arith.SelectOp(negative, fixed, rem))
         if kind == AffineBinaryOpKind.FloorDiv:
-            # q = (a < 0 ? -1 - a : a) / c; a < 0 ? -1 - q : q
+            # q = (a < 0 ? -1 - a : a) / b; a < 0 ? -1 - q : q
             minus_one = self.index(-1)
             negative = self.add(arith.CmpiOp(a, zero, "slt"))
             flipped = self.add(arith.SubiOp(minus_one, a))
             dividend = self.add(arith.SelectOp(negative, flipped, a))
-            q = self.add(arith.DivSIOp(dividend, cst))
+            q = self.add(arith.DivSIOp(dividend, b))
             flipped_q = self.add(arith.SubiOp(minus_one, q))
             return self.add(arith.SelectOp(negative, flipped_q, q))
-        # ceildiv: q = (a <= 0 ? -a : a - 1) / c; a <= 0 ? -q : q + 1
+        # ceildiv: q = (a <= 0 ? -a : a - 1) / b; a <= 0 ? -q : q + 1
         one = self.index(1)
         nonpositive = self.add(arith.CmpiOp(a, zero, "sle"))
         negated = self.add(arith.SubiOp(zero, a))
         decremented = self.add(arith.SubiOp(a, one))
         dividend = self.add(arith.SelectOp(nonpositive, negated, decremented))
-        q = self.add(arith.DivSIOp(dividend, cst))
+        q = self.add(arith.DivSIOp(dividend, b))
         negated_q = self.add(arith.SubiOp(zero, q))
         incremented = self.add(arith.AddiOp(q, one))
         return self.add(arith.SelectOp(nonpositive, negated_q, incremented))
@@ -242,13 +257,30 @@ _COMBINE: dict[str, type[Operation]] = {
 }
 
 
+_DIVISIONS = (
+    AffineBinaryOpKind.FloorDiv,
+    AffineBinaryOpKind.CeilDiv,
+    AffineBinaryOpKind.Mod,
+)
+
+NOT_LOWERED = (affine.PrefetchOp, affine.DmaStartOp, affine.DmaWaitOp)
+"""Affine ops MLIR's lower-affine turns into memref ops that affinec does not have
+or use (`memref.prefetch`, `memref.dma_start`, `memref.dma_wait`)."""
+
+
 def check_lowerable(op: Operation) -> None:
     """Refuse (before rewriting) what `lower_op` cannot lower."""
     maps: list[AffineMap] = []
     match op:
         case affine.ApplyOp() | affine.MinOp() | affine.MaxOp():
             maps = [op.map.data]
-        case affine.LoadOp() | affine.StoreOp() | PaddedLoadOp():
+        case (
+            affine.LoadOp()
+            | affine.StoreOp()
+            | PaddedLoadOp()
+            | affine.VectorLoadOp()
+            | affine.VectorStoreOp()
+        ):
             maps = [op.map.data]
         case affine.ForOp():
             maps = [op.lowerBoundMap.data, op.upperBoundMap.data]
@@ -266,17 +298,29 @@ def check_lowerable(op: Operation) -> None:
             for sub in e.dfs():
                 if (
                     isinstance(sub, AffineBinaryOpExpr)
-                    and sub.kind != AffineBinaryOpKind.Add
-                    and not (
-                        isinstance(sub.rhs, AffineConstantExpr)
-                        and (sub.kind == AffineBinaryOpKind.Mul or sub.rhs.value > 0)
-                    )
+                    and sub.kind in _DIVISIONS
+                    and isinstance(sub.rhs, AffineConstantExpr)
+                    and sub.rhs.value <= 0
                 ):
                     raise PassError(
                         op,
-                        f"cannot lower '{sub}': products need a constant factor and "
-                        "divisions a positive constant divisor",
+                        f"cannot lower '{format_expr(sub)}': division by a "
+                        "non-positive constant",
                     )
+    if isinstance(op, NOT_LOWERED):
+        raise PassError(
+            op,
+            "is not lowered by affinec's lower-affine (MLIR's lowers it to the memref "
+            "dialect's op of the same name, which affinec's pipeline does not use)",
+        )
+    if isinstance(op, affine.ParallelOp) and (
+        unsupported := [k for k in op.reduction_kinds if k not in REDUCTION_IDENTITY]
+    ):
+        raise PassError(
+            op,
+            f"reduction '{unsupported[0]}' is not supported by affinec's lower-affine "
+            f"(it lowers {', '.join(REDUCTION_IDENTITY)})",
+        )
     if isinstance(op, affine.ParallelOp) and (m := mapping_of(op)):
         raise PassError(
             op,
@@ -302,6 +346,20 @@ def lower_op(op: Operation, known: dict[SSAValue, Interval]) -> None:
             indices = em.map_results(op.map.data, op.indices)
             em.ops.append(memref.StoreOp.get(op.value, op.memref, indices))
             _finish(em, op, [])
+        case affine.VectorLoadOp():
+            indices = em.map_results(op.map.data, op.indices)
+            load = vector.LoadOp(op.memref, indices, op.result.type)
+            _finish(em, op, [em.add(load)])
+        case affine.VectorStoreOp():
+            indices = em.map_results(op.map.data, op.indices)
+            em.ops.append(vector.StoreOp(op.value, op.memref, indices))
+            _finish(em, op, [])
+        case affine.DelinearizeIndexOp():
+            m, operands = delinearization(op)
+            _finish(em, op, em.map_results(m, operands))
+        case affine.LinearizeIndexOp():
+            m, operands = linearization(op)
+            _finish(em, op, em.map_results(m, operands))
         case PaddedLoadOp():
             _finish(em, op, [_padded_load(em, op)])
         case affine.ForOp():
@@ -312,6 +370,55 @@ def lower_op(op: Operation, known: dict[SSAValue, Interval]) -> None:
             _lower_parallel(em, op)
         case _:
             raise AssertionError(f"not an affine op: {op.name}")
+
+
+def _basis_exprs(
+    basis: Sequence[int | SSAValue], first_symbol: int
+) -> tuple[list[AffineExpr], list[SSAValue]]:
+    """The basis as expressions: constants, and symbols from `first_symbol` on."""
+    exprs: list[AffineExpr] = []
+    symbols: list[SSAValue] = []
+    for b in basis:
+        if isinstance(b, int):
+            exprs.append(AffineExpr.constant(b))
+        else:
+            exprs.append(AffineExpr.symbol(first_symbol + len(symbols)))
+            symbols.append(b)
+    return exprs, symbols
+
+
+def _strides(sizes: Sequence[AffineExpr]) -> list[AffineExpr]:
+    """Row-major strides of `sizes`: the product of the sizes after each."""
+    strides = [AffineExpr.constant(1)]
+    for size in reversed(sizes[1:]):
+        strides.insert(0, multiply(strides[0], size))
+    return strides
+
+
+def delinearization(op: affine.DelinearizeIndexOp) -> tuple[AffineMap, list[SSAValue]]:
+    """The map `(x)[dynamic basis] -> (coordinates)` `op` computes: the outermost
+    coordinate `x floordiv stride`, the others `(x floordiv stride) mod size`."""
+    sizes, symbols = _basis_exprs(op.basis, 0)
+    if len(op.multi_index) == len(sizes) + 1:
+        sizes = [AffineExpr.constant(0), *sizes]  # unbounded outermost
+    x = AffineExpr.dimension(0)
+    results = []
+    for k, (size, stride) in enumerate(zip(sizes, _strides(sizes), strict=True)):
+        q = divide(AffineBinaryOpKind.FloorDiv, x, stride)
+        results.append(q if k == 0 else divide(AffineBinaryOpKind.Mod, q, size))
+    return AffineMap(1, len(symbols), tuple(results)), [op.linear_index, *symbols]
+
+
+def linearization(op: affine.LinearizeIndexOp) -> tuple[AffineMap, list[SSAValue]]:
+    """The map `(coordinates)[dynamic basis] -> (sum of coordinate * stride)`."""
+    n = len(op.multi_index)
+    sizes, symbols = _basis_exprs(op.basis, 0)
+    sizes = sizes[len(sizes) - (n - 1) :] if n > 1 else []
+    strides = _strides([AffineExpr.constant(0), *sizes])
+    total: AffineExpr = AffineExpr.constant(0)
+    for k, stride in enumerate(strides):
+        total = total + multiply(AffineExpr.dimension(k), stride)
+    return AffineMap(n, len(symbols), (total,)), [*op.multi_index, *symbols]
 
 
 def _finish(em: IndexBuilder, op: Operation, results: Sequence[SSAValue]) -> None:
@@ -407,11 +514,11 @@ def _lower_parallel(em: IndexBuilder, op: affine.ParallelOp) -> None:
     uppers = em.map_results(op.upperBoundsMap.data, op.upper_bound_operands)
     lower_groups = grouped(lowers, op.lower_groups)
     upper_groups = grouped(uppers, op.upper_groups)
-    kinds = [r.data for r in op.reductions.data]
+    kinds = op.reduction_kinds
     types = list(op.result_types)
     inits = []
     for kind, t in zip(kinds, types, strict=True):
-        value = affine.REDUCTION_IDENTITY[kind]
+        value = REDUCTION_IDENTITY[kind]
         attr = IntegerAttr(int(value), t) if kind.endswith("i") else FloatAttr(value, t)  # pyright: ignore
         inits.append(em.add(arith.ConstantOp(attr)))
     bounds = [

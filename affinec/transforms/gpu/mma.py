@@ -766,7 +766,9 @@ class _Operands:
             values = {**self.base, **self.taps}
             values |= self._row(g + 8 * (r % 2))
             values |= self._k(t + 4 * (r // 2), "ka")
-            x = b.add(affine.LoadOp(c.a.buffer, _indices(c.a.load, values, b)))
+            # memref.load: the indices may go through an affine.min (a clamp),
+            # which is no dimension of an affine map (MLIR's rule).
+            x = b.add(memref.LoadOp.get(c.a.buffer, _indices(c.a.load, values, b)))
             a_vec = b.add(vector.InsertOp(x.results[0], a_vec, [r, 0])).results[0]
         b_vec = _poison_vector(b, [2, 1])
         width = c.b.buffer.type.get_shape()[-1]  # pyright: ignore
@@ -775,7 +777,7 @@ class _Operands:
             values = {**self.base, **self.taps}
             values |= self._column(g, clamp)
             values |= self._k(t + 4 * r, "kb")
-            x = b.add(affine.LoadOp(c.b.buffer, _indices(c.b.load, values, b)))
+            x = b.add(memref.LoadOp.get(c.b.buffer, _indices(c.b.load, values, b)))
             b_vec = b.add(vector.InsertOp(x.results[0], b_vec, [r, 0])).results[0]
         return a_vec, b_vec
 

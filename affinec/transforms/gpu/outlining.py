@@ -15,22 +15,57 @@ from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, SymbolRefAt
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.traits import Pure
 
+from affinec.diagnostics import PassError
 from affinec.dialects import gpu
 from affinec.dialects.affinec import LAUNCH, KernelArgument, LaunchRecord
 from affinec.dialects.nvvm import KERNEL
 
 
-def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
-    """Replace `launch` by a `gpu.launch_func` of a new kernel; return its module."""
-    host_func = launch.parent_op()
-    while host_func is not None and "sym_name" not in host_func.properties:
-        host_func = host_func.parent_op()
+def check_outlinable(launch: gpu.LaunchOp, taken: set[str]) -> None:
+    """Refuse (before rewriting) what `outline_launch` does not outline as MLIR does."""
+    if launch.cluster_sizes is not None:
+        raise PassError(
+            launch,
+            "has clusters, which affinec's gpu-kernel-outlining does not outline "
+            "(affinec has no gpu.cluster_id / gpu.cluster_dim ops)",
+        )
+    module = launch.kernelModule
+    if module is not None and module.root_reference.data in taken:
+        raise PassError(
+            launch,
+            f"names the existing symbol @{module.root_reference.data} as its kernel "
+            "module; affinec's gpu-kernel-outlining only creates new modules",
+        )
+
+
+def _host_function(launch: gpu.LaunchOp) -> Operation | None:
+    host = launch.parent_op()
+    while host is not None and "sym_name" not in host.properties:
+        host = host.parent_op()
+    return host
+
+
+def _kernel_names(launch: gpu.LaunchOp, taken: set[str]) -> tuple[str, str, str]:
+    """(host function, kernel module, kernel function): `module(@m) function(@f)`
+    where the launch names them, else `<host>_kernel` for both (made unique)."""
+    host_func = _host_function(launch)
     host = host_func.properties["sym_name"].data if host_func else "kernel"  # pyright: ignore
     name = f"{host}_kernel"
-    k = 0
-    while name in taken:
+    if launch.kernelFunc is not None:
+        name = launch.kernelFunc.root_reference.data
+    if launch.kernelModule is not None:
+        return host, launch.kernelModule.root_reference.data, name
+    unique, k = name, 0
+    while unique in taken:
         k += 1
-        name = f"{host}_kernel_{k}"
+        unique = f"{name}_{k}"
+    return host, unique, unique if launch.kernelFunc is None else name
+
+
+def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
+    """Replace `launch` by a `gpu.launch_func` of a new kernel; return its module."""
+    host_func = _host_function(launch)
+    host, module_name, name = _kernel_names(launch, taken)
 
     captured = _captured_values(launch)
     sunk = [v for v in captured if _sinkable(v)]
@@ -38,8 +73,11 @@ def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
 
     old_entry = launch.body.block
     workgroup = list(launch.workgroup_args)
-    entry = Block(arg_types=[*(v.type for v in inputs), *(a.type for a in workgroup)])
-    for new, old in zip(entry.args, [*inputs, *workgroup], strict=True):
+    attributions = [*workgroup, *launch.private_args]
+    entry = Block(
+        arg_types=[*(v.type for v in inputs), *(a.type for a in attributions)]
+    )
+    for new, old in zip(entry.args, [*inputs, *attributions], strict=True):
         new.name_hint = old.name_hint
 
     grid = _constants(launch.grid_sizes)
@@ -68,7 +106,7 @@ def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
         _replace_inside(value, clone.results[0], launch)
     for old, new in zip(inputs, entry.args[: len(inputs)], strict=True):
         _replace_inside(old, new, launch)
-    for old, new in zip(workgroup, entry.args[len(inputs) :], strict=True):
+    for old, new in zip(attributions, entry.args[len(inputs) :], strict=True):
         old.replace_all_uses_with(new)
     entry.add_ops(prologue)
     for op in list(old_entry.ops):
@@ -94,7 +132,13 @@ def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
         known_grid_size=grid,
     )
     shared_dynamic = launch.dynamicSharedMemorySize
-    if grid is not None and block is not None and shared_dynamic is None:
+    is_async = launch.asyncToken is not None or bool(launch.asyncDependencies)
+    if (
+        grid is not None
+        and block is not None
+        and shared_dynamic is None
+        and not is_async
+    ):
         arguments = [
             KernelArgument(v.name_hint or f"arg{k}", v.type)
             for k, v in enumerate(inputs)
@@ -112,15 +156,19 @@ def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
     host_block = launch.parent_block()
     assert host_block is not None
     call = gpu.LaunchFuncOp(
-        SymbolRefAttr(name, [name]),
+        SymbolRefAttr(module_name, [name]),
         launch.grid_sizes,
         launch.block_sizes,
         inputs,
         shared_dynamic,
+        async_dependencies=list(launch.asyncDependencies),
+        is_async=launch.asyncToken is not None,
     )
     host_block.insert_op_before(call, launch)
+    if launch.asyncToken is not None and call.asyncToken is not None:
+        launch.asyncToken.replace_all_uses_with(call.asyncToken)
     host_block.erase_op(launch)
-    return gpu.ModuleOp(name, [kernel])
+    return gpu.ModuleOp(module_name, [kernel])
 
 
 def _written(region: Region, buffers: Sequence[SSAValue]) -> set[SSAValue]:

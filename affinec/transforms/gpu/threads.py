@@ -365,7 +365,7 @@ def _distribute(phase: Band, threads: int, private: dict[SSAValue, SSAValue]) ->
         guarded = Block()
         guarded.add_ops(moved)
         guarded.add_op(affine.YieldOp())
-        ops.append(affine.IfOp(condition, operands, guarded, Block([affine.YieldOp()])))
+        ops.append(affine.IfOp(condition, operands, guarded))
     else:
         ops.extend(moved)
     ops.append(affine.YieldOp())
@@ -531,7 +531,7 @@ def _distribute_tiled(
         guarded = Block()
         guarded.add_ops(innermost)
         guarded.add_op(affine.YieldOp())
-        ops.append(affine.IfOp(condition, operands, guarded, Block([affine.YieldOp()])))
+        ops.append(affine.IfOp(condition, operands, guarded))
     else:
         ops.extend(innermost)
     ops.append(affine.YieldOp())

@@ -77,6 +77,19 @@ def _check_type(op: Operation, t: Attribute) -> None:
             raise PassError(op, f"only row-major (identity layout) memrefs: {t}")
 
 
+def _argument_attributes(func: gpu.FuncOp) -> list[DictionaryAttr]:
+    """`llvm.noalias` on the buffers of a kernel with a launch record, whose launches
+    affinec's runtime makes (it refuses an output that aliases an input); nothing
+    on others, as MLIR's pass, since another launcher may pass aliasing buffers."""
+    recorded = LAUNCH in func.attributes
+    return [
+        DictionaryAttr({"llvm.noalias": UnitAttr()})
+        if recorded and isinstance(a.type, MemRefType)
+        else DictionaryAttr({})
+        for a in func.arguments
+    ]
+
+
 class KernelConverter:
     """Translates one kernel `gpu.func` into an `llvm.func` (plus its globals)."""
 
@@ -166,23 +179,20 @@ class KernelConverter:
             llvm.LLVMFunctionType(inputs, llvm.LLVMVoidType()),
             linkage=llvm.LinkageAttr("external"),
             body=region,
-            other_props={
-                "arg_attrs": ArrayAttr(
-                    [
-                        DictionaryAttr({"llvm.noalias": UnitAttr()})
-                        if isinstance(a.type, MemRefType)
-                        else DictionaryAttr({})
-                        for a in func.arguments
-                    ]
-                )
-            },
+            other_props={"arg_attrs": ArrayAttr(_argument_attributes(func))},
         )
+        # As MLIR's pass: the kernel stays a `gpu.kernel` (gpu.launch_func requires
+        # it) and becomes an `nvvm.kernel`; its known sizes are kept.
+        new_func.attributes[gpu.KERNEL] = UnitAttr()
         new_func.attributes[KERNEL] = UnitAttr()
         if func.block_size is not None:
             new_func.attributes[MAXNTID] = DenseArrayBase.from_list(
                 i32, func.block_size
             )
             new_func.attributes[MINCTASM] = IntegerAttr(1, i32)
+        for name in ("known_block_size", "known_grid_size"):
+            if (size := func.properties.get(name)) is not None:
+                new_func.attributes[f"gpu.{name}"] = size
         if LAUNCH in func.attributes:
             new_func.attributes[LAUNCH] = func.attributes[LAUNCH]
         return [*self.globals, new_func]

@@ -6,8 +6,8 @@ block in dominance order, into a fresh `llvm.func`: one small converter per op k
 
 - `index` is an integer of the pass's `index-bitwidth` (64 by default, as MLIR);
 - a memref is a bare pointer to its first element, in its memory space: kernel
-  arguments are global memory (address space 1, marked `noalias`: the runtime refuses
-  an output that aliases an input), workgroup attributions become internal shared
+  arguments are global memory (address space 1; marked `noalias` in a kernel with a
+  launch record, whose launches the runtime makes and checks for aliasing), workgroup attributions become internal shared
   globals (address space 3, aligned to 16 bytes), `memref.alloca` an `llvm.alloca` in
   the entry block (so SROA can turn it into registers). Shapes are static and the
   layout row-major: an access is one `getelementptr inbounds` at the linearized
@@ -17,7 +17,8 @@ block in dominance order, into a fresh `llvm.func`: one small converter per op k
   `affinec.element_pointer` is the address of its element, like a memref access;
 - gpu ids read NVVM special registers (`nvvm.read.ptx.sreg.tid.x`, i32, zero-extended
   to `index`), `gpu.barrier` is `nvvm.barrier0`;
-- the kernel is marked `nvvm.kernel`, with `nvvm.maxntid` from its known block size,
+- the kernel is marked `nvvm.kernel` and keeps `gpu.kernel` (as MLIR's pass), with
+  `nvvm.maxntid` from its known block size,
   and keeps its launch record; a loop's back edge keeps `affinec.unroll`.
 """
 

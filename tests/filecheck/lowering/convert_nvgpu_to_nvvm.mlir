@@ -1,9 +1,9 @@
 // RUN: affinec-opt %s | affinec-opt | filecheck %s --check-prefix=ROUNDTRIP
 // RUN: affinec-opt %s -p convert-nvgpu-to-nvvm | filecheck %s
 // RUN: affinec-opt %s -p convert-nvgpu-to-nvvm | affinec-opt --print-op-generic | affinec-opt | filecheck %s
-// RUN: affinec-opt %s -p 'convert-nvgpu-to-nvvm,convert-gpu-to-nvvm' | filecheck %s --check-prefix=LLVM
-// RUN: affinec-opt %s -p 'convert-nvgpu-to-nvvm,convert-gpu-to-nvvm' -t ptx | filecheck %s --check-prefix=PTX
-// RUN: not affinec-opt %s -p convert-gpu-to-nvvm 2>&1 | filecheck %s --check-prefix=ORDER
+// RUN: affinec-opt %s -p 'convert-nvgpu-to-nvvm,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}' | filecheck %s --check-prefix=LLVM
+// RUN: affinec-opt %s -p 'convert-nvgpu-to-nvvm,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}' -t ptx | filecheck %s --check-prefix=PTX
+// RUN: not affinec-opt %s -p 'convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}' 2>&1 | filecheck %s --check-prefix=ORDER
 
 // One warp: copy A (16x16) and B ([n][k], 8x16) to shared memory asynchronously,
 // load the fragments with ldmatrix, multiply-accumulate, store D (16x8) lane by lane.

@@ -33,7 +33,7 @@ func.func @syntax(%A: memref<8x8xf32>, %n: index) {
 // CHECK:       affine.for %[[J:.*]] = max affine_map<(d0) -> (0, d0 - 2)>(%[[I:.*]]) to min affine_map<(d0)[s0] -> (8, d0 + 3, s0)>(%[[I]])[%[[N:.*]]] step 2 {
 // CHECK:       affine.load %{{.*}}[%[[I]], %[[J]] + symbol(%[[N]]) - 3] : memref<8x8xf32>
 // CHECK:       affine.apply affine_map<(d0, d1)[s0] -> (d0 * 2 + d1 - 3)>(%[[I]], %[[J]])[%[[N]]]
-// CHECK:       affine.max affine_map<(d0, d1)[s0] -> (d0 floordiv 4, s0 - d1)>
+// CHECK:       affine.max affine_map<(d0, d1)[s0] -> (d0 floordiv 4, -d1 + s0)>
 // CHECK:       affinec.padded_load %{{.*}}[%[[I]] * 2 - 1, %[[J]]]
 // CHECK:       affine.parallel (%{{.*}}, %{{.*}}) = (0, max(%[[N]], 2)) to (8, min(%[[N]] + 4, 16)) step (1, 2) reduce ("addf") -> (f32) {
 // CHECK:       affine.yield %{{.*}} : f32

@@ -12,7 +12,7 @@
 // CHECK-NEXT:   %input_shared = memref.alloc() : memref<1x1x37x37xf32, 3 : i64>
 // CHECK:        affine.for %c0 = 0 to 4 {
 // CHECK-NEXT:     affine.parallel (%[[F0:.*]], %[[F1:.*]], %[[F2:.*]], %[[F3:.*]]) = (0, 0, 0, 0) to (1, 1, 37, 37) {
-// CHECK-NEXT:       %[[V:.*]] = affinec.padded_load %input[%n0 + %[[F0]], %c0 + %[[F1]], %oh0 * 32 - 3 + %[[F2]], %ow0 * 32 - 3 + %[[F3]]] : memref<1x4x224x224xf32>
+// CHECK-NEXT:       %[[V:.*]] = affinec.padded_load %input[%n0 + %[[F0]], %c0 + %[[F1]], %oh0 * 32 + %[[F2]] - 3, %ow0 * 32 + %[[F3]] - 3] : memref<1x4x224x224xf32>
 // CHECK-NEXT:       affine.store %[[V]], %input_shared[%[[F0]], %[[F1]], %[[F2]], %[[F3]]] : memref<1x1x37x37xf32, 3 : i64>
 // CHECK-NEXT:     } {affinec.mapping = "block"}
 // CHECK-NEXT:     affine.parallel ({{.*}}) = (0, 0, 0, 0) to (64, 1, 7, 7) {

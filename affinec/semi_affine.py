@@ -1,0 +1,231 @@
+"""Affine expressions built as MLIR builds them, semi-affine ones included.
+
+MLIR accepts a product of two expressions when one of them is *symbolic* (made of
+symbols and constants only: `d2 * s0`, `d0 * (s0 + 1)`) and a `floordiv`, `ceildiv` or
+`mod` whose divisor is symbolic (`d0 mod s0`); only a product of two expressions with
+dimensions (`d0 * d1`) or a dimension as divisor (`d0 floordiv d1`) is an error.
+xDSL's `AffineExpr` operators raise `NotImplementedError` for every non-constant
+factor or divisor, so its parser ends in a traceback on maps MLIR reads.
+
+`multiply` and `divide` apply MLIR's construction rules (the symbolic factor goes on
+the right, `(d0 * 2) * s0` becomes `(d0 * s0) * 2`, constants fold, a zero divisor
+is kept as written) and build the nodes xDSL's operators refuse; everything else is
+xDSL's own arithmetic. `MLIRAffineParser` is xDSL's affine parser with these rules
+and MLIR's messages, located at the operator; affinec's parser uses it for
+`affine_map<...>`, `affine_set<...>` and the `%A[%i * symbol(%n)]` forms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+    AffineExpr,
+)
+from xdsl.ir.affine.affine_set import AffineConstraintExpr, AffineConstraintKind
+from xdsl.parser.affine_parser import AffineParser
+from xdsl.utils.exceptions import ParseError
+from xdsl.utils.mlir_lexer import MLIRToken, MLIRTokenKind
+
+_DIVISIONS = {
+    "floordiv": AffineBinaryOpKind.FloorDiv,
+    "ceildiv": AffineBinaryOpKind.CeilDiv,
+    "mod": AffineBinaryOpKind.Mod,
+}
+
+
+class NotAffineError(ValueError):
+    """An expression MLIR refuses too (`d0 * d1`, `d0 mod d1`)."""
+
+
+def is_symbolic(e: AffineExpr) -> bool:
+    """Made of symbols and constants only (MLIR's `isSymbolicOrConstant`)."""
+    return not any(isinstance(sub, AffineDimExpr) for sub in e.dfs())
+
+
+def _constant(e: AffineExpr) -> int | None:
+    return e.value if isinstance(e, AffineConstantExpr) else None
+
+
+def _factored(e: AffineExpr) -> tuple[int, AffineExpr]:
+    """`(c, x)` with `e == x * c`: the constant factor of a product, else 1."""
+    c = _constant(e.rhs) if _is(e, AffineBinaryOpKind.Mul) else None  # pyright: ignore
+    if c is not None:
+        return c, e.lhs  # pyright: ignore[reportAttributeAccessIssue]
+    return 1, e
+
+
+def _is(e: AffineExpr, kind: AffineBinaryOpKind) -> bool:
+    return isinstance(e, AffineBinaryOpExpr) and e.kind == kind
+
+
+def add(lhs: AffineExpr, rhs: AffineExpr) -> AffineExpr:
+    """`lhs + rhs` by MLIR's rules (its `simplifyAdd`): constants fold and go on the
+    right, as does a symbolic term beside one with dimensions; `(e + 2) + 3` is
+    `e + 5`, `(e + 2) + x` is `(e + x) + 2`, `e * 2 + e * 3` is `e * 5`, and
+    `e - (e floordiv q) * q` is `e mod q`."""
+    lc, rc = _constant(lhs), _constant(rhs)
+    if lc is not None and rc is not None:
+        return AffineExpr.constant(lc + rc)
+    if lc is not None or (is_symbolic(lhs) and not is_symbolic(rhs)):
+        return add(rhs, lhs)
+    if rc == 0:
+        return lhs
+    if _is(lhs, AffineBinaryOpKind.Add):
+        assert isinstance(lhs, AffineBinaryOpExpr)
+        if (inner := _constant(lhs.rhs)) is not None:
+            if rc is not None:
+                return add(lhs.lhs, AffineExpr.constant(inner + rc))
+            return add(add(lhs.lhs, rhs), lhs.rhs)
+    (cl, first), (cr, second) = _factored(lhs), _factored(rhs)
+    if first == second:
+        return multiply(first, AffineExpr.constant(cl + cr))
+    if (as_mod := _remainder(lhs, rhs)) is not None:
+        return as_mod
+    return AffineBinaryOpExpr(AffineBinaryOpKind.Add, lhs, rhs)
+
+
+def _remainder(lhs: AffineExpr, rhs: AffineExpr) -> AffineExpr | None:
+    """`lhs mod q` when `rhs` is `(lhs floordiv q) * -q` or `((lhs floordiv q) * q)
+    * -1`, as MLIR detects it."""
+    if not isinstance(rhs, AffineBinaryOpExpr) or rhs.kind != AffineBinaryOpKind.Mul:
+        return None
+    product, factor = rhs.lhs, rhs.rhs
+    if _constant(factor) == -1 and _is(product, AffineBinaryOpKind.Mul):
+        assert isinstance(product, AffineBinaryOpExpr)
+        quotient, q = product.lhs, product.rhs
+        if (
+            isinstance(quotient, AffineBinaryOpExpr)
+            and quotient.kind == AffineBinaryOpKind.FloorDiv
+            and quotient.rhs == q
+            and quotient.lhs == lhs
+        ):
+            return divide(AffineBinaryOpKind.Mod, lhs, q)
+    if (
+        isinstance(product, AffineBinaryOpExpr)
+        and product.kind == AffineBinaryOpKind.FloorDiv
+        and product.lhs == lhs
+        and product.rhs == multiply(factor, AffineExpr.constant(-1))
+    ):
+        return divide(AffineBinaryOpKind.Mod, lhs, product.rhs)
+    return None
+
+
+def multiply(lhs: AffineExpr, rhs: AffineExpr) -> AffineExpr:
+    """`lhs * rhs` by MLIR's rules (its `simplifyMul`): constants fold, the symbolic
+    or constant factor goes on the right, `* 1` and `* 0` vanish, `(e * 2) * 3` is
+    `e * 6` and `(e * 2) * s0` is `(e * s0) * 2`; a sum times a constant stays a
+    product. `NotAffineError` when neither factor is symbolic."""
+    lc, rc = _constant(lhs), _constant(rhs)
+    if lc is not None and rc is not None:
+        return AffineExpr.constant(lc * rc)
+    if not is_symbolic(lhs) and not is_symbolic(rhs):
+        raise NotAffineError(
+            "non-affine expression: at least one of the multiply operands has to be "
+            "either a constant or symbolic"
+        )
+    if not is_symbolic(rhs) or lc is not None:
+        return multiply(rhs, lhs)
+    if rc == 1:
+        return lhs
+    if rc == 0:
+        return rhs
+    if isinstance(lhs, AffineBinaryOpExpr) and lhs.kind == AffineBinaryOpKind.Mul:
+        factor = _constant(lhs.rhs)
+        if factor is not None and rc is not None:
+            return multiply(lhs.lhs, AffineExpr.constant(factor * rc))
+        if factor is not None:
+            return multiply(multiply(lhs.lhs, rhs), lhs.rhs)
+    return AffineBinaryOpExpr(AffineBinaryOpKind.Mul, lhs, rhs)
+
+
+def divide(kind: AffineBinaryOpKind, lhs: AffineExpr, rhs: AffineExpr) -> AffineExpr:
+    """`lhs floordiv|ceildiv|mod rhs` by MLIR's rules; `NotAffineError` when the
+    divisor has a dimension. Constants fold (but a `mod` by a constant below 1), and
+    a division by zero stays as written, as in MLIR."""
+    if not is_symbolic(rhs):
+        token = next(t for t, k in _DIVISIONS.items() if k == kind)
+        raise NotAffineError(
+            f"non-affine expression: right operand of {token} has to be either a "
+            "constant or symbolic"
+        )
+    rc = _constant(rhs)
+    if rc is None or rc == 0 or (kind == AffineBinaryOpKind.Mod and rc < 1):
+        return AffineBinaryOpExpr(kind, lhs, rhs)
+    if (lc := _constant(lhs)) is not None:
+        if kind == AffineBinaryOpKind.FloorDiv:
+            return AffineExpr.constant(lc // rc)
+        if kind == AffineBinaryOpKind.CeilDiv:
+            return AffineExpr.constant(-(-lc // rc))
+        return AffineExpr.constant(lc % rc)
+    if kind == AffineBinaryOpKind.FloorDiv:
+        return lhs // rc
+    if kind == AffineBinaryOpKind.CeilDiv:
+        return lhs.ceil_div(rc)
+    return lhs % rc
+
+
+def mlir_form(e: AffineExpr) -> AffineExpr:
+    """`e` rebuilt bottom-up by MLIR's rules: the tree MLIR holds for it (and what
+    this module's parser reads back from its text). A subexpression MLIR refuses
+    (`d0 * d1`) is kept as it is."""
+    if not isinstance(e, AffineBinaryOpExpr):
+        return e
+    lhs, rhs = mlir_form(e.lhs), mlir_form(e.rhs)
+    try:
+        if e.kind == AffineBinaryOpKind.Add:
+            return add(lhs, rhs)
+        if e.kind == AffineBinaryOpKind.Mul:
+            return multiply(lhs, rhs)
+        return divide(e.kind, lhs, rhs)
+    except NotAffineError:
+        return AffineBinaryOpExpr(e.kind, lhs, rhs)
+
+
+class MLIRAffineParser(AffineParser):
+    """xDSL's affine parser building expressions by MLIR's rules (see the module):
+    a negation is a product by -1 (so `-(d0 + 1)` stays a product, as in MLIR),
+    `a - b` is `a + b * -1`, and a constraint of a set is kept as MLIR keeps it,
+    `lhs - rhs >= 0` or `== 0` (`a <= b` as `b - a >= 0`)."""
+
+    def _parse_affine_constraint(
+        self, parse_optional_bare_id: Callable[[], AffineExpr | None]
+    ) -> AffineConstraintExpr:
+        c = super()._parse_affine_constraint(parse_optional_bare_id)
+        lhs, rhs = c.lhs, c.rhs
+        kind = c.kind
+        if kind == AffineConstraintKind.le:
+            lhs, rhs, kind = rhs, lhs, AffineConstraintKind.ge
+        if _constant(rhs) == 0:
+            return AffineConstraintExpr(kind, lhs, rhs)
+        difference = add(lhs, multiply(rhs, AffineExpr.constant(-1)))
+        return AffineConstraintExpr(kind, difference, AffineExpr.constant(0))
+
+    def _parse_primary(
+        self, parse_optional_bare_id: Callable[[], AffineExpr | None]
+    ) -> AffineExpr:
+        if self._current_token.kind == MLIRTokenKind.MINUS:
+            self._consume_token()
+            operand = self._parse_primary(parse_optional_bare_id)
+            return multiply(operand, AffineExpr.constant(-1))
+        return super()._parse_primary(parse_optional_bare_id)
+
+    def _create_binop_expr(
+        self, lhs: AffineExpr, rhs: AffineExpr, binop: MLIRToken
+    ) -> AffineExpr:
+        try:
+            if binop.text == "+":
+                return add(lhs, rhs)
+            if binop.text == "-":
+                return add(lhs, multiply(rhs, AffineExpr.constant(-1)))
+            if binop.text == "*":
+                return multiply(lhs, rhs)
+            if binop.text in _DIVISIONS:
+                return divide(_DIVISIONS[binop.text], lhs, rhs)
+        except NotAffineError as e:
+            raise ParseError(binop.span, str(e)) from None
+        return super()._create_binop_expr(lhs, rhs, binop)
