@@ -26,6 +26,10 @@ class OpError(DiagnosticException):
     """An error about one op (or about the whole input, when `op` is None), which
     `format_exception` locates at the op's source."""
 
+    names_op = True
+    """Whether the message reads after `'op.name' op` (False for messages that
+    describe the op themselves)."""
+
     def __init__(self, op: Operation | None, message: str) -> None:
         super().__init__(message)
         self.op = op
@@ -154,6 +158,8 @@ def format_exception(
             )
         return format_error(error.msg, location, source)
     if isinstance(error, OpError) and error.op is not None:
+        if not error.names_op:
+            return format_error(str(error), *_located(error.op, sources))
         return format_op_error(error.op, error.message, sources)
     message = error.message if isinstance(error, OpError) else first_line(str(error))
     if isinstance(error, OSError) and error.filename is not None:
@@ -165,9 +171,16 @@ def format_op_error(
     op: Operation | None, message: str, sources: dict[str, str] | None = None
 ) -> str:
     """The error `message` about `op`, located where `op` came from."""
+    prefix = f"'{op.name}' op " if op is not None else ""
+    return format_error(prefix + message, *_located(op, sources))
+
+
+def _located(
+    op: Operation | None, sources: dict[str, str] | None
+) -> tuple[SourceLocation | None, str | None]:
+    """Where `op` came from, and the text of that file when `sources` has it."""
     location = location_of(op)
     source = None
     if location is not None and sources is not None:
         source = sources.get(location.filename)
-    prefix = f"'{op.name}' op " if op is not None else ""
-    return format_error(prefix + message, location, source)
+    return location, source

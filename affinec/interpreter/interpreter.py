@@ -21,9 +21,15 @@ from affinec.interpreter import (  # noqa: F401
     math_ops,
     memref_ops,
 )
-from affinec.interpreter.codegen import FunctionWriter, ProgramWriter
+from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source
 from affinec.interpreter.control_ops import function_global, write_body
-from affinec.interpreter.support import InterpreterError, memref_shape, numpy_dtype
+from affinec.interpreter.support import (
+    DEFAULT_MAX_STEPS,
+    InterpreterError,
+    StepBudget,
+    memref_shape,
+    numpy_dtype,
+)
 
 
 def _check_argument(k: int, name: str, t: Attribute, value: Any) -> Any:
@@ -63,9 +69,17 @@ class Interpreter:
     new interpreter after them).
     """
 
-    def __init__(self, module: ModuleOp) -> None:
+    def __init__(
+        self,
+        module: ModuleOp,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        why: str = "the interpreter's limit",
+    ) -> None:
+        """Decode `module`; each run may take `max_steps` loop iterations and
+        simulated threads (`why` says where that limit comes from, for its error)."""
         self.module = module
-        program = ProgramWriter()
+        self.budget = StepBudget(max_steps, why)
+        self._program = program = ProgramWriter(self.budget)
         self.functions: dict[str, func.FuncOp] = {}
         for op in module.body.block.ops:
             if isinstance(op, func.FuncOp) and op.body.blocks:
@@ -87,9 +101,23 @@ class Interpreter:
         self._namespace = program.build()
 
     def call(self, name: str, *args: Any) -> tuple[Any, ...]:
-        """Run `@name` on already-checked arguments; return its results."""
-        with np.errstate(all="ignore"):
-            return self._namespace[function_global(name)](*args)
+        """Run `@name` on already-checked arguments; return its results.
+
+        Every error the program causes comes out as an `InterpreterError` located
+        at the op whose generated line raised it: the interpreter's own, and
+        Python's arithmetic, index and recursion errors.
+        """
+        self.budget.reset()
+        try:
+            with np.errstate(all="ignore"):
+                return self._namespace[function_global(name)](*args)
+        except InterpreterError as e:
+            if e.op is None:
+                e.op = self._program.op_at(e.__traceback__)
+            raise
+        except (ArithmeticError, IndexError, RecursionError, MemoryError) as e:
+            op = self._program.op_at(e.__traceback__)
+            raise InterpreterError(_python_error(e), op) from e
 
     def run(self, name: str, *args: Any) -> tuple[Any, ...]:
         """Run `@name` on numpy arrays (and scalars), in place; return the arguments.
@@ -115,12 +143,23 @@ class Interpreter:
         return tuple(args)
 
 
-def _write_function(program: ProgramWriter, op: func.FuncOp) -> str:
+def _write_function(program: ProgramWriter, op: func.FuncOp) -> Source:
     w = FunctionWriter(program)
     params = [w.define(a) for a in op.body.blocks[0].args]
     write_body(w, op.body)
-    header = f"def {function_global(op.sym_name.data)}({', '.join(params)}):"
-    return "\n".join([header, *w.lines])
+    return w.function(f"def {function_global(op.sym_name.data)}({', '.join(params)}):")
+
+
+def _python_error(e: BaseException) -> str:
+    """What a Python error raised by the generated code means for the program."""
+    match e:
+        case ZeroDivisionError():
+            return "division by zero"
+        case RecursionError():
+            return "calls nest too deeply (a function that calls itself without end?)"
+        case MemoryError():
+            return "out of memory"
+    return f"{type(e).__name__}: {e}"
 
 
 def interpret(module: ModuleOp, func_name: str, *arrays: Any) -> tuple[Any, ...]:

@@ -17,7 +17,6 @@ from xdsl.ir import Operation
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.support import (
     InterpreterError,
-    describe,
     memref_shape,
     numpy_dtype,
     out_of_bounds,
@@ -102,7 +101,7 @@ def emit_store(
 def memref_type(op: Operation, value) -> MemRefType:
     t = value.type
     if not isinstance(t, MemRefType):
-        raise InterpreterError(f"{describe(op)}: expected a memref, got {t}")
+        raise InterpreterError(f"expected a memref, got {t}", op)
     return t
 
 
@@ -137,7 +136,7 @@ def _store(op: memref.StoreOp, w: FunctionWriter) -> None:
 def _alloc(op: memref.AllocOp | memref.AllocaOp, w: FunctionWriter) -> None:
     t = memref_type(op, op.memref)
     if op.dynamic_sizes:
-        raise InterpreterError(f"{describe(op)}: dynamic sizes are not supported")
+        raise InterpreterError("dynamic sizes are not supported", op)
     shape = memref_shape(t)
     dtype = numpy_dtype(t.get_element_type())
     w.line(
@@ -193,6 +192,7 @@ def _check_subview(op, shape, offsets, sizes, strides) -> None:
     for d, (n, o, s, t) in enumerate(zip(shape, offsets, sizes, strides, strict=True)):
         if o < 0 or s < 0 or t <= 0 or (s > 0 and o + (s - 1) * t >= n):
             raise InterpreterError(
-                f"{describe(op)}: dimension {d} takes offset {o}, size {s}, stride {t} "
-                f"of a dimension of size {n}"
+                f"dimension {d} takes offset {o}, size {s}, stride {t} "
+                f"of a dimension of size {n}",
+                op,
             )

@@ -1,0 +1,518 @@
+"""A fuzzer for the two command lines: mutated modules from every level of the
+default pipeline, fed to `affinec-opt` (alone, with pipelines, with `-t` targets) and
+`affinec check`, must end in exit code 0, or exit code 1 with a located one-line error
+(or `affinec check`'s FAILED verdict), within a time bound, and never in a traceback.
+
+The seeds are the IR of a few small specs after every pass of the default pipeline
+(`seeds()`); a mutation (`mutated_cases()`) edits one seed the way a hostile user
+would: tokens deleted, duplicated, swapped or replaced, lines deleted, duplicated or
+swapped, numbers and types changed, shapes altered, the text cut short. The tools run
+in-process (their `main(argv)` with output captured), so an input takes milliseconds;
+`run_case` bounds each with an alarm and a watchdog that ends the process if even the
+alarm cannot fire (a hang inside C code).
+
+    case = Case(seed, mutated_text, tool, argv)
+    outcome = run_case(case, tmp_dir)
+    assert outcome.problem is None, outcome.report()
+
+`tests/test_fuzz.py` runs it under hypothesis: `HYPOTHESIS_PROFILE=ci` (what `make
+test` runs) a small derandomized slice, `fuzz` for minutes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import functools
+import io
+import re
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypothesis import strategies as st
+from xdsl.passes import ModulePass
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from affinec.cli import main as affinec_main
+from affinec.frontend import build
+from affinec.opt import main as opt_main
+from affinec.pipeline import Pipeline
+from affinec.pipelines import default_passes, pass_text
+from affinec.spec import ConvSpec, MatmulSpec, OuterSpec, Spec
+
+SEED_SPECS: tuple[Spec, ...] = (
+    ConvSpec(n=1, c=2, h=5, w=5, k=2, r=3, s=3, padding=(1, 1)),
+    ConvSpec(
+        n=1,
+        c=2,
+        h=6,
+        w=5,
+        k=3,
+        r=2,
+        s=3,
+        stride=(2, 1),
+        dilation=(1, 2),
+        padding=(1, 2),
+        layout="nhwc",
+        filter_layout="rsck",
+        dtype="f16",
+        epilogue="bias-relu",
+    ),
+    MatmulSpec(m=5, n=4, k=6, epilogue="relu"),
+    OuterSpec(m=3, n=4, dtype="f16"),
+)
+"""Small specs, so that checking a mutated module takes milliseconds."""
+
+TIME_BOUND = 30.0
+"""Seconds an input may take before it counts as a hang. Inputs take well under a
+second; the bound is generous for slow, shared CI machines."""
+
+WATCHDOG = 4 * TIME_BOUND
+"""Seconds after which the process is ended, with every thread's stack on stderr:
+for a hang the alarm cannot interrupt (inside C code)."""
+
+
+@dataclass(frozen=True)
+class Seed:
+    """A module printed after `level` (a pass, or `naive`), and the passes the
+    default pipeline still runs on it."""
+
+    spec: str
+    level: str
+    text: str
+    rest: tuple[str, ...]
+
+
+@functools.cache
+def seeds() -> tuple[Seed, ...]:
+    """Every seed spec's IR after every pass of the default pipeline."""
+    found: list[Seed] = []
+    for spec in SEED_SPECS:
+        passes = default_passes()
+        texts = [("naive", str(build(spec)))]
+        module = build(spec)
+
+        def record(p: ModulePass, m, seconds: float, texts=texts) -> None:
+            texts.append((pass_text(p), str(m)))
+
+        Pipeline(passes).run(module, callback=record)
+        names = [pass_text(p) for p in passes]
+        for k, (level, text) in enumerate(texts):
+            found.append(Seed(spec.to_text(), level, text, tuple(names[k:])))
+    return tuple(found)
+
+
+# -- mutations ----------------------------------------------------------------------------
+
+TOKEN = re.compile(
+    r'"(?:[^"\\\n]|\\.)*"?'  # a string literal, maybe unterminated
+    r"|[%^@#!][\w.$-]+"  # SSA values, blocks, symbols, aliases
+    r"|-?\d+(?:\.\d+)?(?:e[+-]?\d+)?"  # numbers
+    r"|[A-Za-z_][\w.$]*"  # words: op names, types, keywords
+    r"|->|\S"  # punctuation
+)
+NUMBER = re.compile(r"(?<![\w.%^@#$])-?\d+(?:\.\d+)?(?:e[+-]?\d+)?(?![\w.])")
+TYPE = re.compile(
+    r"\b(?:f16|bf16|f32|f64|i1|i8|i16|i32|i64|index|tf32|f8E4M3FN|f80|f128)\b"
+)
+SHAPE = re.compile(r"(?<=[<x])\d+(?=x)")
+INFIX = re.compile(r" (?:\+|-|\*|floordiv|ceildiv|mod) ")
+
+NUMBERS = (
+    "0",
+    "1",
+    "-1",
+    "2",
+    "3",
+    "7",
+    "-8",
+    "255",
+    "65536",
+    "2147483647",
+    "2147483648",
+    "-2147483648",
+    "4294967296",
+    "9223372036854775807",
+    "9223372036854775808",
+    "-9223372036854775808",
+    "18446744073709551616",
+    "100000000000000000000000000000",
+    "1.5",
+    "0.0",
+    "-0.0",
+    "1e300",
+    "0x7FC00000",
+)
+TYPES = (
+    "f16",
+    "bf16",
+    "f32",
+    "f64",
+    "i1",
+    "i8",
+    "i16",
+    "i32",
+    "i64",
+    "i3",
+    "i128",
+    "index",
+    "tf32",
+    "f8E4M3FN",
+    "f80",
+    "f128",
+    "complex<f32>",
+    "vector<4xf32>",
+    "none",
+    "memref<?xf32>",
+    "memref<4xf32, 3>",
+    "!llvm.ptr",
+)
+FRAGMENTS = (
+    "{",
+    "}",
+    "(",
+    ")",
+    "[",
+    "]",
+    "<",
+    ">",
+    ",",
+    ":",
+    "=",
+    "->",
+    '"',
+    '"unterminated',
+    "%undefined",
+    "^bb9",
+    "@missing",
+    "#map",
+    "d0 * d1",
+    "d0 floordiv d1",
+    "d1 mod d0",
+    "s0 * d0",
+    " * %i",
+    " floordiv 0",
+    " mod 0",
+    " ceildiv -1",
+    "{affinec.mapping = 3}",
+    '{affinec.mapping = "bogus"}',
+    '{affinec.mapping = "thread"}',
+    '{affinec.mapping = "grid"}',
+    "affine.yield",
+    "func.return",
+    "gpu.barrier",
+    "llvm.return",
+    "cf.br ^bb0",
+    "%zero = arith.constant 0 : index",
+    "%q = arith.divsi %zero, %zero : index",
+    "memref<1000000000x1000000000xf32>",
+    "memref<0xf32>",
+    "dense<1.0>",
+    "loc(unknown)",
+    "// comment",
+    "\\",
+    "\x00",
+)
+
+
+def _tokens(text: str) -> list[re.Match[str]]:
+    return list(TOKEN.finditer(text))
+
+
+def _splice(text: str, start: int, end: int, new: str) -> str:
+    return text[:start] + new + text[end:]
+
+
+def _pick(draw, matches: list[re.Match[str]]) -> re.Match[str] | None:
+    if not matches:
+        return None
+    return matches[draw(st.integers(0, len(matches) - 1))]
+
+
+def delete_token(draw, text: str) -> str:
+    m = _pick(draw, _tokens(text))
+    return text if m is None else _splice(text, m.start(), m.end(), "")
+
+
+def duplicate_token(draw, text: str) -> str:
+    m = _pick(draw, _tokens(text))
+    return text if m is None else _splice(text, m.end(), m.end(), " " + m.group())
+
+
+def replace_token(draw, text: str) -> str:
+    """A token replaced by another token of the same text (a value by another value,
+    a keyword by an op name...)."""
+    tokens = _tokens(text)
+    m, other = _pick(draw, tokens), _pick(draw, tokens)
+    if m is None or other is None:
+        return text
+    return _splice(text, m.start(), m.end(), other.group())
+
+
+def swap_tokens(draw, text: str) -> str:
+    tokens = _tokens(text)
+    a, b = _pick(draw, tokens), _pick(draw, tokens)
+    if a is None or b is None or a.start() == b.start():
+        return text
+    a, b = sorted((a, b), key=lambda m: m.start())
+    return (
+        text[: a.start()]
+        + b.group()
+        + text[a.end() : b.start()]
+        + a.group()
+        + text[b.end() :]
+    )
+
+
+def insert_fragment(draw, text: str) -> str:
+    """A piece of syntax that breaks things in known ways, somewhere."""
+    at = draw(st.integers(0, len(text)))
+    return _splice(text, at, at, draw(st.sampled_from(FRAGMENTS)))
+
+
+def change_number(draw, text: str) -> str:
+    m = _pick(draw, list(NUMBER.finditer(text)))
+    if m is None:
+        return text
+    new = draw(
+        st.one_of(
+            st.sampled_from(NUMBERS),
+            st.integers(-(2**70), 2**70).map(str),
+        )
+    )
+    return _splice(text, m.start(), m.end(), new)
+
+
+def change_type(draw, text: str) -> str:
+    m = _pick(draw, list(TYPE.finditer(text)))
+    if m is None:
+        return text
+    return _splice(text, m.start(), m.end(), draw(st.sampled_from(TYPES)))
+
+
+def change_shape(draw, text: str) -> str:
+    m = _pick(draw, list(SHAPE.finditer(text)))
+    if m is None:
+        return text
+    new = draw(st.sampled_from(("0", "1", "3", "?", "1000000", "99999999999")))
+    return _splice(text, m.start(), m.end(), new)
+
+
+def change_operator(draw, text: str) -> str:
+    """An affine or arithmetic infix operator changed: `+` into `*`, `floordiv`..."""
+    m = _pick(draw, list(INFIX.finditer(text)))
+    if m is None:
+        return text
+    new = draw(st.sampled_from((" + ", " - ", " * ", " floordiv ", " ceildiv ", " mod ")))
+    return _splice(text, m.start(), m.end(), new)
+
+
+def _lines(draw, text: str) -> tuple[list[str], int]:
+    lines = text.splitlines(keepends=True)
+    return lines, draw(st.integers(0, max(len(lines) - 1, 0)))
+
+
+def delete_line(draw, text: str) -> str:
+    lines, k = _lines(draw, text)
+    return "".join(lines[:k] + lines[k + 1 :])
+
+
+def duplicate_line(draw, text: str) -> str:
+    lines, k = _lines(draw, text)
+    return "".join(lines[: k + 1] + lines[k:])
+
+
+def swap_lines(draw, text: str) -> str:
+    lines, k = _lines(draw, text)
+    j = draw(st.integers(0, max(len(lines) - 1, 0)))
+    if lines:
+        lines[k], lines[j] = lines[j], lines[k]
+    return "".join(lines)
+
+
+def truncate(draw, text: str) -> str:
+    return text[: draw(st.integers(0, len(text)))]
+
+
+Mutation = Callable[..., str]
+
+MUTATIONS: tuple[Mutation, ...] = (
+    delete_token,
+    duplicate_token,
+    replace_token,
+    swap_tokens,
+    insert_fragment,
+    change_number,
+    change_number,
+    change_type,
+    change_shape,
+    change_operator,
+    delete_line,
+    duplicate_line,
+    swap_lines,
+    truncate,
+)
+"""Each edits a text, drawing its positions and replacements (numbers twice as
+often: they reach the most code)."""
+
+
+# -- commands -----------------------------------------------------------------------------
+
+XDSL_TARGETS = tuple(sorted(set(xDSLOptMain(args=[]).available_targets) - {"llvm"}))
+"""The `-t` targets of plain xdsl-opt (affinec-opt has them, with ours)."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One input: a mutated seed and the command run on it."""
+
+    seed: Seed
+    text: str
+    tool: str
+    """`affinec-opt` or `affinec`."""
+    argv: tuple[str, ...]
+    """Arguments after the input file (for `affinec`, `check` comes first)."""
+
+    def command(self, path: str) -> list[str]:
+        if self.tool == "affinec":
+            return ["check", path, *self.argv]
+        return [path, *self.argv]
+
+    def shell(self) -> str:
+        import shlex
+
+        return shlex.join([self.tool, *self.command("input.mlir")])
+
+
+@st.composite
+def commands(draw, seed: Seed) -> tuple[str, tuple[str, ...]]:
+    """A command line that reads a module of the seed's level."""
+    rest = ",".join(seed.rest)
+    choices: list[tuple[str, tuple[str, ...]]] = [("affinec-opt", ())]
+    if seed.rest:
+        choices += [
+            ("affinec-opt", ("-p", seed.rest[0])),
+            ("affinec-opt", ("-p", rest)),
+            ("affinec-opt", ("-p", rest, "-t", "ptx")),
+            ("affinec", ("-p", rest)),
+        ]
+    else:
+        choices += [
+            ("affinec-opt", ("-t", "ptx")),
+            ("affinec-opt", ("-t", "llvm")),
+            ("affinec", ()),
+        ]
+    targets = draw(st.sampled_from(("ptx", "llvm", *XDSL_TARGETS)))
+    choices.append(("affinec-opt", ("-t", targets)))
+    return draw(st.sampled_from(choices))
+
+
+@st.composite
+def mutated_cases(draw, levels: tuple[str, ...] | None = None) -> Case:
+    """A seed (of one of `levels`, or any), mutated one to three times, and a
+    command to run on it."""
+    pool = [s for s in seeds() if levels is None or s.level in levels]
+    seed = draw(st.sampled_from(pool))
+    text = seed.text
+    for _ in range(draw(st.integers(1, 3))):
+        text = draw(st.sampled_from(MUTATIONS))(draw, text)
+    tool, argv = draw(commands(seed))
+    return Case(seed, text, tool, argv)
+
+
+# -- running ------------------------------------------------------------------------------
+
+
+class Hang(BaseException):
+    """Raised by the alarm in an input that ran past `TIME_BOUND`. A BaseException,
+    so that no `except Exception` in the tools swallows it."""
+
+
+LOCATED = re.compile(r"^\S+:\d+:\d+: error: \S", re.M)
+UNLOCATED = re.compile(r"^error: \S", re.M)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    case: Case
+    code: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+    problem: str | None
+    """None when the outcome keeps the promise; else what went wrong."""
+
+    def report(self) -> str:
+        return (
+            f"{self.problem} after {self.seconds:.1f} s\n"
+            f"seed: {self.case.seed.spec} at level {self.case.seed.level}\n"
+            f"command: {self.case.shell()}\n"
+            f"exit code: {self.code}\n--- stderr ---\n{self.stderr[-3000:]}\n"
+            f"--- input ---\n{self.case.text}"
+        )
+
+
+def judge(case: Case, code: int | None, stdout: str, stderr: str) -> str | None:
+    """What is wrong with an outcome, or None: exit 0, or exit 1 with a one-line
+    error (located when it is about the input's IR) or a FAILED check verdict."""
+    if "Traceback" in stderr or "Traceback" in stdout:
+        return "a traceback"
+    if code == 0:
+        return None
+    if code != 1:
+        return f"exit code {code}"
+    if LOCATED.search(stderr) or UNLOCATED.search(stderr):
+        return None
+    if case.tool == "affinec" and "FAILED" in stdout:
+        return None
+    return "exit code 1 without an error message"
+
+
+def run_case(case: Case, directory: Path) -> Outcome:
+    """Run `case`'s tool in-process on its text, bounded in time."""
+    path = directory / "input.mlir"
+    path.write_text(case.text, errors="surrogateescape")
+    main = affinec_main if case.tool == "affinec" else opt_main
+    stdout, stderr = io.StringIO(), io.StringIO()
+    start = time.perf_counter()
+    code: int | None = None
+    problem: str | None = None
+    with _time_bound(), contextlib.redirect_stdout(stdout):
+        with contextlib.redirect_stderr(stderr):
+            try:
+                code = main(case.command(str(path)))
+            except Hang:
+                problem = f"a hang (over {TIME_BOUND:g} s)"
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else 1
+                if e.code not in (0, 1, 2, None):
+                    problem = f"exit code {e.code}"
+            except BaseException:  # noqa: BLE001 -- anything escaping is the finding
+                problem = "a traceback"
+                stderr.write(traceback.format_exc())
+    seconds = time.perf_counter() - start
+    out, err = stdout.getvalue(), stderr.getvalue()
+    if problem is None:
+        problem = judge(case, code, out, err)
+    return Outcome(case, code, out, err, seconds, problem)
+
+
+@contextlib.contextmanager
+def _time_bound():
+    def alarm(signum, frame):
+        raise Hang
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, TIME_BOUND)
+    faulthandler.dump_traceback_later(WATCHDOG, exit=True, file=sys.__stderr__)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
