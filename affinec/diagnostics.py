@@ -8,18 +8,26 @@ signal refusal with `PassError(op, reason)`.
 
 from __future__ import annotations
 
+import io
+import re
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
-from xdsl.ir import Operation
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.irdl.dominance import DominanceInfo
 from xdsl.parser import Parser
+from xdsl.parser.generic_parser import ParserState
+from xdsl.printer import Printer
+from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import (
     DiagnosticException,
     ParseError,
     PassFailedException,
     VerifyException,
 )
+from xdsl.utils.lexer import Input, Span
+from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 
 
 class OpError(DiagnosticException):
@@ -55,21 +63,92 @@ class SourceLocation:
         return f"{self.filename}:{self.line}:{self.column}"
 
 
+# -- xDSL's failures as diagnostics ----------------------------------------------------------
+
+
+def raised_by_xdsl(error: BaseException) -> bool:
+    """Whether `error` was raised inside xDSL (its innermost frame is xDSL's code).
+
+    xDSL signals some input errors with exceptions that are not diagnostics: a
+    `NotImplementedError` building a semi-affine map, a bare `Exception` from a
+    verifier, a `KeyError` on a block it cannot find, an assertion in a printer.
+    Those are the user's errors reported badly, and become located diagnostics; an
+    exception raised in affinec's own code is affinec's bug and stays one.
+    """
+    tb = error.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "")
+    return module == "xdsl" or module.startswith("xdsl.")
+
+
+def is_user_error(error: BaseException) -> bool:
+    """An error about the input: a diagnostic, or an xDSL failure on it."""
+    return isinstance(error, DiagnosticException | ParseError) or (
+        isinstance(error, Exception) and raised_by_xdsl(error)
+    )
+
+
+def xdsl_failure(error: BaseException) -> str:
+    """The one-line message of an exception xDSL raised about the input."""
+    text = first_line(str(error)) if str(error) else ""
+    if isinstance(error, DiagnosticException) or type(error) is Exception:
+        return text or type(error).__name__  # a message meant for the user
+    if isinstance(error, NotImplementedError):
+        return f"not supported: {text}" if text else "not supported by xDSL"
+    if isinstance(error, AssertionError):  # its text, when any, is xDSL's internals
+        return "xDSL cannot handle this (an assertion failed)"
+    what = f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return f"xDSL cannot handle this ({what})"
+
+
+class LinearLexer(MLIRLexer):
+    """xDSL's lexer with a string-literal pattern that cannot backtrack.
+
+    xDSL's `"(?:[^"\\]+|\\.)*"` nests `+` in `*`: on a string without its closing
+    quote, the regex engine tries every way of splitting the line before failing,
+    which is exponential in the line's length (a hang). Matching one character per
+    repetition accepts the same strings in linear time.
+    """
+
+    _unescaped_characters_regex = re.compile(
+        r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"'
+    )
+
+
 class LocatingParser(Parser):
     """A parser that gives every op it parses the location of its first token.
 
-    `line_offset` shifts the lines, for a chunk of a file split at `// -----`.
+    `line_offset` shifts the lines, for a chunk of a file split at `// -----`. It
+    lexes with `LinearLexer`, and turns the exceptions xDSL raises on malformed
+    input (`raised_by_xdsl`; a verifier's, building an attribute) into parse errors
+    at the op being parsed.
     """
 
     def __init__(
         self, ctx: Context, text: str, name: str = "<stdin>", line_offset: int = 0
     ) -> None:
-        super().__init__(ctx, text, name)
+        # xDSL's constructor lexes the first token of what it is given: give it
+        # nothing, then the text through the linear lexer.
+        super().__init__(ctx, "", name)
+        self._parser_state = ParserState(LinearLexer(Input(text, name)))
         self.line_offset = line_offset
 
+    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        start = self._current_token.span
+        try:
+            return super().parse_module(allow_implicit_module)
+        except Exception as e:
+            raise self._as_parse_error(e, start) from e
+
     def parse_optional_operation(self) -> Operation | None:
-        start = self._current_token.span  # pyright: ignore[reportPrivateUsage]
-        op = super().parse_optional_operation()
+        start = self._current_token.span
+        try:
+            op = super().parse_optional_operation()
+        except Exception as e:
+            raise self._as_parse_error(e, start) from e
         if op is not None and not isinstance(op.location, FileLineColLoc):
             where = start.get_location()
             op.location = FileLineColLoc(
@@ -78,6 +157,25 @@ class LocatingParser(Parser):
                 IntAttr(where.col),
             )
         return op
+
+    def _parse_block(self) -> Block:
+        token = self._current_token
+        # xDSL's own message here is " in block definition".
+        if token.kind != MLIRTokenKind.CARET_IDENT:
+            self.raise_error("expected an operation, a block label ('^bb1:') or '}'")
+        # xDSL misses a second definition of a block used before its first one.
+        name = token.text[1:]
+        if name in self.blocks and name not in self.forward_block_references:
+            self.raise_error(f"re-declaration of block '{name}'", token.span)
+        return super()._parse_block()
+
+    @staticmethod
+    def _as_parse_error(error: Exception, op_start: Span) -> Exception:
+        """`error` as a parse error at the op that was being parsed, when it is an
+        input error (`error` itself otherwise, to be raised as it is)."""
+        if isinstance(error, ParseError) or not is_user_error(error):
+            return error
+        return ParseError(op_start, xdsl_failure(error))
 
 
 def parse_module(
@@ -101,12 +199,82 @@ def location_of(op: Operation | None) -> SourceLocation | None:
 
 
 def verify(module: ModuleOp) -> None:
-    """Verify `module`, raising `VerificationError` at the first op that fails."""
+    """Verify `module`, raising `VerificationError` at the first op that fails (with
+    a verifier's `VerifyException`, or any exception xDSL's verifiers raise), or
+    that uses a value its definition does not dominate (MLIR checks that; xDSL
+    does not, and the passes and the interpreter rely on it)."""
+    dominance = _Dominance()
     for op in module.walk():
         try:
             op.verify(verify_nested_ops=False)
-        except VerifyException as e:
-            raise VerificationError(op, first_line(str(e))) from e
+        except Exception as e:
+            if not is_user_error(e):
+                raise
+            raise VerificationError(op, xdsl_failure(e)) from e
+        for k, operand in enumerate(op.operands):
+            if not dominance.dominates(operand, op):
+                raise VerificationError(op, f"operand #{k} does not dominate this use")
+
+
+class _Dominance:
+    """Does a value's definition dominate a use? Block dominance per region, computed
+    once per region. As in MLIR, a block no path from its region's entry reaches is
+    dominated by every block, and in a graph region (a symbol table's body: the
+    module's, a gpu.module's) there is no order to respect."""
+
+    def __init__(self) -> None:
+        self._regions: dict[Region, tuple[DominanceInfo, set[Block]]] = {}
+
+    def dominates(self, value: SSAValue, user: Operation) -> bool:
+        block = value.owner if isinstance(value, BlockArgument) else value.owner.parent
+        if not isinstance(block, Block) or block.parent is None:
+            return True  # a value of a detached op: not ours to judge
+        region = block.parent
+        owner = region.parent
+        if owner is not None and owner.has_trait(SymbolTable):
+            return True
+        # The user, or the ancestor of it, that sits in the definition's region.
+        ancestor: Operation | None = user
+        while ancestor is not None and ancestor.parent_region() is not region:
+            ancestor = ancestor.parent_op()
+        if ancestor is None or ancestor.parent is None:
+            return False  # defined in a region that does not enclose the use
+        if ancestor.parent is block:
+            return isinstance(value, BlockArgument) or value.owner.is_before_in_block(
+                ancestor
+            )
+        info, reachable = self._info(region)
+        return ancestor.parent not in reachable or info.dominates(
+            block, ancestor.parent
+        )
+
+    def _info(self, region: Region) -> tuple[DominanceInfo, set[Block]]:
+        if region not in self._regions:
+            reachable: set[Block] = set()
+            work = [region.blocks.first] if region.blocks else []
+            while work:
+                b = work.pop()
+                if b is not None and b not in reachable:
+                    reachable.add(b)
+                    work += b.last_op.successors if b.last_op is not None else []
+            self._regions[region] = (DominanceInfo(region), reachable)
+        return self._regions[region]
+
+
+def unprintable_op(module: Operation) -> Operation | None:
+    """The innermost op of `module` that xDSL's printer fails on, if any: xDSL
+    parses some things it cannot print (an `f128` constant)."""
+    found = None
+    for op in module.walk():
+        if found is not None and not found.is_ancestor(op):
+            break
+        try:
+            Printer(stream=io.StringIO()).print_op(op)
+        except Exception as e:
+            if not is_user_error(e):
+                raise
+            found = op
+    return found
 
 
 def first_line(text: str) -> str:

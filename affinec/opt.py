@@ -29,11 +29,20 @@ from typing import IO
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, get_pass_option_infos
 from xdsl.printer import Printer
+from xdsl.utils.arg_spec import parse_spec
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from affinec.context import all_dialects
-from affinec.diagnostics import format_exception, parse_module, verify
+from affinec.diagnostics import (
+    OpError,
+    format_exception,
+    is_user_error,
+    parse_module,
+    unprintable_op,
+    verify,
+    xdsl_failure,
+)
 from affinec.pipeline import Pipeline, PipelineError, available_passes
 from affinec.pipelines import NAMED_PIPELINES, pass_text, pipeline_text
 
@@ -169,7 +178,10 @@ class AffinecOptMain(xDSLOptMain):
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         start = time.perf_counter()
-        text = super().output_resulting_program(prog)
+        try:
+            text = super().output_resulting_program(prog)
+        except Exception as e:
+            raise _target_error(self.args.target, prog, e) from e
         self.timings.append(("Output", time.perf_counter() - start))
         return text
 
@@ -190,6 +202,29 @@ class AffinecOptMain(xDSLOptMain):
         for name, t in self.timings:
             print(f"  {t:8.4f} ({100 * t / total:5.1f}%)  {name}", file=sys.stderr)
         print(f"  {total:8.4f} (100.0%)  Total", file=sys.stderr)
+
+
+AFFINEC_TARGETS = ("mlir", "llvm", "ptx")
+"""The targets affinec's modules are for; xDSL's others take xDSL's own dialects
+(x86, riscv, csl...) and fail, inside xDSL, on anything else."""
+
+
+def _target_error(target: str, module: ModuleOp, error: Exception) -> Exception:
+    """What to raise for `error` from emitting `module` as `target`: when it comes
+    from inside xDSL, an error at the op xDSL cannot print, or a "not supported"
+    for xDSL's other targets; else `error` itself."""
+    if not is_user_error(error) or isinstance(error, DiagnosticException):
+        return error
+    name = parse_spec(target).name
+    op = unprintable_op(module)
+    if op is not None:
+        return OpError(op, f"xDSL cannot print this op ({xdsl_failure(error)})")
+    hint = ""
+    if name not in AFFINEC_TARGETS:
+        hint = f"; affinec's modules are emitted with -t {', '.join(AFFINEC_TARGETS)}"
+    return UserError(
+        f"target '{name}' cannot emit this module ({xdsl_failure(error)}){hint}"
+    )
 
 
 def list_passes(out: IO[str]) -> None:

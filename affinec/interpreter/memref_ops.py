@@ -157,6 +157,10 @@ def _dim(op: memref.DimOp, w: FunctionWriter) -> None:
 
 @emits(memref.CastOp)
 def _cast(op: memref.CastOp, w: FunctionWriter) -> None:
+    source, dest = memref_type(op, op.source), memref_type(op, op.dest)
+    # xDSL's verifier lets a cast change a static size (MLIR's does not).
+    if memref_shape(source) != memref_shape(dest):
+        raise InterpreterError(f"casts {source} to {dest}, another shape", op)
     w.alias(op.dest, w[op.source])
 
 

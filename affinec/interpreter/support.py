@@ -18,7 +18,7 @@ from xdsl.ir import Attribute, Operation
 from xdsl.printer import Printer
 
 from affinec import dtypes
-from affinec.diagnostics import OpError
+from affinec.diagnostics import OpError, is_user_error
 
 
 class InterpreterError(OpError):
@@ -48,8 +48,13 @@ def describe(op: Operation) -> str:
     import io
 
     text = io.StringIO()
-    Printer(stream=text).print_op(op)
-    first = text.getvalue().strip().splitlines()[0].rstrip(" {")
+    try:
+        Printer(stream=text).print_op(op)
+        first = text.getvalue().strip().splitlines()[0].rstrip(" {")
+    except Exception as e:
+        if not is_user_error(e):
+            raise
+        first = op.name  # an op xDSL parses but cannot print (an f128 constant)
     func = op.parent_op()
     while func is not None and func.name not in ("func.func", "gpu.func"):
         func = func.parent_op()
