@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
 
-    from affinec.pipelines import KernelConfig
+    from affinec.config import KernelConfig
     from affinec.runtime import Kernel
     from affinec.spec import Spec
 
@@ -31,7 +31,7 @@ _EXPORTS = {
     "Interpreter": "affinec.interpreter",
     "Pipeline": "affinec.pipeline",
     "compile_to_ptx": "affinec.compiler",
-    "KernelConfig": "affinec.pipelines",
+    "KernelConfig": "affinec.config",
     "cuda_available": "affinec.runtime",
     "Kernel": "affinec.runtime",
     "reference": "affinec.reference",

@@ -1,24 +1,28 @@
 """Our convolution against cuDNN's, timed in the same run (`affinec bench`,
 `benchmarks/conv.py`).
 
-Method (the device README's METHOD.md): inputs are fresh random data on the GPU,
-several input sets rotate so repeated runs do not measure a warm cache, every kernel
-is warmed up first and timed with CUDA events around each launch, and the median of
-the repeats is reported. Before timing, our output is poisoned and checked against
-float64 (torch's float64 convolution on the GPU where torch is present); a wrong
-kernel is reported as such and never timed.
+Method (the device README's METHOD.md): inputs are fresh random data on the GPU;
+enough input sets rotate that they do not fit in the L2 cache together (at least
+twice its 50 MB), so repeated runs do not measure a warm cache; before timing, our
+output is poisoned and checked against torch's float64 convolution, and a wrong
+kernel is reported as such and never timed. Kernels are timed with
+`affinec.runtime.time_launches`: batches of back-to-back launches queued behind a
+spin kernel, between two CUDA events, so the figure is GPU time and not Python's
+launch overhead; the median of 10 batches is reported. `benchmarks/timing_check.py`
+compares these figures with Nsight Compute's `gpu__time_duration`.
 
 cuDNN runs through torch in channels_last (NHWC) with `cudnn.benchmark = True`, in
-the spec's dtype; with a ReLU epilogue it is timed both as cuDNN's convolution alone
-and with the ReLU as a second kernel, as DESIGN.md's table gives it.
+the spec's dtype. For f32 it runs twice: with TF32 off (`allow_tf32 = False`, exact
+f32, the fair comparison for our exact kernel) and with TF32 on (torch's default,
+about 10 bits of mantissa). With a ReLU epilogue it is also timed with the ReLU as a
+second kernel, as DESIGN.md's table gives it.
 """
 
 from __future__ import annotations
 
 import json
-import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from affinec.reference import TOLERANCE, relative_error
@@ -34,15 +38,20 @@ DESIGN_CONVOLUTIONS: dict[str, ConvSpec] = {
 """The five convolutions of DESIGN.md's speed table (NCHW f32 here; `with_format`
 sets layout and dtype)."""
 
+L2_BYTES = 50 * 2**20
+MAX_SETS = 16
+
+# H100 (sm_90) limits per multiprocessor, for the theoretical occupancy.
+SM_REGISTERS = 65536
+SM_SHARED_BYTES = 228 * 1024
+SM_THREADS = 2048
+SM_BLOCKS = 32
+
 
 def with_format(spec: ConvSpec, dtype: str, layout: str = "nhwc") -> ConvSpec:
     """`spec` in another dtype and layout (NHWC pairs with RSCK filters)."""
-    import dataclasses
-
     filter_layout = "rsck" if layout == "nhwc" else "kcrs"
-    return dataclasses.replace(
-        spec, dtype=dtype, layout=layout, filter_layout=filter_layout
-    )
+    return replace(spec, dtype=dtype, layout=layout, filter_layout=filter_layout)
 
 
 @dataclass
@@ -52,9 +61,18 @@ class Row:
     error: float
     ours_ms: float | None
     cudnn_ms: float
+    """cuDNN in the spec's dtype; for f32 with TF32 off (exact)."""
+    cudnn_tf32_ms: float | None
+    """cuDNN for f32 with TF32 on (torch's default); None for f16."""
     cudnn_relu_ms: float | None
     tflops_ours: float | None
     tflops_cudnn: float
+    config: str = ""
+    registers: int | None = None
+    shared_memory: int | None = None
+    block: int | None = None
+    occupancy: float | None = None
+    """Theoretical: resident warps over the multiprocessor's 64."""
     note: str = ""
 
     @property
@@ -62,39 +80,37 @@ class Row:
         """cuDNN's time over ours: 1.0 is cuDNN's speed, higher is faster."""
         return None if self.ours_ms is None else self.cudnn_ms / self.ours_ms
 
+    @property
+    def ratio_tf32(self) -> float | None:
+        if self.ours_ms is None or self.cudnn_tf32_ms is None:
+            return None
+        return self.cudnn_tf32_ms / self.ours_ms
 
-def _time_launches(
-    launch, sets: int, rounds: int = 10, budget_ms: float = 5.0
-) -> float:
-    """Milliseconds per `launch(k)`: the median over `rounds` of a batch of
-    back-to-back launches between two CUDA events (k rotates over the input sets).
 
-    Batching keeps the GPU's queue full, so the host's launch overhead (tens of
-    microseconds in Python) does not show up as idle GPU time between the events.
-    The batch is as long as it takes to fill about `budget_ms` (1 to 20 launches),
-    after a warm-up of as many launches, so slow kernels don't take minutes.
-    """
-    import torch
+def occupancy(registers: int, threads: int, shared_bytes: int) -> float:
+    """Resident warps over 64, from registers (allocated per warp in units of 256),
+    threads and shared memory per block."""
+    warps = -(-threads // 32)
+    per_warp = -(-registers * 32 // 256) * 256
+    blocks = min(
+        SM_BLOCKS,
+        SM_THREADS // (warps * 32),
+        SM_REGISTERS // max(per_warp * warps, 1),
+        SM_SHARED_BYTES // shared_bytes if shared_bytes else SM_BLOCKS,
+    )
+    return blocks * warps / 64
 
-    def timed(batch: int) -> float:
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        for k in range(batch):
-            launch(k % sets)
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / batch
 
-    first = max(timed(1), 1e-3)  # also loads the kernel and picks cuDNN's algorithm
-    batch = max(1, min(20, round(budget_ms / first)))
-    timed(batch)  # warm-up
-    return statistics.median(timed(batch) for _ in range(rounds))
+def _input_sets(spec: ConvSpec) -> int:
+    element = 2 if spec.dtype == "f16" else 4
+    per_set = element * (
+        spec.n * spec.c * spec.h * spec.w + spec.k * spec.c * spec.r * spec.s
+    )
+    return max(2, min(MAX_SETS, -(-2 * L2_BYTES // per_set)))
 
 
 def _torch_tensors(spec: ConvSpec, generator, device="cuda"):
-    """Input, filter, (bias) as torch tensors in cuDNN's preferred layout, plus the
-    same data viewed in the spec's layout for our kernel."""
+    """Input, filter, (bias) as torch tensors in cuDNN's preferred layout."""
     import torch
 
     dtype = torch.float16 if spec.dtype == "f16" else torch.float32
@@ -118,7 +134,7 @@ def _ours_layout(spec: ConvSpec, x, w, b):
     return args
 
 
-def _torch_conv(spec: ConvSpec, x, w, b, relu: bool):
+def torch_conv(spec: ConvSpec, x, w, b, relu: bool):
     import torch.nn.functional as F
 
     y = F.conv2d(
@@ -127,34 +143,41 @@ def _torch_conv(spec: ConvSpec, x, w, b, relu: bool):
     return F.relu(y) if relu else y
 
 
-def bench_conv(
-    name: str,
-    spec: ConvSpec,
-    *,
-    kernel=None,
-    sets: int = 3,
-    rounds: int = 10,
-    seed: int = 0,
-) -> Row:
+def time_cudnn(spec: ConvSpec, data: list, relu: bool, tf32: bool) -> float:
+    import torch
+
+    from affinec.runtime import time_launches
+
+    torch.backends.cudnn.allow_tf32 = tf32
+    try:
+        return time_launches(lambda k: torch_conv(spec, *data[k], relu=relu), len(data))
+    finally:
+        torch.backends.cudnn.allow_tf32 = True
+
+
+def bench_conv(name: str, spec: ConvSpec, *, compiled=None, seed: int = 0) -> Row:
     """Check and time our kernel for `spec` (compiled if not given) and cuDNN's."""
     import torch
 
-    from affinec import compile as compile_kernel
+    from affinec.compiler import compile_to_ptx
+    from affinec.runtime import current_arch, time_launches
 
     torch.backends.cudnn.benchmark = True
     generator = torch.Generator(device="cuda").manual_seed(seed)
+    sets = _input_sets(spec)
     data = [_torch_tensors(spec, generator) for _ in range(sets)]
     relu = spec.epilogue != "none"
 
     # float64 reference of set 0, and our result on it, output poisoned first
     x, w, b = data[0]
-    ref = _torch_conv(
+    ref = torch_conv(
         spec, x.double(), w.double(), None if b is None else b.double(), relu
     )
     if spec.layout == "nhwc":
         ref = ref.permute(0, 2, 3, 1)
     ref = ref.contiguous().cpu().numpy()
-    kernel = kernel or compile_kernel(spec)
+    compiled = compiled or compile_to_ptx(spec, arch=current_arch())
+    kernel = compiled.runtime_kernel()
     out_dtype = torch.float16 if spec.dtype == "f16" else torch.float32
     outputs = [
         torch.full(ref.shape, float("nan"), dtype=out_dtype, device="cuda")
@@ -173,15 +196,13 @@ def bench_conv(
 
     ours_ms = None
     if ok:
-        ours_ms = _time_launches(lambda k: kernel.launch(bound[k]), sets, rounds)
-    cudnn_ms = _time_launches(
-        lambda k: _torch_conv(spec, *data[k], relu=False), sets, rounds
-    )
-    cudnn_relu_ms = None
-    if relu:
-        cudnn_relu_ms = _time_launches(
-            lambda k: _torch_conv(spec, *data[k], relu=True), sets, rounds
-        )
+        ours_ms = time_launches(lambda k: kernel.launch(bound[k]), sets)
+    f32 = spec.dtype == "f32"
+    cudnn_ms = time_cudnn(spec, data, relu=False, tf32=not f32)
+    cudnn_tf32_ms = time_cudnn(spec, data, relu=False, tf32=True) if f32 else None
+    cudnn_relu_ms = time_cudnn(spec, data, relu=True, tf32=not f32) if relu else None
+    resources = compiled.resources()
+    threads = compiled.launch.block[0] * compiled.launch.block[1]
     tflops = lambda ms: spec.flops / (ms * 1e-3) / 1e12  # noqa: E731
     return Row(
         name=name,
@@ -189,31 +210,63 @@ def bench_conv(
         error=error,
         ours_ms=ours_ms,
         cudnn_ms=cudnn_ms,
+        cudnn_tf32_ms=cudnn_tf32_ms,
         cudnn_relu_ms=cudnn_relu_ms,
         tflops_ours=None if ours_ms is None else tflops(ours_ms),
         tflops_cudnn=tflops(cudnn_ms),
+        config=compiled.config.describe() if compiled.config else compiled.pipeline,
+        registers=resources.registers,
+        shared_memory=resources.shared_memory,
+        block=threads,
+        occupancy=occupancy(resources.registers, threads, resources.shared_memory),
         note="" if ok else f"WRONG: error {error:.2e} over {TOLERANCE[spec.dtype]:g}",
     )
 
 
 def format_table(rows: list[Row]) -> str:
     lines = [
-        f"{'convolution':<22} {'dtype':<5} {'ours ms':>9} {'TFLOP/s':>8} "
-        f"{'cuDNN ms':>9} {'TFLOP/s':>8} {'+ReLU ms':>9} {'cuDNN/ours':>10} {'rel.err':>9}"
+        f"{'convolution':<16} {'dtype':<5} {'ours ms':>8} {'TFLOP/s':>7} "
+        f"{'cuDNN ms':>8} {'TF32 ms':>8} {'+ReLU ms':>8} {'cuDNN/ours':>10} "
+        f"{'TF32/ours':>9} {'rel.err':>8} {'regs':>4} {'smem':>6} {'thr':>4} {'occ':>4}"
     ]
     for r in rows:
         dtype = "f16" if "dtype=f16" in r.spec else "f32"
         ours = (
-            f"{r.ours_ms:9.3f} {r.tflops_ours:8.1f}"
-            if r.ours_ms
-            else f"{'-':>9} {'-':>8}"
+            f"{r.ours_ms:8.3f} {r.tflops_ours:7.1f}"
+            if r.ours_ms and r.tflops_ours
+            else f"{'-':>8} {'-':>7}"
         )
-        relu = f"{r.cudnn_relu_ms:9.3f}" if r.cudnn_relu_ms else f"{'-':>9}"
-        ratio = f"{r.ratio:10.3f}" if r.ratio else f"{'-':>10}"
+
+        def opt(v: float | None, width: int, fmt: str) -> str:
+            return f"{v:{width}{fmt}}" if v is not None else f"{'-':>{width}}"
+
         lines.append(
-            f"{r.name:<22} {dtype:<5} {ours} {r.cudnn_ms:9.3f} {r.tflops_cudnn:8.1f} "
-            f"{relu} {ratio} {r.error:9.1e} {r.note}"
+            f"{r.name:<16} {dtype:<5} {ours} {r.cudnn_ms:8.3f} "
+            f"{opt(r.cudnn_tf32_ms, 8, '.3f')} {opt(r.cudnn_relu_ms, 8, '.3f')} "
+            f"{opt(r.ratio, 10, '.3f')} {opt(r.ratio_tf32, 9, '.3f')} "
+            f"{r.error:8.1e} {opt(r.registers, 4, 'd')} {opt(r.shared_memory, 6, 'd')} "
+            f"{opt(r.block, 4, 'd')} {opt(r.occupancy, 4, '.2f')} {r.note}"
         )
+    return "\n".join(lines)
+
+
+def geomean(values: list[float]) -> float:
+    import math
+
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def summary(rows: list[Row]) -> str:
+    """The geometric means of cuDNN's time over ours, per dtype."""
+    lines = []
+    for dtype in ("f16", "f32"):
+        ratios = [r.ratio for r in rows if f"dtype={dtype}" in r.spec and r.ratio]
+        if ratios:
+            line = f"{dtype}: geomean cuDNN/ours {geomean(ratios):.3f}"
+            tf32 = [r.ratio_tf32 for r in rows if r.ratio_tf32]
+            if dtype == "f32" and tf32:
+                line += f" (TF32 off); {geomean(tf32):.3f} against TF32"
+            lines.append(line + f" over {len(ratios)}")
     return "\n".join(lines)
 
 
@@ -233,21 +286,13 @@ def device_description() -> dict[str, Any]:
 def write_json(path: str, rows: list[Row], extra: dict[str, Any]) -> None:
     payload = {
         **extra,
-        "rows": [asdict(r) | {"cudnn_over_ours": r.ratio} for r in rows],
+        "rows": [
+            asdict(r) | {"cudnn_over_ours": r.ratio, "tf32_over_ours": r.ratio_tf32}
+            for r in rows
+        ],
     }
     with open(path, "w") as f:
         json.dump(payload, f, indent=2)
-
-
-__all__ = [
-    "DESIGN_CONVOLUTIONS",
-    "Row",
-    "bench_conv",
-    "device_description",
-    "format_table",
-    "with_format",
-    "write_json",
-]
 
 
 def run_benchmarks(
@@ -269,6 +314,7 @@ def run_benchmarks(
         f"\n{info['gpu']}, cuDNN {info['cudnn']}, torch {info['torch']}, {info['date']}"
     )
     print(format_table(rows))
+    print(summary(rows))
     if json_path:
         write_json(json_path, rows, info)
     return 0 if all(r.ours_ms is not None for r in rows) else 1

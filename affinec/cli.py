@@ -22,6 +22,7 @@ from xdsl.utils.exceptions import DiagnosticException, ParseError
 from affinec.benchmark import DESIGN_CONVOLUTIONS
 from affinec.checking import Checker
 from affinec.compiler import compile_to_ptx
+from affinec.config import KernelConfig, with_knobs
 from affinec.context import make_context
 from affinec.diagnostics import format_exception, parse_module, verify
 from affinec.dialects.affinec import read_spec
@@ -29,7 +30,7 @@ from affinec.emitter import ARCHS, DEFAULT_ARCH
 from affinec.frontend import build
 from affinec.interpreter import InterpreterError
 from affinec.pipeline import Pipeline, PipelineError
-from affinec.pipelines import KernelConfig, pass_text
+from affinec.pipelines import pass_text
 from affinec.reference import (
     TOLERANCE,
     poisoned_output,
@@ -214,43 +215,64 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `affinec compile` and `run` beyond the spec's: the architecture,
-    the knobs of a `KernelConfig`, and an optional pipeline."""
+    the knobs of a `KernelConfig` (none given: the configuration `config_for` picks
+    for the spec; some given: the others at their defaults), and an optional
+    pipeline."""
     parser.add_argument(
         "--arch",
         choices=ARCHS,
         help=f"GPU architecture (default: {DEFAULT_ARCH} for `compile`, the current "
         "GPU's for `run`)",
     )
-    parser.add_argument(
+    knobs = parser.add_argument_group("knobs (KernelConfig)")
+    knobs.add_argument(
         "--tile-sizes",
         type=_sizes,
-        default=(),
-        help="block tile along each output dimension, outermost first "
-        "(default: about 256 points, 16 along the innermost two)",
+        help="block tile along each output dimension, outermost first",
     )
-    parser.add_argument(
+    knobs.add_argument(
         "--reduction-tile-sizes",
         type=_sizes,
-        default=(),
-        help="tile along each reduction dimension (default: up to 64 points)",
+        help="tile along each reduction dimension",
     )
-    parser.add_argument(
+    knobs.add_argument(
+        "--register-tile",
+        type=_sizes,
+        help="outputs one thread owns along each output dimension",
+    )
+    knobs.add_argument(
+        "--unroll-steps",
+        type=int,
+        help="reduction steps unrolled together in a register-tiled band",
+    )
+    knobs.add_argument(
         "--separate",
         action="store_true",
+        default=None,
         help="separate full tiles (no bounds checks) from partial ones",
     )
-    parser.add_argument(
-        "--threads-per-block",
-        type=int,
-        default=0,
-        help="threads of each block (default: the block tile's size, at most 256)",
+    knobs.add_argument(
+        "--no-promote",
+        dest="promote",
+        action="store_false",
+        default=None,
+        help="read global memory directly (no shared-memory copies)",
     )
-    parser.add_argument(
+    knobs.add_argument(
+        "--no-fma",
+        dest="fma",
+        action="store_false",
+        default=None,
+        help="keep multiplies and adds apart (the naive IR's rounding)",
+    )
+    knobs.add_argument(
+        "--threads-per-block", type=int, help="threads of each block (0: derived)"
+    )
+    knobs.add_argument(
         "--index-bitwidth",
         type=int,
-        choices=(32, 64),
-        default=64,
-        help="width of index arithmetic in the kernel (default %(default)s)",
+        choices=(0, 32, 64),
+        help="width of index arithmetic in the kernel (0: 32 where proven to fit)",
     )
     parser.add_argument(
         "-p",
@@ -259,15 +281,24 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def config_from_args(args: argparse.Namespace) -> KernelConfig:
-    """The `KernelConfig` the flags of `add_compile_arguments` describe."""
-    return KernelConfig(
-        tile_sizes=args.tile_sizes,
-        reduction_tile_sizes=args.reduction_tile_sizes,
-        separate=args.separate,
-        threads_per_block=args.threads_per_block,
-        index_bitwidth=args.index_bitwidth,
-    )
+KNOBS = (
+    "tile_sizes",
+    "reduction_tile_sizes",
+    "register_tile",
+    "unroll_steps",
+    "separate",
+    "promote",
+    "fma",
+    "threads_per_block",
+    "index_bitwidth",
+)
+
+
+def config_from_args(args: argparse.Namespace) -> KernelConfig | None:
+    """The `KernelConfig` the knob flags describe, or None when none is given (the
+    compiler then picks one for the spec)."""
+    given = {k: getattr(args, k) for k in KNOBS if getattr(args, k) is not None}
+    return with_knobs(KernelConfig(), **given) if given else None
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -324,7 +355,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if ok:
         ms = time_kernel(kernel, inputs, repeat=args.repeat)
         print(
-            f"time: {ms:.3f} ms (median of {args.repeat}), "
+            f"time: {ms:.3f} ms (median of {args.repeat} batches), "
             f"{spec.flops / (ms * 1e-3) / 1e12:.2f} TFLOP/s"
         )
     return 0 if ok else 1
@@ -413,7 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for sub in add_spec_subcommands(run, "run").choices.values():
         add_compile_arguments(sub)
-        sub.add_argument("--repeat", type=int, default=20, help="timed launches")
+        sub.add_argument("--repeat", type=int, default=10, help="timed batches")
         sub.add_argument("--seed", type=int, default=0, help="seed of the inputs")
     run.set_defaults(run=cmd_run)
 

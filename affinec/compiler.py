@@ -17,17 +17,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from affinec.config import KernelConfig, config_for, with_knobs
 from affinec.diagnostics import PassError
 from affinec.dialects.affinec import LaunchRecord, read_spec
 from affinec.emitter import ARCHS, DEFAULT_ARCH, emit
 from affinec.pipeline import Pipeline
-from affinec.pipelines import KernelConfig, default_passes, pass_text, pipeline_text
+from affinec.pipelines import default_passes, pass_text, pipeline_text
 from affinec.ptxas import Resources, assemble
 from affinec.spec import Spec
 from affinec.transforms.gpu.outlining import find_kernels
@@ -52,6 +53,8 @@ class CompiledKernel:
     """The LLVM IR the PTX was compiled from (before LLVM's optimizations)."""
     pipeline: str
     spec: Spec | None = None
+    config: KernelConfig | None = None
+    """The knobs the pipeline was built with (None for a pipeline given as such)."""
     timings: list[tuple[str, float]] = field(default_factory=list)
     """Seconds per stage: each pass, then `llvm-ir` and `ptx`."""
 
@@ -112,7 +115,6 @@ def compile_to_ptx(
         raise ValueError(
             f"unknown GPU architecture '{arch}' (expected one of {', '.join(ARCHS)})"
         )
-    config = _config(config, knobs)
     if isinstance(spec_or_module, ModuleOp):
         module = spec_or_module
         spec = read_spec(module, required=False)
@@ -121,6 +123,7 @@ def compile_to_ptx(
 
         spec = spec_or_module
         module = build(spec)
+    config = _config(config, knobs, spec)
     if pipeline is None:
         passes = default_passes(config)
     elif isinstance(pipeline, str):
@@ -155,18 +158,20 @@ def compile_to_ptx(
         llvm_ir=emitted.llvm_ir,
         pipeline=pipeline_text(passes),
         spec=spec,
+        config=config if pipeline is None else None,
         timings=timings,
     )
 
 
-def _config(config: KernelConfig | None, knobs: dict[str, Any]) -> KernelConfig:
-    if not knobs:
-        return config or KernelConfig()
+def _config(
+    config: KernelConfig | None, knobs: dict[str, Any], spec: Spec | None
+) -> KernelConfig:
+    """The configuration asked for: `config`, or the defaults with `knobs` changed,
+    or (neither given) the one `config_for` picks for the spec."""
+    if knobs:
+        if config is not None:
+            raise ValueError("give a KernelConfig or its fields, not both")
+        return with_knobs(KernelConfig(), **knobs)
     if config is not None:
-        raise ValueError("give a KernelConfig or its fields, not both")
-    known = {f.name for f in fields(KernelConfig)}
-    if unknown := sorted(set(knobs) - known):
-        raise ValueError(
-            f"unknown compile option '{unknown[0]}' (the knobs are {', '.join(sorted(known))})"
-        )
-    return KernelConfig(**knobs)
+        return config
+    return config_for(spec) if spec is not None else KernelConfig()

@@ -1,8 +1,7 @@
 """The main job (`make demo`, `affinec demo`): the default convolution walked through
-every stage — naive → tiled → split → sunk → gpu → llvm + nvvm → PTX — with the
-interpreter's agreement at each stage, ptxas's resources, and, where a GPU is
-present, the kernel run on it, checked, and timed against cuDNN.
-
+every stage — naive → tiled → split → sunk → promoted → mapped → gpu → llvm + nvvm →
+PTX — with the interpreter's agreement at each stage, ptxas's resources, and, where
+a GPU is present, the kernel run on it, checked, and timed against cuDNN.
 """
 
 from __future__ import annotations
@@ -32,6 +31,11 @@ DEFAULT_CONV = ConvSpec(n=1, c=8, h=8, w=8, k=8, r=3, s=3, padding=(1, 1))
 
 SHOWN_STAGES = {
     "affinec-canonicalize": "tiled, split and sunk (affinec-tile-split-sink)",
+    "affine-data-copy-generate": "the promoted level: shared-memory copies "
+    "(affine-data-copy-generate)",
+    "affinec-map-threads": "the mapped level: buffers placed, barriers, threads "
+    "with register tiles (affinec-place-buffers, affinec-insert-barriers, "
+    "affinec-map-threads)",
     "gpu-kernel-outlining": "the gpu level (affinec-convert-parallel-to-gpu, "
     "gpu-kernel-outlining)",
 }
@@ -110,5 +114,5 @@ def _run_on_gpu(spec, compiled, checker: Checker, say) -> bool:
         return ok
     from affinec.benchmark import bench_conv, format_table
 
-    say(format_table([bench_conv("demo", spec, kernel=kernel)]))
+    say(format_table([bench_conv("demo", spec, compiled=compiled)]))
     return ok

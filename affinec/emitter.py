@@ -6,7 +6,8 @@ backend gets wrong for GPU code: it emits a GEP on a pointer outside address spa
 as a cast to a typed pointer in address space 0 (invalid), drops the alignment of
 globals and knows no kernels. So here: GEPs are built directly on opaque pointers of
 any address space, globals keep their alignment, kernels (`nvvm.kernel`) get the
-`ptx_kernel` calling convention and their `nvvm.maxntid` an `nvvm.annotations` entry,
+`ptx_kernel` calling convention and their `nvvm.maxntid` and `nvvm.minctasm`
+`nvvm.annotations` entries,
 `llvm.noalias` arguments the `noalias` attribute, and each `nvvm` op becomes a call of
 its intrinsic (`op.INTRINSIC`).
 
@@ -27,13 +28,13 @@ import llvmlite.ir as ir
 from xdsl.backend.llvm.convert_op import convert_op, create_constant
 from xdsl.backend.llvm.convert_type import convert_type
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import DenseArrayBase, DictionaryAttr, ModuleOp
+from xdsl.dialects.builtin import DenseArrayBase, DictionaryAttr, IntegerAttr, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
 
 from affinec.diagnostics import OpError
 from affinec.dialects import gpu, nvvm
 from affinec.dialects.affinec import UNROLL
-from affinec.dialects.nvvm import KERNEL, MAXNTID
+from affinec.dialects.nvvm import KERNEL, MAXNTID, MINCTASM
 
 TRIPLE = "nvptx64-nvidia-cuda"
 ARCHS = ("sm_80", "sm_90")
@@ -145,6 +146,16 @@ def _declare(op: llvm.FuncOp, out: ir.Module) -> None:
                         ir.Constant(ir.IntType(32), n),
                     ],
                 )
+        minctasm = op.attributes.get(MINCTASM)
+        if isinstance(minctasm, IntegerAttr):
+            out.add_named_metadata(
+                "nvvm.annotations",
+                [
+                    fn,
+                    ir.MetaDataString(out, "minctasm"),
+                    ir.Constant(ir.IntType(32), minctasm.value.data),
+                ],
+            )
 
 
 def _define(op: llvm.FuncOp, out: ir.Module) -> None:

@@ -1,14 +1,14 @@
-"""The default pipeline and the named ones, built from typed pass objects, and the one
-typed configuration of every tuning knob.
+"""The default pipeline and the named ones, built from typed pass objects with the
+knobs of a `KernelConfig` (`affinec.config`).
 
     config = KernelConfig(tile_sizes=(1, 64, 16, 16), threads_per_block=128)
     passes = default_passes(config)        # [AffineLoopTilePass(...), ...]
     Pipeline(passes).run(module)           # affinec.pipeline
     pipeline_text(passes)                  # as `affinec-opt -p` spells it
 
-`KernelConfig` is what `affinec.compile`, the command lines and the tuner share: a
-knob is a typed field here, turned into pass options in one place (`affine_passes`,
-`gpu_passes`), never an f-string. Text pipelines exist only at the command-line
+A knob is a typed field of `KernelConfig`, turned into pass options here, in one
+place (`affine_passes`, `map_to_gpu_passes`, `gpu_to_nvvm_passes`), never an
+f-string. Text pipelines exist only at the command-line
 boundary (`Pipeline.parse`), and print back with `pass_text`.
 
 Named pipelines (`NAMED_PIPELINES`, listed by `affinec-opt --list-passes`) are the
@@ -18,7 +18,7 @@ same builders with the default configuration.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 
 from xdsl.passes import ModulePass
 from xdsl.transforms.common_subexpression_elimination import (
@@ -26,11 +26,14 @@ from xdsl.transforms.common_subexpression_elimination import (
 )
 from xdsl.utils.arg_spec import ArgSpec
 
+from affinec.config import UNPROMOTED, KernelConfig
 from affinec.passes.affine_data_copy_generate import AffineDataCopyGenerate
 from affinec.passes.affine_loop_tile import AffineLoopTilePass
 from affinec.passes.affinec_canonicalize import AffinecCanonicalizePass
+from affinec.passes.affinec_contract_fma import AffinecContractFma
 from affinec.passes.affinec_insert_barriers import AffinecInsertBarriers
 from affinec.passes.affinec_map_threads import AffinecMapThreads
+from affinec.passes.affinec_narrow_indices import AffinecNarrowIndices
 from affinec.passes.affinec_place_buffers import AffinecPlaceBuffers
 from affinec.passes.affinec_sink import AffinecSinkPass
 from affinec.passes.affinec_split import AffinecSplitPass
@@ -39,51 +42,6 @@ from affinec.passes.convert_parallel_to_gpu import ConvertParallelToGpu
 from affinec.passes.convert_scf_to_cf import ConvertScfToCf
 from affinec.passes.gpu_kernel_outlining import GpuKernelOutlining
 from affinec.passes.lower_affine import LowerAffine
-
-
-@dataclass(frozen=True)
-class KernelConfig:
-    """Every knob of the default pipeline. Zero or empty means "the pass picks"."""
-
-    tile_sizes: tuple[int, ...] = ()
-    """Block tile along each output dimension, outermost first."""
-    reduction_tile_sizes: tuple[int, ...] = ()
-    """Tile along each reduction dimension (the outer tile loops stay on the grid
-    side of the block loop)."""
-    separate: bool = False
-    """Separate full tiles (no bounds checks) from partial ones."""
-    promote: bool = False
-    """Copy each compute band's inputs into shared memory
-    (`affine-data-copy-generate`)."""
-    threads_per_block: int = 0
-    register_tile: tuple[int, ...] = ()
-    """Iterations of the accumulator bands one thread owns, per output dimension."""
-    index_bitwidth: int = 64
-    """Width of index arithmetic in the kernel (32 or 64)."""
-
-    def __post_init__(self) -> None:
-        # Lists from callers become tuples, so configs hash and compare by value.
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, list):
-                object.__setattr__(self, f.name, tuple(value))
-
-    def describe(self) -> str:
-        """The knobs that differ from the defaults, `name=value` each."""
-        default = KernelConfig()
-        parts = [
-            f"{f.name.replace('_', '-')}={_value_text(getattr(self, f.name))}"
-            for f in fields(self)
-            if getattr(self, f.name) != getattr(default, f.name)
-        ]
-        return " ".join(parts) or "defaults"
-
-
-def _value_text(value: object) -> str:
-    if isinstance(value, tuple):
-        return ",".join(map(str, value))
-    return str(value).lower() if isinstance(value, bool) else str(value)
-
 
 DEFAULT_CONFIG = KernelConfig()
 
@@ -112,7 +70,10 @@ def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]
         AffinecMapThreads(
             threads_per_block=config.threads_per_block,
             register_tile=config.register_tile,
+            vector_width=config.vector_width,
+            unroll_steps=config.unroll_steps,
         ),
+        *([AffinecContractFma()] if config.fma else []),
         ConvertParallelToGpu(),
     ]
 
@@ -126,6 +87,7 @@ def gpu_to_nvvm_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass
     """A `gpu.launch` → an outlined kernel at the llvm + nvvm level."""
     return [
         GpuKernelOutlining(),
+        *([AffinecNarrowIndices()] if config.index_bitwidth == 0 else []),
         LowerAffine(),
         CommonSubexpressionElimination(),
         ConvertScfToCf(),
@@ -163,35 +125,47 @@ MAP_TO_GPU = "affinec-map-to-gpu"
 GPU_TO_NVVM = "affinec-gpu-to-nvvm"
 LOWER_TO_NVVM = "affinec-lower-to-nvvm"
 DEFAULT = "affinec-default"
+UNPROMOTED_ROUTE = "affinec-unpromoted"
 
 NAMED_PIPELINES: dict[str, NamedPipeline] = {
     TILE_SPLIT_SINK: NamedPipeline(
         "tile into grid and block loops, split the block loop around a block-shaped "
         "accumulator, sink it below the reduction's tile loops, canonicalize",
-        affine_passes,
+        lambda: affine_passes(UNPROMOTED),
     ),
     TILE_SPLIT_SINK + "-separate": NamedPipeline(
         f"{TILE_SPLIT_SINK}, with full tiles separated from partial ones (a fast "
         "path without bounds)",
-        lambda: affine_passes(KernelConfig(separate=True)),
+        lambda: affine_passes(replace(UNPROMOTED, separate=True)),
     ),
     MAP_TO_GPU: NamedPipeline(
         "place the buffers of each block, insert barriers, map block bands to "
         "threads, convert to gpu.launch",
-        map_to_gpu_passes,
+        lambda: map_to_gpu_passes(UNPROMOTED),
     ),
     GPU_TO_NVVM: NamedPipeline(
         "outline the kernel of a gpu.launch, lower affine, scf and the kernel's ops "
         "to llvm + nvvm",
-        gpu_to_nvvm_passes,
+        lambda: gpu_to_nvvm_passes(UNPROMOTED),
     ),
     LOWER_TO_NVVM: NamedPipeline(
         f"{MAP_TO_GPU}, then {GPU_TO_NVVM}",
-        gpu_passes,
+        lambda: gpu_passes(UNPROMOTED),
     ),
     DEFAULT: NamedPipeline(
-        f"naive IR to a kernel ready for PTX: {TILE_SPLIT_SINK}, then {LOWER_TO_NVVM}",
+        "naive IR to a kernel ready for PTX: tile, split, sink, copy into shared "
+        "memory (affine-data-copy-generate), map to the GPU, contract FMAs, lower to "
+        "llvm + nvvm with 32-bit indices where they fit",
         default_passes,
     ),
+    UNPROMOTED_ROUTE: NamedPipeline(
+        f"the walking skeleton's route: {TILE_SPLIT_SINK}, then {LOWER_TO_NVVM} "
+        "(no shared-memory copies, no FMA, 64-bit indices: bit-identical to the "
+        "naive IR down to PTX)",
+        lambda: default_passes(UNPROMOTED),
+    ),
 }
-"""Pipelines by name, each built with the default configuration."""
+"""Pipelines by name. The pieces of the way (tile-split-sink, map-to-gpu,
+gpu-to-nvvm, lower-to-nvvm) keep the order of summation and the rounding of the
+naive IR; `affinec-default` adds the shared-memory copies, FMA contraction and
+32-bit indices, with the passes' default sizes."""

@@ -65,6 +65,12 @@ KERNEL = "nvvm.kernel"
 MAXNTID = "nvvm.maxntid"
 """Attribute on a kernel `llvm.func`: the most threads per block it is launched with."""
 
+MINCTASM = "nvvm.minctasm"
+"""Integer attribute on a kernel `llvm.func`: the fewest blocks per multiprocessor
+the kernel must allow (PTX `.minnctapersm`). With `.maxntid` alone ptxas may cap the
+registers for an occupancy of its own choosing and spill a register tile; saying
+one block is enough lets it keep the tile in registers."""
+
 _MAX_BLOCK = 1024
 _MAX_GRID = (1 << 31) - 1
 

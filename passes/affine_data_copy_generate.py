@@ -29,7 +29,8 @@ becomes
 
 Options: `memrefs` (the arguments to copy, by name; all by default),
 `fast-mem-capacity` (KiB of shared memory a block may use, 48 by default: the static
-limit every CUDA GPU grants). Refuses, before rewriting, a footprint that is not a
+limit every CUDA GPU grants), `reduction-innermost` (lay the buffers out for a
+tensor-core consumer: the reduction's channel dimension innermost). Refuses, before rewriting, a footprint that is not a
 box with constant extents and copies that do not fit, naming the bytes.
 """
 
@@ -63,6 +64,11 @@ class AffineDataCopyGenerate(ModulePass):
     fast_mem_capacity: int = 48
     """Shared memory a block may use for the copies, in KiB."""
 
+    reduction_innermost: bool = False
+    """Lay each buffer out with the reduction's channel dimension innermost (what a
+    tensor-core MMA reads along its k), whatever the tensor's layout: an NCHW input
+    is copied into a tile whose channels are contiguous."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
         if not 0 < self.fast_mem_capacity <= MAX_CAPACITY_KIB:
@@ -74,6 +80,11 @@ class AffineDataCopyGenerate(ModulePass):
         plans = [
             plan
             for grid in grid_loops(op, self.name)
-            for plan in plan_copies(grid, self.memrefs, self.fast_mem_capacity * 1024)
+            for plan in plan_copies(
+                grid,
+                self.memrefs,
+                self.fast_mem_capacity * 1024,
+                self.reduction_innermost,
+            )
         ]
         generate_copies(plans)

@@ -23,15 +23,18 @@ becomes, with `threads-per-block=8`:
 With `register-tile` (one size per dimension of the bands that keep a private
 accumulator), each thread owns a small tile of those bands instead: along dimension
 `d`, thread `t_d` runs iterations `q * T_d + t_d` (`q` below the tile size, `T_d` the
-threads along `d`), the reduction loops of the band move outside the tile's unrolled
-loops, and the accumulator becomes the thread's register tile. Every value read in
+threads along `d`; along the innermost dimension in chunks of `vector-width`
+contiguous iterations, so one 16-byte shared-memory load serves a chunk), the
+reduction loops of the band move outside the tile's unrolled loops (the innermost
+of them unrolled by `unroll-steps`, if asked), and the accumulator becomes the
+thread's register tile. Every value read in
 the innermost body then serves a whole row or column of the tile, as in fast SIMT
 kernels; the order of summation of each output is unchanged. The other bands (the
 copies into shared memory) are shared out in turns over the same threads,
 consecutive threads taking consecutive elements (coalesced).
 
-Options: `threads-per-block` (0: the largest block band's size, at most 256, or the
-threads a register tile leaves), `register-tile`. Runs after
+Options: `threads-per-block` (0: the size of the bands that keep an accumulator, or
+else of the largest band, at most 256; or the threads a register tile leaves), `register-tile`. Runs after
 `affinec-place-buffers`.
 """
 
@@ -59,11 +62,20 @@ class AffinecMapThreads(ModulePass):
     name = "affinec-map-threads"
 
     threads_per_block: int = 0
-    """Threads of each block; 0 picks the largest block band's size, at most 256
-    (with a register tile: the threads the tile leaves)."""
+    """Threads of each block; 0 picks the accumulator bands' size (else the largest
+    band's), at most 256 (with a register tile: the threads the tile leaves)."""
 
     register_tile: tuple[int, ...] = ()
     """Per dimension of the accumulator bands, the iterations one thread owns."""
+
+    vector_width: int = 0
+    """With a register tile: the iterations a thread owns contiguously along the
+    innermost dimension (0: 16 bytes of the shared buffers' elements when the tile
+    allows it, else 1: strided)."""
+
+    unroll_steps: int = 0
+    """With a register tile: unroll the innermost reduction loop by this many steps
+    (0: leave it rolled). More steps merge more loads but keep more values alive."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
@@ -74,7 +86,13 @@ class AffinecMapThreads(ModulePass):
         for g in grids:
             analysis = analyze_grid(g)
             require_placed(analysis, self.name)
-            plan = plan_threads(analysis, self.threads_per_block, self.register_tile)
+            plan = plan_threads(
+                analysis,
+                self.threads_per_block,
+                self.register_tile,
+                self.vector_width,
+                self.unroll_steps,
+            )
             work.append((analysis, plan))
         for analysis, plan in work:
             map_to_threads(analysis, plan)

@@ -14,6 +14,7 @@ import pytest
 
 import affinec
 from affinec.benchmark import DESIGN_CONVOLUTIONS, with_format
+from affinec.config import UNPROMOTED
 from affinec.contraction import contraction_of
 from affinec.interpreter import Interpreter
 from affinec.reference import (
@@ -57,7 +58,9 @@ MATRIX = {
 # more block iterations than threads.
 TILINGS = {
     "default": {},
+    "unpromoted": {"config": UNPROMOTED},
     "odd-tiles": {"tile_sizes": (1, 3, 4, 5), "threads_per_block": 32},
+    "odd-register-tiles": {"tile_sizes": (1, 4, 4, 6), "register_tile": (1, 2, 3, 4)},
     "separate": {"tile_sizes": (1, 4, 4, 4), "separate": True},
     "index32": {"index_bitwidth": 32},
 }
@@ -94,13 +97,19 @@ def test_matmul_and_outer_product(spec):
     _check(spec, np.random.default_rng(7))
 
 
-def test_gpu_result_is_bit_identical_to_the_interpreter():
-    """The kernel keeps the interpreter's order of summation (and no FMA contraction),
-    so the GPU reproduces the CPU interpreter's float32 result bit for bit."""
-    spec = ConvSpec(1, 3, 7, 7, 4, 3, 3, padding=1, epilogue="relu")
-    inputs, out = _check(spec, np.random.default_rng(3))
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_gpu_result_is_bit_identical_to_the_interpreter(dtype):
+    """The interpreter rounds like the GPU, its fused multiply-add too, so the kernel
+    reproduces the CPU interpreter's result (of the kernel's own IR) bit for bit."""
+    from affinec.compiler import compile_to_ptx
+    from affinec.runtime import current_arch
+
+    spec = ConvSpec(1, 3, 7, 7, 4, 3, 3, padding=1, epilogue="relu", dtype=dtype)
+    compiled = compile_to_ptx(spec, arch=current_arch())
+    inputs = random_inputs(spec, np.random.default_rng(3))
+    out = compiled.runtime_kernel()(*inputs, poisoned_output(spec))
     expected = poisoned_output(spec)
-    Interpreter(affinec.build(spec)).run("conv", *inputs, expected)
+    Interpreter(compiled.module).run("conv", *[x.copy() for x in inputs], expected)
     np.testing.assert_array_equal(out, expected)
 
 

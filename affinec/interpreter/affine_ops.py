@@ -16,7 +16,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 
 from affinec.dialects import affine
-from affinec.dialects.affinec import THREAD, PaddedLoadOp, mapping_of
+from affinec.dialects.affinec import BLOCK, THREAD, PaddedLoadOp, mapping_of
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.memref_ops import emit_load, emit_store, memref_type
 from affinec.interpreter.support import (
@@ -139,6 +139,16 @@ def _parallel(op: affine.ParallelOp, w: FunctionWriter) -> None:
     if mapped_ops.is_thread_mapped_grid(op):
         mapped_ops.emit_thread_mapped_grid(op, w)
         return
+    if mapping_of(op) == BLOCK and w.gpu_context is not None:
+        # A block band beside thread bands: one legal distribution is all of its
+        # iterations on thread 0 (the barriers around it order the rest).
+        with w.indented(f"if {w.gpu_context}.ids[3] == 0:"):
+            _loops(op, w)
+        return
+    _loops(op, w)
+
+
+def _loops(op: affine.ParallelOp, w: FunctionWriter) -> None:
     lower_map, upper_map = op.lowerBoundsMap.data, op.upperBoundsMap.data
     lowers = grouped(
         map_results(w, lower_map, op.lower_bound_operands), op.lower_groups

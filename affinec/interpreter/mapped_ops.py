@@ -10,8 +10,11 @@ block and race-checked, any other buffer allocated at grid level one per thread.
 That makes the thread mapping, the private buffers and the barriers checkable before
 the conversion to `gpu.launch`: a missing barrier is a data race here already.
 
-A grid band whose phases are still block-mapped runs as a plain loop nest (one legal
-order of its iterations); a `gpu.barrier` in it does nothing.
+A block band beside thread bands (a copy not yet shared out, next to a warp-mapped
+compute band) runs all of its iterations on thread 0: one legal distribution, whose
+results the barriers around it publish. A grid band whose phases are all still
+block-mapped runs as a plain loop nest (one legal order of its iterations); a
+`gpu.barrier` in it does nothing.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from xdsl.dialects import func
 from xdsl.dialects.builtin import IndexType, MemRefType, StringAttr
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
-from xdsl.ir.affine import AffineExpr, AffineMap
+from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap
 
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu
@@ -52,23 +52,31 @@ class CopyPlan:
     grid: affine.ParallelOp
     band: affine.ParallelOp
     footprints: list[Footprint]
+    orders: list[tuple[int, ...]]
+    """For each footprint, the source dimension each dimension of the buffer holds
+    (the identity, or the reduction's channel dimension moved innermost)."""
 
     def buffer_types(self) -> list[MemRefType]:
         return [
             gpu.in_memory_space(
-                MemRefType(f.element_type, f.extents), gpu.WORKGROUP_ADDRESS_SPACE
+                MemRefType(f.element_type, [f.extents[d] for d in order]),
+                gpu.WORKGROUP_ADDRESS_SPACE,
             )
-            for f in self.footprints
+            for f, order in zip(self.footprints, self.orders, strict=True)
         ]
 
 
 def plan_copies(
-    grid: affine.ParallelOp, memrefs: Sequence[str], capacity: int
+    grid: affine.ParallelOp,
+    memrefs: Sequence[str],
+    capacity: int,
+    reduction_innermost: bool = False,
 ) -> list[CopyPlan]:
     """The copies for the compute bands of `grid` (block bands with a loop inside):
     every function argument they read that the grid band never writes, or only those
-    named in `memrefs`. Refuses a footprint that is not a box, and buffers over
-    `capacity` bytes per block."""
+    named in `memrefs`. With `reduction_innermost`, each buffer keeps the
+    reduction's channel dimension innermost (see `channel_order`). Refuses a
+    footprint that is not a box, and buffers over `capacity` bytes per block."""
     written = {op.memref for op in grid.walk() if isinstance(op, affine.StoreOp)} | {
         op.operands[1] for op in grid.walk() if op.name == "memref.store"
     }
@@ -96,9 +104,54 @@ def plan_copies(
                     band, f"cannot copy %{name} into shared memory: {e}"
                 ) from None
         if footprints:
-            plans.append(CopyPlan(grid, band, footprints))
+            orders = [tuple(range(len(f.extents))) for f in footprints]
+            if reduction_innermost:
+                orders = channel_order(band, footprints)
+            plans.append(CopyPlan(grid, band, footprints, orders))
     _check_capacity(grid, plans, capacity)
     return plans
+
+
+def channel_order(
+    band: affine.ParallelOp, footprints: list[Footprint]
+) -> list[tuple[int, ...]]:
+    """Orders that put the reduction's *channel* dimension innermost in every buffer:
+    the dimension each footprint indexes by one reduction loop's variable alone
+    (`c` in a convolution's input and filter, `p` in a matrix product; the filter
+    taps `r`, `s` index the input together with the output pixels, so they do not
+    qualify). A tensor-core MMA reads 16-byte rows along its k: both operands want it
+    contiguous, whatever the tensors' layouts. Without such a loop (the channel loop
+    of one iteration was folded away) the buffers keep the source's order."""
+    loops = {
+        o.induction_variable: o for o in band.walk() if isinstance(o, affine.ForOp)
+    }
+    candidates: list[SSAValue] | None = None
+    dims_of: list[dict[SSAValue, int]] = []
+    for f in footprints:
+        alone: dict[SSAValue, int] = {}
+        for d in range(len(f.extents)):
+            ivs = set()
+            for op, offsets in f.offsets:
+                e = offsets.results[d]
+                if isinstance(e, AffineDimExpr) and op.indices[e.position] in loops:
+                    ivs.add(op.indices[e.position])
+                else:
+                    ivs.add(None)
+            if len(ivs) == 1 and (iv := ivs.pop()) is not None:
+                alone[iv] = d
+        dims_of.append(alone)
+        found = [iv for iv in loops if iv in alone]
+        candidates = (
+            found if candidates is None else [v for v in candidates if v in found]
+        )
+    if not candidates:
+        return [tuple(range(len(f.extents))) for f in footprints]
+    channel = candidates[-1]  # the innermost such loop
+    orders = []
+    for f, alone in zip(footprints, dims_of, strict=True):
+        d = alone[channel]
+        orders.append((*(k for k in range(len(f.extents)) if k != d), d))
+    return orders
 
 
 def _is_argument(value: SSAValue) -> bool:
@@ -143,16 +196,23 @@ def generate_copies(plans: list[CopyPlan]) -> None:
     buffers: dict[tuple[SSAValue, MemRefType], SSAValue] = {}
     for plan in plans:
         assert mapping_of(plan.grid) == GRID
-        for f, t in zip(plan.footprints, plan.buffer_types(), strict=True):
+        for f, t, order in zip(
+            plan.footprints, plan.buffer_types(), plan.orders, strict=True
+        ):
             key = (f.memref, t)
             if key not in buffers:
                 buffers[key] = _allocate(plan.grid, f.memref, t)
             buffer = buffers[key]
             block = plan.band.parent_block()
             assert block is not None
-            block.insert_op_before(_copy_band(f, buffer), plan.band)
+            block.insert_op_before(_copy_band(f, buffer, order), plan.band)
             for op, offsets in f.offsets:
-                _redirect(op, buffer, offsets)
+                permuted = AffineMap(
+                    offsets.num_dims,
+                    offsets.num_symbols,
+                    tuple(offsets.results[d] for d in order),
+                )
+                _redirect(op, buffer, permuted)
 
 
 def _allocate(grid: affine.ParallelOp, memref: SSAValue, t: MemRefType) -> SSAValue:
@@ -167,7 +227,12 @@ def _allocate(grid: affine.ParallelOp, memref: SSAValue, t: MemRefType) -> SSAVa
     return alloc.memref
 
 
-def _copy_band(f: Footprint, buffer: SSAValue) -> affine.ParallelOp:
+def _copy_band(
+    f: Footprint, buffer: SSAValue, order: tuple[int, ...]
+) -> affine.ParallelOp:
+    """A block band over the footprint in the source's order (consecutive
+    iterations read consecutive elements of the tensor), storing each element at
+    its place in the buffer's `order`."""
     rank = len(f.extents)
     body = Block(arg_types=[IndexType()] * rank)
     n = len(f.outer)
@@ -178,7 +243,7 @@ def _copy_band(f: Footprint, buffer: SSAValue) -> affine.ParallelOp:
     )
     load = PaddedLoadOp(f.memref, [*f.outer, *body.args], src_map)
     load.result.name_hint = f.memref.name_hint
-    store = affine.StoreOp(load.result, buffer, list(body.args))
+    store = affine.StoreOp(load.result, buffer, [body.args[d] for d in order])
     body.add_ops([load, store, affine.YieldOp()])
     band = affine.ParallelOp.from_extents(list(f.extents), body)
     band.attributes[MAPPING] = StringAttr(BLOCK)

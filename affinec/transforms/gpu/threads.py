@@ -57,11 +57,14 @@ from affinec.dialects.affinec import (
     BLOCK,
     MAPPING,
     THREAD,
+    TILE,
     UNROLL,
     PaddedLoadOp,
     mapping_of,
 )
-from affinec.transforms.affine.analysis import is_defined_inside
+from affinec.dtypes import element_size
+from affinec.transforms.affine.analysis import constant_trip_extent, is_defined_inside
+from affinec.transforms.affine.tiling import tile_band
 from affinec.transforms.gpu.bands import Band, GridAnalysis, band_ivs, is_private
 from affinec.transforms.gpu.placement import alloc_before
 
@@ -94,23 +97,44 @@ class ThreadPlan:
     (empty: every phase is shared out in turns)."""
     thread_extents: tuple[int, ...] = ()
     """Per dimension of the accumulator phases, the threads along it."""
+    unroll_steps: int = 0
+    """Steps of the innermost reduction loop of a register-tiled band unrolled
+    together (0: none)."""
+    vector_width: int = 1
+    """Iterations a thread owns contiguously along the innermost dimension: its tile
+    there is `vector_width`-wide chunks, consecutive threads taking consecutive
+    chunks, so its reads of a buffer contiguous along that dimension can be one
+    16-byte access per chunk."""
 
 
 MAX_REGISTER_TILE = 256
+
+MAX_UNROLLED_STEPS = 16
+"""The most steps of the innermost reduction loop unrolled (each step is a whole
+register tile of multiply-adds)."""
 """Elements of one thread's register tile: its loops are unrolled, so more would be
 slow to compile and spill."""
 
 
 def plan_threads(
-    analysis: GridAnalysis, threads_per_block: int, register_tile: tuple[int, ...]
+    analysis: GridAnalysis,
+    threads_per_block: int,
+    register_tile: tuple[int, ...],
+    vector_width: int = 0,
+    unroll_steps: int = 0,
 ) -> ThreadPlan:
     """The threads of each block and how the phases share them; refuses a band
     already mapped and a register tile that does not fit the accumulator phases."""
-    for phase in analysis.phases:
-        if mapping_of(phase.op) != BLOCK:
-            raise PassError(phase.op, "this band is already mapped to threads")
+    mapped = [p for p in analysis.phases if mapping_of(p.op) != BLOCK]
+    if mapped:
+        return _plan_beside_thread_bands(
+            analysis, mapped, threads_per_block, register_tile
+        )
     if not register_tile:
-        largest = max((p.total for p in analysis.phases), default=1)
+        # One thread per output of the block if it fits (the copies share out in
+        # turns); else one per iteration of the largest phase.
+        sized = accumulator_phases(analysis) or analysis.phases
+        largest = max((p.total for p in sized), default=1)
         threads = threads_per_block or max(1, min(DEFAULT_THREADS_PER_BLOCK, largest))
         return ThreadPlan(threads)
     grid = analysis.grid.op
@@ -155,7 +179,74 @@ def plan_threads(
             f"register-tile {','.join(map(str, register_tile))} leaves {threads} "
             f"threads, more than {MAX_THREADS_PER_BLOCK}",
         )
-    return ThreadPlan(threads, register_tile, thread_extents)
+    if vector_width == 0:
+        vector_width = _natural_vector_width(phases, register_tile[-1])
+    elif vector_width < 1 or register_tile[-1] % vector_width:
+        raise PassError(
+            phases[0].op,
+            f"vector-width {vector_width} does not divide the register tile's "
+            f"innermost size {register_tile[-1]}",
+        )
+    if not 0 <= unroll_steps <= MAX_UNROLLED_STEPS:
+        raise PassError(
+            phases[0].op,
+            f"unroll-steps must be between 0 and {MAX_UNROLLED_STEPS}, got "
+            f"{unroll_steps}",
+        )
+    return ThreadPlan(
+        threads, register_tile, thread_extents, unroll_steps, vector_width
+    )
+
+
+VECTOR_BYTES = 16
+
+
+def _natural_vector_width(phases: list[Band], innermost: int) -> int:
+    """16 bytes of the narrowest element the phases read from shared memory, if the
+    tile's innermost size is a multiple of it; else 1 (strided)."""
+    sizes = [
+        element_size(o.memref.type.get_element_type())  # pyright: ignore
+        for p in phases
+        for o in p.op.walk()
+        if isinstance(o, affine.LoadOp)
+        and gpu.memory_space(o.memref.type) == gpu.WORKGROUP_ADDRESS_SPACE
+    ]
+    if not sizes:
+        return 1
+    width = VECTOR_BYTES // min(sizes)
+    return width if innermost % width == 0 else 1
+
+
+def _plan_beside_thread_bands(
+    analysis: GridAnalysis,
+    mapped: list[Band],
+    threads_per_block: int,
+    register_tile: tuple[int, ...],
+) -> ThreadPlan:
+    """Some phases are thread bands already (a warp-level MMA): their size is the
+    block's, and the block bands left are shared out in turns over it."""
+    sizes = {p.total for p in mapped}
+    if len(sizes) > 1:
+        raise PassError(
+            analysis.grid.op,
+            f"its thread bands have different sizes ({sorted(sizes)})",
+        )
+    threads = sizes.pop()
+    if threads_per_block and threads_per_block != threads:
+        raise PassError(
+            mapped[0].op,
+            f"the thread bands have {threads} threads, but threads-per-block is "
+            f"{threads_per_block}",
+        )
+    if register_tile:
+        raise PassError(
+            mapped[0].op,
+            "register-tile applies to block bands with an accumulator; this grid "
+            "band's accumulator is already mapped to threads",
+        )
+    if not any(mapping_of(p.op) == BLOCK for p in analysis.phases):
+        raise PassError(mapped[0].op, "this band is already mapped to threads")
+    return ThreadPlan(threads)
 
 
 def accumulator_phases(analysis: GridAnalysis) -> list[Band]:
@@ -208,6 +299,8 @@ def _shrink_private_buffers(
         )
         if phase is None:
             raise PassError(alloc, "a private buffer that no phase uses")
+        if mapping_of(phase.op) != BLOCK:
+            continue  # a thread band's own buffer, already per thread
         t = buffer.type
         assert isinstance(t, MemRefType)
         shape = list(plan.register_tile) or [turns(phase, plan.threads)]
@@ -323,6 +416,7 @@ def _distribute_tiled(
     # The perfect nest inside the band (loops whose bounds do not use its ivs).
     site = body
     block = op.body.block
+    nest: list[affine.ForOp] = []
     while True:
         inner = [o for o in block.ops if not isinstance(o, affine.YieldOp)]
         if not (
@@ -343,6 +437,9 @@ def _distribute_tiled(
         assert isinstance(yield_op, affine.YieldOp)
         site, block = loop.body.block, loop.body.block
         block.detach_op(yield_op)
+        nest.append(loop)
+    if nest and plan.unroll_steps and (moved := _unroll_steps(nest[-1], plan)):
+        site = block = moved
     innermost = [o for o in block.ops if not isinstance(o, affine.YieldOp)]
     for o in innermost:
         o.detach()
@@ -367,12 +464,20 @@ def _distribute_tiled(
     ivs: list[SSAValue] = []
     operands: list[SSAValue] = []
     constraints: list[AffineConstraintExpr] = []
+    last = len(phase.dims) - 1
     for d, (dim, t, q) in enumerate(zip(phase.dims, ts, qs, strict=True)):
         threads_d = plan.thread_extents[d]
-        idx_operands = [v for v in (t, q) if v is not None]
+        v = plan.vector_width if d == last else 1
+        idx_operands = [x for x in (t, q) if x is not None]
         idx = AffineExpr.constant(0)
-        for k, v in enumerate(idx_operands):
-            idx = idx + AffineExpr.dimension(k) * (threads_d if v is q else 1)
+        for k, x in enumerate(idx_operands):
+            e = AffineExpr.dimension(k)
+            if x is t:
+                idx = idx + e * v
+            elif v == 1:
+                idx = idx + e * threads_d
+            else:  # chunk q // v of the thread's, element q % v of the chunk
+                idx = idx + (e // v) * (threads_d * v) + e % v
         if threads_d * plan.register_tile[d] > dim.extent:
             constraints.append(
                 _ge0(
@@ -440,6 +545,29 @@ def _distribute_tiled(
                 and inner.memref in private
             ):
                 _retarget_tile(inner, private[inner.memref], qs)
+
+
+def _unroll_steps(loop: affine.ForOp, plan: ThreadPlan) -> Block | None:
+    """Unroll the innermost reduction loop of a register-tiled band by the plan's
+    `unroll_steps`: strip-mined into an outer loop and an unrolled inner loop of
+    that many steps (a loop no longer is unrolled whole). Unrolled, the loads of
+    consecutive steps sit side by side and LLVM merges those of contiguous elements
+    into one vector access, at the price of keeping more values alive. The order of
+    summation is unchanged. Returns the block the body now sits in, if it moved."""
+    steps = plan.unroll_steps
+    trips = constant_trip_extent(loop)
+    if trips is None or trips <= 1:
+        return None
+    if trips <= steps or trips % steps:
+        loop.attributes[UNROLL] = UnitAttr()
+        return None
+    (_, points) = tile_band([loop], [steps])
+    (point,) = points
+    outer = point.parent_op()
+    assert isinstance(outer, affine.ForOp)
+    del outer.attributes[TILE]  # a loop of steps inside a thread, not a tile loop
+    point.attributes[UNROLL] = UnitAttr()
+    return point.body.block
 
 
 def _only_touches_the_block(ops: list[Operation]) -> bool:

@@ -27,7 +27,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from affinec.diagnostics import PassError
 from affinec.dialects import gpu
 from affinec.dialects.affinec import LAUNCH
-from affinec.dialects.nvvm import KERNEL, MAXNTID
+from affinec.dialects.nvvm import KERNEL, MAXNTID, MINCTASM
 from affinec.ir.op_table import OpTable
 
 GLOBAL_ADDRESS_SPACE = 1
@@ -169,6 +169,7 @@ class KernelConverter:
             new_func.attributes[MAXNTID] = DenseArrayBase.from_list(
                 i32, func.block_size
             )
+            new_func.attributes[MINCTASM] = IntegerAttr(1, i32)
         if LAUNCH in func.attributes:
             new_func.attributes[LAUNCH] = func.attributes[LAUNCH]
         return [*self.globals, new_func]

@@ -10,7 +10,7 @@
 // CHECK:        gpu.launch_func @matmul_kernel::@matmul_kernel
 // CHECK:      gpu.module @matmul_kernel {
 // CHECK-NEXT:   llvm.mlir.global internal @__shared_matmul_kernel_0() {addr_space = 3 : i32, alignment = 16 : i64{{.*}}} : !llvm.array<12 x f32>
-// CHECK-NEXT:   llvm.func @matmul_kernel(%{{.*}}: !llvm.ptr<1> {llvm.noalias}, %{{.*}}: !llvm.ptr<1> {llvm.noalias}, %{{.*}}: !llvm.ptr<1> {llvm.noalias}) attributes {nvvm.kernel, nvvm.maxntid = array<i32: 4, 1, 1>, affinec.launch = {
+// CHECK-NEXT:   llvm.func @matmul_kernel(%{{.*}}: !llvm.ptr<1> {llvm.noalias}, %{{.*}}: !llvm.ptr<1> {llvm.noalias}, %{{.*}}: !llvm.ptr<1> {llvm.noalias}) attributes {nvvm.kernel, nvvm.maxntid = array<i32: 4, 1, 1>, nvvm.minctasm = 1 : i32, affinec.launch = {
 // CHECK-NEXT:     %[[TILE:.*]] = llvm.mlir.addressof @__shared_matmul_kernel_0 : !llvm.ptr<3>
 // CHECK-NEXT:     %[[N:.*]] = llvm.mlir.constant(3) : i64
 // CHECK-NEXT:     %[[ACC:.*]] = llvm.alloca %[[N]] x f32 {alignment = 4 : i64} : (i64) -> !llvm.ptr

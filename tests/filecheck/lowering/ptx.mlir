@@ -9,6 +9,7 @@
 // CHECK:      .visible .entry conv_kernel(
 // CHECK-NEXT:   .param .u64 .ptr .global .align 1 conv_kernel_param_0,
 // CHECK:      .maxntid 32, 1, 1
+// CHECK-NEXT: .minnctapersm 1
 // CHECK:        mov.u32 %r{{[0-9]+}}, %ctaid.x;
 // CHECK:        mov.u32 %r{{[0-9]+}}, %tid.x;
 // CHECK-NOT:  .local
@@ -20,8 +21,9 @@
 // LLVM: target triple = "nvptx64-nvidia-cuda"
 // LLVM: define external ptx_kernel void @"conv_kernel"(ptr addrspace(1) noalias %"input", ptr addrspace(1) noalias %"filter", ptr addrspace(1) noalias %"output")
 // LLVM: call i32 @"llvm.nvvm.read.ptx.sreg.tid.x"()
-// LLVM: !nvvm.annotations = !{ !0, !1, !2 }
+// LLVM: !nvvm.annotations = !{ !0, !1, !2, !3 }
 // LLVM: !"maxntidx", i32 32
+// LLVM: !"minctasm", i32 1
 
 // DEFAULT: .entry conv_kernel(
 // DEFAULT: ld.global.nc.b16

@@ -1,0 +1,190 @@
+"""Every tuning knob of the default pipeline, typed, once (`KernelConfig`), and the
+configuration a spec gets when nobody asks for one (`config_for`).
+
+`affinec.compile`, the command lines and the tuner share `KernelConfig`; the
+pipelines module turns it into pass options in one place. Zero or empty means "the
+pass picks".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+from affinec.contraction import contraction_of
+from affinec.spec import ConvSpec, MatmulSpec, Spec
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """The knobs of the default pipeline (see each field)."""
+
+    tile_sizes: tuple[int, ...] = ()
+    """Block tile along each output dimension, outermost first."""
+    reduction_tile_sizes: tuple[int, ...] = ()
+    """Tile along each reduction dimension (the outer tile loops stay on the grid
+    side of the block loop)."""
+    separate: bool = False
+    """Separate full tiles (no bounds checks) from partial ones."""
+    promote: bool = True
+    """Copy each compute band's inputs into shared memory
+    (`affine-data-copy-generate`)."""
+    threads_per_block: int = 0
+    register_tile: tuple[int, ...] = ()
+    """Iterations of the accumulator bands one thread owns, per output dimension
+    (empty: the block's iterations are shared out in turns)."""
+    vector_width: int = 0
+    """Outputs a thread owns contiguously along the innermost dimension of its
+    register tile (0: 16 bytes' worth when the tile allows, 1: strided)."""
+    unroll_steps: int = 0
+    """Steps of the innermost reduction loop unrolled together in a register-tiled
+    band (0: rolled)."""
+    fma: bool = True
+    """Contract multiply-adds into fused ones (`affinec-contract-fma`)."""
+    index_bitwidth: int = 0
+    """Width of index arithmetic in the kernel: 32, 64, or 0 for 32 wherever
+    `affinec-narrow-indices` proves it fits."""
+
+    def __post_init__(self) -> None:
+        # Lists from callers become tuples, so configs hash and compare by value.
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, list):
+                object.__setattr__(self, f.name, tuple(value))
+
+    def describe(self) -> str:
+        """The knobs that differ from the defaults, `name=value` each."""
+        default = KernelConfig()
+        parts = [
+            f"{f.name.replace('_', '-')}={_value_text(getattr(self, f.name))}"
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(default, f.name)
+        ]
+        return " ".join(parts) or "defaults"
+
+
+UNPROMOTED = KernelConfig(promote=False, fma=False, index_bitwidth=64)
+"""The walking skeleton's route: every thread reads global memory, rounding exactly
+as the naive IR (no FMA), 64-bit indices."""
+
+
+def _value_text(value: object) -> str:
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+# -- the configuration of a spec --------------------------------------------------------------
+
+BLOCK_CHANNELS = 64
+"""Output channels (the GEMM's N) per block."""
+BLOCK_PIXELS = 128
+"""Output pixels (the GEMM's M) per block, about."""
+REGISTER_CHANNELS = 8
+REGISTER_PIXELS = 8
+MAX_THREADS = 256
+MIN_THREADS = 64
+REDUCTION_STEP = 8
+"""Input channels (the GEMM's K) copied into shared memory per step."""
+
+
+def config_for(spec: Spec) -> KernelConfig:
+    """A good configuration for `spec` without measuring: the SIMT kernel of a
+    register-tiled implicit GEMM (`BLOCK_PIXELS` x `BLOCK_CHANNELS` outputs a block,
+    `REGISTER_PIXELS` x `REGISTER_CHANNELS` a thread), tiles that divide the
+    extents where they can, and a reduction step that keeps the order of summation.
+    Other specs (the outer product) get the passes' own defaults."""
+    c = contraction_of(spec)
+    names = [n for n, _ in c.output_index]
+    extents = [e for _, e in c.output_index]
+    if isinstance(spec, ConvSpec):
+        channel = names.index("k")
+        pixels = [names.index(n) for n in ("ow", "oh", "n")]  # innermost first
+    elif isinstance(spec, MatmulSpec):
+        channel = names.index("j")
+        pixels = [names.index("i")]
+    else:
+        return KernelConfig(promote=False)
+
+    tiles = [1] * len(extents)
+    registers = [1] * len(extents)
+    tiles[channel] = _tile(extents[channel], BLOCK_CHANNELS)
+    registers[channel] = _divisor_at_most(tiles[channel], REGISTER_CHANNELS)
+    room = BLOCK_PIXELS
+    for k, d in enumerate(pixels):
+        limit = min(room, 16) if k == 0 and len(pixels) > 1 else room
+        tiles[d] = _tile(extents[d], limit)
+        room = max(1, room // tiles[d])
+    # Pixels of one thread: along the innermost pixel dimension first.
+    want = REGISTER_PIXELS
+    for d in pixels:
+        registers[d] = _divisor_at_most(tiles[d], want)
+        want = max(1, want // registers[d])
+    threads = 1
+    for t, r in zip(tiles, registers, strict=True):
+        threads *= t // r
+    while threads > MAX_THREADS:
+        # Give the thread more of the outermost pixel dimension that has some.
+        grown = False
+        for d in reversed(pixels):
+            r = _divisor_at_most(tiles[d], registers[d] * 2)
+            if r > registers[d]:
+                threads = threads * registers[d] // r
+                registers[d] = r
+                grown = True
+                break
+        if not grown:
+            break
+    while threads < MIN_THREADS:
+        # A small block: fewer outputs a thread, more threads.
+        d = max(range(len(registers)), key=lambda k: registers[k])
+        if registers[d] == 1:
+            break
+        r = _divisor_at_most(tiles[d], registers[d] // 2)
+        threads = threads * registers[d] // r
+        registers[d] = r
+    return KernelConfig(
+        tile_sizes=tuple(tiles),
+        reduction_tile_sizes=_reduction_tiles(spec),
+        register_tile=tuple(registers),
+    )
+
+
+def _reduction_tiles(spec: Spec) -> tuple[int, ...]:
+    """A step of the reduction that keeps its order: the dimensions cut into several
+    tiles come first, in tiles of 1 but the last of them, the others whole."""
+    if isinstance(spec, MatmulSpec):
+        return (_divisor_at_most(spec.k, REDUCTION_STEP),)
+    assert isinstance(spec, ConvSpec)
+    step = _divisor_at_most(spec.c, REDUCTION_STEP)
+    if spec.filter_layout == "rsck":  # reduction order r, s, c
+        if spec.c <= REDUCTION_STEP:
+            return (1, spec.s, spec.c)  # one filter row of taps per step
+        return (1, 1, step)
+    return (step, spec.r, spec.s)  # order c, r, s
+
+
+def _tile(n: int, limit: int) -> int:
+    """A tile of at most `limit` along an extent `n`: a divisor when one is not much
+    smaller (no partial tiles), else `limit` itself."""
+    best = min(n, limit)
+    d = _divisor_at_most(n, best)
+    return d if 2 * d > best else best
+
+
+def _divisor_at_most(n: int, limit: int) -> int:
+    """The largest divisor of `n` not above `limit` (at least 1)."""
+    for d in range(min(n, max(limit, 1)), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+def with_knobs(config: KernelConfig, **knobs: object) -> KernelConfig:
+    """`config` with some knobs changed (a ValueError naming an unknown one)."""
+    known = {f.name for f in fields(KernelConfig)}
+    if unknown := sorted(set(knobs) - known):
+        raise ValueError(
+            f"unknown compile option '{unknown[0]}' (the knobs are "
+            f"{', '.join(sorted(known))})"
+        )
+    return replace(config, **knobs)  # pyright: ignore[reportArgumentType]

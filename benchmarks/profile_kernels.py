@@ -1,0 +1,39 @@
+"""Launch our kernel for each of DESIGN.md's five convolutions once, on random data,
+for a profiler to watch (`scripts/gpu_session.sh profile` runs it under Nsight
+Compute, which reports what limits each kernel).
+
+    ncu --section SpeedOfLight -k regex:^conv_kernel python benchmarks/profile_kernels.py
+    python benchmarks/profile_kernels.py --dtype f16 --only conv3x3-128
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from affinec.benchmark import DESIGN_CONVOLUTIONS, with_format
+from affinec.compiler import compile_to_ptx
+from affinec.reference import poisoned_output, random_inputs
+from affinec.runtime import current_arch
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtype", nargs="+", default=["f32", "f16"])
+    parser.add_argument("--only", nargs="+", choices=list(DESIGN_CONVOLUTIONS))
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    for name, spec in DESIGN_CONVOLUTIONS.items():
+        if args.only and name not in args.only:
+            continue
+        for dtype in args.dtype:
+            s = with_format(spec, dtype)
+            compiled = compile_to_ptx(s, arch=current_arch())
+            kernel = compiled.runtime_kernel()
+            print(f"{name} {dtype}: {compiled.config.describe()}", flush=True)
+            kernel(*random_inputs(s, rng), poisoned_output(s))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The runs that belong together on a GPU machine, in one command (device time is
+# scarce): each step's log goes to $OUT/STEP.log, a one-line result per step to
+# $OUT/summary.txt, which is printed last.
+#
+#   scripts/gpu_session.sh tests bench timing     # a subset of the steps, in order
+#   scripts/gpu_session.sh all
+#
+# Steps:
+#   tests     make gpu-test: the GPU test matrix (pytest -m gpu)
+#   bench     affinec bench: DESIGN.md's five convolutions against cuDNN (JSON too)
+#   timing    the harness against Nsight Compute's gpu__time_duration
+#   profile   ncu sections (speed of light, occupancy, stalls) for our kernels
+#   sanitize  compute-sanitizer memcheck and racecheck over a GPU test subset
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/affinec-gpu}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+PY=scripts/gpu_python.sh
+$PY -c "import affinec.dialects" || exit 1  # installs what the machine lacks, once
+
+run() {  # run NAME SECONDS COMMAND...: log, exit code and seconds in the summary
+  local name=$1 limit=$2
+  shift 2
+  local start=$SECONDS
+  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
+  local code=$?
+  echo "$name: exit $code in $((SECONDS - start)) s" >>"$OUT/summary.txt"
+  return $code
+}
+
+step_tests() { run tests 300 $PY -m pytest -q -m gpu tests -x -p no:cacheprovider; tail -3 "$OUT/tests.log"; }
+
+step_bench() {
+  run bench 420 $PY benchmarks/conv.py --json "$OUT/bench.json"
+  tail -16 "$OUT/bench.log"
+}
+
+step_timing() {
+  run timing-measure 200 $PY benchmarks/timing_check.py measure "$OUT/timing.json"
+  run timing-ncu 200 ncu --csv --print-units base --metrics gpu__time_duration.sum \
+    --clock-control none --cache-control none \
+    --nvtx --nvtx-include 'timed/' --log-file "$OUT/timing-ncu.csv" \
+    python3 benchmarks/timing_check.py launch
+  run timing-compare 30 $PY benchmarks/timing_check.py compare "$OUT/timing.json" \
+    "$OUT/timing-ncu.csv"
+  cat "$OUT/timing-compare.log"
+}
+
+step_profile() {
+  run profile 300 ncu --clock-control none --section SpeedOfLight --section Occupancy \
+    --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+    --section ComputeWorkloadAnalysis -k regex:^conv_kernel \
+    python3 benchmarks/profile_kernels.py
+  grep -E "conv_kernel|Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Thr|Memory Thr|Theoretical Occ|Warp Cycles Per Issued|Stall|Block Limit" \
+    "$OUT/profile.log" | head -80
+}
+
+step_sanitize() {
+  local subset="spec_matrix and (pad1 or everything or 1x1)"
+  run memcheck 300 compute-sanitizer --tool memcheck --target-processes all \
+    --error-exitcode 3 python3 -m pytest -q -m gpu tests/test_gpu.py -k "$subset" \
+    -p no:cacheprovider
+  run racecheck 300 compute-sanitizer --tool racecheck --target-processes all \
+    --error-exitcode 3 python3 -m pytest -q -m gpu tests/test_gpu.py -k "$subset" \
+    -p no:cacheprovider
+  grep -hE "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$OUT/memcheck.log" \
+    "$OUT/racecheck.log"
+}
+
+steps=("$@")
+[ "${steps[0]:-all}" = all ] && steps=(tests bench timing profile sanitize)
+: >"$OUT/summary.txt"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader \
+  >>"$OUT/summary.txt" 2>&1
+for s in "${steps[@]}"; do
+  echo "== $s"
+  "step_$s"
+done
+echo "== summary"
+cat "$OUT/summary.txt"
