@@ -58,6 +58,8 @@ class StageResult:
     message: str = ""
     """Why the stage failed, when it did: the first differing element, or the
     interpreter's error."""
+    stopped: InterpreterError | None = None
+    """The interpreter's error, when it could not run the stage (it knows the op)."""
 
     def row(self) -> str:
         """The stage's line in a check table."""
@@ -140,7 +142,7 @@ class Checker:
             got = self.run(module)
         except InterpreterError as e:
             return StageResult(
-                stage, float("nan"), DIFFERS, False, f"the interpreter stops: {e}"
+                stage, float("nan"), DIFFERS, False, f"the interpreter stops: {e}", e
             )
         error = relative_error(got, self.expected)
         within = error <= self.tolerance

@@ -20,7 +20,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 
 from affinec.benchmark import DESIGN_CONVOLUTIONS
-from affinec.checking import Checker
+from affinec.checking import Checker, StageResult
 from affinec.compiler import compile_to_ptx
 from affinec.config import KernelConfig, with_knobs
 from affinec.context import make_context
@@ -181,13 +181,26 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"spec: {spec.to_text()}")
         checker = Checker(spec, args.seed)
         print(f"{'stage':<44} {'rel. error':>10}  vs previous stage")
-        results = [checker.check("input", module)]
-        print(results[-1].row())
+        results: list[StageResult] = []
+        reported: set[str] = set()
+
+        def record(result: StageResult) -> None:
+            results.append(result)
+            print(result.row())
+            if result.stopped is None:
+                return
+            # Located, like any other error in the IR; once, not at every stage.
+            message = format_exception(result.stopped, {name: text})
+            if message not in reported:
+                reported.add(message)
+                sys.stdout.flush()
+                print(message, file=sys.stderr)
+
+        record(checker.check("input", module))
 
         def after(p: ModulePass, m: ModuleOp, seconds: float) -> None:
             reorders = getattr(p, "changes_rounding", False)
-            results.append(checker.check(pass_text(p), m, reorders))
-            print(results[-1].row())
+            record(checker.check(pass_text(p), m, reorders))
 
         pipeline.run(module, callback=after)
     except (ParseError, DiagnosticException) as e:

@@ -66,6 +66,17 @@ class SourceLocation:
 # -- xDSL's failures as diagnostics ----------------------------------------------------------
 
 
+def raised_by(error: BaseException, package: str) -> bool:
+    """Whether `error` was raised inside `package` (its innermost frame is there)."""
+    tb = error.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "")
+    return module == package or module.startswith(f"{package}.")
+
+
 def raised_by_xdsl(error: BaseException) -> bool:
     """Whether `error` was raised inside xDSL (its innermost frame is xDSL's code).
 
@@ -75,13 +86,7 @@ def raised_by_xdsl(error: BaseException) -> bool:
     Those are the user's errors reported badly, and become located diagnostics; an
     exception raised in affinec's own code is affinec's bug and stays one.
     """
-    tb = error.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    module = tb.tb_frame.f_globals.get("__name__", "")
-    return module == "xdsl" or module.startswith("xdsl.")
+    return raised_by(error, "xdsl")
 
 
 def is_user_error(error: BaseException) -> bool:

@@ -30,12 +30,13 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, get_pass_option_infos
 from xdsl.printer import Printer
 from xdsl.utils.arg_spec import parse_spec
-from xdsl.utils.exceptions import DiagnosticException, ParseError
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from affinec.context import all_dialects
 from affinec.diagnostics import (
     OpError,
+    first_line,
     format_exception,
     is_user_error,
     parse_module,
@@ -126,6 +127,7 @@ class AffinecOptMain(xDSLOptMain):
     # -- the pipeline -------------------------------------------------------------------
 
     def setup_pipeline(self) -> None:
+        self.check_target()
         if self.args.passes and self.args.pass_pipeline:
             raise UserError("give the pipeline with -p or --pass-pipeline, not both")
         text = self.args.pass_pipeline or self.args.passes
@@ -133,6 +135,25 @@ class AffinecOptMain(xDSLOptMain):
             self.affinec_pipeline = Pipeline.parse(text)
         except PipelineError as e:
             raise UserError(str(e)) from e
+
+    def check_target(self) -> None:
+        """Refuse, before reading any input, a target affinec does not emit or
+        options its target does not take."""
+        try:
+            spec = parse_spec(self.args.target)
+        except ArgSpecParseError as e:
+            raise UserError(f"malformed target {self.args.target!r}: {e}") from None
+        if spec.name not in AFFINEC_TARGETS:
+            raise UserError(
+                f"target '{spec.name}' is not supported: affinec-opt emits -t "
+                f"{', '.join(AFFINEC_TARGETS)} (xDSL's other targets take xDSL's own "
+                "dialects: use xdsl-opt for those)"
+            )
+        factory = self.available_targets[spec.name]
+        try:
+            factory().from_spec(spec)  # pyright: ignore
+        except (ValueError, TypeError) as e:
+            raise UserError(f"target '{spec.name}': {first_line(str(e))}") from None
 
     def parse_chunk(
         self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
@@ -205,26 +226,21 @@ class AffinecOptMain(xDSLOptMain):
 
 
 AFFINEC_TARGETS = ("mlir", "llvm", "ptx")
-"""The targets affinec's modules are for; xDSL's others take xDSL's own dialects
-(x86, riscv, csl...) and fail, inside xDSL, on anything else."""
+"""The targets affinec-opt emits. xDSL's others (x86, riscv, csl, mps...) take
+xDSL's own dialects, and fail inside xDSL, or print nothing, on anything else."""
 
 
 def _target_error(target: str, module: ModuleOp, error: Exception) -> Exception:
     """What to raise for `error` from emitting `module` as `target`: when it comes
-    from inside xDSL, an error at the op xDSL cannot print, or a "not supported"
-    for xDSL's other targets; else `error` itself."""
+    from inside xDSL, an error at the op xDSL cannot print (or about the module);
+    else `error` itself."""
     if not is_user_error(error) or isinstance(error, DiagnosticException):
         return error
-    name = parse_spec(target).name
     op = unprintable_op(module)
     if op is not None:
         return OpError(op, f"xDSL cannot print this op ({xdsl_failure(error)})")
-    hint = ""
-    if name not in AFFINEC_TARGETS:
-        hint = f"; affinec's modules are emitted with -t {', '.join(AFFINEC_TARGETS)}"
-    return UserError(
-        f"target '{name}' cannot emit this module ({xdsl_failure(error)}){hint}"
-    )
+    name = parse_spec(target).name
+    return UserError(f"target '{name}' cannot emit this module: {xdsl_failure(error)}")
 
 
 def list_passes(out: IO[str]) -> None:
@@ -276,6 +292,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         message = tool.format(e) if tool is not None else format_exception(e)
         print(message, file=sys.stderr)
+        return 1
+    except ArgSpecParseError as e:  # xDSL's, a BaseException: the -t target's text
+        if debug:
+            raise
+        print(
+            f"error: malformed target: {str(e).splitlines()[-1].strip()}",
+            file=sys.stderr,
+        )
         return 1
 
 

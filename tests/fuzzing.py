@@ -30,6 +30,7 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,15 +79,40 @@ WATCHDOG = 4 * TIME_BOUND
 for a hang the alarm cannot interrupt (inside C code)."""
 
 
+LEVELS = ("naive", "tiled", "mapped", "gpu", "outlined", "lowered", "cf", "llvm")
+"""The levels of the default pipeline, as the fuzzer groups its seeds: the naive IR;
+tiled, split, sunk and promoted (grid/block bands); mapped to threads; a
+`gpu.launch`; outlined into a `gpu.func`; lowered affine (scf); cf; llvm + nvvm."""
+
+
+def level_of(text: str) -> str:
+    """The level (of `LEVELS`) of a module's text, from the ops it holds."""
+    if "llvm.func" in text:
+        return "llvm"
+    if "cf.br" in text or "cf.cond_br" in text:
+        return "cf"
+    if "gpu.func" in text:
+        return "outlined" if "affine." in text else "lowered"
+    if "gpu.launch" in text:
+        return "gpu"
+    if 'affinec.mapping = "thread"' in text:
+        return "mapped"
+    return "tiled" if "affinec.mapping" in text else "naive"
+
+
 @dataclass(frozen=True)
 class Seed:
-    """A module printed after `level` (a pass, or `naive`), and the passes the
-    default pipeline still runs on it."""
+    """A module printed after `after` (a pass, or `naive`), its level, and the
+    passes the default pipeline still runs on it."""
 
     spec: str
-    level: str
+    after: str
     text: str
     rest: tuple[str, ...]
+
+    @property
+    def level(self) -> str:
+        return level_of(self.text)
 
 
 @functools.cache
@@ -438,10 +464,10 @@ def commands(draw, seed: Seed) -> tuple[str, tuple[str, ...]]:
 
 
 @st.composite
-def mutated_cases(draw, levels: tuple[str, ...] | None = None) -> Case:
-    """A seed (of one of `levels`, or any), mutated one to three times, and a
-    command to run on it."""
-    pool = [s for s in seeds() if levels is None or s.level in levels]
+def mutated_cases(draw, level: str | None = None) -> Case:
+    """A seed (of `level`, or any), mutated one to three times, and a command to
+    run on it."""
+    pool = [s for s in seeds() if level is None or s.level == level]
     seed = draw(st.sampled_from(pool))
     rnd = draw(st.randoms(use_true_random=False))
     text = seed.text
@@ -476,7 +502,8 @@ class Outcome:
     def report(self) -> str:
         return (
             f"{self.problem} after {self.seconds:.1f} s\n"
-            f"seed: {self.case.seed.spec} at level {self.case.seed.level}\n"
+            f"seed: {self.case.seed.spec} after {self.case.seed.after} "
+            f"({self.case.seed.level})\n"
             f"command: {self.case.shell()}\n"
             f"exit code: {self.code}\n--- stderr ---\n{self.stderr[-3000:]}\n"
             f"--- input ---\n{self.case.text}"
@@ -514,7 +541,9 @@ def run_case(case: Case, directory: Path) -> Outcome:
         _time_bound(),
         contextlib.redirect_stdout(stdout),
         contextlib.redirect_stderr(stderr),
+        warnings.catch_warnings(),  # xDSL's targets warn about foreign modules
     ):
+        warnings.simplefilter("ignore")
         try:
             code = main(case.command(str(path)))
         except Hang:

@@ -75,8 +75,8 @@ def numpy_dtype(t: Attribute) -> np.dtype:
     """The numpy dtype of the interpreter's values of type `t`."""
     try:
         return dtypes.numpy_dtype(t)
-    except TypeError as e:
-        raise InterpreterError(f"the interpreter has {e}") from None
+    except dtypes.UnsupportedType as e:
+        raise InterpreterError(str(e)) from None
 
 
 def memref_shape(t: MemRefType) -> tuple[int, ...]:
