@@ -422,7 +422,8 @@ XDSL_TARGETS = tuple(sorted(set(xDSLOptMain(args=[]).available_targets) - {"llvm
 class Case:
     """One input: a mutated seed and the command run on it."""
 
-    seed: Seed
+    seed: Seed | None
+    """What it was mutated from (None for a case written by hand)."""
     text: str
     tool: str
     """`affinec-opt` or `affinec`."""
@@ -500,10 +501,12 @@ class Outcome:
     """None when the outcome keeps the promise; else what went wrong."""
 
     def report(self) -> str:
+        seed = self.case.seed
+        origin = "written by hand"
+        if seed is not None:
+            origin = f"seed: {seed.spec} after {seed.after} ({seed.level})"
         return (
-            f"{self.problem} after {self.seconds:.1f} s\n"
-            f"seed: {self.case.seed.spec} after {self.case.seed.after} "
-            f"({self.case.seed.level})\n"
+            f"{self.problem} after {self.seconds:.1f} s\n{origin}\n"
             f"command: {self.case.shell()}\n"
             f"exit code: {self.code}\n--- stderr ---\n{self.stderr[-3000:]}\n"
             f"--- input ---\n{self.case.text}"
