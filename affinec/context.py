@@ -29,6 +29,18 @@ def _gpu() -> Dialect:
     return Gpu
 
 
+def _llvm() -> Dialect:
+    from affinec.dialects.llvm import LLVM
+
+    return LLVM
+
+
+def _nvgpu() -> Dialect:
+    from affinec.dialects.nvgpu import NVGPU
+
+    return NVGPU
+
+
 def _nvvm() -> Dialect:
     from affinec.dialects.nvvm import NVVM
 
@@ -39,9 +51,12 @@ AFFINEC_DIALECTS: dict[str, Callable[[], Dialect]] = {
     "affine": _affine,
     "affinec": _affinec,
     "gpu": _gpu,
+    "llvm": _llvm,
+    "nvgpu": _nvgpu,
     "nvvm": _nvvm,
 }
-"""Dialects of ours, by name; those also in xDSL replace xDSL's in our context."""
+"""Dialects of ours, by name; those also in xDSL replace xDSL's in our context (`llvm`
+is xDSL's with the ops it lacks added, see `_EXTENDED`)."""
 
 
 def all_dialects() -> dict[str, Callable[[], Dialect]]:
@@ -77,5 +92,12 @@ def require_affinec_dialects(module: ModuleOp) -> None:
                 )
 
 
-_RESYNTAXED = [name for name in AFFINEC_DIALECTS if name in get_all_dialects()]
+_EXTENDED = {"llvm"}
+"""Our dialects that are xDSL's plus ops it lacks: xDSL's ops are ours too."""
+
+_RESYNTAXED = [
+    name
+    for name in AFFINEC_DIALECTS
+    if name in get_all_dialects() and name not in _EXTENDED
+]
 """Our dialects that xDSL also defines (in its own syntax)."""

@@ -4,8 +4,10 @@ arrays a kernel takes)."""
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import (
+    BFloat16Type,
     FixedBitwidthType,
     Float16Type,
     Float32Type,
@@ -15,9 +17,12 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute
 
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+"""bf16, which numpy lacks: `ml_dtypes`' (it rounds like the GPU's)."""
+
 
 class UnsupportedType(TypeError):
-    """A scalar type affinec has no numpy type for (`bf16`, `tf32`, `f80`, `i3`...):
+    """A scalar type affinec has no numpy type for (`tf32`, `f80`, `i3`...):
     the one "not supported" error for types, which callers locate at their op."""
 
     def __init__(self, t: Attribute) -> None:
@@ -31,6 +36,8 @@ def numpy_dtype(t: Attribute) -> np.dtype:
     match t:
         case Float16Type():
             return np.dtype(np.float16)
+        case BFloat16Type():
+            return BFLOAT16
         case Float32Type():
             return np.dtype(np.float32)
         case Float64Type():
@@ -52,3 +59,8 @@ def element_size(t: Attribute) -> int:
     if isinstance(t, FixedBitwidthType):
         return max(1, -(-t.bitwidth // 8))
     raise UnsupportedType(t)
+
+
+def is_floating(dtype: np.dtype) -> bool:
+    """Whether `dtype` holds floating-point values (bf16 included)."""
+    return dtype.kind == "f" or dtype == BFLOAT16

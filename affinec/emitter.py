@@ -7,9 +7,14 @@ as a cast to a typed pointer in address space 0 (invalid), drops the alignment o
 globals and knows no kernels. So here: GEPs are built directly on opaque pointers of
 any address space, globals keep their alignment, kernels (`nvvm.kernel`) get the
 `ptx_kernel` calling convention and their `nvvm.maxntid` and `nvvm.minctasm`
-`nvvm.annotations` entries,
-`llvm.noalias` arguments the `noalias` attribute, and each `nvvm` op becomes a call of
-its intrinsic (`op.INTRINSIC`).
+`nvvm.annotations` entries, `llvm.noalias` arguments the `noalias` attribute, each
+`nvvm` op becomes a call of its intrinsic (`op.intrinsic()`, with the operands and then
+`op.immediates()` as i32 constants; an `nvvm.mma.sync` or `nvvm.ldmatrix` returns a
+struct, read with `llvm.extractvalue`), and `llvm.extractelement` (which xDSL's
+backend lacks) an `extractelement`. Vectors such as `<2 x half>` and their `bitcast`
+to i32 go through xDSL's backend as they are. Neither llvmlite nor xDSL's backend
+knows LLVM's `bfloat`: `BFloatType` is it, and this module registers it for xDSL's
+`bf16`.
 
 PTX comes from llvmlite's NVPTX target: the module is optimized at `-O3` and compiled
 for `sm_80` (default) or `sm_90` with PTX ISA 8.0 (`+ptx80`), a version CUDA 13.0's
@@ -26,14 +31,24 @@ from functools import cache
 
 import llvmlite.binding as llvm_binding
 import llvmlite.ir as ir
+import numpy as np
+from llvmlite.ir.types import _BaseFloatType
+from xdsl.backend.llvm import convert_type as xdsl_convert_type
 from xdsl.backend.llvm.convert_op import convert_op, create_constant
 from xdsl.backend.llvm.convert_type import convert_type
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import DenseArrayBase, DictionaryAttr, IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    DenseArrayBase,
+    DictionaryAttr,
+    IntegerAttr,
+    ModuleOp,
+)
 from xdsl.ir import Block, Operation, SSAValue
 
 from affinec.diagnostics import OpError, is_user_error, raised_by, xdsl_failure
 from affinec.dialects import gpu, nvvm
+from affinec.dialects import llvm as llvm_extensions
 from affinec.dialects.affinec import UNROLL
 from affinec.dialects.nvvm import KERNEL, MAXNTID, MINCTASM
 
@@ -47,6 +62,30 @@ MAX_PTX_MAJOR = 8
 
 class EmitterError(OpError):
     """The module cannot be emitted; `op` (when set) is the op at fault."""
+
+
+class BFloatType(_BaseFloatType):
+    """LLVM's `bfloat`, which llvmlite lacks (constants are written `0xR` and the
+    16 bits)."""
+
+    null = "0.0"
+    intrinsic_name = "bf16"
+
+    def __str__(self) -> str:
+        return "bfloat"
+
+    def format_constant(self, value) -> str:
+        from affinec.dtypes import BFLOAT16
+
+        bits = int(np.array([value], BFLOAT16).view(np.uint16)[0])
+        return f"0xR{bits:04X}"
+
+
+BFloatType._create_instance()
+# xDSL 0.74's LLVM backend has no converter for bf16: register ours.
+xdsl_convert_type._TYPE_CONVERTERS.setdefault(  # pyright: ignore[reportPrivateUsage]
+    BFloat16Type, lambda _: BFloatType()
+)
 
 
 @dataclass(frozen=True)
@@ -226,8 +265,10 @@ def _convert(
             if isinstance(base.type.pointee, ir.ArrayType):
                 index_values = [ir.Constant(index_values[0].type, 0), *index_values]
             values[op.result] = builder.gep(base, index_values, inbounds=inbounds)
-    elif isinstance(op, nvvm.SpecialRegisterOp | nvvm.BarrierOp):
+    elif isinstance(op, nvvm.IntrinsicOp):
         _intrinsic_call(op, builder, values)
+    elif isinstance(op, llvm_extensions.ExtractElementOp):
+        values[op.res] = builder.extract_element(values[op.vector], values[op.position])
     else:
         convert_op(op, builder, values, blocks)
         if isinstance(op, llvm.BrOp) and UNROLL in op.attributes:
@@ -269,16 +310,16 @@ def _loop_metadata(text: str) -> str:
 
 
 def _intrinsic_call(
-    op: nvvm.SpecialRegisterOp | nvvm.BarrierOp,
+    op: nvvm.IntrinsicOp,
     builder: ir.IRBuilder,
     values: dict[SSAValue, ir.Value],
 ) -> None:
     module = builder.module
-    args: Sequence[ir.Value] = [
-        ir.Constant(ir.IntType(32), a) for a in getattr(op, "INTRINSIC_ARGS", ())
+    args: Sequence[ir.Value] = [values[v] for v in op.operands] + [
+        ir.Constant(ir.IntType(32), a) for a in op.immediates()
     ]
     result_type = convert_type(op.results[0].type) if op.results else ir.VoidType()
-    name = op.INTRINSIC
+    name = op.intrinsic()
     fn = module.globals.get(name)
     if fn is None:
         fn = ir.Function(

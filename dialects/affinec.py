@@ -7,6 +7,14 @@ pre-padded copy of its input:
     %a = affinec.padded_load %in[%n, %c, %oh * 2 + %r - 3, %ow * 2 + %s - 3]
         : memref<1x4x224x224xf16>
 
+`affinec.element_pointer` is the address of one element of a row-major memref, as an
+LLVM pointer in the memref's memory space (global memory, space 0 at the gpu level,
+is `!llvm.ptr<1>`): what `convert-nvgpu-to-nvvm` gives the nvvm ops that take
+pointers, while the rest of the kernel still uses memrefs. `convert-gpu-to-nvvm`
+lowers it like any memref access, to a `getelementptr`:
+
+    %p = affinec.element_pointer %tile[%i, %j] : memref<16x16xf16, 3> -> !llvm.ptr<3>
+
 Attribute names that passes read and write:
 
 - `affinec.mapping` on an `affine.parallel`: `"grid"` (one iteration per GPU block),
@@ -29,13 +37,26 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
     DictionaryAttr,
+    IndexType,
+    IntAttr,
     IntegerAttr,
     MemRefType,
+    NoneAttr,
     StringAttr,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, Operation
-from xdsl.irdl import irdl_op_definition
+from xdsl.dialects.llvm import LLVMPointerType
+from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.traits import Pure
+from xdsl.utils.exceptions import VerifyException
 
 from affinec.diagnostics import OpError
 from affinec.dialects.affine import AffineLoadBase
@@ -124,6 +145,62 @@ class PaddedLoadOp(AffineLoadBase):
     """An `affine.load` that reads zero wherever the access falls outside the memref."""
 
     name = "affinec.padded_load"
+
+
+GLOBAL_POINTER_SPACE = 1
+"""The LLVM address space of a memref without a memory space (global memory)."""
+
+
+def pointer_space(t: MemRefType) -> int:
+    """The LLVM address space a memref's elements live in."""
+    space = t.memory_space
+    if isinstance(space, IntegerAttr) and space.value.data:
+        return space.value.data
+    return GLOBAL_POINTER_SPACE
+
+
+@irdl_op_definition
+class ElementPointerOp(IRDLOperation):
+    """`affinec.element_pointer %buf[%i, %j] : memref<...> -> !llvm.ptr<N>`: the
+    address of one element of a row-major, statically shaped memref. Computing it
+    reads nothing (like `getelementptr`, the indices are not bounds-checked)."""
+
+    name = "affinec.element_pointer"
+
+    memref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    result = result_def(LLVMPointerType)
+
+    traits = traits_def(Pure())
+
+    assembly_format = (
+        "$memref `[` $indices `]` attr-dict `:` type($memref) `->` type($result)"
+    )
+
+    def __init__(self, memref: SSAValue | Operation, indices):
+        ref = SSAValue.get(memref)
+        assert isinstance(ref.type, MemRefType)
+        super().__init__(
+            operands=[ref, [SSAValue.get(i) for i in indices]],
+            result_types=[LLVMPointerType(IntAttr(pointer_space(ref.type)))],
+        )
+
+    def verify_(self) -> None:
+        t = self.memref.type
+        assert isinstance(t, MemRefType)
+        if not isinstance(t.layout, NoneAttr) or any(d < 0 for d in t.get_shape()):
+            raise VerifyException(
+                f"expected a statically shaped row-major memref, got {t}"
+            )
+        if len(self.indices) != t.get_num_dims():
+            raise VerifyException(
+                f"expected {t.get_num_dims()} indices for {t}, got {len(self.indices)}"
+            )
+        expected = LLVMPointerType(IntAttr(pointer_space(t)))
+        if self.result.type != expected:
+            raise VerifyException(
+                f"the elements of {t} are at {expected}, got {self.result.type}"
+            )
 
 
 # -- the launch record ------------------------------------------------------------------
@@ -225,4 +302,4 @@ class LaunchRecord:
         return None if attr is None else LaunchRecord.from_attribute(attr)
 
 
-Affinec = Dialect("affinec", [PaddedLoadOp], [])
+Affinec = Dialect("affinec", [PaddedLoadOp, ElementPointerOp], [])

@@ -82,6 +82,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return ConvertGpuToNvvm
 
+    def _convert_nvgpu_to_nvvm():
+        from affinec.passes.convert_nvgpu_to_nvvm import ConvertNvgpuToNvvm
+
+        return ConvertNvgpuToNvvm
+
     def _convert_scf_to_cf():
         from affinec.passes.convert_scf_to_cf import ConvertScfToCf
 
@@ -107,6 +112,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-convert-parallel-to-gpu": _convert_parallel_to_gpu,
         "gpu-kernel-outlining": _gpu_kernel_outlining,
         "lower-affine": _lower_affine,
+        "convert-nvgpu-to-nvvm": _convert_nvgpu_to_nvvm,
         "convert-gpu-to-nvvm": _convert_gpu_to_nvvm,
         "convert-scf-to-cf": _convert_scf_to_cf,
     }

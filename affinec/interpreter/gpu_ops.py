@@ -14,6 +14,14 @@ thread wrote it and which read it in the current barrier interval: a thread read
 what another wrote, writing what another read, or two threads writing one element,
 with no barrier between, is a data race and raises `DataRaceError` — whatever order
 the simulation happened to run the threads in.
+
+Warp-collective ops (`ldmatrix`, `mma.sync`) are a rendezvous of the 32 lanes of a
+warp (`affinec.interpreter.warps`): each lane yields a `WarpCollective` with its
+operands, and once every lane of the warp waits at the same op, the op runs for the
+warp and each lane resumes with its share of the result. Only a round in which some
+thread yields a collective pays for this: a kernel with barriers only checks the type
+of what each thread yields. An asynchronous copy (`affinec.interpreter.async_copies`) marks its
+destination pending until the wait that lands it: an access in between is a race.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import inspect
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from xdsl.dialects import llvm
@@ -46,6 +54,7 @@ from affinec.interpreter.support import (
     numpy_dtype,
     poisoned,
 )
+from affinec.interpreter.warps import WarpCollective, run_collectives
 
 
 class DataRaceError(InterpreterError):
@@ -56,14 +65,15 @@ class BarrierDivergenceError(InterpreterError):
     """The threads of a block did not all reach the same barrier."""
 
 
-_MANY = -2
+MANY_READERS = -2
 """A reader mark: more than one thread read the element in this interval."""
 
 
 class BlockState:
-    """What the shared buffers of the running block need to know: who runs now."""
+    """What the shared buffers of the running block need to know: who runs now, and
+    the asynchronous copies still in flight (by record number, see `async_copies`)."""
 
-    __slots__ = ("block", "epoch", "kernel", "thread", "threads")
+    __slots__ = ("block", "copies", "epoch", "kernel", "thread", "threads")
 
     def __init__(self, kernel: str, block: tuple[int, int, int], threads: tuple):
         self.kernel = kernel
@@ -71,11 +81,23 @@ class BlockState:
         self.threads = threads
         self.thread = 0
         self.epoch = 0
+        self.copies: dict[int, Any] = {}
 
     def thread_name(self, linear: int) -> str:
         bx, by, _ = self.threads
         x, y, z = linear % bx, linear // bx % by, linear // (bx * by)
         return f"thread ({x}, {y}, {z})"
+
+    def next_epoch(self) -> None:
+        """A barrier: a new interval begins; copies in flight stay in flight."""
+        self.epoch += 1
+        for copy in self.copies.values():
+            copy.restamp(self.epoch)
+
+
+PENDING = -3
+"""Writer marks at or below this are asynchronous copies in flight: record
+`PENDING - mark` of `BlockState.copies` will write the element."""
 
 
 class SharedArray:
@@ -85,11 +107,13 @@ class SharedArray:
     """Bytes per element beyond the data: who wrote and read it, and when."""
 
     __slots__ = (
+        "_flat",
         "data",
         "name",
         "read_epoch",
         "reader",
         "shape",
+        "source_shape",
         "state",
         "write_epoch",
         "writer",
@@ -98,12 +122,67 @@ class SharedArray:
     def __init__(self, name: str, shape: tuple[int, ...], dtype: np.dtype, state):
         self.name = name
         self.shape = shape
+        self.source_shape = shape
+        """The shape errors name elements in (the buffer's own, for a flat view)."""
         self.state: BlockState = state
         self.data = poisoned(shape, dtype)
         self.writer = np.full(shape, -1, np.int64)
         self.write_epoch = np.full(shape, -1, np.int64)
         self.reader = np.full(shape, -1, np.int64)
         self.read_epoch = np.full(shape, -1, np.int64)
+        self._flat: SharedArray | None = None
+
+    def flat_view(self) -> SharedArray:
+        """A one-dimensional view of the buffer (and of its race records), as a
+        pointer sees it; errors still name elements by the buffer's shape."""
+        if len(self.shape) == 1:
+            return self
+        if self._flat is None:
+            view = object.__new__(SharedArray)
+            view.name = self.name
+            view.shape = (self.data.size,)
+            view.source_shape = self.shape
+            view.state = self.state
+            for field in ("data", "writer", "write_epoch", "reader", "read_epoch"):
+                setattr(view, field, getattr(self, field).reshape(-1))
+            view._flat = None
+            self._flat = view
+        return self._flat
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    def read_run(self, start: int, count: int, what: str) -> np.ndarray:
+        """Elements [start, start + count) of a flat view, read by the running thread
+        (race-checked like `__getitem__`; `what` names the reading op)."""
+        state = self.state
+        t, e = state.thread, state.epoch
+        run = slice(start, start + count)
+        clash = (self.write_epoch[run] == e) & (self.writer[run] != t)
+        if clash.any():
+            k = start + int(np.argmax(clash))
+            self.conflict(k, f"reads ({what})", int(self.writer[k]))
+        fresh = self.read_epoch[run] != e
+        shared = ~fresh & (self.reader[run] != t)
+        self.read_epoch[run] = e
+        self.reader[run] = np.where(fresh, t, np.where(shared, MANY_READERS, t))
+        return self.data[run].copy()
+
+    def conflict(self, index, verb: str, writer: int) -> NoReturn:
+        """Raise the race of the running thread's access `verb` ("reads") to an
+        element last written by `writer` (a thread, or a copy in flight)."""
+        state = self.state
+        copy = state.copies.get(PENDING - writer) if writer <= PENDING else None
+        if copy is not None:
+            self.race(
+                index,
+                f"{verb} what the asynchronous copy {copy.describe()} of "
+                f"{state.thread_name(copy.thread)} may still be writing: no "
+                "device_async_wait (cp.async.wait_group) has landed it yet",
+                barrier=False,
+            )
+        self.race(index, f"{verb} what {state.thread_name(writer)} wrote")
 
     def __len__(self) -> int:
         return self.shape[0] if self.shape else 1
@@ -112,48 +191,54 @@ class SharedArray:
         state = self.state
         t, e = state.thread, state.epoch
         if self.write_epoch[index] == e and self.writer[index] != t:
-            self._race(
-                index, f"reads what {state.thread_name(self.writer[index])} wrote"
-            )
+            self.conflict(index, "reads", self.writer[index])
         if self.read_epoch[index] != e:
             self.read_epoch[index] = e
             self.reader[index] = t
         elif self.reader[index] != t:
-            self.reader[index] = _MANY
+            self.reader[index] = MANY_READERS
         return self.data[index]
 
     def __setitem__(self, index, value) -> None:
         state = self.state
         t, e = state.thread, state.epoch
         if self.write_epoch[index] == e and self.writer[index] != t:
-            self._race(
-                index, f"writes what {state.thread_name(self.writer[index])} wrote"
-            )
+            self.conflict(index, "writes", self.writer[index])
         if self.read_epoch[index] == e and self.reader[index] != t:
             who = self.reader[index]
-            other = "other threads" if who == _MANY else state.thread_name(who)
-            self._race(index, f"writes what {other} read")
+            other = "other threads" if who == MANY_READERS else state.thread_name(who)
+            self.race(index, f"writes what {other} read")
         self.write_epoch[index] = e
         self.writer[index] = t
         self.data[index] = value
 
-    def _race(self, index, what: str) -> None:
+    def race(self, index, what: str, barrier: bool = True) -> NoReturn:
         state = self.state
-        where = list(index) if isinstance(index, tuple) else [index]
+        if isinstance(index, tuple):
+            where = [int(i) for i in index]
+        elif self.source_shape != self.shape:
+            where = [int(i) for i in np.unravel_index(int(index), self.source_shape)]
+        else:
+            where = [int(index)]
         raise DataRaceError(
             f"data race on shared memory %{self.name}{where} in block {state.block} "
-            f"of @{state.kernel}: {state.thread_name(state.thread)} {what} with no "
-            "gpu.barrier between them"
+            f"of @{state.kernel}: {state.thread_name(state.thread)} {what}"
+            + (" with no gpu.barrier between them" if barrier else "")
         )
 
 
 class ThreadContext:
-    """`ids`: block ids, thread ids, grid sizes, block sizes (x, y, z each)."""
+    """`ids`: block ids, thread ids, grid sizes, block sizes (x, y, z each);
+    `copies`: the thread's asynchronous copies (`async_copies.ThreadCopies`), made
+    by its first copy; `block`: its block's `BlockState`."""
 
-    __slots__ = ("ids",)
+    __slots__ = ("block", "copies", "ids", "linear")
 
-    def __init__(self, ids: tuple[int, ...]):
+    def __init__(self, ids: tuple[int, ...], block: BlockState, linear: int):
         self.ids = ids
+        self.block = block
+        self.linear = linear
+        self.copies: Any = None
 
 
 WorkgroupSpec = Sequence[tuple[str, tuple[int, ...], np.dtype]]
@@ -191,26 +276,40 @@ def run_grid(
         state = BlockState(name, (bx, by, bz), block)
         shared = [SharedArray(n, s, d, state) for n, s, d in workgroup]
         contexts = [
-            ThreadContext((bx, by, bz, tx, ty, tz, gx, gy, gz, sx, sy, sz))
-            for tz, ty, tx in itertools.product(range(sz), range(sy), range(sx))
+            ThreadContext((bx, by, bz, tx, ty, tz, gx, gy, gz, sx, sy, sz), state, t)
+            for t, (tz, ty, tx) in enumerate(
+                itertools.product(range(sz), range(sy), range(sx))
+            )
         ]
         if not generator:
             for t, ctx in enumerate(contexts):
                 state.thread = t
                 kernel(ctx, *args, *shared)
             continue
-        live = [(t, kernel(ctx, *args, *shared)) for t, ctx in enumerate(contexts)]
+        live = [
+            (t, kernel(ctx, *args, *shared), None) for t, ctx in enumerate(contexts)
+        ]
         while live:
-            arrived: list[tuple[int, Any]] = []
+            arrived: list[tuple[int, Any, Any]] = []
             sites: set[Any] = set()
             finished: list[int] = []
-            for t, thread in live:
+            collective = False
+            for t, thread, _ in live:
                 state.thread = t
                 try:
-                    sites.add(next(thread))
-                    arrived.append((t, thread))
+                    site = next(thread)
                 except StopIteration:
                     finished.append(t)
+                    continue
+                if type(site) is WarpCollective:
+                    collective = True
+                sites.add(site)
+                arrived.append((t, thread, site))
+            if collective:
+                arrived, finished = run_collectives(
+                    arrived, finished, state, sx * sy * sz
+                )
+                sites = {site for _, _, site in arrived}
             if arrived and (finished or len(sites) > 1):
                 what = (
                     f"{state.thread_name(finished[0])} returned"
@@ -221,7 +320,7 @@ def run_grid(
                     f"block {state.block} of @{name}: {state.thread_name(arrived[0][0])} "
                     f"waits at {describe(next(iter(sites)))} while {what}"
                 )
-            state.epoch += 1
+            state.next_epoch()
             live = arrived
 
 

@@ -16,10 +16,13 @@ from affinec.dialects import gpu
 from affinec.interpreter import (  # noqa: F401
     affine_ops,
     arith_ops,
+    async_copies,
     gpu_ops,
     llvm_ops,
     math_ops,
     memref_ops,
+    vector_ops,
+    warp_ops,
 )
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source
 from affinec.interpreter.control_ops import function_global, write_body

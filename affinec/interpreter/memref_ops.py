@@ -14,6 +14,7 @@ from xdsl.dialects import memref
 from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
 from xdsl.ir import Operation
 
+from affinec.dialects.affinec import ElementPointerOp
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.support import (
     InterpreterError,
@@ -200,3 +201,41 @@ def _check_subview(op, shape, offsets, sizes, strides) -> None:
                 f"of a dimension of size {n}",
                 op,
             )
+
+
+# -- pointers into memrefs --------------------------------------------------------------
+
+
+def flat_pointer(op: Operation, array, indices: Sequence[int]) -> tuple:
+    """A memref element as a pointer: (the buffer flattened, the element's row-major
+    offset), unchecked like a `getelementptr`. A shared buffer's flat view keeps its
+    race records."""
+    flat_view = getattr(array, "flat_view", None)
+    if flat_view is not None:
+        buffer = flat_view()
+    elif array.flags.c_contiguous:
+        buffer = array.reshape(-1)
+    else:
+        raise InterpreterError("a pointer into a strided view", op)
+    offset = 0
+    for index, dim in zip(indices, array.shape, strict=True):
+        offset = offset * dim + index
+    return buffer, offset
+
+
+def checked_pointer(op: Operation, array, indices: Sequence[int]) -> tuple:
+    """`flat_pointer`, with the indices checked against the memref's shape."""
+    shape = tuple(array.shape)
+    if any(not 0 <= i < d for i, d in zip(indices, shape, strict=True)):
+        out_of_bounds(op, tuple(indices), shape)
+    return flat_pointer(op, array, indices)
+
+
+@emits(ElementPointerOp)
+def _element_pointer(op: ElementPointerOp, w: FunctionWriter) -> None:
+    indices = ", ".join(w.names(op.indices))
+    comma = "," * (len(op.indices) == 1)
+    w.line(
+        f"{w.define(op.result)} = {w.global_(flat_pointer, 'flat_pointer')}("
+        f"{w.op_ref(op)}, {w[op.memref]}, ({indices}{comma}))"
+    )

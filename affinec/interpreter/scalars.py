@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from xdsl.dialects.builtin import IndexType, IntegerType
+from xdsl.dialects.builtin import IndexType, IntegerType, VectorType
 from xdsl.ir import Attribute, SSAValue
 
 from affinec.interpreter.codegen import FunctionWriter
@@ -257,13 +257,19 @@ def emit_int_cast(
     w.line(f"{w.define(result)} = {wrapped(name, int_width(result.type))}")
 
 
+def element_type(t: Attribute) -> Attribute:
+    """The scalar type of `t`'s values: its element type for a vector (an array,
+    which numpy's scalar types convert element by element)."""
+    return t.get_element_type() if isinstance(t, VectorType) else t
+
+
 def emit_int_to_float(
     w: FunctionWriter, result: SSAValue, value: SSAValue, signed: bool
 ) -> None:
-    to = w.global_(numpy_dtype(result.type).type, "to")
+    to = w.global_(numpy_dtype(element_type(result.type)).type, "to")
     name = w[value]
     if not signed:
-        name = unsigned_expr(name, int_width(value.type))
+        name = unsigned_expr(name, int_width(element_type(value.type)))
     w.line(f"{w.define(result)} = {to}({name})")
 
 
@@ -276,8 +282,9 @@ def emit_float_to_int(
 
 
 def emit_float_cast(w: FunctionWriter, result: SSAValue, value: SSAValue) -> None:
-    """`extf`, `truncf`: the value rounded to the result's type."""
-    to = w.global_(numpy_dtype(result.type).type, "to")
+    """`extf`, `truncf`: the value rounded to the result's type (each element of a
+    vector)."""
+    to = w.global_(numpy_dtype(element_type(result.type)).type, "to")
     w.line(f"{w.define(result)} = {to}({w[value]})")
 
 

@@ -170,7 +170,7 @@ def check_buffer(shape: tuple[int, ...], itemsize: int, what: str = "buffer") ->
 def poisoned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """A fresh buffer whose every element is obviously unwritten (NaN, or -2**k)."""
     check_buffer(shape, dtype.itemsize)
-    if dtype.kind == "f":
+    if dtypes.is_floating(dtype):
         return np.full(shape, np.nan, dtype)
     if dtype.kind == "b":
         return np.zeros(shape, dtype)

@@ -1,17 +1,21 @@
-"""arith (and index) ops as llvm ops."""
+"""arith (and index) ops as llvm ops; float arithmetic, casts and constants on n-D
+vectors row by row (`vector_to_llvm`)."""
 
 from __future__ import annotations
 
 from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
     FloatAttr,
     IntegerAttr,
     IntegerType,
+    VectorType,
 )
 from xdsl.ir import Attribute, Operation
 
 from affinec.diagnostics import PassError
 from affinec.transforms.nvvm.converter import KernelConverter, converts
+from affinec.transforms.nvvm.vector_to_llvm import elementwise, vector_constant
 
 _BINARY: dict[type[Operation], type[Operation]] = {
     arith.AddiOp: llvm.AddOp,
@@ -37,6 +41,9 @@ _BINARY: dict[type[Operation], type[Operation]] = {
 @converts(*_BINARY)
 def _binary(op: Operation, c: KernelConverter):
     lhs, rhs = (c.v(v) for v in op.operands)
+    t = op.results[0].type
+    if isinstance(t, VectorType):
+        return [elementwise(c, t, [lhs, rhs], _BINARY[type(op)])]
     return [c.emit(_BINARY[type(op)](lhs, rhs))]
 
 
@@ -63,6 +70,9 @@ def _type_suffix(t: Attribute) -> str:
 
 @converts(arith.NegfOp)
 def _negf(op: arith.NegfOp, c: KernelConverter):
+    t = op.result.type
+    if isinstance(t, VectorType):
+        return [elementwise(c, t, [c.v(op.operand)], llvm.FNegOp)]
     return [c.emit(llvm.FNegOp(c.v(op.operand)))]
 
 
@@ -74,6 +84,10 @@ def _constant(op: arith.ConstantOp, c: KernelConverter):
         attr = IntegerAttr(value.value.data, t)  # pyright: ignore[reportArgumentType]
     elif isinstance(value, FloatAttr):
         attr = value
+    elif isinstance(value, DenseIntOrFPElementsAttr) and isinstance(
+        value.type, VectorType
+    ):
+        return [vector_constant(c, op, value)]
     else:
         raise PassError(op, f"cannot lower the constant {value}")
     return [c.emit(llvm.ConstantOp(attr, t))]
@@ -110,14 +124,14 @@ def _min_max(op: Operation, c: KernelConverter):
     return [c.emit(llvm.SelectOp(test, lhs, rhs))]
 
 
-@converts(arith.ExtFOp)
-def _extf(op: arith.ExtFOp, c: KernelConverter):
-    return [c.emit(llvm.FPExtOp(c.v(op.input), op.result.type))]
-
-
-@converts(arith.TruncFOp)
-def _truncf(op: arith.TruncFOp, c: KernelConverter):
-    return [c.emit(llvm.FPTruncOp(c.v(op.input), op.result.type))]
+@converts(arith.ExtFOp, arith.TruncFOp)
+def _float_cast(op: arith.ExtFOp | arith.TruncFOp, c: KernelConverter):
+    cast = llvm.FPExtOp if isinstance(op, arith.ExtFOp) else llvm.FPTruncOp
+    t = op.result.type
+    if isinstance(t, VectorType):
+        row = VectorType(t.get_element_type(), [t.get_shape()[-1]])
+        return [elementwise(c, t, [c.v(op.input)], lambda v: cast(v, row))]
+    return [c.emit(cast(c.v(op.input), t))]
 
 
 @converts(arith.SIToFPOp)

@@ -20,6 +20,7 @@ from xdsl.dialects.builtin import (
     MemRefType,
     NoneAttr,
     UnitAttr,
+    VectorType,
     i32,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
@@ -38,7 +39,8 @@ Converter = Callable[[Operation, "KernelConverter"], Sequence[SSAValue] | None]
 
 CONVERTERS: OpTable[Converter] = OpTable("nvvm converter")
 """One converter per op kind, registered by the tables beside this module
-(`arith_to_llvm`, `memref_to_llvm`, `cf_to_llvm`, `gpu_to_nvvm`)."""
+(`arith_to_llvm`, `memref_to_llvm`, `cf_to_llvm`, `gpu_to_nvvm`, `math_to_llvm`,
+`vector_to_llvm`)."""
 
 converts = CONVERTERS.register
 
@@ -58,6 +60,8 @@ def check_convertible(func: gpu.FuncOp) -> None:
             hint = ""
             if op.dialect_name() in ("scf", "affine"):
                 hint = " (run lower-affine and convert-scf-to-cf first)"
+            elif op.dialect_name() == "nvgpu":
+                hint = " (run convert-nvgpu-to-nvvm first)"
             raise PassError(op, f"convert-gpu-to-nvvm cannot lower '{op.name}'{hint}")
         for v in (*op.operands, *op.results):
             _check_type(op, v.type)
@@ -93,6 +97,15 @@ class KernelConverter:
             return self.index_type
         if isinstance(t, MemRefType):
             return llvm.LLVMPointerType(_space(t))
+        if isinstance(t, VectorType):
+            # n-D vectors are LLVM arrays of their innermost 1-D vectors (as MLIR).
+            shape = t.get_shape()
+            lowered: Attribute = VectorType(
+                self.type(t.get_element_type()), [shape[-1]]
+            )
+            for d in reversed(shape[:-1]):
+                lowered = llvm.LLVMArrayType(d, lowered)
+            return lowered
         return t
 
     # -- building -----------------------------------------------------------------------

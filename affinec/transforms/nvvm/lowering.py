@@ -12,6 +12,9 @@ block in dominance order, into a fresh `llvm.func`: one small converter per op k
   the entry block (so SROA can turn it into registers). Shapes are static and the
   layout row-major: an access is one `getelementptr inbounds` at the linearized
   offset;
+- n-D vectors are LLVM arrays of 1-D vectors; nvvm ops (and the llvm ops around them)
+  that `convert-nvgpu-to-nvvm` put in the kernel keep their form, and
+  `affinec.element_pointer` is the address of its element, like a memref access;
 - gpu ids read NVVM special registers (`nvvm.read.ptx.sreg.tid.x`, i32, zero-extended
   to `index`), `gpu.barrier` is `nvvm.barrier0`;
 - the kernel is marked `nvvm.kernel`, with `nvvm.maxntid` from its known block size,
@@ -24,6 +27,7 @@ from affinec.transforms.nvvm import (  # noqa: F401  (importing registers the co
     gpu_to_nvvm,
     math_to_llvm,
     memref_to_llvm,
+    vector_to_llvm,
 )
 from affinec.transforms.nvvm.converter import KernelConverter, check_convertible
 

@@ -14,6 +14,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Operation, SSAValue
 
+from affinec.dialects.affinec import ElementPointerOp
 from affinec.dtypes import element_size
 from affinec.transforms.nvvm.converter import KernelConverter, converts
 
@@ -59,6 +60,11 @@ def _store(op: memref.StoreOp, c: KernelConverter):
     t = op.value.type
     c.emit(llvm.StoreOp(c.v(op.value), ptr, alignment=element_size(t)))
     return []
+
+
+@converts(ElementPointerOp)
+def _element_pointer(op: ElementPointerOp, c: KernelConverter):
+    return [_address(c, op.memref, op.indices)]
 
 
 @converts(memref.AllocaOp)

@@ -1,0 +1,232 @@
+"""Asynchronous copies (`cp.async`): data lands in shared memory at the wait, not
+before, and every access in between is a data race.
+
+Each thread keeps its copies as PTX does (`ThreadCopies`): copies started since its
+last group, then its groups in the order they were made. A copy reads its source when
+it starts (the source is global memory, which nothing writes meanwhile) and marks its
+destination *pending*: the elements' writer becomes the copy itself
+(`gpu_ops.PENDING - record`), stamped with every new barrier interval, so that any
+read or write of them by any thread — the copying one included — before the copy
+lands is reported by the shared buffer's ordinary race check, naming the copy's op.
+A copy that starts on elements another thread read or wrote in the same interval (a
+stage still being read) is a race as well.
+
+`device_async_wait {numGroups = N}` (`cp.async.wait.group N`) lands the thread's
+oldest groups until at most N are left: the data is written then, by the copying
+thread. Other threads see it after a barrier, as with any other write. Copies never
+grouped are never landed by a wait.
+
+    %t = nvgpu.device_async_copy %g[%i], %s[%j], 8 : memref<64xf16> to memref<64xf16, 3>
+    %grp = nvgpu.device_async_create_group %t
+    nvgpu.device_async_wait %grp {numGroups = 0 : i32}
+    gpu.barrier
+    %v = memref.load %s[%k] : memref<64xf16, 3>     // fine; without the wait: a race
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from xdsl.ir import Operation
+
+from affinec.dialects import nvgpu, nvvm
+from affinec.interpreter.codegen import FunctionWriter, emits
+from affinec.interpreter.gpu_ops import MANY_READERS, PENDING, SharedArray
+from affinec.interpreter.memref_ops import checked_pointer, flat_pointer
+from affinec.interpreter.support import InterpreterError, describe
+from affinec.interpreter.warps import read_row
+
+_records = itertools.count()
+
+
+class Copy:
+    """One copy in flight: the flat destination run it will write, the values, and
+    the thread that started it."""
+
+    __slots__ = ("buffer", "op", "record", "run", "thread", "values")
+
+    def __init__(self, op: Operation, thread: int, buffer, run: slice, values):
+        self.op = op
+        self.thread = thread
+        self.buffer = buffer
+        self.run = run
+        self.values = values
+        self.record = next(_records)
+
+    def describe(self) -> str:
+        return describe(self.op)
+
+    def restamp(self, epoch: int) -> None:
+        """Keep the destination pending in a new barrier interval."""
+        if isinstance(self.buffer, SharedArray):
+            self.buffer.write_epoch[self.run] = epoch
+
+    def land(self, epoch: int) -> None:
+        """Write the data, as the copying thread, in the current interval."""
+        buffer = self.buffer
+        if isinstance(buffer, SharedArray):
+            buffer.data[self.run] = self.values
+            buffer.writer[self.run] = self.thread
+            buffer.write_epoch[self.run] = epoch
+        else:
+            buffer[self.run] = self.values
+
+
+class ThreadCopies:
+    """One thread's copies: those not yet in a group, then its groups, oldest first."""
+
+    __slots__ = ("groups", "open")
+
+    def __init__(self) -> None:
+        self.open: list[Copy] = []
+        self.groups: list[list[Copy]] = []
+
+
+def _copies(ctx) -> ThreadCopies:
+    if ctx.copies is None:
+        ctx.copies = ThreadCopies()
+    return ctx.copies
+
+
+def start_copy(
+    ctx, op: Operation, dst, dst_offset: int, src, src_offset: int, count: int, valid
+) -> None:
+    """Start copying `count` elements from flat `src` at `src_offset` to flat `dst`
+    at `dst_offset`; only the first `valid` (all when None) are read, the rest of the
+    destination is zero-filled."""
+    valid = count if valid is None else int(valid)
+    if not 0 <= valid <= count:
+        raise InterpreterError(f"{valid} source elements for a copy of {count}", op)
+    if src.dtype != dst.dtype:
+        raise InterpreterError(f"copies {src.dtype} into a buffer of {dst.dtype}", op)
+    size = count * dst.dtype.itemsize
+    for what, offset in (("source", src_offset), ("destination", dst_offset)):
+        if offset * dst.dtype.itemsize % size:
+            raise InterpreterError(
+                f"the {what} (element {offset}) is not aligned to the "
+                f"copy's {size} bytes",
+                op,
+            )
+    if not 0 <= dst_offset <= len(dst) - count:
+        raise InterpreterError(
+            f"writes elements [{dst_offset}, {dst_offset + count}) "
+            f"of a buffer of {len(dst)} elements",
+            op,
+        )
+    values = np.zeros(count, dst.dtype)
+    if valid:
+        values[:valid] = read_row(op, src, src_offset, valid, ctx.linear % 32)
+    state = ctx.block
+    run = slice(dst_offset, dst_offset + count)
+    copy = Copy(op, ctx.linear, dst, run, values)
+    if isinstance(dst, SharedArray):
+        _claim(dst, run, copy, state)
+    state.copies[copy.record] = copy
+    _copies(ctx).open.append(copy)
+
+
+def _claim(dst: SharedArray, run: slice, copy: Copy, state) -> None:
+    """Mark `run` pending for `copy`, unless another access of this interval (or a
+    copy in flight) holds one of its elements."""
+    t, e = copy.thread, state.epoch
+    written = (dst.write_epoch[run] == e) & (dst.writer[run] != t)
+    read = (dst.read_epoch[run] == e) & (dst.reader[run] != t)
+    what = f"starts the asynchronous copy {copy.describe()}, which overwrites"
+    if written.any():
+        k = run.start + int(np.argmax(written))
+        dst.conflict(k, what, int(dst.writer[k]))
+    if read.any():
+        k = run.start + int(np.argmax(read))
+        reader = dst.reader[k]
+        who = "other threads" if reader == MANY_READERS else state.thread_name(reader)
+        dst.race(k, f"{what} what {who} read")
+    dst.writer[run] = PENDING - copy.record
+    dst.write_epoch[run] = e
+
+
+def create_group(ctx) -> None:
+    copies = _copies(ctx)
+    copies.groups.append(copies.open)
+    copies.open = []
+
+
+def wait_groups(ctx, pending: int) -> None:
+    """Land the thread's oldest groups until at most `pending` are in flight."""
+    copies = _copies(ctx)
+    state = ctx.block
+    while len(copies.groups) > pending:
+        for copy in copies.groups.pop(0):
+            copy.land(state.epoch)
+            del state.copies[copy.record]
+
+
+# -- emitters --------------------------------------------------------------------------
+
+
+def _context(w: FunctionWriter, op: Operation) -> str:
+    if w.gpu_context is None:
+        raise InterpreterError("outside a kernel", op)
+    return w.gpu_context
+
+
+def _memref_copy(ctx, op, dst, dst_indices, src, src_indices, count, valid) -> None:
+    """`device_async_copy` on memrefs: the indices are checked, the source's only
+    when something is read from it (a zero-filling copy may point anywhere)."""
+    dst_buffer, dst_offset = checked_pointer(op, dst, dst_indices)
+    read = valid is None or valid > 0
+    source = checked_pointer if read else flat_pointer
+    src_buffer, src_offset = source(op, src, src_indices)
+    start_copy(ctx, op, dst_buffer, dst_offset, src_buffer, src_offset, count, valid)
+
+
+def _tuple(names: list[str]) -> str:
+    return f"({', '.join(names)}{',' * (len(names) == 1)})"
+
+
+@emits(nvgpu.DeviceAsyncCopyOp)
+def _device_async_copy(op: nvgpu.DeviceAsyncCopyOp, w: FunctionWriter) -> None:
+    ctx = _context(w, op)
+    valid = "None" if op.srcElements is None else w[op.srcElements]
+    w.line(
+        f"{w.global_(_memref_copy, 'async_copy')}({ctx}, {w.op_ref(op)}, "
+        f"{w[op.dst]}, {_tuple(w.names(op.dstIndices))}, {w[op.src]}, "
+        f"{_tuple(w.names(op.srcIndices))}, {op.elements}, {valid})"
+    )
+    w.alias(op.asyncToken, "None")
+
+
+@emits(nvvm.CpAsyncOp)
+def _cp_async(op: nvvm.CpAsyncOp, w: FunctionWriter) -> None:
+    ctx = _context(w, op)
+    dst, src = w[op.dst], w[op.src]
+    helper = w.global_(_cp_async_bytes, "cp_async")
+    size = "None" if op.cpSize is None else w[op.cpSize]
+    w.line(f"{helper}({ctx}, {w.op_ref(op)}, {dst}, {src}, {op.bytes}, {size})")
+
+
+def _cp_async_bytes(ctx, op, dst, src, size: int, valid_bytes) -> None:
+    """`cp.async` on pointers: sizes in bytes, converted to the buffers' elements."""
+    itemsize = dst[0].dtype.itemsize
+    valid = None
+    if valid_bytes is not None:
+        if valid_bytes % itemsize:
+            raise InterpreterError(
+                f"{valid_bytes} source bytes is not a whole number of "
+                f"{dst[0].dtype} elements",
+                op,
+            )
+        valid = valid_bytes // itemsize
+    start_copy(ctx, op, dst[0], dst[1], src[0], src[1], size // itemsize, valid)
+
+
+@emits(nvgpu.DeviceAsyncCreateGroupOp, nvvm.CpAsyncCommitGroupOp)
+def _create_group(op: Operation, w: FunctionWriter) -> None:
+    w.line(f"{w.global_(create_group, 'create_group')}({_context(w, op)})")
+    if op.results:
+        w.alias(op.results[0], "None")
+
+
+@emits(nvgpu.DeviceAsyncWaitOp, nvvm.CpAsyncWaitGroupOp)
+def _wait(op: nvgpu.DeviceAsyncWaitOp | nvvm.CpAsyncWaitGroupOp, w: FunctionWriter):
+    w.line(f"{w.global_(wait_groups, 'wait_groups')}({_context(w, op)}, {op.groups})")

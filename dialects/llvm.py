@@ -1,0 +1,95 @@
+"""xDSL's llvm dialect with the op it lacks: `llvm.extractelement`.
+
+xDSL 0.74 has `llvm.insertelement` but not its inverse, which the lowering of n-D
+vectors needs to read one element of a `vector<2xf16>` (MLIR's syntax):
+
+    %e = llvm.extractelement %v[%i : i32] : vector<2xf16>
+
+`LLVM` is xDSL's dialect plus this op; affinec's context registers it in place of
+xDSL's (every xDSL llvm op is still there).
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import llvm as xdsl_llvm
+from xdsl.dialects.builtin import IntegerType, VectorType
+from xdsl.ir import Dialect, Operation, SSAValue
+from xdsl.irdl import (
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    result_def,
+    traits_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import NoMemoryEffect
+from xdsl.utils.exceptions import VerifyException
+
+
+@irdl_op_definition
+class ExtractElementOp(IRDLOperation):
+    """`llvm.extractelement`: one element of a 1-D vector."""
+
+    name = "llvm.extractelement"
+
+    vector = operand_def(VectorType)
+    position = operand_def(IntegerType)
+    res = result_def()
+
+    traits = traits_def(NoMemoryEffect())
+
+    def __init__(self, vector: SSAValue | Operation, position: SSAValue | Operation):
+        v = SSAValue.get(vector)
+        assert isinstance(v.type, VectorType)
+        super().__init__(
+            operands=[v, SSAValue.get(position)],
+            result_types=[v.type.get_element_type()],
+        )
+
+    def verify_(self) -> None:
+        t = self.vector.type
+        assert isinstance(t, VectorType)
+        if t.get_num_dims() != 1:
+            raise VerifyException(f"expected a 1-D vector, got {t}")
+        if self.res.type != t.get_element_type():
+            raise VerifyException(
+                f"the result must be {t.get_element_type()}, got {self.res.type}"
+            )
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.vector)
+        printer.print_string("[")
+        printer.print_ssa_value(self.position)
+        printer.print_string(" : ")
+        printer.print_attribute(self.position.type)
+        printer.print_string("]")
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.vector.type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> ExtractElementOp:
+        vector = parser.parse_unresolved_operand()
+        parser.parse_punctuation("[")
+        position = parser.parse_unresolved_operand()
+        parser.parse_punctuation(":")
+        position_type = parser.parse_type()
+        parser.parse_punctuation("]")
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        vector_type = parser.parse_type()
+        op = cls(
+            parser.resolve_operand(vector, vector_type),
+            parser.resolve_operand(position, position_type),
+        )
+        op.attributes |= attributes
+        return op
+
+
+LLVM = Dialect(
+    "llvm",
+    [*xdsl_llvm.LLVM.operations, ExtractElementOp],
+    [*xdsl_llvm.LLVM.attributes],
+)

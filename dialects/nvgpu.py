@@ -1,0 +1,626 @@
+"""The nvgpu dialect, as MLIR's: warp-level tensor-core ops and asynchronous copies.
+
+These ops sit between the gpu level and NVVM: they still take memrefs and n-D vectors,
+and each stands for one PTX instruction (`convert-nvgpu-to-nvvm` lowers them). The
+names, custom syntax and types are MLIR's:
+
+    %a = nvgpu.ldmatrix %sa[%row, %col] {numTiles = 4 : i32, transpose = false}
+        : memref<16x16xf16, 3> -> vector<4x2xf16>
+    %d = nvgpu.mma.sync (%a, %b, %c) {mmaShape = [16, 8, 16]}
+        : (vector<4x2xf16>, vector<2x2xf16>, vector<2x2xf32>) -> vector<2x2xf32>
+    %t = nvgpu.device_async_copy %src[%i, %j], %dst[%k, %l], 8, %valid
+        : memref<64x64xf16> to memref<2x16x40xf16, 3>
+    %g = nvgpu.device_async_create_group %t
+    nvgpu.device_async_wait %g {numGroups = 1 : i32}
+
+`ldmatrix` and `mma.sync` are warp-collective: the 32 lanes of a warp execute them
+together, each lane holding a *fragment* (a few elements) of the warp's matrices. A
+fragment is a 2-D vector `vector<R x E x T>`: R 32-bit registers of E elements each,
+in the order of the PTX ISA's `a0, a1, ...` (`affinec.ir.mma_layouts` says which
+lane holds which matrix element). The supported MMAs (`MMA_KINDS`):
+
+| shape | operands | A | B | C and D |
+|---|---|---|---|---|
+| m16n8k16 | f16 | vector<4x2xf16> | vector<2x2xf16> | vector<2x2xf32> |
+| m16n8k16 | bf16 | vector<4x2xbf16> | vector<2x2xbf16> | vector<2x2xf32> |
+| m16n8k8 | f32 with `tf32Enabled` | vector<4x1xf32> | vector<2x1xf32> | vector<2x2xf32> |
+
+Asynchronous copies (`cp.async`) copy 4, 8 or 16 bytes from global to shared memory
+per thread without blocking it; each returns a `!nvgpu.device.async.token`.
+`device_async_create_group` closes a group of the thread's pending copies, and
+`device_async_wait {numGroups = N}` blocks until at most N of the thread's groups are
+still in flight (0 when absent). With the optional source-elements operand a copy reads
+only that many elements and fills the rest of the destination with zeros (padding
+without a branch).
+
+The verifiers are stricter than MLIR's where our lowering needs it: memrefs must be
+row-major (identity layout), ldmatrix reads 16-bit elements only (the `m8n8.b16`
+form).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    NoneAttr,
+    UnitAttr,
+    VectorType,
+    i1,
+    i32,
+    i64,
+)
+from xdsl.ir import (
+    Attribute,
+    Dialect,
+    Operation,
+    ParametrizedAttribute,
+    SSAValue,
+    TypeAttribute,
+)
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_attr_definition,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    opt_prop_def,
+    prop_def,
+    result_def,
+    var_operand_def,
+)
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.utils.exceptions import VerifyException
+
+WARP_SIZE = 32
+SHARED_MEMORY_SPACE = 3
+"""The memory space of shared memory (as `gpu.WORKGROUP_ADDRESS_SPACE`)."""
+
+
+def _memory_space(t: MemRefType) -> int:
+    space = t.memory_space
+    return space.value.data if isinstance(space, IntegerAttr) else 0
+
+
+def _check_row_major(what: str, t: MemRefType) -> None:
+    if not isinstance(t.layout, NoneAttr):
+        raise VerifyException(f"{what} must be row-major (identity layout), got {t}")
+    if any(d < 0 for d in t.get_shape()):
+        raise VerifyException(f"{what} must have a static shape, got {t}")
+
+
+def _check_indices(what: str, t: MemRefType, indices: Sequence[SSAValue]) -> None:
+    if len(indices) != t.get_num_dims():
+        raise VerifyException(
+            f"expected {t.get_num_dims()} {what} indices for {t}, got {len(indices)}"
+        )
+
+
+def _bitwidth(t: Attribute) -> int:
+    width = getattr(t, "bitwidth", None)
+    if isinstance(t, IntegerType):
+        width = t.width.data
+    if not isinstance(width, int):
+        raise VerifyException(f"expected an integer or float element type, got {t}")
+    return width
+
+
+# --------------------------------------------------------------------------------------
+# Types
+# --------------------------------------------------------------------------------------
+
+
+@irdl_attr_definition
+class DeviceAsyncTokenType(ParametrizedAttribute, TypeAttribute):
+    """`!nvgpu.device.async.token`: a pending asynchronous copy, or a group of them."""
+
+    name = "nvgpu.device.async.token"
+
+
+# --------------------------------------------------------------------------------------
+# MMA shapes and fragments
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MmaKind:
+    """One supported `mma.sync`: its shape and the type of its A and B operands
+    (`"f16"`, `"bf16"` or `"tf32"`; C and D are always f32)."""
+
+    m: int
+    n: int
+    k: int
+    operands: str
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return (self.m, self.n, self.k)
+
+    @property
+    def operand_bits(self) -> int:
+        return 32 if self.operands == "tf32" else 16
+
+    @property
+    def per_register(self) -> int:
+        """Elements of A (or B) in one 32-bit register."""
+        return 32 // self.operand_bits
+
+    @property
+    def a_fragment(self) -> tuple[int, int]:
+        """The shape of a lane's A fragment: (registers, elements per register)."""
+        return (self.m * self.k // (WARP_SIZE * self.per_register), self.per_register)
+
+    @property
+    def b_fragment(self) -> tuple[int, int]:
+        return (self.k * self.n // (WARP_SIZE * self.per_register), self.per_register)
+
+    @property
+    def c_fragment(self) -> tuple[int, int]:
+        """C and D: f32, two elements per 8x8 tile of the result."""
+        return (self.m * self.n // (WARP_SIZE * 2), 2)
+
+    def operand_type(self) -> Attribute:
+        return {"f16": Float16Type(), "bf16": BFloat16Type(), "tf32": Float32Type()}[
+            self.operands
+        ]
+
+    def describe(self) -> str:
+        return f"m{self.m}n{self.n}k{self.k} {self.operands}"
+
+
+MMA_KINDS = (
+    MmaKind(16, 8, 16, "f16"),
+    MmaKind(16, 8, 16, "bf16"),
+    MmaKind(16, 8, 8, "tf32"),
+)
+"""The `mma.sync` forms affinec supports (f32 accumulation throughout)."""
+
+
+def mma_kind(shape: Sequence[int], operand_type: Attribute, tf32: bool) -> MmaKind:
+    """The supported MMA of this shape and A/B element type, or a `VerifyException`
+    saying what is supported."""
+    name = {Float16Type: "f16", BFloat16Type: "bf16"}.get(type(operand_type))
+    if isinstance(operand_type, Float32Type):
+        if not tf32:
+            raise VerifyException(
+                "f32 operands need tf32 tensor cores: set tf32Enabled (m16n8k8)"
+            )
+        name = "tf32"
+    elif tf32:
+        raise VerifyException(
+            f"tf32Enabled is only for f32 operands, got {operand_type}"
+        )
+    for kind in MMA_KINDS:
+        if kind.operands == name and kind.shape == tuple(shape):
+            return kind
+    supported = ", ".join(k.describe() for k in MMA_KINDS)
+    raise VerifyException(
+        f"unsupported mma.sync: shape {list(shape)} with {operand_type} operands "
+        f"(supported: {supported})"
+    )
+
+
+# --------------------------------------------------------------------------------------
+# ldmatrix
+# --------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class LdMatrixOp(IRDLOperation):
+    """`nvgpu.ldmatrix`: the warp loads `numTiles` 8x8 matrices of 16-bit elements
+    from shared memory, each lane receiving one 32-bit register (two elements) of each.
+
+        %a = nvgpu.ldmatrix %sa[%row, %col] {numTiles = 4 : i32, transpose = false}
+            : memref<16x16xf16, 3> -> vector<4x2xf16>
+
+    Each lane gives the address of one row of one matrix (lanes 8i to 8i+7 the rows
+    of matrix i); the row is 8 contiguous elements from `%sa[%row, %col]`, 16-byte
+    aligned. With `transpose`, each lane receives a column pair instead of a row pair.
+    """
+
+    name = "nvgpu.ldmatrix"
+
+    srcMemref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    transpose = prop_def(IntegerAttr)
+    numTiles = prop_def(IntegerAttr)
+    res = result_def(VectorType)
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$srcMemref `[` $indices `]` attr-dict `:` type($srcMemref) `->` type($res)"
+    )
+
+    def __init__(
+        self,
+        memref: SSAValue | Operation,
+        indices: Sequence[SSAValue | Operation],
+        num_tiles: int,
+        transpose: bool = False,
+    ):
+        source = SSAValue.get(memref)
+        t = source.type
+        assert isinstance(t, MemRefType)
+        super().__init__(
+            operands=[source, [SSAValue.get(i) for i in indices]],
+            properties={
+                "transpose": IntegerAttr(int(transpose), i1),
+                "numTiles": IntegerAttr(num_tiles, i32),
+            },
+            result_types=[VectorType(t.get_element_type(), [num_tiles, 2])],
+        )
+
+    @property
+    def num_tiles(self) -> int:
+        return self.numTiles.value.data
+
+    @property
+    def is_transposed(self) -> bool:
+        return bool(self.transpose.value.data)
+
+    def verify_(self) -> None:
+        t = self.srcMemref.type
+        assert isinstance(t, MemRefType)
+        if _memory_space(t) != SHARED_MEMORY_SPACE:
+            raise VerifyException(
+                f"ldmatrix reads shared memory (memory space {SHARED_MEMORY_SPACE}), "
+                f"got {t}"
+            )
+        _check_row_major("the source", t)
+        _check_indices("source", t, self.indices)
+        element = t.get_element_type()
+        if _bitwidth(element) != 16:
+            raise VerifyException(
+                f"ldmatrix loads 16-bit elements (m8n8.b16), got {element}"
+            )
+        if self.num_tiles not in (1, 2, 4):
+            raise VerifyException(f"numTiles must be 1, 2 or 4, got {self.num_tiles}")
+        expected = VectorType(element, [self.num_tiles, 2])
+        if self.res.type != expected:
+            raise VerifyException(
+                f"{self.num_tiles} tiles of {element} give each lane {expected}, "
+                f"got {self.res.type}"
+            )
+
+
+# --------------------------------------------------------------------------------------
+# mma.sync
+# --------------------------------------------------------------------------------------
+
+
+@irdl_op_definition
+class MmaSyncOp(IRDLOperation):
+    """`nvgpu.mma.sync`: the warp computes D = A x B + C for one m x n x k tile, each
+    lane giving its fragments of A, B and C and receiving its fragment of D.
+
+        %d = nvgpu.mma.sync (%a, %b, %c) {mmaShape = [16, 8, 16]}
+            : (vector<4x2xf16>, vector<2x2xf16>, vector<2x2xf32>) -> vector<2x2xf32>
+
+    A is row-major (m x k) and B column-major (k x n): PTX's `.row.col`.
+    """
+
+    name = "nvgpu.mma.sync"
+
+    matrixA = operand_def(VectorType)
+    matrixB = operand_def(VectorType)
+    matrixC = operand_def(VectorType)
+    mmaShape = prop_def(ArrayAttr)
+    tf32Enabled = opt_prop_def(UnitAttr)
+    res = result_def(VectorType)
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "`(` $matrixA `,` $matrixB `,` $matrixC `)` attr-dict `:` "
+        "`(` type($matrixA) `,` type($matrixB) `,` type($matrixC) `)` `->` type($res)"
+    )
+
+    def __init__(
+        self,
+        a: SSAValue | Operation,
+        b: SSAValue | Operation,
+        c: SSAValue | Operation,
+        shape: Sequence[int] = (16, 8, 16),
+        tf32: bool = False,
+    ):
+        acc = SSAValue.get(c)
+        super().__init__(
+            operands=[SSAValue.get(a), SSAValue.get(b), acc],
+            properties={
+                "mmaShape": ArrayAttr([IntegerAttr(s, i64) for s in shape]),
+                "tf32Enabled": UnitAttr() if tf32 else None,
+            },
+            result_types=[acc.type],
+        )
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(
+            a.value.data for a in self.mmaShape.data if isinstance(a, IntegerAttr)
+        )
+
+    @property
+    def kind(self) -> MmaKind:
+        """The MMA this op performs (the op must verify)."""
+        a = self.matrixA.type
+        assert isinstance(a, VectorType)
+        return mma_kind(self.shape, a.get_element_type(), self.tf32Enabled is not None)
+
+    def verify_(self) -> None:
+        if len(self.shape) != 3 or len(self.mmaShape.data) != 3:
+            raise VerifyException(
+                f"mmaShape must be three integers [m, n, k], got {self.mmaShape}"
+            )
+        a, b, c = (v.type for v in (self.matrixA, self.matrixB, self.matrixC))
+        assert isinstance(a, VectorType) and isinstance(b, VectorType)
+        element = a.get_element_type()
+        if b.get_element_type() != element:
+            raise VerifyException(
+                f"A and B must have one element type, got {a} and {b}"
+            )
+        kind = mma_kind(self.shape, element, self.tf32Enabled is not None)
+        f32 = Float32Type()
+        for what, t, elt, shape in (
+            ("A", a, element, kind.a_fragment),
+            ("B", b, element, kind.b_fragment),
+            ("C", c, f32, kind.c_fragment),
+        ):
+            expected = VectorType(elt, shape)
+            if t != expected:
+                raise VerifyException(
+                    f"{kind.describe()} takes {what} as {expected} per lane, got {t}"
+                )
+        if self.res.type != c:
+            raise VerifyException(
+                f"the result must have C's type {c}, got {self.res.type}"
+            )
+
+
+# --------------------------------------------------------------------------------------
+# Asynchronous copies
+# --------------------------------------------------------------------------------------
+
+
+COPY_BYTES = (4, 8, 16)
+"""What one `cp.async` copies."""
+
+
+@irdl_op_definition
+class DeviceAsyncCopyOp(IRDLOperation):
+    """`nvgpu.device_async_copy`: start copying `dstElements` contiguous elements from
+    global to shared memory (4, 8 or 16 bytes); the data is there only after a
+    `device_async_wait` that covers the copy's group.
+
+        %t = nvgpu.device_async_copy %src[%i, %j], %dst[%k, %l], 8
+            : memref<64x64xf16> to memref<16x40xf16, 3>
+        %t2 = nvgpu.device_async_copy %src[%i, %j], %dst[%k, %l], 8, %valid
+            : memref<64x64xf16> to memref<16x40xf16, 3>
+
+    With `%valid` (index), only that many elements are read from the source and the
+    rest of the destination is zero-filled. `bypassL1` (16-byte copies only) lowers to
+    `cp.async.cg`, otherwise `cp.async.ca`.
+    """
+
+    name = "nvgpu.device_async_copy"
+
+    dst = operand_def(MemRefType)
+    dstIndices = var_operand_def(IndexType)
+    src = operand_def(MemRefType)
+    srcIndices = var_operand_def(IndexType)
+    srcElements = opt_operand_def(IndexType)
+    dstElements = prop_def(IntegerAttr)
+    bypassL1 = opt_prop_def(UnitAttr)
+    asyncToken = result_def(DeviceAsyncTokenType)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(
+        self,
+        src: SSAValue | Operation,
+        src_indices: Sequence[SSAValue | Operation],
+        dst: SSAValue | Operation,
+        dst_indices: Sequence[SSAValue | Operation],
+        dst_elements: int,
+        src_elements: SSAValue | Operation | None = None,
+        bypass_l1: bool = False,
+    ):
+        super().__init__(
+            operands=[
+                SSAValue.get(dst),
+                [SSAValue.get(i) for i in dst_indices],
+                SSAValue.get(src),
+                [SSAValue.get(i) for i in src_indices],
+                [] if src_elements is None else [SSAValue.get(src_elements)],
+            ],
+            properties={
+                "dstElements": IntegerAttr(dst_elements, IndexType()),
+                "bypassL1": UnitAttr() if bypass_l1 else None,
+            },
+            result_types=[DeviceAsyncTokenType()],
+        )
+
+    @property
+    def elements(self) -> int:
+        return self.dstElements.value.data
+
+    @property
+    def bytes(self) -> int:
+        t = self.dst.type
+        assert isinstance(t, MemRefType)
+        return self.elements * _bitwidth(t.get_element_type()) // 8
+
+    def verify_(self) -> None:
+        src, dst = self.src.type, self.dst.type
+        assert isinstance(src, MemRefType) and isinstance(dst, MemRefType)
+        if _memory_space(dst) != SHARED_MEMORY_SPACE:
+            raise VerifyException(
+                f"the destination must be shared memory (memory space "
+                f"{SHARED_MEMORY_SPACE}), got {dst}"
+            )
+        if _memory_space(src) == SHARED_MEMORY_SPACE:
+            raise VerifyException(f"the source must be global memory, got {src}")
+        _check_row_major("the source", src)
+        _check_row_major("the destination", dst)
+        if src.get_element_type() != dst.get_element_type():
+            raise VerifyException(
+                f"source and destination must have one element type, got {src} "
+                f"and {dst}"
+            )
+        _check_indices("source", src, self.srcIndices)
+        _check_indices("destination", dst, self.dstIndices)
+        width = _bitwidth(dst.get_element_type())
+        if (
+            self.elements <= 0
+            or self.elements * width % 8
+            or self.bytes not in (COPY_BYTES)
+        ):
+            choices = ", ".join(str(b * 8 // width) for b in COPY_BYTES)
+            raise VerifyException(
+                f"a copy of {self.elements} elements of {dst.get_element_type()} is "
+                f"not 4, 8 or 16 bytes (copy {choices} elements)"
+            )
+        if self.bypassL1 is not None and self.bytes != 16:
+            raise VerifyException(
+                f"bypassL1 needs a 16-byte copy, this one is {self.bytes} bytes"
+            )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> DeviceAsyncCopyOp:
+        src = parser.parse_unresolved_operand()
+        src_indices = parser.parse_comma_separated_list(
+            Parser.Delimiter.SQUARE, parser.parse_unresolved_operand
+        )
+        parser.parse_punctuation(",")
+        dst = parser.parse_unresolved_operand()
+        dst_indices = parser.parse_comma_separated_list(
+            Parser.Delimiter.SQUARE, parser.parse_unresolved_operand
+        )
+        parser.parse_punctuation(",")
+        elements = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        valid = None
+        if parser.parse_optional_punctuation(",") is not None:
+            valid = parser.parse_unresolved_operand()
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        src_type = parser.parse_type()
+        parser.parse_keyword("to")
+        dst_type = parser.parse_type()
+        index = IndexType()
+        op = cls(
+            parser.resolve_operand(src, src_type),
+            [parser.resolve_operand(i, index) for i in src_indices],
+            parser.resolve_operand(dst, dst_type),
+            [parser.resolve_operand(i, index) for i in dst_indices],
+            elements,
+            None if valid is None else parser.resolve_operand(valid, index),
+            bypass_l1="bypassL1" in attributes,
+        )
+        attributes.pop("bypassL1", None)
+        op.attributes |= attributes
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_ssa_value(self.src)
+        printer.print_string("[")
+        printer.print_list(self.srcIndices, printer.print_ssa_value)
+        printer.print_string("], ")
+        printer.print_ssa_value(self.dst)
+        printer.print_string("[")
+        printer.print_list(self.dstIndices, printer.print_ssa_value)
+        printer.print_string(f"], {self.elements}")
+        if self.srcElements is not None:
+            printer.print_string(", ")
+            printer.print_ssa_value(self.srcElements)
+        attributes = dict(self.attributes)
+        if self.bypassL1 is not None:
+            attributes["bypassL1"] = UnitAttr()
+        printer.print_op_attributes(attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.src.type)
+        printer.print_string(" to ")
+        printer.print_attribute(self.dst.type)
+
+
+@irdl_op_definition
+class DeviceAsyncCreateGroupOp(IRDLOperation):
+    """`nvgpu.device_async_create_group %t1, %t2`: close a group of the thread's
+    pending copies (PTX's `cp.async.commit_group`: *every* copy the thread started
+    since the last group joins it, whatever tokens are listed)."""
+
+    name = "nvgpu.device_async_create_group"
+
+    inputTokens = var_operand_def(DeviceAsyncTokenType)
+    asyncToken = result_def(DeviceAsyncTokenType)
+
+    assembly_format = "$inputTokens attr-dict"
+
+    def __init__(self, tokens: Sequence[SSAValue | Operation]):
+        super().__init__(
+            operands=[[SSAValue.get(t) for t in tokens]],
+            result_types=[DeviceAsyncTokenType()],
+        )
+
+
+@irdl_op_definition
+class DeviceAsyncWaitOp(IRDLOperation):
+    """`nvgpu.device_async_wait %g {numGroups = N}`: block until at most N of the
+    thread's groups are in flight (`cp.async.wait_group N`; N is 0 when absent)."""
+
+    name = "nvgpu.device_async_wait"
+
+    asyncDependencies = operand_def(DeviceAsyncTokenType)
+    numGroups = opt_prop_def(IntegerAttr)
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$asyncDependencies attr-dict"
+
+    MAX_GROUPS: ClassVar[int] = 7
+    """`cp.async.wait_group` takes 0 to 7 (no more than 8 groups in flight)."""
+
+    def __init__(self, token: SSAValue | Operation, num_groups: int | None = None):
+        super().__init__(
+            operands=[SSAValue.get(token)],
+            properties={
+                "numGroups": None
+                if num_groups is None
+                else IntegerAttr(num_groups, i32)
+            },
+        )
+
+    @property
+    def groups(self) -> int:
+        return 0 if self.numGroups is None else self.numGroups.value.data
+
+    def verify_(self) -> None:
+        if self.numGroups is not None and self.numGroups.type != i32:
+            raise VerifyException(f"numGroups must be an i32, got {self.numGroups}")
+        if not 0 <= self.groups <= self.MAX_GROUPS:
+            raise VerifyException(
+                f"numGroups must be between 0 and {self.MAX_GROUPS}, got {self.groups}"
+            )
+
+
+NVGPU = Dialect(
+    "nvgpu",
+    [
+        LdMatrixOp,
+        MmaSyncOp,
+        DeviceAsyncCopyOp,
+        DeviceAsyncCreateGroupOp,
+        DeviceAsyncWaitOp,
+    ],
+    [DeviceAsyncTokenType],
+)

@@ -1,0 +1,72 @@
+"""`affinec-mma-sync`: the block's accumulation on tensor cores, warp by warp.
+
+The reference design's "Volta MMA" step as a pass: the accumulator's bands of a
+promoted grid band (zeroing, accumulation over the shared tiles, write-back) become
+warp bands of m16n8k16 `nvgpu.mma.sync`, their operands loaded from the shared tiles
+with `nvgpu.ldmatrix`, every lane keeping its fragments of the accumulator in its own
+registers (`affinec/transforms/gpu/mma.py` has the details and an example). The
+block's warps tile its pixels x output channels `warp-grid` = M x N warps.
+
+    affine.parallel (%oh1, %ow1, %k1) = ... {
+      affine.for %c1 = 0 to 16 {
+        %a = affine.load %input_shared[%oh1, %ow1, %c1] ...
+        %b = affine.load %filter_shared[%c1, %k1] ...
+        ... acc[%oh1, %ow1, %k1] += %a * %b ...
+    } {affinec.mapping = "block"}
+
+becomes
+
+    affine.parallel (%tx) = (0) to (128) {
+      affine.for %kc = 0 to 1 { affine.for %mt = ... { affine.for %nt = ... {
+        %a = nvgpu.ldmatrix %input_shared[...] {numTiles = 4 : i32, transpose = false}
+        %b = nvgpu.ldmatrix %filter_shared[...] {numTiles = 2 : i32, transpose = true}
+        %d = nvgpu.mma.sync (%a, %b, %c) {mmaShape = [16, 8, 16]} ...
+    } {affinec.mapping = "thread"}
+
+Runs after `affine-data-copy-generate{reduction-innermost=true}` and
+`affinec-place-buffers`, before `affinec-insert-barriers` and `affinec-map-threads`
+(which shares the copy bands out over the warps' threads). The MMA sums in its own
+order, so `Pipeline.run(check=True)` holds this pass to the dtype's tolerance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from affinec.context import require_affinec_dialects
+from affinec.transforms.gpu.bands import analyze_grid, grid_parallels, require_placed
+from affinec.transforms.gpu.mma import plan_mma, rewrite_mma
+
+
+@dataclass(frozen=True)
+class AffinecMmaSync(ModulePass):
+    """Rewrite the accumulation of each grid band into warp-level mma.sync (tensor cores)."""
+
+    name = "affinec-mma-sync"
+
+    warp_grid: tuple[int, ...] = (2, 2)
+    """Warps of a block along its pixels (M) and its output channels (N)."""
+
+    @property
+    def changes_rounding(self) -> bool:
+        return True
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_affinec_dialects(op)
+        from affinec.diagnostics import PassError
+
+        if len(self.warp_grid) != 2:
+            raise PassError(
+                op, f"warp-grid takes two sizes (M, N), got {self.warp_grid}"
+            )
+        plans = []
+        for g in grid_parallels(op):
+            analysis = analyze_grid(g)
+            require_placed(analysis, self.name)
+            plans.append(plan_mma(analysis, (self.warp_grid[0], self.warp_grid[1])))
+        for plan in plans:
+            rewrite_mma(plan)
