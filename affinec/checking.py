@@ -31,11 +31,11 @@ from affinec.diagnostics import OpError
 from affinec.interpreter import Interpreter, InterpreterError
 from affinec.reference import (
     TOLERANCE,
+    host_bytes,
     poisoned_output,
     random_inputs,
     reference,
     relative_error,
-    storage_dtype,
 )
 from affinec.spec import Spec
 
@@ -92,9 +92,7 @@ def check_limits(spec: Spec) -> int:
     c = contraction_of(spec)
     operands = [*c.factors, *([c.bias] if c.bias is not None else []), c.output]
     elements = sum(math.prod(a.shape) for a in operands)
-    itemsize = np.dtype(storage_dtype(spec.dtype)).itemsize
-    # Each operand in its storage type, and twice in float64 for the reference.
-    size = elements * (itemsize + 16)
+    size = host_bytes(spec)
     if size > MAX_CHECK_BYTES:
         raise CheckTooLarge(
             None,

@@ -366,3 +366,100 @@ def test_a_grid_too_large_to_simulate_is_refused(tmp_path, blocks, threads, mess
     )
     outcome = run(tmp_path, "affinec", text)
     assert_error(outcome, message, line=line_of(text, "gpu.launch_func"))
+
+
+# -- command-line flags ---------------------------------------------------------------------
+
+SPEC_FLAGS = {
+    "conv": ["--n", "1", "--c", "2", "--h", "5", "--w", "5", "--k", "2", "--r", "3"]
+    + ["--s", "3"],
+    "matmul": ["--m", "4", "--n", "4", "--k", "4"],
+    "outer": ["--m", "4", "--n", "4"],
+}
+BAD_VALUES = ["0", "-1", "99999999999999999999999", "x", "", "1.5", "1,,2", "9" * 5000]
+"""Zero, negative, huge and malformed: each fails before any GPU work."""
+
+
+def with_value(flags: list[str], flag: str, value: str) -> list[str]:
+    """`flags` with `flag`'s value replaced (or added), spelt `--flag=value` so that
+    argparse reads a negative value as one."""
+    out, skip = [], False
+    for k, word in enumerate(flags):
+        if skip:
+            skip = False
+        elif word == flag and k + 1 < len(flags):
+            skip = True
+        else:
+            out.append(word)
+    return [*out, f"{flag}={value}"]
+
+
+def affinec_cases():
+    for kind, flags in SPEC_FLAGS.items():
+        for flag in flags[::2]:
+            for command in ("gen", "compile", "run"):
+                yield [command, kind], flags, flag
+    conv = SPEC_FLAGS["conv"]
+    for flag in ("--stride", "--pad", "--dilation"):
+        yield ["gen", "conv"], conv, flag
+    for flag in (
+        "--tile-sizes",
+        "--reduction-tile-sizes",
+        "--register-tile",
+        "--unroll-steps",
+        "--threads-per-block",
+        "--index-bitwidth",
+        "--arch",
+    ):
+        yield ["compile", "conv"], conv, flag
+    for flag in ("--repeat", "--seed"):
+        yield ["run", "conv"], conv, flag
+    for flag in ("--only", "--dtype", "--layout"):
+        yield ["bench"], [], flag
+
+
+@pytest.mark.parametrize(
+    ("command", "flags", "flag"),
+    list(affinec_cases()),
+    ids=lambda x: " ".join(x) if isinstance(x, list) and len(x) < 3 else None,
+)
+def test_flag_values_end_in_one_error_line(command, flags, flag, capsys):
+    """`affinec`'s flags: zero, negative, huge and malformed values end in exit code
+    0 (a value the command takes) or 1 with one `error:` line, never a traceback.
+    None of these values lets `run` or `bench` reach a GPU."""
+    from affinec.cli import main as affinec
+
+    for value in BAD_VALUES:
+        argv = [*command, *with_value(flags, flag, value)]
+        code = affinec(argv)
+        captured = capsys.readouterr()
+        assert "Traceback" not in captured.err, argv
+        if command[0] in ("run", "bench") and code == 0:
+            pytest.fail(f"{argv} ran")
+        if code == 1:
+            lines = [x for x in captured.err.splitlines() if x.strip()]
+            assert len(lines) == 1 and lines[0].startswith("error: "), (argv, lines)
+        else:
+            assert code == 0, (argv, code, captured.err)
+
+
+def test_check_seed_and_pipeline_flags(tmp_path):
+    text = level("naive")
+    for argv, message in (
+        (("--seed", "-1"), "must be at least 0"),
+        (("--seed", "x"), "expected an integer"),
+        (("-p", "affine-loop-tile{tile-sizes=0}"), "tile size 0 must be positive"),
+        (("-p", "affinec-map-threads{unroll-steps=-3}"), "unroll-steps must be"),
+        (("-p", "cse{"), "unbalanced brackets"),
+    ):
+        assert_error(run(tmp_path, "affinec", text, *argv), message)
+
+
+def test_a_run_too_large_for_the_host_says_how_many_bytes(capsys):
+    from affinec.cli import main as affinec
+
+    assert (
+        affinec(["run", "matmul", "--m", "3000000000", "--n", "640", "--k", "64"]) == 1
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("error: running matmul") and "bytes of host memory" in err
