@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
-from xdsl.irdl.dominance import DominanceInfo
 from xdsl.parser import Parser
 from xdsl.parser.generic_parser import ParserState
 from xdsl.printer import Printer
@@ -222,13 +221,14 @@ def verify(module: ModuleOp) -> None:
 
 
 class _Dominance:
-    """Does a value's definition dominate a use? Block dominance per region, computed
-    once per region. As in MLIR, a block no path from its region's entry reaches is
-    dominated by every block, and in a graph region (a symbol table's body: the
-    module's, a gpu.module's) there is no order to respect."""
+    """Does a value's definition dominate a use? Block dominators per region,
+    computed once per region. As in MLIR, a block no path from its region's entry
+    reaches is dominated by every block (and its edges count for nothing), and in a
+    graph region (a symbol table's body: the module's, a gpu.module's) there is no
+    order to respect."""
 
     def __init__(self) -> None:
-        self._regions: dict[Region, tuple[DominanceInfo, set[Block]]] = {}
+        self._regions: dict[Region, dict[Block, set[Block]]] = {}
 
     def dominates(self, value: SSAValue, user: Operation) -> bool:
         block = value.owner if isinstance(value, BlockArgument) else value.owner.parent
@@ -248,22 +248,47 @@ class _Dominance:
             return isinstance(value, BlockArgument) or value.owner.is_before_in_block(
                 ancestor
             )
-        info, reachable = self._info(region)
-        return ancestor.parent not in reachable or info.dominates(
-            block, ancestor.parent
-        )
+        dominators = self._dominators(region).get(ancestor.parent)
+        return dominators is None or block in dominators
 
-    def _info(self, region: Region) -> tuple[DominanceInfo, set[Block]]:
+    def _dominators(self, region: Region) -> dict[Block, set[Block]]:
+        """The dominators of each block reachable from the entry."""
         if region not in self._regions:
-            reachable: set[Block] = set()
-            work = [region.blocks.first] if region.blocks else []
-            while work:
-                b = work.pop()
-                if b is not None and b not in reachable:
-                    reachable.add(b)
-                    work += b.last_op.successors if b.last_op is not None else []
-            self._regions[region] = (DominanceInfo(region), reachable)
+            self._regions[region] = _dominators(region)
         return self._regions[region]
+
+
+def _dominators(region: Region) -> dict[Block, set[Block]]:
+    """Each reachable block's dominators, by the classic iteration (regions are
+    small): a block is dominated by itself and by what dominates all of its
+    reachable predecessors."""
+    entry = region.blocks.first
+    if entry is None:
+        return {}
+    order: list[Block] = []
+    seen: set[Block] = set()
+    work = [entry]
+    while work:
+        b = work.pop()
+        if b in seen:
+            continue
+        seen.add(b)
+        order.append(b)
+        work += b.last_op.successors if b.last_op is not None else []
+    preds: dict[Block, list[Block]] = {b: [] for b in order}
+    for b in order:
+        for s in b.last_op.successors if b.last_op is not None else []:
+            preds[s].append(b)
+    dom = {b: set(order) for b in order}
+    dom[entry] = {entry}
+    changed = True
+    while changed:
+        changed = False
+        for b in order[1:]:
+            new = {b} | set.intersection(*(dom[p] for p in preds[b]))
+            if new != dom[b]:
+                dom[b], changed = new, True
+    return dom
 
 
 def unprintable_op(module: Operation) -> Operation | None:

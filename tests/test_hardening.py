@@ -125,6 +125,29 @@ def test_a_use_its_definition_does_not_dominate(tmp_path):
         assert_error(outcome, "does not dominate this use", line=k + 1)
 
 
+def test_unreachable_blocks_that_use_values_before_their_definition(tmp_path):
+    """Valid IR for MLIR (and our verifier): unreachable code is exempt from
+    dominance. The nvvm lowering met the use as a KeyError and the interpreter as
+    a value used before its definition; both now leave such blocks out."""
+    text = level("cf", MATMUL)
+    lines = text.splitlines()
+    k = next(k for k, x in enumerate(lines) if "cf.cond_br" in x and "^bb4" in x)
+    indent = lines[k][: len(lines[k]) - len(lines[k].lstrip())]
+    lines[k] = f"{indent}cf.br ^bb6(%zero : f32)"  # ^bb4 and ^bb5 unreachable
+    bb4, bb5 = lines.index(f"{indent[:-2]}^bb4:"), lines.index(f"{indent[:-2]}^bb5:")
+    lines[bb4 + 2] = f"{indent}cf.br ^bb6(%late : f32)"  # used before ^bb5 defines it
+    lines.insert(bb5 + 1, f"{indent}%late = arith.addf %zero, %zero : f32")
+    text = "\n".join(lines)
+    for tool, argv in (
+        ("affinec-opt", ("-p", "convert-gpu-to-nvvm", "-t", "ptx")),
+        ("affinec", ("-p", "convert-gpu-to-nvvm")),
+    ):
+        outcome = run(tmp_path, tool, text, *argv)
+        assert outcome.problem is None, outcome.report()
+        assert outcome.code == 0 or "FAILED" in outcome.stdout, outcome.report()
+        assert "error" not in outcome.stderr, outcome.report()
+
+
 def test_an_op_xdsls_llvm_backend_does_not_know(tmp_path):
     text = level("llvm").replace(
         "%a32 = llvm.fpext %a_1 : f16 to f32", "%a32 = arith.extf %a_1 : f16 to f32"

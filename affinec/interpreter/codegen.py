@@ -24,7 +24,7 @@ from typing import Any
 
 from xdsl.ir import Block, Operation, Region, SSAValue
 
-from affinec.interpreter.support import InterpreterError, StepBudget
+from affinec.interpreter.support import InterpreterError, StepBudget, errors_at
 from affinec.ir.affine_exprs import Interval
 from affinec.ir.op_table import OpTable
 
@@ -220,14 +220,18 @@ class FunctionWriter:
     # -- ops ----------------------------------------------------------------------------
 
     def emit_op(self, op: Operation) -> None:
-        """Write `op`'s lines; an error without an op is about this one."""
+        """Write `op`'s lines."""
+        with self.at(op):
+            emitter_for(op)(op, self)
+
+    @contextmanager
+    def at(self, op: Operation) -> Iterator[None]:
+        """Lines written here are `op`'s (for run-time errors), and so is an error
+        raised here without an op (a terminator's, written by its region's op)."""
         self._emitting.append(op)
         try:
-            emitter_for(op)(op, self)
-        except InterpreterError as e:
-            if e.op is None:
-                e.op = op
-            raise
+            with errors_at(op):
+                yield
         finally:
             self._emitting.pop()
 

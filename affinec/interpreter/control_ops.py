@@ -8,13 +8,15 @@ k:` arms, with branches assigning the target's block arguments and setting `bloc
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 
 from xdsl.dialects import cf, func, llvm, scf
-from xdsl.ir import Block, Operation, Region
+from xdsl.ir import Block, Operation, Region, SSAValue
 
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.support import InterpreterError
+from affinec.ir.cfg import reachable_blocks
 
 # -- functions ----------------------------------------------------------------------------
 
@@ -41,8 +43,9 @@ def _emit_exit(w: FunctionWriter, term: Operation | None, on_return: type) -> No
 
 
 def write_cfg(w: FunctionWriter, region: Region, on_return: type[Operation]) -> None:
-    """A multi-block region as a dispatch loop over its blocks."""
-    blocks = list(region.blocks)
+    """A multi-block region as a dispatch loop over its blocks (those that can
+    run: an unreachable one may even use values before their definition)."""
+    blocks = reachable_blocks(region)
     index = {b: k for k, b in enumerate(blocks)}
     for b in blocks[1:]:
         for arg in b.args:
@@ -61,16 +64,31 @@ def write_cfg(w: FunctionWriter, region: Region, on_return: type[Operation]) -> 
         for k, b in enumerate(blocks):
             with w.indented(f"{'if' if k == 0 else 'elif'} {state} == {k}:"):
                 term = w.emit_block(b)
-                match term:
-                    case cf.BranchOp() | llvm.BrOp():
-                        jump(k, term.successor, term.arguments)
-                    case cf.ConditionalBranchOp() | llvm.CondBrOp():
-                        with w.indented(f"if {w[term.cond]}:"):
-                            jump(k, term.then_block, term.then_arguments)
-                        with w.indented("else:"):
-                            jump(k, term.else_block, term.else_arguments)
-                    case _:
-                        _emit_exit(w, term, on_return)
+                if term is None:
+                    _emit_exit(w, term, on_return)
+                    continue
+                with w.at(term):
+                    _emit_terminator(w, k, term, jump, on_return)
+
+
+def _emit_terminator(
+    w: FunctionWriter,
+    k: int,
+    term: Operation,
+    jump: Callable[[int, Block, Sequence[SSAValue]], None],
+    on_return: type[Operation],
+) -> None:
+    """A block's terminator in the dispatch loop: a branch, or the exit."""
+    match term:
+        case cf.BranchOp() | llvm.BrOp():
+            jump(k, term.successor, term.arguments)
+        case cf.ConditionalBranchOp() | llvm.CondBrOp():
+            with w.indented(f"if {w[term.cond]}:"):
+                jump(k, term.then_block, term.then_arguments)
+            with w.indented("else:"):
+                jump(k, term.else_block, term.else_arguments)
+        case _:
+            _emit_exit(w, term, on_return)
 
 
 @emits(func.CallOp)

@@ -30,6 +30,7 @@ from affinec.interpreter.support import (
     DEFAULT_MAX_STEPS,
     InterpreterError,
     StepBudget,
+    errors_at,
     memref_shape,
     numpy_dtype,
 )
@@ -87,18 +88,12 @@ class Interpreter:
         for op in module.body.block.ops:
             if isinstance(op, func.FuncOp) and op.body.blocks:
                 self.functions[op.sym_name.data] = op
-                program.add_source(_write_function(program, op))
+                with errors_at(op):
+                    program.add_source(_write_function(program, op))
             elif isinstance(op, gpu.ModuleOp):
                 for kernel in op.body.block.ops:
-                    if isinstance(kernel, gpu.FuncOp):
-                        program.add_source(gpu_ops.write_kernel(program, op, kernel))
-                    elif isinstance(kernel, llvm.FuncOp) and kernel.body.blocks:
-                        name = gpu_ops.kernel_global(
-                            op.sym_name.data, kernel.sym_name.data
-                        )
-                        program.add_source(
-                            llvm_ops.write_llvm_kernel(program, op, kernel, name)
-                        )
+                    with errors_at(kernel):
+                        _write_kernel(program, op, kernel)
         self.source = program.source
         """The Python the module was decoded into (for the curious and for debugging)."""
         self._namespace = program.build()
@@ -151,6 +146,15 @@ def _write_function(program: ProgramWriter, op: func.FuncOp) -> Source:
     params = [w.define(a) for a in op.body.blocks[0].args]
     write_body(w, op.body)
     return w.function(f"def {function_global(op.sym_name.data)}({', '.join(params)}):")
+
+
+def _write_kernel(program: ProgramWriter, module: gpu.ModuleOp, kernel) -> None:
+    """A kernel of a `gpu.module`, at the gpu level or the llvm level."""
+    if isinstance(kernel, gpu.FuncOp):
+        program.add_source(gpu_ops.write_kernel(program, module, kernel))
+    elif isinstance(kernel, llvm.FuncOp) and kernel.body.blocks:
+        name = gpu_ops.kernel_global(module.sym_name.data, kernel.sym_name.data)
+        program.add_source(llvm_ops.write_llvm_kernel(program, module, kernel, name))
 
 
 def _python_error(e: BaseException) -> str:

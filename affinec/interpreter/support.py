@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 from xdsl.dialects.builtin import (
@@ -41,6 +43,17 @@ class InterpreterError(OpError):
         if self.op is None:
             return self.message
         return f"{describe(self.op)}: {self.message}"
+
+
+@contextmanager
+def errors_at(op: Operation) -> Iterator[None]:
+    """An `InterpreterError` raised here without an op is about `op`."""
+    try:
+        yield
+    except InterpreterError as e:
+        if e.op is None:
+            e.op = op
+        raise
 
 
 def describe(op: Operation) -> str:
