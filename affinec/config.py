@@ -25,9 +25,24 @@ class KernelConfig:
     side of the block loop)."""
     separate: bool = False
     """Separate full tiles (no bounds checks) from partial ones."""
+    reassociate: bool = False
+    """Let the reduction be tiled in any order (the rounding changes; the tensor-core
+    route changes it anyway)."""
     promote: bool = True
     """Copy each compute band's inputs into shared memory
     (`affine-data-copy-generate`)."""
+    dma: bool = True
+    """Copy 16 bytes at a time with asynchronous copies where the tiles' rows allow
+    (`affine-data-copy-generate{generate-dma}`)."""
+    stages: int = 1
+    """Tiles of the reduction in flight at once: 1 copies then computes; 2 or more
+    run the asynchronous copies that many - 1 tiles ahead
+    (`affine-pipeline-data-transfer`)."""
+    mma: bool = False
+    """Accumulate on tensor cores (`affinec-mma-sync`: f16 and bf16 operands): the
+    copies lay the tiles out for ldmatrix, the warps tile the block."""
+    warp_grid: tuple[int, ...] = (2, 2)
+    """With `mma`: warps along the block's pixels and output channels."""
     threads_per_block: int = 0
     register_tile: tuple[int, ...] = ()
     """Iterations of the accumulator bands one thread owns, per output dimension
@@ -104,6 +119,8 @@ def config_for(spec: Spec) -> KernelConfig:
         pixels = [names.index("i")]
     else:
         return KernelConfig(promote=False)
+    if spec.dtype != "f32" and _channels(spec) >= MMA_MIN_CHANNELS:
+        return _tensor_core_config(spec, extents, channel, pixels)
 
     tiles = [1] * len(extents)
     registers = [1] * len(extents)
@@ -149,15 +166,68 @@ def config_for(spec: Spec) -> KernelConfig:
     )
 
 
-def _reduction_tiles(spec: Spec) -> tuple[int, ...]:
+MMA_BLOCK_PIXELS = 128
+MMA_BLOCK_CHANNELS = 64
+MMA_STEP = 32
+MMA_WARP_GRID = (1, 2)
+"""Two warps, each 128 pixels x 32 channels (8 x 4 MMAs): on the H100 (2026-11-23,
+benchmarks/sweep.py) 1.08 ms for the 3x3 64-channel convolution, against 1.34 ms
+with 2 x 2 warps of 64 x 32 and 1.58 ms with 4 x 1; the same order on the others."""
+MMA_STAGES = 3
+MMA_MIN_CHANNELS = 16
+"""Fewer input channels than one MMA's k leave the tensor cores mostly multiplying
+zeros (ResNet-50's first layer, 4 channels: 7.4 ms against 1.5 ms on the SIMT route,
+H100, 2026-11-23): such specs take the SIMT route."""
+"""Input channels a step of the tensor-core route copies (two k=16 MMAs)."""
+
+
+def _channels(spec: Spec) -> int:
+    """The extent of the reduction's channel dimension (the MMA's k)."""
+    return spec.c if isinstance(spec, ConvSpec) else spec.k  # pyright: ignore
+
+
+def _tensor_core_config(
+    spec: Spec, extents: list[int], channel: int, pixels: list[int]
+) -> KernelConfig:
+    """The tensor-core route: `MMA_BLOCK_PIXELS` x `MMA_BLOCK_CHANNELS` outputs a
+    block on `MMA_WARP_GRID` warps, `MMA_STEP` channels a reduction step,
+    `MMA_STAGES` tiles in flight."""
+    tiles = [1] * len(extents)
+    tiles[channel] = _tile(extents[channel], MMA_BLOCK_CHANNELS)
+    room = MMA_BLOCK_PIXELS
+    for k, d in enumerate(pixels):
+        limit = min(room, 32) if k == 0 and len(pixels) > 1 else room
+        tiles[d] = _tile(extents[d], limit)
+        room = max(1, room // tiles[d])
+    return KernelConfig(
+        tile_sizes=tuple(tiles),
+        reduction_tile_sizes=_mma_reduction_tiles(spec),
+        reassociate=True,
+        mma=True,
+        warp_grid=MMA_WARP_GRID,
+        stages=MMA_STAGES,
+    )
+
+
+def _mma_reduction_tiles(spec: Spec) -> tuple[int, ...]:
+    """One filter tap and `MMA_STEP` channels a step, whatever the filter's layout
+    (the MMA sums in its own order anyway)."""
+    if isinstance(spec, MatmulSpec):
+        return (_divisor_at_most(spec.k, MMA_STEP),)
+    assert isinstance(spec, ConvSpec)
+    step = _divisor_at_most(spec.c, MMA_STEP)
+    return (1, 1, step) if spec.filter_layout == "rsck" else (step, 1, 1)
+
+
+def _reduction_tiles(spec: Spec, step_limit: int = REDUCTION_STEP) -> tuple[int, ...]:
     """A step of the reduction that keeps its order: the dimensions cut into several
     tiles come first, in tiles of 1 but the last of them, the others whole."""
     if isinstance(spec, MatmulSpec):
-        return (_divisor_at_most(spec.k, REDUCTION_STEP),)
+        return (_divisor_at_most(spec.k, step_limit),)
     assert isinstance(spec, ConvSpec)
-    step = _divisor_at_most(spec.c, REDUCTION_STEP)
+    step = _divisor_at_most(spec.c, step_limit)
     if spec.filter_layout == "rsck":  # reduction order r, s, c
-        if spec.c <= REDUCTION_STEP:
+        if spec.c <= step_limit and step_limit == REDUCTION_STEP:
             return (1, spec.s, spec.c)  # one filter row of taps per step
         return (1, 1, step)
     return (step, spec.r, spec.s)  # order c, r, s

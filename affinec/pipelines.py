@@ -29,15 +29,18 @@ from xdsl.utils.arg_spec import ArgSpec
 from affinec.config import UNPROMOTED, KernelConfig
 from affinec.passes.affine_data_copy_generate import AffineDataCopyGenerate
 from affinec.passes.affine_loop_tile import AffineLoopTilePass
+from affinec.passes.affine_pipeline_data_transfer import AffinePipelineDataTransfer
 from affinec.passes.affinec_canonicalize import AffinecCanonicalizePass
 from affinec.passes.affinec_contract_fma import AffinecContractFma
 from affinec.passes.affinec_insert_barriers import AffinecInsertBarriers
 from affinec.passes.affinec_map_threads import AffinecMapThreads
+from affinec.passes.affinec_mma_sync import AffinecMmaSync
 from affinec.passes.affinec_narrow_indices import AffinecNarrowIndices
 from affinec.passes.affinec_place_buffers import AffinecPlaceBuffers
 from affinec.passes.affinec_sink import AffinecSinkPass
 from affinec.passes.affinec_split import AffinecSplitPass
 from affinec.passes.convert_gpu_to_nvvm import ConvertGpuToNvvm
+from affinec.passes.convert_nvgpu_to_nvvm import ConvertNvgpuToNvvm
 from affinec.passes.convert_parallel_to_gpu import ConvertParallelToGpu
 from affinec.passes.convert_scf_to_cf import ConvertScfToCf
 from affinec.passes.gpu_kernel_outlining import GpuKernelOutlining
@@ -53,11 +56,25 @@ def affine_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
             tile_sizes=config.tile_sizes,
             reduction_tile_sizes=config.reduction_tile_sizes,
             separate=config.separate,
+            reassociate=config.reassociate,
         ),
         AffinecSplitPass(),
         AffinecSinkPass(),
         AffinecCanonicalizePass(),
-        *([AffineDataCopyGenerate()] if config.promote else []),
+        *(
+            [
+                AffineDataCopyGenerate(
+                    generate_dma=config.dma, reduction_innermost=config.mma
+                )
+            ]
+            if config.promote or config.mma
+            else []
+        ),
+        *(
+            [AffinePipelineDataTransfer(stages=config.stages)]
+            if config.stages > 1 and config.dma
+            else []
+        ),
     ]
 
 
@@ -67,13 +84,14 @@ def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]
     return [
         AffinecPlaceBuffers(),
         AffinecInsertBarriers(),
+        *([AffinecMmaSync(warp_grid=config.warp_grid)] if config.mma else []),
         AffinecMapThreads(
             threads_per_block=config.threads_per_block,
             register_tile=config.register_tile,
             vector_width=config.vector_width,
             unroll_steps=config.unroll_steps,
         ),
-        *([AffinecContractFma()] if config.fma else []),
+        *([AffinecContractFma()] if config.fma and not config.mma else []),
         ConvertParallelToGpu(),
     ]
 
@@ -90,6 +108,7 @@ def gpu_to_nvvm_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass
         *([AffinecNarrowIndices()] if config.index_bitwidth == 0 else []),
         LowerAffine(),
         CommonSubexpressionElimination(),
+        ConvertNvgpuToNvvm(),
         ConvertScfToCf(),
         ConvertGpuToNvvm(index_bitwidth=config.index_bitwidth),
     ]

@@ -12,6 +12,13 @@ from xdsl.passes import ModulePass
 def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     """Every affinec pass, by the name pipelines use."""
 
+    def _affine_pipeline_data_transfer():
+        from affinec.passes.affine_pipeline_data_transfer import (
+            AffinePipelineDataTransfer,
+        )
+
+        return AffinePipelineDataTransfer
+
     def _affine_loop_tile():
         from affinec.passes.affine_loop_tile import AffineLoopTilePass
 
@@ -46,6 +53,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         from affinec.passes.affinec_contract_fma import AffinecContractFma
 
         return AffinecContractFma
+
+    def _affinec_mma_sync():
+        from affinec.passes.affinec_mma_sync import AffinecMmaSync
+
+        return AffinecMmaSync
 
     def _affinec_narrow_indices():
         from affinec.passes.affinec_narrow_indices import AffinecNarrowIndices
@@ -99,12 +111,14 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
     return {
         "affine-loop-tile": _affine_loop_tile,
+        "affine-pipeline-data-transfer": _affine_pipeline_data_transfer,
         "affine-loop-normalize": _affine_loop_normalize,
         "affinec-split": _affinec_split,
         "affinec-sink": _affinec_sink,
         "affinec-canonicalize": _affinec_canonicalize,
         "affine-data-copy-generate": _affine_data_copy_generate,
         "affinec-contract-fma": _affinec_contract_fma,
+        "affinec-mma-sync": _affinec_mma_sync,
         "affinec-narrow-indices": _affinec_narrow_indices,
         "affinec-place-buffers": _affinec_place_buffers,
         "affinec-insert-barriers": _affinec_insert_barriers,

@@ -29,7 +29,8 @@ becomes
 
 Options: `memrefs` (the arguments to copy, by name; all by default),
 `fast-mem-capacity` (KiB of shared memory a block may use, 48 by default: the static
-limit every CUDA GPU grants), `reduction-innermost` (lay the buffers out for a
+limit every CUDA GPU grants), `generate-dma` (16-byte asynchronous copies where the
+footprint's rows allow), `reduction-innermost` (lay the buffers out for a
 tensor-core consumer: the reduction's channel dimension innermost). Refuses, before rewriting, a footprint that is not a
 box with constant extents and copies that do not fit, naming the bytes.
 """
@@ -64,6 +65,12 @@ class AffineDataCopyGenerate(ModulePass):
     fast_mem_capacity: int = 48
     """Shared memory a block may use for the copies, in KiB."""
 
+    generate_dma: bool = False
+    """Copy rows 16 bytes at a time with asynchronous copies (`cp.async`, as MLIR's
+    option generates DMA transfers) where the footprint allows it: each chunk is an
+    `nvgpu.device_async_copy` (zero-filling outside the tensor), the compute band
+    waits for them; other footprints are copied element by element."""
+
     reduction_innermost: bool = False
     """Lay each buffer out with the reduction's channel dimension innermost (what a
     tensor-core MMA reads along its k), whatever the tensor's layout: an NCHW input
@@ -87,4 +94,4 @@ class AffineDataCopyGenerate(ModulePass):
                 self.reduction_innermost,
             )
         ]
-        generate_copies(plans)
+        generate_copies(plans, self.generate_dma)

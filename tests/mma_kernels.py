@@ -162,7 +162,7 @@ def _module(k: MmaKernel) -> str:
         f"iter_args(%acc = %acc_{n}) -> (vector<2x2xf32>) {{"
     )
     if k.operands == "tf32":
-        _tf32_fragments(add, a_t, b_t)
+        _tf32_fragments(k, add, a_t, b_t)
     else:
         _ldmatrix_fragments(k, add, t, sa_t, sb_t)
     shape = "[16, 8, 8], tf32Enabled" if k.operands == "tf32" else "[16, 8, 16]"
@@ -184,7 +184,7 @@ def _module(k: MmaKernel) -> str:
     return "\n".join(lines)
 
 
-def _tf32_fragments(add, a_t: str, b_t: str) -> None:
+def _tf32_fragments(k: MmaKernel, add, a_t: str, b_t: str) -> None:
     """Each lane loads its A and B registers from global memory (tf32: one f32 each)."""
     add("  %fa_0 = ub.poison : vector<4x1xf32>")
     for r in range(4):
@@ -202,7 +202,8 @@ def _tf32_fragments(add, a_t: str, b_t: str) -> None:
     for r in range(2):
         add(f"  %bk{r}0 = arith.addi %tg, %c{4 * r} : index")
         add(f"  %bk{r} = arith.addi %bk{r}0, %ks : index")
-        add(f"  %bv{r} = memref.load %b[%g, %bk{r}] : {b_t}")
+        index = f"%g, %bk{r}" if k.b_k_contiguous else f"%bk{r}, %g"
+        add(f"  %bv{r} = memref.load %b[{index}] : {b_t}")
         into = "%fb" if r == 1 else f"%fb_{r + 1}"
         add(
             f"  {into} = vector.insert %bv{r}, %fb_{r}[{r}, 0] : f32 into "

@@ -84,6 +84,17 @@ def test_spec_matrix_matches_float64(case, dtype):
         _check(spec, rng, **options)
 
 
+@pytest.mark.parametrize("case", list(MATRIX))
+def test_tensor_core_route_matches_float64(case):
+    """f16 with enough channels takes the tensor cores (ldmatrix, mma.sync, pipelined
+    asynchronous copies): the same matrix of layouts and shapes."""
+    spec = dataclasses.replace(BASE, c=20, k=12, dtype="f16", **MATRIX[case])
+    from affinec.config import config_for
+
+    assert config_for(spec).mma
+    _check(spec, np.random.default_rng(abs(hash(case)) % 2**32))
+
+
 @pytest.mark.parametrize(
     "spec",
     [

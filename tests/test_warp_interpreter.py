@@ -5,6 +5,8 @@ copies whose data lands only at their wait."""
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from mma_kernels import MmaKernel
 
 from affinec.context import make_context
@@ -41,6 +43,26 @@ KERNELS = [
 def test_one_warp_mma_kernels_compute_a_times_b_plus_c(kernel):
     # The MMA's sums are exact and rounded once; k-steps round the accumulator.
     assert run(kernel) < 1e-6
+
+
+@given(
+    st.builds(
+        MmaKernel,
+        operands=st.sampled_from(["f16", "bf16", "tf32"]),
+        warps=st.integers(1, 3),
+        k_steps=st.integers(1, 3),
+        b_k_contiguous=st.booleans(),
+        async_copy=st.booleans(),
+        epilogue=st.booleans(),
+    ),
+    st.integers(0, 2**16),
+)
+def test_random_mma_kernels_compute_a_times_b_plus_c(kernel, seed):
+    module = parse_module(make_context(), kernel.text())
+    a, b, c, d = kernel.inputs(seed)
+    Interpreter(module).run("mma", a, b, c, d)
+    want = kernel.reference(a, b, c)
+    assert np.linalg.norm(d - want) / np.linalg.norm(want) < 1e-6
 
 
 def test_tf32_mma_with_fragments_loaded_lane_by_lane():

@@ -32,7 +32,12 @@ from xdsl.ir import Operation
 
 from affinec.dialects import nvgpu, nvvm
 from affinec.interpreter.codegen import FunctionWriter, emits
-from affinec.interpreter.gpu_ops import MANY_READERS, PENDING, SharedArray
+from affinec.interpreter.gpu_ops import (
+    MANY_READERS,
+    PENDING,
+    SharedArray,
+    in_grid_band,
+)
 from affinec.interpreter.memref_ops import checked_pointer, flat_pointer
 from affinec.interpreter.support import InterpreterError, describe
 from affinec.interpreter.warps import read_row
@@ -186,8 +191,18 @@ def _tuple(names: list[str]) -> str:
 
 @emits(nvgpu.DeviceAsyncCopyOp)
 def _device_async_copy(op: nvgpu.DeviceAsyncCopyOp, w: FunctionWriter) -> None:
-    ctx = _context(w, op)
     valid = "None" if op.srcElements is None else w[op.srcElements]
+    if w.gpu_context is None and in_grid_band(op):
+        # A grid band not yet mapped to threads runs its bands one after the other:
+        # a copy may as well land at once (its group and wait then do nothing).
+        w.line(
+            f"{w.global_(_sync_copy, 'sync_copy')}({w.op_ref(op)}, "
+            f"{w[op.dst]}, {_tuple(w.names(op.dstIndices))}, {w[op.src]}, "
+            f"{_tuple(w.names(op.srcIndices))}, {op.elements}, {valid})"
+        )
+        w.alias(op.asyncToken, "None")
+        return
+    ctx = _context(w, op)
     w.line(
         f"{w.global_(_memref_copy, 'async_copy')}({ctx}, {w.op_ref(op)}, "
         f"{w[op.dst]}, {_tuple(w.names(op.dstIndices))}, {w[op.src]}, "
@@ -222,11 +237,29 @@ def _cp_async_bytes(ctx, op, dst, src, size: int, valid_bytes) -> None:
 
 @emits(nvgpu.DeviceAsyncCreateGroupOp, nvvm.CpAsyncCommitGroupOp)
 def _create_group(op: Operation, w: FunctionWriter) -> None:
-    w.line(f"{w.global_(create_group, 'create_group')}({_context(w, op)})")
     if op.results:
         w.alias(op.results[0], "None")
+    if w.gpu_context is None and in_grid_band(op):
+        w.line("pass")  # the copies of an unmapped grid band landed already
+        return
+    w.line(f"{w.global_(create_group, 'create_group')}({_context(w, op)})")
 
 
 @emits(nvgpu.DeviceAsyncWaitOp, nvvm.CpAsyncWaitGroupOp)
 def _wait(op: nvgpu.DeviceAsyncWaitOp | nvvm.CpAsyncWaitGroupOp, w: FunctionWriter):
+    if w.gpu_context is None and in_grid_band(op):
+        w.line("pass")
+        return
     w.line(f"{w.global_(wait_groups, 'wait_groups')}({_context(w, op)}, {op.groups})")
+
+
+def _sync_copy(op, dst, dst_indices, src, src_indices, count, valid) -> None:
+    """A copy that lands at once: `valid` elements from the source (all when None),
+    zeros for the rest."""
+    dst_buffer, dst_offset = checked_pointer(op, dst, dst_indices)
+    values = np.zeros(count, dst_buffer.dtype)
+    if valid is None or valid > 0:
+        src_buffer, src_offset = checked_pointer(op, src, src_indices)
+        n = count if valid is None else valid
+        values[:n] = src_buffer[src_offset : src_offset + n]
+    dst_buffer[dst_offset : dst_offset + count] = values

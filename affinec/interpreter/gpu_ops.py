@@ -380,7 +380,7 @@ def _id(op: gpu.ThreadIdOp, w: FunctionWriter) -> None:
 
 @emits(gpu.BarrierOp)
 def _barrier(op: gpu.BarrierOp, w: FunctionWriter) -> None:
-    if w.gpu_context is None and _in_grid_band(op):
+    if w.gpu_context is None and in_grid_band(op):
         # The phases of a grid band not yet mapped to threads run one after the
         # other, so there is nothing to wait for.
         w.line("pass")
@@ -389,7 +389,7 @@ def _barrier(op: gpu.BarrierOp, w: FunctionWriter) -> None:
     w.line(f"yield {w.op_ref(op)}")
 
 
-def _in_grid_band(op: Operation) -> bool:
+def in_grid_band(op: Operation) -> bool:
     parent = op.parent_op()
     while parent is not None:
         if isinstance(parent, affine.ParallelOp) and mapping_of(parent) == GRID:

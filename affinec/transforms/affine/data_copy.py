@@ -33,15 +33,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from xdsl.dialects import func
-from xdsl.dialects.builtin import IndexType, MemRefType, StringAttr
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, StringAttr
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
-from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap
+from xdsl.ir.affine import (
+    AffineConstraintExpr,
+    AffineConstraintKind,
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+    AffineSet,
+)
 
 from affinec.diagnostics import PassError
-from affinec.dialects import affine, gpu
+from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, GRID, MAPPING, PaddedLoadOp, mapping_of
 from affinec.dtypes import element_size
+from affinec.ir.affine_exprs import linear_form
 from affinec.transforms.affine.footprint import Footprint, NoFootprint, footprint
 
 
@@ -115,12 +123,15 @@ def plan_copies(
 def channel_order(
     band: affine.ParallelOp, footprints: list[Footprint]
 ) -> list[tuple[int, ...]]:
-    """Orders that put the reduction's *channel* dimension innermost in every buffer:
-    the dimension each footprint indexes by one reduction loop's variable alone
-    (`c` in a convolution's input and filter, `p` in a matrix product; the filter
-    taps `r`, `s` index the input together with the output pixels, so they do not
-    qualify). A tensor-core MMA reads 16-byte rows along its k: both operands want it
-    contiguous, whatever the tensors' layouts. Without such a loop (the channel loop
+    """Orders that put the reduction's *channel* dimension innermost in every buffer
+    whose innermost is neither it nor an output dimension: the channel dimension is
+    the one each footprint indexes by one reduction loop's variable alone (`c` in a
+    convolution's input and filter, `p` in a matrix product; the filter taps `r`,
+    `s` index the input together with the output pixels, so they do not qualify). A
+    tensor-core MMA reads 16-byte rows along its k, or along N for the filter
+    (`ldmatrix` transposed): an NHWC input and an RSCK filter keep their order (their
+    rows can then be copied 16 bytes at a time), an NCHW input or a KCRS filter get
+    their channels innermost. Without such a loop (the channel loop
     of one iteration was folded away) the buffers keep the source's order."""
     loops = {
         o.induction_variable: o for o in band.walk() if isinstance(o, affine.ForOp)
@@ -147,11 +158,42 @@ def channel_order(
     if not candidates:
         return [tuple(range(len(f.extents))) for f in footprints]
     channel = candidates[-1]  # the innermost such loop
+    band_ivs = set(band.induction_variables)
     orders = []
     for f, alone in zip(footprints, dims_of, strict=True):
         d = alone[channel]
-        orders.append((*(k for k in range(len(f.extents)) if k != d), d))
+        last = len(f.extents) - 1
+        if d == last or (
+            _band_alone(f, last, band_ivs) and len(_band_ivs_read(f, band_ivs)) == 1
+        ):
+            # Rows along the channels, or along the output channels of a tile that
+            # reads no pixel (a filter, read transposed): keep the tensor's order,
+            # whose rows can be copied whole.
+            orders.append(tuple(range(len(f.extents))))
+        else:
+            orders.append((*(k for k in range(len(f.extents)) if k != d), d))
     return orders
+
+
+def _band_ivs_read(f: Footprint, band_ivs: set[SSAValue]) -> set[SSAValue]:
+    """The band variables the footprint's accesses read (the filter reads one: the
+    output channel; an input reads the pixels)."""
+    return {
+        v
+        for op, offsets in f.offsets
+        for e in offsets.results
+        for d in e.used_dims()
+        if (v := op.indices[d]) in band_ivs
+    }
+
+
+def _band_alone(f: Footprint, dim: int, band_ivs: set[SSAValue]) -> bool:
+    """Whether every access of the footprint indexes `dim` by one band variable."""
+    return all(
+        isinstance(e := offsets.results[dim], AffineDimExpr)
+        and op.indices[e.position] in band_ivs
+        for op, offsets in f.offsets
+    )
 
 
 def _is_argument(value: SSAValue) -> bool:
@@ -191,11 +233,16 @@ def _elements(t: MemRefType) -> int:
     return n
 
 
-def generate_copies(plans: list[CopyPlan]) -> None:
-    """Allocate the buffers, insert the copy bands, redirect the accesses."""
+def generate_copies(plans: list[CopyPlan], dma: bool = False) -> None:
+    """Allocate the buffers, insert the copy bands, redirect the accesses. With
+    `dma`, footprints that allow it are copied 16 bytes at a time with asynchronous
+    copies (`_dma_band`), closed by one group and a wait before the compute band."""
     buffers: dict[tuple[SSAValue, MemRefType], SSAValue] = {}
     for plan in plans:
         assert mapping_of(plan.grid) == GRID
+        block = plan.band.parent_block()
+        assert block is not None
+        asynchronous = False
         for f, t, order in zip(
             plan.footprints, plan.buffer_types(), plan.orders, strict=True
         ):
@@ -203,9 +250,12 @@ def generate_copies(plans: list[CopyPlan]) -> None:
             if key not in buffers:
                 buffers[key] = _allocate(plan.grid, f.memref, t)
             buffer = buffers[key]
-            block = plan.band.parent_block()
-            assert block is not None
-            block.insert_op_before(_copy_band(f, buffer, order), plan.band)
+            width = dma_width(f, order) if dma else 0
+            if width:
+                block.insert_op_before(_dma_band(f, buffer, width), plan.band)
+                asynchronous = True
+            else:
+                block.insert_op_before(_copy_band(f, buffer, order), plan.band)
             for op, offsets in f.offsets:
                 permuted = AffineMap(
                     offsets.num_dims,
@@ -213,6 +263,117 @@ def generate_copies(plans: list[CopyPlan]) -> None:
                     tuple(offsets.results[d] for d in order),
                 )
                 _redirect(op, buffer, permuted)
+        if asynchronous:
+            group = nvgpu.DeviceAsyncCreateGroupOp([])
+            wait = nvgpu.DeviceAsyncWaitOp(group.asyncToken, 0)
+            block.insert_ops_before([group, wait], plan.band)
+
+
+DMA_BYTES = 16
+"""What one asynchronous copy moves (`cp.async.cg ... 16`, the widest)."""
+
+
+def dma_width(f: Footprint, order: tuple[int, ...]) -> int:
+    """Elements one asynchronous copy moves for this footprint (16 bytes' worth),
+    or 0 when its rows cannot be copied 16 bytes at a time: the innermost dimension
+    must stay innermost in the buffer, its extent and the tensor's be a multiple of
+    the chunk, and its origin a multiple too, whatever the grid and tile variables
+    (so every chunk starts 16-byte aligned and is wholly inside or outside the
+    tensor)."""
+    t = f.memref.type
+    assert isinstance(t, MemRefType)
+    width = DMA_BYTES // element_size(t.get_element_type())
+    last = len(f.extents) - 1
+    if order[-1] != last or f.extents[last] % width or t.get_shape()[-1] % width:
+        return 0
+    form = linear_form(f.origin[last], len(f.outer), 0)
+    if form is None or any(c % width for c in (*form[0], form[2])):
+        return 0
+    return width
+
+
+def _dma_band(f: Footprint, buffer: SSAValue, width: int) -> affine.ParallelOp:
+    """A block band over the footprint's `width`-element chunks, each copied by one
+    `nvgpu.device_async_copy`: a chunk outside the tensor (padding, a partial
+    tile's box) copies zero source elements, which fills it with zeros, from a
+    source index clamped into the tensor."""
+    t = f.memref.type
+    assert isinstance(t, MemRefType)
+    shape = t.get_shape()
+    rank = len(f.extents)
+    extents = [*f.extents[:-1], f.extents[-1] // width]
+    body = Block(arg_types=[IndexType()] * rank)
+    n = len(f.outer)
+    dims = [AffineExpr.dimension(n + k) for k in range(rank)]
+    dims[-1] = dims[-1] * width
+    operands = [*f.outer, *body.args]
+    ops: list[Operation] = []
+    source, clamped = [], []
+    for k, (o, size) in enumerate(zip(f.origin, shape, strict=True)):
+        index = affine.ApplyOp(operands, AffineMap(n + rank, 0, (o + dims[k],)))
+        ops.append(index)
+        source.append(index.result)
+        top = size - (width if k == rank - 1 else 1)
+        low = affine.MaxOp(
+            [index.result],
+            AffineMap(1, 0, (AffineExpr.dimension(0), AffineExpr.constant(0))),
+        )
+        high = affine.MinOp(
+            [low.result],
+            AffineMap(1, 0, (AffineExpr.dimension(0), AffineExpr.constant(top))),
+        )
+        ops += [low, high]
+        clamped.append(high.result)
+    inside = AffineSet(
+        rank,
+        0,
+        tuple(
+            c
+            for k, size in enumerate(shape)
+            for c in (
+                _ge0(AffineExpr.dimension(k)),
+                _ge0(AffineExpr.constant(size - 1) - AffineExpr.dimension(k)),
+            )
+        ),
+    )
+    full = arith.ConstantOp(IntegerAttr(width, IndexType()))
+    none = arith.ConstantOp(IntegerAttr(0, IndexType()))
+    count = affine.IfOp(
+        inside,
+        source,
+        Block([affine.YieldOp(full.result)]),
+        Block([affine.YieldOp(none.result)]),
+        result_types=[IndexType()],
+    )
+    ops += [full, none, count]
+    chunk = AffineMap(
+        rank,
+        0,
+        tuple(
+            AffineExpr.dimension(k) * (width if k == rank - 1 else 1)
+            for k in range(rank)
+        ),
+    )
+    destination = [
+        affine.ApplyOp(list(body.args), AffineMap(rank, 0, (e,))) for e in chunk.results
+    ]
+    ops += destination
+    copy = nvgpu.DeviceAsyncCopyOp(
+        f.memref,
+        clamped,
+        buffer,
+        [d.result for d in destination],
+        width,
+        count.results[0],
+    )
+    body.add_ops([*ops, copy, affine.YieldOp()])
+    band = affine.ParallelOp.from_extents(extents, body)
+    band.attributes[MAPPING] = StringAttr(BLOCK)
+    return band
+
+
+def _ge0(e: AffineExpr) -> AffineConstraintExpr:
+    return AffineConstraintExpr(AffineConstraintKind.ge, e, AffineExpr.constant(0))
 
 
 def _allocate(grid: affine.ParallelOp, memref: SSAValue, t: MemRefType) -> SSAValue:

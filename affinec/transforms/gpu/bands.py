@@ -25,7 +25,7 @@ from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.traits import Pure
 
 from affinec.diagnostics import PassError
-from affinec.dialects import affine, gpu
+from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, GRID, THREAD, PaddedLoadOp, mapping_of
 from affinec.dtypes import element_size
 from affinec.ir.affine_exprs import Interval, grouped
@@ -33,7 +33,7 @@ from affinec.ir.ranges import as_dims, difference_range
 
 MAX_GRID_BLOCKS = (1 << 31) - 1
 
-READS = (affine.LoadOp, PaddedLoadOp, memref.LoadOp)
+READS = (affine.LoadOp, PaddedLoadOp, memref.LoadOp, nvgpu.LdMatrixOp)
 WRITES = (affine.StoreOp, memref.StoreOp)
 ALLOCS = (memref.AllocOp, memref.AllocaOp)
 
@@ -301,7 +301,18 @@ def _collect(block: Block, known: dict[SSAValue, Interval], into: GridAnalysis) 
             if not isinstance(t.layout, NoneAttr):
                 raise PassError(op, "buffers of a block must have the identity layout")
             into.allocs.append(op)
-        elif isinstance(op, (affine.YieldOp, memref.DeallocOp, gpu.BarrierOp, *READS)):
+        elif isinstance(
+            op,
+            (
+                affine.YieldOp,
+                memref.DeallocOp,
+                gpu.BarrierOp,
+                # every thread closes and waits for its own asynchronous copies
+                nvgpu.DeviceAsyncCreateGroupOp,
+                nvgpu.DeviceAsyncWaitOp,
+                *READS,
+            ),
+        ):
             continue
         elif not op.has_trait(Pure) or op.regions:
             raise PassError(
@@ -330,6 +341,24 @@ def require_placed(analysis: GridAnalysis, pass_name: str) -> None:
                 f"{gpu.PRIVATE_ADDRESS_SPACE}): run affinec-place-buffers before "
                 f"{pass_name}",
             )
+
+
+def read_buffer(op: Operation) -> SSAValue | None:
+    """The buffer a read op (one of `READS`) reads."""
+    if isinstance(op, nvgpu.LdMatrixOp):
+        return op.srcMemref
+    if isinstance(op, READS):
+        return op.memref
+    return None
+
+
+def written_buffer(op: Operation) -> SSAValue | None:
+    """The buffer a write op (a store or an asynchronous copy) writes."""
+    if isinstance(op, nvgpu.DeviceAsyncCopyOp):
+        return op.dst
+    if isinstance(op, WRITES):
+        return op.memref
+    return None
 
 
 def is_private(buffer: SSAValue) -> bool:

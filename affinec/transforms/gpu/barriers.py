@@ -25,7 +25,13 @@ from dataclasses import dataclass, field
 from xdsl.ir import Block, Operation, SSAValue
 
 from affinec.dialects import affine, gpu
-from affinec.transforms.gpu.bands import READS, WRITES, GridAnalysis, is_private
+from affinec.transforms.gpu.bands import (
+    READS,
+    GridAnalysis,
+    is_private,
+    read_buffer,
+    written_buffer,
+)
 
 
 @dataclass
@@ -48,10 +54,10 @@ def access_of(op: Operation) -> Access:
     """The non-private buffers `op` (and the ops nested in it) reads and writes."""
     acc = Access()
     for inner in op.walk():
-        if isinstance(inner, READS) and not is_private(inner.memref):
-            acc.reads.add(inner.memref)
-        elif isinstance(inner, WRITES) and not is_private(inner.memref):
-            acc.writes.add(inner.memref)
+        if (buffer := read_buffer(inner)) is not None and not is_private(buffer):
+            acc.reads.add(buffer)
+        elif (buffer := written_buffer(inner)) is not None and not is_private(buffer):
+            acc.writes.add(buffer)
     return acc
 
 

@@ -46,7 +46,7 @@ from xdsl.dialects.builtin import (
     VectorType,
     f32,
 )
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import (
     AffineConstraintExpr,
     AffineConstraintKind,
@@ -162,7 +162,7 @@ def plan_mma(analysis: GridAnalysis, warps: tuple[int, int]) -> MmaPlan:
     n_dims = [
         d
         for d, iv in enumerate(band.op.induction_variables)
-        if _reads(first.b.load, iv) and band.extents[d] > 1
+        if _reads(first.b.load, iv)
     ]
     m_dims = [
         d
@@ -620,7 +620,7 @@ def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
         clone = lp.clone_without_regions()
         body = Block(arg_types=[IndexType()])
         body.args[0].name_hint = lp.induction_variable.name_hint
-        clone.add_region(Region(body))
+        clone.regions[0].add_block(body)
         site.add(clone)
         tap_values[lp.induction_variable] = body.args[0]
         site = _Builder(body)
@@ -637,7 +637,12 @@ def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
     # A: rows are pixels (clamped to the block's), 16-byte rows along k
     row = (d(0) % 8) + ((d(0) // 8) % 2) * 8
     m_expr = d(1) * (16 * plan.mt) + d(2) * 16 + row
-    m_clamped = _min(inner, m_expr, plan.block_m - 1, [lane, wm, m_t])
+    rows = 16 * plan.mt * plan.warps[0]
+    m_clamped = (
+        inner.apply(m_expr, [lane, wm, m_t])
+        if rows <= plan.block_m
+        else _min(inner, m_expr, plan.block_m - 1, [lane, wm, m_t])
+    )
     pixel = _pixel_values(plan, inner, d(0), [m_clamped], band)
     k_a = inner.apply(d(1) * K_STEP + (d(0) // 16) * 8, [lane, k], "ka")
     a_values = {**base, **tap_values, c.channel.induction_variable: k_a}
@@ -650,10 +655,20 @@ def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
     n_iv = ivs[plan.n_dim]
     if c.b.k_contiguous:
         n_expr = d(1) * (8 * plan.nt) + d(2) * 8 + d(0) % 8
-        n_val = _min(inner, n_expr, plan.block_n - 1, [lane, wn, n_t])
+        if 8 * plan.nt * plan.warps[1] <= plan.block_n:
+            n_val = inner.apply(n_expr, [lane, wn, n_t])
+        else:
+            n_val = _min(inner, n_expr, plan.block_n - 1, [lane, wn, n_t])
         k_b = inner.apply(d(1) * K_STEP + ((d(0) // 8) % 2) * 8, [lane, k], "kb")
     else:
-        n_val = inner.apply(d(1) * (8 * plan.nt) + d(2) * 8, [lane, wn, n_t])
+        # eight consecutive output channels a row: the row of a warp past the
+        # block's channels reads the tile's last eight (its results are not stored)
+        width = c.b.buffer.type.get_shape()[-1]  # pyright: ignore
+        n_expr = d(1) * (8 * plan.nt) + d(2) * 8
+        if 8 * plan.nt * plan.warps[1] <= width:
+            n_val = inner.apply(n_expr, [lane, wn, n_t])
+        else:
+            n_val = _min(inner, n_expr, width - 8, [lane, wn, n_t])
         k_b = inner.apply(d(1) * K_STEP + d(0) % 16, [lane, k], "kb")
     n_iv_val = inner.apply(_iv(band, plan.n_dim, d(0), 1), [n_val])
     b_values = {**base, **tap_values, c.channel.induction_variable: k_b, n_iv: n_iv_val}

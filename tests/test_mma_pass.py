@@ -1,0 +1,147 @@
+"""`affinec-mma-sync`: the accumulation on tensor cores, proven on the CPU.
+
+The interpreter runs `ldmatrix` and `mma.sync` warp by warp with the PTX ISA's
+fragment layouts, so a wrong lane address or fragment element is a wrong answer here.
+The MMA sums in its own order: its level and the ones below are held to the dtype's
+tolerance against float64 (and bit for bit to each other); every level before it
+stays bit-identical. Random specs, tiles and warp grids; the lanes' address
+expressions against `affinec.ir.mma_layouts`; refusals located.
+"""
+
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from affinec.config import KernelConfig
+from affinec.contraction import contraction_of
+from affinec.diagnostics import PassError
+from affinec.dialects import nvgpu
+from affinec.frontend import build
+from affinec.ir import mma_layouts
+from affinec.pipeline import Pipeline
+from affinec.pipelines import affine_passes, default_passes
+from affinec.spec import ConvSpec, MatmulSpec
+from strategies import conv_specs, matmul_specs
+
+
+@st.composite
+def mma_cases(draw):
+    spec = draw(
+        st.one_of(
+            conv_specs(max_channels=20, max_image=6).map(
+                lambda s: ConvSpec(**{**s.__dict__, "dtype": "f16"})
+            ),
+            matmul_specs(20).map(
+                lambda s: MatmulSpec(s.m, s.n, s.k, "f16", s.epilogue)
+            ),
+        )
+    )
+    c = contraction_of(spec)
+    names = [n for n, _ in c.output_index]
+    extents = [e for _, e in c.output_index]
+    tiles = [draw(st.integers(1, min(e, 8))) for e in extents]
+    channel = names.index("k" if "k" in names else "j")
+    tiles[channel] = min(extents[channel], draw(st.sampled_from([8, 16])))
+    reductions = [e for _, e in c.reduction_index]
+    order = [n for n, _ in c.reduction_index]
+    # An order-keeping step: leading tiles of 1, the channel loop cut (or whole).
+    step = draw(st.integers(2, 20))
+    # A channel loop of one step folds away: tensor cores need at least two.
+    assume(reductions[order.index("c" if "c" in order else "p")] >= 2)
+    rtiles = []
+    ch = order.index("c" if "c" in order else "p")
+    for k, e in enumerate(reductions):
+        rtiles.append(1 if k < ch else (min(step, e) if k == ch else e))
+    warps = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    return spec, KernelConfig(
+        tile_sizes=tuple(tiles),
+        reduction_tile_sizes=tuple(rtiles),
+        mma=True,
+        warp_grid=warps,
+    )
+
+
+@given(mma_cases())
+def test_the_mma_pipeline_keeps_the_result(case):
+    spec, config = case
+    module = build(spec)
+    Pipeline(default_passes(config)).run(module, check=True)
+
+
+def test_the_pass_changes_the_rounding_and_says_so():
+    from affinec.passes.affinec_mma_sync import AffinecMmaSync
+
+    assert AffinecMmaSync().changes_rounding
+
+
+def _expr_values(expr_text: str) -> list:
+    return [eval(expr_text, {"lane": lane}) for lane in range(32)]  # noqa: S307
+
+
+def test_lane_addresses_are_the_ptx_layouts():
+    # The expressions affinec/transforms/gpu/mma.py builds, written as Python over
+    # the lane, against the layouts the interpreter executes.
+    a_rows = _expr_values("lane % 8 + (lane // 8) % 2 * 8")
+    a_cols = _expr_values("lane // 16 * 8")
+    assert [mma_layouts.a_tile_address(lane) for lane in range(32)] == list(
+        zip(a_rows, a_cols, strict=True)
+    )
+    n_rows = _expr_values("lane % 8")
+    k_cols = _expr_values("(lane // 8) % 2 * 8")
+    assert [mma_layouts.b_tile_address(lane, 2, True) for lane in range(32)] == list(
+        zip(n_rows, k_cols, strict=True)
+    )
+    k_rows = _expr_values("lane % 16")
+    assert [mma_layouts.b_tile_address(lane, 2, False) for lane in range(32)] == [
+        (k, 0) for k in k_rows
+    ]
+    kind = nvgpu.MmaKind(16, 8, 16, "f16")
+    for lane in range(32):
+        for e in range(4):
+            row = lane // 4 + (e // 2) * 8
+            col = (lane % 4) * 2 + e % 2
+            assert mma_layouts.c_element(kind, lane, e // 2, e % 2) == (row, col)
+
+
+def _promoted(spec, config):
+    module = build(spec)
+    Pipeline(
+        [*affine_passes(config), *Pipeline.parse("affinec-place-buffers").passes]
+    ).run(module)
+    return module
+
+
+def test_f32_operands_are_refused():
+    spec = ConvSpec(
+        1, 16, 6, 6, 16, 3, 3, padding=1, layout="nhwc", filter_layout="rsck"
+    )
+    config = KernelConfig(
+        tile_sizes=(1, 2, 6, 16), reduction_tile_sizes=(1, 1, 16), mma=True
+    )
+    module = _promoted(spec, config)
+    with pytest.raises(PassError, match="tensor cores take f16 or bf16 operands"):
+        Pipeline.parse("affinec-mma-sync").run(module)
+
+
+def test_unpromoted_operands_are_refused():
+    spec = ConvSpec(1, 16, 6, 6, 16, 3, 3, padding=1, dtype="f16")
+    module = build(spec)
+    Pipeline.parse("affinec-tile-split-sink,affinec-place-buffers").run(module)
+    before = str(module)
+    with pytest.raises(PassError, match="read from a shared tile"):
+        Pipeline.parse("affinec-mma-sync").run(module)
+    assert str(module) == before
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [("warp-grid=1", "two sizes"), ("warp-grid=8,8", "between 1 and 32 warps")],
+)
+def test_illegal_warp_grids_are_refused(option, message):
+    spec = ConvSpec(1, 16, 6, 6, 16, 3, 3, padding=1, dtype="f16")
+    config = KernelConfig(
+        tile_sizes=(1, 16, 2, 6), reduction_tile_sizes=(16, 3, 3), mma=True
+    )
+    module = _promoted(spec, config)
+    with pytest.raises(PassError, match=message):
+        Pipeline.parse(f"affinec-mma-sync{{{option}}}").run(module)
