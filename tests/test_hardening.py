@@ -391,6 +391,22 @@ def test_a_grid_too_large_to_simulate_is_refused(tmp_path, blocks, threads, mess
     assert_error(outcome, message, line=line_of(text, "gpu.launch_func"))
 
 
+# -- found by the fuzzer ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bound", ["0", "-2"])
+def test_a_reduction_loop_with_no_iterations(tmp_path, bound):
+    """`affine-loop-tile` divided by the empty loop's extent (ZeroDivisionError) and
+    built tiles of size 0 (a `floordiv 0` xDSL could not fold)."""
+    text = level("naive", CONV).replace(
+        "affine.for %s = 0 to 3", f"affine.for %s = 0 to {bound}"
+    )
+    outcome = run(tmp_path, "affinec", text, "-p", "affinec-default")
+    assert outcome.problem is None and outcome.code == 1, outcome.report()
+    stages = outcome.stdout.splitlines()[3:-1]
+    assert stages and all(x.endswith("bit-identical") for x in stages), outcome.stdout
+
+
 # -- command-line flags ---------------------------------------------------------------------
 
 SPEC_FLAGS = {
