@@ -41,6 +41,7 @@ from xdsl.passes import ModulePass
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from affinec.cli import main as affinec_main
+from affinec.config import config_for
 from affinec.frontend import build
 from affinec.opt import main as opt_main
 from affinec.pipeline import Pipeline
@@ -68,7 +69,12 @@ SEED_SPECS: tuple[Spec, ...] = (
     MatmulSpec(m=5, n=4, k=6, epilogue="relu"),
     OuterSpec(m=3, n=4, dtype="f16"),
 )
-"""Small specs, so that checking a mutated module takes milliseconds."""
+"""Small specs, so that checking a mutated module takes milliseconds; each goes the
+default pipeline's way (`affinec-default`)."""
+
+TENSOR_CORE_SPEC = MatmulSpec(m=8, n=8, k=16, dtype="f16")
+"""A spec that goes the way `affinec compile` takes it (`config_for`): for an f16
+product, the tensor-core route (`mma.sync` warp bands, pipelined copies)."""
 
 TIME_BOUND = 30.0
 """Seconds an input may take before it counts as a hang. Inputs take well under a
@@ -79,10 +85,11 @@ WATCHDOG = 4 * TIME_BOUND
 for a hang the alarm cannot interrupt (inside C code)."""
 
 
-LEVELS = ("naive", "tiled", "mapped", "gpu", "outlined", "lowered", "cf", "llvm")
+LEVELS = ("naive", "tiled", "mapped", "mma", "gpu", "outlined", "lowered", "cf", "llvm")
 """The levels of the default pipeline, as the fuzzer groups its seeds: the naive IR;
-tiled, split, sunk and promoted (grid/block bands); mapped to threads; a
-`gpu.launch`; outlined into a `gpu.func`; lowered affine (scf); cf; llvm + nvvm."""
+tiled, split, sunk and promoted (grid/block bands); mapped to threads; `nvgpu` ops
+at the affine level (the tensor-core route: async copies, warp bands of `mma.sync`);
+a `gpu.launch`; outlined into a `gpu.func`; lowered affine (scf); cf; llvm + nvvm."""
 
 
 def level_of(text: str) -> str:
@@ -95,6 +102,8 @@ def level_of(text: str) -> str:
         return "outlined" if "affine." in text else "lowered"
     if "gpu.launch" in text:
         return "gpu"
+    if "nvgpu." in text:
+        return "mma"
     if 'affinec.mapping = "thread"' in text:
         return "mapped"
     return "tiled" if "affinec.mapping" in text else "naive"
@@ -117,21 +126,24 @@ class Seed:
 
 @functools.cache
 def seeds() -> tuple[Seed, ...]:
-    """Every seed spec's IR after every pass of the default pipeline."""
-    found: list[Seed] = []
-    for spec in SEED_SPECS:
-        passes = default_passes()
-        texts = [("naive", str(build(spec)))]
-        module = build(spec)
+    """Every seed spec's IR after every pass of its pipeline."""
+    routes = [(spec, default_passes()) for spec in SEED_SPECS]
+    routes.append((TENSOR_CORE_SPEC, default_passes(config_for(TENSOR_CORE_SPEC))))
+    return tuple(seed for spec, passes in routes for seed in _seeds(spec, passes))
 
-        def record(p: ModulePass, m, seconds: float, texts=texts) -> None:
-            texts.append((pass_text(p), str(m)))
 
-        Pipeline(passes).run(module, callback=record)
-        names = [pass_text(p) for p in passes]
-        for k, (level, text) in enumerate(texts):
-            found.append(Seed(spec.to_text(), level, text, tuple(names[k:])))
-    return tuple(found)
+def _seeds(spec: Spec, passes: list[ModulePass]) -> list[Seed]:
+    texts = [("naive", str(build(spec)))]
+
+    def record(p: ModulePass, m, seconds: float) -> None:
+        texts.append((pass_text(p), str(m)))
+
+    Pipeline(passes).run(build(spec), callback=record)
+    names = [pass_text(p) for p in passes]
+    return [
+        Seed(spec.to_text(), after, text, tuple(names[k:]))
+        for k, (after, text) in enumerate(texts)
+    ]
 
 
 # -- mutations ----------------------------------------------------------------------------
