@@ -12,10 +12,11 @@ launch overhead; the median of 10 batches is reported. `benchmarks/timing_check.
 compares these figures with Nsight Compute's `gpu__time_duration`.
 
 cuDNN runs through torch in channels_last (NHWC) with `cudnn.benchmark = True`, in
-the spec's dtype. For f32 it runs twice: with TF32 off (`allow_tf32 = False`, exact
-f32, the fair comparison for our exact kernel) and with TF32 on (torch's default,
-about 10 bits of mantissa). With a ReLU epilogue it is also timed with the ReLU as a
-second kernel, as DESIGN.md's table gives it.
+the spec's dtype (bf16 as `torch.bfloat16`, accumulating in f32 as ours). For f32
+it runs twice: with TF32 off (`allow_tf32 = False`, exact f32, the fair comparison
+for our exact kernel) and with TF32 on (torch's default, about 10 bits of
+mantissa). With a ReLU epilogue it is also timed with the ReLU as a second kernel,
+as DESIGN.md's table gives it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from affinec.reference import TOLERANCE, relative_error
-from affinec.spec import ConvSpec
+from affinec.spec import DTYPES, ConvSpec, parse_spec
 
 DESIGN_CONVOLUTIONS: dict[str, ConvSpec] = {
     "resnet50-conv1": ConvSpec(128, 4, 224, 224, 64, 7, 7, stride=2, padding=3),
@@ -63,7 +64,7 @@ class Row:
     cudnn_ms: float
     """cuDNN in the spec's dtype; for f32 with TF32 off (exact)."""
     cudnn_tf32_ms: float | None
-    """cuDNN for f32 with TF32 on (torch's default); None for f16."""
+    """cuDNN for f32 with TF32 on (torch's default); None for f16 and bf16."""
     cudnn_relu_ms: float | None
     tflops_ours: float | None
     tflops_cudnn: float
@@ -74,6 +75,11 @@ class Row:
     occupancy: float | None = None
     """Theoretical: resident warps over the multiprocessor's 64."""
     note: str = ""
+
+    @property
+    def dtype(self) -> str:
+        """The spec's storage dtype."""
+        return parse_spec(self.spec).dtype
 
     @property
     def ratio(self) -> float | None:
@@ -101,8 +107,20 @@ def occupancy(registers: int, threads: int, shared_bytes: int) -> float:
     return blocks * warps / 64
 
 
+def torch_dtype(dtype: str):
+    """The torch dtype of a spec's storage dtype."""
+    import torch
+
+    return {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+
+
+def to_numpy(tensor):
+    """A torch tensor as a float64 numpy array (torch has no numpy bfloat16)."""
+    return tensor.detach().double().cpu().numpy()
+
+
 def _input_sets(spec: ConvSpec) -> int:
-    element = 2 if spec.dtype == "f16" else 4
+    element = 4 if spec.dtype == "f32" else 2
     per_set = element * (
         spec.n * spec.c * spec.h * spec.w + spec.k * spec.c * spec.r * spec.s
     )
@@ -113,7 +131,7 @@ def _torch_tensors(spec: ConvSpec, generator, device="cuda"):
     """Input, filter, (bias) as torch tensors in cuDNN's preferred layout."""
     import torch
 
-    dtype = torch.float16 if spec.dtype == "f16" else torch.float32
+    dtype = torch_dtype(spec.dtype)
     x = torch.randn(spec.n, spec.c, spec.h, spec.w, generator=generator, device=device)
     w = torch.randn(spec.k, spec.c, spec.r, spec.s, generator=generator, device=device)
     x = x.to(dtype).contiguous(memory_format=torch.channels_last)
@@ -144,6 +162,8 @@ def torch_conv(spec: ConvSpec, x, w, b, relu: bool):
 
 
 def time_cudnn(spec: ConvSpec, data: list, relu: bool, tf32: bool) -> float:
+    """cuDNN's time for the convolution on `data` (its algorithm as torch's
+    `cudnn.benchmark` setting picks it)."""
     import torch
 
     from affinec.runtime import time_launches
@@ -175,10 +195,10 @@ def bench_conv(name: str, spec: ConvSpec, *, compiled=None, seed: int = 0) -> Ro
     )
     if spec.layout == "nhwc":
         ref = ref.permute(0, 2, 3, 1)
-    ref = ref.contiguous().cpu().numpy()
+    ref = to_numpy(ref.contiguous())
     compiled = compiled or compile_to_ptx(spec, arch=current_arch())
     kernel = compiled.runtime_kernel()
-    out_dtype = torch.float16 if spec.dtype == "f16" else torch.float32
+    out_dtype = torch_dtype(spec.dtype)
     outputs = [
         torch.full(ref.shape, float("nan"), dtype=out_dtype, device="cuda")
         for _ in range(sets)
@@ -191,7 +211,7 @@ def bench_conv(name: str, spec: ConvSpec, *, compiled=None, seed: int = 0) -> Ro
             a.to_device()
     kernel.launch(bound[0])
     torch.cuda.synchronize()
-    error = relative_error(outputs[0].cpu().numpy(), ref)
+    error = relative_error(to_numpy(outputs[0]), ref)
     ok = error <= TOLERANCE[spec.dtype]
 
     ours_ms = None
@@ -230,7 +250,7 @@ def format_table(rows: list[Row]) -> str:
         f"{'TF32/ours':>9} {'rel.err':>8} {'regs':>4} {'smem':>6} {'thr':>4} {'occ':>4}"
     ]
     for r in rows:
-        dtype = "f16" if "dtype=f16" in r.spec else "f32"
+        dtype = r.dtype
         ours = (
             f"{r.ours_ms:8.3f} {r.tflops_ours:7.1f}"
             if r.ours_ms and r.tflops_ours
@@ -259,8 +279,8 @@ def geomean(values: list[float]) -> float:
 def summary(rows: list[Row]) -> str:
     """The geometric means of cuDNN's time over ours, per dtype."""
     lines = []
-    for dtype in ("f16", "f32"):
-        ratios = [r.ratio for r in rows if f"dtype={dtype}" in r.spec and r.ratio]
+    for dtype in DTYPES:
+        ratios = [r.ratio for r in rows if r.dtype == dtype and r.ratio]
         if ratios:
             line = f"{dtype}: geomean cuDNN/ours {geomean(ratios):.3f}"
             tf32 = [r.ratio_tf32 for r in rows if r.ratio_tf32]

@@ -433,9 +433,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dtype",
         nargs="+",
-        choices=("f16", "f32"),
+        choices=DTYPES,
         default=["f16", "f32"],
-        help="storage types to run (default: both)",
+        help="storage types to run (default: f16 and f32)",
     )
     parser.add_argument(
         "--layout",

@@ -75,9 +75,10 @@ class BFloatType(_BaseFloatType):
         return "bfloat"
 
     def format_constant(self, value) -> str:
-        from affinec.dtypes import BFLOAT16
+        from affinec.dtypes import round_to_bfloat16
 
-        bits = int(np.array([value], BFLOAT16).view(np.uint16)[0])
+        # Rounded once, as the interpreter rounds a float64 to bf16.
+        bits = int(np.asarray(round_to_bfloat16(value)).view(np.uint16))
         return f"0xR{bits:04X}"
 
 

@@ -15,12 +15,10 @@ from collections.abc import Sequence
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
     AnyFloat,
-    Float16Type,
     Float32Type,
     FloatAttr,
     MemRefType,
     ModuleOp,
-    f16,
     f32,
 )
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -29,6 +27,7 @@ from xdsl.ir.affine import AffineExpr, AffineMap
 from affinec.contraction import Access, Contraction, contraction_of
 from affinec.dialects import affine
 from affinec.dialects.affinec import PaddedLoadOp, write_spec
+from affinec.dtypes import storage_type
 from affinec.spec import Spec
 
 
@@ -38,7 +37,7 @@ def _memref(access: Access, element: AnyFloat) -> MemRefType:
 
 def build_naive(c: Contraction, spec: Spec | None = None) -> ModuleOp:
     """The naive IR of `c`, as a module with one function named `c.name`."""
-    storage: AnyFloat = f16 if c.dtype == "f16" else f32
+    storage: AnyFloat = storage_type(c.dtype)
     arg_types = [_memref(a, storage) for a in c.operands]
     entry = Block(arg_types=arg_types)
     args = dict(zip((a.name for a in c.operands), entry.args, strict=True))
@@ -122,8 +121,8 @@ def build_naive(c: Contraction, spec: Spec | None = None) -> ModuleOp:
         relu.result.name_hint = "relu"
         body.add_op(relu)
         result = relu.result
-    if isinstance(storage, Float16Type):
-        trunc = arith.TruncFOp(result, f16)
+    if not isinstance(storage, Float32Type):
+        trunc = arith.TruncFOp(result, storage)
         trunc.result.name_hint = "out"
         body.add_op(trunc)
         result = trunc.result
@@ -154,7 +153,8 @@ def _compress_dims(m: AffineMap, used: Sequence[int]) -> AffineMap:
 
 
 def _extended(block: Block, value: SSAValue) -> SSAValue:
-    """`value` as f32: f16 loads are extended, as the reference design's `fpext`."""
+    """`value` as f32: f16 and bf16 loads are extended, as the reference design's
+    `fpext`, so products and sums are f32's."""
     if isinstance(value.type, Float32Type):
         return value
     ext = arith.ExtFOp(value, f32)

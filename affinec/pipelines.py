@@ -36,6 +36,7 @@ from affinec.passes.affinec_insert_barriers import AffinecInsertBarriers
 from affinec.passes.affinec_map_threads import AffinecMapThreads
 from affinec.passes.affinec_mma_sync import AffinecMmaSync
 from affinec.passes.affinec_narrow_indices import AffinecNarrowIndices
+from affinec.passes.affinec_pad_shared_buffers import AffinecPadSharedBuffers
 from affinec.passes.affinec_place_buffers import AffinecPlaceBuffers
 from affinec.passes.affinec_sink import AffinecSinkPass
 from affinec.passes.affinec_split import AffinecSplitPass
@@ -91,6 +92,7 @@ def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]
             vector_width=config.vector_width,
             unroll_steps=config.unroll_steps,
         ),
+        *([AffinecPadSharedBuffers()] if config.promote or config.mma else []),
         *([AffinecContractFma()] if config.fma and not config.mma else []),
         ConvertParallelToGpu(),
     ]

@@ -6,7 +6,8 @@ product per filter tap); anything else goes through the generic contraction eval
 which the tests hold the fast paths to.
 
 Results are compared as ‖out − ref‖ / ‖ref‖ in float64. f32 lands far under 1e-5;
-f16 storage with f32 accumulation under 1e-2 (DESIGN.md). NaN never passes.
+f16 storage with f32 accumulation under 1e-2 (DESIGN.md), bf16 under 8e-2 (see
+`TOLERANCE`). NaN never passes.
 """
 
 from __future__ import annotations
@@ -24,14 +25,29 @@ from xdsl.ir.affine import (
 )
 
 from affinec.contraction import Access, Contraction, contraction_of
+from affinec.dtypes import storage_numpy_dtype
 from affinec.spec import ConvSpec, MatmulSpec, Spec
 
-TOLERANCE = {"f32": 1e-5, "f16": 1e-2}
+UNIT_ROUNDOFF = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
+"""Largest relative error of rounding a real number to each storage type (to
+nearest): f32 keeps 24 significant bits, f16 11, bf16 8."""
+
+TOLERANCE = {
+    "f32": 1e-5,
+    "f16": 1e-2,
+    # With products and sums in f32, the error of a 16-bit result is its final
+    # rounding to storage: at most the unit roundoff per element, hence norm-wise
+    # (the inputs are the reference's inputs, already rounded). f16's 1e-2 is about
+    # 20 of its unit roundoffs (2**-11); bf16 keeps 3 bits fewer (2**-8), so the
+    # same margin is 8 times f16's tolerance.
+    "bf16": 1e-2 * UNIT_ROUNDOFF["bf16"] / UNIT_ROUNDOFF["f16"],
+}
 """Largest relative error a result of each storage type may have."""
 
 
-def storage_dtype(dtype: str) -> type[np.floating]:
-    return np.float16 if dtype == "f16" else np.float32
+def storage_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype of arrays of the spec dtype `dtype` (bf16: `ml_dtypes`')."""
+    return storage_numpy_dtype(dtype)
 
 
 def random_inputs(spec: Spec, rng: np.random.Generator) -> list[np.ndarray]:

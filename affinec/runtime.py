@@ -6,7 +6,9 @@ shape, dtype, strides, device memory, the output not aliasing an input — and a
 mismatch raises `KernelArgumentError` naming the argument, what was expected and what
 came. Arguments may be numpy arrays (copied to the device and, for the output, back),
 numba device arrays, or anything with `__cuda_array_interface__` (torch, cupy), used
-in place without copies. A missing output is allocated and returned.
+in place without copies. A missing output is allocated and returned. bf16 arrays are
+`ml_dtypes`' bfloat16 in numpy and `torch.bfloat16` tensors, whose dtype (not their
+typestr, which torch spells as float16's or as two opaque bytes) tells them apart.
 
 Without a GPU everything up to PTX works; calling a kernel raises `NoCudaGPU`. The
 checks run first, so they work (and are tested) without a GPU too.
@@ -20,6 +22,8 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+
+from affinec.dtypes import BFLOAT16
 
 
 class NoCudaGPU(RuntimeError):
@@ -119,9 +123,43 @@ class _Argument:
         from numba import cuda
 
         if self.host is not None:
-            self.device = cuda.to_device(self.host)
+            self.device = cuda.to_device(transferable(self.host))
         else:
             self.device = cuda.as_cuda_array(self.value)
+
+    def to_host(self) -> None:
+        """Copy the device array back into the numpy array it came from."""
+        assert self.host is not None and self.device is not None
+        self.device.copy_to_host(transferable(self.host))
+
+
+def transferable(host: np.ndarray) -> np.ndarray:
+    """`host` as numba can copy it: numba reaches host memory through the buffer
+    protocol, which numpy refuses for `ml_dtypes`' bf16 ("cannot include dtype 'E'
+    in a buffer"), so a bf16 array travels as the uint16 view of its bytes."""
+    return host.view(np.uint16) if host.dtype == BFLOAT16 else host
+
+
+def _interface_dtype(p: Parameter, value: Any, typestr: object) -> np.dtype:
+    """The element type of a device array from its `__cuda_array_interface__`.
+
+    The typestr cannot tell bf16: torch gives bfloat16 tensors "<f2", as float16
+    (2.4 to 2.9), or "<V2" (later, as `ml_dtypes` spells bf16: two opaque bytes). The
+    array's own `dtype` (`torch.bfloat16`, or `ml_dtypes`' bfloat16 of a numba or
+    JAX array) says which: a bf16 tensor never passes as an f16 one, nor fails a
+    bf16 parameter.
+    """
+    try:
+        dtype = np.dtype(typestr)  # pyright: ignore[reportArgumentType]
+    except TypeError:
+        raise KernelArgumentError(
+            f"argument '{p.name}': expected {p.describe()}, got a device array of "
+            f"unknown typestr {typestr!r}"
+        ) from None
+    declared = str(getattr(value, "dtype", "")).rpartition(".")[2]
+    if declared == "bfloat16" and dtype.itemsize == 2 and dtype.kind in "fV":
+        return BFLOAT16
+    return dtype
 
 
 def _check_layout(p: Parameter, shape, dtype, strides, what: str) -> None:
@@ -144,7 +182,12 @@ def _check(p: Parameter, value: Any) -> _Argument:
         if p.output and not value.flags.writeable:
             raise KernelArgumentError(f"argument '{p.name}': the array is read-only")
         return _Argument(p, value)
-    interface = getattr(value, "__cuda_array_interface__", None)
+    try:
+        interface = getattr(value, "__cuda_array_interface__", None)
+    except Exception as e:  # torch with requires_grad, JAX's bf16 arrays: they refuse
+        raise KernelArgumentError(
+            f"argument '{p.name}': its __cuda_array_interface__ is refused: {e}"
+        ) from None
     if interface is None:
         raise KernelArgumentError(
             f"argument '{p.name}': expected {p.describe()} as a numpy array, a numba "
@@ -152,7 +195,8 @@ def _check(p: Parameter, value: Any) -> _Argument:
             f"got {type(value).__name__}"
         )
     shape, typestr = interface["shape"], interface["typestr"]
-    _check_layout(p, shape, typestr, interface.get("strides"), "a device array")
+    dtype = _interface_dtype(p, value, typestr)
+    _check_layout(p, shape, dtype, interface.get("strides"), "a device array")
     pointer, readonly = interface["data"]
     if p.output and readonly:
         raise KernelArgumentError(f"argument '{p.name}': the device array is read-only")
@@ -299,7 +343,7 @@ class Kernel:
         cuda.synchronize()
         (out,) = (a for a in arguments if a.parameter.output)
         if out.host is not None:
-            out.device.copy_to_host(out.host)
+            out.to_host()
             return out.host
         return out.value
 

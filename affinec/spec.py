@@ -17,7 +17,7 @@ from typing import ClassVar
 
 LAYOUTS = ("nchw", "nhwc")
 FILTER_LAYOUTS = ("kcrs", "rsck")
-DTYPES = ("f32", "f16")
+DTYPES = ("f32", "f16", "bf16")
 EPILOGUES = ("none", "relu", "bias-relu")
 
 
@@ -84,7 +84,8 @@ class ConvSpec:
     """Input and output layout."""
     filter_layout: str = "kcrs"
     dtype: str = "f32"
-    """Storage type of input, filter, bias and output; "f16" accumulates in f32."""
+    """Storage type of input, filter, bias and output; "f16" and "bf16" accumulate
+    in f32."""
     epilogue: str = "none"
 
     kind: ClassVar[str] = "conv"

@@ -16,11 +16,12 @@ from affinec.benchmark import DESIGN_CONVOLUTIONS, with_format
 from affinec.compiler import compile_to_ptx
 from affinec.reference import poisoned_output, random_inputs
 from affinec.runtime import current_arch
+from affinec.spec import DTYPES
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dtype", nargs="+", default=["f32", "f16"])
+    parser.add_argument("--dtype", nargs="+", choices=DTYPES, default=["f32", "f16"])
     parser.add_argument("--only", nargs="+", choices=list(DESIGN_CONVOLUTIONS))
     args = parser.parse_args()
     rng = np.random.default_rng(0)

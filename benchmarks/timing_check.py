@@ -44,7 +44,9 @@ def _setup(name: str, dtype: str):
     from affinec.compiler import compile_to_ptx
     from affinec.runtime import current_arch
 
-    torch.backends.cudnn.benchmark = True
+    # cuDNN's own heuristic, not its timed search: the search times kernels, and
+    # under ncu those times differ, so each process could pick another algorithm.
+    torch.backends.cudnn.benchmark = False
     spec = with_format(DESIGN_CONVOLUTIONS[name], dtype)
     generator = torch.Generator(device="cuda").manual_seed(0)
     data = [_torch_tensors(spec, generator) for _ in range(_input_sets(spec))]

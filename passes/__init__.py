@@ -64,6 +64,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return AffinecNarrowIndices
 
+    def _affinec_pad_shared_buffers():
+        from affinec.passes.affinec_pad_shared_buffers import AffinecPadSharedBuffers
+
+        return AffinecPadSharedBuffers
+
     def _affinec_place_buffers():
         from affinec.passes.affinec_place_buffers import AffinecPlaceBuffers
 
@@ -120,6 +125,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-contract-fma": _affinec_contract_fma,
         "affinec-mma-sync": _affinec_mma_sync,
         "affinec-narrow-indices": _affinec_narrow_indices,
+        "affinec-pad-shared-buffers": _affinec_pad_shared_buffers,
         "affinec-place-buffers": _affinec_place_buffers,
         "affinec-insert-barriers": _affinec_insert_barriers,
         "affinec-map-threads": _affinec_map_threads,

@@ -61,6 +61,10 @@ FEATURES = [
     MatmulSpec(9, 7, 5, epilogue="relu"),
     MatmulSpec(8, 8, 8, dtype="f16", epilogue="bias-relu"),
     OuterSpec(5, 7, dtype="f16"),
+    ConvSpec(1, 3, 6, 6, 4, 3, 3, layout="nhwc", filter_layout="rsck", dtype="bf16"),
+    ConvSpec(2, 3, 6, 6, 4, 3, 3, padding=2, epilogue="bias-relu", dtype="bf16"),
+    MatmulSpec(8, 8, 8, dtype="bf16", epilogue="bias-relu"),
+    OuterSpec(5, 7, dtype="bf16"),
 ]
 
 ANCHORS = [  # DESIGN.md's convolutions, fp16 in, f32 accumulation

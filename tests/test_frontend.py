@@ -132,7 +132,7 @@ def test_a_custom_contraction_builds_and_interprets():
         ({"dilation": (1, 2, 3)}, r"ConvSpec\.dilation must be an integer or a pair"),
         ({"layout": "chwn"}, r"ConvSpec\.layout must be one of nchw, nhwc"),
         ({"filter_layout": "ckrs"}, r"ConvSpec\.filter_layout must be one of"),
-        ({"dtype": "bf16"}, r"ConvSpec\.dtype must be one of f32, f16"),
+        ({"dtype": "f8"}, r"ConvSpec\.dtype must be one of f32, f16, bf16, got .f8."),
         ({"epilogue": "gelu"}, r"ConvSpec\.epilogue must be one of"),
         ({"r": 7}, r"ConvSpec\.r: the dilated filter extent 7 is larger than"),
         ({"s": 3, "dilation": 3}, r"ConvSpec\.r: the dilated filter extent 7"),

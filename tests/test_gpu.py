@@ -2,7 +2,7 @@
 
 Every case: fresh random inputs, the output poisoned (NaN) before the run, the result
 compared with the float64 reference as ‖out − ref‖ / ‖ref‖ (f32 far under 1e-5, f16
-under 1e-2, NaN never passes), and cross-checked against torch's cuDNN convolution
+under 1e-2, bf16 under 8e-2, NaN never passes), and cross-checked against torch's cuDNN convolution
 where torch is present. The five convolutions of DESIGN.md's speed table run at full
 size.
 """
@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import affinec
-from affinec.benchmark import DESIGN_CONVOLUTIONS, with_format
+from affinec.benchmark import DESIGN_CONVOLUTIONS, to_numpy, torch_dtype, with_format
 from affinec.config import UNPROMOTED
 from affinec.contraction import contraction_of
+from affinec.dtypes import BFLOAT16
 from affinec.interpreter import Interpreter
 from affinec.reference import (
     TOLERANCE,
@@ -75,7 +76,7 @@ def _check(spec, rng, **options):
     return inputs, out
 
 
-@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 @pytest.mark.parametrize("case", list(MATRIX))
 def test_spec_matrix_matches_float64(case, dtype):
     spec = dataclasses.replace(BASE, dtype=dtype, **MATRIX[case])
@@ -84,15 +85,16 @@ def test_spec_matrix_matches_float64(case, dtype):
         _check(spec, rng, **options)
 
 
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
 @pytest.mark.parametrize("case", list(MATRIX))
-def test_tensor_core_route_matches_float64(case):
-    """f16 with enough channels takes the tensor cores (ldmatrix, mma.sync, pipelined
-    asynchronous copies): the same matrix of layouts and shapes."""
-    spec = dataclasses.replace(BASE, c=20, k=12, dtype="f16", **MATRIX[case])
+def test_tensor_core_route_matches_float64(case, dtype):
+    """f16 and bf16 with enough channels take the tensor cores (ldmatrix, mma.sync,
+    pipelined asynchronous copies): the same matrix of layouts and shapes."""
+    spec = dataclasses.replace(BASE, c=20, k=12, dtype=dtype, **MATRIX[case])
     from affinec.config import config_for
 
     assert config_for(spec).mma
-    _check(spec, np.random.default_rng(abs(hash(case)) % 2**32))
+    _check(spec, np.random.default_rng(abs(hash((case, dtype))) % 2**32))
 
 
 @pytest.mark.parametrize(
@@ -100,15 +102,23 @@ def test_tensor_core_route_matches_float64(case):
     [
         MatmulSpec(33, 17, 29),
         MatmulSpec(64, 48, 80, "f16", "bias-relu"),
+        MatmulSpec(64, 48, 80, "bf16", "bias-relu"),
         OuterSpec(37, 19),
+        OuterSpec(37, 19, "bf16"),
     ],
-    ids=["matmul", "matmul-f16-bias-relu", "outer"],
+    ids=[
+        "matmul",
+        "matmul-f16-bias-relu",
+        "matmul-bf16-bias-relu",
+        "outer",
+        "outer-bf16",
+    ],
 )
 def test_matmul_and_outer_product(spec):
     _check(spec, np.random.default_rng(7))
 
 
-@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 def test_gpu_result_is_bit_identical_to_the_interpreter(dtype):
     """The interpreter rounds like the GPU, its fused multiply-add too, so the kernel
     reproduces the CPU interpreter's result (of the kernel's own IR) bit for bit."""
@@ -137,16 +147,24 @@ def test_fresh_inputs_each_run():
     assert not np.array_equal(results[0], results[1])
 
 
+def _tensor(torch, a):
+    """A numpy array (or a tensor) as a CUDA tensor of the same values and dtype;
+    torch cannot read `ml_dtypes`' bf16, so bf16 goes through float32 (exactly)."""
+    if isinstance(a, np.ndarray) and a.dtype == BFLOAT16:
+        return torch.as_tensor(a.astype(np.float32), device="cuda").bfloat16()
+    return torch.as_tensor(a, device="cuda")
+
+
 def _torch_reference(torch, spec, x, w, b):
     import torch.nn.functional as F
 
-    xs = torch.as_tensor(x, device="cuda")
-    ws = torch.as_tensor(w, device="cuda")
+    xs = _tensor(torch, x)
+    ws = _tensor(torch, w)
     if spec.layout == "nhwc":
         xs = xs.permute(0, 3, 1, 2)
     if spec.filter_layout == "rsck":
         ws = ws.permute(3, 2, 0, 1)
-    bias = None if b is None else torch.as_tensor(b, device="cuda")
+    bias = None if b is None else _tensor(torch, b)
     y = F.conv2d(
         xs, ws, bias, stride=spec.stride, padding=spec.padding, dilation=spec.dilation
     )
@@ -158,13 +176,14 @@ def _torch_reference(torch, spec, x, w, b):
 
 
 @pytest.mark.parametrize("case", ["nchw-kcrs", "everything", "dilation2"])
-@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
 def test_agrees_with_cudnn_on_torch_tensors(case, dtype):
-    """Torch tensors in and out (no copies), checked against cuDNN in the same dtype."""
+    """Torch tensors in and out (no copies), checked against cuDNN in the same dtype
+    (torch.bfloat16 tensors are told from float16 ones by their dtype)."""
     torch = pytest.importorskip("torch")
     spec = dataclasses.replace(BASE, dtype=dtype, **MATRIX[case])
     inputs = random_inputs(spec, np.random.default_rng(5))
-    tensors = [torch.as_tensor(a, device="cuda") for a in inputs]
+    tensors = [_tensor(torch, a) for a in inputs]
     out = torch.full(contraction_of(spec).output.shape, float("nan"), device="cuda")
     out = out.to(tensors[0].dtype)
     affinec.compile(spec)(*tensors, out)
@@ -172,13 +191,30 @@ def test_agrees_with_cudnn_on_torch_tensors(case, dtype):
         torch, spec, *inputs[:2], inputs[2] if len(inputs) > 2 else None
     )
     ref = reference(spec, *inputs)
-    ours = out.cpu().numpy()
-    assert relative_error(ours, ref) <= TOLERANCE[dtype]
+    assert relative_error(to_numpy(out), ref) <= TOLERANCE[dtype]
     # Both are within tolerance of float64, hence of each other.
-    assert relative_error(cudnn.cpu().numpy(), ref) <= TOLERANCE[dtype]
+    assert relative_error(to_numpy(cudnn), ref) <= TOLERANCE[dtype]
 
 
-@pytest.mark.parametrize("dtype", ["f16", "f32"])
+def test_bf16_and_f16_tensors_are_told_apart():
+    """torch's typestr does not tell bfloat16 from float16 (or calls it opaque):
+    each kernel takes its own dtype's tensors and refuses the other's."""
+    torch = pytest.importorskip("torch")
+    from affinec.runtime import KernelArgumentError
+
+    for dtype, other in (("f16", torch.bfloat16), ("bf16", torch.float16)):
+        spec = dataclasses.replace(BASE, dtype=dtype)
+        kernel = affinec.compile(spec)
+        c = contraction_of(spec)
+        shapes = [a.shape for a in (*c.factors, c.output)]
+        own = [torch.zeros(s, dtype=torch_dtype(dtype), device="cuda") for s in shapes]
+        kernel.check(*own)
+        wrong = [torch.zeros(s, dtype=other, device="cuda") for s in shapes]
+        with pytest.raises(KernelArgumentError, match="argument 'input': expected"):
+            kernel.check(*wrong)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "f32", "bf16"])
 @pytest.mark.parametrize("name", list(DESIGN_CONVOLUTIONS))
 def test_design_convolutions_at_full_size(name, dtype):
     """DESIGN.md's five convolutions, full size, against torch's float64 convolution
@@ -187,7 +223,7 @@ def test_design_convolutions_at_full_size(name, dtype):
     spec = with_format(DESIGN_CONVOLUTIONS[name], dtype)
     kernel = affinec.compile(spec)
     generator = torch.Generator(device="cuda").manual_seed(0)
-    storage = torch.float16 if dtype == "f16" else torch.float32
+    storage = torch_dtype(dtype)
     c = contraction_of(spec)
     x, w = (
         torch.randn(a.shape, generator=generator, device="cuda").to(storage)

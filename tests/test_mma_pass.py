@@ -4,12 +4,12 @@ The interpreter runs `ldmatrix` and `mma.sync` warp by warp with the PTX ISA's
 fragment layouts, so a wrong lane address or fragment element is a wrong answer here.
 The MMA sums in its own order: its level and the ones below are held to the dtype's
 tolerance against float64 (and bit for bit to each other); every level before it
-stays bit-identical. Random specs, tiles and warp grids; the lanes' address
-expressions against `affinec.ir.mma_layouts`; refusals located.
+stays bit-identical. Random specs (f16 and bf16), tiles and warp grids; the lanes'
+address expressions against `affinec.ir.mma_layouts`; refusals located.
 """
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from affinec.config import KernelConfig
@@ -26,13 +26,14 @@ from strategies import conv_specs, matmul_specs
 
 @st.composite
 def mma_cases(draw):
+    dtype = draw(st.sampled_from(["f16", "bf16"]))  # the tensor cores' operands
     spec = draw(
         st.one_of(
             conv_specs(max_channels=20, max_image=6).map(
-                lambda s: ConvSpec(**{**s.__dict__, "dtype": "f16"})
+                lambda s: ConvSpec(**{**s.__dict__, "dtype": dtype})
             ),
             matmul_specs(20).map(
-                lambda s: MatmulSpec(s.m, s.n, s.k, "f16", s.epilogue)
+                lambda s: MatmulSpec(s.m, s.n, s.k, dtype, s.epilogue)
             ),
         )
     )
@@ -61,6 +62,7 @@ def mma_cases(draw):
     )
 
 
+@settings(max_examples=max(4, settings().max_examples // 2))  # each runs ~19 stages
 @given(mma_cases())
 def test_the_mma_pipeline_keeps_the_result(case):
     spec, config = case
@@ -145,3 +147,65 @@ def test_illegal_warp_grids_are_refused(option, message):
     module = _promoted(spec, config)
     with pytest.raises(PassError, match=message):
         Pipeline.parse(f"affinec-mma-sync{{{option}}}").run(module)
+
+
+# -- software pipelining (affine-pipeline-data-transfer) ---------------------------------
+
+
+def _pipelined(stages: int = 3):
+    spec = ConvSpec(
+        1,
+        32,
+        6,
+        6,
+        16,
+        3,
+        3,
+        padding=1,
+        layout="nhwc",
+        filter_layout="rsck",
+        dtype="f16",
+    )
+    config = KernelConfig(
+        tile_sizes=(1, 2, 6, 16),
+        reduction_tile_sizes=(1, 1, 16),
+        mma=True,
+        warp_grid=(1, 1),
+        stages=stages,
+    )
+    return spec, config
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_pipelined_copies_keep_the_result(stages):
+    spec, config = _pipelined(stages)
+    module = build(spec)
+    Pipeline(default_passes(config)).run(module, check=True)
+    waits = [o for o in module.walk() if o.name == "nvvm.cp.async.wait.group"]
+    assert waits and all(w.n.value.data == stages - 1 for w in waits)  # pyright: ignore
+
+
+def test_a_missing_wait_is_a_race():
+    spec, config = _pipelined(2)
+    module = build(spec)
+    passes = default_passes(config)
+    stop = next(k for k, p in enumerate(passes) if p.name == "affinec-map-threads")
+    Pipeline(passes[: stop + 1]).run(module)
+    from affinec.checking import Checker
+
+    assert Checker(spec).check("mapped", module).ok
+    (wait,) = [o for o in module.walk() if isinstance(o, nvgpu.DeviceAsyncWaitOp)]
+    wait.detach()
+    wait.erase()
+    result = Checker(spec).check("no wait", module)
+    assert not result.ok and "race" in result.message
+
+
+def test_pipelining_refuses_a_stage_count_out_of_range():
+    spec, config = _pipelined(2)
+    module = build(spec)
+    Pipeline(affine_passes(KernelConfig(**{**config.__dict__, "stages": 1}))).run(
+        module
+    )
+    with pytest.raises(PassError, match="stages must be between 2 and 8"):
+        Pipeline.parse("affine-pipeline-data-transfer{stages=9}").run(module)

@@ -25,7 +25,12 @@ from xdsl.dialects.builtin import IndexType, IntegerType, VectorType
 from xdsl.ir import Attribute, SSAValue
 
 from affinec.interpreter.codegen import FunctionWriter
-from affinec.interpreter.support import CMPF, InterpreterError, numpy_dtype
+from affinec.interpreter.support import (
+    CMPF,
+    InterpreterError,
+    float_converter,
+    numpy_dtype,
+)
 
 INDEX_BITS = 64
 """The width of `index` values (wrapped like an i64)."""
@@ -282,9 +287,10 @@ def emit_float_to_int(
 
 
 def emit_float_cast(w: FunctionWriter, result: SSAValue, value: SSAValue) -> None:
-    """`extf`, `truncf`: the value rounded to the result's type (each element of a
-    vector)."""
-    to = w.global_(numpy_dtype(element_type(result.type)).type, "to")
+    """`extf`, `truncf`: the value rounded once to the result's type (each element
+    of a vector; `float_converter` knows bf16)."""
+    source, target = element_type(value.type), element_type(result.type)
+    to = w.global_(float_converter(source, target), "to")
     w.line(f"{w.define(result)} = {to}({w[value]})")
 
 

@@ -11,6 +11,7 @@ import math
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 from xdsl.dialects.builtin import (
@@ -21,6 +22,8 @@ from xdsl.printer import Printer
 
 from affinec import dtypes
 from affinec.diagnostics import OpError, is_user_error
+
+_BFLOAT16 = dtypes.BFLOAT16.type
 
 
 class InterpreterError(OpError):
@@ -193,24 +196,36 @@ def poisoned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
 def fused_multiply_add(a, b, c):
     """`a * b + c` rounded once to the type of `a`, as the GPU's `fma` rounds it.
 
-    Python 3.11 has no `math.fma`. For float16 and float32 operands the product is
-    exact in float64; the sum is computed in float64 *rounded to odd* (the exact
+    Python 3.11 has no `math.fma`. For float16, bf16 and float32 operands the product
+    is exact in float64; the sum is computed in float64 *rounded to odd* (the exact
     error of the float64 addition, from Knuth's two-sum, nudges an inexact result to
     the neighbour with an odd last bit), and rounding that to the narrower type is
     then the correct single rounding, because float64 carries more than two extra
-    bits (Boldo and Melquiond's round-to-odd theorem).
+    bits (Boldo and Melquiond's round-to-odd theorem). To bf16 that last rounding is
+    `round_to_bfloat16`'s, since `ml_dtypes` would round through float32.
     """
     t = type(a)
+    to = dtypes.round_to_bfloat16 if t is _BFLOAT16 else t
     p = float(a) * float(b)
     z = float(c)
     s = p + z
     if not math.isfinite(s):
-        return t(s)
+        return to(s)
     v = s - p
     error = (p - (s - v)) + (z - v)
     if error != 0.0 and not struct.unpack("<q", struct.pack("<d", s))[0] & 1:
         s = math.nextafter(s, math.inf if error > 0 else -math.inf)
-    return t(s)
+    return to(s)
+
+
+def float_converter(source: Attribute, target: Attribute) -> Any:
+    """What converts a value (a scalar or an array) of float type `source` to float
+    type `target` with one rounding: numpy's scalar type of `target`, except from a
+    float64 to bf16, which `ml_dtypes` would round twice (`round_to_bfloat16`)."""
+    to = numpy_dtype(target)
+    if to == dtypes.BFLOAT16 and numpy_dtype(source).itemsize > 4:
+        return dtypes.round_to_bfloat16
+    return to.type
 
 
 def maximumf(a, b):

@@ -171,6 +171,18 @@ def _compute(
             return (0, min(a[1], b[0] - 1))
         case arith.IndexCastOp():
             return sub(op.input)
+        case affine.IfOp() | scf.IfOp():
+            # The union of what either branch yields at this position.
+            k = op.results.index(value)
+            ranges = []
+            for region in op.regions:
+                term = region.blocks[0].last_op if region.blocks else None
+                if term is None or len(term.operands) <= k:
+                    return None
+                ranges.append(sub(term.operands[k]))
+            if any(r is None for r in ranges):
+                return None
+            return (min(r[0] for r in ranges), max(r[1] for r in ranges))  # pyright: ignore
     return None
 
 

@@ -235,8 +235,8 @@ def _elements(t: MemRefType) -> int:
 
 def generate_copies(plans: list[CopyPlan], dma: bool = False) -> None:
     """Allocate the buffers, insert the copy bands, redirect the accesses. With
-    `dma`, footprints that allow it are copied 16 bytes at a time with asynchronous
-    copies (`_dma_band`), closed by one group and a wait before the compute band."""
+    `dma`, footprints that allow it are copied up to 16 bytes at a time with
+    asynchronous copies (`_dma_band`), closed by one group and a wait before the compute band."""
     buffers: dict[tuple[SSAValue, MemRefType], SSAValue] = {}
     for plan in plans:
         assert mapping_of(plan.grid) == GRID
@@ -269,27 +269,33 @@ def generate_copies(plans: list[CopyPlan], dma: bool = False) -> None:
             block.insert_ops_before([group, wait], plan.band)
 
 
-DMA_BYTES = 16
-"""What one asynchronous copy moves (`cp.async.cg ... 16`, the widest)."""
+DMA_BYTES = (16, 8, 4)
+"""What one asynchronous copy can move (`cp.async`), widest first."""
 
 
 def dma_width(f: Footprint, order: tuple[int, ...]) -> int:
-    """Elements one asynchronous copy moves for this footprint (16 bytes' worth),
-    or 0 when its rows cannot be copied 16 bytes at a time: the innermost dimension
-    must stay innermost in the buffer, its extent and the tensor's be a multiple of
-    the chunk, and its origin a multiple too, whatever the grid and tile variables
-    (so every chunk starts 16-byte aligned and is wholly inside or outside the
-    tensor)."""
+    """Elements one asynchronous copy moves for this footprint (16 bytes' worth, else
+    8 or 4), or 0 when its rows cannot be copied so: the innermost dimension must
+    stay innermost in the buffer, its extent and the tensor's be a multiple of the
+    chunk, and its origin a multiple too, whatever the grid and tile variables (so
+    every chunk starts aligned and is wholly inside or outside the tensor)."""
     t = f.memref.type
     assert isinstance(t, MemRefType)
-    width = DMA_BYTES // element_size(t.get_element_type())
     last = len(f.extents) - 1
-    if order[-1] != last or f.extents[last] % width or t.get_shape()[-1] % width:
+    if order[-1] != last:
         return 0
     form = linear_form(f.origin[last], len(f.outer), 0)
-    if form is None or any(c % width for c in (*form[0], form[2])):
+    if form is None:
         return 0
-    return width
+    size = element_size(t.get_element_type())
+    for chunk in DMA_BYTES:
+        width = chunk // size
+        if width < 1 or f.extents[last] % width or t.get_shape()[-1] % width:
+            continue
+        if any(c % width for c in (*form[0], form[2])):
+            continue
+        return width
+    return 0
 
 
 def _dma_band(f: Footprint, buffer: SSAValue, width: int) -> affine.ParallelOp:
