@@ -20,6 +20,7 @@ check` and the demo all check with this class.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,10 +29,12 @@ from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from affinec.contraction import contraction_of
+from affinec.diagnostics import OpError
 from affinec.interpreter import Interpreter, InterpreterError
 from affinec.pipelines import pass_text
 from affinec.reference import (
     TOLERANCE,
+    host_bytes,
     poisoned_output,
     random_inputs,
     reference,
@@ -58,6 +61,8 @@ class StageResult:
     message: str = ""
     """Why the stage failed, when it did: the first differing element, or the
     interpreter's error."""
+    stopped: InterpreterError | None = None
+    """The interpreter's error, when it could not run the stage (it knows the op)."""
 
     def row(self) -> str:
         """The stage's line in a check table."""
@@ -74,12 +79,56 @@ def _pass_tolerance(p: ModulePass) -> float | None:
     return getattr(p, "tolerance", None)
 
 
+MAX_CHECK_BYTES = 1 << 30
+"""The memory a check may hold for its inputs, output and float64 reference."""
+
+MAX_CHECK_POINTS = 1 << 26
+"""The work (multiply-adds plus elements of the operands) a check may interpret per
+stage: about half a minute of interpretation each."""
+
+STEPS_PER_POINT = 64
+"""The steps (loop iterations, simulated threads) one stage may take per point of
+its spec's work: far more than any pass needs (partial tiles, idle threads), far
+less than a loop that does not end."""
+
+MIN_STEPS = 1_000_000
+"""The step budget of a stage of a tiny spec (a second or so of interpretation)."""
+
+
+class CheckTooLarge(OpError):
+    """A spec too large to check by interpretation (said before allocating)."""
+
+
+def check_limits(spec: Spec) -> int:
+    """The step budget of one stage of checking `spec`; `CheckTooLarge` when its
+    buffers or its work are over the limits."""
+    c = contraction_of(spec)
+    operands = [*c.factors, *([c.bias] if c.bias is not None else []), c.output]
+    elements = sum(math.prod(a.shape) for a in operands)
+    size = host_bytes(spec)
+    if size > MAX_CHECK_BYTES:
+        raise CheckTooLarge(
+            None,
+            f"checking {spec.to_text()} needs about {size:,} bytes for its inputs, "
+            f"output and float64 reference; the limit is {MAX_CHECK_BYTES:,}",
+        )
+    points = spec.flops // 2 + elements
+    if points > MAX_CHECK_POINTS:
+        raise CheckTooLarge(
+            None,
+            f"checking {spec.to_text()} interprets {points:,} multiply-adds and "
+            f"elements per stage; the limit is {MAX_CHECK_POINTS:,}",
+        )
+    return max(MIN_STEPS, STEPS_PER_POINT * points)
+
+
 class Checker:
     """Interprets each stage of a module on one set of random inputs (see module
     docstring)."""
 
     def __init__(self, spec: Spec, seed: int = 0) -> None:
         self.spec = spec
+        self.max_steps = check_limits(spec)
         self.function = contraction_of(spec).name
         self.inputs = random_inputs(spec, np.random.default_rng(seed))
         self.expected = reference(spec, *self.inputs)
@@ -92,9 +141,9 @@ class Checker:
     def run(self, module: Operation) -> np.ndarray:
         """The module's output on the checker's inputs (a poisoned buffer first)."""
         out = poisoned_output(self.spec)
-        Interpreter(module).run(  # pyright: ignore[reportArgumentType]
-            self.function, *[x.copy() for x in self.inputs], out
-        )
+        why = f"{STEPS_PER_POINT} per point of the spec's work, at least {MIN_STEPS:,}"
+        interpreter = Interpreter(module, self.max_steps, why)  # pyright: ignore
+        interpreter.run(self.function, *[x.copy() for x in self.inputs], out)
         return out
 
     def check_pass(self, p: ModulePass, module: Operation) -> StageResult:
@@ -118,7 +167,7 @@ class Checker:
             got = self.run(module)
         except InterpreterError as e:
             return StageResult(
-                stage, float("nan"), DIFFERS, False, f"the interpreter stops: {e}"
+                stage, float("nan"), DIFFERS, False, f"the interpreter stops: {e}", e
             )
         error = relative_error(got, self.expected)
         within = error <= self.tolerance

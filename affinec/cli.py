@@ -11,8 +11,10 @@ Every user error is one `error: ...` line (located for IR) and exit code 1.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -20,7 +22,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 
 from affinec.benchmark import DESIGN_CONVOLUTIONS
-from affinec.checking import Checker
+from affinec.checking import Checker, StageResult
 from affinec.compiler import compile_to_ptx
 from affinec.config import KernelConfig, config_for, with_knobs
 from affinec.context import make_context
@@ -32,6 +34,7 @@ from affinec.interpreter import InterpreterError
 from affinec.pipeline import Pipeline, PipelineError
 from affinec.reference import (
     TOLERANCE,
+    host_bytes,
     poisoned_output,
     random_inputs,
     reference,
@@ -52,6 +55,32 @@ from affinec.spec import (
 
 class UsageError(Exception):
     """A mistake on the command line or in its input, reported as `error: ...`."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, with its errors as every other error of `affinec`: one
+    `error: ...` line and exit code 1 (argparse's own way is the usage text and
+    exit code 2). Subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(1, f"error: {self.prog}: {message} (see '{self.prog} --help')\n")
+
+
+def _count(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least `minimum`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer, got {text!r}"
+            ) from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+
+    return parse
 
 
 # -- spec flags ---------------------------------------------------------------------------
@@ -180,12 +209,25 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"spec: {spec.to_text()}")
         checker = Checker(spec, args.seed)
         print(f"{'stage':<44} {'rel. error':>10}  vs previous stage")
-        results = [checker.check("input", module)]
-        print(results[-1].row())
+        results: list[StageResult] = []
+        reported: set[str] = set()
+
+        def record(result: StageResult) -> None:
+            results.append(result)
+            print(result.row())
+            if result.stopped is None:
+                return
+            # Located, like any other error in the IR; once, not at every stage.
+            message = format_exception(result.stopped, {name: text})
+            if message not in reported:
+                reported.add(message)
+                sys.stdout.flush()
+                print(message, file=sys.stderr)
+
+        record(checker.check("input", module))
 
         def after(p: ModulePass, m: ModuleOp, seconds: float) -> None:
-            results.append(checker.check_pass(p, m))
-            print(results[-1].row())
+            record(checker.check_pass(p, m))
 
         pipeline.run(module, callback=after)
     except (ParseError, DiagnosticException) as e:
@@ -381,6 +423,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from affinec.runtime import current_arch, require_gpu, time_kernel
 
     spec = spec_from_args(args.kind, args)
+    require_host_memory(spec)
     require_gpu()
     arch = args.arch or current_arch()
     config = config_from_args(args, spec)
@@ -414,6 +457,18 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"{spec.flops / (ms * 1e-3) / 1e12:.2f} TFLOP/s"
         )
     return 0 if ok else 1
+
+
+def require_host_memory(spec: Spec) -> None:
+    """Refuse, before allocating, a run whose inputs, output and float64 reference
+    would not fit in this machine's memory."""
+    need = host_bytes(spec)
+    have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if need > have:
+        raise UsageError(
+            f"running {spec.to_text()} needs about {need:,} bytes of host memory for "
+            f"its inputs, output and float64 reference; this machine has {have:,}"
+        )
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -662,7 +717,7 @@ def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="affinec",
         description="affinec: from a naive affine convolution to a GPU kernel",
     )
@@ -682,7 +737,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "-p", "--passes", help="the pass pipeline (affinec-opt's syntax)"
     )
-    check.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    check.add_argument(
+        "--seed", type=_count(0), default=0, help="seed of the random inputs"
+    )
     check.set_defaults(run=cmd_check)
 
     demo = commands.add_parser("demo", help="the default convolution, stage by stage")
@@ -714,8 +771,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for sub in add_spec_subcommands(run, "run").choices.values():
         add_compile_arguments(sub)
-        sub.add_argument("--repeat", type=int, default=10, help="timed batches")
-        sub.add_argument("--seed", type=int, default=0, help="seed of the inputs")
+        sub.add_argument("--repeat", type=_count(1), default=10, help="timed batches")
+        sub.add_argument("--seed", type=_count(0), default=0, help="seed of the inputs")
     run.set_defaults(run=cmd_run)
 
     tune = commands.add_parser(
@@ -747,7 +804,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # `--help`, or a flag's error argparse has printed
+        return e.code if isinstance(e.code, int) else 1
     try:
         return args.run(args)
     except (

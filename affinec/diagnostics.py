@@ -8,6 +8,8 @@ signal refusal with `PassError(op, reason)`.
 
 from __future__ import annotations
 
+import io
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -19,18 +21,21 @@ from xdsl.dialects.builtin import (
     StringAttr,
     UnregisteredOp,
 )
-from xdsl.ir import Operation, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineMap, AffineSet
 from xdsl.parser import Parser
 from xdsl.parser.core import ForwardDeclaredValue
+from xdsl.parser.generic_parser import ParserState
+from xdsl.printer import Printer
+from xdsl.traits import SymbolTable
 from xdsl.utils.exceptions import (
     DiagnosticException,
     ParseError,
     PassFailedException,
     VerifyException,
 )
-from xdsl.utils.lexer import Span
-from xdsl.utils.mlir_lexer import MLIRTokenKind
+from xdsl.utils.lexer import Input, Span
+from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 
 from affinec.semi_affine import MLIRAffineParser
 
@@ -38,6 +43,10 @@ from affinec.semi_affine import MLIRAffineParser
 class OpError(DiagnosticException):
     """An error about one op (or about the whole input, when `op` is None), which
     `format_exception` locates at the op's source."""
+
+    names_op = True
+    """Whether the message reads after `'op.name' op` (False for messages that
+    describe the op themselves)."""
 
     def __init__(self, op: Operation | None, message: str) -> None:
         super().__init__(message)
@@ -64,34 +73,106 @@ class SourceLocation:
         return f"{self.filename}:{self.line}:{self.column}"
 
 
+# -- xDSL's failures as diagnostics ----------------------------------------------------------
+
+
+def raised_by(error: BaseException, package: str) -> bool:
+    """Whether `error` was raised inside `package` (its innermost frame is there)."""
+    tb = error.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "")
+    return module == package or module.startswith(f"{package}.")
+
+
+def raised_by_xdsl(error: BaseException) -> bool:
+    """Whether `error` was raised inside xDSL (its innermost frame is xDSL's code).
+
+    xDSL signals some input errors with exceptions that are not diagnostics: a
+    `NotImplementedError` building a semi-affine map, a bare `Exception` from a
+    verifier, a `KeyError` on a block it cannot find, an assertion in a printer.
+    Those are the user's errors reported badly, and become located diagnostics; an
+    exception raised in affinec's own code is affinec's bug and stays one.
+    """
+    return raised_by(error, "xdsl")
+
+
+def is_user_error(error: BaseException) -> bool:
+    """An error about the input: a diagnostic, or an xDSL failure on it."""
+    return isinstance(error, DiagnosticException | ParseError) or (
+        isinstance(error, Exception) and raised_by_xdsl(error)
+    )
+
+
+def xdsl_failure(error: BaseException) -> str:
+    """The one-line message of an exception xDSL raised about the input."""
+    text = first_line(str(error)) if str(error) else ""
+    if isinstance(error, DiagnosticException) or type(error) is Exception:
+        return text or type(error).__name__  # a message meant for the user
+    if isinstance(error, NotImplementedError):
+        return f"not supported: {text}" if text else "not supported by xDSL"
+    if isinstance(error, AssertionError):  # its text, when any, is xDSL's internals
+        return "xDSL cannot handle this (an assertion failed)"
+    what = f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return f"xDSL cannot handle this ({what})"
+
+
+class LinearLexer(MLIRLexer):
+    """xDSL's lexer with a string-literal pattern that cannot backtrack.
+
+    xDSL's `"(?:[^"\\]+|\\.)*"` nests `+` in `*`: on a string without its closing
+    quote, the regex engine tries every way of splitting the line before failing,
+    which is exponential in the line's length (a hang). Matching one character per
+    repetition accepts the same strings in linear time.
+    """
+
+    _unescaped_characters_regex = re.compile(
+        r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"'
+    )
+
+
 class LocatingParser(Parser):
     """A parser that gives every op it parses the location of its first token.
 
-    `line_offset` shifts the lines, for a chunk of a file split at `// -----`. Where
-    xDSL's parser and MLIR's disagree on what is an error, this one follows MLIR:
-    semi-affine maps (`d0 mod s0`) are read (`affinec.semi_affine`); an input of
-    only comments is an empty module; an op name that its (registered)
-    dialect does not define is an error even with unregistered dialects allowed;
-    a region's entry argument whose name was already used (`affine.for %i = 0 to
-    %i`) is an error.
+    `line_offset` shifts the lines, for a chunk of a file split at `// -----`. It
+    lexes with `LinearLexer`, and turns the exceptions xDSL raises on malformed
+    input (`raised_by_xdsl`; a verifier's, building an attribute) into parse errors
+    at the op being parsed. Where xDSL's parser and MLIR's disagree on what is an
+    error, this one follows MLIR: semi-affine maps (`d0 mod s0`) are read
+    (`affinec.semi_affine`); an input of only comments is an empty module; an op
+    name that its (registered) dialect does not define is an error even with
+    unregistered dialects allowed; a region's entry argument whose name was already
+    used (`affine.for %i = 0 to %i`) is an error.
     """
 
     def __init__(
         self, ctx: Context, text: str, name: str = "<stdin>", line_offset: int = 0
     ) -> None:
-        super().__init__(ctx, text, name)
+        # xDSL's constructor lexes the first token of what it is given: give it
+        # nothing, then the text through the linear lexer.
+        super().__init__(ctx, "", name)
+        self._parser_state = ParserState(LinearLexer(Input(text, name)))
         self.line_offset = line_offset
         self._op_start: Span | None = None
 
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
         if allow_implicit_module and self._current_token.kind == MLIRTokenKind.EOF:
             return ModuleOp([])
-        return super().parse_module(allow_implicit_module)
+        start = self._current_token.span
+        try:
+            return super().parse_module(allow_implicit_module)
+        except Exception as e:
+            raise self._as_parse_error(e, start) from e
 
     def parse_optional_operation(self) -> Operation | None:
         start = self._current_token.span
         self._op_start = start
-        op = super().parse_optional_operation()
+        try:
+            op = super().parse_optional_operation()
+        except Exception as e:
+            raise self._as_parse_error(e, start) from e
         if op is None:
             return None
         if any(self._is_stale(v) for v in op.operands):
@@ -146,6 +227,25 @@ class LocatingParser(Parser):
                 )
         return super().parse_optional_region(arguments)
 
+    def _parse_block(self) -> Block:
+        token = self._current_token
+        # xDSL's own message here is " in block definition".
+        if token.kind != MLIRTokenKind.CARET_IDENT:
+            self.raise_error("expected an operation, a block label ('^bb1:') or '}'")
+        # xDSL misses a second definition of a block used before its first one.
+        name = token.text[1:]
+        if name in self.blocks and name not in self.forward_block_references:
+            self.raise_error(f"re-declaration of block '{name}'", token.span)
+        return super()._parse_block()
+
+    @staticmethod
+    def _as_parse_error(error: Exception, op_start: Span) -> Exception:
+        """`error` as a parse error at the op that was being parsed, when it is an
+        input error (`error` itself otherwise, to be raised as it is)."""
+        if isinstance(error, ParseError) or not is_user_error(error):
+            return error
+        return ParseError(op_start, xdsl_failure(error))
+
 
 def parse_module(
     ctx: Context, text: str, filename: str = "<stdin>", line_offset: int = 0
@@ -168,12 +268,108 @@ def location_of(op: Operation | None) -> SourceLocation | None:
 
 
 def verify(module: ModuleOp) -> None:
-    """Verify `module`, raising `VerificationError` at the first op that fails."""
+    """Verify `module`, raising `VerificationError` at the first op that fails (with
+    a verifier's `VerifyException`, or any exception xDSL's verifiers raise), or
+    that uses a value its definition does not dominate (MLIR checks that; xDSL
+    does not, and the passes and the interpreter rely on it)."""
+    dominance = _Dominance()
     for op in module.walk():
         try:
             op.verify(verify_nested_ops=False)
-        except VerifyException as e:
-            raise VerificationError(op, first_line(str(e))) from e
+        except Exception as e:
+            if not is_user_error(e):
+                raise
+            raise VerificationError(op, xdsl_failure(e)) from e
+        for k, operand in enumerate(op.operands):
+            if not dominance.dominates(operand, op):
+                raise VerificationError(op, f"operand #{k} does not dominate this use")
+
+
+class _Dominance:
+    """Does a value's definition dominate a use? Block dominators per region,
+    computed once per region. As in MLIR, a block no path from its region's entry
+    reaches is dominated by every block (and its edges count for nothing), and in a
+    graph region (a symbol table's body: the module's, a gpu.module's) there is no
+    order to respect."""
+
+    def __init__(self) -> None:
+        self._regions: dict[Region, dict[Block, set[Block]]] = {}
+
+    def dominates(self, value: SSAValue, user: Operation) -> bool:
+        block = value.owner if isinstance(value, BlockArgument) else value.owner.parent
+        if not isinstance(block, Block) or block.parent is None:
+            return True  # a value of a detached op: not ours to judge
+        region = block.parent
+        owner = region.parent
+        if owner is not None and owner.has_trait(SymbolTable):
+            return True
+        # The user, or the ancestor of it, that sits in the definition's region.
+        ancestor: Operation | None = user
+        while ancestor is not None and ancestor.parent_region() is not region:
+            ancestor = ancestor.parent_op()
+        if ancestor is None or ancestor.parent is None:
+            return False  # defined in a region that does not enclose the use
+        if ancestor.parent is block:
+            return isinstance(value, BlockArgument) or value.owner.is_before_in_block(
+                ancestor
+            )
+        dominators = self._dominators(region).get(ancestor.parent)
+        return dominators is None or block in dominators
+
+    def _dominators(self, region: Region) -> dict[Block, set[Block]]:
+        """The dominators of each block reachable from the entry."""
+        if region not in self._regions:
+            self._regions[region] = _dominators(region)
+        return self._regions[region]
+
+
+def _dominators(region: Region) -> dict[Block, set[Block]]:
+    """Each reachable block's dominators, by the classic iteration (regions are
+    small): a block is dominated by itself and by what dominates all of its
+    reachable predecessors."""
+    entry = region.blocks.first
+    if entry is None:
+        return {}
+    order: list[Block] = []
+    seen: set[Block] = set()
+    work = [entry]
+    while work:
+        b = work.pop()
+        if b in seen:
+            continue
+        seen.add(b)
+        order.append(b)
+        work += b.last_op.successors if b.last_op is not None else []
+    preds: dict[Block, list[Block]] = {b: [] for b in order}
+    for b in order:
+        for s in b.last_op.successors if b.last_op is not None else []:
+            preds[s].append(b)
+    dom = {b: set(order) for b in order}
+    dom[entry] = {entry}
+    changed = True
+    while changed:
+        changed = False
+        for b in order[1:]:
+            new = {b} | set.intersection(*(dom[p] for p in preds[b]))
+            if new != dom[b]:
+                dom[b], changed = new, True
+    return dom
+
+
+def unprintable_op(module: Operation) -> Operation | None:
+    """The innermost op of `module` that xDSL's printer fails on, if any: xDSL
+    parses some things it cannot print (an `f128` constant)."""
+    found = None
+    for op in module.walk():
+        if found is not None and not found.is_ancestor(op):
+            break
+        try:
+            Printer(stream=io.StringIO()).print_op(op)
+        except Exception as e:
+            if not is_user_error(e):
+                raise
+            found = op
+    return found
 
 
 def first_line(text: str) -> str:
@@ -216,7 +412,8 @@ def locate_exception(
         )
         return location, error.msg
     if isinstance(error, OpError) and error.op is not None:
-        return location_of(error.op), f"'{error.op.name}' op {error.message}"
+        prefix = f"'{error.op.name}' op " if error.names_op else ""
+        return location_of(error.op), prefix + error.message
     if isinstance(error, OSError) and error.filename is not None:
         return None, f"cannot open '{error.filename}': {error.strerror}"
     message = error.message if isinstance(error, OpError) else first_line(str(error))
@@ -245,9 +442,16 @@ def format_op_error(
     op: Operation | None, message: str, sources: dict[str, str] | None = None
 ) -> str:
     """The error `message` about `op`, located where `op` came from."""
+    prefix = f"'{op.name}' op " if op is not None else ""
+    return format_error(prefix + message, *_located(op, sources))
+
+
+def _located(
+    op: Operation | None, sources: dict[str, str] | None
+) -> tuple[SourceLocation | None, str | None]:
+    """Where `op` came from, and the text of that file when `sources` has it."""
     location = location_of(op)
     source = None
     if location is not None and sources is not None:
         source = sources.get(location.filename)
-    prefix = f"'{op.name}' op " if op is not None else ""
-    return format_error(prefix + message, location, source)
+    return location, source

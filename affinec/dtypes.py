@@ -11,6 +11,7 @@ import numpy as np
 from xdsl.dialects.builtin import (
     AnyFloat,
     BFloat16Type,
+    FixedBitwidthType,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -52,8 +53,18 @@ def round_to_bfloat16(value: object) -> Any:
     return rounded[()] if rounded.ndim == 0 else rounded
 
 
+class UnsupportedType(TypeError):
+    """A scalar type affinec has no numpy type for (`tf32`, `f80`, `i3`...):
+    the one "not supported" error for types, which callers locate at their op."""
+
+    def __init__(self, t: Attribute) -> None:
+        super().__init__(f"{t} is not supported (affinec has no numpy type for it)")
+        self.type = t
+
+
 def numpy_dtype(t: Attribute) -> np.dtype:
-    """The numpy dtype that holds values of the scalar type `t` (index as int64)."""
+    """The numpy dtype that holds values of the scalar type `t` (index as int64);
+    `UnsupportedType` for any other type."""
     match t:
         case Float16Type():
             return np.dtype(np.float16)
@@ -69,7 +80,7 @@ def numpy_dtype(t: Attribute) -> np.dtype:
             return np.dtype(np.bool_)
         case IntegerType(width=w) if w.data in (8, 16, 32, 64):
             return np.dtype(f"int{w.data}")
-    raise TypeError(f"no numpy type for {t}")
+    raise UnsupportedType(t)
 
 
 STORAGE_TYPES: dict[str, AnyFloat] = {"f32": f32, "f16": f16, "bf16": bf16}
@@ -93,8 +104,13 @@ def storage_numpy_dtype(name: str) -> np.dtype:
 
 
 def element_size(t: Attribute) -> int:
-    """Bytes of one element of scalar type `t`."""
-    return numpy_dtype(t).itemsize
+    """Bytes of one element of scalar type `t` in memory: its width rounded up to
+    bytes (an `i1` takes one; `index` is 64-bit), numpy type or not."""
+    if isinstance(t, IndexType):
+        return 8
+    if isinstance(t, FixedBitwidthType):
+        return max(1, -(-t.bitwidth // 8))
+    raise UnsupportedType(t)
 
 
 def is_floating(dtype: np.dtype) -> bool:

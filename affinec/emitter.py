@@ -24,7 +24,8 @@ driver and ptxas accept; `to_ptx` checks the `.version` it got.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 
@@ -45,7 +46,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Operation, SSAValue
 
-from affinec.diagnostics import OpError
+from affinec.diagnostics import OpError, is_user_error, raised_by, xdsl_failure
 from affinec.dialects import gpu, nvvm
 from affinec.dialects import llvm as llvm_extensions
 from affinec.dialects.affinec import UNROLL
@@ -130,14 +131,31 @@ def llvm_module(module: ModuleOp) -> ir.Module:
     ops = [op for m in device_modules(module) for op in m.body.block.ops]
     for op in ops:
         if isinstance(op, llvm.GlobalOp):
-            _global(op, out)
+            with _at(op):
+                _global(op, out)
     functions = [op for op in ops if isinstance(op, llvm.FuncOp)]
     for f in functions:
-        _declare(f, out)
+        with _at(f):
+            _declare(f, out)
     for f in functions:
         if f.body.blocks:
             _define(f, out)
     return out
+
+
+@contextmanager
+def _at(op: Operation) -> Iterator[None]:
+    """Emit `op`: what xDSL's backend or llvmlite raise on it (a type they cannot
+    translate, an op they do not know, operands of the wrong types) is an
+    `EmitterError` at `op`."""
+    try:
+        yield
+    except EmitterError:
+        raise
+    except Exception as e:
+        if not (is_user_error(e) or raised_by(e, "llvmlite")):
+            raise
+        raise EmitterError(op, f"cannot emit it as LLVM IR: {xdsl_failure(e)}") from e
 
 
 def to_llvm_ir(module: ModuleOp, arch: str = DEFAULT_ARCH) -> str:
@@ -217,7 +235,8 @@ def _define(op: llvm.FuncOp, out: ir.Module) -> None:
         builder = ir.IRBuilder(blocks[block])
         builder.position_at_end(blocks[block])
         for inner in block.ops:
-            _convert(inner, builder, values, blocks)
+            with _at(inner):
+                _convert(inner, builder, values, blocks)
 
 
 def _convert(
@@ -252,10 +271,7 @@ def _convert(
     elif isinstance(op, llvm_extensions.ExtractElementOp):
         values[op.res] = builder.extract_element(values[op.vector], values[op.position])
     else:
-        try:
-            convert_op(op, builder, values, blocks)
-        except NotImplementedError as e:
-            raise EmitterError(op, f"cannot emit '{op.name}': {e}") from None
+        convert_op(op, builder, values, blocks)
         if isinstance(op, llvm.BrOp) and UNROLL in op.attributes:
             _mark_unroll(builder.block.terminator, builder.module)
     for result in op.results:

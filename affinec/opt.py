@@ -36,15 +36,26 @@ from typing import IO
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, get_pass_option_infos
 from xdsl.printer import Printer
-from xdsl.utils.exceptions import DiagnosticException, ParseError, ShrinkException
+from xdsl.utils.arg_spec import parse_spec
+from xdsl.utils.exceptions import (
+    ArgSpecParseError,
+    DiagnosticException,
+    ParseError,
+    ShrinkException,
+)
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from affinec.context import all_dialects
 from affinec.diagnostics import (
+    OpError,
+    first_line,
     format_error,
+    is_user_error,
     locate_exception,
     parse_module,
+    unprintable_op,
     verify,
+    xdsl_failure,
 )
 from affinec.pipeline import Pipeline, PipelineError, available_passes
 from affinec.pipelines import NAMED_PIPELINES, pass_text, pipeline_text
@@ -177,6 +188,7 @@ class AffinecOptMain(xDSLOptMain):
     # -- the pipeline -------------------------------------------------------------------
 
     def setup_pipeline(self) -> None:
+        self.check_target()
         given = [t for t in (self.args.passes, self.args.pass_pipeline) if t]
         if len(given) > 1:
             raise UserError("give the pipeline with -p or --pass-pipeline, not both")
@@ -190,6 +202,25 @@ class AffinecOptMain(xDSLOptMain):
             self.affinec_pipeline = Pipeline.parse(text)
         except PipelineError as e:
             raise UserError(str(e)) from e
+
+    def check_target(self) -> None:
+        """Refuse, before reading any input, a target affinec does not emit or
+        options its target does not take."""
+        try:
+            spec = parse_spec(self.args.target)
+        except ArgSpecParseError as e:
+            raise UserError(f"malformed target {self.args.target!r}: {e}") from None
+        if spec.name not in AFFINEC_TARGETS:
+            raise UserError(
+                f"target '{spec.name}' is not supported: affinec-opt emits -t "
+                f"{', '.join(AFFINEC_TARGETS)} (xDSL's other targets take xDSL's own "
+                "dialects: use xdsl-opt for those)"
+            )
+        factory = self.available_targets[spec.name]
+        try:
+            factory().from_spec(spec)  # pyright: ignore
+        except (ValueError, TypeError) as e:
+            raise UserError(f"target '{spec.name}': {first_line(str(e))}") from None
 
     def apply_passes(self, prog: ModuleOp) -> None:
         if not self.args.disable_verify:
@@ -213,7 +244,10 @@ class AffinecOptMain(xDSLOptMain):
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
         start = time.perf_counter()
-        text = super().output_resulting_program(prog)
+        try:
+            text = super().output_resulting_program(prog)
+        except Exception as e:
+            raise _target_error(self.args.target, prog, e) from e
         self.timings.append(("Output", time.perf_counter() - start))
         return text
 
@@ -349,6 +383,24 @@ def _mlir_spellings(
     return rewritten, pass_flags
 
 
+AFFINEC_TARGETS = ("mlir", "llvm", "ptx")
+"""The targets affinec-opt emits. xDSL's others (x86, riscv, csl, mps...) take
+xDSL's own dialects, and fail inside xDSL, or print nothing, on anything else."""
+
+
+def _target_error(target: str, module: ModuleOp, error: Exception) -> Exception:
+    """What to raise for `error` from emitting `module` as `target`: when it comes
+    from inside xDSL, an error at the op xDSL cannot print (or about the module);
+    else `error` itself."""
+    if not is_user_error(error) or isinstance(error, DiagnosticException):
+        return error
+    op = unprintable_op(module)
+    if op is not None:
+        return OpError(op, f"xDSL cannot print this op ({xdsl_failure(error)})")
+    name = parse_spec(target).name
+    return UserError(f"target '{name}' cannot emit this module: {xdsl_failure(error)}")
+
+
 def list_passes(out: IO[str]) -> None:
     """Every pass with its options and summary, then the named pipelines."""
     from affinec.passes import get_all_passes
@@ -399,6 +451,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"error: internal error: {type(e).__name__}: {e} (a bug in affinec; "
             "--debug shows the traceback)",
+            file=sys.stderr,
+        )
+        return 1
+    except ArgSpecParseError as e:  # xDSL's, a BaseException: the -t target's text
+        if debug:
+            raise
+        print(
+            f"error: malformed target: {str(e).splitlines()[-1].strip()}",
             file=sys.stderr,
         )
         return 1

@@ -24,12 +24,13 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
-from xdsl.utils.exceptions import ArgSpecParseError
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 
 from affinec.checking import Checker
 from affinec.context import make_context
-from affinec.diagnostics import verify
+from affinec.diagnostics import PassError, raised_by_xdsl, verify, xdsl_failure
 from affinec.dialects.affinec import SpecAttributeError, read_spec
+from affinec.ir.affine_exprs import semi_affine_op
 from affinec.pipelines import NAMED_PIPELINES, pipeline_text
 
 
@@ -194,7 +195,10 @@ class Pipeline:
                 raise PipelineError(f"the input does not check: {first.message}")
         for p in self.passes:
             start = time.perf_counter()
-            p.apply(ctx, module)
+            try:
+                p.apply(ctx, module)
+            except Exception as e:
+                raise pass_failure(p, module, e) from e
             seconds = time.perf_counter() - start
             if verify_each:
                 verify(module)
@@ -205,6 +209,20 @@ class Pipeline:
                 if not result.ok:
                     raise CheckFailure(p, result.message)
         return module
+
+
+def pass_failure(p: ModulePass, module: ModuleOp, error: Exception) -> Exception:
+    """What to raise for `error` from running `p`: a `PassError` when xDSL raised it
+    (building a map it cannot, such as a semi-affine one, located at the first op
+    that has one), else `error` itself (a diagnostic, or affinec's own bug)."""
+    if isinstance(error, DiagnosticException | ParseError) or not raised_by_xdsl(error):
+        return error
+    op = semi_affine_op(module) if isinstance(error, NotImplementedError) else None
+    if op is not None:
+        return PassError(
+            op, f"{p.name} cannot take a semi-affine map ({xdsl_failure(error)})"
+        )
+    return PassError(None, f"{p.name} failed inside xDSL: {xdsl_failure(error)}")
 
 
 def print_ir_after_each(

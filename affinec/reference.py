@@ -13,6 +13,7 @@ f16 storage with f32 accumulation under 1e-2 (DESIGN.md), bf16 under 8e-2 (see
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 from xdsl.ir.affine import (
@@ -59,6 +60,16 @@ def random_inputs(spec: Spec, rng: np.random.Generator) -> list[np.ndarray]:
     inputs = [*c.factors, *([c.bias] if c.bias is not None else [])]
     dtype = storage_dtype(spec.dtype)
     return [rng.standard_normal(a.shape).astype(dtype) for a in inputs]
+
+
+def host_bytes(spec: Spec) -> int:
+    """About the bytes checking or running `spec` holds on the host, to refuse before
+    allocating what would not fit: every operand in its storage type, and twice in
+    float64 (the reference's copies)."""
+    c = contraction_of(spec)
+    operands = [*c.factors, *([c.bias] if c.bias is not None else []), c.output]
+    elements = sum(math.prod(a.shape) for a in operands)
+    return elements * (np.dtype(storage_dtype(spec.dtype)).itemsize + 16)
 
 
 def poisoned_output(spec: Spec) -> np.ndarray:

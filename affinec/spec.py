@@ -11,6 +11,7 @@ names the offending field) and has a one-line text form, the same words as the
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -39,6 +40,23 @@ def _pair(owner: str, field: str, value: object, minimum: int) -> tuple[int, int
             f"{owner}.{field} must be at least {minimum} on each axis, got {tuple(value)}"
         )
     return (value[0], value[1])
+
+
+MAX_BYTES = 2**63 - 1
+"""The largest operand a kernel can address: its byte offsets are 64-bit integers."""
+
+
+def _addressable(owner: str, dtype: str, operands: dict[str, tuple[int, ...]]) -> None:
+    """Refuse operands whose bytes 64-bit offsets cannot reach (sizes like 10**23,
+    which print as IR but cannot be indexed, allocated or lowered)."""
+    itemsize = 2 if dtype == "f16" else 4
+    for name, shape in operands.items():
+        size = math.prod(shape) * itemsize
+        if size > MAX_BYTES:
+            raise ValueError(
+                f"{owner}: the {name} {'x'.join(map(str, shape))} takes {size:,} "
+                f"bytes, more than 64-bit offsets reach ({MAX_BYTES:,})"
+            )
 
 
 def _choice(owner: str, field: str, value: object, choices: tuple[str, ...]) -> None:
@@ -95,6 +113,15 @@ class ConvSpec:
                     f"ConvSpec.{axis}: the dilated filter extent {extent} is larger than "
                     f"the padded input extent {size + 2 * pad}"
                 )
+        _addressable(
+            "ConvSpec",
+            self.dtype,
+            {
+                "input": self.input_shape,
+                "filter": self.filter_shape,
+                "output": self.output_shape,
+            },
+        )
 
     @property
     def dilated_r(self) -> int:
@@ -172,6 +199,11 @@ class MatmulSpec:
             _positive("MatmulSpec", f, getattr(self, f))
         _choice("MatmulSpec", "dtype", self.dtype, DTYPES)
         _choice("MatmulSpec", "epilogue", self.epilogue, EPILOGUES)
+        _addressable(
+            "MatmulSpec",
+            self.dtype,
+            {"A": (self.m, self.k), "B": (self.k, self.n), "C": (self.m, self.n)},
+        )
 
     @property
     def flops(self) -> int:
@@ -201,6 +233,7 @@ class OuterSpec:
         for f in ("m", "n"):
             _positive("OuterSpec", f, getattr(self, f))
         _choice("OuterSpec", "dtype", self.dtype, DTYPES)
+        _addressable("OuterSpec", self.dtype, {"c": (self.m, self.n)})
 
     @property
     def flops(self) -> int:

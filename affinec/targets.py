@@ -25,6 +25,11 @@ class PtxTarget(Target):
     arch: str = "sm_80"
     opt_level: int = 3
 
+    def __post_init__(self) -> None:
+        _check_arch(self.arch)
+        if self.opt_level not in (0, 1, 2, 3):
+            raise ValueError(f"opt-level must be 0, 1, 2 or 3, got {self.opt_level}")
+
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
         from affinec.emitter import to_ptx
 
@@ -39,10 +44,20 @@ class LlvmTarget(Target):
 
     arch: str = "sm_80"
 
+    def __post_init__(self) -> None:
+        _check_arch(self.arch)
+
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
         from affinec.emitter import to_llvm_ir
 
         output.write(to_llvm_ir(module, self.arch))
+
+
+def _check_arch(arch: str) -> None:
+    from affinec.emitter import ARCHS
+
+    if arch not in ARCHS:
+        raise ValueError(f"arch must be one of {', '.join(ARCHS)}, got '{arch}'")
 
 
 def get_all_targets() -> dict[str, Callable[[], type[Target]]]:

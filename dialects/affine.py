@@ -31,7 +31,7 @@ and `affine.linearize_index` (`PASSES_REFUSE`: only `lower-affine` lowers some).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Annotated, ClassVar
 
 from xdsl.dialects.arith import ConstantOp as ArithConstantOp
@@ -65,7 +65,14 @@ from xdsl.ir import (
     Region,
     SSAValue,
 )
-from xdsl.ir.affine import AffineConstantExpr, AffineExpr, AffineMap, AffineSet
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineExpr,
+    AffineMap,
+    AffineSet,
+)
 from xdsl.irdl import (
     AnyAttr,
     AttrSizedOperandSegments,
@@ -157,6 +164,36 @@ def _verify_map_operands(op: Operation, m: AffineMap, operands: Sequence[SSAValu
             f"map takes {m.num_dims + m.num_symbols} operands "
             f"({m.num_dims} dims, {m.num_symbols} symbols), got {len(operands)}"
         )
+    verify_divisors(m.results)
+
+
+def verify_divisors(exprs: Iterable[AffineExpr]) -> None:
+    """Refuse a `floordiv`, `ceildiv` or `mod` by a constant that is not positive:
+    MLIR's affine expressions divide by positive constants, and so do the passes
+    (and simplification) that compute with them."""
+    for expr in exprs:
+        for sub in _subexprs(expr):
+            if (
+                isinstance(sub, AffineBinaryOpExpr)
+                and sub.kind
+                in (
+                    AffineBinaryOpKind.FloorDiv,
+                    AffineBinaryOpKind.CeilDiv,
+                    AffineBinaryOpKind.Mod,
+                )
+                and isinstance(sub.rhs, AffineConstantExpr)
+                and sub.rhs.value <= 0
+            ):
+                raise VerifyException(
+                    f"'{sub}' divides by {sub.rhs.value}: divisors must be positive"
+                )
+
+
+def _subexprs(expr: AffineExpr) -> Iterator[AffineExpr]:
+    yield expr
+    if isinstance(expr, AffineBinaryOpExpr):
+        yield from _subexprs(expr.lhs)
+        yield from _subexprs(expr.rhs)
 
 
 # --------------------------------------------------------------------------------------
@@ -1653,6 +1690,7 @@ class ParallelOp(IRDLOperation):
 
     def verify_(self) -> None:
         lower, upper = self.lowerBoundsMap.data, self.upperBoundsMap.data
+        verify_divisors((*lower.results, *upper.results))
         num_lower = lower.num_dims + lower.num_symbols
         num_upper = upper.num_dims + upper.num_symbols
         if len(self.map_operands) != num_lower + num_upper:
@@ -1832,6 +1870,7 @@ class IfOp(IRDLOperation):
 
     def verify_(self) -> None:
         s = self.condition.data
+        verify_divisors(e for c in s.constraints for e in (c.lhs, c.rhs))
         if len(self.args) != s.num_dims + s.num_symbols:
             raise VerifyException(
                 f"set takes {s.num_dims + s.num_symbols} operands, got {len(self.args)}"

@@ -305,6 +305,8 @@ class AffineLoopTilePass(ModulePass):
             t = given[k] if k < len(given) else None
             if t is None or (e is not None and t >= e):
                 t = e  # one tile: None when the extent is not a constant
+            if t == 0:
+                t = 1  # an empty loop: tiles of one (there are none)
             sizes.append(t)
         cut = [
             None if e is not None and t == e else t
@@ -441,6 +443,7 @@ def default_reduction_tile_sizes(
             inner = math.prod(
                 x if x is not None else POINT_ITERATIONS for x in extents[k + 1 :]
             )
+            inner = max(inner, 1)  # an empty loop inside: any tile will do
             sizes[k] = _fit(e, max(1, POINT_ITERATIONS // inner))
             return tuple(sizes)
     return tuple(sizes)

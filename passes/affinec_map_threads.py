@@ -47,9 +47,11 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
+from affinec.diagnostics import PassError
 from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.gpu.bands import analyze_grid, grid_parallels, require_placed
 from affinec.transforms.gpu.threads import (
+    MAX_UNROLLED_STEPS,
     check_threads_per_block,
     map_to_threads,
     plan_threads,
@@ -81,6 +83,17 @@ class AffinecMapThreads(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
         refuse_unsupported(op, self.name)
+        # Illegal whatever the input (the plan checks them only where they apply).
+        if self.vector_width < 0:
+            raise PassError(
+                op, f"vector-width must be 0 or more, got {self.vector_width}"
+            )
+        if not 0 <= self.unroll_steps <= MAX_UNROLLED_STEPS:
+            raise PassError(
+                op,
+                f"unroll-steps must be between 0 and {MAX_UNROLLED_STEPS}, got "
+                f"{self.unroll_steps}",
+            )
         grids = grid_parallels(op)
         for g in grids:
             check_threads_per_block(g, self.threads_per_block)

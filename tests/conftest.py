@@ -1,5 +1,6 @@
 """Hypothesis profiles: `ci` (what `make test` runs: derandomized and bounded so the
-whole suite stays well inside CI's time), `dev` (the default), `thorough`.
+whole suite stays well inside CI's time), `dev` (the default), `thorough`, and `fuzz`
+(for `tests/test_fuzz.py`: minutes of mutated modules).
 
     HYPOTHESIS_PROFILE=thorough pytest tests/test_frontend.py
 """
@@ -16,6 +17,8 @@ _COMMON = {
 settings.register_profile("ci", derandomize=True, max_examples=20, **_COMMON)
 settings.register_profile("dev", max_examples=40, **_COMMON)
 settings.register_profile("thorough", max_examples=400, **_COMMON)
+# For tests/test_fuzz.py: 1,500 mutated modules per level, minutes in all.
+settings.register_profile("fuzz", max_examples=1500, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 

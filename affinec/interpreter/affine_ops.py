@@ -21,7 +21,6 @@ from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.memref_ops import emit_load, emit_store, memref_type
 from affinec.interpreter.support import (
     InterpreterError,
-    describe,
     maximumf,
     memref_shape,
     minimumf,
@@ -97,7 +96,7 @@ def _store(op: affine.StoreOp, w: FunctionWriter) -> None:
 
 def _yielded(w: FunctionWriter, term: Operation | None, op: Operation) -> list[str]:
     if not isinstance(term, affine.YieldOp):
-        raise InterpreterError(f"{describe(op)}: its region must end in affine.yield")
+        raise InterpreterError("its region must end in affine.yield", op)
     return w.names(term.arguments)
 
 
@@ -110,7 +109,7 @@ def _for(op: affine.ForOp, w: FunctionWriter) -> None:
     carried = [w.define(a) for a in op.iter_args]
     w.assign(carried, w.names(op.inits))
     step_text = f", {step}" if step != 1 else ""
-    with w.indented(f"for {iv} in range({lower}, {upper}{step_text}):"):
+    with w.for_range(iv, f"{lower}, {upper}{step_text}"):
         term = w.emit_block(op.body.block)
         w.assign(carried, _yielded(w, term, op))
     for result, value in zip(op.results, carried, strict=True):
@@ -163,7 +162,7 @@ def _loops(op: affine.ParallelOp, w: FunctionWriter) -> None:
         acc = w.define(result)
         if kind not in affine.REDUCTION_IDENTITY:
             raise InterpreterError(
-                f"{describe(op)}: the interpreter does not perform reduction '{kind}'"
+                f"the interpreter does not perform reduction '{kind}'", op
             )
         start = affine.REDUCTION_IDENTITY[kind]
         identity = numpy_dtype(result.type).type(start)
@@ -183,8 +182,8 @@ def _loops(op: affine.ParallelOp, w: FunctionWriter) -> None:
             op.induction_variables, bounds, op.step_values, strict=True
         ):
             step_text = f", {step}" if step != 1 else ""
-            header = f"for {w.define(iv)} in range({lo_name}, {hi_name}{step_text}):"
-            loops.enter_context(w.indented(header))
+            bounds = f"{lo_name}, {hi_name}{step_text}"
+            loops.enter_context(w.for_range(w.define(iv), bounds))
         term = w.emit_block(op.body.block)
         for (acc, kind), value in zip(accumulators, _yielded(w, term, op), strict=True):
             w.line(f"{acc} = {_combine(w, kind, acc, value)}")

@@ -102,24 +102,22 @@ def start_copy(
     destination is zero-filled."""
     valid = count if valid is None else int(valid)
     if not 0 <= valid <= count:
-        raise InterpreterError(
-            f"{describe(op)}: {valid} source elements for a copy of {count}"
-        )
+        raise InterpreterError(f"{valid} source elements for a copy of {count}", op)
     if src.dtype != dst.dtype:
-        raise InterpreterError(
-            f"{describe(op)}: copies {src.dtype} into a buffer of {dst.dtype}"
-        )
+        raise InterpreterError(f"copies {src.dtype} into a buffer of {dst.dtype}", op)
     size = count * dst.dtype.itemsize
     for what, offset in (("source", src_offset), ("destination", dst_offset)):
         if offset * dst.dtype.itemsize % size:
             raise InterpreterError(
-                f"{describe(op)}: the {what} (element {offset}) is not aligned to the "
-                f"copy's {size} bytes"
+                f"the {what} (element {offset}) is not aligned to the "
+                f"copy's {size} bytes",
+                op,
             )
     if not 0 <= dst_offset <= len(dst) - count:
         raise InterpreterError(
-            f"{describe(op)}: writes elements [{dst_offset}, {dst_offset + count}) "
-            f"of a buffer of {len(dst)} elements"
+            f"writes elements [{dst_offset}, {dst_offset + count}) "
+            f"of a buffer of {len(dst)} elements",
+            op,
         )
     values = np.zeros(count, dst.dtype)
     if valid:
@@ -173,7 +171,7 @@ def wait_groups(ctx, pending: int) -> None:
 
 def _context(w: FunctionWriter, op: Operation) -> str:
     if w.gpu_context is None:
-        raise InterpreterError(f"{describe(op)} outside a kernel")
+        raise InterpreterError("outside a kernel", op)
     return w.gpu_context
 
 
@@ -229,8 +227,9 @@ def _cp_async_bytes(ctx, op, dst, src, size: int, valid_bytes) -> None:
     if valid_bytes is not None:
         if valid_bytes % itemsize:
             raise InterpreterError(
-                f"{describe(op)}: {valid_bytes} source bytes is not a whole number of "
-                f"{dst[0].dtype} elements"
+                f"{valid_bytes} source bytes is not a whole number of "
+                f"{dst[0].dtype} elements",
+                op,
             )
         valid = valid_bytes // itemsize
     start_copy(ctx, op, dst[0], dst[1], src[0], src[1], size // itemsize, valid)

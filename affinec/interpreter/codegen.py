@@ -17,12 +17,14 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 from xdsl.ir import Block, Operation, Region, SSAValue
 
-from affinec.interpreter.support import InterpreterError, describe
+from affinec.interpreter.support import InterpreterError, StepBudget, errors_at
 from affinec.ir.affine_exprs import Interval
 from affinec.ir.op_table import OpTable
 
@@ -37,18 +39,38 @@ emits = EMITTERS.register
 def emitter_for(op: Operation) -> Emitter:
     emitter = EMITTERS.lookup(op)
     if emitter is None:
-        raise InterpreterError(f"the interpreter does not implement {describe(op)}")
+        raise InterpreterError("the interpreter does not implement this op", op)
     return emitter
+
+
+FILENAME = "<affinec interpreter>"
+"""The file name of the generated code, in tracebacks."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """One generated function: its text, and the op each line was written for
+    (None for lines of no op, such as the `def`)."""
+
+    text: str
+    ops: tuple[Operation | None, ...]
 
 
 class ProgramWriter:
     """The Python module being written: one function per IR function, and the
     namespace of constants and helpers they share."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: StepBudget) -> None:
         self.namespace: dict[str, Any] = {}
         self.sources: list[str] = []
+        self.line_ops: list[Operation | None] = []
+        """The op of each line of the program (0-based), to locate run-time errors."""
         self._counter = itertools.count()
+        self.budget = budget
+        """The steps a run may take; the generated code charges its loops to it."""
+        self.budget_name = self.global_name(budget, "budget")
+        self.spend = self.global_name(budget.spend, "spend")
+        self.tick = self.global_name(budget.tick, "tick")
 
     def global_name(self, obj: Any, hint: str) -> str:
         """Put `obj` in the namespace and return the name the code can use."""
@@ -56,15 +78,41 @@ class ProgramWriter:
         self.namespace[name] = obj
         return name
 
-    def add_source(self, source: str) -> None:
-        self.sources.append(source)
+    def add_source(self, source: Source) -> None:
+        if self.sources:
+            self.line_ops.append(None)  # the blank line `build` puts between
+        self.sources.append(source.text)
+        self.line_ops += source.ops
 
     def build(self) -> dict[str, Any]:
         """Compile every function written so far into the namespace."""
         source = "\n\n".join(self.sources)
-        code = compile(source, "<affinec interpreter>", "exec")
+        try:
+            code = compile(source, FILENAME, "exec")
+        except (SyntaxError, RecursionError, MemoryError) as e:
+            # Python's own limits: 20 nested blocks, the parser's recursion depth.
+            raise InterpreterError(
+                "the module nests its regions too deeply to be interpreted "
+                f"({type(e).__name__}: {e})",
+                self.op_at_line(getattr(e, "lineno", None)),
+            ) from None
         exec(code, self.namespace)
         return self.namespace
+
+    def op_at_line(self, lineno: int | None) -> Operation | None:
+        """The op the program's line `lineno` (1-based) was written for."""
+        if lineno is None or not 0 < lineno <= len(self.line_ops):
+            return None
+        return self.line_ops[lineno - 1]
+
+    def op_at(self, tb: TracebackType | None) -> Operation | None:
+        """The op whose generated line raised, innermost first, from a traceback."""
+        found = None
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename == FILENAME:
+                found = self.op_at_line(tb.tb_lineno) or found
+            tb = tb.tb_next
+        return found
 
     @property
     def source(self) -> str:
@@ -88,11 +136,35 @@ class FunctionWriter:
         """In a kernel (one GPU thread's function): the name of the thread's context."""
         self.symbols: dict[str, str] = {}
         """Module-level symbols (shared globals) by name: the locals holding them."""
+        self.line_ops: list[Operation | None] = []
+        """The op each line was written for (the innermost being emitted)."""
+        self._emitting: list[Operation] = []
 
     # -- text ---------------------------------------------------------------------------
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self._indent + text)
+        self.line_ops.append(self._emitting[-1] if self._emitting else None)
+
+    def function(self, header: str) -> Source:
+        """The function written: `header` (its `def` line), then the lines."""
+        return Source("\n".join([header, *self.lines]), (None, *self.line_ops))
+
+    def for_range(self, iv: str, bounds: str) -> AbstractContextManager[None]:
+        """`for iv in range(bounds):`, the trip count charged to the step budget
+        (`bounds`: lower, upper and optionally step, as `range` takes them)."""
+        return self.indented(f"for {iv} in {self.program.spend}({bounds}):")
+
+    @contextmanager
+    def while_true(self) -> Iterator[None]:
+        """`while True:`, each iteration charged to the step budget."""
+        with self.indented("while True:"):
+            self.tick()
+            yield
+
+    def tick(self) -> None:
+        """Charge one step (a backward branch) to the step budget."""
+        self.line(f"{self.program.tick}()")
 
     @contextmanager
     def indented(self, header: str) -> Iterator[None]:
@@ -148,7 +220,20 @@ class FunctionWriter:
     # -- ops ----------------------------------------------------------------------------
 
     def emit_op(self, op: Operation) -> None:
-        emitter_for(op)(op, self)
+        """Write `op`'s lines."""
+        with self.at(op):
+            emitter_for(op)(op, self)
+
+    @contextmanager
+    def at(self, op: Operation) -> Iterator[None]:
+        """Lines written here are `op`'s (for run-time errors), and so is an error
+        raised here without an op (a terminator's, written by its region's op)."""
+        self._emitting.append(op)
+        try:
+            with errors_at(op):
+                yield
+        finally:
+            self._emitting.pop()
 
     def emit_block(self, block: Block) -> Operation | None:
         """Emit the ops of `block` but its terminator, which is returned."""
@@ -166,8 +251,8 @@ class FunctionWriter:
 
     def single_block(self, region: Region) -> Block:
         if len(region.blocks) != 1:
-            raise InterpreterError(
-                f"{describe(region.parent_op())} must have a single-block region"  # pyright: ignore
+            raise InterpreterError(  # pyright: ignore
+                "must have a single-block region", region.parent_op()
             )
         return region.block
 

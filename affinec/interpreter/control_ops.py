@@ -8,13 +8,15 @@ k:` arms, with branches assigning the target's block arguments and setting `bloc
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 
 from xdsl.dialects import cf, func, llvm, scf
-from xdsl.ir import Block, Operation, Region
+from xdsl.ir import Block, Operation, Region, SSAValue
 
 from affinec.interpreter.codegen import FunctionWriter, emits
-from affinec.interpreter.support import InterpreterError, describe
+from affinec.interpreter.support import InterpreterError
+from affinec.ir.cfg import reachable_blocks
 
 # -- functions ----------------------------------------------------------------------------
 
@@ -35,14 +37,15 @@ def _emit_exit(w: FunctionWriter, term: Operation | None, on_return: type) -> No
         values = w.names(term.operands)
         w.line(f"return ({', '.join(values)}{',' * (len(values) == 1)})")
     elif term is not None:
-        raise InterpreterError(f"{describe(term)}: unexpected terminator here")
+        raise InterpreterError("unexpected terminator here", term)
     else:
         w.line("return ()")
 
 
 def write_cfg(w: FunctionWriter, region: Region, on_return: type[Operation]) -> None:
-    """A multi-block region as a dispatch loop over its blocks."""
-    blocks = list(region.blocks)
+    """A multi-block region as a dispatch loop over its blocks (those that can
+    run: an unreachable one may even use values before their definition)."""
+    blocks = reachable_blocks(region)
     index = {b: k for k, b in enumerate(blocks)}
     for b in blocks[1:]:
         for arg in b.args:
@@ -50,8 +53,10 @@ def write_cfg(w: FunctionWriter, region: Region, on_return: type[Operation]) -> 
     state = w.fresh("block")
     w.line(f"{state} = 0")
 
-    def jump(target: Block, args) -> None:
+    def jump(source: int, target: Block, args) -> None:
         w.assign(w.names(target.args), w.names(args))
+        if index[target] <= source:  # a backward branch: the only way to loop
+            w.tick()
         w.line(f"{state} = {index[target]}")
         w.line("continue")
 
@@ -59,16 +64,31 @@ def write_cfg(w: FunctionWriter, region: Region, on_return: type[Operation]) -> 
         for k, b in enumerate(blocks):
             with w.indented(f"{'if' if k == 0 else 'elif'} {state} == {k}:"):
                 term = w.emit_block(b)
-                match term:
-                    case cf.BranchOp() | llvm.BrOp():
-                        jump(term.successor, term.arguments)
-                    case cf.ConditionalBranchOp() | llvm.CondBrOp():
-                        with w.indented(f"if {w[term.cond]}:"):
-                            jump(term.then_block, term.then_arguments)
-                        with w.indented("else:"):
-                            jump(term.else_block, term.else_arguments)
-                    case _:
-                        _emit_exit(w, term, on_return)
+                if term is None:
+                    _emit_exit(w, term, on_return)
+                    continue
+                with w.at(term):
+                    _emit_terminator(w, k, term, jump, on_return)
+
+
+def _emit_terminator(
+    w: FunctionWriter,
+    k: int,
+    term: Operation,
+    jump: Callable[[int, Block, Sequence[SSAValue]], None],
+    on_return: type[Operation],
+) -> None:
+    """A block's terminator in the dispatch loop: a branch, or the exit."""
+    match term:
+        case cf.BranchOp() | llvm.BrOp():
+            jump(k, term.successor, term.arguments)
+        case cf.ConditionalBranchOp() | llvm.CondBrOp():
+            with w.indented(f"if {w[term.cond]}:"):
+                jump(k, term.then_block, term.then_arguments)
+            with w.indented("else:"):
+                jump(k, term.else_block, term.else_arguments)
+        case _:
+            _emit_exit(w, term, on_return)
 
 
 @emits(func.CallOp)
@@ -92,7 +112,7 @@ def function_global(sym_name: str) -> str:
 
 def _yielded(w: FunctionWriter, term: Operation | None, op: Operation) -> list[str]:
     if not isinstance(term, scf.YieldOp):
-        raise InterpreterError(f"{describe(op)}: its region must end in scf.yield")
+        raise InterpreterError("its region must end in scf.yield", op)
     return w.names(term.arguments)
 
 
@@ -102,8 +122,7 @@ def _for(op: scf.ForOp, w: FunctionWriter) -> None:
     iv = w.define(block.args[0])
     carried = [w.define(a) for a in block.args[1:]]
     w.assign(carried, w.names(op.iter_args))
-    header = f"for {iv} in range({w[op.lb]}, {w[op.ub]}, {w[op.step]}):"
-    with w.indented(header):
+    with w.for_range(iv, f"{w[op.lb]}, {w[op.ub]}, {w[op.step]}"):
         term = w.emit_block(block)
         w.assign(carried, _yielded(w, term, op))
     for result, value in zip(op.results, carried, strict=True):
@@ -133,11 +152,11 @@ def _parallel(op: scf.ParallelOp, w: FunctionWriter) -> None:
         for iv, lb, ub, step in zip(
             block.args, op.lowerBound, op.upperBound, op.step, strict=True
         ):
-            header = f"for {w.define(iv)} in range({w[lb]}, {w[ub]}, {w[step]}):"
-            loops.enter_context(w.indented(header))
+            bounds = f"{w[lb]}, {w[ub]}, {w[step]}"
+            loops.enter_context(w.for_range(w.define(iv), bounds))
         reduce = w.emit_block(block)
         if not isinstance(reduce, scf.ReduceOp):
-            raise InterpreterError(f"{describe(op)}: its body must end in scf.reduce")
+            raise InterpreterError("its body must end in scf.reduce", op)
         for acc, value, region in zip(
             accumulators, reduce.args, reduce.reductions, strict=True
         ):
@@ -146,7 +165,7 @@ def _parallel(op: scf.ParallelOp, w: FunctionWriter) -> None:
             w.alias(rhs, w[value])
             term = w.emit_block(region.block)
             if not isinstance(term, scf.ReduceReturnOp):
-                raise InterpreterError(f"{describe(op)}: malformed scf.reduce region")
+                raise InterpreterError("malformed scf.reduce region", op)
             w.line(f"{acc} = {w[term.result]}")
 
 
@@ -157,12 +176,10 @@ def _while(op: scf.WhileOp, w: FunctionWriter) -> None:
     w.assign(carried, w.names(op.arguments))
     results = [w.define(r) for r in op.res]
     after_args = [w.define(a) for a in after.args]
-    with w.indented("while True:"):
+    with w.while_true():
         cond = w.emit_block(before)
         if not isinstance(cond, scf.ConditionOp):
-            raise InterpreterError(
-                f"{describe(op)}: 'before' must end in scf.condition"
-            )
+            raise InterpreterError("'before' must end in scf.condition", op)
         forwarded = w.names(cond.arguments)
         with w.indented(f"if not {w[cond.cond]}:"):
             w.assign(results, forwarded)

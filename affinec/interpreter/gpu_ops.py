@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
@@ -40,11 +41,14 @@ from xdsl.traits import SymbolTable
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import GRID, mapping_of
 from affinec.dialects.nvvm import KERNEL
-from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, emits
+from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source, emits
 from affinec.interpreter.control_ops import function_global, write_body
 from affinec.interpreter.llvm_ops import pointer_arguments, shared_spec
 from affinec.interpreter.support import (
+    MAX_THREADS_PER_BLOCK,
     InterpreterError,
+    StepBudget,
+    check_buffer,
     describe,
     memref_shape,
     numpy_dtype,
@@ -98,6 +102,9 @@ PENDING = -3
 
 class SharedArray:
     """A workgroup buffer of one block, checked for data races element by element."""
+
+    BOOKKEEPING = 32
+    """Bytes per element beyond the data: who wrote and read it, and when."""
 
     __slots__ = (
         "_flat",
@@ -244,13 +251,24 @@ def run_grid(
     block: tuple[int, int, int],
     args: Sequence[Any],
     workgroup: WorkgroupSpec,
+    budget: StepBudget,
 ) -> None:
-    """Run `kernel` for every thread of every block of the grid."""
+    """Run `kernel` for every thread of every block of the grid: a block of at most
+    `MAX_THREADS_PER_BLOCK` threads, every thread charged to `budget` up front."""
     for what, dims in (("grid", grid), ("block", block)):
         if any(d <= 0 for d in dims):
             raise InterpreterError(
                 f"@{name}: {what} sizes must be positive, got {dims}"
             )
+    threads = math.prod(block)
+    if threads > MAX_THREADS_PER_BLOCK:
+        raise InterpreterError(
+            f"@{name}: a block of {threads:,} threads {block}; a GPU runs at most "
+            f"{MAX_THREADS_PER_BLOCK}"
+        )
+    budget.threads(math.prod(grid) * threads)
+    for _, shape, dtype in workgroup:
+        check_buffer(shape, dtype.itemsize + SharedArray.BOOKKEEPING, "shared buffer")
     generator = inspect.isgeneratorfunction(kernel)
     gx, gy, gz = grid
     sx, sy, sz = block
@@ -325,7 +343,9 @@ def kernel_global(module_name: str, kernel_name: str) -> str:
     return function_global(f"{module_name}::{kernel_name}")
 
 
-def write_kernel(program: ProgramWriter, module: gpu.ModuleOp, op: gpu.FuncOp) -> str:
+def write_kernel(
+    program: ProgramWriter, module: gpu.ModuleOp, op: gpu.FuncOp
+) -> Source:
     """The Python function running one thread of the `gpu.func` `op`."""
     w = FunctionWriter(program)
     ctx = w.fresh("gpu")
@@ -340,8 +360,7 @@ def write_kernel(program: ProgramWriter, module: gpu.ModuleOp, op: gpu.FuncOp) -
         )
     write_body(w, op.body, on_return=gpu.ReturnOp)
     name = kernel_global(module.sym_name.data, op.sym_name.data)
-    header = f"def {name}({', '.join([ctx, *params])}):"
-    return "\n".join([header, *w.lines])
+    return w.function(f"def {name}({', '.join([ctx, *params])}):")
 
 
 _ID_BASE = {
@@ -381,7 +400,7 @@ def in_grid_band(op: Operation) -> bool:
 
 def _context(w: FunctionWriter, op: Operation) -> str:
     if w.gpu_context is None:
-        raise InterpreterError(f"{describe(op)} outside a kernel")
+        raise InterpreterError("outside a kernel", op)
     return w.gpu_context
 
 
@@ -406,7 +425,8 @@ def _launch(op: gpu.LaunchOp, w: FunctionWriter) -> None:
     name = repr(_launch_name(op))
     w.line(
         f"{w.global_(run_grid, 'run_grid')}({kernel}, {name}, "
-        f"{_sizes(w, op.grid_sizes)}, {_sizes(w, op.block_sizes)}, (), {spec})"
+        f"{_sizes(w, op.grid_sizes)}, {_sizes(w, op.block_sizes)}, (), {spec}, "
+        f"{w.program.budget_name})"
     )
 
 
@@ -431,10 +451,10 @@ def _launch_func(op: gpu.LaunchFuncOp, w: FunctionWriter) -> None:
         spec = shared_spec(module)
         args = f"{w.global_(pointer_arguments, 'pointers')}({args})"
     else:
-        raise InterpreterError(f"{describe(op)}: no kernel {op.kernel}")
+        raise InterpreterError(f"no kernel {op.kernel}", op)
     w.line(
         f"{w.global_(run_grid, 'run_grid')}("
         f"{kernel_global(op.module_name, op.kernel_name)}, {op.kernel_name!r}, "
         f"{_sizes(w, op.grid_sizes)}, {_sizes(w, op.block_sizes)}, "
-        f"{args}, {w.global_(spec, 'workgroup')})"
+        f"{args}, {w.global_(spec, 'workgroup')}, {w.program.budget_name})"
     )

@@ -24,9 +24,16 @@ from affinec.interpreter import (  # noqa: F401
     vector_ops,
     warp_ops,
 )
-from affinec.interpreter.codegen import FunctionWriter, ProgramWriter
+from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source
 from affinec.interpreter.control_ops import function_global, write_body
-from affinec.interpreter.support import InterpreterError, memref_shape, numpy_dtype
+from affinec.interpreter.support import (
+    DEFAULT_MAX_STEPS,
+    InterpreterError,
+    StepBudget,
+    errors_at,
+    memref_shape,
+    numpy_dtype,
+)
 
 
 def _check_argument(k: int, name: str, t: Attribute, value: Any) -> Any:
@@ -66,33 +73,49 @@ class Interpreter:
     new interpreter after them).
     """
 
-    def __init__(self, module: ModuleOp) -> None:
+    def __init__(
+        self,
+        module: ModuleOp,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        why: str = "the interpreter's limit",
+    ) -> None:
+        """Decode `module`; each run may take `max_steps` loop iterations and
+        simulated threads (`why` says where that limit comes from, for its error)."""
         self.module = module
-        program = ProgramWriter()
+        self.budget = StepBudget(max_steps, why)
+        self._program = program = ProgramWriter(self.budget)
         self.functions: dict[str, func.FuncOp] = {}
         for op in module.body.block.ops:
             if isinstance(op, func.FuncOp) and op.body.blocks:
                 self.functions[op.sym_name.data] = op
-                program.add_source(_write_function(program, op))
+                with errors_at(op):
+                    program.add_source(_write_function(program, op))
             elif isinstance(op, gpu.ModuleOp):
                 for kernel in op.body.block.ops:
-                    if isinstance(kernel, gpu.FuncOp):
-                        program.add_source(gpu_ops.write_kernel(program, op, kernel))
-                    elif isinstance(kernel, llvm.FuncOp) and kernel.body.blocks:
-                        name = gpu_ops.kernel_global(
-                            op.sym_name.data, kernel.sym_name.data
-                        )
-                        program.add_source(
-                            llvm_ops.write_llvm_kernel(program, op, kernel, name)
-                        )
+                    with errors_at(kernel):
+                        _write_kernel(program, op, kernel)
         self.source = program.source
         """The Python the module was decoded into (for the curious and for debugging)."""
         self._namespace = program.build()
 
     def call(self, name: str, *args: Any) -> tuple[Any, ...]:
-        """Run `@name` on already-checked arguments; return its results."""
-        with np.errstate(all="ignore"):
-            return self._namespace[function_global(name)](*args)
+        """Run `@name` on already-checked arguments; return its results.
+
+        Every error the program causes comes out as an `InterpreterError` located
+        at the op whose generated line raised it: the interpreter's own, and
+        Python's arithmetic, index and recursion errors.
+        """
+        self.budget.reset()
+        try:
+            with np.errstate(all="ignore"):
+                return self._namespace[function_global(name)](*args)
+        except InterpreterError as e:
+            if e.op is None:
+                e.op = self._program.op_at(e.__traceback__)
+            raise
+        except (ArithmeticError, IndexError, RecursionError, MemoryError) as e:
+            op = self._program.op_at(e.__traceback__)
+            raise InterpreterError(_python_error(e), op) from e
 
     def run(self, name: str, *args: Any) -> tuple[Any, ...]:
         """Run `@name` on numpy arrays (and scalars), in place; return the arguments.
@@ -118,12 +141,32 @@ class Interpreter:
         return tuple(args)
 
 
-def _write_function(program: ProgramWriter, op: func.FuncOp) -> str:
+def _write_function(program: ProgramWriter, op: func.FuncOp) -> Source:
     w = FunctionWriter(program)
     params = [w.define(a) for a in op.body.blocks[0].args]
     write_body(w, op.body)
-    header = f"def {function_global(op.sym_name.data)}({', '.join(params)}):"
-    return "\n".join([header, *w.lines])
+    return w.function(f"def {function_global(op.sym_name.data)}({', '.join(params)}):")
+
+
+def _write_kernel(program: ProgramWriter, module: gpu.ModuleOp, kernel) -> None:
+    """A kernel of a `gpu.module`, at the gpu level or the llvm level."""
+    if isinstance(kernel, gpu.FuncOp):
+        program.add_source(gpu_ops.write_kernel(program, module, kernel))
+    elif isinstance(kernel, llvm.FuncOp) and kernel.body.blocks:
+        name = gpu_ops.kernel_global(module.sym_name.data, kernel.sym_name.data)
+        program.add_source(llvm_ops.write_llvm_kernel(program, module, kernel, name))
+
+
+def _python_error(e: BaseException) -> str:
+    """What a Python error raised by the generated code means for the program."""
+    match e:
+        case ZeroDivisionError():
+            return "division by zero"
+        case RecursionError():
+            return "calls nest too deeply (a function that calls itself without end?)"
+        case MemoryError():
+            return "out of memory"
+    return f"{type(e).__name__}: {e}"
 
 
 def interpret(module: ModuleOp, func_name: str, *arrays: Any) -> tuple[Any, ...]:

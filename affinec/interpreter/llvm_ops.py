@@ -15,19 +15,18 @@ from collections.abc import Sequence
 
 import numpy as np
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, VectorType
-from xdsl.ir import Attribute, Operation
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr
+from xdsl.ir import Operation
 
+from affinec import dtypes
 from affinec.dialects import gpu, nvvm
-from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, emits
+from affinec.interpreter import scalars
+from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source, emits
 from affinec.interpreter.control_ops import write_body
 from affinec.interpreter.support import (
-    CMPF,
     CMPF_PREDICATES,
     CMPI_PREDICATES,
     InterpreterError,
-    describe,
-    float_converter,
     fused_multiply_add,
     maximumf,
     maxnumf,
@@ -35,8 +34,6 @@ from affinec.interpreter.support import (
     minnumf,
     numpy_dtype,
     poisoned,
-    unsigned,
-    wrap,
 )
 
 SHARED_ADDRESS_SPACE = 3
@@ -57,14 +54,14 @@ def shared_spec(module: gpu.ModuleOp) -> list[tuple[str, tuple[int, ...], np.dty
     for g in shared_globals(module):
         t = g.global_type
         if not isinstance(t, llvm.LLVMArrayType):
-            raise InterpreterError(f"{describe(g)}: shared globals must be arrays")
+            raise InterpreterError("shared globals must be arrays", g)
         spec.append((g.sym_name.data, (t.size.data,), numpy_dtype(t.type)))
     return spec
 
 
 def write_llvm_kernel(
     program: ProgramWriter, module: gpu.ModuleOp, op: llvm.FuncOp, name: str
-) -> str:
+) -> Source:
     """The Python function running one thread of the kernel `llvm.func` `op`."""
     w = FunctionWriter(program)
     ctx = w.fresh("gpu")
@@ -76,7 +73,7 @@ def write_llvm_kernel(
         shared.append(buffer)
         w.symbols[g.sym_name.data] = buffer
     write_body(w, op.body, on_return=llvm.ReturnOp)
-    return "\n".join([f"def {name}({', '.join([ctx, *params, *shared])}):", *w.lines])
+    return w.function(f"def {name}({', '.join([ctx, *params, *shared])}):")
 
 
 def pointer_arguments(args: Sequence[object]) -> tuple:
@@ -103,27 +100,11 @@ def _store(op: Operation, pointer, value) -> None:
 
 def _out_of_bounds(op: Operation, buffer, offset: int) -> None:
     raise InterpreterError(
-        f"{describe(op)}: element {offset} is out of bounds of a buffer of "
-        f"{len(buffer)} elements"
+        f"element {offset} is out of bounds of a buffer of {len(buffer)} elements", op
     )
 
 
 # -- ops ---------------------------------------------------------------------------------
-
-
-def _width(t: Attribute) -> int:
-    if not isinstance(t, IntegerType):
-        raise InterpreterError(f"expected an integer type, got {t}")
-    return t.width.data
-
-
-def _wrapped(w: FunctionWriter, expr: str, t: Attribute) -> str:
-    bits = _width(t)
-    return expr if bits == 1 else f"{w.global_(wrap, 'wrap')}({expr}, {bits})"
-
-
-def _u(w: FunctionWriter, name: str, t: Attribute) -> str:
-    return f"{w.global_(unsigned, 'unsigned')}({name}, {_width(t)})"
 
 
 @emits(llvm.ConstantOp)
@@ -131,64 +112,36 @@ def _constant(op: llvm.ConstantOp, w: FunctionWriter) -> None:
     value = op.value
     if isinstance(value, FloatAttr):
         dtype = numpy_dtype(op.result.type)
+        if not dtypes.is_floating(dtype):  # xDSL's verifier lets the kinds differ
+            raise InterpreterError(f"a float constant of type {op.result.type}", op)
         w.alias(op.result, w.global_(dtype.type(value.value.data), "cst"))
     elif isinstance(value, IntegerAttr):
-        v = value.value.data
-        if _width(op.result.type) == 1:
-            w.alias(op.result, repr(bool(v)))
-        else:
-            w.alias(op.result, f"({wrap(v, _width(op.result.type))})")
+        w.alias(op.result, scalars.int_constant(value.value.data, op.result.type))
     else:
-        raise InterpreterError(f"{describe(op)}: unsupported constant")
+        raise InterpreterError("unsupported constant", op)
 
 
-_SIGNED = {
-    llvm.AddOp: "{a} + {b}",
-    llvm.SubOp: "{a} - {b}",
-    llvm.MulOp: "{a} * {b}",
-    llvm.AndOp: "{a} & {b}",
-    llvm.OrOp: "{a} | {b}",
-    llvm.XOrOp: "{a} ^ {b}",
-    llvm.ShlOp: "{a} << {b}",
-    llvm.AShrOp: "{a} >> {b}",
+_INT_BINARY = {
+    llvm.AddOp: "add",
+    llvm.SubOp: "sub",
+    llvm.MulOp: "mul",
+    llvm.AndOp: "and",
+    llvm.OrOp: "or",
+    llvm.XOrOp: "xor",
+    llvm.ShlOp: "shl",
+    llvm.AShrOp: "shrs",
+    llvm.LShrOp: "shru",
+    llvm.SDivOp: "divs",
+    llvm.SRemOp: "rems",
+    llvm.UDivOp: "divu",
+    llvm.URemOp: "remu",
 }
-_UNSIGNED = {llvm.UDivOp: "//", llvm.URemOp: "%", llvm.LShrOp: ">>"}
 
 
-@emits(*_SIGNED)
-def _signed(op: Operation, w: FunctionWriter) -> None:
-    a, b = w.names(op.operands)
-    t = op.results[0].type
-    expr = _SIGNED[type(op)].format(a=a, b=b)  # pyright: ignore[reportArgumentType]
-    w.line(f"{w.define(op.results[0])} = {_wrapped(w, expr, t)}")
-
-
-@emits(*_UNSIGNED)
-def _unsigned(op: Operation, w: FunctionWriter) -> None:
-    a, b = w.names(op.operands)
-    t = op.results[0].type
-    expr = f"{_u(w, a, t)} {_UNSIGNED[type(op)]} {_u(w, b, t)}"  # pyright: ignore[reportArgumentType]
-    w.line(f"{w.define(op.results[0])} = {_wrapped(w, expr, t)}")
-
-
-def _sdiv(a: int, b: int) -> int:
-    if b == 0:
-        raise InterpreterError("integer division by zero")
-    q = abs(a) // abs(b)
-    return q if (a < 0) == (b < 0) else -q
-
-
-def _srem(a: int, b: int) -> int:
-    return a - b * _sdiv(a, b)
-
-
-@emits(llvm.SDivOp, llvm.SRemOp)
-def _signed_division(op: Operation, w: FunctionWriter) -> None:
-    fn = _sdiv if isinstance(op, llvm.SDivOp) else _srem
-    a, b = w.names(op.operands)
-    t = op.results[0].type
-    expr = f"{w.global_(fn, fn.__name__)}({a}, {b})"
-    w.line(f"{w.define(op.results[0])} = {_wrapped(w, expr, t)}")
+@emits(*_INT_BINARY)
+def _int_binary(op: Operation, w: FunctionWriter) -> None:
+    kind = _INT_BINARY[type(op)]  # pyright: ignore[reportArgumentType]
+    scalars.emit_int_binary(w, kind, op.results[0], *op.operands)
 
 
 _FLOAT = {llvm.FAddOp: "+", llvm.FSubOp: "-", llvm.FMulOp: "*", llvm.FDivOp: "/"}
@@ -196,8 +149,8 @@ _FLOAT = {llvm.FAddOp: "+", llvm.FSubOp: "-", llvm.FMulOp: "*", llvm.FDivOp: "/"
 
 @emits(*_FLOAT)
 def _float(op: Operation, w: FunctionWriter) -> None:
-    a, b = w.names(op.operands)
-    w.line(f"{w.define(op.results[0])} = {a} {_FLOAT[type(op)]} {b}")  # pyright: ignore[reportArgumentType]
+    symbol = _FLOAT[type(op)]  # pyright: ignore[reportArgumentType]
+    scalars.emit_float_binary(w, symbol, op.results[0], *op.operands)
 
 
 @emits(llvm.FNegOp)
@@ -205,62 +158,41 @@ def _fneg(op: llvm.FNegOp, w: FunctionWriter) -> None:
     w.line(f"{w.define(op.res)} = -{w[op.arg]}")
 
 
-_ICMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-
-
 @emits(llvm.ICmpOp)
 def _icmp(op: llvm.ICmpOp, w: FunctionWriter) -> None:
-    name = CMPI_PREDICATES[op.predicate.value.data]
-    a, b = w[op.lhs], w[op.rhs]
-    if name.startswith("u"):
-        a, b = _u(w, a, op.lhs.type), _u(w, b, op.rhs.type)
-    w.line(f"{w.define(op.res)} = {a} {_ICMP[name.lstrip('su') or name]} {b}")
+    predicate = CMPI_PREDICATES[op.predicate.value.data]
+    scalars.emit_icmp(w, predicate, op.res, op.lhs, op.rhs)
 
 
 @emits(llvm.FCmpOp)
 def _fcmp(op: llvm.FCmpOp, w: FunctionWriter) -> None:
-    name = CMPF_PREDICATES[op.predicate.value.data]
-    test = w.global_(CMPF[name], f"cmpf_{name}")
-    w.line(f"{w.define(op.res)} = {test}({w[op.lhs]}, {w[op.rhs]})")
+    predicate = CMPF_PREDICATES[op.predicate.value.data]
+    scalars.emit_fcmp(w, predicate, op.res, op.lhs, op.rhs)
 
 
 @emits(llvm.SelectOp)
 def _select(op: llvm.SelectOp, w: FunctionWriter) -> None:
-    w.line(f"{w.define(op.res)} = {w[op.lhs]} if {w[op.cond]} else {w[op.rhs]}")
+    scalars.emit_select(w, op.res, op.cond, op.lhs, op.rhs)
 
 
 @emits(llvm.SExtOp, llvm.TruncOp)
 def _sext_trunc(op: Operation, w: FunctionWriter) -> None:
-    (a,) = w.names(op.operands)
-    t = op.results[0].type
-    if _width(t) == 1:
-        w.line(f"{w.define(op.results[0])} = bool({a} & 1)")
-    else:
-        w.line(f"{w.define(op.results[0])} = {_wrapped(w, f'int({a})', t)}")
+    scalars.emit_int_cast(w, op.results[0], op.operands[0], signed=True)
 
 
 @emits(llvm.ZExtOp)
 def _zext(op: llvm.ZExtOp, w: FunctionWriter) -> None:
-    source = op.operands[0].type
-    value = f"int({w[op.operands[0]]})"
-    if _width(source) > 1:
-        value = _u(w, w[op.operands[0]], source)
-    w.line(f"{w.define(op.results[0])} = {_wrapped(w, value, op.results[0].type)}")
+    scalars.emit_int_cast(w, op.results[0], op.operands[0], signed=False)
 
 
-@emits(llvm.FPExtOp, llvm.FPTruncOp, llvm.SIToFPOp)
+@emits(llvm.FPExtOp, llvm.FPTruncOp)
 def _float_cast(op: Operation, w: FunctionWriter) -> None:
-    # A numpy scalar type converts a vector (an array) element by element too.
-    t = op.results[0].type
-    element = t.get_element_type() if isinstance(t, VectorType) else t
-    if isinstance(op, llvm.SIToFPOp):
-        to = w.global_(numpy_dtype(element).type, "to")
-    else:
-        source = op.operands[0].type
-        if isinstance(source, VectorType):
-            source = source.get_element_type()
-        to = w.global_(float_converter(source, element), "to")
-    w.line(f"{w.define(op.results[0])} = {to}({w[op.operands[0]]})")
+    scalars.emit_float_cast(w, op.results[0], op.operands[0])
+
+
+@emits(llvm.SIToFPOp)
+def _sitofp(op: llvm.SIToFPOp, w: FunctionWriter) -> None:
+    scalars.emit_int_to_float(w, op.results[0], op.operands[0], signed=True)
 
 
 _INTRINSICS = {
@@ -277,7 +209,7 @@ def _intrinsic(op: llvm.CallIntrinsicOp, w: FunctionWriter) -> None:
     name = op.intrin.data
     family = name.rsplit(".", 1)[0]
     if family not in _INTRINSICS:
-        raise InterpreterError(f"{describe(op)}: the interpreter lacks {name}")
+        raise InterpreterError(f"the interpreter lacks {name}", op)
     fn = _INTRINSICS[family]
     args = ", ".join(w.names(op.args))
     assert op.ress is not None
@@ -288,7 +220,7 @@ def _intrinsic(op: llvm.CallIntrinsicOp, w: FunctionWriter) -> None:
 def _gep(op: llvm.GEPOp, w: FunctionWriter) -> None:
     indices = list(op.rawConstantIndices.iter_values())
     if len(indices) != 1:
-        raise InterpreterError(f"{describe(op)}: only one-index GEPs are interpreted")
+        raise InterpreterError("only one-index GEPs are interpreted", op)
     (index,) = (
         w.names(op.ssa_indices)
         if indices[0] == llvm.GEP_USE_SSA_VAL
@@ -329,7 +261,7 @@ def _address_of(op: llvm.AddressOfOp, w: FunctionWriter) -> None:
     name = op.global_name.root_reference.data
     buffer = w.symbols.get(name)
     if buffer is None:
-        raise InterpreterError(f"{describe(op)}: no shared global @{name}")
+        raise InterpreterError(f"no shared global @{name}", op)
     w.alias(op.result, f"({buffer}, 0)")
 
 
@@ -350,12 +282,12 @@ def _special_register(op: nvvm.SpecialRegisterOp, w: FunctionWriter) -> None:
         ("ntid", "z"): 11,
     }.get(tuple(op.name.rsplit(".", 2)[-2:]))  # pyright: ignore[reportArgumentType]
     if w.gpu_context is None or index is None:
-        raise InterpreterError(f"{describe(op)} outside a kernel, or not interpreted")
+        raise InterpreterError("outside a kernel, or not interpreted", op)
     w.line(f"{w.define(op.res)} = {w.gpu_context}.ids[{index}]")
 
 
 @emits(nvvm.BarrierOp)
 def _barrier(op: nvvm.BarrierOp, w: FunctionWriter) -> None:
     if w.gpu_context is None:
-        raise InterpreterError(f"{describe(op)} outside a kernel")
+        raise InterpreterError("outside a kernel", op)
     w.line(f"yield {w.op_ref(op)}")

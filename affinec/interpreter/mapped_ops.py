@@ -30,7 +30,6 @@ from affinec.interpreter.codegen import FunctionWriter
 from affinec.interpreter.gpu_ops import run_grid
 from affinec.interpreter.support import (
     InterpreterError,
-    describe,
     memref_shape,
     numpy_dtype,
 )
@@ -61,8 +60,8 @@ def emit_thread_mapped_grid(op: affine.ParallelOp, w: FunctionWriter) -> None:
             and gpu.memory_space(inner.memref.type) == gpu.WORKGROUP_ADDRESS_SPACE
         ):
             raise InterpreterError(
-                f"{describe(inner)}: a shared buffer must be allocated directly in "
-                "the grid band's body"
+                "a shared buffer must be allocated directly in the grid band's body",
+                inner,
             )
     kernel, ctx = w.fresh("block"), w.fresh("gpu")
     params = [w.define(a.memref) for a in shared]
@@ -93,16 +92,14 @@ def emit_thread_mapped_grid(op: affine.ParallelOp, w: FunctionWriter) -> None:
     w.line(
         f"{w.global_(run_grid, 'run_grid')}({kernel}, {name}, "
         f"({math.prod(extents)}, 1, 1), ({threads}, 1, 1), (), "
-        f"{w.global_(workgroup, 'workgroup')})"
+        f"{w.global_(workgroup, 'workgroup')}, {w.program.budget_name})"
     )
 
 
 def emit_thread_band(op: affine.ParallelOp, w: FunctionWriter) -> None:
     """The running thread's one iteration of a thread band."""
     if w.gpu_context is None:
-        raise InterpreterError(
-            f"{describe(op)}: a thread-mapped band outside a grid-mapped one"
-        )
+        raise InterpreterError("a thread-mapped band outside a grid-mapped one", op)
     extents, _, _ = _constant_band(op, "thread")
     linear = f"{w.gpu_context}.ids[3]"
     for k, iv in enumerate(op.induction_variables):
@@ -123,8 +120,7 @@ def _constant_band(op: affine.ParallelOp, what: str) -> tuple[list, list, list]:
         or len(upper.results) != len(op.induction_variables)
     ):
         raise InterpreterError(
-            f"{describe(op)}: a {what}-mapped band with threads inside must have "
-            "constant bounds"
+            f"a {what}-mapped band with threads inside must have constant bounds", op
         )
     lowers = [e.eval([], []) for e in lower.results]
     uppers = [e.eval([], []) for e in upper.results]
@@ -134,7 +130,7 @@ def _constant_band(op: affine.ParallelOp, what: str) -> tuple[list, list, list]:
         for lo, u, s in zip(lowers, uppers, steps, strict=True)
     ]
     if what == "thread" and (any(lowers) or any(s != 1 for s in steps)):
-        raise InterpreterError(f"{describe(op)}: a thread band runs from 0, step 1")
+        raise InterpreterError("a thread band runs from 0, step 1", op)
     return extents, lowers, steps
 
 
@@ -146,7 +142,7 @@ def _block_size(grid: affine.ParallelOp) -> int:
     }
     if len(sizes) != 1:
         raise InterpreterError(
-            f"{describe(grid)}: its thread bands have different sizes {sorted(sizes)}"
+            f"its thread bands have different sizes {sorted(sizes)}", grid
         )
     return sizes.pop()
 

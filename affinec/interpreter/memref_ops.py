@@ -18,7 +18,6 @@ from affinec.dialects.affinec import ElementPointerOp
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.support import (
     InterpreterError,
-    describe,
     memref_shape,
     numpy_dtype,
     out_of_bounds,
@@ -103,7 +102,7 @@ def emit_store(
 def memref_type(op: Operation, value) -> MemRefType:
     t = value.type
     if not isinstance(t, MemRefType):
-        raise InterpreterError(f"{describe(op)}: expected a memref, got {t}")
+        raise InterpreterError(f"expected a memref, got {t}", op)
     return t
 
 
@@ -138,7 +137,7 @@ def _store(op: memref.StoreOp, w: FunctionWriter) -> None:
 def _alloc(op: memref.AllocOp | memref.AllocaOp, w: FunctionWriter) -> None:
     t = memref_type(op, op.memref)
     if op.dynamic_sizes:
-        raise InterpreterError(f"{describe(op)}: dynamic sizes are not supported")
+        raise InterpreterError("dynamic sizes are not supported", op)
     shape = memref_shape(t)
     dtype = numpy_dtype(t.get_element_type())
     w.line(
@@ -159,6 +158,10 @@ def _dim(op: memref.DimOp, w: FunctionWriter) -> None:
 
 @emits(memref.CastOp)
 def _cast(op: memref.CastOp, w: FunctionWriter) -> None:
+    source, dest = memref_type(op, op.source), memref_type(op, op.dest)
+    # xDSL's verifier lets a cast change a static size (MLIR's does not).
+    if memref_shape(source) != memref_shape(dest):
+        raise InterpreterError(f"casts {source} to {dest}, another shape", op)
     w.alias(op.dest, w[op.source])
 
 
@@ -194,8 +197,9 @@ def _check_subview(op, shape, offsets, sizes, strides) -> None:
     for d, (n, o, s, t) in enumerate(zip(shape, offsets, sizes, strides, strict=True)):
         if o < 0 or s < 0 or t <= 0 or (s > 0 and o + (s - 1) * t >= n):
             raise InterpreterError(
-                f"{describe(op)}: dimension {d} takes offset {o}, size {s}, stride {t} "
-                f"of a dimension of size {n}"
+                f"dimension {d} takes offset {o}, size {s}, stride {t} "
+                f"of a dimension of size {n}",
+                op,
             )
 
 
@@ -212,7 +216,7 @@ def flat_pointer(op: Operation, array, indices: Sequence[int]) -> tuple:
     elif array.flags.c_contiguous:
         buffer = array.reshape(-1)
     else:
-        raise InterpreterError(f"{describe(op)}: a pointer into a strided view")
+        raise InterpreterError("a pointer into a strided view", op)
     offset = 0
     for index, dim in zip(indices, array.shape, strict=True):
         offset = offset * dim + index

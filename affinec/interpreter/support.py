@@ -1,14 +1,16 @@
 """What the Python code the interpreter writes calls at run time.
 
 Everything here is small and hot: float helpers with IEEE semantics that Python's own
-`max` lacks (NaN propagation, signed zeros), integer wrap-around for fixed-width types,
-poisoned allocations and the errors the generated code raises.
+`max` lacks (NaN propagation, signed zeros), poisoned allocations and the errors the
+generated code raises. Integer semantics live in `scalars`.
 """
 
 from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -19,12 +21,42 @@ from xdsl.ir import Attribute, Operation
 from xdsl.printer import Printer
 
 from affinec import dtypes
+from affinec.diagnostics import OpError, is_user_error
 
 _BFLOAT16 = dtypes.BFLOAT16.type
 
 
-class InterpreterError(Exception):
-    """An error in the program being interpreted (not in the interpreter)."""
+class InterpreterError(OpError):
+    """An error in the program being interpreted (not in the interpreter).
+
+    `op` is the op at fault, once known: raise sites that have it at hand pass it;
+    for the others the interpreter fills it in, from the op being decoded or, at run
+    time, from the op whose generated line raised. The error reads as the op's
+    one-line description (`describe`), then the message, and `format_exception`
+    locates it at the op's source.
+    """
+
+    names_op = False
+    """`__str__` describes the op itself."""
+
+    def __init__(self, message: str, op: Operation | None = None) -> None:
+        super().__init__(op, message)
+
+    def __str__(self) -> str:
+        if self.op is None:
+            return self.message
+        return f"{describe(self.op)}: {self.message}"
+
+
+@contextmanager
+def errors_at(op: Operation) -> Iterator[None]:
+    """An `InterpreterError` raised here without an op is about `op`."""
+    try:
+        yield
+    except InterpreterError as e:
+        if e.op is None:
+            e.op = op
+        raise
 
 
 def describe(op: Operation) -> str:
@@ -32,8 +64,13 @@ def describe(op: Operation) -> str:
     import io
 
     text = io.StringIO()
-    Printer(stream=text).print_op(op)
-    first = text.getvalue().strip().splitlines()[0].rstrip(" {")
+    try:
+        Printer(stream=text).print_op(op)
+        first = text.getvalue().strip().splitlines()[0].rstrip(" {")
+    except Exception as e:
+        if not is_user_error(e):
+            raise
+        first = op.name  # an op xDSL parses but cannot print (an f128 constant)
     func = op.parent_op()
     while func is not None and func.name not in ("func.func", "gpu.func"):
         func = func.parent_op()
@@ -45,8 +82,8 @@ def describe(op: Operation) -> str:
 
 def out_of_bounds(op: Operation, indices: tuple[int, ...], shape: tuple[int, ...]):
     raise InterpreterError(
-        f"{describe(op)}: index {list(indices)} is out of bounds for a memref of "
-        f"shape {list(shape)}"
+        f"index {list(indices)} is out of bounds for a memref of shape {list(shape)}",
+        op,
     )
 
 
@@ -54,8 +91,8 @@ def numpy_dtype(t: Attribute) -> np.dtype:
     """The numpy dtype of the interpreter's values of type `t`."""
     try:
         return dtypes.numpy_dtype(t)
-    except TypeError as e:
-        raise InterpreterError(f"the interpreter has {e}") from None
+    except dtypes.UnsupportedType as e:
+        raise InterpreterError(str(e)) from None
 
 
 def memref_shape(t: MemRefType) -> tuple[int, ...]:
@@ -65,23 +102,95 @@ def memref_shape(t: MemRefType) -> tuple[int, ...]:
     return shape
 
 
+# -- limits ---------------------------------------------------------------------------------
+
+MAX_BUFFER_BYTES = 1 << 30
+"""The largest buffer the interpreter allocates (1 GiB): a bigger one is a mistake in
+the IR (or a spec far beyond what interpretation is for), refused before numpy tries."""
+
+MAX_THREADS_PER_BLOCK = 1024
+"""As on every CUDA GPU: a block of more threads cannot be launched."""
+
+DEFAULT_MAX_STEPS = 1 << 28
+"""The loop iterations (and simulated threads) one run may take by default: about
+minutes of interpretation. A loop that would run longer is refused when it starts,
+when its trip count alone is over what is left."""
+
+
+class StepLimitError(InterpreterError):
+    """A run went over its step budget (a loop that does not end, or a module far
+    bigger than its spec)."""
+
+
+class StepBudget:
+    """The loop iterations and simulated threads a run may still take.
+
+    Generated code charges every counted loop on entry (`spend(lower, upper)`, so a loop
+    of 2**63 iterations is refused at once), every iteration of a `while` loop or a
+    backward branch (`tick()`), and every thread of a launch. `why` says where the
+    limit comes from, for the message.
+    """
+
+    __slots__ = ("left", "limit", "why")
+
+    def __init__(self, limit: int, why: str = "the interpreter's limit") -> None:
+        self.limit = limit
+        self.left = limit
+        self.why = why
+
+    def reset(self) -> None:
+        self.left = self.limit
+
+    def spend(self, lower: int, upper: int, step: int = 1) -> range:
+        """The iterations of a counted loop, charged before the first."""
+        if step <= 0:
+            raise InterpreterError(f"a loop with step {step} (it must be positive)")
+        trips = range(lower, upper, step)
+        try:
+            self.left -= len(trips)
+        except OverflowError:  # more than 2**63 iterations
+            self.left = -1
+        if self.left < 0:
+            self._exhausted()
+        return trips
+
+    def tick(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            self._exhausted()
+
+    def threads(self, count: int) -> None:
+        self.left -= count
+        if self.left < 0:
+            self._exhausted()
+
+    def _exhausted(self) -> None:
+        raise StepLimitError(
+            f"the run goes past {self.limit:,} loop iterations and simulated threads "
+            f"({self.why}): a loop that does not end, or far more work than expected"
+        )
+
+
+def check_buffer(shape: tuple[int, ...], itemsize: int, what: str = "buffer") -> None:
+    """Refuse a buffer over `MAX_BUFFER_BYTES`, before allocating it."""
+    if any(d < 0 for d in shape):
+        raise InterpreterError(f"a {what} of negative size {list(shape)}")
+    size = math.prod(shape) * itemsize
+    if size > MAX_BUFFER_BYTES:
+        raise InterpreterError(
+            f"a {what} of shape {list(shape)} needs {size:,} bytes, over the "
+            f"interpreter's limit of {MAX_BUFFER_BYTES:,}"
+        )
+
+
 def poisoned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """A fresh buffer whose every element is obviously unwritten (NaN, or -2**k)."""
+    check_buffer(shape, dtype.itemsize)
     if dtypes.is_floating(dtype):
         return np.full(shape, np.nan, dtype)
     if dtype.kind == "b":
         return np.zeros(shape, dtype)
     return np.full(shape, np.iinfo(dtype).min, dtype)
-
-
-def wrap(value: int, bits: int) -> int:
-    """`value` as a two's-complement signed integer of `bits` bits."""
-    value &= (1 << bits) - 1
-    return value - (1 << bits) if value >> (bits - 1) else value
-
-
-def unsigned(value: int, bits: int) -> int:
-    return value & ((1 << bits) - 1)
 
 
 def fused_multiply_add(a, b, c):

@@ -28,7 +28,6 @@ from affinec.dialects import llvm as llvm_extensions
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.support import (
     InterpreterError,
-    describe,
     numpy_dtype,
     poisoned,
 )
@@ -111,7 +110,7 @@ def _poison(op: Operation, w: FunctionWriter) -> None:
 @emits(llvm.ZeroOp)
 def _zero(op: llvm.ZeroOp, w: FunctionWriter) -> None:
     if isinstance(op.res.type, llvm.LLVMPointerType):
-        raise InterpreterError(f"{describe(op)}: null pointers are not interpreted")
+        raise InterpreterError("null pointers are not interpreted", op)
     w.alias(op.res, w.global_(value_of(op.res.type, "zero"), "zero"))
 
 
@@ -160,11 +159,11 @@ def _layout(op: Operation, t: Attribute) -> tuple[np.dtype, tuple[int, ...] | No
     if isinstance(t, IntegerType) and t.width.data in (8, 16, 32, 64):
         return np.dtype(f"int{t.width.data}"), None
     if isinstance(t, IntegerType):
-        raise InterpreterError(f"{describe(op)}: cannot bitcast {t}")
+        raise InterpreterError(f"cannot bitcast {t}", op)
     try:
         return numpy_dtype(t), None
     except InterpreterError:
-        raise InterpreterError(f"{describe(op)}: cannot bitcast {t}") from None
+        raise InterpreterError(f"cannot bitcast {t}", op) from None
 
 
 def bitcast(value, source: tuple, target: tuple):

@@ -24,14 +24,14 @@ from affinec.dialects.nvgpu import WARP_SIZE, MmaKind
 from affinec.dtypes import numpy_dtype
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.memref_ops import checked_pointer
-from affinec.interpreter.support import InterpreterError, describe
+from affinec.interpreter.support import InterpreterError
 from affinec.interpreter.warps import WarpCollective, ldmatrix, mma
 from affinec.ir.mma_layouts import LDMATRIX_ROWS
 
 
 def _yield_collective(w: FunctionWriter, op: Operation, execute, operands: str):
     if w.gpu_context is None:
-        raise InterpreterError(f"{describe(op)} outside a kernel")
+        raise InterpreterError("outside a kernel", op)
     collective = w.global_(WarpCollective, "warp_collective")
     fn = w.global_(execute, execute.__name__)
     w.line(

@@ -109,29 +109,33 @@ def _rendezvous(steps: list, state, block_size: int) -> WarpCollective:
     lanes_in_warp = min(WARP_SIZE, block_size - warp * WARP_SIZE)
     if lanes_in_warp < WARP_SIZE:
         raise InterpreterError(
-            f"{describe(op)} runs on a partial warp: {where} has {lanes_in_warp} "
+            f"runs on a partial warp: {where} has {lanes_in_warp} "
             f"threads (the block has {block_size}); warp-collective ops need all "
-            f"{WARP_SIZE} lanes"
+            f"{WARP_SIZE} lanes",
+            op,
         )
     for t, _, site in steps:
         if site is FINISHED:
             raise InterpreterError(
-                f"{describe(op)}: lane {t % WARP_SIZE} of {where} returned while lane "
-                f"{first_t % WARP_SIZE} waits at this warp-collective op"
+                f"lane {t % WARP_SIZE} of {where} returned while lane "
+                f"{first_t % WARP_SIZE} waits at this warp-collective op",
+                op,
             )
         if type(site) is not WarpCollective or site.op is not op:
             other = site.op if type(site) is WarpCollective else site
             raise InterpreterError(
-                f"{describe(op)}: the lanes of {where} diverge: lane "
+                f"the lanes of {where} diverge: lane "
                 f"{first_t % WARP_SIZE} is at this warp-collective op, lane "
-                f"{t % WARP_SIZE} at {describe(other)}"
+                f"{t % WARP_SIZE} at {describe(other)}",
+                op,
             )
     if len(steps) != WARP_SIZE:
         present = {t % WARP_SIZE for t, _, _ in steps}
         missing = min(set(range(WARP_SIZE)) - present)
         raise InterpreterError(
-            f"{describe(op)}: lane {missing} of {where} returned while the others "
-            "wait at this warp-collective op"
+            f"lane {missing} of {where} returned while the others "
+            "wait at this warp-collective op",
+            op,
         )
     return first
 
@@ -146,8 +150,9 @@ def read_row(op: Operation, buffer, offset: int, count: int, lane: int) -> np.nd
     buffer's flat view) from `offset`, read by `lane`, checked."""
     if not 0 <= offset <= len(buffer) - count:
         raise InterpreterError(
-            f"{describe(op)}: lane {lane} reads elements [{offset}, {offset + count}) "
-            f"of a buffer of {len(buffer)} elements"
+            f"lane {lane} reads elements [{offset}, {offset + count}) "
+            f"of a buffer of {len(buffer)} elements",
+            op,
         )
     reader = getattr(buffer, "read_run", None)
     if reader is not None:
@@ -177,13 +182,14 @@ def ldmatrix(
         buffer, offset = rows[lane]
         if buffer.dtype.itemsize != 2:
             raise InterpreterError(
-                f"{describe(op)}: ldmatrix reads 16-bit elements, lane {lane}'s "
-                f"buffer holds {buffer.dtype}"
+                f"ldmatrix reads 16-bit elements, lane {lane}'s "
+                f"buffer holds {buffer.dtype}",
+                op,
             )
         if offset * 2 % 16:
             raise InterpreterError(
-                f"{describe(op)}: lane {lane}'s row address (element {offset}) is not "
-                "16-byte aligned"
+                f"lane {lane}'s row address (element {offset}) is not 16-byte aligned",
+                op,
             )
         state.thread = base + lane
         tile, row = divmod(lane, LDMATRIX_ROWS)

@@ -18,6 +18,8 @@ import math
 from collections.abc import Sequence
 from typing import TypeVar
 
+from xdsl.dialects.builtin import AffineMapAttr, AffineSetAttr
+from xdsl.ir import Operation
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -108,6 +110,38 @@ def simplify_expr(expr: AffineExpr, num_dims: int, num_symbols: int) -> AffineEx
         return expr.simplify(num_dims, num_symbols)
     except NotImplementedError:
         return expr
+
+
+def is_pure_affine(expr: AffineExpr) -> bool:
+    """Whether `expr` is affine in the strict sense xDSL can compute with: products
+    with a constant, divisions and remainders by a constant (not `d0 * d1`, not
+    `d0 floordiv s0`, which are semi-affine)."""
+    match expr:
+        case AffineBinaryOpExpr(kind=AffineBinaryOpKind.Add, lhs=lhs, rhs=rhs):
+            return is_pure_affine(lhs) and is_pure_affine(rhs)
+        case AffineBinaryOpExpr(kind=AffineBinaryOpKind.Mul, lhs=lhs, rhs=rhs):
+            constant = isinstance(lhs, AffineConstantExpr) or isinstance(
+                rhs, AffineConstantExpr
+            )
+            return constant and is_pure_affine(lhs) and is_pure_affine(rhs)
+        case AffineBinaryOpExpr(lhs=lhs, rhs=rhs):
+            return isinstance(rhs, AffineConstantExpr) and is_pure_affine(lhs)
+    return True
+
+
+def semi_affine_op(root: Operation) -> Operation | None:
+    """The first op under `root` whose maps or integer sets are not pure affine."""
+    for op in root.walk():
+        for attr in (*op.properties.values(), *op.attributes.values()):
+            if isinstance(attr, AffineMapAttr):
+                exprs = attr.data.results
+            elif isinstance(attr, AffineSetAttr):
+                exprs = [e for c in attr.data.constraints for e in (c.lhs, c.rhs)]
+            else:
+                continue
+            if not all(is_pure_affine(e) for e in exprs):
+                return op
+    return None
 
 
 LinearForm = tuple[tuple[int, ...], tuple[int, ...], int]

@@ -29,6 +29,7 @@ from affinec.diagnostics import PassError
 from affinec.dialects import gpu
 from affinec.dialects.affinec import LAUNCH
 from affinec.dialects.nvvm import KERNEL, MAXNTID, MINCTASM
+from affinec.ir.cfg import reachable_blocks, reverse_post_order
 from affinec.ir.op_table import OpTable
 
 GLOBAL_ADDRESS_SPACE = 1
@@ -139,7 +140,8 @@ class KernelConverter:
 
     def convert(self) -> list[Operation]:
         func = self.func
-        old_blocks = list(func.body.blocks)
+        # Unreachable blocks never run: left out, with any values they use.
+        old_blocks = reachable_blocks(func.body)
         inputs = [self.type(a.type) for a in func.arguments]
         entry = Block(arg_types=inputs)
         self.blocks[old_blocks[0]] = entry
@@ -155,7 +157,7 @@ class KernelConverter:
         self.current = entry
         for k, arg in enumerate(func.workgroup_args):
             self.values[arg] = self._shared_buffer(arg, k)
-        for b in _dominance_order(old_blocks):
+        for b in reverse_post_order(func.body):
             self.current = self.blocks[b]
             for op in b.ops:
                 convert = CONVERTERS.lookup(op)
@@ -224,21 +226,3 @@ def _space(t: MemRefType) -> IntAttr | NoneAttr:
     if isinstance(space, IntegerAttr) and space.value.data:
         return IntAttr(space.value.data)
     return IntAttr(GLOBAL_ADDRESS_SPACE)
-
-
-def _dominance_order(blocks: list[Block]) -> list[Block]:
-    """Reverse post-order from the entry: a block's dominators come before it."""
-    seen: set[Block] = set()
-    order: list[Block] = []
-
-    def visit(b: Block) -> None:
-        seen.add(b)
-        term = b.last_op
-        for s in term.successors if term is not None else ():
-            if s not in seen:
-                visit(s)
-        order.append(b)
-
-    visit(blocks[0])
-    order.reverse()
-    return order + [b for b in blocks if b not in seen]

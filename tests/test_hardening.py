@@ -1,0 +1,517 @@
+"""Regression cases for issue 9: every class of input that once ended in a Python
+traceback or a hang, each now a located error with exit code 1 (or a clean "not
+supported"), in time. The cases run through `affinec-opt` and `affinec check` the
+way the fuzzer (`tests/fuzzing.py`) runs its inputs: in-process, time-bounded,
+tracebacks caught. Crashes the fuzzer finds are added here, named after their class.
+"""
+
+import numpy as np
+import pytest
+from xdsl.dialects.builtin import AffineMapAttr, FileLineColLoc, IntAttr, StringAttr
+from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineMap
+
+from affinec.checking import MAX_CHECK_BYTES, MAX_CHECK_POINTS
+from affinec.context import make_context
+from affinec.diagnostics import PassError, format_exception, parse_module, verify
+from affinec.dialects import affine
+from affinec.dtypes import UnsupportedType, element_size, numpy_dtype
+from affinec.frontend import build
+from affinec.interpreter import Interpreter, InterpreterError
+from affinec.interpreter.support import MAX_BUFFER_BYTES
+from affinec.pipeline import Pipeline
+from affinec.spec import ConvSpec, MatmulSpec, OuterSpec
+from fuzzing import Case, Outcome, run_case, seeds
+
+OUTER = OuterSpec(m=3, n=4, dtype="f16").to_text()
+CONV = ConvSpec(1, 2, 5, 5, 2, 3, 3, padding=(1, 1)).to_text()
+MATMUL = MatmulSpec(5, 4, 6, epilogue="relu").to_text()
+
+
+def run(tmp_path, tool: str, text: str, *argv: str) -> Outcome:
+    """`tool` on `text` (as `input.mlir`), as the fuzzer runs it."""
+    return run_case(Case(None, text, tool, argv), tmp_path)
+
+
+def assert_error(outcome: Outcome, message: str, line: int | None = None) -> None:
+    """Exit code 1, no traceback, `message` in the error, located at `line`."""
+    assert outcome.problem is None, outcome.report()
+    assert outcome.code == 1, outcome.report()
+    err = outcome.stderr
+    assert message in err, outcome.report()
+    if line is not None:
+        located = [x for x in err.splitlines() if ": error: " in x]
+        assert located and f"input.mlir:{line}:" in located[0], outcome.report()
+
+
+def line_of(text: str, fragment: str) -> int:
+    return text[: text.index(fragment)].count("\n") + 1
+
+
+def level(name: str, spec_text: str = OUTER) -> str:
+    """The default pipeline's module of `spec_text` at a fuzzer level."""
+    return next(s.text for s in seeds() if s.level == name and s.spec == spec_text)
+
+
+# -- semi-affine maps -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "index", ["%i * %j", "%i floordiv %j", "%i mod %j", "%i ceildiv %j"]
+)
+def test_semi_affine_indices_are_located_errors(tmp_path, index):
+    """xDSL raises NotImplementedError building the map: a parse error at the op."""
+    text = (
+        "func.func @f(%A: memref<4x4xf32>) {\n"
+        "  affine.for %i = 1 to 4 {\n"
+        "    affine.for %j = 1 to 4 {\n"
+        f"      %v = affine.load %A[{index}, %j] : memref<4x4xf32>\n"
+        "    }\n  }\n  func.return\n}\n"
+    )
+    outcome = run(tmp_path, "affinec-opt", text)
+    assert_error(outcome, "semi-affine", line=4)
+
+
+def test_a_semi_affine_map_attribute_is_a_located_error(tmp_path):
+    text = "#m = affine_map<(d0, d1) -> (d0 floordiv d1)>\nfunc.func @f() {\n  func.return\n}\n"
+    assert_error(run(tmp_path, "affinec-opt", text), "semi-affine", line=1)
+
+
+def test_a_pass_that_cannot_build_a_semi_affine_map_refuses_it_at_the_op():
+    """Built in memory (the parser refuses such maps): tiling composes the load's
+    map, xDSL raises NotImplementedError, the pass runner locates it."""
+    module = build(MatmulSpec(4, 4, 4))
+    load = next(op for op in module.walk() if isinstance(op, affine.LoadOp))
+    m = load.map.data
+    product = AffineBinaryOpExpr(AffineBinaryOpKind.Mul, m.results[0], m.results[1])
+    load.properties["map"] = AffineMapAttr(
+        AffineMap(m.num_dims, m.num_symbols, (product, *m.results[1:]))
+    )
+    load.location = FileLineColLoc(StringAttr("m.mlir"), IntAttr(7), IntAttr(5))
+    with pytest.raises(PassError) as info:
+        Pipeline.parse("affine-loop-tile").run(module)
+    assert info.value.op is load
+    message = format_exception(info.value)
+    assert message.startswith("m.mlir:7:5: error: 'affine.load' op affine-loop-tile")
+    assert "semi-affine" in message
+
+
+# -- attributes our passes read -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tool", ["affinec-opt", "affinec"])
+def test_a_mapping_attribute_of_the_wrong_kind(tmp_path, tool):
+    text = level("tiled").replace('{affinec.mapping = "grid"}', "{affinec.mapping = 3}")
+    argv = ("-p", "affinec-split") if tool == "affinec-opt" else ()
+    outcome = run(tmp_path, tool, text, *argv)
+    assert_error(outcome, "'affinec.mapping' must be one of", line=4)
+
+
+# -- what the lowering and xDSL's backend once met as a KeyError ---------------------------
+
+
+def test_a_use_its_definition_does_not_dominate(tmp_path):
+    """xDSL does not check dominance; the nvvm lowering met it as a KeyError."""
+    text = level("cf", CONV)
+    # Swap a definition with the line after it that uses it.
+    lines = text.splitlines()
+    k = next(
+        k
+        for k, x in enumerate(lines)
+        if " = arith.muli " in x and x.split(" = ")[0].strip() in lines[k + 1]
+    )
+    lines[k], lines[k + 1] = lines[k + 1], lines[k]
+    for argv in ((), ("-p", "convert-gpu-to-nvvm")):
+        outcome = run(tmp_path, "affinec-opt", "\n".join(lines), *argv)
+        assert_error(outcome, "does not dominate this use", line=k + 1)
+
+
+UNREACHABLE = """
+    %zero = arith.constant 0.000000e+00 : f32
+    %c0 = arith.constant 0 : index
+    cf.br ^bb3(%zero : f32)
+  ^bb1:
+    cf.br ^bb3(%late : f32)
+  ^bb2:
+    %late = arith.addf %zero, %zero : f32
+    cf.br ^bb3(%late : f32)
+  ^bb3(%v: f32):
+    memref.store %v, %A[%c0] : memref<4xf32>
+"""
+"""Blocks no branch reaches, the first using a value the second defines."""
+
+
+def test_unreachable_blocks_that_use_values_before_their_definition(tmp_path):
+    """Valid IR for MLIR (and our verifier): unreachable code is exempt from
+    dominance. The nvvm lowering met the use as a KeyError and the interpreter as
+    a value used before its definition; both now leave such blocks out."""
+    kernel = (
+        "builtin.module attributes {gpu.container_module} {\n  gpu.module @m {\n"
+        "  gpu.func @k(%A: memref<4xf32>) kernel {"
+        f"{UNREACHABLE}    gpu.return\n  }}\n  }}\n}}\n"
+    )
+    outcome = run(
+        tmp_path, "affinec-opt", kernel, "-p", "convert-gpu-to-nvvm", "-t", "ptx"
+    )
+    assert outcome.problem is None and outcome.code == 0, outcome.report()
+    function = f"func.func @f(%A: memref<4xf32>) {{{UNREACHABLE}  func.return\n}}\n"
+    module = parse_module(make_context(), function)
+    verify(module)
+    out = np.ones(4, np.float32)
+    Interpreter(module).run("f", out)
+    assert out[0] == 0
+
+
+def test_an_op_xdsls_llvm_backend_does_not_know(tmp_path):
+    text = level("llvm").replace(
+        "%a32 = llvm.fpext %a_1 : f16 to f32", "%a32 = arith.extf %a_1 : f16 to f32"
+    )
+    for target in ("llvm", "ptx"):
+        outcome = run(tmp_path, "affinec-opt", text, "-t", target)
+        line = line_of(text, "arith.extf")
+        assert_error(outcome, "cannot emit it as LLVM IR", line=line)
+
+
+# -- targets --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "target", ["x86-asm", "arm-asm", "riscv-asm", "mps", "wat", "wgsl", "csl"]
+)
+def test_xdsls_other_targets_are_not_supported(tmp_path, target):
+    """Once an assertion in xDSL's assembly printer, a NotImplementedError, or
+    nothing printed at all."""
+    outcome = run(tmp_path, "affinec-opt", level("naive"), "-t", target)
+    assert_error(outcome, f"target '{target}' is not supported")
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("ptx{arch=sm_99}", "arch must be one of sm_80, sm_90, got 'sm_99'"),
+        ("ptx{opt-level=7}", "opt-level must be 0, 1, 2 or 3, got 7"),
+        ("ptx{bogus=1}", "not found in expected arguments"),
+        ("ptx{arch=", "error: malformed target"),
+        ("llvm{arch=sm_7}", "arch must be one of"),
+    ],
+)
+def test_bad_target_options(tmp_path, target, message):
+    outcome = run(tmp_path, "affinec-opt", level("llvm"), "-t", target)
+    assert_error(outcome, message)
+
+
+def test_an_op_xdsl_parses_but_cannot_print(tmp_path):
+    text = level("naive").replace(
+        "arith.constant 0.000000e+00 : f32", "arith.constant 0.000000e+00 : f128"
+    )
+    outcome = run(tmp_path, "affinec-opt", text)
+    assert_error(outcome, "xDSL cannot print this op", line=line_of(text, "f128"))
+
+
+# -- xDSL's verifiers and parser ------------------------------------------------------------
+
+
+def test_a_bare_exception_from_an_xdsl_verifier(tmp_path):
+    text = (
+        "func.func @f(%A: memref<4x4xf32>, %i: index) {\n"
+        "  %v = memref.load %A[%i] : memref<4x4xf32>\n  func.return\n}\n"
+    )
+    outcome = run(tmp_path, "affinec-opt", text)
+    assert_error(outcome, "expected an index for each dimension", line=2)
+
+
+def test_a_block_declared_twice_after_a_forward_reference(tmp_path):
+    """xDSL's parser met it as a KeyError."""
+    text = level("cf", CONV)
+    label = next(x for x in text.splitlines() if x.strip().startswith("^bb"))
+    doubled = text.replace(label, f"{label}\n{label}", 1)
+    outcome = run(tmp_path, "affinec-opt", doubled)
+    line = line_of(doubled, label) + 1
+    assert_error(
+        outcome, f"re-declaration of block '{label.strip()[1:].split('(')[0]}'", line
+    )
+
+
+def test_a_token_where_a_block_should_start(tmp_path):
+    """xDSL's own message was ' in block definition'."""
+    text = level("naive").replace("    func.return\n", "    func.return\n  = \n")
+    outcome = run(tmp_path, "affinec-opt", text)
+    assert_error(outcome, "expected an operation, a block label")
+
+
+# -- hangs ----------------------------------------------------------------------------------
+
+
+def test_an_unterminated_string_does_not_hang(tmp_path):
+    """xDSL's string-literal regex backtracks exponentially on a long line."""
+    text = level("llvm", CONV)
+    first = text.splitlines()[0]
+    cut = first[: first.index('"') + 100]
+    outcome = run(tmp_path, "affinec-opt", cut + "\n" + text)
+    assert_error(outcome, "End of file reached before closing string literal", 1)
+
+
+@pytest.mark.parametrize("bound", ["9223372036854775807", "100000000"])
+def test_a_loop_that_would_run_for_ever_is_refused(tmp_path, bound):
+    """Charged to the step budget when it starts: no iteration runs."""
+    text = level("naive", CONV)
+    text = text.replace("affine.for %s = 0 to 3", f"affine.for %s = 0 to {bound}")
+    outcome = run(tmp_path, "affinec", text)
+    assert_error(outcome, "the run goes past", line=line_of(text, "affine.for %s"))
+
+
+def test_a_branch_back_for_ever_is_bounded(tmp_path):
+    """A cf loop whose exit test never holds: charged per backward branch."""
+    text = level("cf", CONV)
+    lines = text.splitlines()
+    k = next(k for k, x in enumerate(lines) if "cf.cond_br" in x)
+    cond = lines[k].split("cf.cond_br ")[1].split(",")[0]
+    indent = lines[k][: len(lines[k]) - len(lines[k].lstrip())]
+    lines.insert(k, f"{indent}%never = arith.constant true")
+    lines[k + 1] = lines[k + 1].replace(f"cf.cond_br {cond},", "cf.cond_br %never,")
+    outcome = run(tmp_path, "affinec", "\n".join(lines))
+    assert_error(outcome, "the run goes past")
+
+
+# -- arithmetic -----------------------------------------------------------------------------
+
+
+def test_division_by_zero_in_an_affine_map_is_refused_by_the_verifier(tmp_path):
+    text = level("naive").replace("%a[%i]", "%a[%i floordiv 0]")
+    outcome = run(tmp_path, "affinec-opt", text, "-p", "affinec-canonicalize")
+    assert_error(outcome, "divides by 0: divisors must be positive", line=5)
+
+
+def test_division_by_zero_when_checking(tmp_path):
+    text = level("lowered").replace(
+        "%0 = arith.constant 1 : index",
+        "%0 = arith.constant 1 : index\n    %z = arith.constant 0 : index\n    %q = arith.divsi %0, %z : index",
+        1,
+    )
+    outcome = run(tmp_path, "affinec", text)
+    assert_error(outcome, "integer division by zero", line=line_of(text, "arith.divsi"))
+
+
+def test_constant_folding_leaves_a_division_by_zero_alone(tmp_path):
+    text = (
+        "func.func @f() -> i32 {\n  %a = arith.constant 7 : i32\n"
+        "  %b = arith.constant 0 : i32\n  %c = arith.divsi %a, %b : i32\n"
+        "  %d = arith.remui %a, %b : i32\n  func.return %c : i32\n}\n"
+    )
+    outcome = run(tmp_path, "affinec-opt", text, "-p", "canonicalize,cse")
+    assert outcome.problem is None and outcome.code == 0, outcome.report()
+
+
+# -- types ----------------------------------------------------------------------------------
+
+
+def test_types_without_a_numpy_equivalent_are_not_supported():
+    from xdsl.dialects.builtin import Float80Type, FloatTF32Type, IntegerType
+
+    for t in (FloatTF32Type(), Float80Type(), IntegerType(3)):
+        with pytest.raises(UnsupportedType, match=f"{t} is not supported"):
+            numpy_dtype(t)
+    assert element_size(IntegerType(3)) == 1  # sizes need no numpy type
+
+
+def test_a_type_without_a_numpy_equivalent_is_a_located_not_supported(tmp_path):
+    """Once an `f16` turned into `bf16` (which has one now, from ml_dtypes)."""
+    text = level("naive").replace("f16", "tf32").replace('dtype=tf32"', 'dtype=f16"')
+    check = run(tmp_path, "affinec", text)
+    assert_error(check, "tf32 is not supported", line=line_of(text, "arith.truncf"))
+    ptx = run(tmp_path, "affinec-opt", text, "-p", "affinec-default", "-t", "ptx")
+    assert_error(ptx, "tf32")
+
+
+# -- the interpreter's errors ---------------------------------------------------------------
+
+
+def test_an_index_error_in_generated_code_is_located():
+    """Python's IndexError (here from `memref.dim` past the rank) is located at the
+    op whose generated line raised it, like the interpreter's own errors."""
+    text = (
+        "func.func @f(%A: memref<4xf32>) -> index {\n"
+        "  %c5 = arith.constant 5 : index\n"
+        "  %d = memref.dim %A, %c5 : memref<4xf32>\n"
+        "  func.return %d : index\n}\n"
+    )
+    module = parse_module(make_context(), text, "dim.mlir")
+    verify(module)
+    with pytest.raises(InterpreterError) as info:
+        Interpreter(module).run("f", np.zeros(4, np.float32))
+    assert format_exception(info.value).startswith(
+        "dim.mlir:3:3: error: '%d = memref.dim"
+    )
+
+
+def test_a_cast_to_another_shape_is_refused_before_an_out_of_bounds_access():
+    text = (
+        "func.func @f(%A: memref<4xf32>) {\n"
+        '  %c = "memref.cast"(%A) : (memref<4xf32>) -> memref<8xf32>\n'
+        "  affine.for %i = 0 to 8 {\n"
+        "    %v = affine.load %c[%i] : memref<8xf32>\n  }\n  func.return\n}\n"
+    )
+    module = parse_module(make_context(), text, "cast.mlir")
+    with pytest.raises(InterpreterError, match="another shape") as info:
+        Interpreter(module)
+    assert format_exception(info.value).startswith("cast.mlir:2:3: error:")
+
+
+# -- sizes ----------------------------------------------------------------------------------
+
+
+def test_a_spec_too_large_to_check_says_how_many_bytes(tmp_path):
+    text = level("naive").replace("outer m=3 n=4", "outer m=300000 n=400000")
+    outcome = run(tmp_path, "affinec", text)
+    assert_error(outcome, f"the limit is {MAX_CHECK_BYTES:,}")
+    assert "bytes for its inputs, output and float64 reference" in outcome.stderr
+
+
+def test_a_spec_with_too_much_work_to_check_says_how_much(tmp_path):
+    text = level("naive", MATMUL)
+    text = text.replace("matmul m=5 n=4 k=6", "matmul m=500 n=400 k=600")
+    outcome = run(tmp_path, "affinec", text)
+    assert_error(outcome, f"the limit is {MAX_CHECK_POINTS:,}")
+
+
+def test_a_buffer_too_large_to_allocate_says_how_many_bytes(tmp_path):
+    text = level("naive", CONV)
+    big = "memref<100000x100000xf32>"
+    text = text.replace("memref<f32>", big).replace("%acc[]", "%acc[0, 0]")
+    outcome = run(tmp_path, "affinec", text)
+    line = line_of(text, "memref.alloca")
+    assert_error(outcome, f"over the interpreter's limit of {MAX_BUFFER_BYTES:,}", line)
+    assert "needs 40,000,000,000 bytes" in outcome.stderr
+
+
+@pytest.mark.parametrize(
+    ("blocks", "threads", "message"),
+    [
+        ("%0, %0, %0", "%big, %0, %0", "a block of 2,048 threads"),
+        ("%huge, %huge, %0", "%1, %0, %0", "the run goes past"),
+    ],
+)
+def test_a_grid_too_large_to_simulate_is_refused(tmp_path, blocks, threads, message):
+    text = level("llvm").replace(
+        "%1 = arith.constant 12 : index",
+        "%1 = arith.constant 12 : index\n    %big = arith.constant 2048 : index\n"
+        "    %huge = arith.constant 1000000 : index",
+    )
+    text = text.replace(
+        "blocks in (%0, %0, %0) threads in (%1, %0, %0)",
+        f"blocks in ({blocks}) threads in ({threads})",
+    )
+    outcome = run(tmp_path, "affinec", text)
+    assert_error(outcome, message, line=line_of(text, "gpu.launch_func"))
+
+
+# -- found by the fuzzer ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bound", ["0", "-2"])
+def test_a_reduction_loop_with_no_iterations(tmp_path, bound):
+    """`affine-loop-tile` divided by the empty loop's extent (ZeroDivisionError) and
+    built tiles of size 0 (a `floordiv 0` xDSL could not fold)."""
+    text = level("naive", CONV).replace(
+        "affine.for %s = 0 to 3", f"affine.for %s = 0 to {bound}"
+    )
+    outcome = run(tmp_path, "affinec", text, "-p", "affinec-default")
+    assert outcome.problem is None and outcome.code == 1, outcome.report()
+    stages = outcome.stdout.splitlines()[3:-1]
+    assert stages and all(x.endswith("bit-identical") for x in stages), outcome.stdout
+
+
+# -- command-line flags ---------------------------------------------------------------------
+
+SPEC_FLAGS = {
+    "conv": ["--n", "1", "--c", "2", "--h", "5", "--w", "5", "--k", "2", "--r", "3"]
+    + ["--s", "3"],
+    "matmul": ["--m", "4", "--n", "4", "--k", "4"],
+    "outer": ["--m", "4", "--n", "4"],
+}
+BAD_VALUES = ["0", "-1", "99999999999999999999999", "x", "", "1.5", "1,,2", "9" * 5000]
+"""Zero, negative, huge and malformed: each fails before any GPU work."""
+
+
+def with_value(flags: list[str], flag: str, value: str) -> list[str]:
+    """`flags` with `flag`'s value replaced (or added), spelt `--flag=value` so that
+    argparse reads a negative value as one."""
+    out, skip = [], False
+    for k, word in enumerate(flags):
+        if skip:
+            skip = False
+        elif word == flag and k + 1 < len(flags):
+            skip = True
+        else:
+            out.append(word)
+    return [*out, f"{flag}={value}"]
+
+
+def affinec_cases():
+    for kind, flags in SPEC_FLAGS.items():
+        for flag in flags[::2]:
+            for command in ("gen", "compile", "run"):
+                yield [command, kind], flags, flag
+    conv = SPEC_FLAGS["conv"]
+    for flag in ("--stride", "--pad", "--dilation"):
+        yield ["gen", "conv"], conv, flag
+    for flag in (
+        "--tile-sizes",
+        "--reduction-tile-sizes",
+        "--register-tile",
+        "--unroll-steps",
+        "--threads-per-block",
+        "--index-bitwidth",
+        "--arch",
+    ):
+        yield ["compile", "conv"], conv, flag
+    for flag in ("--repeat", "--seed"):
+        yield ["run", "conv"], conv, flag
+    for flag in ("--only", "--dtype", "--layout"):
+        yield ["bench"], [], flag
+
+
+@pytest.mark.parametrize(
+    ("command", "flags", "flag"),
+    list(affinec_cases()),
+    ids=lambda x: " ".join(x) if isinstance(x, list) and len(x) < 3 else None,
+)
+def test_flag_values_end_in_one_error_line(command, flags, flag, capsys):
+    """`affinec`'s flags: zero, negative, huge and malformed values end in exit code
+    0 (a value the command takes) or 1 with one `error:` line, never a traceback.
+    None of these values lets `run` or `bench` reach a GPU."""
+    from affinec.cli import main as affinec
+
+    for value in BAD_VALUES:
+        argv = [*command, *with_value(flags, flag, value)]
+        code = affinec(argv)
+        captured = capsys.readouterr()
+        assert "Traceback" not in captured.err, argv
+        if command[0] in ("run", "bench") and code == 0:
+            pytest.fail(f"{argv} ran")
+        if code == 1:
+            lines = [x for x in captured.err.splitlines() if x.strip()]
+            assert len(lines) == 1 and lines[0].startswith("error: "), (argv, lines)
+        else:
+            assert code == 0, (argv, code, captured.err)
+
+
+def test_check_seed_and_pipeline_flags(tmp_path):
+    text = level("naive")
+    for argv, message in (
+        (("--seed", "-1"), "must be at least 0"),
+        (("--seed", "x"), "expected an integer"),
+        (("-p", "affine-loop-tile{tile-sizes=0}"), "tile size 0 must be positive"),
+        (("-p", "affinec-map-threads{unroll-steps=-3}"), "unroll-steps must be"),
+        (("-p", "cse{"), "unbalanced brackets"),
+    ):
+        assert_error(run(tmp_path, "affinec", text, *argv), message)
+
+
+def test_a_run_too_large_for_the_host_says_how_many_bytes(capsys):
+    from affinec.cli import main as affinec
+
+    assert (
+        affinec(["run", "matmul", "--m", "3000000000", "--n", "640", "--k", "64"]) == 1
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("error: running matmul") and "bytes of host memory" in err

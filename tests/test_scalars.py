@@ -1,0 +1,166 @@
+"""Integer and float semantics, once (`affinec.interpreter.scalars`): arith and llvm
+agree with each other and with two's complement hardware, and what LLVM calls
+undefined (division by zero, over-wide shifts, a NaN converted to an integer) is a
+located error, never a Python traceback or a hang."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from affinec.context import make_context
+from affinec.diagnostics import format_exception, parse_module, verify
+from affinec.interpreter import Interpreter, InterpreterError
+
+ARITH_TO_LLVM = {
+    "arith.addi": "llvm.add",
+    "arith.subi": "llvm.sub",
+    "arith.muli": "llvm.mul",
+    "arith.andi": "llvm.and",
+    "arith.ori": "llvm.or",
+    "arith.xori": "llvm.xor",
+    "arith.shli": "llvm.shl",
+    "arith.shrsi": "llvm.ashr",
+    "arith.shrui": "llvm.lshr",
+    "arith.divsi": "llvm.sdiv",
+    "arith.remsi": "llvm.srem",
+    "arith.divui": "llvm.udiv",
+    "arith.remui": "llvm.urem",
+}
+
+
+def binary(op: str, a: int, b: int, t: str = "i32"):
+    """`op` of `a` and `b`, interpreted; the text it was parsed from is `op`'s line."""
+    text = (
+        f"func.func @f(%a: {t}, %b: {t}) -> {t} {{\n"
+        f"  %r = {op} %a, %b : {t}\n"
+        f"  func.return %r : {t}\n}}\n"
+    )
+    module = parse_module(make_context(), text, "scalars.mlir")
+    verify(module)
+    return Interpreter(module).call("f", a, b)
+
+
+def numpy_reference(op: str, a: int, b: int) -> int | None:
+    """What 32-bit hardware gives, where LLVM defines it (None where it does not)."""
+    x, y = np.int32(a), np.int32(b)
+    ux, uy = np.uint32(a & 0xFFFFFFFF), np.uint32(b & 0xFFFFFFFF)
+    with np.errstate(all="ignore"):
+        match op:
+            case "arith.addi":
+                return int(x + y)
+            case "arith.subi":
+                return int(x - y)
+            case "arith.muli":
+                return int(x * y)
+            case "arith.andi":
+                return int(x & y)
+            case "arith.ori":
+                return int(x | y)
+            case "arith.xori":
+                return int(x ^ y)
+            case "arith.shli" | "arith.shrsi" | "arith.shrui" if not 0 <= b < 32:
+                return None
+            case "arith.shli":
+                return int(np.int32(ux << uy))
+            case "arith.shrsi":
+                return int(x >> y)
+            case "arith.shrui":
+                return int(np.int32(ux >> uy))
+            case "arith.divsi" | "arith.remsi" | "arith.divui" | "arith.remui" if (
+                b == 0
+            ):
+                return None
+            case "arith.divsi":
+                return int(np.int32(np.fix(a / b))) if a != -(2**31) else None
+            case "arith.remsi":
+                return int(np.fmod(x, y)) if a != -(2**31) else None
+            case "arith.divui":
+                return int(np.int32(ux // uy))
+            case "arith.remui":
+                return int(np.int32(ux % uy))
+    raise AssertionError(op)
+
+
+i32 = st.one_of(
+    st.integers(-(2**31), 2**31 - 1),
+    st.sampled_from([0, 1, -1, 2, 31, 32, -(2**31), 2**31 - 1]),
+)
+
+
+@given(st.sampled_from(sorted(ARITH_TO_LLVM)), i32, i32)
+def test_arith_and_llvm_agree_with_32_bit_hardware(op, a, b):
+    expected = numpy_reference(op, a, b)
+    results = []
+    for name in (op, ARITH_TO_LLVM[op]):
+        try:
+            (r,) = binary(name, a, b)
+            results.append(r)
+        except InterpreterError as e:
+            assert expected is None, f"{name}({a}, {b}): {e}"
+            results.append("error")
+    assert results[0] == results[1]
+    if expected is not None:
+        assert results[0] == expected
+
+
+@pytest.mark.parametrize(
+    ("op", "a", "b", "message"),
+    [
+        ("arith.divsi", 7, 0, "integer division by zero"),
+        ("arith.remsi", 7, 0, "integer division by zero"),
+        ("arith.divui", 7, 0, "integer division by zero"),
+        ("arith.remui", 7, 0, "integer division by zero"),
+        ("arith.floordivsi", 7, 0, "integer division by zero"),
+        ("arith.ceildivsi", 7, 0, "integer division by zero"),
+        ("llvm.sdiv", 7, 0, "integer division by zero"),
+        ("llvm.urem", 7, 0, "integer division by zero"),
+        ("arith.shli", 1, 32, r"shift by 32 of an i32 value \(poison\)"),
+        ("arith.shrsi", 1, -1, r"shift by 4294967295 of an i32 value"),
+        ("llvm.lshr", 1, 99, "shift by 99 of an i32 value"),
+    ],
+)
+def test_undefined_integer_operations_are_located_errors(op, a, b, message):
+    with pytest.raises(InterpreterError, match=message) as info:
+        binary(op, a, b)
+    assert info.value.op is not None and info.value.op.name == op
+    located = format_exception(info.value)
+    assert located.startswith(f"scalars.mlir:2:3: error: '%r = {op} %a, %b : i32'")
+
+
+def test_index_values_wrap_at_64_bits():
+    """Squaring an index in a loop used to grow Python ints without bound (a hang)."""
+    big = 2**62 + 12345
+    (r,) = binary("arith.muli", big, big, "index")
+    assert r == (big * big + 2**63) % 2**64 - 2**63
+    (r,) = binary("arith.addi", 2**63 - 1, 1, "index")
+    assert r == -(2**63)
+
+
+def test_wide_integer_types_are_refused_not_hung():
+    """An `i1000000000000` once made every wrap build a number of 10**12 bits."""
+    with pytest.raises(InterpreterError, match="integers of 1 to 64 bits"):
+        binary("arith.addi", 1, 2, "i1000000000000")
+
+
+def test_sign_extension_of_i1_is_minus_one():
+    text = (
+        "func.func @f(%a: i1) -> (i32, i32) {\n"
+        "  %s = arith.extsi %a : i1 to i32\n"
+        "  %z = arith.extui %a : i1 to i32\n"
+        "  func.return %s, %z : i32, i32\n}\n"
+    )
+    module = parse_module(make_context(), text)
+    assert Interpreter(module).call("f", True) == (-1, 1)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 3e9])
+def test_float_to_int_of_what_does_not_fit_is_an_error(value):
+    text = (
+        "func.func @f(%a: f32) -> i32 {\n"
+        "  %i = arith.fptosi %a : f32 to i32\n"
+        "  func.return %i : i32\n}\n"
+    )
+    module = parse_module(make_context(), text)
+    with pytest.raises(InterpreterError, match="does not fit a signed i32"):
+        Interpreter(module).run("f", np.float32(value))
