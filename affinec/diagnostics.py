@@ -412,8 +412,9 @@ def locate_exception(
         )
         return location, error.msg
     if isinstance(error, OpError) and error.op is not None:
-        prefix = f"'{error.op.name}' op " if error.names_op else ""
-        return location_of(error.op), prefix + error.message
+        if not error.names_op:  # the message describes the op itself
+            return location_of(error.op), str(error)
+        return location_of(error.op), f"'{error.op.name}' op {error.message}"
     if isinstance(error, OSError) and error.filename is not None:
         return None, f"cannot open '{error.filename}': {error.strerror}"
     message = error.message if isinstance(error, OpError) else first_line(str(error))

@@ -12,4 +12,6 @@ download() {
 }
 # xdsl and its small dependencies (versions as pinned by xdsl 0.74.0).
 download "xdsl==0.74.0" "immutabledict==4.3.1" "ordered-set==4.1.0"
+# The tuner's progress bar (the GPU image may lack it).
+download "tqdm==4.67.1"
 ls -1 .whl

@@ -9,6 +9,7 @@
 # Steps:
 #   tests     make gpu-test: the GPU test matrix (pytest -m gpu)
 #   bench     affinec bench: DESIGN.md's five convolutions against cuDNN (JSON too)
+#   tune      benchmarks/tune_all.py: the autotuner over the five convolutions, f16
 #   timing    the harness against Nsight Compute's gpu__time_duration
 #   profile   ncu sections (speed of light, occupancy, stalls) for our kernels
 #   sanitize  compute-sanitizer memcheck and racecheck over a GPU test subset
@@ -36,8 +37,14 @@ step_tests() {  # the GPU tests in 8 shards at once: compiling them is most of t
 }
 
 step_bench() {
-  run bench 420 $PY benchmarks/conv.py --json "$OUT/bench.json"
+  run bench 420 $PY benchmarks/conv.py --dtype f16 f32 tf32 --json "$OUT/bench.json"
   tail -16 "$OUT/bench.log"
+}
+
+step_tune() {  # the autotuner over the five convolutions in f16 (plots drawn later)
+  run tune 540 $PY benchmarks/tune_all.py --out "$OUT/tuning" --dtype f16 \
+    --budget-s "${TUNE_BUDGET_S:-300}"
+  tail -14 "$OUT/tune.log"
 }
 
 step_timing() {
@@ -61,7 +68,8 @@ step_profile() {
 }
 
 step_sanitize() {
-  local subset="spec_matrix and (pad1 or everything or 1x1)"
+  # SIMT, tensor-core (per-tap and window steps, pipelined copies) and tf32 kernels.
+  local subset="(spec_matrix or tensor_core_route or filter_window or tf32) and (pad1 or everything or 1x1)"
   run memcheck 300 compute-sanitizer --tool memcheck --target-processes all \
     --error-exitcode 3 python3 -m pytest -q -m gpu tests/test_gpu.py -k "$subset" \
     -p no:cacheprovider
