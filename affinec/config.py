@@ -201,6 +201,9 @@ zeros (ResNet-50's first layer, 4 channels: 7.4 ms against 1.5 ms on the SIMT ro
 H100, 2026-11-23): such specs take the SIMT route."""
 STATIC_SHARED_BYTES = 48 * 1024
 """Shared memory a block may declare statically (what affinec's kernels use)."""
+MMA_K_BYTES = 32
+"""Bytes of one MMA's k (m16n8k16's 16 halves, m16n8k8's 8 tf32 words): the least a
+tap's channels take in a shared tile."""
 SHARED_ROW_PADDING = 16
 """Bytes `affinec-pad-shared-buffers` adds to a tensor-core tile's rows: a 16-byte
 shift a row keeps ldmatrix's eight rows in distinct banks. tf32's filter tiles are
@@ -289,6 +292,8 @@ def _step_bytes(
         * extent(out_rows, rows, spec.stride[0], spec.dilation[0])
         * extent(out_columns, columns, spec.stride[1], spec.dilation[1])
     )
+    # Channels are padded to the MMA's k (16 f16/bf16, 8 tf32: 32 bytes either way).
+    step = max(step, MMA_K_BYTES // element)
     inputs = pixels * (step * element + SHARED_ROW_PADDING)
     filter_padding = SHARED_ROW_PADDING * (2 if element == 4 else 1)
     filters = rows * columns * step * (channels * element + filter_padding)

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from affinec.benchmark import DESIGN_CONVOLUTIONS, with_format
 from affinec.checking import Checker
 from affinec.config import KernelConfig, config_for
 from affinec.context import make_context
@@ -260,3 +261,16 @@ def test_the_default_step_spans_the_filter_window():
     config = config_for(spec)
     assert config.mma and config.reduction_tile_sizes == (3, 3, 16)
     Pipeline(default_passes(config)).run(build(spec), check=True)
+
+
+@pytest.mark.parametrize("layout", ["nhwc", "nchw"])
+@pytest.mark.parametrize("name", list(DESIGN_CONVOLUTIONS))
+@pytest.mark.parametrize("dtype", ["f16", "tf32"])
+def test_config_for_fits_shared_memory(name, dtype, layout):
+    """config_for's estimate of a step's shared tiles is never below what the
+    passes allocate: every DESIGN.md convolution compiles with the stages it picks
+    (ResNet-50's first layer, 4 channels padded to tf32's k, once did not)."""
+    stored = "f32" if dtype == "tf32" else dtype
+    spec = with_format(DESIGN_CONVOLUTIONS[name], stored, layout)
+    config = config_for(spec, tf32=dtype == "tf32")
+    Pipeline(default_passes(config)).run(build(spec))
