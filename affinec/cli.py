@@ -40,7 +40,7 @@ from affinec.reference import (
     reference,
     relative_error,
 )
-from affinec.runtime import KernelArgumentError, NoCudaGPU
+from affinec.runtime import KernelArgumentError, NoCudaGPU, SharedMemoryError
 from affinec.spec import (
     DTYPES,
     EPILOGUES,
@@ -814,6 +814,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         UsageError,
         NoCudaGPU,
         KernelArgumentError,
+        SharedMemoryError,
         PipelineError,
         InterpreterError,
         ValueError,

@@ -263,8 +263,12 @@ def _convert(
         else:
             # llvmlite types globals and allocas (a pointer to the array or to the
             # element) and then computes the result's type itself.
-            if isinstance(base.type.pointee, ir.ArrayType):
+            pointee = base.type.pointee
+            if isinstance(pointee, ir.ArrayType) and pointee.element == element:
                 index_values = [ir.Constant(index_values[0].type, 0), *index_values]
+            elif pointee != element:
+                # Dynamic shared memory (`[0 x i8]`) addressed in a buffer's type.
+                base = builder.bitcast(base, element.as_pointer(base.type.addrspace))
             values[op.result] = builder.gep(base, index_values, inbounds=inbounds)
     elif isinstance(op, nvvm.IntrinsicOp):
         _intrinsic_call(op, builder, values)

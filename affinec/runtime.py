@@ -30,6 +30,10 @@ class NoCudaGPU(RuntimeError):
     """There is no CUDA GPU (or no driver) to run on."""
 
 
+class SharedMemoryError(RuntimeError):
+    """A kernel needs more shared memory per block than the GPU has."""
+
+
 class KernelArgumentError(TypeError):
     """An argument does not fit its parameter; the message names both."""
 
@@ -321,6 +325,12 @@ class Kernel:
         module = cuda.current_context().create_module_ptx(self.ptx)
         function = module.get_function(self.name)
         if self.shared_memory > 48 * 1024:
+            limit = _shared_memory_limit()
+            if limit is not None and self.shared_memory > limit:
+                raise SharedMemoryError(
+                    f"kernel {self.name} needs {self.shared_memory} bytes of shared "
+                    f"memory per block; this GPU gives a block at most {limit}"
+                )
             _allow_dynamic_shared_memory(function, self.shared_memory)
         return function
 
@@ -357,6 +367,18 @@ def _launch(function, grid, block, shared_memory: int, args: list, stream) -> No
         grid=tuple(grid), block=tuple(block), shmem_size=shared_memory
     )
     launch(_to_core_stream(stream or 0), config, function.kernel, *args)
+
+
+def _shared_memory_limit() -> int | None:
+    """The most shared memory a block may opt into on the current GPU (None if the
+    driver does not say)."""
+    from numba import cuda
+
+    device = cuda.get_current_device()
+    try:
+        return int(device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+    except AttributeError:
+        return None
 
 
 def _allow_dynamic_shared_memory(function, size: int) -> None:

@@ -19,8 +19,9 @@ becomes
 
       %acc = memref.alloc() : memref<16xf32, 5 : i64>
 
-Refuses, before rewriting, a block whose shared buffers exceed the 48 KiB of static
-shared memory.
+Refuses, before rewriting, a block whose shared buffers exceed the 227 KiB a block
+may have on sm_90 (past 48 KiB, `convert-gpu-to-nvvm` places them in dynamic shared
+memory).
 """
 
 from __future__ import annotations

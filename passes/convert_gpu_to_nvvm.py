@@ -31,7 +31,12 @@ only, which MLIR does with `use-bare-ptr-memref-call-conv=true`; its default pas
 memref descriptors, which affinec does not implement, so the option must be given
 (the default is refused, not silently replaced). Kernel arguments are pointers in the
 global address space (MLIR: generic pointers), and the ids read registers whose
-ranges the kernel's known sizes bound; both mean the same on the GPU. Private
+ranges the kernel's known sizes bound; both mean the same on the GPU. Workgroup
+attributions of more than 48 KiB in all (which MLIR's pass leaves to static globals,
+and ptxas then refuses) are placed in dynamic shared memory, MLIR's
+`gpu.dynamic_shared_memory` global (`!llvm.array<0 x i8>`, external, address space 3)
+at 16-byte aligned offsets, and every `gpu.launch_func` of the kernel, and its launch
+record, give that many bytes. Private
 attributions, dynamic shapes, non-identity layouts and ops beyond arith, math,
 memref, cf and the gpu ids and barrier are refused by name.
 """
@@ -49,7 +54,12 @@ from affinec.context import require_affinec_dialects
 from affinec.diagnostics import PassError
 from affinec.dialects import gpu
 from affinec.dialects.affinec import INDEX_BITWIDTH
-from affinec.transforms.nvvm.lowering import KernelConverter, check_convertible
+from affinec.transforms.nvvm.lowering import (
+    KernelConverter,
+    check_convertible,
+    dynamic_shared_bytes,
+    give_dynamic_shared_memory,
+)
 
 
 @dataclass(frozen=True)
@@ -95,9 +105,12 @@ class ConvertGpuToNvvm(ModulePass):
                 _check_32_bit_indices(f)
             widths[f] = self.index_bitwidth or _marked_width(f)
         for module, f in kernels:
+            dynamic = dynamic_shared_bytes(f)
             converted = KernelConverter(f, widths[f]).convert()
             module.body.block.insert_ops_before(converted, f)
             module.body.block.erase_op(f)
+            if dynamic:
+                give_dynamic_shared_memory(op, module, converted[-1], dynamic)
 
 
 def _marked_width(f: gpu.FuncOp) -> int:

@@ -268,3 +268,20 @@ def test_design_convolutions_at_full_size(name, dtype):
     error = torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref)
     assert not torch.isnan(out).any()
     assert error.item() <= TOLERANCE[dtype], f"{name} {dtype}: {error.item():.3g}"
+
+
+def test_dynamic_shared_memory_past_48_kib():
+    """Three stages of a window step (91584 bytes of shared tiles): dynamic shared
+    memory, opted into at load, sized by the launch record."""
+    from affinec.config import config_for
+
+    spec = ConvSpec(
+        2, 48, 6, 32, 64, 3, 3, padding=1, dtype="f16", layout="nhwc",
+        filter_layout="rsck", epilogue="bias-relu",
+    )  # fmt: skip
+    config = dataclasses.replace(config_for(spec), stages=3)
+    kernel = affinec.compile(spec, config=config)
+    assert kernel.shared_memory > 48 * 1024
+    inputs = random_inputs(spec, np.random.default_rng(5))
+    out = kernel(*inputs, poisoned_output(spec))
+    assert relative_error(out, reference(spec, *inputs)) <= TOLERANCE["f16"]

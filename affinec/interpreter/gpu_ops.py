@@ -34,7 +34,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import MemRefType
+from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.ir import Operation
 from xdsl.traits import SymbolTable
 
@@ -43,7 +43,7 @@ from affinec.dialects.affinec import GRID, mapping_of
 from affinec.dialects.nvvm import KERNEL
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source, emits
 from affinec.interpreter.control_ops import function_global, write_body
-from affinec.interpreter.llvm_ops import pointer_arguments, shared_spec
+from affinec.interpreter.llvm_ops import dynamic_spec, pointer_arguments, shared_spec
 from affinec.interpreter.support import (
     MAX_THREADS_PER_BLOCK,
     InterpreterError,
@@ -430,6 +430,21 @@ def _launch(op: gpu.LaunchOp, w: FunctionWriter) -> None:
     )
 
 
+def _dynamic_shared_size(op: gpu.LaunchFuncOp, kernel: llvm.FuncOp) -> int:
+    """The launch's bytes of dynamic shared memory: a constant (0 if not given)."""
+    size = op.dynamicSharedMemorySize
+    if size is None:
+        return 0
+    owner = size.owner
+    value = getattr(owner, "value", None)
+    if not isinstance(value, IntegerAttr):
+        raise InterpreterError(
+            "the interpreter launches with a constant dynamic shared memory size only",
+            op,
+        )
+    return value.value.data
+
+
 def _launch_name(op: Operation) -> str:
     func = op.parent_op()
     while func is not None and "sym_name" not in func.properties:
@@ -448,7 +463,9 @@ def _launch_func(op: gpu.LaunchFuncOp, w: FunctionWriter) -> None:
     elif isinstance(kernel, llvm.FuncOp) and KERNEL in kernel.attributes:
         module = kernel.parent_op()
         assert isinstance(module, gpu.ModuleOp)
-        spec = shared_spec(module)
+        spec = shared_spec(module) + dynamic_spec(
+            kernel, _dynamic_shared_size(op, kernel), op
+        )
         args = f"{w.global_(pointer_arguments, 'pointers')}({args})"
     else:
         raise InterpreterError(f"no kernel {op.kernel}", op)

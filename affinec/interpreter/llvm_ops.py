@@ -5,7 +5,11 @@ A pointer is a pair `(buffer, offset)`: a flat numpy array (or a block's flat
 and a load indexes the buffer, checked against its end. A kernel's pointer arguments
 are the host's arrays, flattened; `llvm.alloca` gives each thread a fresh poisoned
 array; a shared global (address space 3) is one `SharedArray` per block, race-checked
-like workgroup buffers. Integers are Python ints wrapped to their width (signed),
+like workgroup buffers. Dynamic shared memory (an external `!llvm.array<0 x i8>` in
+address space 3, sized by the launch) is read through constant `getelementptr`s of
+the buffers' element types, as `convert-gpu-to-nvvm` places them: each distinct
+offset is a typed region of its own, up to the next one (the last, up to the
+launch's size), one `SharedArray` per block each. Integers are Python ints wrapped to their width (signed),
 reinterpreted as unsigned by the unsigned ops; i1 values are bools.
 """
 
@@ -40,13 +44,99 @@ SHARED_ADDRESS_SPACE = 3
 
 
 def shared_globals(module: gpu.ModuleOp) -> list[llvm.GlobalOp]:
-    """The module's shared-memory globals: every kernel of it gets them, per block."""
+    """The module's static shared-memory globals: every kernel of it gets them, per
+    block."""
     return [
         op
         for op in module.body.block.ops
         if isinstance(op, llvm.GlobalOp)
         and op.addr_space.value.data == SHARED_ADDRESS_SPACE
+        and not is_dynamic_shared(op)
     ]
+
+
+def is_dynamic_shared(g: llvm.GlobalOp) -> bool:
+    """An external shared global of no size: the launch's dynamic shared memory."""
+    t = g.global_type
+    return (
+        g.addr_space.value.data == SHARED_ADDRESS_SPACE
+        and g.linkage is not None
+        and g.linkage.linkage.data == "external"
+        and isinstance(t, llvm.LLVMArrayType)
+        and t.size.data == 0
+    )
+
+
+def _dynamic_global(op: llvm.AddressOfOp) -> llvm.GlobalOp | None:
+    module = op.parent_op()
+    while module is not None and not isinstance(module, gpu.ModuleOp):
+        module = module.parent_op()
+    if module is None:
+        return None
+    name = op.global_name.root_reference.data
+    for g in module.body.block.ops:
+        if isinstance(g, llvm.GlobalOp) and g.sym_name.data == name:
+            return g if is_dynamic_shared(g) else None
+    return None
+
+
+def dynamic_regions(kernel: llvm.FuncOp) -> list[tuple[int, np.dtype]]:
+    """The typed regions of dynamic shared memory the kernel addresses, by byte
+    offset: (offset, element dtype), sorted. Refuses, at the op, any other use of
+    the dynamic shared memory's address (which the interpreter could not type)."""
+    regions: dict[int, np.dtype] = {}
+    for op in kernel.walk():
+        if not isinstance(op, llvm.AddressOfOp) or _dynamic_global(op) is None:
+            continue
+        for use in op.result.uses:
+            gep = use.operation
+            offset = _constant_gep_offset(gep)
+            if offset is None:
+                raise InterpreterError(
+                    "the interpreter reads dynamic shared memory only through "
+                    "constant getelementptrs of its buffers' element types",
+                    gep,
+                )
+            assert isinstance(gep, llvm.GEPOp)
+            dtype = numpy_dtype(gep.elem_type)
+            if regions.setdefault(offset, dtype) != dtype:
+                raise InterpreterError(
+                    f"dynamic shared memory at byte {offset} is addressed as "
+                    f"{regions[offset]} and as {dtype}",
+                    gep,
+                )
+    return sorted(regions.items())
+
+
+def _constant_gep_offset(op: Operation) -> int | None:
+    """The byte offset of a one-index constant getelementptr, None for other ops."""
+    if not isinstance(op, llvm.GEPOp) or op.ssa_indices:
+        return None
+    indices = list(op.rawConstantIndices.iter_values())
+    if len(indices) != 1 or indices[0] == llvm.GEP_USE_SSA_VAL:
+        return None
+    return indices[0] * numpy_dtype(op.elem_type).itemsize
+
+
+def dynamic_spec(
+    kernel: llvm.FuncOp, size: int, launch: Operation
+) -> list[tuple[str, tuple[int, ...], np.dtype]]:
+    """The regions of dynamic shared memory a launch with `size` bytes gives the
+    kernel, as workgroup buffers (each up to the next; the last up to `size`)."""
+    regions = dynamic_regions(kernel)
+    spec = []
+    for k, (offset, dtype) in enumerate(regions):
+        end = regions[k + 1][0] if k + 1 < len(regions) else size
+        if end <= offset:
+            raise InterpreterError(
+                f"launches @{kernel.sym_name.data} with {size} bytes of dynamic shared "
+                f"memory; its buffers start up to byte {offset}",
+                launch,
+            )
+        spec.append(
+            (f"dynamic_shared+{offset}", ((end - offset) // dtype.itemsize,), dtype)
+        )
+    return spec
 
 
 def shared_spec(module: gpu.ModuleOp) -> list[tuple[str, tuple[int, ...], np.dtype]]:
@@ -72,6 +162,10 @@ def write_llvm_kernel(
         buffer = w.fresh(g.sym_name.data)
         shared.append(buffer)
         w.symbols[g.sym_name.data] = buffer
+    for offset, _ in dynamic_regions(op):
+        buffer = w.fresh(f"dynamic_shared_{offset}")
+        shared.append(buffer)
+        w.symbols[_region_symbol(offset)] = buffer
     write_body(w, op.body, on_return=llvm.ReturnOp)
     return w.function(f"def {name}({', '.join([ctx, *params, *shared])}):")
 
@@ -226,8 +320,18 @@ def _gep(op: llvm.GEPOp, w: FunctionWriter) -> None:
         if indices[0] == llvm.GEP_USE_SSA_VAL
         else [str(indices[0])]
     )
+    owner = op.ptr.owner
+    if isinstance(owner, llvm.AddressOfOp) and _dynamic_global(owner) is not None:
+        offset = _constant_gep_offset(op)
+        assert offset is not None  # dynamic_regions refused the others
+        w.alias(op.result, f"({w.symbols[_region_symbol(offset)]}, 0)")
+        return
     base = w[op.ptr]
     w.line(f"{w.define(op.result)} = ({base}[0], {base}[1] + {index})")
+
+
+def _region_symbol(offset: int) -> str:
+    return f"dynamic shared memory +{offset}"
 
 
 @emits(llvm.LoadOp)
@@ -259,6 +363,8 @@ def _alloca(op: llvm.AllocaOp, w: FunctionWriter) -> None:
 @emits(llvm.AddressOfOp)
 def _address_of(op: llvm.AddressOfOp, w: FunctionWriter) -> None:
     name = op.global_name.root_reference.data
+    if _dynamic_global(op) is not None:
+        return  # its uses are the regions' addresses (`_gep`)
     buffer = w.symbols.get(name)
     if buffer is None:
         raise InterpreterError(f"no shared global @{name}", op)

@@ -31,7 +31,7 @@ from affinec.transforms.gpu.bands import (
     byte_size,
     require_placed,
 )
-from affinec.transforms.gpu.placement import MAX_STATIC_SHARED_BYTES
+from affinec.transforms.gpu.placement import MAX_SHARED_BYTES
 from affinec.transforms.gpu.threads import MAX_THREADS_PER_BLOCK
 
 PASS = "affinec-convert-parallel-to-gpu"
@@ -65,11 +65,11 @@ def block_size(analysis: GridAnalysis) -> int:
             f"{threads} threads per block (between 1 and {MAX_THREADS_PER_BLOCK})",
         )
     shared = sum(byte_size(a) for a in analysis.allocs if _is_shared(a))
-    if shared > MAX_STATIC_SHARED_BYTES:
+    if shared > MAX_SHARED_BYTES:
         raise PassError(
             analysis.grid.op,
             f"the block's shared buffers take {shared} bytes, more than the "
-            f"{MAX_STATIC_SHARED_BYTES} bytes of static shared memory",
+            f"{MAX_SHARED_BYTES} bytes of shared memory a block may have",
         )
     return threads
 

@@ -29,12 +29,17 @@ from affinec.diagnostics import PassError
 from affinec.dialects import gpu
 from affinec.dialects.affinec import LAUNCH
 from affinec.dialects.nvvm import KERNEL, MAXNTID, MINCTASM
+from affinec.dtypes import element_size
 from affinec.ir.cfg import reachable_blocks, reverse_post_order
 from affinec.ir.op_table import OpTable
 
 GLOBAL_ADDRESS_SPACE = 1
 SHARED_ADDRESS_SPACE = gpu.WORKGROUP_ADDRESS_SPACE
 SHARED_ALIGNMENT = 16
+STATIC_SHARED_BYTES = 48 * 1024
+"""Static shared memory a kernel may declare; past it, its workgroup buffers live in
+dynamic shared memory (which the launch sizes and the runtime opts into)."""
+DYNAMIC_SHARED_PREFIX = "__dynamic_shared_"
 
 Converter = Callable[[Operation, "KernelConverter"], Sequence[SSAValue] | None]
 
@@ -155,8 +160,22 @@ class KernelConverter:
                 self.values[old] = new
             self.blocks[b] = nb
         self.current = entry
+        offsets = dynamic_shared_offsets(func)
         for k, arg in enumerate(func.workgroup_args):
-            self.values[arg] = self._shared_buffer(arg, k)
+            if offsets:
+                self.values[arg] = self._dynamic_shared_buffer(arg, offsets[k])
+            else:
+                self.values[arg] = self._shared_buffer(arg, k)
+        if offsets:
+            self.globals.append(
+                llvm.GlobalOp(
+                    llvm.LLVMArrayType(0, IntegerType(8)),
+                    self._dynamic_name,
+                    "external",
+                    addr_space=SHARED_ADDRESS_SPACE,
+                    alignment=SHARED_ALIGNMENT,
+                )
+            )
         for b in reverse_post_order(func.body):
             self.current = self.blocks[b]
             for op in b.ops:
@@ -199,6 +218,30 @@ class KernelConverter:
             new_func.attributes[LAUNCH] = func.attributes[LAUNCH]
         return [*self.globals, new_func]
 
+    @property
+    def _dynamic_name(self) -> str:
+        return f"{DYNAMIC_SHARED_PREFIX}{self.func.sym_name.data}"
+
+    def _dynamic_shared_buffer(self, arg: SSAValue, offset: int) -> SSAValue:
+        """The buffer at byte `offset` of dynamic shared memory: a getelementptr of
+        its own element type (offsets are multiples of 16 bytes, so of any element)."""
+        t = arg.type
+        assert isinstance(t, MemRefType)
+        element = self.type(t.get_element_type())
+        base = llvm.AddressOfOp(
+            self._dynamic_name, llvm.LLVMPointerType(IntAttr(SHARED_ADDRESS_SPACE))
+        )
+        address = llvm.GEPOp(
+            base,
+            [offset // element_size(t.get_element_type())],
+            pointee_type=element,
+            result_type=llvm.LLVMPointerType(IntAttr(SHARED_ADDRESS_SPACE)),
+            inbounds=True,
+        )
+        address.result.name_hint = arg.name_hint
+        self.entry_ops += [base, address]
+        return address.result
+
     def _shared_buffer(self, arg: SSAValue, k: int) -> SSAValue:
         t = arg.type
         assert isinstance(t, MemRefType)
@@ -219,6 +262,31 @@ class KernelConverter:
         address.result.name_hint = arg.name_hint
         self.entry_ops.append(address)
         return address.result
+
+
+def dynamic_shared_offsets(func: gpu.FuncOp) -> list[int]:
+    """Byte offsets of the kernel's workgroup buffers in dynamic shared memory, each
+    aligned to 16 bytes; empty when they fit in static shared memory."""
+    offsets, end = [], 0
+    for arg in func.workgroup_args:
+        t = arg.type
+        assert isinstance(t, MemRefType)
+        offsets.append(end)
+        size = math.prod(t.get_shape()) * element_size(t.get_element_type())
+        end += -(-size // SHARED_ALIGNMENT) * SHARED_ALIGNMENT
+    return offsets if end > STATIC_SHARED_BYTES else []
+
+
+def dynamic_shared_bytes(func: gpu.FuncOp) -> int:
+    """Bytes of dynamic shared memory the kernel's launches must give (0: none)."""
+    offsets = dynamic_shared_offsets(func)
+    if not offsets:
+        return 0
+    last = func.workgroup_args[-1].type
+    assert isinstance(last, MemRefType)
+    return offsets[-1] + math.prod(last.get_shape()) * element_size(
+        last.get_element_type()
+    )
 
 
 def _space(t: MemRefType) -> IntAttr | NoneAttr:

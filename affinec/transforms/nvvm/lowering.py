@@ -8,7 +8,10 @@ block in dominance order, into a fresh `llvm.func`: one small converter per op k
 - a memref is a bare pointer to its first element, in its memory space: kernel
   arguments are global memory (address space 1; marked `noalias` in a kernel with a
   launch record, whose launches the runtime makes and checks for aliasing), workgroup attributions become internal shared
-  globals (address space 3, aligned to 16 bytes), `memref.alloca` an `llvm.alloca` in
+  globals (address space 3, aligned to 16 bytes) or, when they take more than the
+  48 KiB of static shared memory, typed `getelementptr`s at 16-byte aligned offsets
+  of one external `!llvm.array<0 x i8>` (dynamic shared memory, which the kernel's
+  launches and launch record are given), `memref.alloca` an `llvm.alloca` in
   the entry block (so SROA can turn it into registers). Shapes are static and the
   layout row-major: an access is one `getelementptr inbounds` at the linearized
   offset;
@@ -30,6 +33,16 @@ from affinec.transforms.nvvm import (  # noqa: F401  (importing registers the co
     memref_to_llvm,
     vector_to_llvm,
 )
-from affinec.transforms.nvvm.converter import KernelConverter, check_convertible
+from affinec.transforms.nvvm.converter import (
+    KernelConverter,
+    check_convertible,
+    dynamic_shared_bytes,
+)
+from affinec.transforms.nvvm.launches import give_dynamic_shared_memory
 
-__all__ = ["KernelConverter", "check_convertible"]
+__all__ = [
+    "KernelConverter",
+    "check_convertible",
+    "dynamic_shared_bytes",
+    "give_dynamic_shared_memory",
+]

@@ -1,0 +1,91 @@
+"""Workgroup buffers past 48 KiB: `convert-gpu-to-nvvm` places them in dynamic shared
+memory, the launches and the launch record give the bytes, and the interpreter runs
+the result (typed regions of one block-wide buffer, race-checked like any shared
+buffer). The GPU run is in tests/test_gpu.py."""
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from affinec.compiler import compile_to_ptx
+from affinec.config import config_for
+from affinec.context import make_context
+from affinec.diagnostics import format_exception, parse_module, verify
+from affinec.frontend import build
+from affinec.interpreter import Interpreter, InterpreterError
+from affinec.pipeline import Pipeline
+from affinec.pipelines import default_passes
+from affinec.reference import (
+    TOLERANCE,
+    poisoned_output,
+    random_inputs,
+    reference,
+    relative_error,
+)
+from affinec.spec import ConvSpec
+
+LOWERING = "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}"
+KERNEL = Path(__file__).parent / "filecheck/lowering/dynamic_shared_memory.mlir"
+
+# Three stages of a tensor-core step over the whole 3x3 window: 30528 bytes each.
+SPEC = ConvSpec(
+    1, 48, 4, 32, 64, 3, 3, padding=1, dtype="f16", layout="nhwc",
+    filter_layout="rsck",
+)  # fmt: skip
+CONFIG = dataclasses.replace(config_for(SPEC), stages=3)
+
+
+def test_a_pipelined_tensor_core_kernel_past_48_kib():
+    assert CONFIG.mma and CONFIG.reduction_tile_sizes == (3, 3, 16)
+    module = build(SPEC)
+    Pipeline(default_passes(CONFIG)).run(module)
+    inputs = random_inputs(SPEC, np.random.default_rng(3))
+    out = poisoned_output(SPEC)
+    Interpreter(module).run("conv", *[x.copy() for x in inputs], out)
+    assert relative_error(out, reference(SPEC, *inputs)) <= TOLERANCE["f16"]
+    compiled = compile_to_ptx(SPEC, CONFIG, arch="sm_90")
+    assert compiled.launch.dynamic_shared_memory == 3 * 30528
+    assert ".extern .shared .align 16 .b8 __dynamic_shared_conv_kernel[];" in (
+        compiled.ptx
+    )
+
+
+def lowered() -> str:
+    module = parse_module(make_context(), KERNEL.read_text(), str(KERNEL))
+    Pipeline.parse(LOWERING).run(module)
+    return str(module)
+
+
+def run_host(text: str) -> np.ndarray:
+    module = parse_module(make_context(), text, "lowered.mlir")
+    verify(module)
+    a = np.arange(128, dtype=np.float32)
+    Interpreter(module).run("host", a)
+    return a
+
+
+def test_the_lowered_kernel_runs_in_its_regions():
+    # The kernel copies through its third buffer, at byte 54016.
+    np.testing.assert_array_equal(run_host(lowered()), np.arange(128))
+
+
+def test_a_launch_without_the_bytes_is_refused():
+    text = lowered().replace("dynamic_shared_memory_size %0 ", "")
+    with pytest.raises(InterpreterError, match="launches @k with 0 bytes"):
+        run_host(text)
+
+
+def test_one_region_in_two_types_is_refused_at_the_op():
+    text = lowered().replace(
+        "%1[24000] : (!llvm.ptr<3>) -> !llvm.ptr<3>, f16",
+        "%1[0] : (!llvm.ptr<3>) -> !llvm.ptr<3>, f16",
+    )
+    with pytest.raises(InterpreterError) as info:
+        run_host(text)
+    message = format_exception(info.value)
+    assert message.startswith("lowered.mlir:")
+    assert "dynamic shared memory at byte 0 is addressed as float32 and as float16" in (
+        message
+    )
