@@ -182,9 +182,10 @@ def config_for(spec: Spec, *, tf32: bool = False) -> KernelConfig:
 
 MMA_BLOCK_PIXELS = 128
 MMA_BLOCK_CHANNELS = 64
-MMA_STEP = 32
+MMA_STEP = 64
 """Input channels a step of the tensor-core route copies when the step is one filter
-tap (two k=16 MMAs)."""
+tap (four k=16 MMAs; 1x1-256-64 on the H100: 0.040 ms in three 64-channel stages,
+0.048 in three of 32)."""
 MMA_WINDOW_STEP = 16
 """Input channels a step copies when the step spans filter taps: the input tile's
 halo is copied once for all of them, not once a tap (H100, 2026-11-23, the 3x3
@@ -199,8 +200,11 @@ MMA_MIN_CHANNELS = 16
 """Fewer input channels than one MMA's k leave the tensor cores mostly multiplying
 zeros (ResNet-50's first layer, 4 channels: 7.4 ms against 1.5 ms on the SIMT route,
 H100, 2026-11-23): such specs take the SIMT route."""
-STATIC_SHARED_BYTES = 48 * 1024
-"""Shared memory a block may declare statically (what affinec's kernels use)."""
+MMA_SHARED_BYTES = 80 * 1024
+"""The tensor-core route's budget for a block's shared tiles, all stages (past 48
+KiB they are dynamic shared memory): two steps over a 3x3 window, three 64-channel
+taps of a 1x1. Measured on the H100 (2026-11-23, docs/BENCHMARKS.md): a third window
+stage cost 5-15 % (fewer blocks per multiprocessor), a second one gained 0-3 %."""
 MMA_K_BYTES = 32
 """Bytes of one MMA's k (m16n8k16's 16 halves, m16n8k8's 8 tf32 words): the least a
 tap's channels take in a shared tile."""
@@ -301,9 +305,9 @@ def _step_bytes(
 
 
 def _stages_that_fit(step_bytes: int) -> int:
-    """The most tiles in flight (up to `MMA_STAGES`) whose steps fit in static shared
-    memory; 0 when not even one does."""
-    return min(MMA_STAGES, STATIC_SHARED_BYTES // step_bytes)
+    """The most tiles in flight (up to `MMA_STAGES`) whose steps fit in the route's
+    shared-memory budget; 0 when not even one does."""
+    return min(MMA_STAGES, MMA_SHARED_BYTES // step_bytes)
 
 
 def _reduction_tiles(spec: Spec, step_limit: int = REDUCTION_STEP) -> tuple[int, ...]:

@@ -27,7 +27,10 @@ from xdsl.transforms.common_subexpression_elimination import (
 from xdsl.utils.arg_spec import ArgSpec
 
 from affinec.config import UNPROMOTED, KernelConfig
-from affinec.passes.affine_data_copy_generate import AffineDataCopyGenerate
+from affinec.passes.affine_data_copy_generate import (
+    MAX_CAPACITY_KIB,
+    AffineDataCopyGenerate,
+)
 from affinec.passes.affine_loop_tile import AffineLoopTilePass
 from affinec.passes.affine_pipeline_data_transfer import AffinePipelineDataTransfer
 from affinec.passes.affinec_canonicalize import AffinecCanonicalizePass
@@ -65,7 +68,11 @@ def affine_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
         *(
             [
                 AffineDataCopyGenerate(
-                    generate_dma=config.dma, reduction_innermost=config.mma
+                    # Past 48 KiB the tiles are dynamic shared memory; what all
+                    # stages take together is affinec-place-buffers' to check.
+                    fast_mem_capacity=MAX_CAPACITY_KIB,
+                    generate_dma=config.dma,
+                    reduction_innermost=config.mma,
                 )
             ]
             if config.promote or config.mma

@@ -43,7 +43,6 @@ from dataclasses import dataclass
 
 from affinec.config import MMA_MIN_CHANNELS, KernelConfig, config_for
 from affinec.spec import Spec
-from affinec.transforms.gpu.placement import MAX_SHARED_BYTES
 from affinec.tuning.cost import Prediction, predict
 from affinec.tuning.problem import (
     MMA_M,
@@ -83,7 +82,9 @@ MMA_SHARE = 0.85
 """Of `max_candidates` for f16, the share of the tensor-core route."""
 PER_BLOCK_TILE = 6
 """At most this many candidates share a block tile (and route)."""
-SHARED_CAPACITY = MAX_SHARED_BYTES
+SHARED_CAPACITY = 100 * 1024
+"""The search keeps to configurations of which two blocks fit a multiprocessor's
+228 KiB (the passes allow up to 227 KiB)."""
 
 
 @dataclass(frozen=True)
