@@ -3,6 +3,7 @@ against float64 first (a quick sweep on the GPU machine; `affinec tune` is the
 search proper).
 
     python benchmarks/sweep.py conv3x3-64-relu f16 '{"stages": 2}' '{"warp_grid": [4, 1]}'
+    python benchmarks/sweep.py conv1x1-256-64 tf32 '{"stages": 2}'   # config_for(tf32=True)
 
 Each argument after the dtype is a JSON object of `KernelConfig` fields that change
 the configuration `config_for` picks; `{}` is that configuration itself.
@@ -21,8 +22,9 @@ from affinec.runtime import current_arch
 
 def main(argv: list[str]) -> None:
     name, dtype, *changes = argv
-    spec = with_format(DESIGN_CONVOLUTIONS[name], dtype)
-    base = config_for(spec)
+    tf32 = dtype == "tf32"  # f32 data on the tensor cores
+    spec = with_format(DESIGN_CONVOLUTIONS[name], "f32" if tf32 else dtype)
+    base = config_for(spec, tf32=tf32)
     rows = []
     for text in changes or ["{}"]:
         knobs = {
