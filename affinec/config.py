@@ -182,10 +182,15 @@ def config_for(spec: Spec, *, tf32: bool = False) -> KernelConfig:
 
 MMA_BLOCK_PIXELS = 128
 MMA_BLOCK_CHANNELS = 64
-MMA_STEP = 64
-"""Input channels a step of the tensor-core route copies when the step is one filter
-tap (four k=16 MMAs; 1x1-256-64 on the H100: 0.040 ms in three 64-channel stages,
-0.048 in three of 32)."""
+MMA_STEP_BYTES = 128
+"""Bytes of input channels a step of the tensor-core route copies when the step is
+one filter tap: 64 f16 channels (four k=16 MMAs), 32 tf32 ones. On the H100
+(1x1-256-64, three stages): f16 0.040 ms in 64-channel steps, 0.048 in 32-channel
+ones; tf32 0.096 ms in 32-channel steps, 0.119 in one stage of 64."""
+MMA_PADDED_STAGES = 2
+"""Stages of a step whose channels are padded to the MMA's k (fewer than k): its
+copies are mostly zero-fill, and a third stage only costs blocks per multiprocessor
+(ResNet-50's first layer in tf32: 1.07 ms in two stages, 1.28 in three)."""
 MMA_WINDOW_STEP = 16
 """Input channels a step copies when the step spans filter taps: the input tile's
 halo is copied once for all of them, not once a tap (H100, 2026-11-23, the 3x3
@@ -250,9 +255,11 @@ def _mma_reduction(spec: Spec, block: tuple[int, ...]) -> tuple[tuple[int, ...],
     """The reduction step of the tensor-core route and the tiles in flight (the MMA
     sums in its own order, so any step will do): the filter's whole window
     `MMA_WINDOW_STEP` channels at a time where its tiles fit in shared memory, else
-    one filter row, else one tap and `MMA_STEP` channels, `MMA_STAGES` in flight."""
+    one filter row, else one tap and `MMA_STEP_BYTES` of channels, `MMA_STAGES` in
+    flight."""
     if isinstance(spec, MatmulSpec):
-        return (_divisor_at_most(spec.k, MMA_STEP),), MMA_STAGES
+        element = storage_numpy_dtype(spec.dtype).itemsize
+        return (_divisor_at_most(spec.k, MMA_STEP_BYTES // element),), MMA_STAGES
     assert isinstance(spec, ConvSpec)
     element = storage_numpy_dtype(spec.dtype).itemsize
     if (
@@ -265,8 +272,10 @@ def _mma_reduction(spec: Spec, block: tuple[int, ...]) -> tuple[tuple[int, ...],
             stages = _stages_that_fit(_step_bytes(spec, block, rows, spec.s, step))
             if stages:
                 return _conv_reduction_tiles(spec, rows, spec.s, step), stages
-    step = _divisor_at_most(spec.c, MMA_STEP)
+    step = _divisor_at_most(spec.c, MMA_STEP_BYTES // element)
     stages = max(1, _stages_that_fit(_step_bytes(spec, block, 1, 1, step)))
+    if step * element < MMA_K_BYTES:
+        stages = min(stages, MMA_PADDED_STAGES)
     return _conv_reduction_tiles(spec, 1, 1, step), stages
 
 
