@@ -6,6 +6,9 @@
     affinec demo                                         # the main job, stage by stage
 
 Every user error is one `error: ...` line (located for IR) and exit code 1.
+
+This module owns the parser and the commands; the flags several commands share (a
+spec's, the knobs') are `affinec.cli_flags`'s, `affinec tune` is `affinec.cli_tune`'s.
 """
 
 from __future__ import annotations
@@ -23,8 +26,20 @@ from xdsl.utils.exceptions import DiagnosticException, ParseError
 
 from affinec.benchmark import DESIGN_CONVOLUTIONS
 from affinec.checking import Checker, StageResult
+from affinec.cli_flags import (
+    KNOBS,
+    SPEC_ARGUMENTS,
+    UsageError,
+    add_compile_arguments,
+    add_conv_arguments,
+    add_matmul_arguments,
+    add_outer_arguments,
+    add_spec_subcommands,
+    config_from_args,
+    spec_from_args,
+)
+from affinec.cli_tune import add_tune_arguments, cmd_tune, format_cache
 from affinec.compiler import compile_to_ptx
-from affinec.config import KernelConfig, config_for, with_knobs
 from affinec.context import make_context
 from affinec.diagnostics import format_exception, parse_module, verify
 from affinec.dialects.affinec import read_spec
@@ -41,20 +56,7 @@ from affinec.reference import (
     relative_error,
 )
 from affinec.runtime import KernelArgumentError, NoCudaGPU, SharedMemoryError
-from affinec.spec import (
-    DTYPES,
-    EPILOGUES,
-    FILTER_LAYOUTS,
-    LAYOUTS,
-    ConvSpec,
-    MatmulSpec,
-    OuterSpec,
-    Spec,
-)
-
-
-class UsageError(Exception):
-    """A mistake on the command line or in its input, reported as `error: ...`."""
+from affinec.spec import DTYPES, Spec
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -81,96 +83,6 @@ def _count(minimum: int) -> Callable[[str], int]:
         return value
 
     return parse
-
-
-# -- spec flags ---------------------------------------------------------------------------
-
-
-def _pair(text: str) -> tuple[int, int]:
-    try:
-        values = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected N or N,M, got {text!r}") from None
-    if len(values) == 1:
-        return (values[0], values[0])
-    if len(values) != 2:
-        raise argparse.ArgumentTypeError(f"expected N or N,M, got {text!r}")
-    return (values[0], values[1])
-
-
-def add_conv_arguments(p: argparse.ArgumentParser) -> None:
-    """The flags of a convolution spec (shared by every command that takes one)."""
-    for name, what in (
-        ("n", "batch"),
-        ("c", "input channels"),
-        ("h", "input height"),
-        ("w", "input width"),
-        ("k", "output channels (filters)"),
-        ("r", "filter height"),
-        ("s", "filter width"),
-    ):
-        p.add_argument(f"--{name}", type=int, required=True, help=what)
-    p.add_argument("--stride", type=_pair, default=(1, 1), help="SH,SW or S")
-    p.add_argument("--pad", type=_pair, default=(0, 0), help="PH,PW or P")
-    p.add_argument("--dilation", type=_pair, default=(1, 1), help="DH,DW or D")
-    p.add_argument("--layout", choices=LAYOUTS, default="nchw")
-    p.add_argument("--filter-layout", choices=FILTER_LAYOUTS, default="kcrs")
-    p.add_argument("--dtype", choices=DTYPES, default="f32")
-    p.add_argument("--epilogue", choices=EPILOGUES, default="none")
-
-
-def add_matmul_arguments(p: argparse.ArgumentParser) -> None:
-    for name in ("m", "n", "k"):
-        p.add_argument(f"--{name}", type=int, required=True)
-    p.add_argument("--dtype", choices=DTYPES, default="f32")
-    p.add_argument("--epilogue", choices=EPILOGUES, default="none")
-
-
-def add_outer_arguments(p: argparse.ArgumentParser) -> None:
-    for name in ("m", "n"):
-        p.add_argument(f"--{name}", type=int, required=True)
-    p.add_argument("--dtype", choices=DTYPES, default="f32")
-
-
-SPEC_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
-    "conv": add_conv_arguments,
-    "matmul": add_matmul_arguments,
-    "outer": add_outer_arguments,
-}
-
-
-def spec_from_args(kind: str, args: argparse.Namespace) -> Spec:
-    """The spec the flags describe (a ValueError naming the field if it is invalid)."""
-    if kind == "conv":
-        return ConvSpec(
-            n=args.n,
-            c=args.c,
-            h=args.h,
-            w=args.w,
-            k=args.k,
-            r=args.r,
-            s=args.s,
-            stride=args.stride,
-            padding=args.pad,
-            dilation=args.dilation,
-            layout=args.layout,
-            filter_layout=args.filter_layout,
-            dtype=args.dtype,
-            epilogue=args.epilogue,
-        )
-    if kind == "matmul":
-        return MatmulSpec(args.m, args.n, args.k, args.dtype, args.epilogue)
-    return OuterSpec(args.m, args.n, args.dtype)
-
-
-def add_spec_subcommands(
-    parser: argparse.ArgumentParser, help_prefix: str
-) -> argparse._SubParsersAction:  # pyright: ignore[reportPrivateUsage]
-    """`conv`, `matmul`, `outer` subcommands of `parser`, each with its spec flags."""
-    kinds = parser.add_subparsers(dest="kind", required=True, metavar="KIND")
-    for kind, add in SPEC_ARGUMENTS.items():
-        add(kinds.add_parser(kind, help=f"{help_prefix} a {kind}"))
-    return kinds
 
 
 # -- commands -----------------------------------------------------------------------------
@@ -242,153 +154,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from affinec.demo import run_demo
 
     return 0 if run_demo() else 1
-
-
-def _sizes(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(s) for s in text.split(",") if s.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from None
-
-
-def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of `affinec compile` and `run` beyond the spec's: the architecture,
-    the knobs of a `KernelConfig` (none given: the configuration `config_for` picks
-    for the spec; some given: the others at their defaults), and an optional
-    pipeline."""
-    parser.add_argument(
-        "--arch",
-        choices=ARCHS,
-        help=f"GPU architecture (default: {DEFAULT_ARCH} for `compile`, the current "
-        "GPU's for `run`)",
-    )
-    knobs = parser.add_argument_group("knobs (KernelConfig)")
-    knobs.add_argument(
-        "--tile-sizes",
-        type=_sizes,
-        help="block tile along each output dimension, outermost first",
-    )
-    knobs.add_argument(
-        "--reduction-tile-sizes",
-        type=_sizes,
-        help="tile along each reduction dimension",
-    )
-    knobs.add_argument(
-        "--register-tile",
-        type=_sizes,
-        help="outputs one thread owns along each output dimension",
-    )
-    knobs.add_argument(
-        "--unroll-steps",
-        type=int,
-        help="reduction steps unrolled together in a register-tiled band",
-    )
-    knobs.add_argument(
-        "--separate",
-        action="store_true",
-        default=None,
-        help="separate full tiles (no bounds checks) from partial ones",
-    )
-    knobs.add_argument(
-        "--no-promote",
-        dest="promote",
-        action="store_false",
-        default=None,
-        help="read global memory directly (no shared-memory copies)",
-    )
-    knobs.add_argument(
-        "--no-fma",
-        dest="fma",
-        action="store_false",
-        default=None,
-        help="keep multiplies and adds apart (the naive IR's rounding)",
-    )
-    knobs.add_argument(
-        "--reassociate",
-        action="store_true",
-        default=None,
-        help="let the reduction be tiled in any order (changes the rounding)",
-    )
-    knobs.add_argument(
-        "--no-dma",
-        dest="dma",
-        action="store_false",
-        default=None,
-        help="copy into shared memory with loads and stores, not cp.async",
-    )
-    knobs.add_argument(
-        "--stages",
-        type=int,
-        help="reduction tiles in flight at once (1: copy, then compute)",
-    )
-    knobs.add_argument(
-        "--mma",
-        action="store_true",
-        default=None,
-        help="accumulate on tensor cores (f16, bf16; f32 with --tf32)",
-    )
-    knobs.add_argument(
-        "--warp-grid",
-        type=_sizes,
-        help="with --mma: warps along the block's pixels and output channels",
-    )
-    knobs.add_argument(
-        "--tf32",
-        action="store_true",
-        default=None,
-        help="with --mma and f32: multiply in tf32 (10-bit mantissa operands)",
-    )
-    knobs.add_argument(
-        "--vector-width",
-        type=int,
-        help="outputs a thread owns contiguously (0: 16 bytes' worth, 1: strided)",
-    )
-    knobs.add_argument(
-        "--threads-per-block", type=int, help="threads of each block (0: derived)"
-    )
-    knobs.add_argument(
-        "--index-bitwidth",
-        type=int,
-        choices=(0, 32, 64),
-        help="width of index arithmetic in the kernel (0: 32 where proven to fit)",
-    )
-    parser.add_argument(
-        "-p",
-        "--passes",
-        help="a pass pipeline instead of the default one (affinec-opt's syntax)",
-    )
-
-
-KNOBS = (
-    "tile_sizes",
-    "reduction_tile_sizes",
-    "register_tile",
-    "unroll_steps",
-    "separate",
-    "reassociate",
-    "promote",
-    "dma",
-    "stages",
-    "mma",
-    "warp_grid",
-    "tf32",
-    "vector_width",
-    "fma",
-    "threads_per_block",
-    "index_bitwidth",
-)
-
-
-def config_from_args(args: argparse.Namespace, spec: Spec) -> KernelConfig | None:
-    """The `KernelConfig` the knob flags describe, or None when none is given (the
-    compiler then picks one for the spec). `--tf32` alone is the configuration
-    `config_for` picks for the spec on tf32 tensor cores."""
-    given = {k: getattr(args, k) for k in KNOBS if getattr(args, k) is not None}
-    if given == {"tf32": True}:
-        return config_for(spec, tf32=True)
-    return with_knobs(KernelConfig(), **given) if given else None
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -502,220 +267,6 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", help="also write the results to this JSON file")
 
 
-def _tune_options(args: argparse.Namespace, arch: str):
-    from affinec.tuning import TuneOptions
-
-    return TuneOptions(
-        budget_s=args.budget_s,
-        top=args.top,
-        explore=args.explore,
-        finalists=args.finalists,
-        max_candidates=args.max_candidates,
-        jobs=args.jobs,
-        arch=arch,
-        seed=args.seed,
-        progress=not args.no_progress and sys.stderr.isatty(),
-        measure_cudnn=args.cudnn,
-    ).validate()
-
-
-def cmd_tune(args: argparse.Namespace) -> int:
-    """`affinec tune --list`, or tune one spec (see affinec.tuning)."""
-    from affinec.tuning import TuningCache
-
-    cache = TuningCache(args.cache)
-    if args.list:
-        if args.kind:
-            raise UsageError("--list shows the cache and takes no spec")
-        print(format_cache(cache))
-        return 0
-    if not args.kind:
-        raise UsageError(
-            "give a spec to tune (affinec tune conv --n ... ) or --list to show "
-            "the cache"
-        )
-    if args.dry_run:
-        return _tune_dry_run(args, cache)
-    from affinec.runtime import current_arch, require_gpu
-    from affinec.tuning import cached_entry, tune_and_store
-
-    # Every flag is checked before the GPU is asked for.
-    _tune_options(args, args.arch or DEFAULT_ARCH)
-    spec = spec_from_args(args.kind, args)
-    require_gpu()
-    arch = args.arch or current_arch()
-    options = _tune_options(args, arch)
-    if not args.force and (entry := cached_entry(spec, arch, cache)) is not None:
-        print(f"spec: {spec.to_text()}")
-        print(
-            f"cached ({cache.path}): {entry.config.describe()}: {entry.ms:.4f} ms on "
-            f"{entry.gpu}, tuned {entry.tuned_at} (--force tunes again)"
-        )
-        return 0
-    log = _log_path(args, cache, spec)
-    result = tune_and_store(spec, options, cache, log=log)
-    print(result.report())
-    print(f"log: {log}")
-    if result.best is not None:
-        print(f"cache: {cache.path}")
-    _tune_plot(result, log)
-    return 0 if result.best is not None else 1
-
-
-def _log_path(args: argparse.Namespace, cache, spec: Spec):
-    import hashlib
-    from pathlib import Path
-
-    folder = Path(args.log_dir) if args.log_dir else cache.path.parent / "logs"
-    digest = hashlib.sha256(spec.to_text().encode()).hexdigest()[:10]
-    return folder / f"{spec.kind}-{digest}.jsonl"
-
-
-def _tune_plot(result, log) -> None:
-    from affinec.tuning.plots import SpecTimes, plot_tuning, plots_available
-
-    if not plots_available():
-        print("plots: matplotlib is not installed (pip install 'affinec[plots]')")
-        return
-    path = plot_tuning(
-        [
-            SpecTimes(
-                result.spec.describe(),  # pyright: ignore[reportAttributeAccessIssue]
-                [r.to_json() for r in result.records],
-                result.cudnn_ms,
-            )
-        ],
-        log.with_suffix(".png"),
-    )
-    print(f"plot: {path}")
-
-
-def _tune_dry_run(args: argparse.Namespace, cache) -> int:
-    """Enumerate, compile and rank without a GPU; print the model's favourites."""
-    from affinec.tuning import tune, write_log
-
-    options = _tune_options(args, args.arch or "sm_90")
-    spec = spec_from_args(args.kind, args)
-    result = tune(spec, None, options)
-    ranked = sorted(
-        (r for r in result.records if r.rank is not None), key=lambda r: r.rank or 0
-    )
-    print(f"spec: {spec.to_text()}")
-    print(f"{'rank':>4} {'pred. ms':>9} {'regs':>4} {'thr':>4} {'occ':>5}  config")
-    for r in ranked[: options.top]:
-        print(
-            f"{r.rank:>4} {r.predicted_ms:9.4f} {r.registers:>4} {r.threads:>4} "
-            f"{r.occupancy:5.2f}  {r.config.describe()}"
-        )
-    print(result.report())
-    if args.log_dir:
-        log = _log_path(args, cache, spec)
-        write_log(result, log)
-        print(f"log: {log}")
-    return 0
-
-
-def format_cache(cache) -> str:
-    """What `affinec tune --list` prints: every entry, stale ones marked."""
-    from affinec.tuning import compiler_version
-
-    entries = cache.entries()
-    current = compiler_version()
-    if not entries:
-        return f"the tuning cache {cache.path} holds no configurations"
-    lines = [f"tuning cache {cache.path} (this compiler: {current})"]
-    for e in sorted(entries, key=lambda e: (e.spec, e.gpu, e.tuned_at)):
-        speedup = (
-            f", {e.baseline_ms / e.ms:.2f}x config_for"
-            if e.baseline_ms and e.ms
-            else ""
-        )
-        cudnn = f", {e.cudnn_ms / e.ms:.2f}x cuDNN" if e.cudnn_ms and e.ms else ""
-        stale = "" if e.compiler == current else f"  [stale: compiler {e.compiler}]"
-        lines.append(e.spec)
-        lines.append(
-            f"    {e.gpu}, {e.arch}: {e.ms:.4f} ms{speedup}{cudnn}, {e.measured} "
-            f"measured, tuned {e.tuned_at}{stale}"
-        )
-        lines.append(f"    {e.config.describe()}")
-    return "\n".join(lines)
-
-
-def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of `affinec tune KIND` beyond the spec's."""
-    from affinec.tuning.space import MAX_CANDIDATES
-
-    parser.add_argument(
-        "--budget-s",
-        type=float,
-        default=120.0,
-        help="wall time for tuning the spec, compiling included (default 120)",
-    )
-    parser.add_argument(
-        "--top",
-        type=int,
-        default=24,
-        help="configurations measured in the cost model's order (default 24)",
-    )
-    parser.add_argument(
-        "--explore",
-        type=int,
-        default=8,
-        help="more measured at random from the rest of the ranking, to check the "
-        "model (default 8)",
-    )
-    parser.add_argument(
-        "--finalists",
-        type=int,
-        default=3,
-        help="the fastest, timed again with the benchmark's full method (default 3)",
-    )
-    parser.add_argument(
-        "--max-candidates",
-        type=int,
-        default=MAX_CANDIDATES,
-        help="configurations compiled, chosen by the cost model (default "
-        f"{MAX_CANDIDATES})",
-    )
-    parser.add_argument(
-        "--jobs",
-        type=int,
-        default=0,
-        help="compiler processes (default 0: every core but one)",
-    )
-    parser.add_argument(
-        "--arch",
-        choices=ARCHS,
-        help="GPU architecture (default: the current GPU's; sm_90 for --dry-run)",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed of inputs and picks")
-    parser.add_argument(
-        "--log-dir",
-        help="where the JSON-lines log (and plot) goes (default: logs/ beside the "
-        "cache)",
-    )
-    parser.add_argument(
-        "--cudnn", action="store_true", help="also time cuDNN on the same inputs"
-    )
-    parser.add_argument(
-        "--force", action="store_true", help="tune even if the cache has the spec"
-    )
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="no GPU: enumerate, compile and rank with the cost model only",
-    )
-    parser.add_argument(
-        "--no-progress", action="store_true", help="no progress bars on stderr"
-    )
-    parser.add_argument(
-        "--cache",
-        default=argparse.SUPPRESS,
-        help="the tuning cache file (default: $AFFINEC_TUNING_CACHE, else "
-        "$XDG_CACHE_HOME/affinec/tuning.json)",
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="affinec",
@@ -825,6 +376,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(format_exception(e), file=sys.stderr)
     return 1
 
+
+__all__ = [
+    "KNOBS",
+    "SPEC_ARGUMENTS",
+    "ArgumentParser",
+    "UsageError",
+    "add_bench_arguments",
+    "add_compile_arguments",
+    "add_conv_arguments",
+    "add_matmul_arguments",
+    "add_outer_arguments",
+    "add_spec_subcommands",
+    "add_tune_arguments",
+    "build_parser",
+    "cmd_bench",
+    "cmd_check",
+    "cmd_compile",
+    "cmd_demo",
+    "cmd_gen",
+    "cmd_run",
+    "cmd_tune",
+    "config_from_args",
+    "format_cache",
+    "main",
+    "read_source",
+    "require_host_memory",
+    "spec_from_args",
+]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,7 +13,10 @@ like MLIR's and re-parses to the same map:
 - `format_map` / `format_set` print whole maps and sets;
 - `parse_ssa_expr_list` parses a list of expressions over SSA values in which a bare
   `%x` is a dimension and `symbol(%x)` a symbol, as in MLIR, semi-affine ones
-  included (`%i mod symbol(%n)`; `affinec.semi_affine`).
+  included (`%i mod symbol(%n)`; `affinec.semi_affine`);
+- the pieces the affine ops' custom forms share (`affinec.dialects.affine`): map and
+  set attributes with their operand lists (`affine_map<...>(%i)[%n]`), indexed
+  memrefs (`%A[%i, %j + 1] : memref<...>`) and arrow type lists.
 
 Printing is stable: parsing what `write_expr` printed and printing again gives the same
 text (tests/test_affine_syntax.py checks it on random expressions).
@@ -23,8 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from xdsl.dialects.builtin import IndexType
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import AffineMapAttr, IndexType, MemRefType
+from xdsl.ir import Attribute, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -37,6 +40,7 @@ from xdsl.ir.affine import (
 )
 from xdsl.ir.affine.affine_set import AffineConstraintExpr, AffineConstraintKind
 from xdsl.parser import Parser, UnresolvedOperand
+from xdsl.printer import Printer
 from xdsl.utils.lexer import Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
@@ -254,3 +258,130 @@ def write_ssa_expr(
         emit(")")
 
     write_expr(mlir_form(expr), emit, dim, sym)
+
+
+# --------------------------------------------------------------------------------------
+# Pieces of the affine ops' custom syntax
+# --------------------------------------------------------------------------------------
+
+
+def print_map_attr(printer: Printer, m: AffineMap) -> None:
+    printer.print_string(f"affine_map<{format_map(m)}>")
+
+
+def print_set_attr(printer: Printer, s: AffineSet) -> None:
+    printer.print_string(f"affine_set<{format_set(s)}>")
+
+
+def print_operand_lists(
+    printer: Printer, operands: Sequence[SSAValue], num_dims: int
+) -> None:
+    """`(%d0, %d1)[%s0]`: the dim operands in parentheses, symbols in brackets."""
+    with printer.in_parens():
+        printer.print_list(operands[:num_dims], printer.print_ssa_value)
+    if len(operands) > num_dims:
+        with printer.in_square_brackets():
+            printer.print_list(operands[num_dims:], printer.print_ssa_value)
+
+
+def parse_operand_lists(parser: Parser, num_dims: int, num_symbols: int, pos: int):
+    dims = parser.parse_optional_comma_separated_list(
+        Parser.Delimiter.PAREN, lambda: parser.parse_operand(IndexType())
+    )
+    syms = parser.parse_optional_comma_separated_list(
+        Parser.Delimiter.SQUARE, lambda: parser.parse_operand(IndexType())
+    )
+    dims, syms = dims or [], syms or []
+    if len(dims) != num_dims or len(syms) != num_symbols:
+        parser.raise_error(
+            f"the map takes {num_dims} dims and {num_symbols} symbols, "
+            f"but {len(dims)} and {len(syms)} operands were given",
+            pos,
+        )
+    return [*dims, *syms]
+
+
+def parse_map_and_operands(parser: Parser) -> tuple[AffineMapAttr, list[SSAValue]]:
+    """`affine_map<(d0)[s0] -> (...)>(%a)[%b]`, as affine.apply/min/max write it."""
+    pos = parser.pos
+    attr = parser.parse_attribute()
+    if not isinstance(attr, AffineMapAttr):
+        parser.raise_error("expected an affine map", pos)
+    m = attr.data
+    return attr, parse_operand_lists(parser, m.num_dims, m.num_symbols, pos)
+
+
+def parse_type_list(parser: Parser) -> list[Attribute]:
+    """`(t1, t2)` or a single bare `t`, as MLIR's arrow type lists allow."""
+    if parser.parse_optional_punctuation("(") is not None:
+        if parser.parse_optional_punctuation(")") is not None:
+            return []
+        types = parser.parse_comma_separated_list(
+            Parser.Delimiter.NONE, parser.parse_type
+        )
+        parser.parse_punctuation(")")
+        return types
+    return [parser.parse_type()]
+
+
+def print_indexed(
+    printer: Printer, memref: SSAValue, m: AffineMap, indices: Sequence[SSAValue]
+) -> None:
+    """`%A[%i, %j + symbol(%n)]`."""
+    printer.print_ssa_value(memref)
+    with printer.in_square_brackets():
+        for k, result in enumerate(m.results):
+            if k:
+                printer.print_string(", ")
+            write_ssa_expr(
+                result,
+                printer.print_string,
+                printer.print_ssa_value,
+                indices,
+                m.num_dims,
+            )
+
+
+def parse_indexed(
+    parser: Parser,
+) -> tuple[UnresolvedOperand, AffineMap, list[SSAValue]]:
+    """`%A[<exprs of %dims and symbol(%syms)>]`: the (unresolved) memref, the map and
+    its operands."""
+    unresolved = parser.parse_unresolved_operand()
+    space = SSAOperandSpace()
+    results = parse_ssa_expr_list(parser, space)
+    return unresolved, space.map(results), space.operands(parser)
+
+
+def parse_memref_type(parser: Parser) -> MemRefType:
+    pos = parser.pos
+    memref_type = parser.parse_type()
+    if not isinstance(memref_type, MemRefType):
+        parser.raise_error(f"expected a memref type, got {memref_type}", pos)
+    return memref_type
+
+
+def print_memref_access(
+    printer: Printer,
+    memref: SSAValue,
+    m: AffineMap,
+    indices: Sequence[SSAValue],
+    attributes: dict[str, Attribute] | None = None,
+) -> None:
+    """`%A[%i, %j + symbol(%n)] {attrs} : memref<...>`."""
+    print_indexed(printer, memref, m, indices)
+    printer.print_op_attributes(attributes or {})
+    printer.print_string(" : ")
+    printer.print_attribute(memref.type)
+
+
+def parse_memref_access(
+    parser: Parser,
+) -> tuple[SSAValue, AffineMap, list[SSAValue], MemRefType, dict[str, Attribute]]:
+    """Parse `%A[<exprs of %dims and symbol(%syms)>] {attrs} : memref<...>`."""
+    unresolved, m, indices = parse_indexed(parser)
+    attrs = parser.parse_optional_attr_dict()
+    parser.parse_punctuation(":")
+    memref_type = parse_memref_type(parser)
+    memref = parser.resolve_operand(unresolved, memref_type)
+    return memref, m, indices, memref_type, attrs

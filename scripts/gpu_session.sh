@@ -61,10 +61,12 @@ step_timing() {
 step_profile() {
   run profile 300 ncu --clock-control none --section SpeedOfLight --section Occupancy \
     --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
-    --section ComputeWorkloadAnalysis -k regex:^conv_kernel \
+    --section ComputeWorkloadAnalysis \
+    --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active \
+    -k regex:^conv_kernel \
     python3 benchmarks/profile_kernels.py
-  grep -E "conv_kernel|Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Thr|Memory Thr|Theoretical Occ|Warp Cycles Per Issued|Stall|Block Limit" \
-    "$OUT/profile.log" | head -80
+  grep -E "^(resnet|conv)|Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Thr|Memory Thr|L2 Cache Thr|Executed Ipc A|hmma|pipe_fma|Block Limit Reg|Block Limit Sh" \
+    "$OUT/profile.log" | head -150
 }
 
 step_sanitize() {

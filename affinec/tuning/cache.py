@@ -42,7 +42,15 @@ SCHEMA = 1
 """Bumped when an entry's fields change meaning."""
 ENVIRONMENT = "AFFINEC_TUNING_CACHE"
 
-_NOT_COMPILER = ("tuning", "cli.py", "opt.py", "demo.py", "benchmark.py")
+_NOT_COMPILER = (
+    "tuning",
+    "cli.py",
+    "cli_flags.py",
+    "cli_tune.py",
+    "opt.py",
+    "demo.py",
+    "benchmark.py",
+)
 """Files of affinec that do not decide what a configuration compiles to."""
 
 

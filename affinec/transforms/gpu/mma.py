@@ -26,24 +26,22 @@ ISA's layouts (`affinec.ir.mma_layouts`, checked against these expressions in th
 tests). Rows past the block's pixels read the last pixel's row (their results are
 never stored); a channel step that does not fill k = 16 is padded with zeros in both
 tiles by a band that zeroes the padding once per block (the copies never write it).
+
+The pass's machinery lies in three modules: the analysis (`plan_mma`, the
+`MmaPlan`: `affinec.transforms.gpu.mma_plan`), the lanes' fragments of A and B
+(ldmatrix, the tf32 loads: `affinec.transforms.gpu.mma_fragments`), and here the
+rewrite of the accumulator's bands into warp bands (`rewrite_mma`).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-
 from xdsl.dialects import arith, memref, vector
 from xdsl.dialects.builtin import (
-    BFloat16Type,
-    Float16Type,
-    Float32Type,
     FloatAttr,
     IndexType,
     IntegerAttr,
     MemRefType,
     StringAttr,
-    UnitAttr,
     VectorType,
     f32,
 )
@@ -56,374 +54,23 @@ from xdsl.ir.affine import (
     AffineSet,
 )
 
-from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu, nvgpu
-from affinec.dialects.affinec import BLOCK, MAPPING, THREAD, UNROLL, mapping_of
-from affinec.transforms.affine.analysis import is_defined_inside
-from affinec.transforms.gpu.bands import Band, GridAnalysis, is_private
-
-WARP = 32
-K_STEP = 16
-"""k of one m16n8k16 MMA."""
-
-
-@dataclass
-class Operand:
-    """A shared tile the compute band reads, and how."""
-
-    load: affine.LoadOp
-    """The access in the band's innermost body."""
-    buffer: SSAValue
-    channel_dim: int
-    """The tile's dimension indexed by the channel loop."""
-    k_contiguous: bool
-    """The channel dimension is the tile's innermost (else N is: a transposed load)."""
-
-
-@dataclass
-class ComputeBand:
-    band: Band
-    a: Operand
-    b: Operand
-    channel: affine.ForOp
-    taps: list[affine.ForOp]
-    """The band's other reduction loops, outermost first."""
-
-
-@dataclass
-class MmaPlan:
-    analysis: GridAnalysis
-    kind: nvgpu.MmaKind
-    acc: Operation
-    init: list[Band]
-    compute: list[ComputeBand]
-    writeback: list[Band]
-    m_dims: list[int]
-    n_dim: int
-    warps: tuple[int, int]
-    mt: int
-    """16-row MMA tiles per warp along M."""
-    nt: int
-    """8-column MMA tiles per warp along N."""
-    k_padded: int
-    """The channel extent of one step, rounded up to whole MMAs."""
-    init_value: SSAValue
-    pads: dict[SSAValue, list[int]] = field(default_factory=dict)
-    """For each tile, its allocation's new shape (padded for k and alignment)."""
-
-    @property
-    def threads(self) -> int:
-        return WARP * self.warps[0] * self.warps[1]
-
-    @property
-    def block_m(self) -> int:
-        extents = self.compute[0].band.extents
-        return math.prod(extents[d] for d in self.m_dims)
-
-    @property
-    def block_n(self) -> int:
-        return self.compute[0].band.extents[self.n_dim]
-
-
-# -- planning -------------------------------------------------------------------------------
-
-
-def plan_mma(
-    analysis: GridAnalysis, warps: tuple[int, int], tf32: bool = False
-) -> MmaPlan:
-    """Read the implicit GEMM off the grid band and check everything the rewrite
-    needs; a `PassError` at the op at fault otherwise."""
-    grid = analysis.grid.op
-    accs = [a for a in analysis.allocs if is_private(a.results[0])]
-    if len(accs) != 1:
-        raise PassError(
-            grid,
-            f"the MMA rewrite needs one private accumulator in the grid band, found "
-            f"{len(accs)} (run affinec-place-buffers after affinec-split)",
-        )
-    (acc,) = accs
-    phases = [p for p in analysis.phases if _uses(p.op, acc.results[0])]
-    init, compute, writeback = [], [], []
-    for p in phases:
-        if mapping_of(p.op) != BLOCK:
-            raise PassError(p.op, "this band is already mapped to threads")
-        loads = _accesses(p.op, acc.results[0], affine.LoadOp)
-        stores = _accesses(p.op, acc.results[0], affine.StoreOp)
-        if loads and stores:
-            compute.append(p)
-        elif stores:
-            init.append(p)
-        else:
-            writeback.append(p)
-    if not compute:
-        raise PassError(grid, "no band accumulates into the accumulator")
-    computes = [_compute_band(p, acc.results[0]) for p in compute]
-    first = computes[0]
-    element = first.a.buffer.type.get_element_type()  # pyright: ignore
-    kind = _kind(first.a.load, element, tf32)
-    band = first.band
-    n_dims = [
-        d
-        for d, iv in enumerate(band.op.induction_variables)
-        if _reads(first.b.load, iv)
-    ]
-    m_dims = [
-        d
-        for d, iv in enumerate(band.op.induction_variables)
-        if d not in n_dims and band.extents[d] > 1
-    ]
-    if len(n_dims) != 1:
-        raise PassError(
-            band.op,
-            f"the filter is read along {len(n_dims)} of the band's dimensions: an MMA "
-            "needs exactly one (the output channels)",
-        )
-    for d in m_dims:
-        if _reads(first.b.load, band.op.induction_variables[d]):
-            raise PassError(
-                band.op, "a dimension read by both the input and the filter"
-            )
-    wm, wn = warps
-    if wm < 1 or wn < 1 or wm * wn * WARP > 1024:
-        raise PassError(grid, f"warps {wm}x{wn}: between 1 and 32 warps in a block")
-    block_m = math.prod(band.extents[d] for d in m_dims)
-    block_n = band.extents[n_dims[0]]
-    mt = max(1, -(-block_m // (16 * wm)))
-    nt = max(1, -(-block_n // (8 * wn)))
-    if mt * nt > 32:
-        raise PassError(
-            band.op,
-            f"a warp tile of {mt}x{nt} MMAs ({mt * nt * 4} accumulators a lane): use "
-            "more warps or a smaller block tile",
-        )
-    c_extent = _extent(first.channel)
-    k_padded = -(-c_extent // kind.k) * kind.k
-    init_value = _init_value(init, acc.results[0])
-    plan = MmaPlan(
-        analysis,
-        kind,
-        acc,
-        init,
-        computes,
-        writeback,
-        m_dims,
-        n_dims[0],
-        warps,
-        mt,
-        nt,
-        k_padded,
-        init_value,
-    )
-    for c in computes:
-        if c.band.signature != first.band.signature:
-            raise PassError(c.band.op, "the compute bands differ in shape")
-        for operand in (c.a, c.b):
-            plan.pads[operand.buffer] = _padded_shape(operand, k_padded)
-    return plan
-
-
-def _uses(op: Operation, value: SSAValue) -> bool:
-    return any(value in o.operands for o in op.walk())
-
-
-def _accesses(op: Operation, buffer: SSAValue, kind: type) -> list[Operation]:
-    return [o for o in op.walk() if isinstance(o, kind) and o.memref is buffer]
-
-
-def _reads(load: affine.LoadOp, iv: SSAValue) -> bool:
-    m = load.map.data
-    for k, v in enumerate(load.indices):
-        if v is iv and any(AffineExpr.dimension(k) in list(e.dfs()) for e in m.results):
-            return True
-    return False
-
-
-def _extent(loop: affine.ForOp) -> int:
-    from affinec.ir.ranges import value_range
-
-    r = value_range(loop.induction_variable)
-    if r is None:
-        raise PassError(loop, "the channel loop has no static bound")
-    return r[1] + 1
-
-
-def _kind(at: Operation, element, tf32: bool) -> nvgpu.MmaKind:
-    if isinstance(element, Float32Type) and tf32:
-        return nvgpu.MmaKind(16, 8, 8, "tf32")
-    if isinstance(element, Float16Type):
-        return nvgpu.MmaKind(16, 8, 16, "f16")
-    if isinstance(element, BFloat16Type):
-        return nvgpu.MmaKind(16, 8, 16, "bf16")
-    raise PassError(
-        at,
-        f"tensor cores take f16 or bf16 operands here, got {element} (f32 takes them "
-        "with tf32=true, rounding the operands to tf32; else keep the SIMT route)",
-    )
-
-
-def _init_value(init: list[Band], acc: SSAValue) -> SSAValue:
-    values = set()
-    for p in init:
-        for store in _accesses(p.op, acc, affine.StoreOp):
-            assert isinstance(store, affine.StoreOp)
-            if is_defined_inside(store.value, p.op):
-                raise PassError(store, "the accumulator must start from one value")
-            values.add(store.value)
-    if len(values) != 1:
-        raise PassError(
-            init[0].op if init else None,  # pyright: ignore[reportArgumentType]
-            "the accumulator must be zeroed by one band storing one value",
-        )
-    return values.pop()
-
-
-def _compute_band(phase: Band, acc: SSAValue) -> ComputeBand:
-    """The band's loops, shared loads and multiply-add, checked."""
-    op = phase.op
-    loops: list[affine.ForOp] = []
-    block = op.body.block
-    while True:
-        inner = [o for o in block.ops if not isinstance(o, affine.YieldOp)]
-        if len(inner) == 1 and isinstance(inner[0], affine.ForOp):
-            loop = inner[0]
-            if loop.inits or any(is_defined_inside(v, op) for v in loop.operands):
-                raise PassError(loop, "a reduction loop whose bounds use the band")
-            loops.append(loop)
-            block = loop.body.block
-            continue
-        break
-    body = [o for o in block.ops if not isinstance(o, affine.YieldOp)]
-    stores = [o for o in body if isinstance(o, affine.StoreOp)]
-    if len(stores) != 1 or stores[0].memref is not acc:
-        raise PassError(
-            op, "the compute band must only accumulate into the accumulator"
-        )
-    (store,) = stores
-    add = store.value.owner
-    if not isinstance(add, arith.AddfOp):
-        raise PassError(store, "the accumulator must take a sum (arith.addf)")
-    terms = [t.owner for t in (add.lhs, add.rhs)]
-    old = [t for t in terms if isinstance(t, affine.LoadOp) and t.memref is acc]
-    mul = [t for t in terms if isinstance(t, arith.MulfOp)]
-    if len(old) != 1 or len(mul) != 1:
-        raise PassError(add, "the sum must add a product to the accumulator")
-    factors = []
-    for f in (mul[0].lhs, mul[0].rhs):
-        owner = f.owner
-        if isinstance(owner, arith.ExtFOp):
-            owner = owner.input.owner
-        if not (
-            isinstance(owner, affine.LoadOp)
-            and gpu.memory_space(owner.memref.type) == gpu.WORKGROUP_ADDRESS_SPACE
-        ):
-            raise PassError(
-                mul[0],
-                "each factor must be read from a shared tile (run "
-                "affine-data-copy-generate{reduction-innermost=true} first)",
-            )
-        factors.append(owner)
-    band_ivs = set(op.induction_variables)
-    loop_ivs = {lp.induction_variable: lp for lp in loops}
-    channel = _channel_loop(factors, loop_ivs)
-    # The frontend multiplies the input (A, rows M) by the filter (B, columns N).
-    a_load, b_load = factors
-    a = _operand(a_load, channel, band_ivs, transposable=False)
-    b = _operand(b_load, channel, band_ivs, transposable=True)
-    taps = [lp for lp in loops if lp is not loop_ivs[channel]]
-    return ComputeBand(phase, a, b, loop_ivs[channel], taps)
-
-
-def _channel_loop(
-    factors: list[affine.LoadOp], loops: dict[SSAValue, affine.ForOp]
-) -> SSAValue:
-    """The loop variable that alone indexes a dimension of both tiles."""
-    found = None
-    for iv in loops:
-        if all(_alone_dim(f, iv) is not None for f in factors):
-            found = iv
-    if found is None:
-        raise PassError(
-            factors[0],
-            "no reduction loop indexes both tiles alone: there is no k for the MMA",
-        )
-    return found
-
-
-def _alone_dim(load: affine.LoadOp, iv: SSAValue) -> int | None:
-    """The dimension of `load`'s tile that `iv` alone indexes, if any."""
-    if iv not in load.indices:
-        return None
-    alone = AffineExpr.dimension(list(load.indices).index(iv))
-    for d, e in enumerate(load.map.data.results):
-        if e == alone:
-            return d
-    return None
-
-
-def _operand(
-    load: affine.LoadOp, channel: SSAValue, band_ivs: set, transposable: bool
-) -> Operand:
-    t = load.memref.type
-    assert isinstance(t, MemRefType)
-    rank = t.get_num_dims()
-    d = _alone_dim(load, channel)
-    assert d is not None
-    if d == rank - 1:
-        return Operand(load, load.memref, d, True)
-    n_alone = any(_alone_dim(load, iv) == rank - 1 for iv in band_ivs)
-    if transposable and n_alone:
-        return Operand(load, load.memref, d, False)
-    raise PassError(
-        load,
-        "the channels must be the tile's innermost dimension (or, for the filter, "
-        "the output channels): run affine-data-copy-generate{reduction-innermost=true}",
-    )
-
-
-def _padded_shape(operand: Operand, k_padded: int) -> list[int]:
-    """The tile's shape with the channel dimension a whole number of MMA steps and
-    the innermost a multiple of 8 elements (16-byte aligned ldmatrix rows, and room
-    for a transposed row of eight columns)."""
-    t = operand.buffer.type
-    assert isinstance(t, MemRefType)
-    shape = list(t.get_shape())
-    shape[operand.channel_dim] = max(shape[operand.channel_dim], k_padded)
-    shape[-1] = -(-shape[-1] // 8) * 8
-    return shape
-
-
-# -- rewriting ------------------------------------------------------------------------------
-
-
-class _Builder:
-    """Ops appended to a block, with affine.apply over named values."""
-
-    def __init__(self, block: Block) -> None:
-        self.block = block
-
-    def add(self, op: Operation) -> Operation:
-        self.block.add_op(op)
-        return op
-
-    def apply(
-        self, expr: AffineExpr, operands: list[SSAValue], hint: str = ""
-    ) -> SSAValue:
-        op = affine.ApplyOp(operands, AffineMap(len(operands), 0, (expr,)))
-        if hint:
-            op.result.name_hint = hint
-        return self.add(op).results[0]
-
-    def loop(self, upper: int, hint: str, unroll: bool = True) -> _Builder:
-        body = Block(arg_types=[IndexType()])
-        body.args[0].name_hint = hint
-        loop = affine.ForOp(0, upper, body)
-        if unroll:
-            loop.attributes[UNROLL] = UnitAttr()
-        self.add(loop)
-        return _Builder(body)
-
-    def close(self) -> None:
-        self.block.add_op(affine.YieldOp())
+from affinec.dialects.affinec import BLOCK, MAPPING, THREAD
+from affinec.transforms.gpu.bands import Band
+from affinec.transforms.gpu.mma_fragments import (
+    Builder,
+    Operands,
+    band_iv,
+    pixel_values,
+)
+from affinec.transforms.gpu.mma_plan import (
+    K_STEP,
+    WARP,
+    ComputeBand,
+    MmaPlan,
+    Operand,
+    plan_mma,
+)
 
 
 def rewrite_mma(plan: MmaPlan) -> None:
@@ -512,7 +159,7 @@ def _zero_fill(
 
 def _warp_band(
     plan: MmaPlan, like: affine.ParallelOp
-) -> tuple[_Builder, dict[str, SSAValue]]:
+) -> tuple[Builder, dict[str, SSAValue]]:
     """A thread band of the plan's threads before `like`, with the lane and warp
     coordinates of its thread."""
     body = Block(arg_types=[IndexType()])
@@ -524,7 +171,7 @@ def _warp_band(
     }
     band.location = like.location
     like.parent_block().insert_op_before(band, like)  # pyright: ignore
-    b = _Builder(body)
+    b = Builder(body)
     d0 = AffineExpr.dimension(0)
     wn = plan.warps[1]
     ids = {
@@ -552,38 +199,7 @@ def _rewrite_init(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
     _erase(phase.op)
 
 
-def _pixel_values(
-    plan: MmaPlan, b: _Builder, m: AffineExpr, operands: list[SSAValue], band: Band
-) -> dict[int, SSAValue]:
-    """The band's M dimensions' induction values for pixel `m` (row-major over the
-    M extents), as affine.apply ops."""
-    extents = [band.extents[d] for d in plan.m_dims]
-    values = {}
-    for k, d in enumerate(plan.m_dims):
-        stride = math.prod(extents[k + 1 :])
-        idx = m if stride == 1 else m // stride
-        if k > 0:
-            idx = idx % extents[k]
-        values[d] = b.apply(
-            _iv(band, d, idx, len(operands)), [*operands, *_lower(band, d)]
-        )
-    return values
-
-
-def _iv(band: Band, d: int, idx: AffineExpr, n: int) -> AffineExpr:
-    dim = band.dims[d]
-    if dim.lower is not None:
-        return idx * dim.step + dim.lower
-    return idx * dim.step + AffineExpr.dimension(n)
-
-
-def _lower(band: Band, d: int) -> list[SSAValue]:
-    if band.dims[d].lower is not None:
-        return []
-    raise PassError(band.op, "the MMA rewrite needs constant lower bounds in the band")
-
-
-def _constant_ivs(plan: MmaPlan, band: Band, b: _Builder) -> dict[int, SSAValue]:
+def _constant_ivs(plan: MmaPlan, band: Band, b: Builder) -> dict[int, SSAValue]:
     """The band's dimensions of one iteration (neither M nor N), as constants."""
     values = {}
     for d, dim in enumerate(band.dims):
@@ -592,25 +208,6 @@ def _constant_ivs(plan: MmaPlan, band: Band, b: _Builder) -> dict[int, SSAValue]
         c = b.add(arith.ConstantOp(IntegerAttr(dim.lower or 0, IndexType())))
         values[d] = c.results[0]
     return values
-
-
-def _indices(
-    load: affine.LoadOp, values: dict[SSAValue, SSAValue], b: _Builder
-) -> list[SSAValue]:
-    """`load`'s indices with some of its operands replaced, as affine.apply ops."""
-    operands = [values.get(v, v) for v in load.indices]
-    m = load.map.data
-    out = []
-    for e in m.results:
-        out.append(
-            b.apply(e, operands) if m.num_symbols == 0 else _symbolic(b, m, e, operands)
-        )
-    return out
-
-
-def _symbolic(b: _Builder, m: AffineMap, e: AffineExpr, operands) -> SSAValue:
-    op = affine.ApplyOp(operands, AffineMap(m.num_dims, m.num_symbols, (e,)))
-    return b.add(op).results[0]
 
 
 def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
@@ -629,7 +226,7 @@ def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
         clone.regions[0].add_block(body)
         site.add(clone)
         tap_values[lp.induction_variable] = body.args[0]
-        site = _Builder(body)
+        site = Builder(body)
         sites.append(site)
     step = plan.kind.k
     kc = site.loop(plan.k_padded // step, "kc")
@@ -639,7 +236,7 @@ def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
     inner = nt
     ivs = band.op.induction_variables
     base = {ivs[dd]: v for dd, v in fixed.items()}
-    operands = _Operands(plan, c, inner, base, tap_values, lane, wm, wn, k, m_t, n_t)
+    operands = Operands(plan, c, inner, base, tap_values, lane, wm, wn, k, m_t, n_t)
     if plan.kind.operands == "tf32":
         a_frag, b_frag = operands.tf32_fragments()
     else:
@@ -666,132 +263,6 @@ def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
     _erase(band.op)
 
 
-@dataclass
-class _Operands:
-    """Builds one MMA's A and B fragments for the lane, inside the MMA loops."""
-
-    plan: MmaPlan
-    c: ComputeBand
-    b: _Builder
-    base: dict[SSAValue, SSAValue]
-    taps: dict[SSAValue, SSAValue]
-    lane: SSAValue
-    wm: SSAValue
-    wn: SSAValue
-    k: SSAValue
-    m_t: SSAValue
-    n_t: SSAValue
-
-    def _row(self, row: AffineExpr) -> dict[SSAValue, SSAValue]:
-        """The band's M variables for the warp tile's row `row` (an expression of
-        the lane), clamped to the block's pixels."""
-        plan, d = self.plan, AffineExpr.dimension
-        m_expr = d(1) * (16 * plan.mt) + d(2) * 16 + row
-        rows = 16 * plan.mt * plan.warps[0]
-        operands = [self.lane, self.wm, self.m_t]
-        m = (
-            self.b.apply(m_expr, operands)
-            if rows <= plan.block_m
-            else _min(self.b, m_expr, plan.block_m - 1, operands)
-        )
-        pixel = _pixel_values(plan, self.b, d(0), [m], self.c.band)
-        ivs = self.c.band.op.induction_variables
-        return {ivs[dd]: v for dd, v in pixel.items()}
-
-    def _column(self, col: AffineExpr, limit: int) -> dict[SSAValue, SSAValue]:
-        """The band's N variable for the warp tile's column `col` (an expression of
-        the lane), clamped to `limit` where some warp's columns would pass it."""
-        plan, d = self.plan, AffineExpr.dimension
-        n_expr = d(1) * (8 * plan.nt) + d(2) * 8 + col
-        operands = [self.lane, self.wn, self.n_t]
-        largest = (
-            8 * plan.nt * plan.warps[1]
-            - 8
-            + max(col.eval([lane], []) for lane in range(WARP))
-        )
-        if largest <= limit:
-            n = self.b.apply(n_expr, operands)
-        else:
-            n = _min(self.b, n_expr, limit, operands)
-        band = self.c.band
-        n_iv = band.op.induction_variables[plan.n_dim]
-        return {n_iv: self.b.apply(_iv(band, plan.n_dim, d(0), 1), [n])}
-
-    def _k(self, col: AffineExpr, hint: str) -> dict[SSAValue, SSAValue]:
-        d = AffineExpr.dimension
-        e = d(1) * self.plan.kind.k + col.replace_dims_and_symbols([d(0)], [])
-        return {
-            self.c.channel.induction_variable: self.b.apply(
-                e, [self.lane, self.k], hint
-            )
-        }
-
-    def ldmatrix_fragments(self) -> tuple[SSAValue, SSAValue]:
-        """16-bit operands: the fragments straight from 16-byte rows of the tiles."""
-        plan, c, b, d = self.plan, self.c, self.b, AffineExpr.dimension
-        # A: rows are pixels, 16-byte rows along k (affinec.ir.mma_layouts.a_tile_address)
-        values = {**self.base, **self.taps}
-        values |= self._row((d(0) % 8) + ((d(0) // 8) % 2) * 8)
-        values |= self._k((d(0) // 16) * 8, "ka")
-        a = b.add(nvgpu.LdMatrixOp(c.a.buffer, _indices(c.a.load, values, b), 4))
-        # B: eight output channels a fragment (b_tile_address)
-        values = {**self.base, **self.taps}
-        if c.b.k_contiguous:
-            values |= self._column(d(0) % 8, plan.block_n - 1)
-            values |= self._k(((d(0) // 8) % 2) * 8, "kb")
-        else:
-            # eight consecutive output channels a row: a warp past the block's
-            # channels reads the tile's last eight (its results are not stored)
-            width = c.b.buffer.type.get_shape()[-1]  # pyright: ignore
-            values |= self._column(AffineExpr.constant(0), width - 8)
-            values |= self._k(d(0) % 16, "kb")
-        bb = b.add(
-            nvgpu.LdMatrixOp(
-                c.b.buffer,
-                _indices(c.b.load, values, b),
-                2,
-                transpose=not c.b.k_contiguous,
-            )
-        )
-        return a.results[0], bb.results[0]
-
-    def tf32_fragments(self) -> tuple[SSAValue, SSAValue]:
-        """f32 operands (m16n8k8 tf32): no ldmatrix for 32-bit elements, so each
-        lane loads its registers one by one (affinec.ir.mma_layouts: A register r at
-        row g + 8 (r % 2), column t + 4 (r // 2); B register r at k t + 4r, n g)."""
-        plan, c, b, d = self.plan, self.c, self.b, AffineExpr.dimension
-        g, t = d(0) // 4, d(0) % 4
-        a_vec = _poison_vector(b, [4, 1])
-        for r in range(4):
-            values = {**self.base, **self.taps}
-            values |= self._row(g + 8 * (r % 2))
-            values |= self._k(t + 4 * (r // 2), "ka")
-            # memref.load: the indices may go through an affine.min (a clamp),
-            # which is no dimension of an affine map (MLIR's rule).
-            x = b.add(memref.LoadOp.get(c.a.buffer, _indices(c.a.load, values, b)))
-            a_vec = b.add(vector.InsertOp(x.results[0], a_vec, [r, 0])).results[0]
-        b_vec = _poison_vector(b, [2, 1])
-        width = c.b.buffer.type.get_shape()[-1]  # pyright: ignore
-        clamp = plan.block_n - 1 if c.b.k_contiguous else width - 1
-        for r in range(2):
-            values = {**self.base, **self.taps}
-            values |= self._column(g, clamp)
-            values |= self._k(t + 4 * r, "kb")
-            x = b.add(memref.LoadOp.get(c.b.buffer, _indices(c.b.load, values, b)))
-            b_vec = b.add(vector.InsertOp(x.results[0], b_vec, [r, 0])).results[0]
-        return a_vec, b_vec
-
-
-def _poison_vector(b: _Builder, shape: list[int]) -> SSAValue:
-    zero = b.add(arith.ConstantOp(FloatAttr(0.0, f32))).results[0]
-    return b.add(vector.BroadcastOp(zero, VectorType(f32, shape))).results[0]
-
-
-def _min(b: _Builder, e: AffineExpr, bound: int, operands: list[SSAValue]) -> SSAValue:
-    m = AffineMap(len(operands), 0, (e, AffineExpr.constant(bound)))
-    return b.add(affine.MinOp(operands, m)).results[0]
-
-
 def _rewrite_writeback(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
     b, ids = _warp_band(plan, phase.op)
     lane, wm, wn = ids["lane"], ids["wm"], ids["wn"]
@@ -812,10 +283,10 @@ def _rewrite_writeback(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
         [lane, wn, n_t, e],
         "n",
     )
-    pixel = _pixel_values(plan, inner, d(0), [m], phase)
+    pixel = pixel_values(plan, inner, d(0), [m], phase)
     ivs = phase.op.induction_variables
     values = {ivs[dd]: v for dd, v in (fixed | pixel).items()}
-    values[ivs[plan.n_dim]] = inner.apply(_iv(phase, plan.n_dim, d(0), 1), [n])
+    values[ivs[plan.n_dim]] = inner.apply(band_iv(phase, plan.n_dim, d(0), 1), [n])
 
     # The guard: a real pixel and channel of the block, within a partial tile.
     operands: list[SSAValue] = [m, n]
@@ -870,4 +341,12 @@ def _erase(op: Operation) -> None:
     op.erase()
 
 
-__all__ = ["MmaPlan", "plan_mma", "rewrite_mma"]
+__all__ = [
+    "K_STEP",
+    "WARP",
+    "ComputeBand",
+    "MmaPlan",
+    "Operand",
+    "plan_mma",
+    "rewrite_mma",
+]

@@ -1,0 +1,232 @@
+"""MLIR's rules for the operands of affine maps, and the checks that apply them.
+
+Which values an affine op may use as a map's dimensions and which as its symbols
+(`is_valid_dim`, `is_valid_symbol`, as MLIR's `AffineOps.cpp` has them): an induction
+variable is a dimension, never a symbol; a value defined at the top of an affine scope
+(or above, or a constant, or a pure op of symbols) is a symbol; anything else (a
+loaded value, an `arith.addi` of an induction variable) is neither. Also here: the
+checks every affine op's verifier makes of its maps and their operands (their number,
+positive divisors, dims then symbols, an access's rank).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from xdsl.dialects.arith import ConstantOp as ArithConstantOp
+from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, IntegerAttr, MemRefType
+from xdsl.dialects.memref import AllocOp as MemrefAllocOp
+from xdsl.dialects.memref import DimOp as MemrefDimOp
+from xdsl.ir import BlockArgument, Operation, Region, SSAValue
+from xdsl.ir.affine import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineExpr,
+    AffineMap,
+)
+from xdsl.traits import ConstantLike, IsolatedFromAbove, Pure
+from xdsl.utils.exceptions import VerifyException
+
+# --------------------------------------------------------------------------------------
+# MLIR's validity rules for dims and symbols
+# --------------------------------------------------------------------------------------
+
+AFFINE_SCOPES = ("builtin.module", "func.func", "gpu.func", "gpu.launch")
+"""Ops whose regions are affine scopes (MLIR's `AffineScope` trait): a value defined
+at the top of one is a symbol everywhere inside it."""
+
+
+def affine_scope(op: Operation) -> Region | None:
+    """The region of the nearest enclosing affine scope of `op` (None: none)."""
+    region = op.parent_region()
+    while region is not None:
+        parent = region.parent_op()
+        if parent is None:
+            return None
+        if parent.name in AFFINE_SCOPES:
+            return region
+        region = parent.parent_region()
+    return None
+
+
+def _parent_region(value: SSAValue) -> Region | None:
+    if isinstance(value, BlockArgument):
+        return value.block.parent
+    owner = value.owner
+    return owner.parent_region() if isinstance(owner, Operation) else None
+
+
+def _is_top_level(value: SSAValue) -> bool:
+    """Defined directly in the region of some affine scope."""
+    region = _parent_region(value)
+    parent = region.parent_op() if region is not None else None
+    return parent is not None and parent.name in AFFINE_SCOPES
+
+
+def _enclosing(region: Region) -> Region | None:
+    """The region a symbol of `region` may also come from: the one holding its op,
+    unless that op is isolated from above."""
+    parent = region.parent_op()
+    if parent is None or parent.has_trait(IsolatedFromAbove):
+        return None
+    return parent.parent_region()
+
+
+def is_valid_symbol(value: SSAValue, region: Region | None) -> bool:
+    """Whether `value` may be a symbol of affine maps in `region` (an affine scope's),
+    by MLIR's rule: defined at the scope's top level or above it (unless isolated), a
+    constant, a pure op of symbols, or the size of a memref defined at the top."""
+    if not isinstance(value.type, IndexType):
+        return False
+    if region is not None and _parent_region(value) is region:
+        return True
+    owner = value.owner
+    if isinstance(owner, Operation):
+        if owner.has_trait(ConstantLike):
+            return True
+        if owner.has_trait(Pure) and all(
+            is_valid_symbol(v, region) for v in owner.operands
+        ):
+            return True
+        if isinstance(owner, MemrefDimOp):
+            return _is_valid_dim_op_symbol(owner, region)
+    outer = _enclosing(region) if region is not None else None
+    return outer is not None and is_valid_symbol(value, outer)
+
+
+def _is_valid_dim_op_symbol(op: MemrefDimOp, region: Region | None) -> bool:
+    """`memref.dim` of a memref defined at the top of a scope, or of a
+    `memref.alloc` whose size along that dimension is a symbol."""
+    source = op.source
+    if _is_top_level(source):
+        return True
+    alloc = source.owner
+    index = op.index.owner
+    if not isinstance(alloc, MemrefAllocOp) or not isinstance(index, ArithConstantOp):
+        return False
+    assert isinstance(source.type, MemRefType) and isinstance(index.value, IntegerAttr)
+    shape = source.type.get_shape()
+    i = index.value.value.data
+    if not 0 <= i < len(shape) or shape[i] != DYNAMIC_INDEX:
+        return False
+    dynamic = shape[:i].count(DYNAMIC_INDEX)
+    return is_valid_symbol(alloc.dynamic_sizes[dynamic], region)
+
+
+def is_induction_variable(value: SSAValue) -> bool:
+    """An `affine.for` or `affine.parallel` induction variable."""
+    # Imported here, not at the top: affine.for and affine.parallel verify their
+    # bounds by these rules, so their modules import this one.
+    from affinec.dialects.affine_loops import ForOp
+    from affinec.dialects.affine_parallel import ParallelOp
+
+    if not isinstance(value, BlockArgument):
+        return False
+    owner = value.block.parent_op()
+    if isinstance(owner, ForOp):
+        return value.index == 0
+    return isinstance(owner, ParallelOp)
+
+
+def is_valid_dim(value: SSAValue, region: Region | None) -> bool:
+    """Whether `value` may be a dimension of affine maps in `region`: a valid symbol,
+    an induction variable, or an `affine.apply` / `affine.delinearize_index` of
+    dimensions (MLIR's rule)."""
+    # Imported here, not at the top: affine.apply verifies its operands by these
+    # rules, so its module imports this one.
+    from affinec.dialects.affine_index import (
+        ApplyOp,
+        DelinearizeIndexOp,
+        LinearizeIndexOp,
+    )
+
+    if not isinstance(value.type, IndexType):
+        return False
+    if is_valid_symbol(value, region) or is_induction_variable(value):
+        return True
+    owner = value.owner
+    if isinstance(owner, ApplyOp | DelinearizeIndexOp | LinearizeIndexOp):
+        return all(is_valid_dim(v, region) for v in owner.operands)
+    if isinstance(owner, MemrefDimOp):
+        return _is_top_level(owner.source)
+    return False
+
+
+def verify_dims_and_symbols(
+    op: Operation, operands: Sequence[SSAValue], num_dims: int
+) -> None:
+    """MLIR's check of the operands of a map: dims first, then symbols."""
+    scope = affine_scope(op)
+    for k, value in enumerate(operands):
+        if k < num_dims:
+            if not is_valid_dim(value, scope):
+                raise VerifyException("operand cannot be used as a dimension id")
+        elif not is_valid_symbol(value, scope):
+            raise VerifyException("operand cannot be used as a symbol")
+
+
+def verify_index_operands(op: Operation, operands: Sequence[SSAValue], what: str):
+    """Each operand a dimension or a symbol (`affine.prefetch`, `affine.dma_*`)."""
+    scope = affine_scope(op)
+    for value in operands:
+        if not (is_valid_dim(value, scope) or is_valid_symbol(value, scope)):
+            raise VerifyException(
+                f"{what} must be a valid dimension or symbol identifier"
+            )
+
+
+# --------------------------------------------------------------------------------------
+# The operands of maps
+# --------------------------------------------------------------------------------------
+
+
+def verify_map_operands(op: Operation, m: AffineMap, operands: Sequence[SSAValue]):
+    if len(operands) != m.num_dims + m.num_symbols:
+        raise VerifyException(
+            f"map takes {m.num_dims + m.num_symbols} operands "
+            f"({m.num_dims} dims, {m.num_symbols} symbols), got {len(operands)}"
+        )
+    verify_divisors(m.results)
+
+
+def verify_divisors(exprs: Iterable[AffineExpr]) -> None:
+    """Refuse a `floordiv`, `ceildiv` or `mod` by a constant that is not positive:
+    MLIR's affine expressions divide by positive constants, and so do the passes
+    (and simplification) that compute with them."""
+    for expr in exprs:
+        for sub in _subexprs(expr):
+            if (
+                isinstance(sub, AffineBinaryOpExpr)
+                and sub.kind
+                in (
+                    AffineBinaryOpKind.FloorDiv,
+                    AffineBinaryOpKind.CeilDiv,
+                    AffineBinaryOpKind.Mod,
+                )
+                and isinstance(sub.rhs, AffineConstantExpr)
+                and sub.rhs.value <= 0
+            ):
+                raise VerifyException(
+                    f"'{sub}' divides by {sub.rhs.value}: divisors must be positive"
+                )
+
+
+def _subexprs(expr: AffineExpr) -> Iterator[AffineExpr]:
+    yield expr
+    if isinstance(expr, AffineBinaryOpExpr):
+        yield from _subexprs(expr.lhs)
+        yield from _subexprs(expr.rhs)
+
+
+def verify_memref_access(
+    op: Operation, memref: SSAValue, m: AffineMap, indices: Sequence[SSAValue]
+) -> None:
+    assert isinstance(memref.type, MemRefType)
+    rank = memref.type.get_num_dims()
+    if len(m.results) != rank:
+        raise VerifyException(
+            f"map has {len(m.results)} results but the memref has rank {rank}"
+        )
+    verify_map_operands(op, m, indices)
+    verify_dims_and_symbols(op, indices, m.num_dims)

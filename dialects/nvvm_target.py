@@ -1,0 +1,108 @@
+"""What an NVIDIA kernel is compiled for: the names of the attributes that mark an
+`llvm.func` as a kernel and bound its launches (`nvvm.kernel`, `nvvm.maxntid`,
+`nvvm.minctasm`), and `#nvvm.target`, the target of a `gpu.module`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntAttr, StringAttr
+from xdsl.ir import Attribute, ParametrizedAttribute
+from xdsl.irdl import irdl_attr_definition, param_def
+from xdsl.parser import AttrParser
+from xdsl.printer import Printer
+
+KERNEL = "nvvm.kernel"
+"""Unit attribute marking an `llvm.func` as a kernel entry point (MLIR's name)."""
+
+MAXNTID = "nvvm.maxntid"
+"""Attribute on a kernel `llvm.func`: the most threads per block it is launched with."""
+
+MINCTASM = "nvvm.minctasm"
+"""Integer attribute on a kernel `llvm.func`: the fewest blocks per multiprocessor
+the kernel must allow (PTX `.minnctapersm`). With `.maxntid` alone ptxas may cap the
+registers for an occupancy of its own choosing and spill a register tile; saying
+one block is enough lets it keep the tile in registers."""
+
+
+_TARGET_DEFAULTS: dict[str, Attribute] = {
+    "O": IntAttr(2),
+    "triple": StringAttr("nvptx64-nvidia-cuda"),
+    "chip": StringAttr("sm_50"),
+    "features": StringAttr(""),
+    "flags": DictionaryAttr({}),
+    "link": ArrayAttr([]),
+    "verifyTarget": IntAttr(1),
+}
+"""MLIR's `#nvvm.target` options, in its order, with its defaults."""
+
+
+@irdl_attr_definition
+class TargetAttr(ParametrizedAttribute):
+    """`#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">`: what a
+    `gpu.module` is compiled for (MLIR's attribute; options left out take MLIR's
+    defaults and are not printed)."""
+
+    name = "nvvm.target"
+
+    opt_level: IntAttr = param_def()
+    """MLIR's `O`."""
+    triple: StringAttr = param_def()
+    chip: StringAttr = param_def()
+    features: StringAttr = param_def()
+    flags: DictionaryAttr = param_def()
+    link: ArrayAttr = param_def()
+    verifyTarget: IntAttr = param_def()
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        given: dict[str, Attribute] = {}
+
+        def parse_option() -> None:
+            pos = parser.pos
+            key = parser.parse_identifier()
+            if key not in _TARGET_DEFAULTS or key in given:
+                parser.raise_error(f"unexpected or repeated option '{key}'", pos)
+            parser.parse_punctuation("=")
+            if key == "O":
+                given[key] = IntAttr(parser.parse_integer(allow_boolean=False))
+            elif key == "verifyTarget":
+                given[key] = IntAttr(int(parser.parse_boolean()))
+            elif key in ("flags", "link"):
+                value = parser.parse_attribute()
+                if not isinstance(value, type(_TARGET_DEFAULTS[key])):
+                    parser.raise_error(f"unexpected value for '{key}'", pos)
+                given[key] = value
+            else:
+                given[key] = StringAttr(parser.parse_str_literal())
+
+        opened = parser.parse_optional_punctuation("<") is not None
+        if opened and parser.parse_optional_punctuation(">") is None:
+            parser.parse_comma_separated_list(parser.Delimiter.NONE, parse_option)
+            parser.parse_punctuation(">")
+        return tuple(given.get(k, d) for k, d in _TARGET_DEFAULTS.items())
+
+    def print_parameters(self, printer: Printer) -> None:
+        options = [
+            (key, value)
+            for (key, default), value in zip(
+                _TARGET_DEFAULTS.items(), self.parameters, strict=True
+            )
+            if value != default
+        ]
+        if not options:
+            return
+        printer.print_string("<")
+        for k, (key, value) in enumerate(options):
+            if k:
+                printer.print_string(", ")
+            printer.print_string(f"{key} = ")
+            if isinstance(value, IntAttr):
+                text = str(value.data)
+                if key == "verifyTarget":
+                    text = "true" if value.data else "false"
+                printer.print_string(text)
+            else:
+                printer.print_attribute(value)
+        printer.print_string(">")
