@@ -28,7 +28,7 @@ from xdsl.ir.affine import (
     AffineExpr,
     AffineSymExpr,
 )
-from xdsl.ir.affine.affine_set import AffineConstraintKind
+from xdsl.ir.affine.affine_set import AffineConstraintExpr, AffineConstraintKind
 
 T = TypeVar("T")
 
@@ -268,3 +268,8 @@ def grouped(items: Sequence[T], groups: Sequence[int]) -> list[list[T]]:
         out.append(list(items[k : k + g]))
         k += g
     return out
+
+
+def ge0(e: AffineExpr) -> AffineConstraintExpr:
+    """The constraint `e >= 0`."""
+    return AffineConstraintExpr(AffineConstraintKind.ge, e, AffineExpr.constant(0))

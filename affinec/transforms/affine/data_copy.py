@@ -37,8 +37,6 @@ from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, StringAttr
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import (
-    AffineConstraintExpr,
-    AffineConstraintKind,
     AffineDimExpr,
     AffineExpr,
     AffineMap,
@@ -49,7 +47,7 @@ from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, GRID, MAPPING, PaddedLoadOp, mapping_of
 from affinec.dtypes import element_size
-from affinec.ir.affine_exprs import linear_form
+from affinec.ir.affine_exprs import ge0, linear_form
 from affinec.transforms.affine.footprint import Footprint, NoFootprint, footprint
 
 
@@ -337,8 +335,8 @@ def _dma_band(f: Footprint, buffer: SSAValue, width: int) -> affine.ParallelOp:
             c
             for k, size in enumerate(shape)
             for c in (
-                _ge0(AffineExpr.dimension(k)),
-                _ge0(AffineExpr.constant(size - 1) - AffineExpr.dimension(k)),
+                ge0(AffineExpr.dimension(k)),
+                ge0(AffineExpr.constant(size - 1) - AffineExpr.dimension(k)),
             )
         ),
     )
@@ -376,10 +374,6 @@ def _dma_band(f: Footprint, buffer: SSAValue, width: int) -> affine.ParallelOp:
     band = affine.ParallelOp.from_extents(extents, body)
     band.attributes[MAPPING] = StringAttr(BLOCK)
     return band
-
-
-def _ge0(e: AffineExpr) -> AffineConstraintExpr:
-    return AffineConstraintExpr(AffineConstraintKind.ge, e, AffineExpr.constant(0))
 
 
 def _allocate(grid: affine.ParallelOp, memref: SSAValue, t: MemRefType) -> SSAValue:

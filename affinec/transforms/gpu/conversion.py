@@ -32,6 +32,7 @@ from affinec.transforms.gpu.bands import (
     require_placed,
 )
 from affinec.transforms.gpu.placement import MAX_SHARED_BYTES
+from affinec.transforms.gpu.thread_bands import erase_op
 from affinec.transforms.gpu.threads import MAX_THREADS_PER_BLOCK
 
 PASS = "affinec-convert-parallel-to-gpu"
@@ -111,7 +112,7 @@ def build_launch(analysis: GridAnalysis, threads: int) -> gpu.LaunchOp:
         old.replace_all_uses_with(new)
     for op in list(grid_op.body.block.ops):
         if isinstance(op, affine.YieldOp):
-            _erase(op)
+            erase_op(op)
             continue
         op.detach()
         body.add_op(op)
@@ -120,14 +121,14 @@ def build_launch(analysis: GridAnalysis, threads: int) -> gpu.LaunchOp:
         arg.name_hint = alloc.results[0].name_hint
         _drop_deallocs(alloc.results[0])
         alloc.results[0].replace_all_uses_with(arg)
-        _erase(alloc)
+        erase_op(alloc)
     for phase in analysis.phases:
         _inline_thread_band(phase.op, thread_id)
     for op in list(body.walk()):
         if isinstance(op, memref.AllocOp | memref.AllocaOp):
             _to_alloca(op)
     body.add_op(gpu.TerminatorOp())
-    _erase(grid_op)
+    erase_op(grid_op)
     return launch
 
 
@@ -156,7 +157,7 @@ def _inline_thread_band(band: affine.ParallelOp, thread_id: SSAValue) -> None:
             continue
         op.detach()
         block.insert_op_before(op, band)
-    _erase(band)
+    erase_op(band)
 
 
 def _constant(value: int, out: list[Operation]) -> SSAValue:
@@ -176,16 +177,10 @@ def _to_alloca(op: memref.AllocOp | memref.AllocaOp) -> None:
     op.parent_block().insert_op_before(alloca, op)  # pyright: ignore
     _drop_deallocs(op.memref)
     op.memref.replace_all_uses_with(alloca.memref)
-    _erase(op)
+    erase_op(op)
 
 
 def _drop_deallocs(buffer: SSAValue) -> None:
     for use in list(buffer.uses):
         if isinstance(use.operation, memref.DeallocOp):
-            _erase(use.operation)
-
-
-def _erase(op: Operation) -> None:
-    if op.parent is not None:
-        op.detach()
-    op.erase()
+            erase_op(use.operation)

@@ -45,10 +45,9 @@ from xdsl.dialects.builtin import (
     VectorType,
     f32,
 )
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Block, SSAValue
 from xdsl.ir.affine import (
     AffineConstraintExpr,
-    AffineConstraintKind,
     AffineExpr,
     AffineMap,
     AffineSet,
@@ -56,6 +55,7 @@ from xdsl.ir.affine import (
 
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, MAPPING, THREAD
+from affinec.ir.affine_exprs import ge0
 from affinec.transforms.gpu.bands import Band
 from affinec.transforms.gpu.mma_fragments import (
     Builder,
@@ -71,6 +71,7 @@ from affinec.transforms.gpu.mma_plan import (
     Operand,
     plan_mma,
 )
+from affinec.transforms.gpu.thread_bands import erase_op
 
 
 def rewrite_mma(plan: MmaPlan) -> None:
@@ -91,8 +92,8 @@ def rewrite_mma(plan: MmaPlan) -> None:
     for p in plan.writeback:
         _rewrite_writeback(plan, p, acc)
     for use in list(old.results[0].uses):
-        _erase(use.operation)
-    _erase(old)
+        erase_op(use.operation)
+    erase_op(old)
 
 
 def _pad_tiles(plan: MmaPlan) -> None:
@@ -196,7 +197,7 @@ def _rewrite_init(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
     )
     for x in (e, nt, mt, b):
         x.close()
-    _erase(phase.op)
+    erase_op(phase.op)
 
 
 def _constant_ivs(plan: MmaPlan, band: Band, b: Builder) -> dict[int, SSAValue]:
@@ -260,7 +261,7 @@ def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
         inner.add(affine.StoreOp(x, acc, [m_t, n_t, ce]))
     for x in (nt, mt, kc, *reversed(sites)):
         x.close()
-    _erase(band.op)
+    erase_op(band.op)
 
 
 def _rewrite_writeback(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
@@ -291,8 +292,8 @@ def _rewrite_writeback(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
     # The guard: a real pixel and channel of the block, within a partial tile.
     operands: list[SSAValue] = [m, n]
     constraints = [
-        _ge0(AffineExpr.constant(plan.block_m - 1) - d(0)),
-        _ge0(AffineExpr.constant(plan.block_n - 1) - d(1)),
+        ge0(AffineExpr.constant(plan.block_m - 1) - d(0)),
+        ge0(AffineExpr.constant(plan.block_n - 1) - d(1)),
     ]
     bound_operands = list(phase.op.upper_bound_operands)
     for dd, dim in enumerate(phase.dims):
@@ -303,7 +304,7 @@ def _rewrite_writeback(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
                     operands.append(v)
                 index.append(AffineExpr.dimension(operands.index(v)))
             constraints.append(
-                _ge0(bound.replace_dims_and_symbols(index[1:], []) - index[0] - 1)
+                ge0(bound.replace_dims_and_symbols(index[1:], []) - index[0] - 1)
             )
     guarded = Block()
     mapping: dict[SSAValue, SSAValue] = dict(values)
@@ -328,17 +329,7 @@ def _rewrite_writeback(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
     inner.add(affine.IfOp(condition, operands, guarded, Block([affine.YieldOp()])))
     for x in (e_loop, nt, mt, b):
         x.close()
-    _erase(phase.op)
-
-
-def _ge0(e: AffineExpr) -> AffineConstraintExpr:
-    return AffineConstraintExpr(AffineConstraintKind.ge, e, AffineExpr.constant(0))
-
-
-def _erase(op: Operation) -> None:
-    if op.parent is not None:
-        op.detach()
-    op.erase()
+    erase_op(phase.op)
 
 
 __all__ = [

@@ -9,13 +9,13 @@ from xdsl.dialects.builtin import IndexType, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import (
     AffineConstraintExpr,
-    AffineConstraintKind,
     AffineExpr,
     AffineSet,
 )
 
 from affinec.dialects import affine
 from affinec.dialects.affinec import MAPPING, THREAD
+from affinec.ir.affine_exprs import ge0
 
 
 def thread_band(op: affine.ParallelOp, threads: int) -> tuple[Block, SSAValue]:
@@ -50,10 +50,6 @@ def compact_set(
     ]
     kept = [ge0(e.replace_dims_and_symbols(renumber, [])) for e in exprs]
     return AffineSet(len(used), 0, tuple(kept)), [operands[d] for d in used]
-
-
-def ge0(e: AffineExpr) -> AffineConstraintExpr:
-    return AffineConstraintExpr(AffineConstraintKind.ge, e, AffineExpr.constant(0))
 
 
 def erase_op(op: Operation) -> None:
