@@ -101,19 +101,40 @@ def cost(
 ) -> SharedAccess | None:
     """The access's wavefronts with `buffer` laid out row-major in `shape`, or None
     when some index cannot be evaluated."""
+    lanes = lane_indices(op, indices)
+    if lanes is None:
+        return None
+    return _wavefronts(op, buffer, lanes, width, shape)
+
+
+def lane_indices(op: Operation, indices: list) -> list[list[int]] | None:
+    """The index the access uses in each of its lanes (every other variable at its
+    first value), or None when some index cannot be evaluated. It does not depend
+    on the buffer's layout: `best_padding` evaluates it once for all paddings."""
     band = _thread_band(op)
     assert band is not None
-    lanes = _lanes(op)
-    addresses = []
+    out = []
+    for lane in _lanes(op):
+        env: dict[SSAValue, int] = {band.induction_variables[0]: lane}
+        try:
+            out.append([_index(v, env) for v in indices])
+        except _Unknown:
+            return None
+    return out
+
+
+def _wavefronts(
+    op: Operation,
+    buffer: SSAValue,
+    lanes: list[list[int]],
+    width: int,
+    shape: list[int],
+) -> SharedAccess:
     t = buffer.type
     assert isinstance(t, MemRefType)
     size = element_size(t.get_element_type())
-    for lane in lanes:
-        env: dict[SSAValue, int] = {band.induction_variables[0]: lane}
-        try:
-            index = [_index(v, env) for v in indices]
-        except _Unknown:
-            return None
+    addresses = []
+    for index in lanes:
         offset = 0
         for i, s in zip(index, shape, strict=True):
             offset = offset * s + i
@@ -222,17 +243,29 @@ def best_padding(
     shape = list(t.get_shape())
     size = element_size(t.get_element_type())
     unit = max(1, max(w for _, _, w in accesses) // size)
+    # What does not depend on the padding, once: each access's lanes and weight.
+    evaluated = [
+        (op, lanes, width, executions(op))
+        for op, indices, width in accesses
+        if (lanes := lane_indices(op, indices)) is not None
+    ]
     best, best_cost = 0, math.inf
     for pad in range(0, max(1, (max_words * WORD) // size) + 1, unit):
         padded = [*shape[:-1], shape[-1] + pad]
-        total = 0
-        for op, indices, width in accesses:
-            c = cost(op, buffer, indices, width, padded)
-            if c is not None:
-                total += c.wavefronts * executions(op)
+        total = sum(
+            _wavefronts(op, buffer, lanes, width, padded).wavefronts * weight
+            for op, lanes, width, weight in evaluated
+        )
         if total < best_cost:
             best, best_cost = pad, total
     return best
 
 
-__all__ = ["SharedAccess", "best_padding", "conflicts", "cost", "shared_accesses"]
+__all__ = [
+    "SharedAccess",
+    "best_padding",
+    "conflicts",
+    "cost",
+    "lane_indices",
+    "shared_accesses",
+]
