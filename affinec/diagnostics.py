@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -77,14 +78,19 @@ class SourceLocation:
 
 
 def raised_by(error: BaseException, package: str) -> bool:
-    """Whether `error` was raised inside `package` (its innermost frame is there)."""
+    """Whether `error` was raised inside `package`: its innermost frame outside
+    Python's standard library is there (xDSL's parser raises through `enum` on an
+    unknown predicate, llvmlite through `ctypes`)."""
+    frames = []
     tb = error.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
+    while tb is not None:
+        frames.append(tb.tb_frame.f_globals.get("__name__", ""))
         tb = tb.tb_next
-    module = tb.tb_frame.f_globals.get("__name__", "")
-    return module == package or module.startswith(f"{package}.")
+    for module in reversed(frames):
+        if module.partition(".")[0] in sys.stdlib_module_names:
+            continue
+        return module == package or module.startswith(f"{package}.")
+    return False
 
 
 def raised_by_xdsl(error: BaseException) -> bool:

@@ -522,3 +522,16 @@ def test_a_run_too_large_for_the_host_says_how_many_bytes(capsys):
     )
     err = capsys.readouterr().err
     assert err.startswith("error: running matmul") and "bytes of host memory" in err
+
+
+def test_an_unknown_comparison_predicate_is_a_located_error(tmp_path):
+    """Fuzzer finding (llvm level, a spec string pasted over `"slt"`): xDSL's
+    parser raises ValueError through Python's `enum`, whose frame is innermost; the
+    error is still xDSL's about the input, so a parse error at the op."""
+    text = (
+        "func.func @f(%a: i32) {\n"
+        '  %0 = llvm.icmp "matmul m=8 n=8 k=16" %a, %a : i32\n'
+        "  func.return\n}\n"
+    )
+    outcome = run(tmp_path, "affinec-opt", text)
+    assert_error(outcome, "is not a valid ICmpPredicateFlag", line=2)
