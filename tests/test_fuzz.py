@@ -5,7 +5,7 @@ code 0 or a one-line error with exit code 1, in time, never in a traceback.
 `make test` runs a small derandomized slice (the `ci` profile: 60 inputs a level);
 for minutes of it (1,500 a level):
 
-    HYPOTHESIS_PROFILE=fuzz .venv/bin/pytest tests/test_fuzz.py
+    HYPOTHESIS_PROFILE=fuzz .venv/bin/pytest -rP tests/test_fuzz.py   # -rP: the counts
 
 A crash found here becomes a named case in `tests/test_hardening.py`.
 """
@@ -27,11 +27,15 @@ def test_every_level_has_seeds():
 @pytest.mark.parametrize("level", LEVELS, ids=[f"{x}-level" for x in LEVELS])
 def test_mutated_modules_fail_cleanly(level, tmp_path_factory):
     directory = tmp_path_factory.mktemp(f"fuzz-{level}")
+    inputs = []
 
     @settings(max_examples=EXAMPLES)
     @given(mutated_cases(level))
     def fuzz(case):
+        inputs.append(case)
         outcome = run_case(case, directory)
         assert outcome.problem is None, outcome.report()
 
     fuzz()
+    # The count a long run reports (`pytest -rP` shows it).
+    print(f"{level} level: {len(inputs)} mutated inputs, all ended cleanly")
