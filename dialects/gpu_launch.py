@@ -71,17 +71,30 @@ def _parse_dim3(parser: Parser) -> list[UnresolvedOperand]:
     return values
 
 
-def _cluster_sizes(op: IRDLOperation) -> tuple[SSAValue, SSAValue, SSAValue] | None:
-    sizes = tuple(getattr(op, f"clusterSize{d.upper()}") for d in DIMENSIONS)
-    if all(v is None for v in sizes):
-        return None
-    if any(v is None for v in sizes):
-        raise VerifyException("give all three cluster sizes or none")
-    return sizes  # pyright: ignore[reportReturnType]
+class _LaunchSizes:
+    """The grid, block and cluster sizes of `gpu.launch` and `gpu.launch_func`,
+    which name their operands alike."""
+
+    @property
+    def grid_sizes(self) -> tuple[SSAValue, SSAValue, SSAValue]:
+        return tuple(getattr(self, f"gridSize{d.upper()}") for d in DIMENSIONS)  # pyright: ignore[reportReturnType]
+
+    @property
+    def block_sizes(self) -> tuple[SSAValue, SSAValue, SSAValue]:
+        return tuple(getattr(self, f"blockSize{d.upper()}") for d in DIMENSIONS)  # pyright: ignore[reportReturnType]
+
+    @property
+    def cluster_sizes(self) -> tuple[SSAValue, SSAValue, SSAValue] | None:
+        sizes = tuple(getattr(self, f"clusterSize{d.upper()}") for d in DIMENSIONS)
+        if all(v is None for v in sizes):
+            return None
+        if any(v is None for v in sizes):
+            raise VerifyException("give all three cluster sizes or none")
+        return sizes  # pyright: ignore[reportReturnType]
 
 
 @irdl_op_definition
-class LaunchOp(IRDLOperation):
+class LaunchOp(_LaunchSizes, IRDLOperation):
     """`gpu.launch [async [%t]] [clusters(..) in (..)] blocks(%bx, %by, %bz) in
     (%gx = ..) threads(...) in (...) {...}`.
 
@@ -152,18 +165,6 @@ class LaunchOp(IRDLOperation):
     @staticmethod
     def body_arg_types() -> list[Attribute]:
         return [IndexType()] * 12
-
-    @property
-    def grid_sizes(self) -> tuple[SSAValue, SSAValue, SSAValue]:
-        return (self.gridSizeX, self.gridSizeY, self.gridSizeZ)
-
-    @property
-    def block_sizes(self) -> tuple[SSAValue, SSAValue, SSAValue]:
-        return (self.blockSizeX, self.blockSizeY, self.blockSizeZ)
-
-    @property
-    def cluster_sizes(self) -> tuple[SSAValue, SSAValue, SSAValue] | None:
-        return _cluster_sizes(self)
 
     @property
     def num_workgroup(self) -> int:
@@ -340,7 +341,7 @@ _LAUNCH_SIZE_TYPES = (IndexType, IntegerType)
 
 
 @irdl_op_definition
-class LaunchFuncOp(IRDLOperation):
+class LaunchFuncOp(_LaunchSizes, IRDLOperation):
     """`gpu.launch_func [async [%t]] @m::@k [clusters in (..)] blocks in (..)
     threads in (..) [: i32] args(%a : t, ...)`; sizes are all index, i32 or i64."""
 
@@ -391,18 +392,6 @@ class LaunchFuncOp(IRDLOperation):
             result_types=[[AsyncTokenType()] if is_async else []],
             properties={"kernel": kernel},
         )
-
-    @property
-    def grid_sizes(self) -> tuple[SSAValue, SSAValue, SSAValue]:
-        return (self.gridSizeX, self.gridSizeY, self.gridSizeZ)
-
-    @property
-    def block_sizes(self) -> tuple[SSAValue, SSAValue, SSAValue]:
-        return (self.blockSizeX, self.blockSizeY, self.blockSizeZ)
-
-    @property
-    def cluster_sizes(self) -> tuple[SSAValue, SSAValue, SSAValue] | None:
-        return _cluster_sizes(self)
 
     @property
     def module_name(self) -> str:

@@ -21,6 +21,7 @@ import numpy as np
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Operation
+from xdsl.traits import SymbolTable
 
 from affinec import dtypes
 from affinec.dialects import gpu, nvvm
@@ -68,16 +69,8 @@ def is_dynamic_shared(g: llvm.GlobalOp) -> bool:
 
 
 def _dynamic_global(op: llvm.AddressOfOp) -> llvm.GlobalOp | None:
-    module = op.parent_op()
-    while module is not None and not isinstance(module, gpu.ModuleOp):
-        module = module.parent_op()
-    if module is None:
-        return None
-    name = op.global_name.root_reference.data
-    for g in module.body.block.ops:
-        if isinstance(g, llvm.GlobalOp) and g.sym_name.data == name:
-            return g if is_dynamic_shared(g) else None
-    return None
+    g = SymbolTable.lookup_symbol(op, op.global_name)
+    return g if isinstance(g, llvm.GlobalOp) and is_dynamic_shared(g) else None
 
 
 def dynamic_regions(kernel: llvm.FuncOp) -> list[tuple[int, np.dtype]]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from affinec.config import SHARED_ROW_PADDING, KernelConfig
 from affinec.contraction import contraction_of
+from affinec.dtypes import storage_numpy_dtype
 from affinec.spec import ConvSpec, MatmulSpec, Spec
 
 MMA_M = 16
@@ -97,7 +98,7 @@ def problem_of(spec: Spec) -> Problem:
         reduction_names=reduction_names,
         reduction_extents=tuple(e for _, e in c.reduction_index),
         reduction_channel=reduction_channel,
-        element_bytes=4 if spec.dtype == "f32" else 2,
+        element_bytes=storage_numpy_dtype(spec.dtype).itemsize,
         operand_elements=sum(
             math.prod(a.shape)
             for a in (*c.factors, c.output, *([c.bias] if c.bias else []))

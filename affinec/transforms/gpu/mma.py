@@ -71,7 +71,7 @@ from affinec.transforms.gpu.mma_plan import (
     Operand,
     plan_mma,
 )
-from affinec.transforms.gpu.thread_bands import erase_op
+from affinec.transforms.gpu.thread_bands import erase_op, partial_tile_guards
 
 
 def rewrite_mma(plan: MmaPlan) -> None:
@@ -295,17 +295,11 @@ def _rewrite_writeback(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
         ge0(AffineExpr.constant(plan.block_m - 1) - d(0)),
         ge0(AffineExpr.constant(plan.block_n - 1) - d(1)),
     ]
-    bound_operands = list(phase.op.upper_bound_operands)
-    for dd, dim in enumerate(phase.dims):
-        for bound in dim.guards:
-            index = []
-            for v in (values[ivs[dd]], *bound_operands):
-                if v not in operands:
-                    operands.append(v)
-                index.append(AffineExpr.dimension(operands.index(v)))
-            constraints.append(
-                ge0(bound.replace_dims_and_symbols(index[1:], []) - index[0] - 1)
-            )
+    constraints += partial_tile_guards(
+        ((values[iv], dim) for iv, dim in zip(ivs, phase.dims, strict=False)),
+        phase.op.upper_bound_operands,
+        operands,
+    )
     guarded = Block()
     mapping: dict[SSAValue, SSAValue] = dict(values)
     body_ops = [o for o in phase.op.body.block.ops if not isinstance(o, affine.YieldOp)]

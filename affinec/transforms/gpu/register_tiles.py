@@ -21,13 +21,15 @@ from xdsl.traits import Pure
 
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import TILE, UNROLL, PaddedLoadOp
+from affinec.ir.affine_exprs import ge0
 from affinec.transforms.affine.analysis import constant_trip_extent, is_defined_inside
 from affinec.transforms.affine.tiling import tile_band
 from affinec.transforms.gpu.bands import Band, is_private
 from affinec.transforms.gpu.thread_bands import (
-    compact_set,
+    add_guarded,
     erase_op,
-    ge0,
+    operand_dim,
+    partial_tile_guards,
     thread_band,
 )
 from affinec.transforms.gpu.thread_plan import ThreadPlan
@@ -118,10 +120,7 @@ def distribute_tiled(
                 ge0(
                     AffineExpr.constant(dim.extent - 1)
                     - idx.replace_dims_and_symbols(
-                        [
-                            AffineExpr.dimension(_index_of(operands, v))
-                            for v in idx_operands
-                        ],
+                        [operand_dim(operands, v) for v in idx_operands],
                         [],
                     )
                 )
@@ -145,30 +144,17 @@ def distribute_tiled(
         )
         ops.append(apply)
         ivs.append(apply.result)
-    bound_operands = list(op.upper_bound_operands)
     partial = [] if _only_touches_the_block(innermost) else phase.dims
-    for iv, d in zip(ivs, partial, strict=False):
-        for bound in d.guards:
-            index = [
-                AffineExpr.dimension(_index_of(operands, v))
-                for v in (iv, *bound_operands)
-            ]
-            b = bound.replace_dims_and_symbols(index[1:], [])
-            constraints.append(ge0(b - index[0] - 1))
+    constraints += partial_tile_guards(
+        zip(ivs, partial, strict=False), op.upper_bound_operands, operands
+    )
     for old, new, o in zip(
         op.induction_variables, ivs, op.induction_variables, strict=True
     ):
         if old.name_hint and isinstance(new.owner, affine.ApplyOp):
             new.name_hint = o.name_hint
         old.replace_all_uses_with(new)
-    condition, operands = compact_set(constraints, operands)
-    if condition.constraints:
-        guarded = Block()
-        guarded.add_ops(innermost)
-        guarded.add_op(affine.YieldOp())
-        ops.append(affine.IfOp(condition, operands, guarded))
-    else:
-        ops.extend(innermost)
+    add_guarded(ops, constraints, operands, innermost)
     ops.append(affine.YieldOp())
     site.add_ops(ops)
     erase_op(op)
@@ -228,12 +214,6 @@ def _only_touches_the_block(ops: list[Operation]) -> bool:
             ) and not inner.has_trait(Pure):
                 return False
     return True
-
-
-def _index_of(operands: list[SSAValue], v: SSAValue) -> int:
-    if v not in operands:
-        operands.append(v)
-    return operands.index(v)
 
 
 def _delinearize(

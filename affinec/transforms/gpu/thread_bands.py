@@ -1,9 +1,12 @@
 """The pieces both ways of handing a block band to threads (in turns, in register
 tiles) build with: the thread band that replaces a block band, the integer set of the
-guard that skips iterations a thread must not run, and erasing a replaced op.
+guard that skips iterations a thread must not run (and the partial-tile bounds in
+it), and erasing a replaced op.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
 
 from xdsl.dialects.builtin import IndexType, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
@@ -16,6 +19,7 @@ from xdsl.ir.affine import (
 from affinec.dialects import affine
 from affinec.dialects.affinec import MAPPING, THREAD
 from affinec.ir.affine_exprs import ge0
+from affinec.transforms.gpu.bands import Dim
 
 
 def thread_band(op: affine.ParallelOp, threads: int) -> tuple[Block, SSAValue]:
@@ -50,6 +54,46 @@ def compact_set(
     ]
     kept = [ge0(e.replace_dims_and_symbols(renumber, [])) for e in exprs]
     return AffineSet(len(used), 0, tuple(kept)), [operands[d] for d in used]
+
+
+def operand_dim(operands: list[SSAValue], v: SSAValue) -> AffineExpr:
+    """`v` as a dimension of a set over `operands` (appended when new)."""
+    if v not in operands:
+        operands.append(v)
+    return AffineExpr.dimension(operands.index(v))
+
+
+def partial_tile_guards(
+    ivs: Iterable[tuple[SSAValue, Dim]],
+    bound_operands: Sequence[SSAValue],
+    operands: list[SSAValue],
+) -> list[AffineConstraintExpr]:
+    """For each (value, band dimension), `value < bound` for every bound that cuts
+    a partial tile short, over `operands` (the values appended as they come)."""
+    constraints = []
+    for iv, dim in ivs:
+        for bound in dim.guards:
+            index = [operand_dim(operands, v) for v in (iv, *bound_operands)]
+            b = bound.replace_dims_and_symbols(index[1:], [])
+            constraints.append(ge0(b - index[0] - 1))
+    return constraints
+
+
+def add_guarded(
+    ops: list[Operation],
+    constraints: list[AffineConstraintExpr],
+    operands: list[SSAValue],
+    body: list[Operation],
+) -> None:
+    """Append `body` to `ops`, inside an `affine.if` of the constraints when any."""
+    condition, operands = compact_set(constraints, operands)
+    if not condition.constraints:
+        ops.extend(body)
+        return
+    guarded = Block()
+    guarded.add_ops(body)
+    guarded.add_op(affine.YieldOp())
+    ops.append(affine.IfOp(condition, operands, guarded))
 
 
 def erase_op(op: Operation) -> None:

@@ -41,13 +41,14 @@ from xdsl.ir.affine import AffineConstraintExpr, AffineExpr, AffineMap
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import BLOCK, UNROLL, PaddedLoadOp, mapping_of
+from affinec.ir.affine_exprs import ge0
 from affinec.transforms.gpu.bands import Band, GridAnalysis, band_ivs, is_private
 from affinec.transforms.gpu.placement import alloc_before
 from affinec.transforms.gpu.register_tiles import distribute_tiled
 from affinec.transforms.gpu.thread_bands import (
-    compact_set,
+    add_guarded,
     erase_op,
-    ge0,
+    partial_tile_guards,
     thread_band,
 )
 from affinec.transforms.gpu.thread_plan import (
@@ -164,29 +165,15 @@ def _distribute(phase: Band, threads: int, private: dict[SSAValue, SSAValue]) ->
         lin = lin + AffineExpr.dimension(1) * threads
     if n * threads > phase.total:
         constraints.append(ge0(AffineExpr.constant(phase.total - 1) - lin))
-    bound_operands = list(op.upper_bound_operands)
-    for iv, d in zip(ivs, phase.dims, strict=True):
-        for bound in d.guards:
-            index = []
-            for v in (iv, *bound_operands):
-                if v not in operands:
-                    operands.append(v)
-                index.append(AffineExpr.dimension(operands.index(v)))
-            b = bound.replace_dims_and_symbols(index[1:], [])
-            constraints.append(ge0(b - index[0] - 1))
+    constraints += partial_tile_guards(
+        zip(ivs, phase.dims, strict=True), op.upper_bound_operands, operands
+    )
     for old, new in zip(op.induction_variables, ivs, strict=True):
         old.replace_all_uses_with(new)
     moved = [o for o in op.body.block.ops if not isinstance(o, affine.YieldOp)]
     for o in moved:
         o.detach()
-    condition, operands = compact_set(constraints, operands)
-    if condition.constraints:
-        guarded = Block()
-        guarded.add_ops(moved)
-        guarded.add_op(affine.YieldOp())
-        ops.append(affine.IfOp(condition, operands, guarded))
-    else:
-        ops.extend(moved)
+    add_guarded(ops, constraints, operands, moved)
     ops.append(affine.YieldOp())
     site.add_ops(ops)
     erase_op(op)
