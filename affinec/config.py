@@ -35,6 +35,10 @@ class KernelConfig:
     dma: bool = True
     """Copy 16 bytes at a time with asynchronous copies where the tiles' rows allow
     (`affine-data-copy-generate{generate-dma}`)."""
+    coalesce_reduction: bool = False
+    """Coalesce the filter's columns with the channels into one reduction loop over
+    shared tiles that hold them contiguously (`affinec-coalesce-reduction`): the
+    tensor cores' k for convolutions with fewer channels than one MMA's k."""
     stages: int = 1
     """Tiles of the reduction in flight at once: 1 copies then computes; 2 or more
     run the asynchronous copies that many - 1 tiles ahead
@@ -133,7 +137,10 @@ def config_for(spec: Spec, *, tf32: bool = False) -> KernelConfig:
         pixels = [names.index("i")]
     else:
         return KernelConfig(promote=False)
-    if tf32 or (spec.dtype != "f32" and _channels(spec) >= MMA_MIN_CHANNELS):
+    if tf32 or (
+        spec.dtype != "f32"
+        and (_channels(spec) >= MMA_MIN_CHANNELS or _coalescible(spec))
+    ):
         return _tensor_core_config(spec, extents, channel, pixels, tf32)
 
     tiles = [1] * len(extents)
@@ -210,6 +217,11 @@ MMA_SHARED_BYTES = 80 * 1024
 KiB they are dynamic shared memory): two steps over a 3x3 window, three 64-channel
 taps of a 1x1. Measured on the H100 (2026-11-23, docs/BENCHMARKS.md): a third window
 stage cost 5-15 % (fewer blocks per multiprocessor), a second one gained 0-3 %."""
+COALESCED_STAGES = 2
+"""Steps in flight for a coalesced convolution (one filter row a step). ResNet-50's
+first layer in f16 on the H100 (2026-11-23, docs/results/sweep/): 0.388 ms in two
+stages, 0.401 in three, 0.438 with the whole window in one step (no overlap in a
+block)."""
 MMA_K_BYTES = 32
 """Bytes of one MMA's k (m16n8k16's 16 halves, m16n8k8's 8 tf32 words): the least a
 tap's channels take in a shared tile."""
@@ -239,11 +251,16 @@ def _tensor_core_config(
     # The block's tile: output channels, then pixels innermost first (a convolution's
     # columns, rows, images).
     block = (tiles[channel], *(tiles[d] for d in pixels))
-    reduction_tiles, stages = _mma_reduction(spec, block)
+    if _coalescible(spec):
+        assert isinstance(spec, ConvSpec)
+        reduction_tiles, stages = _coalesced_reduction(spec, block)
+    else:
+        reduction_tiles, stages = _mma_reduction(spec, block)
     return KernelConfig(
         tile_sizes=tuple(tiles),
         reduction_tile_sizes=reduction_tiles,
         reassociate=True,
+        coalesce_reduction=_coalescible(spec),
         mma=True,
         warp_grid=MMA_WARP_GRID,
         tf32=tf32,
@@ -279,6 +296,33 @@ def _mma_reduction(spec: Spec, block: tuple[int, ...]) -> tuple[tuple[int, ...],
     return _conv_reduction_tiles(spec, 1, 1, step), stages
 
 
+def _coalescible(spec: Spec) -> bool:
+    """A convolution with fewer channels than one MMA's k whose filter rows'
+    columns x channels make one (`affinec-coalesce-reduction`): contiguous in the
+    shared tiles (unit dilation along the columns), the channel loop inside the
+    column loop (RSCK filters), and each output pixel's row of them starting on 16
+    bytes (`ldmatrix`)."""
+    if not isinstance(spec, ConvSpec) or spec.s == 1 or spec.dilation[1] != 1:
+        return False
+    if spec.filter_layout != "rsck":
+        return False
+    element = storage_numpy_dtype(spec.dtype).itemsize
+    return (
+        spec.c * element < MMA_K_BYTES and spec.stride[1] * spec.c * element % 16 == 0
+    )
+
+
+def _coalesced_reduction(
+    spec: ConvSpec, block: tuple[int, ...]
+) -> tuple[tuple[int, ...], int]:
+    """The reduction step of a coalesced convolution: one filter row a step,
+    `COALESCED_STAGES` in flight where they fit in shared memory."""
+    stages = _stages_that_fit(_step_bytes(spec, block, 1, spec.s, spec.c, True))
+    return _conv_reduction_tiles(spec, 1, spec.s, spec.c), max(
+        1, min(stages, COALESCED_STAGES)
+    )
+
+
 def _conv_reduction_tiles(
     spec: ConvSpec, rows: int, columns: int, channels: int
 ) -> tuple[int, ...]:
@@ -289,26 +333,36 @@ def _conv_reduction_tiles(
 
 
 def _step_bytes(
-    spec: ConvSpec, block: tuple[int, ...], rows: int, columns: int, step: int
+    spec: ConvSpec,
+    block: tuple[int, ...],
+    rows: int,
+    columns: int,
+    step: int,
+    coalesced: bool = False,
 ) -> int:
     """Shared bytes of one step over `rows` x `columns` filter taps for a block tile
     of (output channels, columns, rows, images): the input tile with its halo, and
-    the filter's taps, each row padded (exact for rows of whole 16-byte chunks)."""
+    the filter's taps, each row padded (exact for rows of whole 16-byte chunks).
+    `coalesced`: the columns' channels are one k (affinec-coalesce-reduction)."""
     channels, out_columns, out_rows, images = block
     element = storage_numpy_dtype(spec.dtype).itemsize
 
     def extent(tile: int, taps: int, stride: int, dilation: int) -> int:
         return (tile - 1) * stride + (taps - 1) * dilation + 1
 
-    pixels = (
-        images
-        * extent(out_rows, rows, spec.stride[0], spec.dilation[0])
-        * extent(out_columns, columns, spec.stride[1], spec.dilation[1])
-    )
+    input_rows = images * extent(out_rows, rows, spec.stride[0], spec.dilation[0])
+    input_columns = extent(out_columns, columns, spec.stride[1], spec.dilation[1])
+    filter_padding = SHARED_ROW_PADDING * (2 if element == 4 else 1)
+    if coalesced:
+        k = MMA_K_BYTES // element
+        padded = -(-columns * step // k) * k
+        row = (input_columns * step + padded - columns * step) * element
+        inputs = input_rows * (row + SHARED_ROW_PADDING)
+        return inputs + rows * padded * (channels * element + filter_padding)
+    pixels = input_rows * input_columns
     # Channels are padded to the MMA's k (16 f16/bf16, 8 tf32: 32 bytes either way).
     step = max(step, MMA_K_BYTES // element)
     inputs = pixels * (step * element + SHARED_ROW_PADDING)
-    filter_padding = SHARED_ROW_PADDING * (2 if element == 4 else 1)
     filters = rows * columns * step * (channels * element + filter_padding)
     return inputs + filters
 

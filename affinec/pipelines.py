@@ -34,6 +34,7 @@ from affinec.passes.affine_data_copy_generate import (
 from affinec.passes.affine_loop_tile import AffineLoopTilePass
 from affinec.passes.affine_pipeline_data_transfer import AffinePipelineDataTransfer
 from affinec.passes.affinec_canonicalize import AffinecCanonicalizePass
+from affinec.passes.affinec_coalesce_reduction import AffinecCoalesceReduction
 from affinec.passes.affinec_contract_fma import AffinecContractFma
 from affinec.passes.affinec_insert_barriers import AffinecInsertBarriers
 from affinec.passes.affinec_map_threads import AffinecMapThreads
@@ -78,6 +79,7 @@ def affine_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
             if config.promote or config.mma
             else []
         ),
+        *([AffinecCoalesceReduction()] if config.coalesce_reduction else []),
         *(
             [AffinePipelineDataTransfer(stages=config.stages)]
             if config.stages > 1 and config.dma

@@ -49,6 +49,13 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return AffineDataCopyGenerate
 
+    def _affinec_coalesce_reduction():
+        from affinec.passes.affinec_coalesce_reduction import (
+            AffinecCoalesceReduction,
+        )
+
+        return AffinecCoalesceReduction
+
     def _affinec_contract_fma():
         from affinec.passes.affinec_contract_fma import AffinecContractFma
 
@@ -122,6 +129,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-sink": _affinec_sink,
         "affinec-canonicalize": _affinec_canonicalize,
         "affine-data-copy-generate": _affine_data_copy_generate,
+        "affinec-coalesce-reduction": _affinec_coalesce_reduction,
         "affinec-contract-fma": _affinec_contract_fma,
         "affinec-mma-sync": _affinec_mma_sync,
         "affinec-narrow-indices": _affinec_narrow_indices,

@@ -112,6 +112,35 @@ def test_tensor_core_steps_over_the_filter_window(case):
 
 
 @pytest.mark.parametrize(
+    "dtype, changes",
+    [
+        ("f16", {"c": 4, "r": 7, "s": 7, "stride": 2, "padding": 3}),
+        ("bf16", {"c": 4, "r": 5, "s": 5, "stride": 2, "epilogue": "bias-relu"}),
+        ("f16", {"c": 8, "k": 20, "padding": 1, "epilogue": "relu"}),
+        ("f16", {"c": 2, "stride": (1, 4), "padding": (2, 0)}),
+        ("f32", {"c": 4, "r": 7, "s": 7, "stride": 2, "padding": 3}),
+    ],
+)
+def test_coalesced_tensor_cores_match_float64(dtype, changes):
+    """Fewer channels than k: a filter row's columns x channels as the MMA's k
+    (affinec-coalesce-reduction), f32 in tf32."""
+    from affinec.compiler import compile_to_ptx
+    from affinec.config import config_for
+    from affinec.runtime import current_arch
+
+    spec = dataclasses.replace(
+        BASE, dtype=dtype, layout="nhwc", filter_layout="rsck", h=23, w=21, **changes
+    )
+    config = config_for(spec, tf32=dtype == "f32")
+    assert config.coalesce_reduction
+    compiled = compile_to_ptx(spec, config, arch=current_arch())
+    inputs = random_inputs(spec, np.random.default_rng(11))
+    out = compiled.runtime_kernel()(*inputs, poisoned_output(spec))
+    error = relative_error(out, reference(spec, *inputs))
+    assert error <= compiled.tolerance, f"{spec.to_text()}: {error:.3g}"
+
+
+@pytest.mark.parametrize(
     "case", ["nchw-kcrs", "pad1", "1x1", "5x5-stride2-pad2", "everything"]
 )
 def test_tf32_tensor_cores_match_float64_to_tf32s_tolerance(case):

@@ -20,6 +20,8 @@ from xdsl.ir.affine import AffineExpr
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, mapping_of
+from affinec.dtypes import element_size
+from affinec.ir.affine_exprs import linear_form
 from affinec.transforms.affine.analysis import is_defined_inside
 from affinec.transforms.gpu.bands import Band, GridAnalysis, is_private
 
@@ -39,6 +41,9 @@ class Operand:
     """The tile's dimension indexed by the channel loop."""
     k_contiguous: bool
     """The channel dimension is the tile's innermost (else N is: a transposed load)."""
+    channel_alone: bool = True
+    """The channel loop alone indexes its dimension (else next to other terms, as in
+    a tile collapsed by affinec-coalesce-reduction)."""
 
 
 @dataclass
@@ -179,7 +184,8 @@ def plan_mma(
         if c.band.signature != first.band.signature:
             raise PassError(c.band.op, "the compute bands differ in shape")
         for operand in (c.a, c.b):
-            plan.pads[operand.buffer] = _padded_shape(operand, k_padded)
+            _check_row_alignment(operand, c.channel.induction_variable, kind)
+            plan.pads[operand.buffer] = _padded_shape(operand, c_extent, k_padded)
     return plan
 
 
@@ -297,15 +303,18 @@ def _compute_band(phase: Band, acc: SSAValue) -> ComputeBand:
 def _channel_loop(
     factors: list[affine.LoadOp], loops: dict[SSAValue, affine.ForOp]
 ) -> SSAValue:
-    """The loop variable that alone indexes a dimension of both tiles."""
+    """The innermost loop variable that indexes a dimension of both tiles with unit
+    stride (alone, or next to the band's variables: `ow * 8 + %sc` in a tile
+    collapsed by affinec-coalesce-reduction)."""
     found = None
     for iv in loops:
-        if all(_alone_dim(f, iv) is not None for f in factors):
+        if all(_k_dim(f, iv) is not None for f in factors):
             found = iv
     if found is None:
         raise PassError(
             factors[0],
-            "no reduction loop indexes both tiles alone: there is no k for the MMA",
+            "no reduction loop indexes both tiles with unit stride: there is no k for "
+            "the MMA",
         )
     return found
 
@@ -321,19 +330,43 @@ def _alone_dim(load: affine.LoadOp, iv: SSAValue) -> int | None:
     return None
 
 
+def _k_dim(load: affine.LoadOp, iv: SSAValue) -> int | None:
+    """The dimension of `load`'s tile that `iv` indexes with unit stride (alone, or
+    plus other variables' terms), `iv` indexing no other; None if there is none."""
+    if iv not in load.indices:
+        return None
+    m = load.map.data
+    position = list(load.indices).index(iv)
+    alone = AffineExpr.dimension(position)
+    found = None
+    for d, e in enumerate(m.results):
+        if e == alone:
+            return d
+        if alone not in list(e.dfs()):
+            continue
+        form = linear_form(e, m.num_dims, m.num_symbols)
+        if found is not None or form is None or form[0][position] != 1:
+            return None
+        found = d
+    return found
+
+
 def _operand(
     load: affine.LoadOp, channel: SSAValue, band_ivs: set, transposable: bool
 ) -> Operand:
     t = load.memref.type
     assert isinstance(t, MemRefType)
     rank = t.get_num_dims()
-    d = _alone_dim(load, channel)
+    d = _k_dim(load, channel)
     assert d is not None
+    alone = load.map.data.results[d] == AffineExpr.dimension(
+        list(load.indices).index(channel)
+    )
     if d == rank - 1:
-        return Operand(load, load.memref, d, True)
+        return Operand(load, load.memref, d, True, alone)
     n_alone = any(_alone_dim(load, iv) == rank - 1 for iv in band_ivs)
     if transposable and n_alone:
-        return Operand(load, load.memref, d, False)
+        return Operand(load, load.memref, d, False, alone)
     raise PassError(
         load,
         "the channels must be the tile's innermost dimension (or, for the filter, "
@@ -341,13 +374,48 @@ def _operand(
     )
 
 
-def _padded_shape(operand: Operand, k_padded: int) -> list[int]:
-    """The tile's shape with the channel dimension a whole number of MMA steps and
-    the innermost a multiple of 8 elements (16-byte aligned ldmatrix rows, and room
-    for a transposed row of eight columns)."""
+def _check_row_alignment(operand: Operand, channel: SSAValue, kind: nvgpu.MmaKind):
+    """ldmatrix reads 16-byte rows: where the channels share their dimension with
+    other terms (a collapsed tile's `ow * 8 + %sc`), those must keep a row's start
+    on 16 bytes."""
+    load = operand.load
+    m = load.map.data
+    e = m.results[operand.channel_dim]
+    form = linear_form(e, m.num_dims, m.num_symbols)
+    assert form is not None
+    position = list(load.indices).index(channel)
+    if kind.operands == "tf32" or not operand.k_contiguous:
+        return
+    t = load.memref.type
+    assert isinstance(t, MemRefType)
+    per_row = 16 // element_size(t.get_element_type())
+    strides = {
+        v.name_hint or f"operand {k}": c
+        for k, (v, c) in enumerate(zip(load.indices, form[0], strict=True))
+        if k != position and c
+    }
+    if form[2] % per_row or any(c % per_row for c in strides.values()):
+        terms = ", ".join(f"{c} elements apart along %{n}" for n, c in strides.items())
+        raise PassError(
+            load,
+            f"the rows of k start {terms} (offset {form[2]}): ldmatrix "
+            f"needs each on 16 bytes, a multiple of {per_row} elements (for a "
+            "coalesced reduction: the stride times the channels)",
+        )
+
+
+def _padded_shape(operand: Operand, c_extent: int, k_padded: int) -> list[int]:
+    """The tile's shape with the channel dimension a whole number of MMA steps (past
+    its last row's channels where other terms share the dimension) and the innermost
+    a multiple of 8 elements (16-byte aligned ldmatrix rows, and room for a
+    transposed row of eight columns)."""
     t = operand.buffer.type
     assert isinstance(t, MemRefType)
     shape = list(t.get_shape())
-    shape[operand.channel_dim] = max(shape[operand.channel_dim], k_padded)
+    d = operand.channel_dim
+    if operand.channel_alone:
+        shape[d] = max(shape[d], k_padded)
+    else:
+        shape[d] += k_padded - c_extent
     shape[-1] = -(-shape[-1] // 8) * 8
     return shape
