@@ -286,11 +286,11 @@ def _mma_reduction(spec: Spec, block: tuple[int, ...]) -> tuple[tuple[int, ...],
     ):
         step = MMA_WINDOW_STEP
         for rows in (spec.r, 1):
-            stages = _stages_that_fit(_step_bytes(spec, block, rows, spec.s, step))
+            stages = _stages_that_fit(step_bytes(spec, block, rows, spec.s, step))
             if stages:
                 return _conv_reduction_tiles(spec, rows, spec.s, step), stages
     step = _divisor_at_most(spec.c, MMA_STEP_BYTES // element)
-    stages = max(1, _stages_that_fit(_step_bytes(spec, block, 1, 1, step)))
+    stages = max(1, _stages_that_fit(step_bytes(spec, block, 1, 1, step)))
     if step * element < MMA_K_BYTES:
         stages = min(stages, MMA_PADDED_STAGES)
     return _conv_reduction_tiles(spec, 1, 1, step), stages
@@ -317,7 +317,7 @@ def _coalesced_reduction(
 ) -> tuple[tuple[int, ...], int]:
     """The reduction step of a coalesced convolution: one filter row a step,
     `COALESCED_STAGES` in flight where they fit in shared memory."""
-    stages = _stages_that_fit(_step_bytes(spec, block, 1, spec.s, spec.c, True))
+    stages = _stages_that_fit(step_bytes(spec, block, 1, spec.s, spec.c, True))
     return _conv_reduction_tiles(spec, 1, spec.s, spec.c), max(
         1, min(stages, COALESCED_STAGES)
     )
@@ -332,7 +332,7 @@ def _conv_reduction_tiles(
     return (channels, rows, columns)
 
 
-def _step_bytes(
+def step_bytes(
     spec: ConvSpec,
     block: tuple[int, ...],
     rows: int,

@@ -126,8 +126,11 @@ def test_the_space_of_a_design_convolution_is_bounded_and_keeps_the_order(name, 
     assert configs[0] == config_for(spec)
     assert len(configs) <= MAX_CANDIDATES + 1 < space.considered
     assert len(set(configs)) == len(configs)
-    # ResNet-50's first layer has 4 input channels: too few for tensor cores
-    assert any(c.mma for c in configs) == (name == "conv3x3-128")
+    # ResNet-50's first layer has 4 input channels: the tensor cores' k is a filter
+    # row's columns x channels (coalesced), on both routes
+    assert any(c.mma for c in configs) == (name != "conv3x3-256-512")
+    assert any(c.coalesce_reduction for c in configs) == (name == "resnet50-conv1")
+    assert any(not c.mma for c in configs)
     for c in configs[1:]:
         assert len(c.tile_sizes) == len(problem.extents)
         g = geometry(problem, c)
@@ -137,7 +140,10 @@ def test_the_space_of_a_design_convolution_is_bounded_and_keeps_the_order(name, 
             assert c.reassociate and c.stages in (1, 2, 3, 4)
             assert g.mma_tiles[0] * g.mma_tiles[1] <= 32
             channel = problem.reduction_channel
-            assert c.reduction_tile_sizes[channel] in (16, 32, 64)
+            if c.coalesce_reduction:  # one filter row or the whole window
+                assert c.reduction_tile_sizes in ((1, 7, 4), (7, 7, 4))
+            else:
+                assert c.reduction_tile_sizes[channel] in (16, 32, 64)
             for d, (t, e) in enumerate(
                 zip(c.reduction_tile_sizes, problem.reduction_extents, strict=True)
             ):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from affinec.config import SHARED_ROW_PADDING, KernelConfig
+from affinec.config import SHARED_ROW_PADDING, KernelConfig, step_bytes
 from affinec.contraction import contraction_of
 from affinec.dtypes import storage_numpy_dtype
 from affinec.spec import ConvSpec, MatmulSpec, Spec
@@ -147,6 +147,9 @@ class Geometry:
     """Input channels of one step (the MMA's k before padding)."""
     stages: int = 1
     """Tiles of the reduction in flight (each its own shared buffers)."""
+    coalesced_step_bytes: int = 0
+    """With `coalesce_reduction`: the shared bytes of one step, as `config_for`
+    counts them (`affinec.config.step_bytes`); 0 otherwise."""
     dma: tuple[bool, bool] = (False, False)
     """Whether the input's and the filter's copies can be 16-byte asynchronous
     copies: the copy's rows (the step's channels, or the block's output channels)
@@ -170,6 +173,8 @@ class Geometry:
             return 0
         if self.route != "mma":
             return self.copy_elements * element_bytes * self.stages
+        if self.coalesced_step_bytes:
+            return self.coalesced_step_bytes * self.stages
         padded = ceil_div(self.channel_step, MMA_K) * MMA_K
         input_rows = self.input_elements // self.channel_step
         filter_rows = self.filter_elements // self.block_channels
@@ -260,8 +265,24 @@ def geometry(problem: Problem, config: KernelConfig) -> Geometry:
         mma_tiles=mma_tiles,
         channel_step=rtiles[problem.reduction_channel],
         stages=max(1, config.stages) if config.dma else 1,
+        coalesced_step_bytes=_coalesced_step_bytes(problem, config, tiles, rtiles),
         dma=dma_copies(problem, config, tiles, rtiles),
     )
+
+
+def _coalesced_step_bytes(
+    problem: Problem,
+    config: KernelConfig,
+    tiles: tuple[int, ...],
+    rtiles: tuple[int, ...],
+) -> int:
+    spec = problem.spec
+    if not (config.mma and config.coalesce_reduction and isinstance(spec, ConvSpec)):
+        return 0
+    out = dict(zip(problem.names, tiles, strict=True))
+    red = dict(zip(problem.reduction_names, rtiles, strict=True))
+    block = (out["k"], out["ow"], out["oh"], out["n"])
+    return step_bytes(spec, block, red["r"], red["s"], red["c"], coalesced=True)
 
 
 def dma_copies(

@@ -12,7 +12,9 @@ Two routes, each a product of a few knobs:
   1..4 warps (each warp at most 32 MMA tiles, `affinec-mma-sync`'s limit), one
   filter tap and 16, 32 or 64 channels a step (`reassociate`: the MMA sums in its
   own order anyway), or one filter row or the whole window and 16 or 32 channels
-  a step, and 1 to 4 stages in flight.
+  a step, and 1 to 4 stages in flight; with fewer channels than k where a filter
+  row's columns x channels make one (`config_for`'s `coalesce_reduction`), one
+  filter row or the whole window a step.
 
 Block tiles along each pixel dimension are divisors of the output extent or powers of
 two whose partial last tile wastes at most an eighth ("near-divisors"); a block holds
@@ -131,6 +133,8 @@ def search_space(
     channels = problem.reduction_extents[problem.reduction_channel]
     if spec.dtype != "f32" and channels >= MMA_MIN_CHANNELS:
         generators["mma"] = _mma_configs(problem)
+    elif spec.dtype != "f32" and baseline.coalesce_reduction:
+        generators["mma"] = _mma_configs(problem, coalesced=True)
     for route, configs in generators.items():
         for config in configs:
             considered += 1
@@ -196,8 +200,13 @@ def _simt_configs(problem: Problem) -> Iterator[KernelConfig]:
                         )
 
 
-def _mma_configs(problem: Problem) -> Iterator[KernelConfig]:
-    reductions = _mma_reductions(problem)
+def _mma_configs(problem: Problem, coalesced: bool = False) -> Iterator[KernelConfig]:
+    """Tensor-core configurations; `coalesced`: the filter rows' columns x channels
+    as the MMA's k (affinec-coalesce-reduction), one filter row or the whole window
+    a step."""
+    reductions = (
+        _coalesced_reductions(problem) if coalesced else _mma_reductions(problem)
+    )
     for tiles in _block_tiles(problem, mma=True):
         pixels = math.prod(tiles[d] for d in problem.pixels)
         channels = tiles[problem.channel]
@@ -219,6 +228,7 @@ def _mma_configs(problem: Problem) -> Iterator[KernelConfig]:
                             tile_sizes=tiles,
                             reduction_tile_sizes=rtiles,
                             reassociate=True,
+                            coalesce_reduction=coalesced,
                             mma=True,
                             warp_grid=(wm, wn),
                             stages=stages,
@@ -424,6 +434,16 @@ def _mma_reductions(problem: Problem) -> list[tuple[int, ...]]:
             if tiles not in out:
                 out.append(tiles)
     return out
+
+
+def _coalesced_reductions(problem: Problem) -> list[tuple[int, ...]]:
+    """One filter row a step, or the whole window (columns and channels whole)."""
+    names = problem.reduction_names
+    whole = dict(zip(names, problem.reduction_extents, strict=True))
+    return [
+        tuple(rows if n == "r" else whole[n] for n in names)
+        for rows in sorted({1, whole["r"]})
+    ]
 
 
 def _unrolls(rtiles: tuple[int, ...]) -> list[int]:

@@ -303,20 +303,23 @@ def _compute_band(phase: Band, acc: SSAValue) -> ComputeBand:
 def _channel_loop(
     factors: list[affine.LoadOp], loops: dict[SSAValue, affine.ForOp]
 ) -> SSAValue:
-    """The innermost loop variable that indexes a dimension of both tiles with unit
-    stride (alone, or next to the band's variables: `ow * 8 + %sc` in a tile
-    collapsed by affinec-coalesce-reduction)."""
-    found = None
-    for iv in loops:
-        if all(_k_dim(f, iv) is not None for f in factors):
-            found = iv
-    if found is None:
-        raise PassError(
-            factors[0],
-            "no reduction loop indexes both tiles with unit stride: there is no k for "
-            "the MMA",
-        )
-    return found
+    """The loop variable that alone indexes a dimension of both tiles; else the
+    innermost that indexes the input tile's innermost dimension with unit stride
+    next to the pixels' terms (`ow * 8 + %sc` in a tile collapsed by
+    affinec-coalesce-reduction) and a dimension of the filter's."""
+    for iv in reversed(loops):
+        if all(_alone_dim(f, iv) is not None for f in factors):
+            return iv
+    a, b = factors
+    rank = a.memref.type.get_num_dims()  # pyright: ignore
+    for iv in reversed(loops):
+        if _k_dim(a, iv) == rank - 1 and _k_dim(b, iv) is not None:
+            return iv
+    raise PassError(
+        factors[0],
+        "no reduction loop indexes both tiles with unit stride: there is no k for "
+        "the MMA",
+    )
 
 
 def _alone_dim(load: affine.LoadOp, iv: SSAValue) -> int | None:
