@@ -48,6 +48,9 @@ class KernelConfig:
     copies lay the tiles out for ldmatrix, the warps tile the block."""
     warp_grid: tuple[int, ...] = (2, 2)
     """With `mma`: warps along the block's pixels and output channels."""
+    unroll_taps: bool = False
+    """With `mma`: unroll a step's loops over the filter taps, so that ptxas can load
+    the next tap's fragments while this tap's MMAs run."""
     tf32: bool = False
     """With `mma` and f32 operands: multiply on the tensor cores in tf32 (the
     operands keep 10 bits of mantissa; held to tf32's tolerance). Opt-in only:

@@ -95,7 +95,13 @@ def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]
         AffinecPlaceBuffers(),
         AffinecInsertBarriers(),
         *(
-            [AffinecMmaSync(warp_grid=config.warp_grid, tf32=config.tf32)]
+            [
+                AffinecMmaSync(
+                    warp_grid=config.warp_grid,
+                    tf32=config.tf32,
+                    unroll_taps=config.unroll_taps,
+                )
+            ]
             if config.mma
             else []
         ),

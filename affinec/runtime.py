@@ -166,6 +166,12 @@ def _interface_dtype(p: Parameter, value: Any, typestr: object) -> np.dtype:
     return dtype
 
 
+ARGUMENT_ALIGNMENT = 16
+"""Bytes a device array's address must be a multiple of: 16-byte asynchronous
+copies read the inputs, paired stores write the output (what `cuda.to_device` and
+torch's and cupy's allocators give; a slice's offset may not)."""
+
+
 def _check_layout(p: Parameter, shape, dtype, strides, what: str) -> None:
     if tuple(shape) != p.shape or np.dtype(dtype) != p.dtype:
         raise KernelArgumentError(
@@ -204,6 +210,13 @@ def _check(p: Parameter, value: Any) -> _Argument:
     pointer, readonly = interface["data"]
     if p.output and readonly:
         raise KernelArgumentError(f"argument '{p.name}': the device array is read-only")
+    if pointer % ARGUMENT_ALIGNMENT:
+        raise KernelArgumentError(
+            f"argument '{p.name}': its memory at {pointer:#x} is not "
+            f"{ARGUMENT_ALIGNMENT}-byte aligned (the kernel moves up to "
+            f"{ARGUMENT_ALIGNMENT} bytes at a time): pass an aligned copy (torch: "
+            ".clone(), cupy: .copy())"
+        )
     if pointer and cuda_available() and not _is_device_pointer(pointer):
         raise KernelArgumentError(
             f"argument '{p.name}': its memory at {pointer:#x} is not device memory of "

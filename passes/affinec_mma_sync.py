@@ -57,6 +57,11 @@ class AffinecMmaSync(ModulePass):
     """Take f32 operands on the tensor cores as tf32 (m16n8k8: 10 bits of mantissa,
     the operands truncated), held to tf32's tolerance."""
 
+    unroll_taps: bool = False
+    """Unroll the loops over a step's filter taps, so that the next tap's fragment
+    loads are in the same basic block as this tap's MMAs and ptxas can issue them
+    while the MMAs run (at the cost of registers)."""
+
     @property
     def changes_rounding(self) -> bool:
         return True
@@ -83,7 +88,12 @@ class AffinecMmaSync(ModulePass):
             analysis = analyze_grid(g)
             require_placed(analysis, self.name)
             plans.append(
-                plan_mma(analysis, (self.warp_grid[0], self.warp_grid[1]), self.tf32)
+                plan_mma(
+                    analysis,
+                    (self.warp_grid[0], self.warp_grid[1]),
+                    self.tf32,
+                    unroll_taps=self.unroll_taps,
+                )
             )
         for plan in plans:
             rewrite_mma(plan)

@@ -58,14 +58,20 @@ step_timing() {
   cat "$OUT/timing-compare.log"
 }
 
+# What the warps wait on, in % of active warps' cycles (ncu's warp-state sampling).
+STALLS=$(printf 'smsp__warp_issue_stalled_%s_per_warp_active.pct,' barrier \
+  long_scoreboard short_scoreboard mio_throttle math_pipe_throttle wait not_selected \
+  lg_throttle dispatch_stall no_instruction selected)
+STALLS=${STALLS%,}
+
 step_profile() {
   run profile 300 ncu --clock-control none --section SpeedOfLight --section Occupancy \
     --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
     --section ComputeWorkloadAnalysis \
-    --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active \
+    --metrics sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,$STALLS \
     -k regex:^conv_kernel \
-    python3 benchmarks/profile_kernels.py
-  grep -E "^(resnet|conv)|Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Thr|Memory Thr|L2 Cache Thr|Executed Ipc A|hmma|pipe_fma|Block Limit Reg|Block Limit Sh" \
+    python3 benchmarks/profile_kernels.py --dtype ${PROFILE_DTYPES:-f32 f16}
+  grep -E "^(resnet|conv)|Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Thr|Memory Thr|L2 Cache Thr|Executed Ipc A|hmma|pipe_fma|stalled|Block Limit Reg|Block Limit Sh" \
     "$OUT/profile.log" | head -150
 }
 

@@ -170,6 +170,12 @@ class FakeDeviceArray:
             {},
             "argument 'out': the device array is read-only",
         ),
+        (
+            (FakeDeviceArray((1000,), pointer=0x1004),),
+            {},
+            r"argument 'in': its memory at 0x1004 is not 16-byte aligned .* pass an "
+            r"aligned copy",
+        ),
     ],
 )
 def test_bad_arguments_are_named(args, kwargs, message):
@@ -188,7 +194,7 @@ def test_an_output_aliasing_an_input_is_refused():
 @pytest.mark.skipif(cuda_available(), reason="fake device pointers fail the GPU check")
 def test_device_arrays_overlapping_by_address_are_refused():
     device_in = FakeDeviceArray((1000,), pointer=0x10000)
-    device_out = FakeDeviceArray((1000,), pointer=0x10000 + 3996)
+    device_out = FakeDeviceArray((1000,), pointer=0x10000 + 3984)
     with pytest.raises(KernelArgumentError, match="shares memory"):
         scale_kernel().check(device_in, device_out)
     scale_kernel().check(device_in, FakeDeviceArray((1000,), pointer=0x10000 + 4000))

@@ -18,7 +18,13 @@ from xdsl.ir.affine import AffineMap
 from affinec.dialects import affine
 from affinec.dialects.affinec import BLOCK, THREAD, PaddedLoadOp, mapping_of
 from affinec.interpreter.codegen import FunctionWriter, emits
-from affinec.interpreter.memref_ops import emit_load, emit_store, memref_type
+from affinec.interpreter.memref_ops import (
+    emit_load,
+    emit_store,
+    emit_vector_store,
+    memref_type,
+    vector_width,
+)
 from affinec.interpreter.support import (
     InterpreterError,
     maximumf,
@@ -92,6 +98,13 @@ def _padded_load(op: PaddedLoadOp, w: FunctionWriter) -> None:
 def _store(op: affine.StoreOp, w: FunctionWriter) -> None:
     exprs, ranges, shape = _access(w, op, op.memref, op.map.data, op.indices)
     emit_store(w, op, w[op.value], w[op.memref], exprs, ranges, shape)
+
+
+@emits(affine.VectorStoreOp)
+def _vector_store(op: affine.VectorStoreOp, w: FunctionWriter) -> None:
+    exprs, ranges, shape = _access(w, op, op.memref, op.map.data, op.indices)
+    width = vector_width(op, op.value)
+    emit_vector_store(w, op, w[op.value], w[op.memref], exprs, ranges, shape, width)
 
 
 def _yielded(w: FunctionWriter, term: Operation | None, op: Operation) -> list[str]:

@@ -180,6 +180,17 @@ def _load(op: Operation, pointer):
 
 def _store(op: Operation, pointer, value) -> None:
     buffer, offset = pointer
+    if isinstance(value, np.ndarray):  # a vector: its elements, aligned as a whole
+        if offset % value.size:
+            raise InterpreterError(
+                f"a store of {value.size} elements at element {offset}: not aligned "
+                f"to its size (the GPU faults on a misaligned vector access)",
+                op,
+            )
+        if not (0 <= offset and offset + value.size <= len(buffer)):
+            _out_of_bounds(op, buffer, offset + value.size - 1)
+        buffer[offset : offset + value.size] = value.ravel()
+        return
     if not 0 <= offset < len(buffer):
         _out_of_bounds(op, buffer, offset)
     buffer[offset] = value

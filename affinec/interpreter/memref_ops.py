@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects import memref
-from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType
+from xdsl.dialects import memref, vector
+from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType, VectorType
 from xdsl.ir import Operation
 
 from affinec.dialects.affinec import ElementPointerOp
@@ -99,6 +99,35 @@ def emit_store(
     w.line(f"{array}[{index}] = {value}")
 
 
+def emit_vector_store(
+    w: FunctionWriter,
+    op: Operation,
+    value: str,
+    array: str,
+    indices: Sequence[str],
+    ranges: Sequence[Interval | None],
+    shape: Sequence[int],
+    width: int,
+) -> None:
+    """`array[indices ... + width along the innermost] = value` (a 1-D vector),
+    its first and last elements checked."""
+    index, _ = index_tuple(w, op, indices, ranges, shape)
+    first = w.fresh("first")
+    w.line(f"{first} = {index}")
+    with w.indented(f"if not {first}[-1] + {width} <= {shape[-1]}:"):
+        last = f"{first}[:-1] + ({first}[-1] + {width - 1},)"
+        w.line(f"{w.global_(out_of_bounds, 'oob')}({w.op_ref(op)}, {last}, {tuple(shape)})")
+    w.line(f"{array}[{first}[:-1] + (slice({first}[-1], {first}[-1] + {width}),)] = {value}")
+
+
+def vector_width(op: Operation, value) -> int:
+    """The length of a 1-D vector value (what vector stores write)."""
+    t = value.type
+    if not isinstance(t, VectorType) or t.get_num_dims() != 1:
+        raise InterpreterError(f"expected a 1-D vector, got {t}", op)
+    return t.get_shape()[0]
+
+
 def memref_type(op: Operation, value) -> MemRefType:
     t = value.type
     if not isinstance(t, MemRefType):
@@ -130,6 +159,21 @@ def _store(op: memref.StoreOp, w: FunctionWriter) -> None:
         w.names(op.indices),
         [value_range(v, w.ranges) for v in op.indices],
         memref_shape(t),
+    )
+
+
+@emits(vector.StoreOp)
+def _vector_store(op: vector.StoreOp, w: FunctionWriter) -> None:
+    t = memref_type(op, op.base)
+    emit_vector_store(
+        w,
+        op,
+        w[op.vector],
+        w[op.base],
+        w.names(op.indices),
+        [value_range(v, w.ranges) for v in op.indices],
+        memref_shape(t),
+        vector_width(op, op.vector),
     )
 
 

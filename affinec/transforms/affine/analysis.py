@@ -36,7 +36,8 @@ from xdsl.traits import is_side_effect_free
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affine_syntax import format_expr
-from affinec.dialects.affinec import PaddedLoadOp
+from affinec.dialects.affinec import THREAD, PaddedLoadOp, mapping_of
+from affinec.dialects.gpu_common import memory_space
 from affinec.ir.affine_exprs import (
     Interval,
     expr_range,
@@ -77,7 +78,7 @@ def refuse_unsupported(module: Operation, pass_name: str) -> None:
     `affine.PASSES_REFUSE` or one with a semi-affine map (whose meaning the affine
     transformations, built on xDSL's affine expressions, would not keep)."""
     for op in module.walk():
-        if isinstance(op, affine.PASSES_REFUSE):
+        if isinstance(op, affine.PASSES_REFUSE) and not _epilogue_store(op):
             raise PassError(
                 op,
                 f"is not supported by {pass_name} (affinec parses and prints it only)",
@@ -89,6 +90,22 @@ def refuse_unsupported(module: Operation, pass_name: str) -> None:
                 "transform: its products need a constant factor and its divisions a "
                 "constant divisor",
             )
+
+
+def _epilogue_store(op: Operation) -> bool:
+    """An `affine.vector_store` to global memory in a thread-mapped band: the
+    tensor cores' epilogue (`affinec-mma-sync`), past the affine transformations and
+    outside what barriers order."""
+    if not isinstance(op, affine.VectorStoreOp):
+        return False
+    if memory_space(op.memref.type) != 0:
+        return False
+    parent = op.parent_op()
+    while parent is not None:
+        if isinstance(parent, affine.ParallelOp) and mapping_of(parent) == THREAD:
+            return True
+        parent = parent.parent_op()
+    return False
 
 
 # -- maps of ops ---------------------------------------------------------------------

@@ -37,15 +37,19 @@ from __future__ import annotations
 
 from xdsl.dialects import arith, memref, vector
 from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
     FloatAttr,
     IndexType,
     IntegerAttr,
     MemRefType,
     StringAttr,
+    UnitAttr,
     VectorType,
     f32,
 )
-from xdsl.ir import Block, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import (
     AffineConstraintExpr,
     AffineExpr,
@@ -54,8 +58,8 @@ from xdsl.ir.affine import (
 )
 
 from affinec.dialects import affine, gpu, nvgpu
-from affinec.dialects.affinec import BLOCK, MAPPING, THREAD
-from affinec.ir.affine_exprs import ge0
+from affinec.dialects.affinec import BLOCK, MAPPING, THREAD, UNROLL
+from affinec.ir.affine_exprs import ge0, linear_form
 from affinec.transforms.gpu.bands import Band
 from affinec.transforms.gpu.mma_fragments import (
     Builder,
@@ -222,6 +226,8 @@ def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
     sites = [b]
     for lp in c.taps:
         clone = lp.clone_without_regions()
+        if plan.unroll_taps:
+            clone.attributes[UNROLL] = UnitAttr()
         body = Block(arg_types=[IndexType()])
         body.args[0].name_hint = lp.induction_variable.name_hint
         clone.regions[0].add_block(body)
@@ -265,65 +271,217 @@ def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
 
 
 def _rewrite_writeback(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
+    """Each lane stores its accumulator elements through the band's epilogue: in
+    pairs of adjacent output channels (c0 c1, c2 c3 of a fragment) as one
+    `affine.vector_store` of two where the output's channels are its innermost,
+    contiguous dimension (`_pairable`), else one by one."""
     b, ids = _warp_band(plan, phase.op)
     lane, wm, wn = ids["lane"], ids["wm"], ids["wn"]
     fixed = _constant_ivs(plan, phase, b)
     mt = b.loop(plan.mt, "mt")
     nt = mt.loop(plan.nt, "nt")
-    e_loop = nt.loop(4, "e")
-    inner = e_loop
-    m_t, n_t, e = mt.block.args[0], nt.block.args[0], e_loop.block.args[0]
-    d = AffineExpr.dimension
-    m = inner.apply(
-        d(1) * (16 * plan.mt) + d(2) * 16 + d(0) // 4 + (d(3) // 2) * 8,
-        [lane, wm, m_t, e],
-        "m",
-    )
-    n = inner.apply(
-        d(1) * (8 * plan.nt) + d(2) * 8 + (d(0) % 4) * 2 + d(3) % 2,
-        [lane, wn, n_t, e],
-        "n",
-    )
-    pixel = pixel_values(plan, inner, d(0), [m], phase)
-    ivs = phase.op.induction_variables
-    values = {ivs[dd]: v for dd, v in (fixed | pixel).items()}
-    values[ivs[plan.n_dim]] = inner.apply(band_iv(phase, plan.n_dim, d(0), 1), [n])
+    fragment = (mt.block.args[0], nt.block.args[0])
+    body = [o for o in phase.op.body.block.ops if not isinstance(o, affine.YieldOp)]
+    store = _pairable(plan, phase, body)
+    element = _Element(plan, phase, acc, (lane, wm, wn), fragment, fixed, body)
+    if store is None:
+        e = nt.loop(4, "e")
+        e.add(element.guarded(e, e.block.args[0]))
+        closing = [e, nt, mt, b]
+    else:
+        half = nt.loop(2, "half")
+        h = half.block.args[0]
+        d = AffineExpr.dimension
+        first = half.apply(d(0) * 2, [h], "e")
+        second = half.apply(d(0) * 2 + 1, [h], "e")
+        scalar = Builder(Block())
+        scalar.add(element.guarded(scalar, first))
+        scalar.close()
+        pair = element.pair(half, first, second, store, otherwise=scalar.block)
+        half.add(pair)
+        closing = [half, nt, mt, b]
+    for x in closing:
+        x.close()
+    erase_op(phase.op)
 
-    # The guard: a real pixel and channel of the block, within a partial tile.
-    operands: list[SSAValue] = [m, n]
-    constraints = [
-        ge0(AffineExpr.constant(plan.block_m - 1) - d(0)),
-        ge0(AffineExpr.constant(plan.block_n - 1) - d(1)),
-    ]
-    constraints += partial_tile_guards(
-        ((values[iv], dim) for iv, dim in zip(ivs, phase.dims, strict=False)),
-        phase.op.upper_bound_operands,
-        operands,
-    )
-    guarded = Block()
-    mapping: dict[SSAValue, SSAValue] = dict(values)
-    body_ops = [o for o in phase.op.body.block.ops if not isinstance(o, affine.YieldOp)]
-    for o in body_ops:
-        if isinstance(o, affine.LoadOp) and o.memref is plan.acc.results[0]:
-            load = affine.LoadOp(acc, [m_t, n_t, e])
-            guarded.add_op(load)
-            mapping[o.result] = load.result
-            continue
-        guarded.add_op(o.clone(mapping))
-    guarded.add_op(affine.YieldOp())
-    n_ops = len(operands)
-    condition = AffineSet(
-        n_ops,
+
+def _pairable(
+    plan: MmaPlan, phase: Band, body: list[Operation]
+) -> affine.StoreOp | None:
+    """The epilogue's one global store, when a lane's two adjacent channels (an
+    even one and the next) are adjacent elements of it at an 8- or 4-byte aligned
+    offset: the channel dimension unit-stride and the output's innermost, every
+    other term even (so are the channel band's lower bound and the innermost
+    extent)."""
+    stores = [o for o in body if isinstance(o, affine.StoreOp)]
+    if len(stores) != 1 or any(isinstance(o, affine.IfOp | affine.ForOp) for o in body):
+        return None
+    (store,) = stores
+    t = store.memref.type
+    assert isinstance(t, MemRefType)
+    element = t.get_element_type()
+    if gpu.memory_space(t) != 0 or not isinstance(
+        element, Float16Type | BFloat16Type | Float32Type
+    ):
+        return None
+    dim = phase.dims[plan.n_dim]
+    n_iv = phase.op.induction_variables[plan.n_dim]
+    m = store.map.data
+    forms = [linear_form(e, m.num_dims, m.num_symbols) for e in m.results]
+    if m.num_symbols or any(f is None for f in forms) or n_iv not in store.indices:
+        return None
+
+    def coefficient(form, v: SSAValue) -> int:
+        return sum(c for c, x in zip(form[0], store.indices, strict=True) if x is v)
+
+    *outer, last = forms
+    others = [c for c, x in zip(last[0], store.indices, strict=True) if x is not n_iv]
+    if (
+        coefficient(last, n_iv) != 1
+        or any(coefficient(f, n_iv) for f in outer)
+        or any(c % 2 for c in others)
+        or last[2] % 2
+        or t.get_shape()[-1] % 2
+        or dim.step != 1
+        or dim.lower is None
+        or dim.lower % 2
+    ):
+        return None
+    return store
+
+
+class _Element:
+    """One accumulator element of a lane through the epilogue: its pixel and
+    channel, the guard that it is a real output of the block, and the epilogue's
+    ops on it."""
+
+    def __init__(
+        self,
+        plan: MmaPlan,
+        phase: Band,
+        acc: SSAValue,
+        warp: tuple[SSAValue, SSAValue, SSAValue],
+        fragment: tuple[SSAValue, SSAValue],
+        fixed: dict[int, SSAValue],
+        body: list[Operation],
+    ) -> None:
+        self.plan, self.phase, self.acc = plan, phase, acc
+        self.lane, self.wm, self.wn = warp
+        self.m_t, self.n_t = fragment
+        self.fixed, self.body = fixed, body
+
+    def _place(
+        self, b: Builder, e: SSAValue
+    ) -> tuple[dict[SSAValue, SSAValue], list[SSAValue], list[AffineConstraintExpr]]:
+        """The band's variables for element `e`, and its guard's operands and
+        constraints."""
+        plan, phase, d = self.plan, self.phase, AffineExpr.dimension
+        m = b.apply(
+            d(1) * (16 * plan.mt) + d(2) * 16 + d(0) // 4 + (d(3) // 2) * 8,
+            [self.lane, self.wm, self.m_t, e],
+            "m",
+        )
+        n = b.apply(
+            d(1) * (8 * plan.nt) + d(2) * 8 + (d(0) % 4) * 2 + d(3) % 2,
+            [self.lane, self.wn, self.n_t, e],
+            "n",
+        )
+        pixel = pixel_values(plan, b, d(0), [m], phase)
+        ivs = phase.op.induction_variables
+        values = {ivs[dd]: v for dd, v in (self.fixed | pixel).items()}
+        values[ivs[plan.n_dim]] = b.apply(band_iv(phase, plan.n_dim, d(0), 1), [n])
+        # a real pixel and channel of the block, within a partial tile
+        operands: list[SSAValue] = [m, n]
+        constraints = [
+            ge0(AffineExpr.constant(plan.block_m - 1) - d(0)),
+            ge0(AffineExpr.constant(plan.block_n - 1) - d(1)),
+        ]
+        constraints += partial_tile_guards(
+            ((values[iv], dim) for iv, dim in zip(ivs, phase.dims, strict=False)),
+            phase.op.upper_bound_operands,
+            operands,
+        )
+        return values, operands, constraints
+
+    def _epilogue(
+        self, into: Block, e: SSAValue, values: dict[SSAValue, SSAValue], skip=None
+    ) -> dict[SSAValue, SSAValue]:
+        """The epilogue's ops for element `e` appended to `into` (but `skip`)."""
+        mapping: dict[SSAValue, SSAValue] = dict(values)
+        for o in self.body:
+            if o is skip:
+                continue
+            if isinstance(o, affine.LoadOp) and o.memref is self.plan.acc.results[0]:
+                load = affine.LoadOp(self.acc, [self.m_t, self.n_t, e])
+                into.add_op(load)
+                mapping[o.result] = load.result
+                continue
+            into.add_op(o.clone(mapping))
+        return mapping
+
+    def guarded(self, b: Builder, e: SSAValue) -> affine.IfOp:
+        """Element `e` through the epilogue, stored where its guard holds."""
+        values, operands, constraints = self._place(b, e)
+        guarded = Block()
+        self._epilogue(guarded, e, values)
+        guarded.add_op(affine.YieldOp())
+        return affine.IfOp(_condition(constraints, operands), operands, guarded)
+
+    def pair(
+        self,
+        b: Builder,
+        first: SSAValue,
+        second: SSAValue,
+        store: affine.StoreOp,
+        otherwise: Block,
+    ) -> affine.IfOp:
+        """Elements `first` and `second` (adjacent channels) through the epilogue,
+        stored together where the second's guard holds (then the first's does); else
+        `otherwise`."""
+        values, operands, constraints = self._place(b, second)
+        guarded = Block()
+        t = store.value.type
+        vector_type = VectorType(t, [2])
+        zero = arith.ConstantOp(FloatAttr(0.0, t))  # pyright: ignore[reportArgumentType]
+        vec = vector.BroadcastOp(zero.result, vector_type)
+        guarded.add_ops([zero, vec])
+        packed = vec.results[0]
+        first_values = None
+        for k, e in enumerate((first, second)):
+            at = values
+            if k == 0:
+                at = dict(values)
+                n_iv = self.phase.op.induction_variables[self.plan.n_dim]
+                d = AffineExpr.dimension
+                lower = affine.ApplyOp([values[n_iv]], AffineMap(1, 0, (d(0) - 1,)))
+                guarded.add_op(lower)
+                at[n_iv] = lower.result
+                first_values = at
+            mapping = self._epilogue(guarded, e, at, skip=store)
+            insert = vector.InsertOp(mapping.get(store.value, store.value), packed, [k])
+            guarded.add_op(insert)
+            packed = insert.results[0]
+        assert first_values is not None
+        indices = [first_values.get(v, v) for v in store.indices]
+        guarded.add_op(affine.VectorStoreOp(packed, store.memref, indices, store.map.data))
+        guarded.add_op(affine.YieldOp())
+        return affine.IfOp(
+            _condition(constraints, operands), operands, guarded, otherwise
+        )
+
+
+def _condition(
+    constraints: list[AffineConstraintExpr], operands: list[SSAValue]
+) -> AffineSet:
+    n = len(operands)
+    return AffineSet(
+        n,
         0,
         tuple(
-            AffineConstraintExpr(c.kind, c.lhs.simplify(n_ops, 0), c.rhs)
+            AffineConstraintExpr(c.kind, c.lhs.simplify(n, 0), c.rhs)
             for c in constraints
         ),
     )
-    inner.add(affine.IfOp(condition, operands, guarded, Block([affine.YieldOp()])))
-    for x in (e_loop, nt, mt, b):
-        x.close()
-    erase_op(phase.op)
 
 
 __all__ = [

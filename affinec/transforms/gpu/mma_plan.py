@@ -74,6 +74,8 @@ class MmaPlan:
     k_padded: int
     """The channel extent of one step, rounded up to whole MMAs."""
     init_value: SSAValue
+    unroll_taps: bool = False
+    """Unroll the taps' loops around the k chunks (`AffinecMmaSync.unroll_taps`)."""
     pads: dict[SSAValue, list[int]] = field(default_factory=dict)
     """For each tile, its allocation's new shape (padded for k and alignment)."""
 
@@ -95,7 +97,11 @@ class MmaPlan:
 
 
 def plan_mma(
-    analysis: GridAnalysis, warps: tuple[int, int], tf32: bool = False
+    analysis: GridAnalysis,
+    warps: tuple[int, int],
+    tf32: bool = False,
+    *,
+    unroll_taps: bool = False,
 ) -> MmaPlan:
     """Read the implicit GEMM off the grid band and check everything the rewrite
     needs; a `PassError` at the op at fault otherwise."""
@@ -179,6 +185,7 @@ def plan_mma(
         nt,
         k_padded,
         init_value,
+        unroll_taps,
     )
     for c in computes:
         if c.band.signature != first.band.signature:

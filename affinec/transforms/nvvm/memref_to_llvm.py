@@ -6,14 +6,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from xdsl.dialects import llvm, memref
+from xdsl.dialects import llvm, memref, vector
 from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     MemRefType,
+    VectorType,
 )
 from xdsl.ir import Operation, SSAValue
 
+from affinec.diagnostics import PassError
 from affinec.dialects.affinec import ElementPointerOp
 from affinec.dtypes import element_size
 from affinec.transforms.nvvm.converter import KernelConverter, converts
@@ -59,6 +61,20 @@ def _store(op: memref.StoreOp, c: KernelConverter):
     ptr = _address(c, op.memref, op.indices)
     t = op.value.type
     c.emit(llvm.StoreOp(c.v(op.value), ptr, alignment=element_size(t)))
+    return []
+
+
+@converts(vector.StoreOp)
+def _vector_store(op: vector.StoreOp, c: KernelConverter):
+    """A 1-D vector of consecutive elements: one store of the whole vector, aligned
+    to its size (its producer guarantees the address is)."""
+    t = op.vector.type
+    assert isinstance(t, VectorType)
+    if t.get_num_dims() != 1:
+        raise PassError(op, f"only 1-D vectors are stored whole, got {t}")
+    ptr = _address(c, op.base, op.indices)
+    size = t.get_shape()[0] * element_size(t.get_element_type())
+    c.emit(llvm.StoreOp(c.v(op.vector), ptr, alignment=size))
     return []
 
 
