@@ -187,7 +187,7 @@ def _store(op: Operation, pointer, value) -> None:
                 f"to its size (the GPU faults on a misaligned vector access)",
                 op,
             )
-        if not (0 <= offset and offset + value.size <= len(buffer)):
+        if not (offset >= 0 and offset + value.size <= len(buffer)):
             _out_of_bounds(op, buffer, offset + value.size - 1)
         buffer[offset : offset + value.size] = value.ravel()
         return

@@ -116,8 +116,12 @@ def emit_vector_store(
     w.line(f"{first} = {index}")
     with w.indented(f"if not {first}[-1] + {width} <= {shape[-1]}:"):
         last = f"{first}[:-1] + ({first}[-1] + {width - 1},)"
-        w.line(f"{w.global_(out_of_bounds, 'oob')}({w.op_ref(op)}, {last}, {tuple(shape)})")
-    w.line(f"{array}[{first}[:-1] + (slice({first}[-1], {first}[-1] + {width}),)] = {value}")
+        w.line(
+            f"{w.global_(out_of_bounds, 'oob')}({w.op_ref(op)}, {last}, {tuple(shape)})"
+        )
+    w.line(
+        f"{array}[{first}[:-1] + (slice({first}[-1], {first}[-1] + {width}),)] = {value}"
+    )
 
 
 def vector_width(op: Operation, value) -> int:

@@ -463,7 +463,9 @@ class _Element:
             packed = insert.results[0]
         assert first_values is not None
         indices = [first_values.get(v, v) for v in store.indices]
-        guarded.add_op(affine.VectorStoreOp(packed, store.memref, indices, store.map.data))
+        guarded.add_op(
+            affine.VectorStoreOp(packed, store.memref, indices, store.map.data)
+        )
         guarded.add_op(affine.YieldOp())
         return affine.IfOp(
             _condition(constraints, operands), operands, guarded, otherwise
