@@ -76,8 +76,9 @@ step_profile() {
 }
 
 step_sanitize() {
-  # SIMT, tensor-core (per-tap and window steps, pipelined copies) and tf32 kernels.
-  local subset="(spec_matrix or tensor_core_route or filter_window or tf32) and (pad1 or everything or 1x1)"
+  # SIMT, tensor-core (per-tap and window steps, pipelined copies, coalesced k) and
+  # tf32 kernels.
+  local subset="((spec_matrix or tensor_core_route or filter_window or tf32) and (pad1 or everything or 1x1)) or coalesced"
   run memcheck 300 compute-sanitizer --tool memcheck --target-processes all \
     --error-exitcode 3 python3 -m pytest -q -m gpu tests/test_gpu.py -k "$subset" \
     -p no:cacheprovider

@@ -421,7 +421,9 @@ def test_bf16_kernels_assemble_for_sm80_and_sm90(spec, arch):
     compiled = compile_to_ptx(spec, arch=arch)
     ptx = compiled.ptx
     assert f".target {arch}" in ptx
-    assert "cvt.rn.bf16.f32" in ptx  # the output's rounding
+    assert re.search(
+        r"cvt\.rn\.bf16(x2)?\.f32", ptx
+    )  # the output's rounding (in pairs)
     if compiled.config is not None and compiled.config.mma:
         assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx
     else:
