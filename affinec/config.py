@@ -210,6 +210,13 @@ MMA_WARP_GRID = (1, 2)
 """Two warps, each 128 pixels x 32 channels (8 x 4 MMAs): on the H100 (2026-11-23,
 benchmarks/sweep.py) 1.08 ms for the 3x3 64-channel convolution, against 1.34 ms
 with 2 x 2 warps of 64 x 32 and 1.58 ms with 4 x 1; the same order on the others."""
+MMA_WINDOW_PIXELS = 256
+MMA_WINDOW_WARP_GRID = (2, 2)
+"""Window steps: four warps over 256 pixels, each 128 x 32 as with two; the taps
+unrolled. H100 (2026-11-23, docs/results/sweep/sweep-v8*.log, f16): the 3x3
+64-channel convolution 0.424 -> 0.380 ms, 256-512 0.388 -> 0.357, 3x3-128 0.032 ->
+0.029. The 1x1 (per-tap steps) and ResNet-50's first layer (coalesced) were slower
+so (0.032 -> 0.035, 0.222 -> 0.255): they keep `MMA_WARP_GRID`."""
 MMA_STAGES = 3
 MMA_MIN_CHANNELS = 16
 """Fewer input channels than one MMA's k leave the tensor cores mostly multiplying
@@ -242,56 +249,87 @@ def _channels(spec: Spec) -> int:
 def _tensor_core_config(
     spec: Spec, extents: list[int], channel: int, pixels: list[int], tf32: bool
 ) -> KernelConfig:
-    """The tensor-core route: `MMA_BLOCK_PIXELS` x `MMA_BLOCK_CHANNELS` outputs a
-    block on `MMA_WARP_GRID` warps; a reduction step as `_mma_reduction` picks it."""
-    tiles = [1] * len(extents)
-    tiles[channel] = _tile(extents[channel], MMA_BLOCK_CHANNELS)
-    room = MMA_BLOCK_PIXELS
-    for k, d in enumerate(pixels):
-        limit = min(room, 32) if k == 0 and len(pixels) > 1 else room
-        tiles[d] = _tile(extents[d], limit)
-        room = max(1, room // tiles[d])
-    # The block's tile: output channels, then pixels innermost first (a convolution's
-    # columns, rows, images).
-    block = (tiles[channel], *(tiles[d] for d in pixels))
+    """The tensor-core route: in f16 and bf16 a step over the filter's window
+    (`_window_reduction`) takes `MMA_WINDOW_PIXELS` x `MMA_BLOCK_CHANNELS` outputs a
+    block on `MMA_WINDOW_WARP_GRID` warps, its taps unrolled, where its tiles fit;
+    other steps (`_mma_reduction`, which steps over the window too in tf32, and
+    `_coalesced_reduction`) `MMA_BLOCK_PIXELS` on `MMA_WARP_GRID`."""
+    config = KernelConfig(reassociate=True, mma=True, tf32=tf32)
+    # tf32 loads its fragments register by register: unrolled taps spill
+    if isinstance(spec, ConvSpec) and not (tf32 or _coalescible(spec)):
+        tiles, block = _mma_tiles(extents, channel, pixels, MMA_WINDOW_PIXELS)
+        if window := _window_reduction(spec, block):
+            return replace(
+                config,
+                tile_sizes=tiles,
+                reduction_tile_sizes=window[0],
+                stages=window[1],
+                warp_grid=MMA_WINDOW_WARP_GRID,
+                unroll_taps=True,
+            )
+    tiles, block = _mma_tiles(extents, channel, pixels, MMA_BLOCK_PIXELS)
     if _coalescible(spec):
         assert isinstance(spec, ConvSpec)
         reduction_tiles, stages = _coalesced_reduction(spec, block)
     else:
         reduction_tiles, stages = _mma_reduction(spec, block)
-    return KernelConfig(
-        tile_sizes=tuple(tiles),
+    return replace(
+        config,
+        tile_sizes=tiles,
         reduction_tile_sizes=reduction_tiles,
-        reassociate=True,
         coalesce_reduction=_coalescible(spec),
-        mma=True,
         warp_grid=MMA_WARP_GRID,
-        tf32=tf32,
         stages=stages,
     )
 
 
-def _mma_reduction(spec: Spec, block: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
-    """The reduction step of the tensor-core route and the tiles in flight (the MMA
-    sums in its own order, so any step will do): the filter's whole window
-    `MMA_WINDOW_STEP` channels at a time where its tiles fit in shared memory, else
-    one filter row, else one tap and `MMA_STEP_BYTES` of channels, `MMA_STAGES` in
-    flight."""
-    if isinstance(spec, MatmulSpec):
-        element = storage_numpy_dtype(spec.dtype).itemsize
-        return (_divisor_at_most(spec.k, MMA_STEP_BYTES // element),), MMA_STAGES
-    assert isinstance(spec, ConvSpec)
+def _mma_tiles(
+    extents: list[int], channel: int, pixels: list[int], block_pixels: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A block tile of about `block_pixels` x `MMA_BLOCK_CHANNELS` (columns first,
+    up to 32 of them), and the block as (output channels, columns, rows, images)."""
+    tiles = [1] * len(extents)
+    tiles[channel] = _tile(extents[channel], MMA_BLOCK_CHANNELS)
+    room = block_pixels
+    for k, d in enumerate(pixels):
+        limit = min(room, 32) if k == 0 and len(pixels) > 1 else room
+        tiles[d] = _tile(extents[d], limit)
+        room = max(1, room // tiles[d])
+    return tuple(tiles), (tiles[channel], *(tiles[d] for d in pixels))
+
+
+def _window_reduction(
+    spec: ConvSpec, block: tuple[int, ...]
+) -> tuple[tuple[int, ...], int] | None:
+    """A step over the filter's whole window, or one filter row of it,
+    `MMA_WINDOW_STEP` channels at a time, where the channels need no padding and
+    its tiles fit in shared memory; None otherwise."""
     element = storage_numpy_dtype(spec.dtype).itemsize
-    if (
+    if not (
         spec.r * spec.s > 1
         and spec.c % MMA_WINDOW_STEP == 0  # no channels padded to the MMA's k
         and block[0] * element % 16 == 0  # filter rows of whole 16-byte chunks
     ):
-        step = MMA_WINDOW_STEP
-        for rows in (spec.r, 1):
-            stages = _stages_that_fit(step_bytes(spec, block, rows, spec.s, step))
-            if stages:
-                return _conv_reduction_tiles(spec, rows, spec.s, step), stages
+        return None
+    step = MMA_WINDOW_STEP
+    for rows in (spec.r, 1):
+        stages = _stages_that_fit(step_bytes(spec, block, rows, spec.s, step))
+        if stages:
+            return _conv_reduction_tiles(spec, rows, spec.s, step), stages
+    return None
+
+
+def _mma_reduction(spec: Spec, block: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+    """The reduction step of the tensor-core route and the tiles in flight (the MMA
+    sums in its own order, so any step will do): the filter's window where it fits
+    (`_window_reduction`), else one tap and `MMA_STEP_BYTES` of channels,
+    `MMA_STAGES` in flight."""
+    element = storage_numpy_dtype(spec.dtype).itemsize
+    if isinstance(spec, MatmulSpec):
+        return (_divisor_at_most(spec.k, MMA_STEP_BYTES // element),), MMA_STAGES
+    assert isinstance(spec, ConvSpec)
+    if window := _window_reduction(spec, block):
+        return window
     step = _divisor_at_most(spec.c, MMA_STEP_BYTES // element)
     stages = max(1, _stages_that_fit(step_bytes(spec, block, 1, 1, step)))
     if step * element < MMA_K_BYTES:
