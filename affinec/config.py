@@ -8,6 +8,7 @@ pass picks".
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields, replace
 
 from affinec.contraction import contraction_of
@@ -389,7 +390,9 @@ def step_bytes(
     element = storage_numpy_dtype(spec.dtype).itemsize
 
     def extent(tile: int, taps: int, stride: int, dilation: int) -> int:
-        return (tile - 1) * stride + (taps - 1) * dilation + 1
+        # the footprint keeps only the lattice its accesses read (footprint.py)
+        step = math.gcd(stride, dilation) if taps > 1 else stride
+        return ((tile - 1) * stride + (taps - 1) * dilation) // step + 1
 
     input_rows = images * extent(out_rows, rows, spec.stride[0], spec.dilation[0])
     input_columns = extent(out_columns, columns, spec.stride[1], spec.dilation[1])

@@ -280,7 +280,7 @@ def dma_width(f: Footprint, order: tuple[int, ...]) -> int:
     t = f.memref.type
     assert isinstance(t, MemRefType)
     last = len(f.extents) - 1
-    if order[-1] != last:
+    if order[-1] != last or f.stride(last) != 1:
         return 0
     form = linear_form(f.origin[last], len(f.outer), 0)
     if form is None:
@@ -314,7 +314,8 @@ def _dma_band(f: Footprint, buffer: SSAValue, width: int) -> affine.ParallelOp:
     ops: list[Operation] = []
     source, clamped = [], []
     for k, (o, size) in enumerate(zip(f.origin, shape, strict=True)):
-        index = affine.ApplyOp(operands, AffineMap(n + rank, 0, (o + dims[k],)))
+        at = o + dims[k] * f.stride(k)
+        index = affine.ApplyOp(operands, AffineMap(n + rank, 0, (at,)))
         ops.append(index)
         source.append(index.result)
         top = size - (width if k == rank - 1 else 1)
@@ -400,7 +401,10 @@ def _copy_band(
     src_map = AffineMap(
         n + rank,
         0,
-        tuple(o + AffineExpr.dimension(n + k) for k, o in enumerate(f.origin)),
+        tuple(
+            o + AffineExpr.dimension(n + k) * f.stride(k)
+            for k, o in enumerate(f.origin)
+        ),
     )
     load = PaddedLoadOp(f.memref, [*f.outer, *body.args], src_map)
     load.result.name_hint = f.memref.name_hint

@@ -16,10 +16,18 @@ output tile of a 7x7 stride-2 convolution reads 1x1x37x37 of the input), for any
 stride, padding and dilation: the box comes from interval arithmetic over the inner
 part, which is exact for the sums of products of one variable each that the
 frontend's accesses are made of.
+
+Where every access steps along a dimension by a multiple of some `g` from a common
+residue (a stride-2 convolution whose step fixes the filter row reads rows
+`%oh1 * 2` only), the box keeps every `g`-th index along it (`strides`): its extent
+counts those, each access reads it at `(index - origin) / g`, and a copy fetches
+`origin + g * i`. ResNet-50's first layer, one filter row a step, 4 output rows a
+block: 4 input rows instead of 7.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -46,7 +54,13 @@ class Footprint:
     extents: tuple[int, ...]
     offsets: tuple[tuple[AccessOp, AffineMap], ...]
     """Each access, and the map (over its own index operands, as they are) of its
-    indices relative to the origin."""
+    indices relative to the origin, in steps of `strides`."""
+    strides: tuple[int, ...] = ()
+    """The step between the box's indices read along each dimension (1: all of
+    them); empty means all 1."""
+
+    def stride(self, d: int) -> int:
+        return self.strides[d] if self.strides else 1
 
     @property
     def elements(self) -> int:
@@ -75,7 +89,7 @@ def footprint(
     linear one of inner values, or the accesses' origins differ by more than
     constants."""
     outer: list[SSAValue] = []
-    parts: list[tuple[AccessOp, list[tuple[AffineExpr, int, Interval]]]] = []
+    parts: list[tuple[AccessOp, list[tuple[AffineExpr, int, Interval, int]]]] = []
     for op in accesses:
         operands = list(op.indices)
         m = as_dims(op.map.data)
@@ -86,7 +100,7 @@ def footprint(
         ranges = [
             value_range(v) if i else None for v, i in zip(operands, inner, strict=True)
         ]
-        dims: list[tuple[AffineExpr, int, Interval]] = []
+        dims: list[tuple[AffineExpr, int, Interval, int]] = []
         for k, e in enumerate(m.results):
             dims.append(_split(e, operands, inner, ranges, outer, op, k))
         parts.append((op, dims))
@@ -94,7 +108,7 @@ def footprint(
     rank = len(parts[0][1])
     origin: list[AffineExpr] = []
     extents: list[int] = []
-    lows: list[int] = []
+    strides: list[int] = []
     for k in range(rank):
         bases = {simplify_expr(dims[k][0], len(outer), 0) for _, dims in parts}
         if len(bases) != 1:
@@ -104,10 +118,15 @@ def footprint(
             )
         lo = min(dims[k][1] + dims[k][2][0] for _, dims in parts)
         hi = max(dims[k][1] + dims[k][2][1] for _, dims in parts)
+        # the lattice every access reads: their steps, and where each starts
+        step = 0
+        for _, dims in parts:
+            step = math.gcd(step, dims[k][3], dims[k][1] + dims[k][2][0] - lo)
+        step = step or 1
         base = bases.pop()
         origin.append(simplify_expr(base + lo, len(outer), 0))
-        extents.append(hi - lo + 1)
-        lows.append(lo)
+        extents.append((hi - lo) // step + 1)
+        strides.append(step)
 
     offsets = []
     for op, _ in parts:
@@ -115,15 +134,38 @@ def footprint(
         operands = list(op.indices)
         own = _outer_dims(outer, operands)
         results = tuple(
-            simplify_expr(
-                e - origin[k].replace_dims_and_symbols(own, []), len(operands), 0
+            _divided(
+                simplify_expr(
+                    e - origin[k].replace_dims_and_symbols(own, []), len(operands), 0
+                ),
+                strides[k],
+                len(operands),
             )
             for k, e in enumerate(m.results)
         )
         offsets.append((op, AffineMap(len(operands), 0, results)))
     return Footprint(
-        memref, tuple(outer), tuple(origin), tuple(extents), tuple(offsets)
+        memref,
+        tuple(outer),
+        tuple(origin),
+        tuple(extents),
+        tuple(offsets),
+        tuple(strides),
     )
+
+
+def _divided(e: AffineExpr, step: int, n: int) -> AffineExpr:
+    """`e / step` for an expression whose every coefficient and constant `step`
+    divides (an access's offset on its lattice)."""
+    if step == 1:
+        return e
+    form = linear_form(e, n, 0)
+    assert form is not None and not any(c % step for c in (*form[0], form[2]))
+    out = AffineExpr.constant(form[2] // step)
+    for d, c in enumerate(form[0]):
+        if c:
+            out = out + AffineExpr.dimension(d) * (c // step)
+    return simplify_expr(out, n, 0)
 
 
 def _outer_dims(outer: list[SSAValue], operands: list[SSAValue]) -> list[AffineExpr]:
@@ -145,9 +187,10 @@ def _split(
     outer: list[SSAValue],
     op: Operation,
     k: int,
-) -> tuple[AffineExpr, int, Interval]:
+) -> tuple[AffineExpr, int, Interval, int]:
     """Index `e` as (outer part without constant, over `outer` as dims; constant;
-    range of the inner part)."""
+    range of the inner part; the gcd of the inner part's coefficients, 0 when it
+    has none)."""
     n = len(operands)
     zero_inner = [
         AffineExpr.constant(0) if i else AffineExpr.dimension(j)
@@ -161,6 +204,9 @@ def _split(
             f"index {k} of '{op.name}' is not an expression of outer values plus a "
             "linear one of the band's own"
         )
+    step = 0
+    for c in form[0]:
+        step = math.gcd(step, c)
     r = expr_range(inner_part, ranges)
     if r is None:
         raise NoFootprint(f"index {k} of '{op.name}' ranges over unbounded values")
@@ -175,4 +221,4 @@ def _split(
     form = linear_form(simplify_expr(as_outer, len(outer), 0), len(outer), 0)
     constant = form[2] if form is not None else 0
     base = simplify_expr(as_outer - constant, len(outer), 0)
-    return base, constant, r
+    return base, constant, r, step
