@@ -197,6 +197,13 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
         help="copy into shared memory with loads and stores, not cp.async",
     )
     knobs.add_argument(
+        "--coalesce-reduction",
+        action="store_true",
+        default=None,
+        help="a filter row's columns x channels as one reduction loop (the tensor "
+        "cores' k for few channels)",
+    )
+    knobs.add_argument(
         "--stages",
         type=int,
         help="reduction tiles in flight at once (1: copy, then compute)",
@@ -211,6 +218,13 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
         "--warp-grid",
         type=_sizes,
         help="with --mma: warps along the block's pixels and output channels",
+    )
+    knobs.add_argument(
+        "--unroll-taps",
+        action="store_true",
+        default=None,
+        help="with --mma: unroll a step's filter taps (the next tap's fragment "
+        "loads overlap this tap's MMAs)",
     )
     knobs.add_argument(
         "--tf32",
@@ -248,9 +262,11 @@ KNOBS = (
     "reassociate",
     "promote",
     "dma",
+    "coalesce_reduction",
     "stages",
     "mma",
     "warp_grid",
+    "unroll_taps",
     "tf32",
     "vector_width",
     "fma",
