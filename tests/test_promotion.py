@@ -99,6 +99,39 @@ def test_resnet50_first_layer_footprint_is_the_reference_designs():
     assert shapes == {"input_shared": (1, 1, 37, 37), "filter_shared": (64, 1, 7, 7)}
 
 
+def test_a_step_that_fixes_the_filter_row_copies_every_other_input_row():
+    # Stride 2, one filter row a step: the block's 16 output rows read input rows
+    # 2 * oh + r, a lattice of 16 rows, not the 31 of the box around them; along
+    # the columns the whole row of taps is read (37).
+    spec = ConvSpec(1, 4, 224, 224, 64, 7, 7, stride=2, padding=3)
+    module = build(spec)
+    config = KernelConfig(tile_sizes=(1, 64, 16, 16), reduction_tile_sizes=(1, 1, 7))
+    Pipeline(affine_passes(config)).run(module)
+    shapes = {
+        op.memref.name_hint: op.memref.type.get_shape()
+        for op in module.walk()
+        if op.name == "memref.alloc"
+        and gpu.memory_space(op.memref.type) == gpu.WORKGROUP_ADDRESS_SPACE
+    }
+    assert shapes == {"input_shared": (1, 1, 16, 37), "filter_shared": (64, 1, 1, 7)}
+    # the compute band reads row %oh1 of the tile (input row 2 * %oh1 + r)
+    assert "%input_shared[%n1_1, 0, %oh1_1, %ow1_1 * 2 + %s1]" in str(module)
+
+
+@pytest.mark.parametrize(
+    ("stride", "dilation", "rtiles"),
+    [
+        ((2, 3), (1, 1), (1, 1, 3)),
+        ((3, 1), (2, 1), (1, 1, 3)),
+        ((2, 2), (1, 1), (1, 2, 3)),
+    ],
+)
+def test_strided_footprints_keep_the_result(stride, dilation, rtiles):
+    spec = ConvSpec(2, 3, 13, 14, 5, 3, 3, stride=stride, dilation=dilation, padding=1)
+    config = KernelConfig(tile_sizes=(1, 4, 3, 5), reduction_tile_sizes=rtiles)
+    Pipeline(default_passes(config)).run(build(spec), check=True)
+
+
 def test_copies_over_the_capacity_are_refused_before_rewriting():
     spec = ConvSpec(1, 64, 16, 16, 64, 3, 3, padding=1)
     module = build(spec)
