@@ -32,6 +32,13 @@ the result is bit for bit the same. A band is coalesced only where every tile it
 reads is indexed so (the inner loop alone along a last dimension it spans whole, the
 outer loop with unit coefficient along the one before, neither elsewhere), which is
 what makes `sc` a k for `affinec-mma-sync`; other bands are left as they are.
+
+What `affinec-mma-sync` then does with it, and its one difference from the loops:
+k = 28 is padded to 32 with zero filter rows, and a pixel's 4 padded elements of k
+are the next input column's channels (the tile's rows are contiguous; that is what
+avoids an im2col copy). They are multiplied by zero, so finite inputs give the
+exact products of the loops; an infinite or NaN input also turns the output pixel
+whose window ends just before it into NaN (inf × 0), where the loops would not.
 """
 
 from __future__ import annotations
