@@ -168,3 +168,33 @@ def test_the_coalesced_loop_is_one_affine_for():
     Pipeline(affine_passes(config)).run(module)
     loops = [o for o in module.walk() if isinstance(o, affine.ForOp)]
     assert any(str(o.upperBoundMap.data) == "() -> (28)" for o in loops)
+
+
+def test_an_infinite_input_also_reaches_the_pixel_whose_window_ends_before_it():
+    # The documented difference: k's padding (28 -> 32) multiplies the next input
+    # column (2 * ow + 4 here) by zero filter rows; inf x 0 is NaN. Everywhere else
+    # the outputs agree with the reference, finite where it is.
+    import numpy as np
+
+    from affinec.interpreter import interpret
+    from affinec.reference import reference
+
+    spec = dataclasses.replace(CONV1_LIKE, h=12, w=12, k=8)
+    config = _coalesced(spec, tile_sizes=(1, 6, 6, 8), stages=1)
+    module = build(spec)
+    passes = default_passes(config)
+    mma = next(k for k, p in enumerate(passes) if p.name == "affinec-mma-sync")
+    Pipeline(passes[: mma + 1]).run(module)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(spec.input_shape).astype(np.float16)
+    w = rng.standard_normal(spec.filter_shape).astype(np.float16)
+    x[0, 5, 8, :] = np.inf  # row 5, column 8: in the windows of ow = 3, 4, 5
+    out = np.zeros(spec.output_shape, np.float16)
+    interpret(module, "conv", x, w, out)
+    with np.errstate(invalid="ignore"):  # inf - inf in the reference's sums
+        expected = reference(spec, x, w)
+    extra = np.zeros(spec.output_shape, bool)
+    extra[0, 1:5, 2, :] = True  # rows whose windows hold row 5; 2 * 2 + 4 = 8
+    finite = np.isfinite(expected)
+    assert np.isnan(out[extra & finite]).all() and (extra & finite).any()
+    assert np.isfinite(out[finite & ~extra]).all()
