@@ -140,6 +140,18 @@ def mapping_of(op: Operation) -> str | None:
     return attr.data
 
 
+def enclosing_mappings(op: Operation) -> list[str]:
+    """The mappings of the mapped `affine.parallel` bands around `op`, innermost
+    first."""
+    found: list[str] = []
+    parent = op.parent_op()
+    while parent is not None:
+        if parent.name == "affine.parallel" and (m := mapping_of(parent)):
+            found.append(m)
+        parent = parent.parent_op()
+    return found
+
+
 @irdl_op_definition
 class PaddedLoadOp(AffineLoadBase):
     """An `affine.load` that reads zero wherever the access falls outside the memref."""

@@ -2,13 +2,8 @@
 # ResNet-50 conv1 on the tensor cores with its filter rows' columns x channels as
 # the MMA's k (affinec-coalesce-reduction): reduction steps, stages, block tiles and
 # warps (GPU machine; log under $OUT).
-set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/affinec-gpu}
-mkdir -p "$OUT"
-PY=scripts/gpu_python.sh
-sweep() { $PY benchmarks/sweep.py "$@" 2>&1 | tee -a "$OUT/sweep-coalesced.log" | grep -E "^conv|^resnet|refused|rror" ; }
-sweep resnet50-conv1 f16 '{}' \
+source "$(dirname "$0")/sweep_common.sh"
+sweep sweep-coalesced.log resnet50-conv1 f16 '{}' \
   '{"reduction_tile_sizes": [1, 7, 4], "stages": 2}' \
   '{"reduction_tile_sizes": [1, 7, 4], "stages": 3}' \
   '{"warp_grid": [2, 2]}' \
@@ -18,4 +13,4 @@ sweep resnet50-conv1 f16 '{}' \
   '{"tile_sizes": [1, 4, 56, 64], "warp_grid": [2, 2]}' \
   '{"tile_sizes": [1, 4, 28, 32], "warp_grid": [2, 1]}' \
   '{"tile_sizes": [1, 8, 28, 64], "warp_grid": [4, 1]}'
-sweep resnet50-conv1 tf32 '{}' '{"reduction_tile_sizes": [1, 7, 4], "stages": 2}'
+sweep sweep-coalesced.log resnet50-conv1 tf32 '{}' '{"reduction_tile_sizes": [1, 7, 4], "stages": 2}'

@@ -83,6 +83,15 @@ def test_the_default_configuration_compiles_and_keeps_the_result(spec):
     Pipeline(default_passes(config_for(spec))).run(module, check=True)
 
 
+def _shared_shapes(module) -> dict:
+    return {
+        op.memref.name_hint: op.memref.type.get_shape()
+        for op in module.walk()
+        if op.name == "memref.alloc"
+        and gpu.memory_space(op.memref.type) == gpu.WORKGROUP_ADDRESS_SPACE
+    }
+
+
 def test_resnet50_first_layer_footprint_is_the_reference_designs():
     # A 16x16 output tile of a 7x7 stride-2 convolution reads 37x37 of the input
     # (one channel tile of 1 here) and 64x1x7x7 of the filter.
@@ -90,12 +99,7 @@ def test_resnet50_first_layer_footprint_is_the_reference_designs():
     module = build(spec)
     config = KernelConfig(tile_sizes=(1, 64, 16, 16), reduction_tile_sizes=(1, 7, 7))
     Pipeline(affine_passes(config)).run(module)
-    shapes = {
-        op.memref.name_hint: op.memref.type.get_shape()
-        for op in module.walk()
-        if op.name == "memref.alloc"
-        and gpu.memory_space(op.memref.type) == gpu.WORKGROUP_ADDRESS_SPACE
-    }
+    shapes = _shared_shapes(module)
     assert shapes == {"input_shared": (1, 1, 37, 37), "filter_shared": (64, 1, 7, 7)}
 
 
@@ -107,12 +111,7 @@ def test_a_step_that_fixes_the_filter_row_copies_every_other_input_row():
     module = build(spec)
     config = KernelConfig(tile_sizes=(1, 64, 16, 16), reduction_tile_sizes=(1, 1, 7))
     Pipeline(affine_passes(config)).run(module)
-    shapes = {
-        op.memref.name_hint: op.memref.type.get_shape()
-        for op in module.walk()
-        if op.name == "memref.alloc"
-        and gpu.memory_space(op.memref.type) == gpu.WORKGROUP_ADDRESS_SPACE
-    }
+    shapes = _shared_shapes(module)
     assert shapes == {"input_shared": (1, 1, 16, 37), "filter_shared": (64, 1, 1, 7)}
     # the compute band reads row %oh1 of the tile (input row 2 * %oh1 + r)
     assert "%input_shared[%n1_1, 0, %oh1_1, %ow1_1 * 2 + %s1]" in str(module)

@@ -38,8 +38,8 @@ from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.ir import Operation
 from xdsl.traits import SymbolTable
 
-from affinec.dialects import affine, gpu
-from affinec.dialects.affinec import GRID, mapping_of
+from affinec.dialects import gpu
+from affinec.dialects.affinec import GRID, enclosing_mappings
 from affinec.dialects.nvvm import KERNEL
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source, emits
 from affinec.interpreter.control_ops import function_global, write_body
@@ -390,12 +390,7 @@ def _barrier(op: gpu.BarrierOp, w: FunctionWriter) -> None:
 
 
 def in_grid_band(op: Operation) -> bool:
-    parent = op.parent_op()
-    while parent is not None:
-        if isinstance(parent, affine.ParallelOp) and mapping_of(parent) == GRID:
-            return True
-        parent = parent.parent_op()
-    return False
+    return GRID in enclosing_mappings(op)
 
 
 def _context(w: FunctionWriter, op: Operation) -> str:

@@ -139,46 +139,28 @@ def memref_type(op: Operation, value) -> MemRefType:
     return t
 
 
+def _indexed(w: FunctionWriter, op: Operation, ref, indices) -> tuple:
+    """The array, indices, their ranges and the shape of an access through SSA
+    indices (memref.load/store, vector.store)."""
+    t = memref_type(op, ref)
+    ranges = [value_range(v, w.ranges) for v in indices]
+    return w[ref], w.names(indices), ranges, memref_shape(t)
+
+
 @emits(memref.LoadOp)
 def _load(op: memref.LoadOp, w: FunctionWriter) -> None:
-    t = memref_type(op, op.memref)
-    emit_load(
-        w,
-        op,
-        w[op.memref],
-        w.names(op.indices),
-        [value_range(v, w.ranges) for v in op.indices],
-        memref_shape(t),
-    )
+    emit_load(w, op, *_indexed(w, op, op.memref, op.indices))
 
 
 @emits(memref.StoreOp)
 def _store(op: memref.StoreOp, w: FunctionWriter) -> None:
-    t = memref_type(op, op.memref)
-    emit_store(
-        w,
-        op,
-        w[op.value],
-        w[op.memref],
-        w.names(op.indices),
-        [value_range(v, w.ranges) for v in op.indices],
-        memref_shape(t),
-    )
+    emit_store(w, op, w[op.value], *_indexed(w, op, op.memref, op.indices))
 
 
 @emits(vector.StoreOp)
 def _vector_store(op: vector.StoreOp, w: FunctionWriter) -> None:
-    t = memref_type(op, op.base)
-    emit_vector_store(
-        w,
-        op,
-        w[op.vector],
-        w[op.base],
-        w.names(op.indices),
-        [value_range(v, w.ranges) for v in op.indices],
-        memref_shape(t),
-        vector_width(op, op.vector),
-    )
+    width = vector_width(op, op.vector)
+    emit_vector_store(w, op, w[op.vector], *_indexed(w, op, op.base, op.indices), width)
 
 
 @emits(memref.AllocOp, memref.AllocaOp)

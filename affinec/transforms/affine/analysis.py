@@ -36,7 +36,7 @@ from xdsl.traits import is_side_effect_free
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affine_syntax import format_expr
-from affinec.dialects.affinec import THREAD, PaddedLoadOp, mapping_of
+from affinec.dialects.affinec import THREAD, PaddedLoadOp, enclosing_mappings
 from affinec.dialects.gpu_common import memory_space
 from affinec.ir.affine_exprs import (
     Interval,
@@ -98,14 +98,7 @@ def _epilogue_store(op: Operation) -> bool:
     outside what barriers order."""
     if not isinstance(op, affine.VectorStoreOp):
         return False
-    if memory_space(op.memref.type) != 0:
-        return False
-    parent = op.parent_op()
-    while parent is not None:
-        if isinstance(parent, affine.ParallelOp) and mapping_of(parent) == THREAD:
-            return True
-        parent = parent.parent_op()
-    return False
+    return memory_space(op.memref.type) == 0 and THREAD in enclosing_mappings(op)
 
 
 # -- maps of ops ---------------------------------------------------------------------

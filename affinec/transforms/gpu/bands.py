@@ -26,7 +26,14 @@ from xdsl.traits import Pure
 
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu, nvgpu
-from affinec.dialects.affinec import BLOCK, GRID, THREAD, PaddedLoadOp, mapping_of
+from affinec.dialects.affinec import (
+    BLOCK,
+    GRID,
+    THREAD,
+    PaddedLoadOp,
+    enclosing_mappings,
+    mapping_of,
+)
 from affinec.dtypes import element_size
 from affinec.ir.affine_exprs import Interval, grouped
 from affinec.ir.ranges import as_dims, difference_range
@@ -127,17 +134,6 @@ def grid_parallels(module: ModuleOp) -> list[affine.ParallelOp]:
                     f"a {level}-mapped affine.parallel inside a {inner[0]}-mapped one",
                 )
     return grids
-
-
-def enclosing_mappings(op: Operation) -> list[str]:
-    """The mappings of the mapped bands around `op`, innermost first."""
-    found: list[str] = []
-    parent = op.parent_op()
-    while parent is not None:
-        if isinstance(parent, affine.ParallelOp) and (m := mapping_of(parent)):
-            found.append(m)
-        parent = parent.parent_op()
-    return found
 
 
 # -- geometry -------------------------------------------------------------------------------
