@@ -389,13 +389,12 @@ def step_bytes(
     channels, out_columns, out_rows, images = block
     element = storage_numpy_dtype(spec.dtype).itemsize
 
-    def extent(tile: int, taps: int, stride: int, dilation: int) -> int:
-        # the footprint keeps only the lattice its accesses read (footprint.py)
-        step = math.gcd(stride, dilation) if taps > 1 else stride
-        return ((tile - 1) * stride + (taps - 1) * dilation) // step + 1
-
-    input_rows = images * extent(out_rows, rows, spec.stride[0], spec.dilation[0])
-    input_columns = extent(out_columns, columns, spec.stride[1], spec.dilation[1])
+    input_rows = images * window_extent(
+        out_rows, rows, spec.stride[0], spec.dilation[0]
+    )
+    input_columns = window_extent(
+        out_columns, columns, spec.stride[1], spec.dilation[1]
+    )
     filter_padding = SHARED_ROW_PADDING * (2 if element == 4 else 1)
     if coalesced:
         k = MMA_K_BYTES // element
@@ -409,6 +408,14 @@ def step_bytes(
     inputs = pixels * (step * element + SHARED_ROW_PADDING)
     filters = rows * columns * step * (channels * element + filter_padding)
     return inputs + filters
+
+
+def window_extent(tile: int, taps: int, stride: int, dilation: int) -> int:
+    """Input rows (or columns) a block of `tile` outputs reads through `taps` filter
+    taps: the lattice the accesses read, as affine-data-copy-generate's footprint
+    keeps it (every `stride`-th row when a step has one tap)."""
+    step = math.gcd(stride, dilation) if taps > 1 else stride
+    return ((tile - 1) * stride + (taps - 1) * dilation) // step + 1
 
 
 def _stages_that_fit(step_bytes: int) -> int:

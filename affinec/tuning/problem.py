@@ -14,7 +14,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from affinec.config import SHARED_ROW_PADDING, KernelConfig, step_bytes
+from affinec.config import (
+    SHARED_ROW_PADDING,
+    KernelConfig,
+    step_bytes,
+    window_extent,
+)
 from affinec.contraction import contraction_of
 from affinec.dtypes import storage_numpy_dtype
 from affinec.spec import ConvSpec, MatmulSpec, Spec
@@ -316,16 +321,16 @@ def dma_copies(
 def _footprints(
     problem: Problem, tiles: tuple[int, ...], rtiles: tuple[int, ...]
 ) -> tuple[int, int]:
-    """Elements of the input and of the filter one block step reads: the box of the
-    input the block's pixels see through one reduction tile (the halo of the taps
-    included), and the filter's tile."""
+    """Elements of the input and of the filter one block step reads: the input the
+    block's pixels see through one reduction tile (the halo of the taps included,
+    the lattice of a strided step only), and the filter's tile."""
     spec = problem.spec
     out = dict(zip(problem.names, tiles, strict=True))
     red = dict(zip(problem.reduction_names, rtiles, strict=True))
     if isinstance(spec, ConvSpec):
         (sh, sw), (dh, dw) = spec.stride, spec.dilation
-        rows = (out["oh"] - 1) * sh + (red["r"] - 1) * dh + 1
-        cols = (out["ow"] - 1) * sw + (red["s"] - 1) * dw + 1
+        rows = window_extent(out["oh"], red["r"], sh, dh)
+        cols = window_extent(out["ow"], red["s"], sw, dw)
         return (
             out["n"] * rows * cols * red["c"],
             red["r"] * red["s"] * red["c"] * out["k"],
