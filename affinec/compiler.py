@@ -144,7 +144,7 @@ def compile_to_ptx(
     if pipeline is None:
         passes = default_passes(config)
     elif isinstance(pipeline, str):
-        passes = Pipeline.parse(pipeline).passes
+        passes = Pipeline.parse(pipeline, spec).passes
     else:
         passes = list(pipeline)
     timings: list[tuple[str, float]] = []

@@ -57,6 +57,7 @@ from affinec.diagnostics import (
     verify,
     xdsl_failure,
 )
+from affinec.dialects.affinec import SpecAttributeError, read_spec
 from affinec.pipeline import Pipeline, PipelineError, available_passes
 from affinec.pipelines import NAMED_PIPELINES, pass_text, pipeline_text
 from affinec.verify_diagnostics import (
@@ -91,6 +92,7 @@ class AffinecOptMain(xDSLOptMain):
     def __init__(self, args: Sequence[str] | None = None) -> None:
         self.sources: dict[str, str] = {}
         self.affinec_pipeline = Pipeline([])
+        self.pipeline_text = ""
         self.timings: list[tuple[str, float]] = []
         self.pass_flags: list[str] = []
         # xDSLOptMain builds its argparse parser and parses this list right after
@@ -202,6 +204,7 @@ class AffinecOptMain(xDSLOptMain):
             self.affinec_pipeline = Pipeline.parse(text)
         except PipelineError as e:
             raise UserError(str(e)) from e
+        self.pipeline_text = text
 
     def check_target(self) -> None:
         """Refuse, before reading any input, a target affinec does not emit or
@@ -231,7 +234,15 @@ class AffinecOptMain(xDSLOptMain):
             Printer(stream=sys.stderr).print_op(prog)
             print("\n", file=sys.stderr)
 
-        for p in self.affinec_pipeline.passes:
+        pipeline = self.affinec_pipeline
+        if Pipeline.depends_on_spec(self.pipeline_text):
+            # affinec-default: config_for's configuration for the module's spec
+            try:
+                spec = read_spec(prog, required=False)
+            except SpecAttributeError as e:
+                raise UserError(str(e)) from None
+            pipeline = Pipeline.parse(self.pipeline_text, spec)
+        for p in pipeline.passes:
             if self.args.mlir_print_ir_before_all:
                 dump("Before", p)
             start = time.perf_counter()
@@ -411,7 +422,7 @@ def list_passes(out: IO[str]) -> None:
         _describe_pass(ours[name](), out)
     print("\nnamed pipelines:", file=out)
     for name, named in sorted(NAMED_PIPELINES.items()):
-        text = pipeline_text(named.build())
+        text = pipeline_text(named.build(None))
         print(f"  {name}: {named.summary}\n      = {text}", file=out)
     others = sorted(set(available_passes()) - set(ours))
     print(f"\nxDSL passes (also available): {', '.join(others)}", file=out)

@@ -32,6 +32,7 @@ from affinec.diagnostics import PassError, raised_by_xdsl, verify, xdsl_failure
 from affinec.dialects.affinec import SpecAttributeError, read_spec
 from affinec.ir.affine_exprs import semi_affine_op
 from affinec.pipelines import NAMED_PIPELINES, pipeline_text
+from affinec.spec import Spec
 
 
 class PipelineError(Exception):
@@ -121,43 +122,54 @@ class Pipeline:
     passes: list[ModulePass] = field(default_factory=list)
 
     @staticmethod
-    def parse(text: str) -> Pipeline:
-        """The pipeline `text` describes; a `PipelineError` naming what is wrong."""
+    def parse(text: str, spec: Spec | None = None) -> Pipeline:
+        """The pipeline `text` describes, its named pipelines built for a module of
+        `spec` (`affinec-default` configures itself from it); a `PipelineError`
+        naming what is wrong."""
         flat = flatten_nesting(text.strip())
         if not flat:
             return Pipeline([])
         try:
-            specs = list(parse_pipeline(flat))
+            args = list(parse_pipeline(flat))
         except ArgSpecParseError as e:
             raise PipelineError(f"malformed pipeline {text!r}: {e}") from None
         registry = available_passes()
         passes: list[ModulePass] = []
-        for spec in specs:
-            if spec.name in NAMED_PIPELINES:
-                if spec.parameters:
-                    raise PipelineError(
-                        f"named pipeline '{spec.name}' takes no options"
-                    )
-                passes += NAMED_PIPELINES[spec.name].build()
+        for arg in args:
+            if arg.name in NAMED_PIPELINES:
+                if arg.parameters:
+                    raise PipelineError(f"named pipeline '{arg.name}' takes no options")
+                passes += NAMED_PIPELINES[arg.name].build(spec)
                 continue
-            if spec.name not in registry:
+            if arg.name not in registry:
                 close = difflib.get_close_matches(
-                    spec.name, [*registry, *NAMED_PIPELINES], n=1
+                    arg.name, [*registry, *NAMED_PIPELINES], n=1
                 )
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
                 raise PipelineError(
-                    f"unknown pass '{spec.name}'{hint}; `affinec-opt --list-passes` "
+                    f"unknown pass '{arg.name}'{hint}; `affinec-opt --list-passes` "
                     "lists them"
                 )
-            cls = registry[spec.name]()
+            cls = registry[arg.name]()
             try:
-                passes.append(cls.from_pass_spec(_bare_flags_true(spec, cls)))
+                passes.append(cls.from_pass_spec(_bare_flags_true(arg, cls)))
             except (ValueError, TypeError) as e:
-                raise PipelineError(f"pass '{spec.name}': {e}") from None
+                raise PipelineError(f"pass '{arg.name}': {e}") from None
         return Pipeline(passes)
 
     def __str__(self) -> str:
         return pipeline_text(self.passes)
+
+    @staticmethod
+    def depends_on_spec(text: str) -> bool:
+        """Whether `text` names a pipeline built from the module's spec (so the
+        passes are known only with the module)."""
+        flat = flatten_nesting(text.strip())
+        try:
+            names = [a.name for a in parse_pipeline(flat)] if flat else []
+        except ArgSpecParseError:
+            return False
+        return any(n in NAMED_PIPELINES and NAMED_PIPELINES[n].per_spec for n in names)
 
     def run(
         self,
@@ -243,8 +255,14 @@ def print_ir_after_each(
 def run_pipeline(
     module: ModuleOp, passes: str | Sequence[ModulePass], **kwargs
 ) -> ModuleOp:
-    """`Pipeline.parse(passes).run(module, ...)`, also taking a list of passes."""
-    pipeline = (
-        Pipeline.parse(passes) if isinstance(passes, str) else Pipeline(list(passes))
-    )
-    return pipeline.run(module, **kwargs)
+    """`Pipeline.parse(passes, the module's spec).run(module, ...)`, also taking a
+    list of passes."""
+    if not isinstance(passes, str):
+        return Pipeline(list(passes)).run(module, **kwargs)
+    spec = None
+    if Pipeline.depends_on_spec(passes):
+        try:
+            spec = read_spec(module, required=False)
+        except SpecAttributeError as e:
+            raise PipelineError(str(e)) from None
+    return Pipeline.parse(passes, spec).run(module, **kwargs)

@@ -26,7 +26,7 @@ from xdsl.transforms.common_subexpression_elimination import (
 )
 from xdsl.utils.arg_spec import ArgSpec
 
-from affinec.config import UNPROMOTED, KernelConfig
+from affinec.config import UNPROMOTED, KernelConfig, config_for
 from affinec.passes.affine_data_copy_generate import (
     MAX_CAPACITY_KIB,
     AffineDataCopyGenerate,
@@ -50,6 +50,7 @@ from affinec.passes.convert_parallel_to_gpu import ConvertParallelToGpu
 from affinec.passes.convert_scf_to_cf import ConvertScfToCf
 from affinec.passes.gpu_kernel_outlining import GpuKernelOutlining
 from affinec.passes.lower_affine import LowerAffine
+from affinec.spec import Spec
 
 DEFAULT_CONFIG = KernelConfig()
 
@@ -159,7 +160,10 @@ def pipeline_text(passes: Sequence[ModulePass]) -> str:
 @dataclass(frozen=True)
 class NamedPipeline:
     summary: str
-    build: Callable[[], list[ModulePass]]
+    build: Callable[[Spec | None], list[ModulePass]]
+    """The passes, for a module with the given spec (`affinec.spec`) or none."""
+    per_spec: bool = False
+    """Whether the passes depend on the module's spec."""
 
 
 TILE_SPLIT_SINK = "affinec-tile-split-sink"
@@ -173,38 +177,42 @@ NAMED_PIPELINES: dict[str, NamedPipeline] = {
     TILE_SPLIT_SINK: NamedPipeline(
         "tile into grid and block loops, split the block loop around a block-shaped "
         "accumulator, sink it below the reduction's tile loops, canonicalize",
-        lambda: affine_passes(UNPROMOTED),
+        lambda _spec: affine_passes(UNPROMOTED),
     ),
     TILE_SPLIT_SINK + "-separate": NamedPipeline(
         f"{TILE_SPLIT_SINK}, with full tiles separated from partial ones (a fast "
         "path without bounds)",
-        lambda: affine_passes(replace(UNPROMOTED, separate=True)),
+        lambda _spec: affine_passes(replace(UNPROMOTED, separate=True)),
     ),
     MAP_TO_GPU: NamedPipeline(
         "place the buffers of each block, insert barriers, map block bands to "
         "threads, convert to gpu.launch",
-        lambda: map_to_gpu_passes(UNPROMOTED),
+        lambda _spec: map_to_gpu_passes(UNPROMOTED),
     ),
     GPU_TO_NVVM: NamedPipeline(
         "outline the kernel of a gpu.launch, lower affine, scf and the kernel's ops "
         "to llvm + nvvm",
-        lambda: gpu_to_nvvm_passes(UNPROMOTED),
+        lambda _spec: gpu_to_nvvm_passes(UNPROMOTED),
     ),
     LOWER_TO_NVVM: NamedPipeline(
         f"{MAP_TO_GPU}, then {GPU_TO_NVVM}",
-        lambda: gpu_passes(UNPROMOTED),
+        lambda _spec: gpu_passes(UNPROMOTED),
     ),
     DEFAULT: NamedPipeline(
-        "naive IR to a kernel ready for PTX: tile, split, sink, copy into shared "
-        "memory (affine-data-copy-generate), map to the GPU, contract FMAs, lower to "
-        "llvm + nvvm with 32-bit indices where they fit",
-        default_passes,
+        "naive IR to a kernel ready for PTX with the configuration config_for picks "
+        "for the module's spec (its affinec.spec attribute; the defaults below "
+        "without one): tile, split, sink, copy into shared memory, on the tensor "
+        "cores for f16/bf16, map to the GPU, lower to llvm + nvvm",
+        lambda spec: default_passes(
+            config_for(spec) if spec is not None else DEFAULT_CONFIG
+        ),
+        per_spec=True,
     ),
     UNPROMOTED_ROUTE: NamedPipeline(
         f"the walking skeleton's route: {TILE_SPLIT_SINK}, then {LOWER_TO_NVVM} "
         "(no shared-memory copies, no FMA, 64-bit indices: bit-identical to the "
         "naive IR down to PTX)",
-        lambda: default_passes(UNPROMOTED),
+        lambda _spec: default_passes(UNPROMOTED),
     ),
 }
 """Pipelines by name. The pieces of the way (tile-split-sink, map-to-gpu,

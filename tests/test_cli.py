@@ -163,6 +163,38 @@ def test_opt_round_trips_and_accepts_mlir_pipelines(conv_file, capsys):
     assert "affine.parallel" in capsys.readouterr().out
 
 
+def test_the_default_pipeline_takes_config_for_from_the_modules_spec(tmp_path, capsys):
+    # An f16 NHWC convolution with 16 channels: affinec-default goes through the mma
+    # level (config_for's tensor-core configuration), to PTX with mma.sync; without
+    # an affinec.spec attribute it keeps the defaults (no tensor cores).
+    spec = ConvSpec(
+        1,
+        16,
+        8,
+        8,
+        16,
+        3,
+        3,
+        padding=1,
+        layout="nhwc",
+        filter_layout="rsck",
+        dtype="f16",
+    )
+    path = tmp_path / "conv.mlir"
+    text = str(build(spec))
+    path.write_text(text)
+    argv = [str(path), "-p", "affinec-default", "--mlir-print-ir-after-all"]
+    assert affinec_opt(argv) == 0
+    err = capsys.readouterr().err
+    assert "IR Dump After affinec-mma-sync" in err and "nvgpu.mma.sync" in err
+    assert affinec_opt([str(path), "-p", "affinec-default", "-t", "ptx"]) == 0
+    assert "mma.sync.aligned.m16n8k16" in capsys.readouterr().out
+    bare = tmp_path / "bare.mlir"
+    bare.write_text(text.replace('attributes {affinec.spec = "', 'attributes {x = "'))
+    assert affinec_opt([str(bare), "-p", "affinec-default", "-t", "ptx"]) == 0
+    assert "mma.sync" not in capsys.readouterr().out
+
+
 def test_opt_prints_ir_around_passes_and_timing(conv_file, capsys):
     argv = [
         str(conv_file),
