@@ -406,11 +406,13 @@ def _check_row_alignment(operand: Operand, channel: SSAValue, kind: nvgpu.MmaKin
     }
     if form[2] % per_row or any(c % per_row for c in strides.values()):
         terms = ", ".join(f"{c} elements apart along %{n}" for n, c in strides.items())
+        k = channel.name_hint or "the k loop"
         raise PassError(
             load,
-            f"the rows of k start {terms} (offset {form[2]}): ldmatrix "
-            f"needs each on 16 bytes, a multiple of {per_row} elements (for a "
-            "coalesced reduction: the stride times the channels)",
+            f"k is %{k}, read with unit stride but not alone: its rows start {terms} "
+            f"(offset {form[2]}), and ldmatrix needs each on 16 bytes, a multiple of "
+            f"{per_row} elements (a coalesced reduction's rows start every stride x "
+            "channels; without one, a channel loop of several iterations is k)",
         )
 
 
