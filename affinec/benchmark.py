@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from affinec.config import config_for
+from affinec.ptxas import resident_blocks
 from affinec.reference import TOLERANCE, relative_error
 from affinec.spec import DTYPES, ConvSpec, parse_spec
 
@@ -42,12 +43,6 @@ sets layout and dtype)."""
 
 L2_BYTES = 50 * 2**20
 MAX_SETS = 16
-
-# H100 (sm_90) limits per multiprocessor, for the theoretical occupancy.
-SM_REGISTERS = 65536
-SM_SHARED_BYTES = 228 * 1024
-SM_THREADS = 2048
-SM_BLOCKS = 32
 
 
 def with_format(spec: ConvSpec, dtype: str, layout: str = "nhwc") -> ConvSpec:
@@ -95,17 +90,8 @@ class Row:
 
 
 def occupancy(registers: int, threads: int, shared_bytes: int) -> float:
-    """Resident warps over 64, from registers (allocated per warp in units of 256),
-    threads and shared memory per block."""
-    warps = -(-threads // 32)
-    per_warp = -(-registers * 32 // 256) * 256
-    blocks = min(
-        SM_BLOCKS,
-        SM_THREADS // (warps * 32),
-        SM_REGISTERS // max(per_warp * warps, 1),
-        SM_SHARED_BYTES // shared_bytes if shared_bytes else SM_BLOCKS,
-    )
-    return blocks * warps / 64
+    """Resident warps over 64 (`ptxas.resident_blocks`: an H100 multiprocessor)."""
+    return resident_blocks(registers, threads, shared_bytes) * -(-threads // 32) / 64
 
 
 def torch_dtype(dtype: str):

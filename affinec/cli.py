@@ -118,8 +118,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         verify(module)
         spec = read_spec(module)
         assert spec is not None
-        if Pipeline.depends_on_spec(args.passes or ""):
-            pipeline = Pipeline.parse(args.passes, spec)  # config_for's for the spec
+        pipeline = Pipeline.for_module(args.passes or "", module)
         print(f"spec: {spec.to_text()}")
         checker = Checker(spec, args.seed)
         print(f"{'stage':<44} {'rel. error':>10}  vs previous stage")

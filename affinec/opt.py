@@ -57,7 +57,6 @@ from affinec.diagnostics import (
     verify,
     xdsl_failure,
 )
-from affinec.dialects.affinec import SpecAttributeError, read_spec
 from affinec.pipeline import Pipeline, PipelineError, available_passes
 from affinec.pipelines import NAMED_PIPELINES, pass_text, pipeline_text
 from affinec.verify_diagnostics import (
@@ -234,14 +233,8 @@ class AffinecOptMain(xDSLOptMain):
             Printer(stream=sys.stderr).print_op(prog)
             print("\n", file=sys.stderr)
 
-        pipeline = self.affinec_pipeline
-        if Pipeline.depends_on_spec(self.pipeline_text):
-            # affinec-default: config_for's configuration for the module's spec
-            try:
-                spec = read_spec(prog, required=False)
-            except SpecAttributeError as e:
-                raise UserError(str(e)) from None
-            pipeline = Pipeline.parse(self.pipeline_text, spec)
+        # affinec-default: config_for's configuration for the module's spec
+        pipeline = Pipeline.for_module(self.pipeline_text, prog)
         for p in pipeline.passes:
             if self.args.mlir_print_ir_before_all:
                 dump("Before", p)

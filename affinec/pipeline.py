@@ -161,6 +161,18 @@ class Pipeline:
         return pipeline_text(self.passes)
 
     @staticmethod
+    def for_module(text: str, module: ModuleOp) -> Pipeline:
+        """`parse(text)` for `module`: a named pipeline built from its spec reads
+        the `affinec.spec` attribute (a `PipelineError` if it is invalid)."""
+        spec = None
+        if Pipeline.depends_on_spec(text):
+            try:
+                spec = read_spec(module, required=False)
+            except SpecAttributeError as e:
+                raise PipelineError(str(e)) from None
+        return Pipeline.parse(text, spec)
+
+    @staticmethod
     def depends_on_spec(text: str) -> bool:
         """Whether `text` names a pipeline built from the module's spec (so the
         passes are known only with the module)."""
@@ -259,10 +271,4 @@ def run_pipeline(
     list of passes."""
     if not isinstance(passes, str):
         return Pipeline(list(passes)).run(module, **kwargs)
-    spec = None
-    if Pipeline.depends_on_spec(passes):
-        try:
-            spec = read_spec(module, required=False)
-        except SpecAttributeError as e:
-            raise PipelineError(str(e)) from None
-    return Pipeline.parse(passes, spec).run(module, **kwargs)
+    return Pipeline.for_module(passes, module).run(module, **kwargs)

@@ -8,7 +8,9 @@ message, and what `-v` prints is parsed into one `Resources` per kernel:
         0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
     ptxas info    : Used 32 registers, used 1 barriers, 4096 bytes smem, ...
 
-ptxas runs on the CPU: no GPU is needed.
+ptxas runs on the CPU: no GPU is needed. What a report means for how many blocks a
+multiprocessor holds at once is `resident_blocks` (the benchmark's occupancy and the
+tuner's cost model both ask it).
 """
 
 from __future__ import annotations
@@ -24,6 +26,43 @@ from pathlib import Path
 from xdsl.utils.exceptions import DiagnosticException
 
 PTXAS_TIMEOUT = 120
+
+
+@dataclass(frozen=True)
+class Multiprocessor:
+    """The per-multiprocessor limits that decide residency (H100's, sm_90)."""
+
+    registers: int = 65536
+    shared_bytes: int = 228 * 1024
+    reserved_shared_bytes: int = 1024
+    """Shared memory the driver keeps per resident block (sm_80 and newer)."""
+    max_threads: int = 2048
+    max_blocks: int = 32
+
+
+H100_MULTIPROCESSOR = Multiprocessor()
+
+
+def resident_blocks(
+    registers: int,
+    threads: int,
+    shared_bytes: int,
+    sm: Multiprocessor = H100_MULTIPROCESSOR,
+) -> int:
+    """Blocks a multiprocessor holds at once (0: the block does not fit one), from
+    registers (allocated per warp in units of 256), threads and shared memory."""
+    if threads < 1 or registers > 255:
+        return 0
+    warps = -(-threads // 32)
+    per_warp = -(-max(registers, 1) * 32 // 256) * 256
+    limits = [
+        sm.max_blocks,
+        sm.max_threads // (warps * 32),
+        sm.registers // (per_warp * warps),
+    ]
+    if shared_bytes:
+        limits.append(sm.shared_bytes // (shared_bytes + sm.reserved_shared_bytes))
+    return max(0, min(limits))
 
 
 class PtxasError(DiagnosticException):

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, field
 
 from affinec.config import KernelConfig
+from affinec.ptxas import H100_MULTIPROCESSOR, Multiprocessor, resident_blocks
 from affinec.tuning.problem import (
     MMA_K,
     MMA_M,
@@ -57,13 +58,8 @@ class Machine:
     """f16 `mma.sync` (f32 accumulate) rate that kernels of this kind reach."""
     dram_bytes_per_s: float
     l2_bytes_per_s: float
-    registers: int = 65536
-    shared_bytes: int = 228 * 1024
-    """Shared memory of a multiprocessor."""
-    reserved_shared_bytes: int = 1024
-    """Shared memory the driver keeps per resident block (sm_80 and newer)."""
-    max_threads: int = 2048
-    max_blocks: int = 32
+    sm: Multiprocessor = H100_MULTIPROCESSOR
+    """Registers, shared memory, threads and blocks of a multiprocessor."""
     issue_per_clock: int = 4
     """Warp instructions a multiprocessor issues per clock (one per scheduler)."""
     shared_bytes_per_clock: int = 128
@@ -191,30 +187,6 @@ def instruction_mix(ptx: str) -> InstructionMix | None:
     )
 
 
-# -- residency -------------------------------------------------------------------------------
-
-
-def resident_blocks(
-    registers: int, threads: int, shared_bytes: int, machine: Machine = H100
-) -> int:
-    """Blocks a multiprocessor holds at once (0: the block does not fit one), from
-    registers (allocated per warp in units of 256), threads and shared memory."""
-    if threads < 1 or registers > 255:
-        return 0
-    warps = ceil_div(threads, 32)
-    per_warp = ceil_div(max(registers, 1) * 32, 256) * 256
-    limits = [
-        machine.max_blocks,
-        machine.max_threads // (warps * 32),
-        machine.registers // (per_warp * warps),
-    ]
-    if shared_bytes:
-        limits.append(
-            machine.shared_bytes // (shared_bytes + machine.reserved_shared_bytes)
-        )
-    return max(0, min(limits))
-
-
 # -- the prediction ----------------------------------------------------------------------------
 
 
@@ -281,7 +253,7 @@ def predict(
     registers = facts.registers if facts else estimate_registers(problem, config, g)
     threads = facts.threads if facts and facts.threads else g.threads
     shared = facts.shared_bytes if facts else g.shared_bytes(problem.element_bytes)
-    blocks_per_sm = resident_blocks(registers, threads, shared, machine)
+    blocks_per_sm = resident_blocks(registers, threads, shared, machine.sm)
     warps = ceil_div(threads, 32)
     occupancy = blocks_per_sm * warps / 64
     work = _work(problem, g)

@@ -49,6 +49,7 @@ from xdsl.dialects import memref
 from xdsl.dialects.builtin import IndexType, MemRefType
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineExpr, AffineMap
+from xdsl.rewriter import Rewriter
 
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, mapping_of
@@ -247,12 +248,7 @@ def _collapsed(m: AffineMap, dim: int, columns: int) -> AffineMap:
 
 def _replace(old: Operation, new: Operation) -> None:
     new.attributes |= old.attributes
-    block = old.parent_block()
-    assert block is not None
-    block.insert_op_before(new, old)
-    for a, b in zip(old.results, new.results, strict=True):
-        a.replace_all_uses_with(b)
-    block.erase_op(old)
+    Rewriter.replace_op(old, new)
 
 
 def _coalesce_loops(outer: affine.ForOp, inner: affine.ForOp) -> None:

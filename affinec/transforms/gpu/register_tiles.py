@@ -30,6 +30,7 @@ from affinec.transforms.gpu.thread_bands import (
     erase_op,
     operand_dim,
     partial_tile_guards,
+    private_accesses,
     thread_band,
 )
 from affinec.transforms.gpu.thread_plan import ThreadPlan
@@ -159,13 +160,8 @@ def distribute_tiled(
     site.add_ops(ops)
     erase_op(op)
 
-    for o in innermost:
-        for inner in o.walk():
-            if (
-                isinstance(inner, affine.LoadOp | affine.StoreOp | PaddedLoadOp)
-                and inner.memref in private
-            ):
-                _retarget_tile(inner, private[inner.memref], qs)
+    for access in private_accesses(innermost, private):
+        _retarget_tile(access, private[access.memref], qs)
 
 
 def _unroll_steps(loop: affine.ForOp, plan: ThreadPlan) -> Block | None:

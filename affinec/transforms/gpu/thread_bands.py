@@ -17,7 +17,7 @@ from xdsl.ir.affine import (
 )
 
 from affinec.dialects import affine
-from affinec.dialects.affinec import MAPPING, THREAD
+from affinec.dialects.affinec import MAPPING, THREAD, PaddedLoadOp
 from affinec.ir.affine_exprs import ge0
 from affinec.transforms.gpu.bands import Dim
 
@@ -94,6 +94,20 @@ def add_guarded(
     guarded.add_ops(body)
     guarded.add_op(affine.YieldOp())
     ops.append(affine.IfOp(condition, operands, guarded))
+
+
+def private_accesses(
+    ops: Iterable[Operation], private: dict[SSAValue, SSAValue]
+) -> list[affine.LoadOp | affine.StoreOp | PaddedLoadOp]:
+    """The loads and stores under `ops` of a buffer `private` maps (a block-shaped
+    buffer that becomes each thread's own)."""
+    return [
+        inner
+        for o in ops
+        for inner in o.walk()
+        if isinstance(inner, affine.LoadOp | affine.StoreOp | PaddedLoadOp)
+        and inner.memref in private
+    ]
 
 
 def erase_op(op: Operation) -> None:

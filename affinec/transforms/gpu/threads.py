@@ -49,6 +49,7 @@ from affinec.transforms.gpu.thread_bands import (
     add_guarded,
     erase_op,
     partial_tile_guards,
+    private_accesses,
     thread_band,
 )
 from affinec.transforms.gpu.thread_plan import (
@@ -178,13 +179,8 @@ def _distribute(phase: Band, threads: int, private: dict[SSAValue, SSAValue]) ->
     site.add_ops(ops)
     erase_op(op)
 
-    for o in moved:
-        for inner in o.walk():
-            if (
-                isinstance(inner, affine.LoadOp | affine.StoreOp | PaddedLoadOp)
-                and inner.memref in private
-            ):
-                _retarget(inner, private[inner.memref], turn)
+    for access in private_accesses(moved, private):
+        _retarget(access, private[access.memref], turn)
 
 
 def _retarget(
