@@ -227,6 +227,12 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
         "loads overlap this tap's MMAs)",
     )
     knobs.add_argument(
+        "--stage-output",
+        action="store_true",
+        default=None,
+        help="with --mma: store the output through shared memory, 16 bytes a thread",
+    )
+    knobs.add_argument(
         "--tf32",
         action="store_true",
         default=None,
@@ -267,6 +273,7 @@ KNOBS = (
     "mma",
     "warp_grid",
     "unroll_taps",
+    "stage_output",
     "tf32",
     "vector_width",
     "fma",

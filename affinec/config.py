@@ -52,6 +52,9 @@ class KernelConfig:
     unroll_taps: bool = False
     """With `mma`: unroll a step's loops over the filter taps, so that ptxas can load
     the next tap's fragments while this tap's MMAs run."""
+    stage_output: bool = False
+    """With `mma`: store the output through a shared tile, 16 bytes a thread, instead
+    of each lane's pairs of channels (where the output's layout allows)."""
     tf32: bool = False
     """With `mma` and f32 operands: multiply on the tensor cores in tf32 (the
     operands keep 10 bits of mantissa; held to tf32's tolerance). Opt-in only:
@@ -218,6 +221,16 @@ unrolled. H100 (2026-11-23, docs/results/sweep/sweep-v8*.log, f16): the 3x3
 64-channel convolution 0.424 -> 0.380 ms, 256-512 0.388 -> 0.357, 3x3-128 0.032 ->
 0.029. The 1x1 (per-tap steps) and ResNet-50's first layer (coalesced) were slower
 so (0.032 -> 0.035, 0.222 -> 0.255): they keep `MMA_WARP_GRID`."""
+STAGED_WINDOW_BLOCKS = 2 * 132
+"""Window steps stage their output through shared memory (`stage_output`) when the
+grid is one wave of blocks or less (two blocks of four warps on each of the H100's
+132 multiprocessors), where every block's epilogue is the kernel's exposed tail.
+The other tensor-core steps (a tap or a filter row a step, 64-thread blocks) stage
+it always, in 16-bit types. H100 (2026-11-23, docs/results/sweep/sweep-staged.log,
+f16, paired 4-byte stores -> staged 16-byte ones): ResNet-50's first layer 0.215 ->
+0.185 ms, the 1x1 0.032 -> 0.029, 3x3-128 (256 window blocks) 0.030 -> 0.027; the
+3x3-64 (6272 window blocks) 0.379 -> 0.387 and the 256-512 (784) 0.358 -> 0.362;
+tf32's f32 output (conv1) 0.412 -> 0.446."""
 MMA_STAGES = 3
 MMA_MIN_CHANNELS = 16
 """Fewer input channels than one MMA's k leave the tensor cores mostly multiplying
@@ -254,12 +267,14 @@ def _tensor_core_config(
     (`_window_reduction`) takes `MMA_WINDOW_PIXELS` x `MMA_BLOCK_CHANNELS` outputs a
     block on `MMA_WINDOW_WARP_GRID` warps, its taps unrolled, where its tiles fit;
     other steps (`_mma_reduction`, which steps over the window too in tf32, and
-    `_coalesced_reduction`) `MMA_BLOCK_PIXELS` on `MMA_WARP_GRID`."""
+    `_coalesced_reduction`) `MMA_BLOCK_PIXELS` on `MMA_WARP_GRID`. The output goes
+    through shared memory as `STAGED_WINDOW_BLOCKS` says."""
     config = KernelConfig(reassociate=True, mma=True, tf32=tf32)
     # tf32 loads its fragments register by register: unrolled taps spill
     if isinstance(spec, ConvSpec) and not (tf32 or _coalescible(spec)):
         tiles, block = _mma_tiles(extents, channel, pixels, MMA_WINDOW_PIXELS)
         if window := _window_reduction(spec, block):
+            blocks = math.prod(-(-e // t) for e, t in zip(extents, tiles, strict=True))
             return replace(
                 config,
                 tile_sizes=tiles,
@@ -267,6 +282,7 @@ def _tensor_core_config(
                 stages=window[1],
                 warp_grid=MMA_WINDOW_WARP_GRID,
                 unroll_taps=True,
+                stage_output=blocks <= STAGED_WINDOW_BLOCKS,
             )
     tiles, block = _mma_tiles(extents, channel, pixels, MMA_BLOCK_PIXELS)
     if _coalescible(spec):
@@ -281,6 +297,7 @@ def _tensor_core_config(
         coalesce_reduction=_coalescible(spec),
         warp_grid=MMA_WARP_GRID,
         stages=stages,
+        stage_output=not tf32,
     )
 
 

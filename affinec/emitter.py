@@ -43,6 +43,7 @@ from xdsl.dialects.builtin import (
     DictionaryAttr,
     IntegerAttr,
     ModuleOp,
+    VectorType,
 )
 from xdsl.ir import Block, Operation, SSAValue
 
@@ -270,6 +271,8 @@ def _convert(
                 # Dynamic shared memory (`[0 x i8]`) addressed in a buffer's type.
                 base = builder.bitcast(base, element.as_pointer(base.type.addrspace))
             values[op.result] = builder.gep(base, index_values, inbounds=inbounds)
+    elif isinstance(op, llvm.LoadOp | llvm.StoreOp) and _retyped(op, values):
+        _vector_access(op, builder, values)
     elif isinstance(op, nvvm.IntrinsicOp):
         _intrinsic_call(op, builder, values)
     elif isinstance(op, llvm_extensions.ExtractElementOp):
@@ -282,6 +285,36 @@ def _convert(
         value = values.get(result)
         if result.name_hint and isinstance(value, ir.Instruction) and not value.name:
             value.name = result.name_hint
+
+
+def _retyped(op: llvm.LoadOp | llvm.StoreOp, values: dict[SSAValue, ir.Value]) -> bool:
+    """A load or store of a vector through a typed pointer (shared memory's, from
+    llvmlite's typed globals) to its elements."""
+    t = op.dereferenced_value.type if isinstance(op, llvm.LoadOp) else op.value.type
+    pointer = values[op.ptr].type
+    return (
+        isinstance(t, VectorType)
+        and not getattr(pointer, "is_opaque", True)
+        and pointer.pointee != convert_type(t)
+    )
+
+
+def _vector_access(
+    op: llvm.LoadOp | llvm.StoreOp,
+    builder: ir.IRBuilder,
+    values: dict[SSAValue, ir.Value],
+) -> None:
+    """The access through the pointer cast to the vector's type."""
+    t = op.dereferenced_value.type if isinstance(op, llvm.LoadOp) else op.value.type
+    base = values[op.ptr]
+    pointer = builder.bitcast(base, convert_type(t).as_pointer(base.type.addrspace))
+    if isinstance(op, llvm.LoadOp):
+        access = builder.load(pointer)
+        values[op.dereferenced_value] = access
+    else:
+        access = builder.store(values[op.value], pointer)
+    if op.alignment:
+        access.align = op.alignment.value.data
 
 
 def _mark_unroll(branch: ir.Instruction | None, module: ir.Module) -> None:

@@ -101,6 +101,7 @@ def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]
                     warp_grid=config.warp_grid,
                     tf32=config.tf32,
                     unroll_taps=config.unroll_taps,
+                    stage_output=config.stage_output,
                 )
             ]
             if config.mma

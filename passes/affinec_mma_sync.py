@@ -23,8 +23,8 @@ becomes
         %d = nvgpu.mma.sync (%a, %b, %c) {mmaShape = [16, 8, 16]} ...
     } {affinec.mapping = "thread"}
 
-Runs after `affine-data-copy-generate{reduction-innermost=true}` and
-`affinec-place-buffers`, before `affinec-insert-barriers` and `affinec-map-threads`
+Runs after `affine-data-copy-generate{reduction-innermost=true}`,
+`affinec-place-buffers` and `affinec-insert-barriers`, before `affinec-map-threads`
 (which shares the copy bands out over the warps' threads). The MMA sums in its own
 order, so `Pipeline.run(check=True)` holds this pass to the dtype's tolerance.
 """
@@ -62,6 +62,14 @@ class AffinecMmaSync(ModulePass):
     loads are in the same basic block as this tap's MMAs and ptxas can issue them
     while the MMAs run (at the cost of registers)."""
 
+    stage_output: bool = False
+    """Store the block's output through shared memory: the lanes write their
+    fragments (after the epilogue) to a shared tile, and after a barrier each thread
+    copies 16 bytes of a pixel's channels to global memory, instead of every lane
+    storing its pairs of channels (4 bytes of f16) itself. Where the output's
+    channels are not its innermost dimension in 16-byte aligned runs, or the tile
+    would not fit, the pairs are stored as without the option."""
+
     @property
     def changes_rounding(self) -> bool:
         return True
@@ -93,6 +101,7 @@ class AffinecMmaSync(ModulePass):
                     (self.warp_grid[0], self.warp_grid[1]),
                     self.tf32,
                     unroll_taps=self.unroll_taps,
+                    stage_output=self.stage_output,
                 )
             )
         for plan in plans:

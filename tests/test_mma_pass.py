@@ -64,6 +64,7 @@ def mma_cases(draw):
         mma=True,
         warp_grid=warps,
         tf32=dtype == "f32",
+        stage_output=draw(st.booleans()),
     )
 
 
@@ -282,6 +283,7 @@ def test_config_for_fits_shared_memory(name, dtype, layout):
 def _epilogue(spec: ConvSpec, **knobs):
     from affinec.compiler import compile_to_ptx
 
+    knobs = {"stage_output": False, **knobs}
     config = config_for(spec, tf32=spec.dtype == "f32")
     compiled = compile_to_ptx(
         spec, KernelConfig(**{**config.__dict__, **knobs}), check=True
@@ -366,3 +368,103 @@ def test_a_misaligned_vector_store_is_an_interpreter_error():
         _store(None, (buffer, 3), np.array([1, 2], np.float16))
     with pytest.raises(InterpreterError, match="out of bounds"):
         _store(None, (buffer, 8), np.array([1, 2], np.float16))
+
+
+def _small_conv(**changes) -> ConvSpec:
+    import dataclasses
+
+    spec = ConvSpec(
+        1,
+        16,
+        5,
+        6,
+        16,
+        3,
+        3,
+        padding=1,
+        layout="nhwc",
+        filter_layout="rsck",
+        dtype="f16",
+        epilogue="bias-relu",
+    )
+    return dataclasses.replace(spec, **changes)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "k", "tiles"),
+    [
+        ("f16", 16, None),
+        ("bf16", 24, (1, 2, 3, 16)),
+        ("f16", 32, (1, 5, 4, 16)),
+        ("f32", 8, None),
+    ],
+)
+def test_the_staged_epilogue_stores_16_bytes_a_thread(dtype, k, tiles):
+    # the fragments through bias and ReLU into a shared tile, a barrier, then 16
+    # bytes of a pixel's channels a thread; partial tiles of pixels and channels
+    # (K = 24 in blocks of 16, 5 x 6 pixels in 2 x 3 and 5 x 4), and 4 f32 (tf32)
+    # a thread; every level interpreted against float64
+    knobs = {"stage_output": True}
+    if tiles:
+        knobs["tile_sizes"] = tiles
+    ptx, _ = _epilogue(_small_conv(dtype=dtype, k=k), **knobs)
+    assert "st.global.v4.b32" in ptx and "ld.shared.v4.b32" in ptx
+    assert "st.global.b32" not in ptx and "st.global.b16" not in ptx
+
+
+@pytest.mark.parametrize(
+    "changes", [{"k": 12}, {"layout": "nchw", "filter_layout": "kcrs"}]
+)
+def test_the_epilogue_is_not_staged_where_16_byte_runs_do_not_line_up(changes):
+    # 12 f16 channels: every other pixel's run starts 8 bytes off 16; NCHW puts
+    # pixels innermost. As without the option.
+    spec = _small_conv(**changes)
+    knobs = {"stage_output": True}
+    if spec.k == 12:
+        knobs["tile_sizes"] = (1, 2, 3, 8)
+    ptx, _ = _epilogue(spec, **knobs)
+    assert "st.global.v4.b32" not in ptx and "ld.shared" not in ptx
+
+
+def test_the_staged_epilogue_without_its_barrier_is_a_race():
+    from affinec.dialects import affine, gpu
+    from affinec.dialects.affinec import THREAD, mapping_of
+
+    spec = _small_conv()
+    config = KernelConfig(
+        **{**config_for(spec).__dict__, "stage_output": True, "stages": 1}
+    )
+    passes = default_passes(config)
+    mma = next(k for k, p in enumerate(passes) if p.name == "affinec-mma-sync")
+    module = build(spec)
+    Pipeline(passes[: mma + 1]).run(module)
+    bands = [
+        o
+        for o in module.walk()
+        if isinstance(o, affine.ParallelOp) and mapping_of(o) == THREAD
+    ]
+    copy_out = next(
+        b for b in bands if any(isinstance(o, affine.VectorLoadOp) for o in b.walk())
+    )
+    assert Checker(spec).check("staged", module).ok
+    barrier = copy_out.prev_op
+    assert isinstance(barrier, gpu.BarrierOp)
+    barrier.detach()
+    barrier.erase()
+    result = Checker(spec).check("without the barrier", module)
+    assert not result.ok and "race" in result.message
+    assert "output_shared" in result.message
+
+
+def test_a_misaligned_vector_load_is_an_interpreter_error():
+    import numpy as np
+
+    from affinec.interpreter.llvm_ops import _load_vector
+    from affinec.interpreter.support import InterpreterError
+
+    buffer = np.arange(16, dtype=np.float16)
+    assert list(_load_vector(None, (buffer, 8), 8)) == list(range(8, 16))
+    with pytest.raises(InterpreterError, match="not aligned to its size"):
+        _load_vector(None, (buffer, 4), 8)
+    with pytest.raises(InterpreterError, match="out of bounds"):
+        _load_vector(None, (buffer, 16), 8)

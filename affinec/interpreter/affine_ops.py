@@ -21,6 +21,7 @@ from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.memref_ops import (
     emit_load,
     emit_store,
+    emit_vector_load,
     emit_vector_store,
     memref_type,
     vector_width,
@@ -98,6 +99,13 @@ def _padded_load(op: PaddedLoadOp, w: FunctionWriter) -> None:
 def _store(op: affine.StoreOp, w: FunctionWriter) -> None:
     exprs, ranges, shape = _access(w, op, op.memref, op.map.data, op.indices)
     emit_store(w, op, w[op.value], w[op.memref], exprs, ranges, shape)
+
+
+@emits(affine.VectorLoadOp)
+def _vector_load(op: affine.VectorLoadOp, w: FunctionWriter) -> None:
+    exprs, ranges, shape = _access(w, op, op.memref, op.map.data, op.indices)
+    width = vector_width(op, op.result)
+    emit_vector_load(w, op, w[op.memref], exprs, ranges, shape, width)
 
 
 @emits(affine.VectorStoreOp)

@@ -190,6 +190,8 @@ class SharedArray:
     def __getitem__(self, index):
         state = self.state
         t, e = state.thread, state.epoch
+        if _is_run(index):
+            return self._read_vector(index, t, e)
         if self.write_epoch[index] == e and self.writer[index] != t:
             self.conflict(index, "reads", self.writer[index])
         if self.read_epoch[index] != e:
@@ -202,12 +204,47 @@ class SharedArray:
     def __setitem__(self, index, value) -> None:
         state = self.state
         t, e = state.thread, state.epoch
+        if _is_run(index):
+            self._write_vector(index, value, t, e)
+            return
         if self.write_epoch[index] == e and self.writer[index] != t:
             self.conflict(index, "writes", self.writer[index])
         if self.read_epoch[index] == e and self.reader[index] != t:
             who = self.reader[index]
             other = "other threads" if who == MANY_READERS else state.thread_name(who)
             self.race(index, f"writes what {other} read")
+        self.write_epoch[index] = e
+        self.writer[index] = t
+        self.data[index] = value
+
+    def _read_vector(self, index: tuple | slice, t: int, e: int) -> np.ndarray:
+        """A vector load's elements (`index` ends in a slice), race-checked as
+        `__getitem__` checks one."""
+        clash = (self.write_epoch[index] == e) & (self.writer[index] != t)
+        if clash.any():
+            k = _element(index, int(np.argmax(clash)))
+            self.conflict(k, "reads", int(self.writer[k]))
+        fresh = self.read_epoch[index] != e
+        shared = ~fresh & (self.reader[index] != t)
+        self.read_epoch[index] = e
+        self.reader[index] = np.where(fresh, t, np.where(shared, MANY_READERS, t))
+        return self.data[index].copy()
+
+    def _write_vector(self, index: tuple | slice, value, t: int, e: int) -> None:
+        """A vector store's elements (`index` ends in a slice), race-checked as
+        `__setitem__` checks one."""
+        clash = (self.write_epoch[index] == e) & (self.writer[index] != t)
+        if clash.any():
+            k = _element(index, int(np.argmax(clash)))
+            self.conflict(k, "writes", int(self.writer[k]))
+        read = (self.read_epoch[index] == e) & (self.reader[index] != t)
+        if read.any():
+            k = _element(index, int(np.argmax(read)))
+            who = self.reader[k]
+            other = (
+                "other threads" if who == MANY_READERS else self.state.thread_name(who)
+            )
+            self.race(k, f"writes what {other} read")
         self.write_epoch[index] = e
         self.writer[index] = t
         self.data[index] = value
@@ -225,6 +262,21 @@ class SharedArray:
             f"of @{state.kernel}: {state.thread_name(state.thread)} {what}"
             + (" with no gpu.barrier between them" if barrier else "")
         )
+
+
+def _is_run(index) -> bool:
+    """A vector access's index: a slice of the innermost dimension (alone, into a
+    flat buffer, or ending a tuple)."""
+    if isinstance(index, tuple):
+        return bool(index) and isinstance(index[-1], slice)
+    return isinstance(index, slice)
+
+
+def _element(index: tuple | slice, k: int):
+    """Element `k` of the run `index` names."""
+    if isinstance(index, slice):
+        return index.start + k
+    return (*index[:-1], index[-1].start + k)
 
 
 class ThreadContext:

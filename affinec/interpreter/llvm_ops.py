@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr, VectorType
 from xdsl.ir import Operation
 from xdsl.traits import SymbolTable
 
@@ -178,17 +178,28 @@ def _load(op: Operation, pointer):
     return buffer[offset]
 
 
+def _load_vector(op: Operation, pointer, size: int):
+    buffer, offset = pointer
+    _check_vector(op, buffer, offset, size, "load")
+    return buffer[offset : offset + size].copy()
+
+
+def _check_vector(op: Operation, buffer, offset: int, size: int, what: str) -> None:
+    """A vector access: its elements aligned as a whole, all within the buffer."""
+    if offset % size:
+        raise InterpreterError(
+            f"a {what} of {size} elements at element {offset}: not aligned "
+            f"to its size (the GPU faults on a misaligned vector access)",
+            op,
+        )
+    if not (offset >= 0 and offset + size <= len(buffer)):
+        _out_of_bounds(op, buffer, offset + size - 1)
+
+
 def _store(op: Operation, pointer, value) -> None:
     buffer, offset = pointer
-    if isinstance(value, np.ndarray):  # a vector: its elements, aligned as a whole
-        if offset % value.size:
-            raise InterpreterError(
-                f"a store of {value.size} elements at element {offset}: not aligned "
-                f"to its size (the GPU faults on a misaligned vector access)",
-                op,
-            )
-        if not (offset >= 0 and offset + value.size <= len(buffer)):
-            _out_of_bounds(op, buffer, offset + value.size - 1)
+    if isinstance(value, np.ndarray):  # a vector
+        _check_vector(op, buffer, offset, value.size, "store")
         buffer[offset : offset + value.size] = value.ravel()
         return
     if not 0 <= offset < len(buffer):
@@ -340,6 +351,13 @@ def _region_symbol(offset: int) -> str:
 
 @emits(llvm.LoadOp)
 def _llvm_load(op: llvm.LoadOp, w: FunctionWriter) -> None:
+    t = op.dereferenced_value.type
+    if isinstance(t, VectorType):
+        w.line(
+            f"{w.define(op.dereferenced_value)} = {w.global_(_load_vector, 'load')}("
+            f"{w.op_ref(op)}, {w[op.ptr]}, {t.get_shape()[0]})"
+        )
+        return
     w.line(
         f"{w.define(op.dereferenced_value)} = {w.global_(_load, 'load')}("
         f"{w.op_ref(op)}, {w[op.ptr]})"

@@ -124,6 +124,31 @@ def emit_vector_store(
     )
 
 
+def emit_vector_load(
+    w: FunctionWriter,
+    op: Operation,
+    array: str,
+    indices: Sequence[str],
+    ranges: Sequence[Interval | None],
+    shape: Sequence[int],
+    width: int,
+) -> None:
+    """`result = array[indices ... + width along the innermost]` (a 1-D vector), its
+    first and last elements checked."""
+    index, _ = index_tuple(w, op, indices, ranges, shape)
+    first = w.fresh("first")
+    w.line(f"{first} = {index}")
+    with w.indented(f"if not {first}[-1] + {width} <= {shape[-1]}:"):
+        last = f"{first}[:-1] + ({first}[-1] + {width - 1},)"
+        w.line(
+            f"{w.global_(out_of_bounds, 'oob')}({w.op_ref(op)}, {last}, {tuple(shape)})"
+        )
+    w.line(
+        f"{w.define(op.results[0])} = {array}[{first}[:-1] + "
+        f"(slice({first}[-1], {first}[-1] + {width}),)].copy()"
+    )
+
+
 def vector_width(op: Operation, value) -> int:
     """The length of a 1-D vector value (what vector stores write)."""
     t = value.type
@@ -161,6 +186,12 @@ def _store(op: memref.StoreOp, w: FunctionWriter) -> None:
 def _vector_store(op: vector.StoreOp, w: FunctionWriter) -> None:
     width = vector_width(op, op.vector)
     emit_vector_store(w, op, w[op.vector], *_indexed(w, op, op.base, op.indices), width)
+
+
+@emits(vector.LoadOp)
+def _vector_load(op: vector.LoadOp, w: FunctionWriter) -> None:
+    width = vector_width(op, op.result)
+    emit_vector_load(w, op, *_indexed(w, op, op.base, op.indices), width)
 
 
 @emits(memref.AllocOp, memref.AllocaOp)

@@ -37,7 +37,6 @@ from affinec.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affine_syntax import format_expr
 from affinec.dialects.affinec import THREAD, PaddedLoadOp, enclosing_mappings
-from affinec.dialects.gpu_common import memory_space
 from affinec.ir.affine_exprs import (
     Interval,
     expr_range,
@@ -78,7 +77,7 @@ def refuse_unsupported(module: Operation, pass_name: str) -> None:
     `affine.PASSES_REFUSE` or one with a semi-affine map (whose meaning the affine
     transformations, built on xDSL's affine expressions, would not keep)."""
     for op in module.walk():
-        if isinstance(op, affine.PASSES_REFUSE) and not _epilogue_store(op):
+        if isinstance(op, affine.PASSES_REFUSE) and not _epilogue_access(op):
             raise PassError(
                 op,
                 f"is not supported by {pass_name} (affinec parses and prints it only)",
@@ -92,13 +91,13 @@ def refuse_unsupported(module: Operation, pass_name: str) -> None:
             )
 
 
-def _epilogue_store(op: Operation) -> bool:
-    """An `affine.vector_store` to global memory in a thread-mapped band: the
-    tensor cores' epilogue (`affinec-mma-sync`), past the affine transformations and
-    outside what barriers order."""
-    if not isinstance(op, affine.VectorStoreOp):
+def _epilogue_access(op: Operation) -> bool:
+    """An `affine.vector_store` or `affine.vector_load` in a thread-mapped band: the
+    tensor cores' epilogue (`affinec-mma-sync`: its paired stores, its staging
+    through shared memory), past the affine transformations."""
+    if not isinstance(op, affine.VectorStoreOp | affine.VectorLoadOp):
         return False
-    return memory_space(op.memref.type) == 0 and THREAD in enclosing_mappings(op)
+    return THREAD in enclosing_mappings(op)
 
 
 # -- maps of ops ---------------------------------------------------------------------

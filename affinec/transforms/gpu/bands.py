@@ -40,8 +40,14 @@ from affinec.ir.ranges import as_dims, difference_range
 
 MAX_GRID_BLOCKS = (1 << 31) - 1
 
-READS = (affine.LoadOp, PaddedLoadOp, memref.LoadOp, nvgpu.LdMatrixOp)
-WRITES = (affine.StoreOp, memref.StoreOp)
+READS = (
+    affine.LoadOp,
+    affine.VectorLoadOp,
+    PaddedLoadOp,
+    memref.LoadOp,
+    nvgpu.LdMatrixOp,
+)
+WRITES = (affine.StoreOp, affine.VectorStoreOp, memref.StoreOp)
 ALLOCS = (memref.AllocOp, memref.AllocaOp)
 
 

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerAttr, MemRefType
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, VectorType
 from xdsl.ir import Block, Operation, SSAValue
 
 from affinec.dialects import affine, gpu, nvgpu
@@ -70,6 +70,15 @@ def shared_accesses(
     return found
 
 
+_MappedAccess = (
+    affine.LoadOp
+    | affine.StoreOp
+    | PaddedLoadOp
+    | affine.VectorLoadOp
+    | affine.VectorStoreOp
+)
+
+
 def _access(op: Operation) -> tuple[SSAValue, list[SSAValue], int] | None:
     if isinstance(op, nvgpu.LdMatrixOp):
         return op.srcMemref, list(op.indices), 16
@@ -80,10 +89,15 @@ def _access(op: Operation) -> tuple[SSAValue, list[SSAValue], int] | None:
         t = op.memref.type
         assert isinstance(t, MemRefType)
         return op.memref, _map_values(op), element_size(t.get_element_type())
+    if isinstance(op, affine.VectorLoadOp | affine.VectorStoreOp):
+        v = op.result.type if isinstance(op, affine.VectorLoadOp) else op.value.type
+        assert isinstance(v, VectorType)
+        width = v.get_shape()[0] * element_size(v.get_element_type())
+        return op.memref, _map_values(op), width
     return None
 
 
-def _map_values(op: affine.LoadOp | affine.StoreOp | PaddedLoadOp) -> list:
+def _map_values(op: _MappedAccess) -> list:
     return [("map", op, k) for k in range(len(op.map.data.results))]  # pyright: ignore
 
 

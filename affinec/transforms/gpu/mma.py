@@ -35,6 +35,8 @@ rewrite of the accumulator's bands into warp bands (`rewrite_mma`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from xdsl.dialects import arith, memref, vector
 from xdsl.dialects.builtin import (
     BFloat16Type,
@@ -59,8 +61,9 @@ from xdsl.ir.affine import (
 
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, MAPPING, THREAD, UNROLL
+from affinec.dtypes import element_size
 from affinec.ir.affine_exprs import ge0, linear_form
-from affinec.transforms.gpu.bands import Band
+from affinec.transforms.gpu.bands import Band, byte_size
 from affinec.transforms.gpu.mma_fragments import (
     Builder,
     Operands,
@@ -75,6 +78,7 @@ from affinec.transforms.gpu.mma_plan import (
     Operand,
     plan_mma,
 )
+from affinec.transforms.gpu.placement import MAX_SHARED_BYTES
 from affinec.transforms.gpu.thread_bands import erase_op, partial_tile_guards
 
 
@@ -274,15 +278,23 @@ def _rewrite_writeback(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
     """Each lane stores its accumulator elements through the band's epilogue: in
     pairs of adjacent output channels (c0 c1, c2 c3 of a fragment) as one
     `affine.vector_store` of two where the output's channels are its innermost,
-    contiguous dimension (`_pairable`), else one by one."""
+    contiguous dimension (`_vector_store`), else one by one. With `stage_output`,
+    where 16-byte runs of channels allow, the pairs go to a shared tile instead and
+    the block's threads copy it out 16 bytes at a time (`_stage_writeback`)."""
+    body = [o for o in phase.op.body.block.ops if not isinstance(o, affine.YieldOp)]
+    store = _vector_store(plan, phase, body, 2)
+    if store is not None and plan.stage_output:
+        staging = _staging_tile(plan, phase, body, store)
+        if staging is not None:
+            _stage_writeback(plan, phase, acc, body, store, staging)
+            erase_op(phase.op)
+            return
     b, ids = _warp_band(plan, phase.op)
     lane, wm, wn = ids["lane"], ids["wm"], ids["wn"]
     fixed = _constant_ivs(plan, phase, b)
     mt = b.loop(plan.mt, "mt")
     nt = mt.loop(plan.nt, "nt")
     fragment = (mt.block.args[0], nt.block.args[0])
-    body = [o for o in phase.op.body.block.ops if not isinstance(o, affine.YieldOp)]
-    store = _pairable(plan, phase, body)
     element = _Element(plan, phase, acc, (lane, wm, wn), fragment, fixed, body)
     if store is None:
         e = nt.loop(4, "e")
@@ -290,14 +302,12 @@ def _rewrite_writeback(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
         closing = [e, nt, mt, b]
     else:
         half = nt.loop(2, "half")
-        h = half.block.args[0]
-        d = AffineExpr.dimension
-        first = half.apply(d(0) * 2, [h], "e")
-        second = half.apply(d(0) * 2 + 1, [h], "e")
+        first, second = _pair_elements(half)
         scalar = Builder(Block())
         scalar.add(element.guarded(scalar, first))
         scalar.close()
-        pair = element.pair(half, first, second, store, otherwise=scalar.block)
+        target = _Element.to_output(store)
+        pair = element.pair(half, first, second, store, target, otherwise=scalar.block)
         half.add(pair)
         closing = [half, nt, mt, b]
     for x in closing:
@@ -305,14 +315,131 @@ def _rewrite_writeback(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
     erase_op(phase.op)
 
 
-def _pairable(
-    plan: MmaPlan, phase: Band, body: list[Operation]
+def _pair_elements(half: Builder) -> tuple[SSAValue, SSAValue]:
+    """The accumulator elements (of a fragment's four) of pair `half`."""
+    h, d = half.block.args[0], AffineExpr.dimension
+    return half.apply(d(0) * 2, [h], "e"), half.apply(d(0) * 2 + 1, [h], "e")
+
+
+STAGED_BYTES = 16
+"""What a thread copies from the staging tile to the output at once."""
+
+
+def _staging_tile(
+    plan: MmaPlan, phase: Band, body: list[Operation], store: affine.StoreOp
+) -> memref.AllocOp | None:
+    """A shared tile of the block's outputs (pixels x channels, the output's element
+    type) allocated in the grid block, when the output's channels run in aligned
+    16-byte vectors and the tile fits beside the block's other shared buffers;
+    else None."""
+    t = store.memref.type
+    assert isinstance(t, MemRefType)
+    element = t.get_element_type()
+    width = STAGED_BYTES // element_size(element)
+    if _vector_store(plan, phase, body, width) is None or plan.block_n % width:
+        return None
+    if phase.op.parent_op() is not plan.analysis.grid.op:
+        return None  # in a loop, the next trip's fragments would race the copy-out
+    grid_block = plan.analysis.grid.op.body.block
+    shared = sum(
+        byte_size(o)
+        for o in grid_block.ops
+        if isinstance(o, memref.AllocOp)
+        and gpu.memory_space(o.memref.type) == gpu.WORKGROUP_ADDRESS_SPACE
+    )
+    # the padding affinec-pad-shared-buffers may add: at most 128 bytes a row
+    tile = plan.block_m * (plan.block_n * element_size(element) + 128)
+    if shared + tile > MAX_SHARED_BYTES:
+        return None
+    alloc = memref.AllocOp(
+        [],
+        [],
+        gpu.in_memory_space(
+            MemRefType(element, [plan.block_m, plan.block_n]),
+            gpu.WORKGROUP_ADDRESS_SPACE,
+        ),
+    )
+    alloc.memref.name_hint = "output_shared"
+    grid_block.insert_op_before(alloc, plan.acc)
+    return alloc
+
+
+def _stage_writeback(
+    plan: MmaPlan,
+    phase: Band,
+    acc: SSAValue,
+    body: list[Operation],
+    store: affine.StoreOp,
+    staging: memref.AllocOp,
+) -> None:
+    """The write-back through the shared tile `staging`: the lanes' pairs through
+    the epilogue into it, a barrier, then each thread copies 16-byte runs of a
+    pixel's channels to the output:
+
+        affine.parallel (%tx) = (0) to (128) {      // the warps' fragments
+          ... affine.vector_store %pair, %output_shared[%m, %n] : vector<2xf16>
+        } {affinec.mapping = "thread"}
+        gpu.barrier
+        affine.parallel (%tx) = (0) to (128) {      // 16 bytes a thread a trip
+          affine.for %i = 0 to 16 {
+            %v = affine.vector_load %output_shared[%m, %n] : vector<8xf16>
+            affine.vector_store %v, %output[.., %n + ..] : vector<8xf16>
+        } {affinec.mapping = "thread"}
+    """
+    tile = staging.memref
+    b, ids = _warp_band(plan, phase.op)
+    fixed = _constant_ivs(plan, phase, b)
+    mt = b.loop(plan.mt, "mt")
+    nt = mt.loop(plan.nt, "nt")
+    fragment = (mt.block.args[0], nt.block.args[0])
+    warp = (ids["lane"], ids["wm"], ids["wn"])
+    element = _Element(plan, phase, acc, warp, fragment, fixed, body)
+    half = nt.loop(2, "half")
+    first, second = _pair_elements(half)
+    half.add(element.pair(half, first, second, store, _Element.to_tile(tile)))
+    for x in (half, nt, mt, b):
+        x.close()
+    phase.op.parent_block().insert_op_before(gpu.BarrierOp(), phase.op)  # pyright: ignore
+
+    t = tile.type
+    assert isinstance(t, MemRefType)
+    width = STAGED_BYTES // element_size(t.get_element_type())
+    per_row = plan.block_n // width
+    vectors = plan.block_m * per_row
+    c, _ = _warp_band(plan, phase.op)
+    tx = c.block.args[0]
+    fixed = _constant_ivs(plan, phase, c)
+    trip = c.loop(-(-vectors // plan.threads), "i")
+    d = AffineExpr.dimension
+    index = trip.apply(d(0) + d(1) * plan.threads, [tx, trip.block.args[0]], "v")
+    m = trip.apply(d(0) // per_row, [index], "m")
+    n = trip.apply((d(0) % per_row) * width, [index], "n")
+    copy_out = _Element(plan, phase, acc, warp, fragment, fixed, body)
+    values, operands, constraints = copy_out.place_at(trip, m, n)
+    guarded = Block()
+    vector_type = VectorType(t.get_element_type(), [width])
+    load = affine.VectorLoadOp(tile, [m, n], AffineMap.identity(2), vector_type)
+    indices = [values.get(v, v) for v in store.indices]
+    guarded.add_ops(
+        [
+            load,
+            affine.VectorStoreOp(load.result, store.memref, indices, store.map.data),
+            affine.YieldOp(),
+        ]
+    )
+    trip.add(affine.IfOp(_condition(constraints, operands), operands, guarded))
+    for x in (trip, c):
+        x.close()
+
+
+def _vector_store(
+    plan: MmaPlan, phase: Band, body: list[Operation], width: int
 ) -> affine.StoreOp | None:
-    """The epilogue's one global store, when a lane's two adjacent channels (an
-    even one and the next) are adjacent elements of it at an 8- or 4-byte aligned
-    offset: the channel dimension unit-stride and the output's innermost, every
-    other term even (so are the channel band's lower bound and the innermost
-    extent)."""
+    """The epilogue's one global store, when `width` consecutive channels from a
+    multiple of `width` are consecutive elements of it, aligned to `width` elements:
+    the channel dimension unit-stride and the output's innermost, every other term
+    a multiple of `width` (so are the channel band's lower bound and the innermost
+    extent), no index computed in the epilogue."""
     stores = [o for o in body if isinstance(o, affine.StoreOp)]
     if len(stores) != 1 or any(isinstance(o, affine.IfOp | affine.ForOp) for o in body):
         return None
@@ -330,6 +457,8 @@ def _pairable(
     forms = [linear_form(e, m.num_dims, m.num_symbols) for e in m.results]
     if m.num_symbols or any(f is None for f in forms) or n_iv not in store.indices:
         return None
+    if any(_defined_in(v, body) for v in store.indices):
+        return None
 
     def coefficient(form, v: SSAValue) -> int:
         return sum(c for c, x in zip(form[0], store.indices, strict=True) if x is v)
@@ -339,15 +468,22 @@ def _pairable(
     if (
         coefficient(last, n_iv) != 1
         or any(coefficient(f, n_iv) for f in outer)
-        or any(c % 2 for c in others)
-        or last[2] % 2
-        or t.get_shape()[-1] % 2
+        or any(c % width for c in others)
+        or last[2] % width
+        or t.get_shape()[-1] % width
         or dim.step != 1
         or dim.lower is None
-        or dim.lower % 2
+        or dim.lower % width
     ):
         return None
     return store
+
+
+def _defined_in(v: SSAValue, body: list[Operation]) -> bool:
+    owner = v.owner
+    return isinstance(owner, Operation) and any(
+        owner is o or o.is_ancestor(owner) for o in body
+    )
 
 
 class _Element:
@@ -373,9 +509,8 @@ class _Element:
     def _place(
         self, b: Builder, e: SSAValue
     ) -> tuple[dict[SSAValue, SSAValue], list[SSAValue], list[AffineConstraintExpr]]:
-        """The band's variables for element `e`, and its guard's operands and
-        constraints."""
-        plan, phase, d = self.plan, self.phase, AffineExpr.dimension
+        """`place_at` the lane's element `e` of its fragment."""
+        plan, d = self.plan, AffineExpr.dimension
         m = b.apply(
             d(1) * (16 * plan.mt) + d(2) * 16 + d(0) // 4 + (d(3) // 2) * 8,
             [self.lane, self.wm, self.m_t, e],
@@ -386,6 +521,15 @@ class _Element:
             [self.lane, self.wn, self.n_t, e],
             "n",
         )
+        return self.place_at(b, m, n)
+
+    def place_at(
+        self, b: Builder, m: SSAValue, n: SSAValue
+    ) -> tuple[dict[SSAValue, SSAValue], list[SSAValue], list[AffineConstraintExpr]]:
+        """The band's variables at the block's pixel `m` and channel `n`, and the
+        operands and constraints of the guard that they are a real output of the
+        block (operands `m` and `n` first)."""
+        plan, phase, d = self.plan, self.phase, AffineExpr.dimension
         pixel = pixel_values(plan, b, d(0), [m], phase)
         ivs = phase.op.induction_variables
         values = {ivs[dd]: v for dd, v in (self.fixed | pixel).items()}
@@ -427,17 +571,39 @@ class _Element:
         guarded.add_op(affine.YieldOp())
         return affine.IfOp(_condition(constraints, operands), operands, guarded)
 
+    @staticmethod
+    def to_output(store: affine.StoreOp) -> PairTarget:
+        """Pairs stored where the epilogue's `store` stores the first of them."""
+
+        def target(packed, first_values, operands) -> Operation:
+            indices = [first_values.get(v, v) for v in store.indices]
+            return affine.VectorStoreOp(packed, store.memref, indices, store.map.data)
+
+        return target
+
+    @staticmethod
+    def to_tile(tile: SSAValue) -> PairTarget:
+        """Pairs stored in the staging tile at the first's pixel and channel."""
+        d = AffineExpr.dimension
+        shift = AffineMap(2, 0, (d(0), d(1) - 1))
+
+        def target(packed, first_values, operands) -> Operation:
+            return affine.VectorStoreOp(packed, tile, operands[:2], shift)
+
+        return target
+
     def pair(
         self,
         b: Builder,
         first: SSAValue,
         second: SSAValue,
         store: affine.StoreOp,
-        otherwise: Block,
+        target: PairTarget,
+        otherwise: Block | None = None,
     ) -> affine.IfOp:
-        """Elements `first` and `second` (adjacent channels) through the epilogue,
-        stored together where the second's guard holds (then the first's does); else
-        `otherwise`."""
+        """Elements `first` and `second` (adjacent channels) through the epilogue but
+        its `store`, stored together by `target` where the second's guard holds (then
+        the first's does); else `otherwise`."""
         values, operands, constraints = self._place(b, second)
         guarded = Block()
         t = store.value.type
@@ -462,14 +628,16 @@ class _Element:
             guarded.add_op(insert)
             packed = insert.results[0]
         assert first_values is not None
-        indices = [first_values.get(v, v) for v in store.indices]
-        guarded.add_op(
-            affine.VectorStoreOp(packed, store.memref, indices, store.map.data)
-        )
+        guarded.add_op(target(packed, first_values, operands))
         guarded.add_op(affine.YieldOp())
         return affine.IfOp(
             _condition(constraints, operands), operands, guarded, otherwise
         )
+
+
+PairTarget = Callable[[SSAValue, dict[SSAValue, SSAValue], list[SSAValue]], Operation]
+"""Builds the store of a lane's packed pair: (the pair, the band's variables at the
+first element, the guard's operands: the second's pixel and channel first)."""
 
 
 def _condition(

@@ -64,6 +64,19 @@ def _store(op: memref.StoreOp, c: KernelConverter):
     return []
 
 
+@converts(vector.LoadOp)
+def _vector_load(op: vector.LoadOp, c: KernelConverter):
+    """A 1-D vector of consecutive elements: one load of the whole vector, aligned
+    to its size (its producer guarantees the address is)."""
+    t = op.result.type
+    assert isinstance(t, VectorType)
+    if t.get_num_dims() != 1:
+        raise PassError(op, f"only 1-D vectors are loaded whole, got {t}")
+    ptr = _address(c, op.base, op.indices)
+    size = t.get_shape()[0] * element_size(t.get_element_type())
+    return [c.emit(llvm.LoadOp(ptr, t, alignment=size))]
+
+
 @converts(vector.StoreOp)
 def _vector_store(op: vector.StoreOp, c: KernelConverter):
     """A 1-D vector of consecutive elements: one store of the whole vector, aligned
