@@ -29,7 +29,8 @@ from affinec.spec import ConvSpec
 LOWERING = "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}"
 KERNEL = Path(__file__).parent / "filecheck/lowering/dynamic_shared_memory.mlir"
 
-# Three stages of a tensor-core step over the whole 3x3 window: 30528 bytes each.
+# Three stages of a tensor-core step over the whole 3x3 window: 30528 bytes each; the
+# output staged for 16-byte stores: 128 pixels of 64 channels, rows padded to 144 bytes.
 SPEC = ConvSpec(
     1, 48, 4, 32, 64, 3, 3, padding=1, dtype="f16", layout="nhwc",
     filter_layout="rsck",
@@ -46,7 +47,8 @@ def test_a_pipelined_tensor_core_kernel_past_48_kib():
     Interpreter(module).run("conv", *[x.copy() for x in inputs], out)
     assert relative_error(out, reference(SPEC, *inputs)) <= TOLERANCE["f16"]
     compiled = compile_to_ptx(SPEC, CONFIG, arch="sm_90")
-    assert compiled.launch.dynamic_shared_memory == 3 * 30528
+    assert CONFIG.stage_output
+    assert compiled.launch.dynamic_shared_memory == 3 * 30528 + 128 * 144
     assert ".extern .shared .align 16 .b8 __dynamic_shared_conv_kernel[];" in (
         compiled.ptx
     )

@@ -293,6 +293,9 @@ def _epilogue(spec: ConvSpec, **knobs):
         for o in compiled.module.walk()
         if o.name == "llvm.store"
     ]
+    # what the runtime returns: the output, whatever stores to it (none of its
+    # stores is a scalar one when the epilogue is staged)
+    assert compiled.launch.outputs == ("output",)
     return compiled.ptx, stores
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects import arith, llvm
+from xdsl.dialects import arith, llvm, vector
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, SymbolRefAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.traits import Pure
@@ -19,6 +19,7 @@ from affinec.diagnostics import PassError
 from affinec.dialects import gpu
 from affinec.dialects.affinec import LAUNCH, KernelArgument, LaunchRecord
 from affinec.dialects.nvvm import KERNEL
+from affinec.transforms.gpu.bands import written_buffer
 
 
 def check_outlinable(launch: gpu.LaunchOp, taken: set[str]) -> None:
@@ -172,12 +173,9 @@ def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
 
 
 def _written(region: Region, buffers: Sequence[SSAValue]) -> set[SSAValue]:
-    """Those of `buffers` that some op in `region` stores to."""
-    stored = {
-        op.operands[1]
-        for op in region.walk()
-        if op.name in ("affine.store", "memref.store") and len(op.operands) > 1
-    }
+    """Those of `buffers` that some op in `region` stores to (vectors included)."""
+    stored = {written_buffer(op) for op in region.walk()}
+    stored |= {op.base for op in region.walk() if isinstance(op, vector.StoreOp)}
     return {b for b in buffers if b in stored}
 
 
