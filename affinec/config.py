@@ -221,16 +221,15 @@ unrolled. H100 (2026-11-23, docs/results/sweep/sweep-v8*.log, f16): the 3x3
 64-channel convolution 0.424 -> 0.380 ms, 256-512 0.388 -> 0.357, 3x3-128 0.032 ->
 0.029. The 1x1 (per-tap steps) and ResNet-50's first layer (coalesced) were slower
 so (0.032 -> 0.035, 0.222 -> 0.255): they keep `MMA_WARP_GRID`."""
-STAGED_WINDOW_BLOCKS = 2 * 132
-"""Window steps stage their output through shared memory (`stage_output`) when the
-grid is one wave of blocks or less (two blocks of four warps on each of the H100's
-132 multiprocessors), where every block's epilogue is the kernel's exposed tail.
-The other tensor-core steps (a tap or a filter row a step, 64-thread blocks) stage
-it always, in 16-bit types. H100 (2026-11-23, docs/results/sweep/sweep-staged.log,
-f16, paired 4-byte stores -> staged 16-byte ones): ResNet-50's first layer 0.215 ->
-0.185 ms, the 1x1 0.032 -> 0.029, 3x3-128 (256 window blocks) 0.030 -> 0.027; the
-3x3-64 (6272 window blocks) 0.379 -> 0.387 and the 256-512 (784) 0.358 -> 0.362;
-tf32's f32 output (conv1) 0.412 -> 0.446."""
+MMA_WINDOW_STAGES = 1
+"""Window steps store their output through shared memory (`stage_output`, 16 bytes
+a thread) and copy one step at a time: on the H100 (2026-11-23,
+docs/results/sweep/sweep-staged*.log, f16, ms), paired 4-byte stores with two stages
+/ staged with two / staged with one: the 3x3-64 0.379 / 0.387 / 0.318, the 256-512
+0.358 / 0.362 / 0.353, 3x3-128 0.030 / 0.027 / 0.027. The other tensor-core steps
+(a tap or a filter row a step) stage it too, in 16-bit types: ResNet-50's first
+layer 0.215 -> 0.185 ms, the 1x1 0.032 -> 0.029; tf32's f32 output does not (conv1
+0.412 -> 0.446)."""
 MMA_STAGES = 3
 MMA_MIN_CHANNELS = 16
 """Fewer input channels than one MMA's k leave the tensor cores mostly multiplying
@@ -268,21 +267,20 @@ def _tensor_core_config(
     block on `MMA_WINDOW_WARP_GRID` warps, its taps unrolled, where its tiles fit;
     other steps (`_mma_reduction`, which steps over the window too in tf32, and
     `_coalesced_reduction`) `MMA_BLOCK_PIXELS` on `MMA_WARP_GRID`. The output goes
-    through shared memory as `STAGED_WINDOW_BLOCKS` says."""
+    through shared memory (but tf32's), as `MMA_WINDOW_STAGES` says."""
     config = KernelConfig(reassociate=True, mma=True, tf32=tf32)
     # tf32 loads its fragments register by register: unrolled taps spill
     if isinstance(spec, ConvSpec) and not (tf32 or _coalescible(spec)):
         tiles, block = _mma_tiles(extents, channel, pixels, MMA_WINDOW_PIXELS)
         if window := _window_reduction(spec, block):
-            blocks = math.prod(-(-e // t) for e, t in zip(extents, tiles, strict=True))
             return replace(
                 config,
                 tile_sizes=tiles,
                 reduction_tile_sizes=window[0],
-                stages=window[1],
+                stages=MMA_WINDOW_STAGES,
                 warp_grid=MMA_WINDOW_WARP_GRID,
                 unroll_taps=True,
-                stage_output=blocks <= STAGED_WINDOW_BLOCKS,
+                stage_output=True,
             )
     tiles, block = _mma_tiles(extents, channel, pixels, MMA_BLOCK_PIXELS)
     if _coalescible(spec):
