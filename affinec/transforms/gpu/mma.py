@@ -242,69 +242,18 @@ def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
     step = plan.kind.k
     kc = site.loop(plan.k_padded // step, "kc")
     mt = kc.loop(plan.mt, "mt")
-    k, m_t = kc.block.args[0], mt.block.args[0]
+    nt = mt.loop(plan.nt, "nt")
+    k, m_t, n_t = kc.block.args[0], mt.block.args[0], nt.block.args[0]
+    inner = nt
     ivs = band.op.induction_variables
     base = {ivs[dd]: v for dd, v in fixed.items()}
-    d = AffineExpr.dimension
-    if _paired_b(plan, c):
-        # two MMA tiles' B fragments from one ldmatrix.x4.trans
-        pairs = mt.loop(plan.nt // 2, "np")
-        n_pair = pairs.block.args[0]
-        n_first = pairs.apply(d(0) * 2, [n_pair], "nt")
-        operands = Operands(
-            plan, c, pairs, base, tap_values, lane, wm, wn, k, m_t, n_first
-        )
-        a_frag, both = operands.a_fragment(), operands.b_fragment(4)
-        for h in range(2):
-            n_t = n_first if h == 0 else pairs.apply(d(0) * 2 + 1, [n_pair], "nt")
-            _accumulate(plan, pairs, acc, a_frag, _b_half(pairs, both, h), m_t, n_t)
-        loops = (pairs, mt, kc)
+    operands = Operands(plan, c, inner, base, tap_values, lane, wm, wn, k, m_t, n_t)
+    if plan.kind.operands == "tf32":
+        a_frag, b_frag = operands.tf32_fragments()
     else:
-        nt = mt.loop(plan.nt, "nt")
-        n_t = nt.block.args[0]
-        operands = Operands(plan, c, nt, base, tap_values, lane, wm, wn, k, m_t, n_t)
-        if plan.kind.operands == "tf32":
-            a_frag, b_frag = operands.tf32_fragments()
-        else:
-            a_frag, b_frag = operands.ldmatrix_fragments()
-        _accumulate(plan, nt, acc, a_frag, b_frag, m_t, n_t)
-        loops = (nt, mt, kc)
-    for x in (*loops, *reversed(sites)):
-        x.close()
-    erase_op(band.op)
+        a_frag, b_frag = operands.ldmatrix_fragments()
 
-
-def _paired_b(plan: MmaPlan, c: ComputeBand) -> bool:
-    """Whether B's fragments are loaded two MMA tiles at a time: 16-bit operands
-    whose tile rows hold output channels (read transposed), an even count of MMA
-    tiles along N."""
-    return plan.kind.operands != "tf32" and not c.b.k_contiguous and plan.nt % 2 == 0
-
-
-def _b_half(b: Builder, both: SSAValue, h: int) -> SSAValue:
-    """MMA tile `h`'s B fragment (registers 2h and 2h + 1) of an x4 load's."""
-    t = both.type
-    assert isinstance(t, VectorType)
-    element = t.get_element_type()
-    zero = b.add(arith.ConstantOp(FloatAttr(0.0, element))).results[0]  # pyright: ignore
-    half = b.add(vector.BroadcastOp(zero, VectorType(element, [2, 2]))).results[0]
-    for r in range(2):
-        row = vector.ExtractOp(both, [2 * h + r], VectorType(element, [2]))
-        b.add(row)
-        half = b.add(vector.InsertOp(row.results[0], half, [r])).results[0]
-    return half
-
-
-def _accumulate(
-    plan: MmaPlan,
-    inner: Builder,
-    acc: SSAValue,
-    a_frag: SSAValue,
-    b_frag: SSAValue,
-    m_t: SSAValue,
-    n_t: SSAValue,
-) -> None:
-    """One MMA: C from the lane's registers for MMA tile (m_t, n_t), D back."""
+    # C from the lane's registers, D back to them
     scalar_zero = inner.add(arith.ConstantOp(FloatAttr(0.0, f32))).results[0]
     vec = inner.add(vector.BroadcastOp(scalar_zero, VectorType(f32, [2, 2]))).results[0]
     for e in range(4):
@@ -320,6 +269,9 @@ def _accumulate(
         ce = inner.add(arith.ConstantOp(IntegerAttr(e, IndexType()))).results[0]
         x = inner.add(vector.ExtractOp(mma, [e // 2, e % 2], f32)).results[0]
         inner.add(affine.StoreOp(x, acc, [m_t, n_t, ce]))
+    for x in (nt, mt, kc, *reversed(sites)):
+        x.close()
+    erase_op(band.op)
 
 
 def _rewrite_writeback(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:

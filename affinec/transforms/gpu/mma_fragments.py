@@ -167,44 +167,32 @@ class Operands:
 
     def ldmatrix_fragments(self) -> tuple[SSAValue, SSAValue]:
         """16-bit operands: the fragments straight from 16-byte rows of the tiles."""
-        return self.a_fragment(), self.b_fragment(2)
-
-    def a_fragment(self) -> SSAValue:
-        """A: rows are pixels, 16-byte rows along k (mma_layouts.a_tile_address)."""
-        c, b, d = self.c, self.b, AffineExpr.dimension
+        plan, c, b, d = self.plan, self.c, self.b, AffineExpr.dimension
+        # A: rows are pixels, 16-byte rows along k (affinec.ir.mma_layouts.a_tile_address)
         values = {**self.base, **self.taps}
         values |= self._row((d(0) % 8) + ((d(0) // 8) % 2) * 8)
         values |= self._k((d(0) // 16) * 8, "ka")
         a = b.add(nvgpu.LdMatrixOp(c.a.buffer, _indices(c.a.load, values, b), 4))
-        return a.results[0]
-
-    def b_fragment(self, tiles: int) -> SSAValue:
-        """B: eight output channels a fragment (mma_layouts.b_tile_address); with
-        `tiles` = 4 (channels along the tile's rows, read transposed) the fragments
-        of this MMA tile's eight channels and of the next eight, in one ldmatrix:
-        lanes 16-31 give the rows of the second."""
-        plan, c, b, d = self.plan, self.c, self.b, AffineExpr.dimension
+        # B: eight output channels a fragment (b_tile_address)
         values = {**self.base, **self.taps}
         if c.b.k_contiguous:
-            assert tiles == 2
             values |= self._column(d(0) % 8, plan.block_n - 1)
             values |= self._k(((d(0) // 8) % 2) * 8, "kb")
         else:
             # eight consecutive output channels a row: a warp past the block's
             # channels reads the tile's last eight (its results are not stored)
             width = c.b.buffer.type.get_shape()[-1]  # pyright: ignore
-            first = AffineExpr.constant(0) if tiles == 2 else (d(0) // 16) * 8
-            values |= self._column(first, width - 8)
+            values |= self._column(AffineExpr.constant(0), width - 8)
             values |= self._k(d(0) % 16, "kb")
         bb = b.add(
             nvgpu.LdMatrixOp(
                 c.b.buffer,
                 _indices(c.b.load, values, b),
-                tiles,
+                2,
                 transpose=not c.b.k_contiguous,
             )
         )
-        return bb.results[0]
+        return a.results[0], bb.results[0]
 
     def tf32_fragments(self) -> tuple[SSAValue, SSAValue]:
         """f32 operands (m16n8k8 tf32): no ldmatrix for 32-bit elements, so each
