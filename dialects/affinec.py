@@ -83,6 +83,14 @@ turn, they stay in registers only once every index is a constant); `lower-affine
 `convert-scf-to-cf` keep it on the loop's back edge and the emitter hands it to LLVM as
 `llvm.loop.unroll.full`."""
 
+OVERLAY = "affinec.overlay"
+"""Unit attribute on a shared `memref.alloc`: every access to the buffer follows a
+barrier after the last access to the block's other shared buffers (their copies
+landed), so it may take their bytes (`affinec-mma-sync`'s staged output). The launch
+and the kernel carry it as the list of such workgroup attributions' positions;
+`convert-gpu-to-nvvm` places each in dynamic shared memory at the offset of another
+buffer of its element type and at least its size, where there is one."""
+
 INDEX_BITWIDTH = "affinec.index_bitwidth"
 """Integer attribute on a kernel `gpu.func`: the width its `index` values may be
 lowered to (`affinec-narrow-indices` proves 32 where it can;

@@ -66,6 +66,7 @@ class AffinecPadSharedBuffers(ModulePass):
                 ),
             )
             new.memref.name_hint = alloc.results[0].name_hint
+            new.attributes |= alloc.attributes
             block = alloc.parent_block()
             assert block is not None
             block.insert_op_before(new, alloc)

@@ -30,7 +30,8 @@ LOWERING = "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}"
 KERNEL = Path(__file__).parent / "filecheck/lowering/dynamic_shared_memory.mlir"
 
 # Three stages of a tensor-core step over the whole 3x3 window: 30528 bytes each; the
-# output staged for 16-byte stores: 128 pixels of 64 channels, rows padded to 144 bytes.
+# output staged for 16-byte stores (128 pixels of 64 channels, rows padded to 144
+# bytes) takes the bytes of the input tiles (`OVERLAY`), dead by then.
 SPEC = ConvSpec(
     1, 48, 4, 32, 64, 3, 3, padding=1, dtype="f16", layout="nhwc",
     filter_layout="rsck",
@@ -48,10 +49,46 @@ def test_a_pipelined_tensor_core_kernel_past_48_kib():
     assert relative_error(out, reference(SPEC, *inputs)) <= TOLERANCE["f16"]
     compiled = compile_to_ptx(SPEC, CONFIG, arch="sm_90")
     assert CONFIG.stage_output
-    assert compiled.launch.dynamic_shared_memory == 3 * 30528 + 128 * 144
+    assert compiled.launch.dynamic_shared_memory == 3 * 30528
     assert ".extern .shared .align 16 .b8 __dynamic_shared_conv_kernel[];" in (
         compiled.ptx
     )
+
+
+def test_the_staged_output_without_its_first_barrier_races_on_the_tiles_bytes():
+    # The staged tile takes the input tiles' bytes: without the barrier before it, a
+    # warp stores its fragments where slower warps still read the last step's input
+    # (64 channels: four steps over three stages, the last in stage 0). The levels
+    # above nvvm keep the two buffers apart; the lowered kernel shows the race.
+    from affinec.checking import Checker
+    from affinec.dialects import affine, gpu
+    from affinec.dialects.affinec import THREAD, mapping_of
+
+    spec = dataclasses.replace(SPEC, c=64)
+    passes = default_passes(CONFIG)
+    mma = next(k for k, p in enumerate(passes) if p.name == "affinec-mma-sync")
+    module = build(spec)
+    Pipeline(passes[: mma + 1]).run(module)
+    staging = next(
+        o
+        for o in module.walk()
+        if isinstance(o, affine.ParallelOp)
+        and mapping_of(o) == THREAD
+        and any(
+            isinstance(x, affine.VectorStoreOp)
+            and x.memref.name_hint == "output_shared"
+            for x in o.walk()
+        )
+    )
+    barrier = staging.prev_op
+    assert isinstance(barrier, gpu.BarrierOp)
+    barrier.detach()
+    barrier.erase()
+    Pipeline(passes[mma + 1 :]).run(module)
+    result = Checker(spec).check("without the barrier", module)
+    assert not result.ok
+    assert "data race on shared memory %dynamic_shared" in result.message
+    assert "writes what other threads read" in result.message
 
 
 def lowered() -> str:

@@ -18,13 +18,19 @@ from __future__ import annotations
 import math
 
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType
+from xdsl.dialects.builtin import (
+    DenseArrayBase,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    i64,
+)
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu
-from affinec.dialects.affinec import THREAD, mapping_of
+from affinec.dialects.affinec import OVERLAY, THREAD, mapping_of
 from affinec.transforms.gpu.bands import (
     GridAnalysis,
     band_ivs,
@@ -101,6 +107,9 @@ def build_launch(analysis: GridAnalysis, threads: int) -> gpu.LaunchOp:
         Region(body),
         workgroup_count=len(shared),
     )
+    overlays = [k for k, a in enumerate(shared) if OVERLAY in a.attributes]
+    if overlays:
+        launch.attributes[OVERLAY] = DenseArrayBase.from_list(i64, overlays)
     host.insert_op_before(launch, grid_op)
     block_id, thread_id = body.args[0], body.args[3]
     block_id.name_hint, thread_id.name_hint = "bx", "tx"

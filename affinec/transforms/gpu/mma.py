@@ -60,7 +60,7 @@ from xdsl.ir.affine import (
 )
 
 from affinec.dialects import affine, gpu, nvgpu
-from affinec.dialects.affinec import BLOCK, MAPPING, THREAD, UNROLL
+from affinec.dialects.affinec import BLOCK, MAPPING, OVERLAY, THREAD, UNROLL
 from affinec.dtypes import element_size
 from affinec.ir.affine_exprs import ge0, linear_form
 from affinec.transforms.gpu.bands import Band, byte_size
@@ -360,6 +360,7 @@ def _staging_tile(
         ),
     )
     alloc.memref.name_hint = "output_shared"
+    alloc.attributes[OVERLAY] = UnitAttr()  # `_stage_writeback`'s first barrier
     grid_block.insert_op_before(alloc, plan.acc)
     return alloc
 
@@ -376,6 +377,7 @@ def _stage_writeback(
     the epilogue into it, a barrier, then each thread copies 16-byte runs of a
     pixel's channels to the output:
 
+        gpu.barrier
         affine.parallel (%tx) = (0) to (128) {      // the warps' fragments
           ... affine.vector_store %pair, %output_shared[%m, %n] : vector<2xf16>
         } {affinec.mapping = "thread"}
@@ -399,7 +401,12 @@ def _stage_writeback(
     half.add(element.pair(half, first, second, store, _Element.to_tile(tile)))
     for x in (half, nt, mt, b):
         x.close()
-    phase.op.parent_block().insert_op_before(gpu.BarrierOp(), phase.op)  # pyright: ignore
+    # before: the warps are done with the shared tiles, whose bytes the staged
+    # tile may take (OVERLAY); after: the staged tile is whole
+    block = phase.op.parent_block()
+    assert block is not None
+    block.insert_op_before(gpu.BarrierOp(), b.block.parent_op())  # pyright: ignore
+    block.insert_op_before(gpu.BarrierOp(), phase.op)
 
     t = tile.type
     assert isinstance(t, MemRefType)

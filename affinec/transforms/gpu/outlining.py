@@ -17,7 +17,7 @@ from xdsl.traits import Pure
 
 from affinec.diagnostics import PassError
 from affinec.dialects import gpu
-from affinec.dialects.affinec import LAUNCH, KernelArgument, LaunchRecord
+from affinec.dialects.affinec import LAUNCH, OVERLAY, KernelArgument, LaunchRecord
 from affinec.dialects.nvvm import KERNEL
 from affinec.transforms.gpu.bands import written_buffer
 
@@ -132,6 +132,8 @@ def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
         known_block_size=block,
         known_grid_size=grid,
     )
+    if OVERLAY in launch.attributes:
+        kernel.attributes[OVERLAY] = launch.attributes[OVERLAY]
     shared_dynamic = launch.dynamicSharedMemorySize
     is_async = launch.asyncToken is not None or bool(launch.asyncDependencies)
     if (

@@ -27,7 +27,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from affinec.diagnostics import PassError
 from affinec.dialects import gpu
-from affinec.dialects.affinec import LAUNCH
+from affinec.dialects.affinec import LAUNCH, OVERLAY
 from affinec.dialects.nvvm import KERNEL, MAXNTID, MINCTASM
 from affinec.dtypes import element_size
 from affinec.ir.cfg import reachable_blocks, reverse_post_order
@@ -266,27 +266,56 @@ class KernelConverter:
 
 def dynamic_shared_offsets(func: gpu.FuncOp) -> list[int]:
     """Byte offsets of the kernel's workgroup buffers in dynamic shared memory, each
-    aligned to 16 bytes; empty when they fit in static shared memory."""
-    offsets, end = [], 0
-    for arg in func.workgroup_args:
-        t = arg.type
-        assert isinstance(t, MemRefType)
-        offsets.append(end)
-        size = math.prod(t.get_shape()) * element_size(t.get_element_type())
-        end += -(-size // SHARED_ALIGNMENT) * SHARED_ALIGNMENT
-    return offsets if end > STATIC_SHARED_BYTES else []
+    aligned to 16 bytes; empty when they fit in static shared memory. A buffer the
+    kernel marks `OVERLAY` takes the offset of another (not itself an overlay) of its
+    element type and at least its size, the smallest such, where there is one."""
+    args = list(func.workgroup_args)
+    sizes = [_bytes(a.type) for a in args]
+    marked = func.attributes.get(OVERLAY)
+    overlays = set(marked.get_values()) if isinstance(marked, DenseArrayBase) else set()
+    if sum(-(-n // SHARED_ALIGNMENT) * SHARED_ALIGNMENT for n in sizes) <= (
+        STATIC_SHARED_BYTES
+    ):
+        return []
+    offsets: list[int | None] = [None] * len(args)
+    end = 0
+    for k, n in enumerate(sizes):
+        if k in overlays:
+            continue
+        offsets[k] = end
+        end += -(-n // SHARED_ALIGNMENT) * SHARED_ALIGNMENT
+    for k in sorted(overlays):
+        element = _element(args[k].type)
+        hosts = [
+            (sizes[j], j)
+            for j in range(len(args))
+            if j not in overlays
+            and _element(args[j].type) == element
+            and sizes[j] >= sizes[k]
+        ]
+        if hosts:
+            offsets[k] = offsets[min(hosts)[1]]
+        else:
+            offsets[k] = end
+            end += -(-sizes[k] // SHARED_ALIGNMENT) * SHARED_ALIGNMENT
+    return [o for o in offsets if o is not None]
 
 
 def dynamic_shared_bytes(func: gpu.FuncOp) -> int:
     """Bytes of dynamic shared memory the kernel's launches must give (0: none)."""
     offsets = dynamic_shared_offsets(func)
-    if not offsets:
-        return 0
-    last = func.workgroup_args[-1].type
-    assert isinstance(last, MemRefType)
-    return offsets[-1] + math.prod(last.get_shape()) * element_size(
-        last.get_element_type()
-    )
+    sizes = [_bytes(a.type) for a in func.workgroup_args]
+    return max((o + n for o, n in zip(offsets, sizes, strict=True)), default=0)
+
+
+def _bytes(t) -> int:
+    assert isinstance(t, MemRefType)
+    return math.prod(t.get_shape()) * element_size(t.get_element_type())
+
+
+def _element(t):
+    assert isinstance(t, MemRefType)
+    return t.get_element_type()
 
 
 def _space(t: MemRefType) -> IntAttr | NoneAttr:
