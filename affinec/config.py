@@ -221,15 +221,15 @@ unrolled. H100 (2026-11-23, docs/results/sweep/sweep-v8*.log, f16): the 3x3
 64-channel convolution 0.424 -> 0.380 ms, 256-512 0.388 -> 0.357, 3x3-128 0.032 ->
 0.029. The 1x1 (per-tap steps) and ResNet-50's first layer (coalesced) were slower
 so (0.032 -> 0.035, 0.222 -> 0.255): they keep `MMA_WARP_GRID`."""
-MMA_WINDOW_STAGES = 1
-"""Window steps store their output through shared memory (`stage_output`, 16 bytes
-a thread) and copy one step at a time: on the H100 (2026-11-23,
-docs/results/sweep/sweep-staged*.log, f16, ms), paired 4-byte stores with two stages
-/ staged with two / staged with one: the 3x3-64 0.379 / 0.387 / 0.318, the 256-512
-0.358 / 0.362 / 0.353, 3x3-128 0.030 / 0.027 / 0.027. The other tensor-core steps
-(a tap or a filter row a step) stage it too, in 16-bit types: ResNet-50's first
-layer 0.215 -> 0.185 ms, the 1x1 0.032 -> 0.029; tf32's f32 output does not (conv1
-0.412 -> 0.446)."""
+STAGED_OUTPUT = True
+"""The tensor-core route stores its output through shared memory (`stage_output`,
+16 bytes a thread, in the bytes of the dead tiles) in 16-bit types. On the H100
+(2026-11-23, docs/results/sweep/sweep-staged*.log and sweep-overlay.log, f16, ms),
+paired 4-byte stores -> staged: ResNet-50's first layer 0.215 -> 0.185, the 1x1
+0.032 -> 0.029-0.031, 3x3-128 0.030 -> 0.027, the 3x3-64 0.379 -> 0.313 and the
+256-512 0.358 -> 0.350 (window steps, two stages; before the staged tile took the
+tiles' bytes, its own 32 KB made them slower: 0.386, 0.362). tf32's f32 output does
+not gain (conv1 0.412 -> 0.446)."""
 MMA_STAGES = 3
 MMA_MIN_CHANNELS = 16
 """Fewer input channels than one MMA's k leave the tensor cores mostly multiplying
@@ -267,7 +267,7 @@ def _tensor_core_config(
     block on `MMA_WINDOW_WARP_GRID` warps, its taps unrolled, where its tiles fit;
     other steps (`_mma_reduction`, which steps over the window too in tf32, and
     `_coalesced_reduction`) `MMA_BLOCK_PIXELS` on `MMA_WARP_GRID`. The output goes
-    through shared memory (but tf32's), as `MMA_WINDOW_STAGES` says."""
+    through shared memory (but tf32's), as `STAGED_OUTPUT` says."""
     config = KernelConfig(reassociate=True, mma=True, tf32=tf32)
     # tf32 loads its fragments register by register: unrolled taps spill
     if isinstance(spec, ConvSpec) and not (tf32 or _coalescible(spec)):
@@ -277,10 +277,10 @@ def _tensor_core_config(
                 config,
                 tile_sizes=tiles,
                 reduction_tile_sizes=window[0],
-                stages=MMA_WINDOW_STAGES,
+                stages=window[1],
                 warp_grid=MMA_WINDOW_WARP_GRID,
                 unroll_taps=True,
-                stage_output=True,
+                stage_output=STAGED_OUTPUT,
             )
     tiles, block = _mma_tiles(extents, channel, pixels, MMA_BLOCK_PIXELS)
     if _coalescible(spec):
@@ -295,7 +295,7 @@ def _tensor_core_config(
         coalesce_reduction=_coalescible(spec),
         warp_grid=MMA_WARP_GRID,
         stages=stages,
-        stage_output=not tf32,
+        stage_output=STAGED_OUTPUT and not tf32,
     )
 
 

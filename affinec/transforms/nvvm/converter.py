@@ -304,8 +304,10 @@ def dynamic_shared_offsets(func: gpu.FuncOp) -> list[int]:
 def dynamic_shared_bytes(func: gpu.FuncOp) -> int:
     """Bytes of dynamic shared memory the kernel's launches must give (0: none)."""
     offsets = dynamic_shared_offsets(func)
+    if not offsets:
+        return 0
     sizes = [_bytes(a.type) for a in func.workgroup_args]
-    return max((o + n for o, n in zip(offsets, sizes, strict=True)), default=0)
+    return max(o + n for o, n in zip(offsets, sizes, strict=True))
 
 
 def _bytes(t) -> int:
