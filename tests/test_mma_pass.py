@@ -299,81 +299,8 @@ def _epilogue(spec: ConvSpec, **knobs):
     return compiled.ptx, stores
 
 
-@pytest.mark.parametrize(
-    ("dtype", "k", "paired"),
-    [
-        ("f16", 16, "st.global.b32"),
-        ("bf16", 12, "st.global.b32"),
-        ("f32", 8, "st.global.v2.b32"),
-    ],
-)
-def test_the_epilogue_stores_adjacent_channels_in_pairs(dtype, k, paired):
-    # NHWC: a lane's two adjacent channels are adjacent in the output: one store of
-    # both (with the scalar store of the first where a partial tile cuts the second
-    # off: K = 12 in blocks of 8 channels).
-    spec = ConvSpec(
-        1,
-        16,
-        5,
-        6,
-        k,
-        3,
-        3,
-        padding=1,
-        layout="nhwc",
-        filter_layout="rsck",
-        dtype=dtype,
-        epilogue="bias-relu",
-    )
-    knobs = {"tile_sizes": (1, 2, 3, 8)} if k == 12 else {}
-    ptx, _ = _epilogue(spec, **knobs)
-    assert paired in ptx
-    scalar = "st.global.b16" if dtype != "f32" else "st.global.b32"
-    assert (scalar in ptx) == (k == 12)
-
-
-@pytest.mark.parametrize(
-    "changes", [{"k": 7}, {"layout": "nchw", "filter_layout": "kcrs"}]
-)
-def test_the_epilogue_stores_one_by_one_where_pairs_are_not_adjacent(changes):
-    # an odd channel count leaves every other pair misaligned; NCHW puts pixels, not
-    # channels, innermost
-    import dataclasses
-
-    spec = ConvSpec(
-        1,
-        16,
-        5,
-        6,
-        16,
-        3,
-        3,
-        padding=1,
-        layout="nhwc",
-        filter_layout="rsck",
-        dtype="f16",
-    )
-    spec = dataclasses.replace(spec, **changes)
-    ptx, _ = _epilogue(spec)
-    assert "st.global.b16" in ptx and "st.global.b32" not in ptx
-
-
-def test_a_misaligned_vector_store_is_an_interpreter_error():
-    import numpy as np
-
-    from affinec.interpreter.llvm_ops import _store
-    from affinec.interpreter.support import InterpreterError
-
-    buffer = np.zeros(8, np.float16)
-    _store(None, (buffer, 2), np.array([1, 2], np.float16))
-    assert list(buffer[2:4]) == [1, 2]
-    with pytest.raises(InterpreterError, match="not aligned to its size"):
-        _store(None, (buffer, 3), np.array([1, 2], np.float16))
-    with pytest.raises(InterpreterError, match="out of bounds"):
-        _store(None, (buffer, 8), np.array([1, 2], np.float16))
-
-
 def _small_conv(**changes) -> ConvSpec:
+    """A 3x3 convolution of 5 x 6 pixels, 16 channels, NHWC, with bias and ReLU."""
     import dataclasses
 
     spec = ConvSpec(
@@ -391,6 +318,52 @@ def _small_conv(**changes) -> ConvSpec:
         epilogue="bias-relu",
     )
     return dataclasses.replace(spec, **changes)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "k", "paired"),
+    [
+        ("f16", 16, "st.global.b32"),
+        ("bf16", 12, "st.global.b32"),
+        ("f32", 8, "st.global.v2.b32"),
+    ],
+)
+def test_the_epilogue_stores_adjacent_channels_in_pairs(dtype, k, paired):
+    # NHWC: a lane's two adjacent channels are adjacent in the output: one store of
+    # both (with the scalar store of the first where a partial tile cuts the second
+    # off: K = 12 in blocks of 8 channels).
+    spec = _small_conv(dtype=dtype, k=k)
+    knobs = {"tile_sizes": (1, 2, 3, 8)} if k == 12 else {}
+    ptx, _ = _epilogue(spec, **knobs)
+    assert paired in ptx
+    scalar = "st.global.b16" if dtype != "f32" else "st.global.b32"
+    assert (scalar in ptx) == (k == 12)
+
+
+@pytest.mark.parametrize(
+    "changes", [{"k": 7}, {"layout": "nchw", "filter_layout": "kcrs"}]
+)
+def test_the_epilogue_stores_one_by_one_where_pairs_are_not_adjacent(changes):
+    # an odd channel count leaves every other pair misaligned; NCHW puts pixels, not
+    # channels, innermost
+    spec = _small_conv(epilogue="none", **changes)
+    ptx, _ = _epilogue(spec)
+    assert "st.global.b16" in ptx and "st.global.b32" not in ptx
+
+
+def test_a_misaligned_vector_store_is_an_interpreter_error():
+    import numpy as np
+
+    from affinec.interpreter.llvm_ops import _store
+    from affinec.interpreter.support import InterpreterError
+
+    buffer = np.zeros(8, np.float16)
+    _store(None, (buffer, 2), np.array([1, 2], np.float16))
+    assert list(buffer[2:4]) == [1, 2]
+    with pytest.raises(InterpreterError, match="not aligned to its size"):
+        _store(None, (buffer, 3), np.array([1, 2], np.float16))
+    with pytest.raises(InterpreterError, match="out of bounds"):
+        _store(None, (buffer, 8), np.array([1, 2], np.float16))
 
 
 @pytest.mark.parametrize(

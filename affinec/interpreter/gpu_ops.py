@@ -157,17 +157,8 @@ class SharedArray:
         """Elements [start, start + count) of a flat view, read by the running thread
         (race-checked like `__getitem__`; `what` names the reading op)."""
         state = self.state
-        t, e = state.thread, state.epoch
         run = slice(start, start + count)
-        clash = (self.write_epoch[run] == e) & (self.writer[run] != t)
-        if clash.any():
-            k = start + int(np.argmax(clash))
-            self.conflict(k, f"reads ({what})", int(self.writer[k]))
-        fresh = self.read_epoch[run] != e
-        shared = ~fresh & (self.reader[run] != t)
-        self.read_epoch[run] = e
-        self.reader[run] = np.where(fresh, t, np.where(shared, MANY_READERS, t))
-        return self.data[run].copy()
+        return self._read_vector(run, state.thread, state.epoch, f"reads ({what})")
 
     def conflict(self, index, verb: str, writer: int) -> NoReturn:
         """Raise the race of the running thread's access `verb` ("reads") to an
@@ -217,13 +208,15 @@ class SharedArray:
         self.writer[index] = t
         self.data[index] = value
 
-    def _read_vector(self, index: tuple | slice, t: int, e: int) -> np.ndarray:
-        """A vector load's elements (`index` ends in a slice), race-checked as
+    def _read_vector(
+        self, index: tuple | slice, t: int, e: int, verb: str = "reads"
+    ) -> np.ndarray:
+        """A run's elements (`index` a slice or ending in one), race-checked as
         `__getitem__` checks one."""
         clash = (self.write_epoch[index] == e) & (self.writer[index] != t)
         if clash.any():
             k = _element(index, int(np.argmax(clash)))
-            self.conflict(k, "reads", int(self.writer[k]))
+            self.conflict(k, verb, int(self.writer[k]))
         fresh = self.read_epoch[index] != e
         shared = ~fresh & (self.reader[index] != t)
         self.read_epoch[index] = e

@@ -111,17 +111,8 @@ def emit_vector_store(
 ) -> None:
     """`array[indices ... + width along the innermost] = value` (a 1-D vector),
     its first and last elements checked."""
-    index, _ = index_tuple(w, op, indices, ranges, shape)
-    first = w.fresh("first")
-    w.line(f"{first} = {index}")
-    with w.indented(f"if not {first}[-1] + {width} <= {shape[-1]}:"):
-        last = f"{first}[:-1] + ({first}[-1] + {width - 1},)"
-        w.line(
-            f"{w.global_(out_of_bounds, 'oob')}({w.op_ref(op)}, {last}, {tuple(shape)})"
-        )
-    w.line(
-        f"{array}[{first}[:-1] + (slice({first}[-1], {first}[-1] + {width}),)] = {value}"
-    )
+    run = _vector_run(w, op, indices, ranges, shape, width)
+    w.line(f"{array}[{run}] = {value}")
 
 
 def emit_vector_load(
@@ -135,6 +126,20 @@ def emit_vector_load(
 ) -> None:
     """`result = array[indices ... + width along the innermost]` (a 1-D vector), its
     first and last elements checked."""
+    run = _vector_run(w, op, indices, ranges, shape, width)
+    w.line(f"{w.define(op.results[0])} = {array}[{run}].copy()")
+
+
+def _vector_run(
+    w: FunctionWriter,
+    op: Operation,
+    indices: Sequence[str],
+    ranges: Sequence[Interval | None],
+    shape: Sequence[int],
+    width: int,
+) -> str:
+    """The index of a vector access's `width` elements along the innermost
+    dimension (a tuple ending in a slice), its first and last elements checked."""
     index, _ = index_tuple(w, op, indices, ranges, shape)
     first = w.fresh("first")
     w.line(f"{first} = {index}")
@@ -143,10 +148,7 @@ def emit_vector_load(
         w.line(
             f"{w.global_(out_of_bounds, 'oob')}({w.op_ref(op)}, {last}, {tuple(shape)})"
         )
-    w.line(
-        f"{w.define(op.results[0])} = {array}[{first}[:-1] + "
-        f"(slice({first}[-1], {first}[-1] + {width}),)].copy()"
-    )
+    return f"{first}[:-1] + (slice({first}[-1], {first}[-1] + {width}),)"
 
 
 def vector_width(op: Operation, value) -> int:

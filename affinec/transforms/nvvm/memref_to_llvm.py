@@ -66,29 +66,28 @@ def _store(op: memref.StoreOp, c: KernelConverter):
 
 @converts(vector.LoadOp)
 def _vector_load(op: vector.LoadOp, c: KernelConverter):
-    """A 1-D vector of consecutive elements: one load of the whole vector, aligned
-    to its size (its producer guarantees the address is)."""
-    t = op.result.type
-    assert isinstance(t, VectorType)
-    if t.get_num_dims() != 1:
-        raise PassError(op, f"only 1-D vectors are loaded whole, got {t}")
-    ptr = _address(c, op.base, op.indices)
-    size = t.get_shape()[0] * element_size(t.get_element_type())
+    ptr, t, size = _whole_vector(op, op.result.type, c)
     return [c.emit(llvm.LoadOp(ptr, t, alignment=size))]
 
 
 @converts(vector.StoreOp)
 def _vector_store(op: vector.StoreOp, c: KernelConverter):
-    """A 1-D vector of consecutive elements: one store of the whole vector, aligned
-    to its size (its producer guarantees the address is)."""
-    t = op.vector.type
-    assert isinstance(t, VectorType)
-    if t.get_num_dims() != 1:
-        raise PassError(op, f"only 1-D vectors are stored whole, got {t}")
-    ptr = _address(c, op.base, op.indices)
-    size = t.get_shape()[0] * element_size(t.get_element_type())
+    ptr, _, size = _whole_vector(op, op.vector.type, c)
     c.emit(llvm.StoreOp(c.v(op.vector), ptr, alignment=size))
     return []
+
+
+def _whole_vector(
+    op: vector.LoadOp | vector.StoreOp, t, c: KernelConverter
+) -> tuple[SSAValue, VectorType, int]:
+    """A 1-D vector of consecutive elements is loaded or stored whole, aligned to its
+    size (its producer guarantees the address is): the address, the type, the
+    size in bytes."""
+    assert isinstance(t, VectorType)
+    if t.get_num_dims() != 1:
+        raise PassError(op, f"only 1-D vectors are loaded and stored whole, got {t}")
+    ptr = _address(c, op.base, op.indices)
+    return ptr, t, t.get_shape()[0] * element_size(t.get_element_type())
 
 
 @converts(ElementPointerOp)
