@@ -4,6 +4,7 @@ arrays a kernel takes)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import ml_dtypes
@@ -17,6 +18,7 @@ from xdsl.dialects.builtin import (
     Float64Type,
     IndexType,
     IntegerType,
+    MemRefType,
     bf16,
     f16,
     f32,
@@ -111,6 +113,13 @@ def element_size(t: Attribute) -> int:
     if isinstance(t, FixedBitwidthType):
         return max(1, -(-t.bitwidth // 8))
     raise UnsupportedType(t)
+
+
+def memref_bytes(t: Attribute) -> int:
+    """Bytes of a statically shaped memref of type `t`, laid out densely."""
+    if not isinstance(t, MemRefType):
+        raise UnsupportedType(t)
+    return math.prod(t.get_shape()) * element_size(t.get_element_type())
 
 
 def is_floating(dtype: np.dtype) -> bool:

@@ -34,7 +34,7 @@ from affinec.dialects.affinec import (
     enclosing_mappings,
     mapping_of,
 )
-from affinec.dtypes import element_size
+from affinec.dtypes import memref_bytes
 from affinec.ir.affine_exprs import Interval, grouped
 from affinec.ir.ranges import as_dims, difference_range
 
@@ -326,9 +326,7 @@ def _collect(block: Block, known: dict[SSAValue, Interval], into: GridAnalysis) 
 
 
 def byte_size(alloc: Operation) -> int:
-    t = alloc.results[0].type
-    assert isinstance(t, MemRefType)
-    return math.prod(t.get_shape()) * element_size(t.get_element_type())
+    return memref_bytes(alloc.results[0].type)
 
 
 def require_placed(analysis: GridAnalysis, pass_name: str) -> None:

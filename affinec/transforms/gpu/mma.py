@@ -289,30 +289,38 @@ def _rewrite_writeback(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
             _stage_writeback(plan, phase, acc, body, store, staging)
             erase_op(phase.op)
             return
-    b, ids = _warp_band(plan, phase.op)
-    lane, wm, wn = ids["lane"], ids["wm"], ids["wn"]
-    fixed = _constant_ivs(plan, phase, b)
-    mt = b.loop(plan.mt, "mt")
-    nt = mt.loop(plan.nt, "nt")
-    fragment = (mt.block.args[0], nt.block.args[0])
-    element = _Element(plan, phase, acc, (lane, wm, wn), fragment, fixed, body)
+    element, loops = _fragment_band(plan, phase, acc, body)
+    nt = loops[0]
     if store is None:
-        e = nt.loop(4, "e")
-        e.add(element.guarded(e, e.block.args[0]))
-        closing = [e, nt, mt, b]
+        inner = nt.loop(4, "e")
+        inner.add(element.guarded(inner, inner.block.args[0]))
     else:
-        half = nt.loop(2, "half")
-        first, second = _pair_elements(half)
+        inner = nt.loop(2, "half")
+        first, second = _pair_elements(inner)
         scalar = Builder(Block())
         scalar.add(element.guarded(scalar, first))
         scalar.close()
         target = _Element.to_output(store)
-        pair = element.pair(half, first, second, store, target, otherwise=scalar.block)
-        half.add(pair)
-        closing = [half, nt, mt, b]
-    for x in closing:
+        pair = element.pair(inner, first, second, store, target, otherwise=scalar.block)
+        inner.add(pair)
+    for x in (inner, *loops):
         x.close()
     erase_op(phase.op)
+
+
+def _fragment_band(
+    plan: MmaPlan, phase: Band, acc: SSAValue, body: list[Operation]
+) -> tuple[_Element, list[Builder]]:
+    """A warp band before `phase` with loops over the lane's fragments (the MMA
+    tiles mt, nt), and the element of the epilogue they address; the builders from
+    the innermost loop out, to close."""
+    b, ids = _warp_band(plan, phase.op)
+    fixed = _constant_ivs(plan, phase, b)
+    mt = b.loop(plan.mt, "mt")
+    nt = mt.loop(plan.nt, "nt")
+    warp = (ids["lane"], ids["wm"], ids["wn"])
+    fragment = (mt.block.args[0], nt.block.args[0])
+    return _Element(plan, phase, acc, warp, fragment, fixed, body), [nt, mt, b]
 
 
 def _pair_elements(half: Builder) -> tuple[SSAValue, SSAValue]:
@@ -389,23 +397,17 @@ def _stage_writeback(
         } {affinec.mapping = "thread"}
     """
     tile = staging.memref
-    b, ids = _warp_band(plan, phase.op)
-    fixed = _constant_ivs(plan, phase, b)
-    mt = b.loop(plan.mt, "mt")
-    nt = mt.loop(plan.nt, "nt")
-    fragment = (mt.block.args[0], nt.block.args[0])
-    warp = (ids["lane"], ids["wm"], ids["wn"])
-    element = _Element(plan, phase, acc, warp, fragment, fixed, body)
-    half = nt.loop(2, "half")
+    element, loops = _fragment_band(plan, phase, acc, body)
+    half = loops[0].loop(2, "half")
     first, second = _pair_elements(half)
     half.add(element.pair(half, first, second, store, _Element.to_tile(tile)))
-    for x in (half, nt, mt, b):
+    for x in (half, *loops):
         x.close()
     # before: the warps are done with the shared tiles, whose bytes the staged
     # tile may take (OVERLAY); after: the staged tile is whole
     block = phase.op.parent_block()
     assert block is not None
-    block.insert_op_before(gpu.BarrierOp(), b.block.parent_op())  # pyright: ignore
+    block.insert_op_before(gpu.BarrierOp(), loops[-1].block.parent_op())  # pyright: ignore
     block.insert_op_before(gpu.BarrierOp(), phase.op)
 
     t = tile.type
@@ -421,8 +423,7 @@ def _stage_writeback(
     index = trip.apply(d(0) + d(1) * plan.threads, [tx, trip.block.args[0]], "v")
     m = trip.apply(d(0) // per_row, [index], "m")
     n = trip.apply((d(0) % per_row) * width, [index], "n")
-    copy_out = _Element(plan, phase, acc, warp, fragment, fixed, body)
-    values, operands, constraints = copy_out.place_at(trip, m, n)
+    values, operands, constraints = _place_at(plan, phase, fixed, trip, m, n)
     guarded = Block()
     vector_type = VectorType(t.get_element_type(), [width])
     load = affine.VectorLoadOp(tile, [m, n], AffineMap.identity(2), vector_type)
@@ -516,7 +517,7 @@ class _Element:
     def _place(
         self, b: Builder, e: SSAValue
     ) -> tuple[dict[SSAValue, SSAValue], list[SSAValue], list[AffineConstraintExpr]]:
-        """`place_at` the lane's element `e` of its fragment."""
+        """`_place_at` the lane's element `e` of its fragment."""
         plan, d = self.plan, AffineExpr.dimension
         m = b.apply(
             d(1) * (16 * plan.mt) + d(2) * 16 + d(0) // 4 + (d(3) // 2) * 8,
@@ -528,31 +529,7 @@ class _Element:
             [self.lane, self.wn, self.n_t, e],
             "n",
         )
-        return self.place_at(b, m, n)
-
-    def place_at(
-        self, b: Builder, m: SSAValue, n: SSAValue
-    ) -> tuple[dict[SSAValue, SSAValue], list[SSAValue], list[AffineConstraintExpr]]:
-        """The band's variables at the block's pixel `m` and channel `n`, and the
-        operands and constraints of the guard that they are a real output of the
-        block (operands `m` and `n` first)."""
-        plan, phase, d = self.plan, self.phase, AffineExpr.dimension
-        pixel = pixel_values(plan, b, d(0), [m], phase)
-        ivs = phase.op.induction_variables
-        values = {ivs[dd]: v for dd, v in (self.fixed | pixel).items()}
-        values[ivs[plan.n_dim]] = b.apply(band_iv(phase, plan.n_dim, d(0), 1), [n])
-        # a real pixel and channel of the block, within a partial tile
-        operands: list[SSAValue] = [m, n]
-        constraints = [
-            ge0(AffineExpr.constant(plan.block_m - 1) - d(0)),
-            ge0(AffineExpr.constant(plan.block_n - 1) - d(1)),
-        ]
-        constraints += partial_tile_guards(
-            ((values[iv], dim) for iv, dim in zip(ivs, phase.dims, strict=False)),
-            phase.op.upper_bound_operands,
-            operands,
-        )
-        return values, operands, constraints
+        return _place_at(self.plan, self.phase, self.fixed, b, m, n)
 
     def _epilogue(
         self, into: Block, e: SSAValue, values: dict[SSAValue, SSAValue], skip=None
@@ -645,6 +622,36 @@ class _Element:
 PairTarget = Callable[[SSAValue, dict[SSAValue, SSAValue], list[SSAValue]], Operation]
 """Builds the store of a lane's packed pair: (the pair, the band's variables at the
 first element, the guard's operands: the second's pixel and channel first)."""
+
+
+def _place_at(
+    plan: MmaPlan,
+    phase: Band,
+    fixed: dict[int, SSAValue],
+    b: Builder,
+    m: SSAValue,
+    n: SSAValue,
+) -> tuple[dict[SSAValue, SSAValue], list[SSAValue], list[AffineConstraintExpr]]:
+    """The band's variables at the block's pixel `m` and channel `n` (`fixed`: its
+    other dimensions), and the operands and constraints of the guard that they are
+    a real output of the block (operands `m` and `n` first)."""
+    d = AffineExpr.dimension
+    pixel = pixel_values(plan, b, d(0), [m], phase)
+    ivs = phase.op.induction_variables
+    values = {ivs[dd]: v for dd, v in (fixed | pixel).items()}
+    values[ivs[plan.n_dim]] = b.apply(band_iv(phase, plan.n_dim, d(0), 1), [n])
+    # a real pixel and channel of the block, within a partial tile
+    operands: list[SSAValue] = [m, n]
+    constraints = [
+        ge0(AffineExpr.constant(plan.block_m - 1) - d(0)),
+        ge0(AffineExpr.constant(plan.block_n - 1) - d(1)),
+    ]
+    constraints += partial_tile_guards(
+        ((values[iv], dim) for iv, dim in zip(ivs, phase.dims, strict=False)),
+        phase.op.upper_bound_operands,
+        operands,
+    )
+    return values, operands, constraints
 
 
 def _condition(

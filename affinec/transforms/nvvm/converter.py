@@ -29,7 +29,7 @@ from affinec.diagnostics import PassError
 from affinec.dialects import gpu
 from affinec.dialects.affinec import LAUNCH, OVERLAY
 from affinec.dialects.nvvm import KERNEL, MAXNTID, MINCTASM
-from affinec.dtypes import element_size
+from affinec.dtypes import element_size, memref_bytes
 from affinec.ir.cfg import reachable_blocks, reverse_post_order
 from affinec.ir.op_table import OpTable
 
@@ -269,36 +269,34 @@ def dynamic_shared_offsets(func: gpu.FuncOp) -> list[int]:
     aligned to 16 bytes; empty when they fit in static shared memory. A buffer the
     kernel marks `OVERLAY` takes the offset of another (not itself an overlay) of its
     element type and at least its size, the smallest such, where there is one."""
-    args = list(func.workgroup_args)
-    sizes = [_bytes(a.type) for a in args]
+    types: list[MemRefType] = []
+    for arg in func.workgroup_args:
+        assert isinstance(arg.type, MemRefType)
+        types.append(arg.type)
+    sizes = [memref_bytes(t) for t in types]
     marked = func.attributes.get(OVERLAY)
     overlays = set(marked.get_values()) if isinstance(marked, DenseArrayBase) else set()
-    if sum(-(-n // SHARED_ALIGNMENT) * SHARED_ALIGNMENT for n in sizes) <= (
-        STATIC_SHARED_BYTES
-    ):
+    if sum(map(_aligned, sizes)) <= STATIC_SHARED_BYTES:
         return []
-    offsets: list[int | None] = [None] * len(args)
+    offsets = [0] * len(types)
     end = 0
     for k, n in enumerate(sizes):
-        if k in overlays:
-            continue
-        offsets[k] = end
-        end += -(-n // SHARED_ALIGNMENT) * SHARED_ALIGNMENT
+        if k not in overlays:
+            offsets[k], end = end, end + _aligned(n)
     for k in sorted(overlays):
-        element = _element(args[k].type)
+        element = types[k].get_element_type()
         hosts = [
             (sizes[j], j)
-            for j in range(len(args))
+            for j, t in enumerate(types)
             if j not in overlays
-            and _element(args[j].type) == element
+            and t.get_element_type() == element
             and sizes[j] >= sizes[k]
         ]
         if hosts:
             offsets[k] = offsets[min(hosts)[1]]
         else:
-            offsets[k] = end
-            end += -(-sizes[k] // SHARED_ALIGNMENT) * SHARED_ALIGNMENT
-    return [o for o in offsets if o is not None]
+            offsets[k], end = end, end + _aligned(sizes[k])
+    return offsets
 
 
 def dynamic_shared_bytes(func: gpu.FuncOp) -> int:
@@ -306,18 +304,13 @@ def dynamic_shared_bytes(func: gpu.FuncOp) -> int:
     offsets = dynamic_shared_offsets(func)
     if not offsets:
         return 0
-    sizes = [_bytes(a.type) for a in func.workgroup_args]
+    sizes = [memref_bytes(a.type) for a in func.workgroup_args]
     return max(o + n for o, n in zip(offsets, sizes, strict=True))
 
 
-def _bytes(t) -> int:
-    assert isinstance(t, MemRefType)
-    return math.prod(t.get_shape()) * element_size(t.get_element_type())
-
-
-def _element(t):
-    assert isinstance(t, MemRefType)
-    return t.get_element_type()
+def _aligned(size: int) -> int:
+    """`size` rounded up to `SHARED_ALIGNMENT`."""
+    return -(-size // SHARED_ALIGNMENT) * SHARED_ALIGNMENT
 
 
 def _space(t: MemRefType) -> IntAttr | NoneAttr:
