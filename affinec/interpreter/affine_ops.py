@@ -21,8 +21,7 @@ from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.memref_ops import (
     emit_load,
     emit_store,
-    emit_vector_load,
-    emit_vector_store,
+    emit_vector_access,
     memref_type,
     vector_width,
 )
@@ -105,14 +104,16 @@ def _store(op: affine.StoreOp, w: FunctionWriter) -> None:
 def _vector_load(op: affine.VectorLoadOp, w: FunctionWriter) -> None:
     exprs, ranges, shape = _access(w, op, op.memref, op.map.data, op.indices)
     width = vector_width(op, op.result)
-    emit_vector_load(w, op, w[op.memref], exprs, ranges, shape, width)
+    emit_vector_access(w, op, w[op.memref], exprs, ranges, shape, width)
 
 
 @emits(affine.VectorStoreOp)
 def _vector_store(op: affine.VectorStoreOp, w: FunctionWriter) -> None:
     exprs, ranges, shape = _access(w, op, op.memref, op.map.data, op.indices)
     width = vector_width(op, op.value)
-    emit_vector_store(w, op, w[op.value], w[op.memref], exprs, ranges, shape, width)
+    emit_vector_access(
+        w, op, w[op.memref], exprs, ranges, shape, width, value=w[op.value]
+    )
 
 
 def _yielded(w: FunctionWriter, term: Operation | None, op: Operation) -> list[str]:

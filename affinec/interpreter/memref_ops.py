@@ -99,23 +99,7 @@ def emit_store(
     w.line(f"{array}[{index}] = {value}")
 
 
-def emit_vector_store(
-    w: FunctionWriter,
-    op: Operation,
-    value: str,
-    array: str,
-    indices: Sequence[str],
-    ranges: Sequence[Interval | None],
-    shape: Sequence[int],
-    width: int,
-) -> None:
-    """`array[indices ... + width along the innermost] = value` (a 1-D vector),
-    its first and last elements checked."""
-    run = _vector_run(w, op, indices, ranges, shape, width)
-    w.line(f"{array}[{run}] = {value}")
-
-
-def emit_vector_load(
+def emit_vector_access(
     w: FunctionWriter,
     op: Operation,
     array: str,
@@ -123,23 +107,11 @@ def emit_vector_load(
     ranges: Sequence[Interval | None],
     shape: Sequence[int],
     width: int,
+    value: str | None = None,
 ) -> None:
-    """`result = array[indices ... + width along the innermost]` (a 1-D vector), its
-    first and last elements checked."""
-    run = _vector_run(w, op, indices, ranges, shape, width)
-    w.line(f"{w.define(op.results[0])} = {array}[{run}].copy()")
-
-
-def _vector_run(
-    w: FunctionWriter,
-    op: Operation,
-    indices: Sequence[str],
-    ranges: Sequence[Interval | None],
-    shape: Sequence[int],
-    width: int,
-) -> str:
-    """The index of a vector access's `width` elements along the innermost
-    dimension (a tuple ending in a slice), its first and last elements checked."""
+    """A 1-D vector of `width` elements along the innermost dimension from
+    `indices`, its first and last elements checked: `array[run] = value`, or, with
+    no value, `result = array[run]`."""
     index, _ = index_tuple(w, op, indices, ranges, shape)
     first = w.fresh("first")
     w.line(f"{first} = {index}")
@@ -148,7 +120,11 @@ def _vector_run(
         w.line(
             f"{w.global_(out_of_bounds, 'oob')}({w.op_ref(op)}, {last}, {tuple(shape)})"
         )
-    return f"{first}[:-1] + (slice({first}[-1], {first}[-1] + {width}),)"
+    run = f"{first}[:-1] + (slice({first}[-1], {first}[-1] + {width}),)"
+    if value is None:
+        w.line(f"{w.define(op.results[0])} = {array}[{run}].copy()")
+    else:
+        w.line(f"{array}[{run}] = {value}")
 
 
 def vector_width(op: Operation, value) -> int:
@@ -187,13 +163,14 @@ def _store(op: memref.StoreOp, w: FunctionWriter) -> None:
 @emits(vector.StoreOp)
 def _vector_store(op: vector.StoreOp, w: FunctionWriter) -> None:
     width = vector_width(op, op.vector)
-    emit_vector_store(w, op, w[op.vector], *_indexed(w, op, op.base, op.indices), width)
+    indexed = _indexed(w, op, op.base, op.indices)
+    emit_vector_access(w, op, *indexed, width, value=w[op.vector])
 
 
 @emits(vector.LoadOp)
 def _vector_load(op: vector.LoadOp, w: FunctionWriter) -> None:
     width = vector_width(op, op.result)
-    emit_vector_load(w, op, *_indexed(w, op, op.base, op.indices), width)
+    emit_vector_access(w, op, *_indexed(w, op, op.base, op.indices), width)
 
 
 @emits(memref.AllocOp, memref.AllocaOp)
