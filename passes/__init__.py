@@ -86,6 +86,13 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return AffinecInsertBarriers
 
+    def _affinec_verify_shared_memory():
+        from affinec.passes.affinec_verify_shared_memory import (
+            AffinecVerifySharedMemory,
+        )
+
+        return AffinecVerifySharedMemory
+
     def _affinec_map_threads():
         from affinec.passes.affinec_map_threads import AffinecMapThreads
 
@@ -137,6 +144,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-place-buffers": _affinec_place_buffers,
         "affinec-insert-barriers": _affinec_insert_barriers,
         "affinec-map-threads": _affinec_map_threads,
+        "affinec-verify-shared-memory": _affinec_verify_shared_memory,
         "affinec-convert-parallel-to-gpu": _convert_parallel_to_gpu,
         "gpu-kernel-outlining": _gpu_kernel_outlining,
         "lower-affine": _lower_affine,

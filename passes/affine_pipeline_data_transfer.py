@@ -7,7 +7,9 @@ next iteration's before this one's compute. Ours does so for the asynchronous co
 buffering): the shared buffers get a leading dimension of `stages`, the reduction's
 tile loops become one loop over the tiles, copies run `stages - 1` tiles ahead (a
 prologue issues the first ones), and each tile waits only for its own copies
-(`nvgpu.device_async_wait {numGroups = stages - 1}`).
+(`nvgpu.device_async_wait {numGroups = stages - 1}`). A nest of fewer tiles than
+`stages` gets one stage per tile (at least two): more could never be in flight, and the
+wait's count is right only when the prologue issues `stages - 1` groups.
 `affinec/transforms/affine/pipelining.py` shows the loop before and after.
 
     affine.for %c0 = 0 to 4 {
@@ -27,7 +29,9 @@ Runs after `affine-data-copy-generate{generate-dma=true}`, before
 `affinec-place-buffers` and `affinec-insert-barriers` (the barriers it places around
 the copies and the compute keep a stage from being overwritten while it is read; the
 interpreter reports a race where they would be missing). Tile loops without
-asynchronous copies are left alone. The order of summation is unchanged.
+asynchronous copies are left alone. The order of summation is unchanged. The result is
+checked for reads the waits do not cover (`affinec-verify-shared-memory`'s check,
+without the barriers, which come later).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
 from affinec.transforms.affine.pipelining import pipeline, plan_pipelines
+from affinec.transforms.gpu.shared_memory_hazards import check_shared_memory_hazards
 from affinec.transforms.mapped_bands import grid_loops
 
 
@@ -50,7 +55,8 @@ class AffinePipelineDataTransfer(ModulePass):
     name = "affine-pipeline-data-transfer"
 
     stages: int = 2
-    """Buffers of each copied tile (2: double buffering; at most 8)."""
+    """Buffers of each copied tile (2: double buffering; at most 8; at most one per
+    tile of the nest)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
@@ -59,3 +65,4 @@ class AffinePipelineDataTransfer(ModulePass):
         ]
         for plan in plans:
             pipeline(plan, self.stages)
+        check_shared_memory_hazards(op, barriers=False)

@@ -42,6 +42,7 @@ from affinec.diagnostics import PassError
 from affinec.reference import TOLERANCE
 from affinec.transforms.gpu.bands import analyze_grid, grid_parallels, require_placed
 from affinec.transforms.gpu.mma import plan_mma, rewrite_mma
+from affinec.transforms.gpu.shared_memory_hazards import check_shared_memory_hazards
 
 
 @dataclass(frozen=True)
@@ -106,3 +107,4 @@ class AffinecMmaSync(ModulePass):
             )
         for plan in plans:
             rewrite_mma(plan)
+        check_shared_memory_hazards(op)

@@ -47,6 +47,7 @@ from xdsl.passes import ModulePass
 from affinec.context import require_affinec_dialects
 from affinec.dialects import gpu
 from affinec.transforms.gpu.outlining import check_outlinable, outline_launch
+from affinec.transforms.gpu.shared_memory_hazards import check_shared_memory_hazards
 
 
 @dataclass(frozen=True)
@@ -71,3 +72,4 @@ class GpuKernelOutlining(ModulePass):
             op.body.block.add_op(module)
         if launches:
             op.attributes[gpu.CONTAINER_MODULE] = UnitAttr()
+        check_shared_memory_hazards(op)

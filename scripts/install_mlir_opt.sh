@@ -16,7 +16,10 @@ apt_get() {
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -y -qq "$@"
 }
 apt_get update
-if ! apt-cache policy mlir-22-tools | grep -q "Candidate: [0-9]"; then
+# Read the policy whole before matching: under pipefail, `grep -q` closing the pipe
+# early makes apt-cache die of SIGPIPE and the test fail although the package is there.
+policy=$(apt-cache policy mlir-22-tools)
+if ! grep -q "Candidate: [0-9]" <<<"$policy"; then
     # Not in this release's sources: LLVM's own apt repository has it.
     . /etc/os-release
     apt_get install ca-certificates curl gnupg

@@ -24,6 +24,11 @@ loop over the tiles `%t` (their variables delinearized from it), and the copies 
       <compute on stage %t mod S>
     }
 
+No more stages than tiles: a nest of `T` tiles gets `min(S, T)` stages (at least 2), so
+that the prologue always issues `S - 1` groups and the wait's count holds. (With more
+stages than tiles the prologue would issue fewer groups than the wait leaves in
+flight, and the compute would read a tile still being copied.)
+
 The wait leaves the newer tiles' copies in flight while the compute band runs; the
 barriers `affinec-insert-barriers` places around the copies and the compute band keep
 a stage from being overwritten while it is read (the interpreter reports it if not).
@@ -68,6 +73,12 @@ class PipelinePlan:
     @property
     def tiles(self) -> int:
         return math.prod(self.trips)
+
+    def stages_for(self, stages: int) -> int:
+        """The stages the nest takes of `stages`: at most one per tile, at least two.
+        Then the prologue's `S - 1` tiles exist, and each iteration's wait for all
+        but the newest `S - 1` groups lands exactly its own tile."""
+        return max(2, min(stages, self.tiles))
 
 
 def plan_pipelines(grid: affine.ParallelOp, stages: int) -> list[PipelinePlan]:
@@ -148,14 +159,16 @@ def _plan(
 
 
 def pipeline(plan: PipelinePlan, stages: int) -> None:
-    """Rewrite the nest as the module docstring shows (in place)."""
+    """Rewrite the nest as the module docstring shows (in place), with
+    `plan.stages_for(stages)` stages."""
+    stages = plan.stages_for(stages)
     outer = plan.loops[0]
     host = outer.parent_block()
     assert host is not None
     staged = {b: _stage_buffer(b, stages) for b in plan.buffers}
 
     # The prologue: tiles 0 .. S-2, a group each.
-    for tile in range(min(stages - 1, plan.tiles)):
+    for tile in range(stages - 1):
         values = _tile_values(plan, host, outer, AffineExpr.constant(tile), [])
         stage = _constant(host, outer, tile % stages)
         for c in plan.copies:
