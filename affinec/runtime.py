@@ -6,7 +6,9 @@ shape, dtype, strides, device memory, the output not aliasing an input — and a
 mismatch raises `KernelArgumentError` naming the argument, what was expected and what
 came. Arguments may be numpy arrays (copied to the device and, for the output, back),
 numba device arrays, or anything with `__cuda_array_interface__` (torch, cupy), used
-in place without copies. A missing output is allocated and returned. bf16 arrays are
+in place without copies. A missing output is allocated in the inputs' kind and
+returned: numpy in, numpy out; torch in, a torch tensor out (same device, bf16 as
+`torch.bfloat16`); cupy in, cupy out; numba in, numba out. bf16 arrays are
 `ml_dtypes`' bfloat16 in numpy and `torch.bfloat16` tensors, whose dtype (not their
 typestr, which torch spells as float16's or as two opaque bytes) tells them apart.
 
@@ -238,6 +240,39 @@ def _is_device_pointer(pointer: int) -> bool:
     return int(ordinal) == cuda.get_current_device().id
 
 
+def array_kind(value: Any) -> str:
+    """Which library `value` comes from: `numpy`, `torch`, `cupy`, or `numba` (any
+    other device array)."""
+    if isinstance(value, np.ndarray):
+        return "numpy"
+    module = type(value).__module__.partition(".")[0]
+    return module if module in ("torch", "cupy") else "numba"
+
+
+def new_output(p: Parameter, like: Any) -> Any:
+    """An array for output `p` of the kind of `like` (an input of the call): numpy
+    for numpy, a torch tensor on the same device for torch (bf16 as torch.bfloat16),
+    a cupy array for cupy (a numba one for bf16, which cupy lacks), numba's device
+    array otherwise."""
+    kind = "numpy" if like is None else array_kind(like)
+    if kind == "numpy":
+        return np.empty(p.shape, p.dtype)
+    require_gpu()
+    if kind == "torch":
+        import torch
+
+        dtype = torch.bfloat16 if p.dtype == BFLOAT16 else getattr(torch, p.dtype.name)
+        return torch.empty(p.shape, dtype=dtype, device=like.device)
+    if kind == "cupy" and p.dtype != BFLOAT16:
+        import cupy
+
+        with cupy.cuda.Device(like.device.id):
+            return cupy.empty(p.shape, p.dtype)
+    from numba import cuda
+
+    return cuda.device_array(p.shape, p.dtype)
+
+
 def _check_aliasing(arguments: list[_Argument]) -> None:
     """The output must not share memory with any other argument."""
     for out in (a for a in arguments if a.parameter.output):
@@ -287,8 +322,8 @@ class Kernel:
     def check(self, *args: Any, **kwargs: Any) -> list[_Argument]:
         """Check every argument against its parameter, before any device work.
 
-        Arguments go by position or by name; a missing output is allocated (numpy
-        if the inputs are numpy arrays, on the device otherwise).
+        Arguments go by position or by name; a missing output is allocated in the
+        inputs' kind (`new_output`: numpy if any input is a numpy array).
         """
         names = [p.name for p in self.parameters]
         if len(args) > len(self.parameters):
@@ -305,7 +340,11 @@ class Kernel:
             if key in values:
                 raise KernelArgumentError(f"argument '{key}' given twice")
             values[key] = value
-        on_host = any(isinstance(v, np.ndarray) for v in values.values())
+        given = [v for v in values.values() if v is not None]
+        # Any numpy input makes the call a host call (its output comes back).
+        like = next((v for v in given if isinstance(v, np.ndarray)), None)
+        if like is None and given:
+            like = given[0]
         checked: list[_Argument] = []
         for p in self.parameters:
             if values.get(p.name) is None:
@@ -314,18 +353,10 @@ class Kernel:
                         f"missing argument '{p.name}' ({p.describe()}); kernel "
                         f"{self.name} takes ({self.signature()})"
                     )
-                values[p.name] = self._new_output(p, on_host)
+                values[p.name] = new_output(p, like)
             checked.append(_check(p, values[p.name]))
         _check_aliasing(checked)
         return checked
-
-    def _new_output(self, p: Parameter, on_host: bool) -> Any:
-        if on_host:
-            return np.empty(p.shape, p.dtype)
-        require_gpu()
-        from numba import cuda
-
-        return cuda.device_array(p.shape, p.dtype)
 
     # -- launching ----------------------------------------------------------------------
 

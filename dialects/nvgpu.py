@@ -40,6 +40,7 @@ form).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -565,13 +566,50 @@ class DeviceAsyncCreateGroupOp(IRDLOperation):
     inputTokens = var_operand_def(DeviceAsyncTokenType)
     asyncToken = result_def(DeviceAsyncTokenType)
 
-    assembly_format = "$inputTokens attr-dict"
-
     def __init__(self, tokens: Sequence[SSAValue | Operation]):
         super().__init__(
             operands=[[SSAValue.get(t) for t in tokens]],
             result_types=[DeviceAsyncTokenType()],
         )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> DeviceAsyncCreateGroupOp:
+        tokens = []
+        if not _results_of_next_op(parser) and (
+            first := parser.parse_optional_unresolved_operand()
+        ):
+            tokens.append(first)
+            while parser.parse_optional_punctuation(",") is not None:
+                tokens.append(parser.parse_unresolved_operand())
+        attributes = parser.parse_optional_attr_dict()
+        token = DeviceAsyncTokenType()
+        op = cls([parser.resolve_operand(t, token) for t in tokens])
+        op.attributes |= attributes
+        return op
+
+    def print(self, printer: Printer) -> None:
+        if self.inputTokens:
+            printer.print_string(" ")
+            printer.print_list(self.inputTokens, printer.print_ssa_value)
+            printer.print_op_attributes(self.attributes)
+        elif self.attributes:
+            printer.print_op_attributes(self.attributes)
+        else:
+            # Without tokens or attributes the op's text would end at its name, and a
+            # parser (MLIR's too) would take the next op's `%x` for a token: an
+            # empty dictionary ends it.
+            printer.print_string(" {}")
+
+
+_RESULTS = re.compile(r"%[\w$.-]+(:\d+)?(\s*,\s*%[\w$.-]+(:\d+)?)*\s*=")
+
+
+def _results_of_next_op(parser: Parser) -> bool:
+    """Whether the text ahead is the result list of the next op (`%x = ...`): a
+    group without tokens printed as MLIR prints it (`nvgpu.device_async_create_group`
+    and nothing) does not take them."""
+    span = parser._current_token.span  # pyright: ignore[reportPrivateUsage]
+    return _RESULTS.match(span.input.content, span.start) is not None
 
 
 @irdl_op_definition

@@ -13,6 +13,7 @@
 #   timing    the harness against Nsight Compute's gpu__time_duration
 #   profile   ncu sections (speed of light, occupancy, stalls) for our kernels
 #   sanitize  compute-sanitizer memcheck and racecheck over a GPU test subset
+#   differential  random specs x the tuner's configurations against float64
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/affinec-gpu}
@@ -87,6 +88,12 @@ step_sanitize() {
     -p no:cacheprovider
   grep -hE "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$OUT/memcheck.log" \
     "$OUT/racecheck.log"
+}
+
+step_differential() {  # PAIRS random pairs (1200 by default) against float64
+  run differential 900 $PY scripts/gpu_differential.py --pairs "${PAIRS:-1200}" \
+    --seed "${SEED:-1}" --json "$OUT/differential.json"
+  tail -8 "$OUT/differential.log"
 }
 
 steps=("$@")

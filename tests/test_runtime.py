@@ -262,3 +262,24 @@ def test_more_than_48_kib_of_dynamic_shared_memory():
     )
     x = np.random.default_rng(2).standard_normal((4, 16384)).astype(np.float32)
     np.testing.assert_array_equal(kernel(x), x + 1)
+
+
+class _Tensor:
+    """Named like torch's tensors, which `array_kind` goes by."""
+
+
+_Tensor.__module__ = "torch"
+
+
+def test_the_output_takes_the_inputs_kind():
+    from affinec.runtime import array_kind, new_output
+
+    assert array_kind(np.zeros(3)) == "numpy"
+    assert array_kind(_Tensor()) == "torch"
+    assert array_kind(FakeDeviceArray((3,), pointer=0x1000)) == "numba"
+    p = Parameter("out", (2, 3), np.dtype(np.float16), output=True)
+    out = new_output(p, np.zeros(3))
+    assert isinstance(out, np.ndarray) and out.shape == (2, 3) and out.dtype == p.dtype
+    # A call on numpy arrays and device arrays alike returns numpy.
+    (_, checked) = scale_kernel().check(np.zeros(1000, np.float32))
+    assert checked.host is not None

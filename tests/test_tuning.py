@@ -77,11 +77,14 @@ class FakeMeasurer:
     first kernel measured after the baseline) is made the fastest and wrong, and
     with `fault_after` the GPU faults at that measurement."""
 
-    def __init__(self, fault_after: int | None = None) -> None:
+    def __init__(self, fault_after: int | None = None, confirm_fails: int = 0) -> None:
         self.gpu = FAKE_GPU
         self.broken = False
         self.calls: list[str] = []
         self.fault_after = fault_after
+        self.confirm_fails = confirm_fails
+        """How many winners are wrong on fresh inputs (a racy kernel)."""
+        self.confirmed: list[str] = []
 
     def measure(self, kernel, final: bool = False) -> Measurement:
         described = kernel.info["config"]
@@ -93,6 +96,12 @@ class FakeMeasurer:
             return Measurement(False, error=math.inf, reason="wrong: error inf")
         ms = 0.05 + (zlib.crc32(described.encode()) % 1000) / 1e4
         return Measurement(True, ms, 1e-4, seconds=0.01)
+
+    def confirm(self, kernel, runs: int) -> Measurement:
+        self.confirmed.append(kernel.info["config"])
+        if len(self.confirmed) <= self.confirm_fails:
+            return Measurement(False, error=0.5, reason="wrong on fresh inputs (run 2)")
+        return Measurement(True, error=1e-4)
 
     def cudnn_ms(self, relu: bool = False, tf32: bool = False) -> float | None:
         return 0.1
@@ -350,6 +359,20 @@ def test_a_fake_tuning_measures_the_baseline_and_the_models_picks(fake_tuning):
     assert result.cudnn_ms == 0.1
     ranked = [r for r in result.records if r.rank is not None]
     assert sorted(r.rank for r in ranked) == list(range(1, len(ranked) + 1))
+
+
+def test_the_winner_is_confirmed_on_fresh_inputs_before_it_is_taken():
+    # The fastest is wrong on fresh inputs (as a racy kernel right once would be):
+    # it gives way to the next, which is confirmed in turn.
+    measurer = FakeMeasurer(confirm_fails=1)
+    options = TuneOptions(max_candidates=4, top=2, explore=1, jobs=1, progress=False)
+    result = tune(SMALL_F32, measurer, options)
+    first, second = measurer.confirmed
+    assert first != second
+    best = result.best
+    assert best is not None and best.config.describe() == second
+    (racy,) = [r for r in result.records if r.config.describe() == first]
+    assert racy.status == WRONG and "fresh inputs" in racy.reason
 
 
 def test_a_wrong_configuration_is_never_picked(fake_tuning):

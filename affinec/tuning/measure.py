@@ -62,6 +62,11 @@ class Measurer(Protocol):
         """Check `kernel` against float64, then time it (more batches if `final`)."""
         ...
 
+    def confirm(self, kernel: Kernel, runs: int) -> Measurement:
+        """Check `kernel` against float64 on `runs` fresh sets of inputs, each with
+        a poisoned output (ok only if every run is right)."""
+        ...
+
     def cudnn_ms(self, relu: bool = False, tf32: bool = False) -> float | None:
         """cuDNN's time for the spec in the same conditions (None if unknown)."""
         ...
@@ -96,6 +101,7 @@ class GpuMeasurer:
         if not isinstance(spec, ConvSpec | MatmulSpec):
             raise MeasurerUnavailable(f"cannot measure a {spec.kind} spec")
         self.spec = spec
+        self.seed = seed
         self.gpu = gpu_name()
         self.broken = False
         torch.backends.cudnn.benchmark = True
@@ -118,10 +124,11 @@ class GpuMeasurer:
         ]
         self.arguments = [self._ours(*d) for d in self.data]
 
-    def _reference(self) -> Any:
-        """The float64 result for input set 0, on the GPU, in our output layout."""
+    def _reference(self, data: tuple | None = None) -> Any:
+        """The float64 result for `data` (input set 0 by default), on the GPU, in
+        our output layout."""
         spec = self.spec
-        x, w, b = self.data[0]
+        x, w, b = data if data is not None else self.data[0]
         if isinstance(spec, ConvSpec):
             from affinec.benchmark import torch_conv
 
@@ -192,6 +199,45 @@ class GpuMeasurer:
                 seconds=time.perf_counter() - start,
             )
         return Measurement(True, ms, error, seconds=time.perf_counter() - start)
+
+    def confirm(self, kernel: Kernel, runs: int) -> Measurement:
+        import time
+
+        import torch
+
+        start = time.perf_counter()
+        tolerance = kernel.info.get("tolerance") or TOLERANCE[self.spec.dtype]
+        generator = torch.Generator(device="cuda").manual_seed(self.seed + 1)
+        worst = 0.0
+        try:
+            for run in range(runs):
+                if isinstance(self.spec, ConvSpec):
+                    from affinec.benchmark import _torch_tensors
+
+                    data = _torch_tensors(self.spec, generator)
+                else:
+                    data = _matmul_tensors(self.spec, generator)
+                reference = self._reference(data)
+                out = torch.full_like(self.outputs[0], float("nan"))
+                kernel(*self._ours(*data), out)
+                error = _relative_error(out, reference)
+                worst = max(worst, error)
+                if not error <= tolerance:
+                    return Measurement(
+                        False,
+                        error=error,
+                        reason=f"wrong on fresh inputs (run {run + 1} of {runs}): "
+                        f"error {error:.2e} over {tolerance:g}",
+                        seconds=time.perf_counter() - start,
+                    )
+        except Exception as e:
+            self.broken = not _context_alive()
+            return Measurement(
+                False,
+                reason=f"launch failed: {type(e).__name__}: {str(e)[:200]}",
+                seconds=time.perf_counter() - start,
+            )
+        return Measurement(True, error=worst, seconds=time.perf_counter() - start)
 
     def cudnn_ms(self, relu: bool = False, tf32: bool = False) -> float | None:
         """cuDNN through torch on the same inputs, timed as `affinec.benchmark` times

@@ -84,6 +84,8 @@ class TuneOptions:
     """Further configurations measured at random from the rest of the ranking."""
     finalists: int = 3
     """The fastest measured, timed again with the full method."""
+    confirm_runs: int = 4
+    """Fresh sets of inputs the winner must be right on before it is taken."""
     max_candidates: int = MAX_CANDIDATES
     jobs: int = 0
     """Compiler processes (0: every core but one; 1: in this process)."""
@@ -99,6 +101,7 @@ class TuneOptions:
             ("top", self.top >= 1, "at least 1"),
             ("explore", self.explore >= 0, "at least 0"),
             ("finalists", self.finalists >= 1, "at least 1"),
+            ("confirm_runs", self.confirm_runs >= 1, "at least 1"),
             ("max_candidates", self.max_candidates >= 1, "at least 1"),
             ("jobs", self.jobs >= 0, "at least 0"),
         ]
@@ -552,6 +555,14 @@ def _measure(
             r.final_ms = m.ms
         else:  # right once, wrong now: never pick it
             r.status, r.reason = WRONG, m.reason
+    # A racy kernel can be right on one set of inputs: the winner is checked on
+    # fresh ones before it is taken (and cached); a wrong one gives way to the next.
+    while (best := result.best) is not None and not measurer.broken:
+        assert best.kernel is not None
+        m = measurer.confirm(best.kernel, options.confirm_runs)
+        if m.ok:
+            break
+        best.status, best.reason = WRONG, m.reason
 
 
 class _NoBar:

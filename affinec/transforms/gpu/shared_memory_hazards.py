@@ -22,7 +22,11 @@ region of its buffer: each index that the known values determine (the trip of a
 tile loop, the stage `%t mod 4` it computes), or any index (`*`) where a thread id
 or a leaf's own loop decides it. Two regions overlap unless some index differs, so
 the check is conservative at that granularity: what it passes is race-free for every
-thread; what it refuses names the two ops.
+thread; what it refuses names the two ops. One visit of a leaf is one *phase*: its
+accesses are the iterations of one band (independent by the band's own contract) or
+one thread's own code, which no barrier could order, so the barrier rules compare
+accesses of different phases only; the asynchronous copies' rules hold within a
+phase too.
 
     affine.for %t = 0 to 2 {
       ... nvgpu.device_async_copy ... %input_shared[(%t + 1) mod 2, ...]
@@ -43,20 +47,26 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import IntegerAttr, MemRefType
-from xdsl.ir import Block, Operation, SSAValue
-from xdsl.ir.affine import AffineConstraintKind, AffineExpr, AffineMap
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import MemRefType, VectorType
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir.affine import AffineConstraintKind, AffineMap
 
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import GRID, OVERLAY, PaddedLoadOp, mapping_of
-from affinec.ir.ranges import as_dims
+from affinec.dtypes import memref_bytes
+from affinec.ir.affine_exprs import Interval, expr_range
+from affinec.ir.index_sets import Guard, free_roots, index_sets
+from affinec.ir.ranges import map_ranges, value_range
 
 SYNC = (gpu.BarrierOp, nvgpu.DeviceAsyncCreateGroupOp, nvgpu.DeviceAsyncWaitOp)
 
-Region = tuple[int | None, ...]
-"""The indices of a buffer an access may touch: a known index, or None for any."""
+Span = frozenset[int] | Interval | None
+"""The indices of one dimension an access may touch: the values it takes (where they
+could be enumerated), an interval, or None where nothing bounds them."""
+
+Region = tuple[Span, ...]
 
 
 @dataclass(frozen=True)
@@ -64,19 +74,18 @@ class Access:
     op: Operation
     buffer: SSAValue
     region: Region
+    phase: int
+    """Which visit of a leaf made it: the accesses of one phase are iterations of
+    one band (or one thread's own code), which no barrier could order."""
 
     def overlaps(self, other: Access, overlays: set[SSAValue]) -> bool:
         if self.buffer is not other.buffer:
             return self.buffer in overlays or other.buffer in overlays
-        return all(
-            a is None or b is None or a == b
-            for a, b in zip(self.region, other.region, strict=True)
-        )
+        return all(_meet(a, b) for a, b in zip(self.region, other.region, strict=True))
 
     def describe(self) -> str:
         name = self.buffer.name_hint or "<shared>"
-        index = ", ".join("*" if i is None else str(i) for i in self.region)
-        return f"%{name}[{index}]"
+        return f"%{name}[{', '.join(_span_text(i) for i in self.region)}]"
 
 
 @dataclass
@@ -89,6 +98,31 @@ class _State:
     ungrouped: list[Access] = field(default_factory=list)
     groups: list[list[Access]] = field(default_factory=list)
     last_wait: Operation | None = None
+
+    def copy(self) -> _State:
+        return _State(
+            list(self.reads),
+            list(self.writes),
+            list(self.ungrouped),
+            [list(g) for g in self.groups],
+            self.last_wait,
+        )
+
+    def merge(self, other: _State, op: Operation) -> _State:
+        """What either of two branches may have left."""
+        if len(self.groups) != len(other.groups):
+            raise PassError(
+                op,
+                "its branches leave different numbers of asynchronous-copy groups "
+                "in flight: cannot check the shared-memory hazards",
+            )
+        return _State(
+            self.reads + other.reads,
+            self.writes + other.writes,
+            self.ungrouped + other.ungrouped,
+            [a + b for a, b in zip(self.groups, other.groups, strict=True)],
+            self.last_wait or other.last_wait,
+        )
 
     def in_flight(self) -> Iterator[Access]:
         yield from self.ungrouped
@@ -138,9 +172,16 @@ class _Walk:
         self.overlays = overlays
         self.barriers = barriers
         self.known: dict[SSAValue, int] = {}
+        self.ranges: dict[SSAValue, Interval] | None = None
+        self.guards: list[Guard] = []
+        """The guards around the access being summarized, within its leaf."""
+        self.roots: dict[Operation, list[SSAValue] | None] = {}
+        self.sets: dict[tuple, list[frozenset[int]] | None] = {}
+        """Ranges of values under the known trips (computed as asked)."""
         self.state = _State()
         self.structure: dict[Operation, bool] = {}
-        self.leaves: dict[Operation, list[Operation]] = {}
+        self.leaves: dict[Operation, list[tuple[Operation, list]]] = {}
+        self.phase = 0
 
     def run(self, block: Block) -> None:
         self.block(block)
@@ -175,17 +216,7 @@ class _Walk:
             elif isinstance(op, affine.ForOp):
                 self.loop(op)
             elif isinstance(op, affine.IfOp):
-                taken = self.condition(op)
-                if taken is None:
-                    raise PassError(
-                        op,
-                        "a barrier or an asynchronous-copy group or wait under a "
-                        "condition the block's threads may not agree on: cannot "
-                        "check the shared-memory hazards",
-                    )
-                region = op.then_region if taken else op.else_region
-                if region.blocks:
-                    self.block(region.block)
+                self.branch(op)
             elif isinstance(op, affine.ParallelOp) and mapping_of(op) != GRID:
                 self.block(op.body.block)  # every thread runs the band's body
             else:
@@ -194,6 +225,34 @@ class _Walk:
                     "holds a barrier or an asynchronous-copy group or wait in a way "
                     "the shared-memory hazard check cannot follow",
                 )
+
+    def branch(self, op: affine.IfOp) -> None:
+        """Take the branch the condition chooses; where only the block's own
+        position decides it (a full tile or a partial one), take each in turn and
+        go on with what either may have left."""
+        taken = self.condition(op)
+        regions = [op.then_region, op.else_region]
+        if taken is not None:
+            region = regions[0] if taken else regions[1]
+            if region.blocks:
+                self.block(region.block)
+            return
+        roots = free_roots(list(op.args), [])
+        if roots is None or any(_varies_by_thread(r) for r in roots):
+            raise PassError(
+                op,
+                "a barrier or an asynchronous-copy group or wait under a condition "
+                "the block's threads may not agree on: cannot check the "
+                "shared-memory hazards",
+            )
+        before = self.state
+        after = []
+        for region in regions:
+            self.state = before.copy()
+            if region.blocks:
+                self.block(region.block)
+            after.append(self.state)
+        self.state = after[0].merge(after[1], op)
 
     def loop(self, op: affine.ForOp) -> None:
         lower = self.bound(op.lowerBoundMap.data, op.lowerBoundOperands, max)
@@ -207,64 +266,61 @@ class _Walk:
             )
         iv = op.body.block.args[0]
         for value in range(lower, upper, op.step.value.data):
-            self.known[iv] = value
+            self.set_known(iv, value)
             self.block(op.body.block)
-        self.known.pop(iv, None)
+        self.set_known(iv, None)
+
+    def set_known(self, iv: SSAValue, value: int | None) -> None:
+        if value is None:
+            self.known.pop(iv, None)
+        else:
+            self.known[iv] = value
+        self.ranges = None  # what depends on it is computed anew
+
+    # -- values --------------------------------------------------------------------------
+
+    def value_range(self, value: SSAValue) -> Interval | None:
+        if self.ranges is None:
+            self.ranges = {v: (k, k) for v, k in self.known.items()}
+        return value_range(value, self.ranges)
 
     def bound(self, m: AffineMap, operands: Sequence[SSAValue], pick) -> int | None:
-        values = [self.evaluate(v) for v in operands]
-        results = [self.expression(e, m, values) for e in m.results]
-        if any(r is None for r in results):
+        """A loop bound (`pick` of `m`'s results) where the threads agree on it."""
+        if self.ranges is None:
+            self.ranges = {v: (k, k) for v, k in self.known.items()}
+        points = [_point(r) for r in map_ranges(m, operands, self.ranges)]
+        if not points or any(p is None for p in points):
             return None
-        return pick(results)  # pyright: ignore
+        return pick(points)
 
     def condition(self, op: affine.IfOp) -> bool | None:
+        """Whether `op`'s condition holds, where the ranges of its operands decide it."""
         s = op.condition.data
-        values = [self.evaluate(v) for v in op.args]
-        m = AffineMap(s.num_dims, s.num_symbols, ())
+        if self.ranges is None:
+            self.ranges = {v: (k, k) for v, k in self.known.items()}
+        values = [value_range(v, self.ranges) for v in op.args]
+        dims, syms = values[: s.num_dims], values[s.num_dims :]
+        holds = True
         for c in s.constraints:
-            lhs = self.expression(c.lhs - c.rhs, m, values)
-            if lhs is None:
-                return None
-            if c.kind == AffineConstraintKind.eq and lhs != 0:
+            r = expr_range(c.lhs - c.rhs, dims, syms)
+            if r is None:
+                holds = None
+                continue
+            if c.kind == AffineConstraintKind.eq:
+                if r[0] > 0 or r[1] < 0:
+                    return False
+                if r != (0, 0):
+                    holds = None
+            elif r[1] < 0:
                 return False
-            if c.kind == AffineConstraintKind.ge and lhs < 0:
-                return False
-        return True
-
-    # -- values the block's threads agree on ---------------------------------------------
-
-    def evaluate(self, value: SSAValue) -> int | None:
-        if value in self.known:
-            return self.known[value]
-        op = value.owner
-        if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
-            return op.value.value.data
-        if isinstance(op, affine.ApplyOp | affine.MinOp | affine.MaxOp):
-            m = op.map.data
-            values = [self.evaluate(v) for v in op.mapOperands]
-            results = [self.expression(e, m, values) for e in m.results]
-            if any(r is None for r in results):
-                return None
-            if isinstance(op, affine.MinOp):
-                return min(results)  # pyright: ignore
-            return max(results)  # pyright: ignore
-        return None
-
-    @staticmethod
-    def expression(
-        e: AffineExpr, m: AffineMap, values: Sequence[int | None]
-    ) -> int | None:
-        """`e`, an expression of `m`'s operands, where the operands it uses are known."""
-        m = as_dims(AffineMap(m.num_dims, m.num_symbols, (e,)))
-        used = m.results[0].used_dims()
-        if any(values[d] is None for d in used):
-            return None
-        return m.eval([v or 0 for v in values], [])[0]
+            elif r[0] < 0:
+                holds = None
+        return holds
 
     # -- accesses --------------------------------------------------------------------------
 
     def leaf(self, op: Operation) -> None:
+        self.phase += 1
         if op not in self.leaves:
             self.leaves[op] = [
                 (o, _guards(o, op)) for o in op.walk() if _touches_shared(o)
@@ -272,19 +328,29 @@ class _Walk:
         for inner, guards in self.leaves[op]:
             if any(self.condition(g) is (not branch) for g, branch in guards):
                 continue  # in a branch not taken here
+            self.guards = guards
             if isinstance(inner, nvgpu.DeviceAsyncCopyOp):
-                a = self.access(inner, inner.dst, inner.dstIndices, wide=True)
+                run = inner.elements
+                a = self.access(inner, inner.dst, inner.dstIndices, run=run)
                 self.start_copy(a)
             elif isinstance(inner, READS_WITH_MAP):
-                a = self.access(inner, inner.memref, inner.indices, inner.map.data)
+                a = self.access(
+                    inner, inner.memref, inner.indices, inner.map.data, run=_run(inner)
+                )
                 self.read(a)
             elif isinstance(inner, WRITES_WITH_MAP):
-                a = self.access(inner, inner.memref, inner.indices, inner.map.data)
+                a = self.access(
+                    inner, inner.memref, inner.indices, inner.map.data, run=_run(inner)
+                )
                 self.write(a)
             elif isinstance(inner, memref.LoadOp):
                 self.read(self.access(inner, inner.memref, inner.indices))
             elif isinstance(inner, nvgpu.LdMatrixOp):
-                a = self.access(inner, inner.srcMemref, inner.indices, wide=True)
+                # each lane reads a row of 16 bytes from its address
+                element = _element_bytes(inner.srcMemref)
+                a = self.access(
+                    inner, inner.srcMemref, inner.indices, run=16 // element
+                )
                 self.read(a)
             elif isinstance(inner, memref.StoreOp):
                 self.write(self.access(inner, inner.memref, inner.indices))
@@ -302,17 +368,38 @@ class _Walk:
         indices: Sequence[SSAValue],
         m: AffineMap | None = None,
         *,
-        wide: bool = False,
+        run: int = 1,
     ) -> Access:
-        """The region `op` touches: its indices (through its map) where known; a run
-        of elements (a vector, a copy, a row of ldmatrix) along the innermost
-        dimension counts as any index there."""
-        region = [self.evaluate(v) for v in indices]
-        if m is not None:
-            region = [self.expression(e, m, region) for e in m.results]
-        if (wide or _vector_access(op)) and region:
-            region[-1] = None
-        return Access(op, buffer, tuple(region))
+        """The region `op` touches: the values of its indices (through its map) under
+        the guards around it, or their ranges where they cannot be enumerated; the
+        innermost one `run` elements long (a vector, a copy, a row of ldmatrix)."""
+        if self.ranges is None:
+            self.ranges = {v: (k, k) for v, k in self.known.items()}
+        if op not in self.roots:
+            self.roots[op] = free_roots(indices, self.guards)
+        roots = self.roots[op]
+        region: list[Span] | None = None
+        if roots is not None:
+            key = (op, tuple(self.known.get(r) for r in roots))
+            if key not in self.sets:
+                self.sets[key] = index_sets(
+                    indices, m, self.guards, roots, self.known, self.ranges
+                )
+            sets = self.sets[key]
+            if sets is not None:
+                region = list(sets)
+                if region and run > 1:
+                    region[-1] = frozenset(x + k for x in sets[-1] for k in range(run))
+        if region is None:
+            if m is None:
+                region = [value_range(v, self.ranges) for v in indices]
+            else:
+                region = list(map_ranges(m, indices, self.ranges))
+            last = region[-1] if region else None
+            if last is not None and run > 1:
+                assert isinstance(last, tuple)
+                region[-1] = (last[0], last[1] + run - 1)
+        return Access(op, buffer, tuple(region), self.phase)
 
     def read(self, a: Access) -> None:
         for copy in self.state.in_flight():
@@ -325,7 +412,7 @@ class _Walk:
                 )
         if self.barriers:
             for w in self.state.writes:
-                if a.overlaps(w, self.overlays):
+                if w.phase != a.phase and a.overlaps(w, self.overlays):
                     raise PassError(
                         a.op,
                         f"reads {a.describe()}{self.where()}, which {_quote(w.op)} wrote into "
@@ -380,14 +467,14 @@ class _Walk:
         if not self.barriers:
             return
         for r in self.state.reads:
-            if a.overlaps(r, self.overlays):
+            if r.phase != a.phase and a.overlaps(r, self.overlays):
                 raise PassError(
                     a.op,
                     f"{what} {a.describe()}{self.where()} while {_quote(r.op)} may still be "
                     f"reading {r.describe()}: no gpu.barrier since that read",
                 )
         for w in self.state.writes:
-            if w.op is not a.op and a.overlaps(w, self.overlays):
+            if w.phase != a.phase and a.overlaps(w, self.overlays):
                 raise PassError(
                     a.op,
                     f"{what} {a.describe()}{self.where()}, which {_quote(w.op)} wrote into "
@@ -397,6 +484,19 @@ class _Walk:
 
 READS_WITH_MAP = (affine.LoadOp, affine.VectorLoadOp, PaddedLoadOp)
 WRITES_WITH_MAP = (affine.StoreOp, affine.VectorStoreOp)
+
+
+def _varies_by_thread(root: SSAValue) -> bool:
+    """Whether `root` (a block argument or a GPU id) may differ between the threads of
+    a block: thread and lane ids, the variables of block- and thread-mapped bands."""
+    if isinstance(root, BlockArgument):
+        owner = root.block.parent_op()
+        if isinstance(owner, gpu.LaunchOp):
+            return 3 <= root.index < 6
+        if isinstance(owner, affine.ParallelOp):
+            return mapping_of(owner) != GRID
+        return False
+    return isinstance(root.owner, gpu.ThreadIdOp | gpu.LaneIdOp)
 
 
 def _guards(op: Operation, leaf: Operation) -> list[tuple[affine.IfOp, bool]]:
@@ -410,8 +510,53 @@ def _guards(op: Operation, leaf: Operation) -> list[tuple[affine.IfOp, bool]]:
     return guards
 
 
-def _vector_access(op: Operation) -> bool:
-    return isinstance(op, affine.VectorLoadOp | affine.VectorStoreOp)
+def _run(op: Operation) -> int:
+    """Elements an affine access touches along the innermost dimension."""
+    if isinstance(op, affine.VectorLoadOp):
+        t = op.result.type
+    elif isinstance(op, affine.VectorStoreOp):
+        t = op.value.type
+    else:
+        return 1
+    assert isinstance(t, VectorType)
+    return t.element_count()
+
+
+def _element_bytes(buffer: SSAValue) -> int:
+    t = buffer.type
+    assert isinstance(t, MemRefType)
+    return memref_bytes(MemRefType(t.get_element_type(), [1]))
+
+
+def _point(r: Interval | None) -> int | None:
+    return r[0] if r is not None and r[0] == r[1] else None
+
+
+def _meet(a: Span, b: Span) -> bool:
+    """Whether two spans share an index."""
+    if a is None or b is None:
+        return True
+    if isinstance(a, frozenset) and isinstance(b, frozenset):
+        return not a.isdisjoint(b)
+    if isinstance(a, frozenset):
+        a, b = b, a
+    assert isinstance(a, tuple)
+    if isinstance(b, frozenset):
+        return any(a[0] <= x <= a[1] for x in b)
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+def _span_text(span: Span) -> str:
+    if span is None:
+        return "*"
+    if isinstance(span, frozenset):
+        if not span:
+            return "{}"
+        lo, hi = min(span), max(span)
+        if len(span) == hi - lo + 1:
+            return str(lo) if lo == hi else f"{lo}..{hi}"
+        return f"{{{', '.join(map(str, sorted(span)[:4]))}{', ...' * (len(span) > 4)}}}"
+    return str(span[0]) if span[0] == span[1] else f"{span[0]}..{span[1]}"
 
 
 def _touches_shared(op: Operation) -> bool:
