@@ -15,6 +15,7 @@ command line over this function (`affinec.cli`).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from xdsl.passes import ModulePass
 
 from affinec.checking import arithmetic_tolerance
 from affinec.config import KernelConfig, config_for, with_knobs
-from affinec.diagnostics import PassError
+from affinec.diagnostics import PassError, verify
 from affinec.dialects.affinec import LaunchRecord, read_spec
 from affinec.emitter import ARCHS, DEFAULT_ARCH, emit
 from affinec.pipeline import Pipeline
@@ -107,6 +108,7 @@ def compile_to_ptx(
     arch: str = DEFAULT_ARCH,
     opt_level: int = 3,
     check: bool = False,
+    verify_each: bool | None = None,
     callback: Callable[[ModulePass, ModuleOp, float], None] | None = None,
     **knobs: Any,
 ) -> CompiledKernel:
@@ -117,7 +119,10 @@ def compile_to_ptx(
     pipeline built with `config` (or with `knobs`, the fields of a `KernelConfig`). A
     module is rewritten in place. With `check`, every pass is interpreted against the
     one before (slow: small specs only); `callback(pass, module, seconds)` is called
-    after every pass, as `Pipeline.run` calls it. Errors: `PipelineError`,
+    after every pass, as `Pipeline.run` calls it. The verifier runs once, on the
+    final module, unless `verify_each` (by default: with `check`, or where the
+    environment sets `AFFINEC_VERIFY_EACH=1`, as the tests do) runs it after every
+    pass, as `affinec-opt` does. Errors: `PipelineError`,
     `PassError` (located), `EmitterError`, and ValueError for a module with no or
     several kernels, or an unknown knob.
     """
@@ -154,7 +159,13 @@ def compile_to_ptx(
         if callback is not None:
             callback(p, m, seconds)
 
-    Pipeline(passes).run(module, check=check, callback=after)
+    if verify_each is None:
+        verify_each = check or os.environ.get("AFFINEC_VERIFY_EACH") == "1"
+    Pipeline(passes).run(module, check=check, verify_each=verify_each, callback=after)
+    if not verify_each:
+        start = time.perf_counter()
+        verify(module)
+        timings.append(("verify", time.perf_counter() - start))
     kernels = find_kernels(module)
     if len(kernels) != 1:
         raise ValueError(

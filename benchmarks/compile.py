@@ -1,5 +1,6 @@
-"""How long the compiler takes from a spec to PTX (issue target: at most 1 s on one
-CI-class core for the default convolution; Triton takes 0.4-0.8 s per kernel).
+"""How long the compiler takes from a spec to PTX: the small default convolution and
+the kernels users get (config_for's tensor-core configurations of the five benchmark
+convolutions in f16), on one core; Triton takes 0.4-0.8 s per kernel.
 
     python benchmarks/compile.py [--repeat 5] [--json benchmarks/results/compile.json]
 
@@ -23,52 +24,31 @@ import sys
 import time
 from pathlib import Path
 
-from affinec.emitter import llvm_ir_to_ptx, to_llvm_ir
+from affinec.benchmark import DESIGN_CONVOLUTIONS, with_format
+from affinec.compiler import compile_to_ptx
+from affinec.config import config_for
 from affinec.frontend import build
-from affinec.pipeline import Pipeline
-from affinec.pipelines import default_passes
 from affinec.spec import ConvSpec
 
 DEFAULT = "default: 1x8x8x8 * 8x3x3 p1 f32"
-SPECS = {
-    DEFAULT: ConvSpec(1, 8, 8, 8, 8, 3, 3, padding=1),
-    "ResNet-50 conv1: 128x4x224x224 * 64x7x7 s2 p3 f16": ConvSpec(
-        128, 4, 224, 224, 64, 7, 7, stride=2, padding=3, dtype="f16"
-    ),
-    "32x64x56x56 * 64x3x3 p1 nhwc f16 +relu": ConvSpec(
-        32,
-        64,
-        56,
-        56,
-        64,
-        3,
-        3,
-        padding=1,
-        layout="nhwc",
-        filter_layout="rsck",
-        dtype="f16",
-        epilogue="relu",
-    ),
+SPECS = {DEFAULT: ConvSpec(1, 8, 8, 8, 8, 3, 3, padding=1)}
+# The kernels users get: config_for's tensor-core configuration of each benchmark
+# convolution in f16 (NHWC, RSCK).
+SPECS |= {
+    f"{name} f16 (config_for)": with_format(spec, "f16")
+    for name, spec in DESIGN_CONVOLUTIONS.items()
 }
 
 
 def compile_once(spec: ConvSpec, arch: str) -> list[tuple[str, float]]:
-    """One compilation of `spec`, timed stage by stage."""
-    stages: list[tuple[str, float]] = []
+    """One compilation of `spec` with `config_for`'s configuration, timed stage by
+    stage (as `compile_to_ptx` does: the verifier once, at the end)."""
     start = time.perf_counter()
     module = build(spec)
-    stages.append(("frontend (naive IR)", time.perf_counter() - start))
-    Pipeline(default_passes()).run(
-        module, callback=lambda p, m, seconds: stages.append((str(p), seconds))
-    )
-    start = time.perf_counter()
-    text = to_llvm_ir(module, arch)
-    stages.append(("LLVM IR (xDSL backend + fixes)", time.perf_counter() - start))
-    start = time.perf_counter()
-    ptx = llvm_ir_to_ptx(text, arch)
-    stages.append(("LLVM -O3 + NVPTX codegen", time.perf_counter() - start))
-    assert ".entry" in ptx
-    return stages
+    stages = [("frontend (naive IR)", time.perf_counter() - start)]
+    compiled = compile_to_ptx(module, config_for(spec), arch=arch, verify_each=False)
+    assert ".entry" in compiled.ptx
+    return stages + [(name.split("{")[0], t) for name, t in compiled.timings]
 
 
 def measure(spec: ConvSpec, repeat: int, arch: str) -> dict:
@@ -105,7 +85,7 @@ def process_wall_time(spec: ConvSpec, arch: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--arch", default="sm_80", choices=("sm_80", "sm_90"))
+    parser.add_argument("--arch", default="sm_90", choices=("sm_80", "sm_90"))
     parser.add_argument("--json", default="benchmarks/results/compile.json")
     parser.add_argument(
         "--process", action="store_true", help="also time a fresh process (imports)"

@@ -21,6 +21,10 @@ settings.register_profile("thorough", max_examples=400, **_COMMON)
 settings.register_profile("fuzz", max_examples=1500, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
+# The compiler verifies once, at the end; the tests verify after every pass, as
+# affinec-opt does (a pass that breaks the IR is named, not a later one).
+os.environ.setdefault("AFFINEC_VERIFY_EACH", "1")
+
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked `gpu` run only where numba.cuda finds a GPU (`make gpu-test`)."""

@@ -287,3 +287,12 @@ def test_the_compile_command(spec, tmp_path):
         assert main(args) == 0
     assert ".target sm_90" in ptx.read_text()
     assemble_everywhere(ptx.read_text(), "conv_kernel")
+
+
+def test_the_compiler_verifies_once_unless_asked_for_each_pass():
+    spec = ConvSpec(1, 2, 6, 6, 3, 3, 3, padding=1)
+    once = compile_to_ptx(spec, verify_each=False)
+    assert [name for name, _ in once.timings].count("verify") == 1
+    each = compile_to_ptx(spec, verify_each=True)
+    assert "verify" not in [name for name, _ in each.timings]
+    assert once.ptx == each.ptx
