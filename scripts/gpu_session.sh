@@ -14,6 +14,7 @@
 #   profile   ncu sections (speed of light, occupancy, stalls) for our kernels
 #   sanitize  compute-sanitizer memcheck and racecheck over a GPU test subset
 #   differential  random specs x the tuner's configurations against float64
+#   networks  ResNet-50 and VGG-16 convolutions at batch 1 and 32 against cuDNN
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/affinec-gpu}
@@ -94,6 +95,12 @@ step_differential() {  # PAIRS random pairs (1200 by default) against float64
   run differential 900 $PY scripts/gpu_differential.py --pairs "${PAIRS:-1200}" \
     --seed "${SEED:-1}" --json "$OUT/differential.json"
   tail -8 "$OUT/differential.log"
+}
+
+step_networks() {
+  run networks 900 $PY benchmarks/networks.py --network resnet50 vgg16 --batch 1 32 \
+    --json "$OUT/networks.json" --plot "$OUT/networks.png"
+  tail -8 "$OUT/networks.log"
 }
 
 steps=("$@")

@@ -1,0 +1,151 @@
+"""Whole networks' convolutions, ours against cuDNN in the same run: per layer and the
+model's total weighted by how often it runs each shape (`affinec.networks`).
+
+    scripts/gpu_python.sh benchmarks/networks.py --network resnet50 vgg16 \
+        --batch 1 32 --json /tmp/affinec-gpu/networks.json --plot /tmp/affinec-gpu/networks.png
+
+Each distinct shape is compiled with config_for's configuration (the tuning cache's
+with `--tuned`), checked against torch's float64 convolution and timed with the
+method of `affinec.benchmark` (kernel time: launches batched between CUDA events,
+inputs rotating past the L2 cache); cuDNN runs the same shape on the same inputs.
+Prints a table per network and batch, the totals last; writes JSON and, with `--plot`,
+a chart of cuDNN's time over ours per layer. `--compile-only` (no GPU needed)
+compiles every layer and reports what ptxas says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from affinec.benchmark import bench_conv, device_description, geomean
+from affinec.compiler import compile_to_ptx
+from affinec.config import config_for
+from affinec.networks import NETWORKS, network
+
+
+def _compiled(spec, tuned: bool, arch: str):
+    config = None
+    if tuned:
+        from affinec.tuning.cache import TuningCache
+        from affinec.tuning.measure import gpu_name
+
+        entry = TuningCache().lookup(spec.to_text(), gpu_name())
+        config = entry.config if entry is not None else None
+    return compile_to_ptx(spec, config or config_for(spec), arch=arch)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--network", nargs="+", default=["resnet50"], choices=NETWORKS)
+    parser.add_argument("--batch", nargs="+", type=int, default=[1, 32])
+    parser.add_argument("--dtype", default="f16", choices=("f16", "bf16", "f32"))
+    parser.add_argument(
+        "--tuned", action="store_true", help="the tuning cache's configurations"
+    )
+    parser.add_argument("--compile-only", action="store_true")
+    parser.add_argument("--json")
+    parser.add_argument("--plot")
+    args = parser.parse_args(argv)
+    if any(b < 1 for b in args.batch):
+        parser.error("--batch takes sizes of at least 1")
+    from affinec.runtime import cuda_available, current_arch
+
+    if not args.compile_only and not cuda_available():
+        parser.error("no CUDA GPU: use --compile-only")
+    arch = current_arch() if not args.compile_only else "sm_90"
+    results = []
+    for name in args.network:
+        for batch in args.batch:
+            rows = []
+            for layer in network(name, batch, args.dtype):
+                start = time.perf_counter()
+                compiled = _compiled(layer.spec, args.tuned, arch)
+                seconds = time.perf_counter() - start
+                row = {"layer": layer.name, "count": layer.count, "compile_s": seconds}
+                if args.compile_only:
+                    r = compiled.resources()
+                    row |= {"registers": r.registers, "spills": r.spill_stores}
+                    print(f"{name} {batch:3d} {layer.name:34s} {seconds:5.2f} s "
+                          f"{r.registers} regs", flush=True)  # fmt: skip
+                else:
+                    bench = bench_conv(layer.name, layer.spec, compiled=compiled)
+                    row |= {
+                        "ours_ms": bench.ours_ms,
+                        "cudnn_ms": bench.cudnn_ms,
+                        "ratio": bench.ratio,
+                        "error": bench.error,
+                        "config": bench.config,
+                        "note": bench.note,
+                    }
+                    ratio = f"{bench.ratio:6.2f}" if bench.ratio else "     -"
+                    ours = f"{bench.ours_ms:8.4f}" if bench.ours_ms else "       -"
+                    print(f"{name} {batch:3d} {layer.name:34s} x{layer.count} "
+                          f"{ours} {bench.cudnn_ms:8.4f} {ratio} {bench.note}",
+                          flush=True)  # fmt: skip
+                rows.append(row | {"spec": layer.spec.to_text()})
+            results.append({"network": name, "batch": batch, "layers": rows})
+    if args.compile_only:
+        return 0
+    print()
+    print(f"{'network':10s} {'batch':>5s} {'ours ms':>9s} {'cuDNN ms':>9s} "
+          f"{'cuDNN/ours':>10s} {'worst layer':>11s}")  # fmt: skip
+    ok = True
+    for res in results:
+        rows = res["layers"]
+        if any(r["ours_ms"] is None for r in rows):
+            ok = False
+            print(f"{res['network']:10s} {res['batch']:5d}  a layer was wrong")
+            continue
+        ours = sum(r["count"] * r["ours_ms"] for r in rows)
+        cudnn = sum(r["count"] * r["cudnn_ms"] for r in rows)
+        worst = min(r["ratio"] for r in rows)
+        res |= {"ours_ms": ours, "cudnn_ms": cudnn, "ratio": cudnn / ours,
+                "worst_ratio": worst,
+                "geomean_ratio": geomean([r["ratio"] for r in rows])}  # fmt: skip
+        print(f"{res['network']:10s} {res['batch']:5d} {ours:9.3f} {cudnn:9.3f} "
+              f"{cudnn / ours:10.3f} {worst:11.3f}")  # fmt: skip
+    info = device_description()
+    print(
+        f"{info['gpu']}, cuDNN {info['cudnn']}, torch {info['torch']}, {info['date']}"
+    )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({**info, "dtype": args.dtype, "results": results}, f, indent=1)
+    if args.plot:
+        _plot(results, args.plot)
+    return 0 if ok else 1
+
+
+def _plot(results: list[dict], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(results), 1, figsize=(12, 3.2 * len(results)))
+    axes = axes if len(results) > 1 else [axes]
+    for ax, res in zip(axes, results, strict=True):
+        rows = res["layers"]
+        ratios = [r["ratio"] or 0.0 for r in rows]
+        ax.bar(
+            range(len(rows)),
+            ratios,
+            color=["tab:green" if x >= 1 else "tab:red" for x in ratios],
+        )
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks(
+            range(len(rows)), [r["layer"] for r in rows], rotation=70, fontsize=6
+        )
+        ax.set_ylabel("cuDNN / ours")
+        total = res.get("ratio")
+        ax.set_title(f"{res['network']} batch {res['batch']}"
+                     + (f": total {total:.2f}x cuDNN" if total else ""))  # fmt: skip
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

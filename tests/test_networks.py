@@ -1,0 +1,39 @@
+"""The networks the benchmarks measure, written from their architectures."""
+
+import pytest
+
+from affinec.compiler import compile_to_ptx
+from affinec.config import config_for
+from affinec.networks import network
+
+
+def test_resnet50_has_53_convolutions_in_23_shapes():
+    layers = network("resnet50", batch=1)
+    assert len(layers) == 23 and sum(x.count for x in layers) == 53
+    # About 4.1 billion multiply-adds an image.
+    flops = sum(x.count * x.spec.flops for x in layers)
+    assert 8.0e9 < flops < 8.4e9
+    assert len({x.spec for x in layers}) == 23
+
+
+def test_vgg16_has_13_convolutions():
+    layers = network("vgg16", batch=2, dtype="bf16")
+    assert sum(x.count for x in layers) == 13
+    assert all(x.spec.dtype == "bf16" and x.spec.n == 2 for x in layers)
+    assert 30.5e9 < sum(x.count * x.spec.flops for x in layers) / 2 < 31e9
+
+
+def test_bad_requests_are_refused():
+    with pytest.raises(ValueError, match="unknown network 'resnet18'"):
+        network("resnet18", 1)
+    with pytest.raises(ValueError, match="batch must be at least 1"):
+        network("vgg16", 0)
+
+
+@pytest.mark.parametrize("name", ["conv1", "stage5 3x3/2", "stage5 1x1 2048-512"])
+def test_real_layers_compile(name):
+    """The first layer (3 channels), a strided 3x3 and the deepest 1x1 (the whole
+    network compiles with benchmarks/networks.py --compile-only)."""
+    (layer,) = [x for x in network("resnet50", 1) if x.name.startswith(name)]
+    compiled = compile_to_ptx(layer.spec, config_for(layer.spec), arch="sm_90")
+    assert compiled.resources().spill_stores == 0
