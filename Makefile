@@ -23,7 +23,7 @@ lint: $(STAMP)
 	PATH="$(CURDIR)/$(BIN):$$PATH" scripts/check_layers.sh
 
 pytest: $(STAMP)
-	HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q
+	HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q -n auto
 
 lit: $(STAMP)
 	$(BIN)/lit -sv tests/filecheck
