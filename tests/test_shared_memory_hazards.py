@@ -255,3 +255,23 @@ def _int32(n: int):
     from xdsl.dialects.builtin import IntegerAttr, i32
 
     return IntegerAttr(n, i32)
+
+
+def test_a_deep_pipeline_keeps_the_result():
+    # Ten reduction tiles of 16 channels, eight stages: the prologue issues seven
+    # groups, each trip waits for all but the newest seven.
+    spec = ConvSpec(
+        1, 160, 4, 4, 16, 1, 1, layout="nhwc", filter_layout="rsck", dtype="f16"
+    )
+    config = KernelConfig(
+        tile_sizes=(1, 4, 4, 16),
+        reduction_tile_sizes=(1, 1, 16),
+        reassociate=True,
+        mma=True,
+        warp_grid=(1, 1),
+        stages=8,
+    )
+    module = build(spec)
+    Pipeline(affine_passes(config) + map_to_gpu_passes(config)).run(module, check=True)
+    waits = [o for o in module.walk() if isinstance(o, nvgpu.DeviceAsyncWaitOp)]
+    assert waits and all(w.groups == 7 for w in waits)

@@ -269,10 +269,16 @@ def geometry(problem: Problem, config: KernelConfig) -> Geometry:
         warps=warps,
         mma_tiles=mma_tiles,
         channel_step=rtiles[problem.reduction_channel],
-        stages=max(1, config.stages) if config.dma else 1,
+        stages=stages_in_flight(config.stages, steps) if config.dma else 1,
         coalesced_step_bytes=_coalesced_step_bytes(problem, config, tiles, rtiles),
         dma=dma_copies(problem, config, tiles, rtiles),
     )
+
+
+def stages_in_flight(stages: int, steps: int) -> int:
+    """The stages `affine-pipeline-data-transfer` allocates for `steps` reduction
+    tiles: none past the tiles (at least two when pipelined)."""
+    return 1 if stages <= 1 else max(2, min(stages, steps))
 
 
 def _coalesced_step_bytes(

@@ -12,7 +12,8 @@ Two routes, each a product of a few knobs:
   1..4 warps (each warp at most 32 MMA tiles, `affinec-mma-sync`'s limit), one
   filter tap and 16, 32 or 64 channels a step (`reassociate`: the MMA sums in its
   own order anyway), or one filter row or the whole window and 16 or 32 channels
-  a step (the taps unrolled or not), and 1 to 4 stages in flight; with fewer channels than k where a filter
+  a step (the taps unrolled or not), and 1 to 8 stages in flight (no more than the
+  steps); with fewer channels than k where a filter
   row's columns x channels make one (`config_for`'s `coalesce_reduction`), one
   filter row or the whole window a step.
 
@@ -74,8 +75,10 @@ UNROLL_STEPS = (0, 2, 4)
 SIMT_STEP = (4, 72)
 """Reduction points per step on the SIMT route."""
 MMA_CHANNEL_STEPS = (16, 32, 64)
-MMA_STAGES = (1, 2, 3, 4)
-"""Tiles in flight on the tensor-core route (`affine-pipeline-data-transfer`)."""
+MMA_STAGES = (1, 2, 3, 4, 6, 8)
+"""Tiles in flight on the tensor-core route (`affine-pipeline-data-transfer`; 8 is
+cp.async's most groups in flight): deep pipelines of short steps are what cuDNN's
+own mma.sync kernels run with few blocks (5 to 10 stages of 32-channel steps)."""
 SIMT_STAGES = (1, 2)
 WARPS = (1, 2, 3, 4)
 MAX_MMA_TILES = 32
@@ -208,6 +211,7 @@ def _mma_configs(problem: Problem, coalesced: bool = False) -> Iterator[KernelCo
     reductions = (
         _coalesced_reductions(problem) if coalesced else _mma_reductions(problem)
     )
+    every_pixel = math.prod(problem.extents[d] for d in problem.pixels)
     for tiles in _block_tiles(problem, mma=True):
         pixels = math.prod(tiles[d] for d in problem.pixels)
         channels = tiles[problem.channel]
@@ -217,15 +221,26 @@ def _mma_configs(problem: Problem, coalesced: bool = False) -> Iterator[KernelCo
                 mt = ceil_div(pixels, MMA_M * wm)
                 nt = ceil_div(channels, MMA_N * wn)
                 used = pixels * channels / (mt * MMA_M * wm * nt * MMA_N * wn)
+                # A block of all the problem's pixels (a 7x7 image at batch 1)
+                # cannot waste less than its last MMA row's padding.
+                least = MIN_TILE_EFFICIENCY
+                if pixels == every_pixel and mt * wm == ceil_div(pixels, MMA_M):
+                    least *= pixels / (ceil_div(pixels, MMA_M) * MMA_M)
                 if (
                     mt * nt > MAX_MMA_TILES
                     or not low <= 32 * wm * wn <= THREADS[1]
-                    or used < MIN_TILE_EFFICIENCY
+                    or used < least
                 ):
                     continue
                 for rtiles in reductions:
+                    steps = math.prod(
+                        ceil_div(e, t)
+                        for e, t in zip(problem.reduction_extents, rtiles, strict=True)
+                    )
+                    # Stages past the steps would compile to the same kernel.
+                    depths = [s for s in MMA_STAGES if s <= max(2, steps)]
                     for stages, unroll, staged in itertools.product(
-                        MMA_STAGES,
+                        depths,
                         _tap_unrolls(problem, rtiles, coalesced),
                         _output_stagings(problem),
                     ):
