@@ -28,6 +28,7 @@ from affinec.checking import arithmetic_tolerance
 from affinec.config import KernelConfig, config_for, with_knobs
 from affinec.diagnostics import PassError, verify
 from affinec.dialects.affinec import LaunchRecord, read_spec
+from affinec.dialects.nvvm_target import TARGET, TargetAttr, target_attr
 from affinec.emitter import ARCHS, DEFAULT_ARCH, emit
 from affinec.pipeline import Pipeline
 from affinec.pipelines import default_passes, pass_text, pipeline_text
@@ -146,6 +147,7 @@ def compile_to_ptx(
         else ("config_for" if spec is not None else "defaults")
     )
     config = _config(config, knobs, spec)
+    _set_target(module, arch)
     if pipeline is None:
         passes = default_passes(config)
     elif isinstance(pipeline, str):
@@ -191,6 +193,19 @@ def compile_to_ptx(
         config_source=source,
         tolerance=None if spec is None else arithmetic_tolerance(spec.dtype, passes),
     )
+
+
+def _set_target(module: ModuleOp, arch: str) -> None:
+    """Record `arch` as the chip the passes plan for (`nvvm-attach-target`'s
+    attribute); a module already planned for another chip is refused."""
+    target = module.attributes.get(TARGET)
+    if isinstance(target, TargetAttr):
+        if target.chip.data != arch:
+            raise ValueError(
+                f"the module is for {target.chip.data} (its {TARGET}), not {arch}"
+            )
+        return
+    module.attributes[TARGET] = target_attr(arch)
 
 
 def _config(

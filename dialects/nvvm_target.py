@@ -8,10 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntAttr, StringAttr
-from xdsl.ir import Attribute, ParametrizedAttribute
+from xdsl.ir import Attribute, Operation, ParametrizedAttribute
 from xdsl.irdl import irdl_attr_definition, param_def
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
+
+from affinec.chips import Chip, chip
+from affinec.diagnostics import OpError
 
 KERNEL = "nvvm.kernel"
 """Unit attribute marking an `llvm.func` as a kernel entry point (MLIR's name)."""
@@ -106,3 +109,51 @@ class TargetAttr(ParametrizedAttribute):
             else:
                 printer.print_attribute(value)
         printer.print_string(">")
+
+
+TARGET = "affinec.target"
+"""`#nvvm.target` on the builtin module: the chip every pass plans for, before the
+kernel's `gpu.module` exists to carry it (outlining copies it there)."""
+
+DEFAULT_CHIP = "sm_80"
+"""The chip of IR that names none (PTX for sm_80 runs on every newer GPU)."""
+
+
+def target_attr(
+    chip_name: str, features: str = "+ptx80", opt_level: int = 3
+) -> TargetAttr:
+    """`#nvvm.target<O = opt_level, chip = chip_name, features = features>`."""
+    defaults = dict(_TARGET_DEFAULTS)
+    defaults |= {
+        "O": IntAttr(opt_level),
+        "chip": StringAttr(chip_name),
+        "features": StringAttr(features),
+    }
+    return TargetAttr(*defaults.values())
+
+
+def chip_name_of(op: Operation) -> str:
+    """The chip `op` is compiled for: its `gpu.module`'s first `#nvvm.target`, else the
+    enclosing builtin module's `affinec.target`, else `DEFAULT_CHIP`."""
+    from affinec.dialects.gpu_module import ModuleOp as GpuModuleOp
+
+    node: Operation | None = op
+    while node is not None:
+        if isinstance(node, GpuModuleOp) and node.targets is not None:
+            for t in node.targets.data:
+                if isinstance(t, TargetAttr):
+                    return t.chip.data
+        target = node.attributes.get(TARGET)
+        if isinstance(target, TargetAttr):
+            return target.chip.data
+        node = node.parent_op()
+    return DEFAULT_CHIP
+
+
+def chip_of(op: Operation) -> Chip:
+    """The `Chip` (`affinec.chips`) `op` is compiled for (see `chip_name_of`); a
+    located error for a chip affinec does not know."""
+    try:
+        return chip(chip_name_of(op))
+    except ValueError as e:
+        raise OpError(op, str(e)) from None

@@ -123,6 +123,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return ConvertScfToCf
 
+    def _nvvm_attach_target():
+        from affinec.passes.nvvm_attach_target import NvvmAttachTarget
+
+        return NvvmAttachTarget
+
     def _lower_affine():
         from affinec.passes.lower_affine import LowerAffine
 
@@ -148,6 +153,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-convert-parallel-to-gpu": _convert_parallel_to_gpu,
         "gpu-kernel-outlining": _gpu_kernel_outlining,
         "lower-affine": _lower_affine,
+        "nvvm-attach-target": _nvvm_attach_target,
         "convert-nvgpu-to-nvvm": _convert_nvgpu_to_nvvm,
         "convert-gpu-to-nvvm": _convert_gpu_to_nvvm,
         "convert-scf-to-cf": _convert_scf_to_cf,

@@ -43,14 +43,16 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from affinec.chips import CHIPS, KIB
 from affinec.context import require_affinec_dialects
 from affinec.diagnostics import PassError
+from affinec.dialects.nvvm_target import chip_of
 from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.affine.data_copy import generate_copies, plan_copies
 from affinec.transforms.mapped_bands import grid_loops
 
-MAX_CAPACITY_KIB = 227
-"""The most shared memory a block can have on any GPU we target (sm_90)."""
+MAX_CAPACITY_KIB = max(c.max_shared_per_block for c in CHIPS.values()) // KIB
+"""The most shared memory a block can have on any chip affinec knows (sm_90's)."""
 
 
 @dataclass(frozen=True)
@@ -86,13 +88,15 @@ class AffineDataCopyGenerate(ModulePass):
                 f"fast-mem-capacity must be between 1 and {MAX_CAPACITY_KIB} KiB, "
                 f"got {self.fast_mem_capacity}",
             )
+        # No more than the module's chip gives a block.
+        capacity = min(self.fast_mem_capacity, chip_of(op).max_shared_per_block // KIB)
         plans = [
             plan
             for grid in grid_loops(op, self.name)
             for plan in plan_copies(
                 grid,
                 self.memrefs,
-                self.fast_mem_capacity * 1024,
+                capacity * KIB,
                 self.reduction_innermost,
             )
         ]

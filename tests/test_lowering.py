@@ -366,9 +366,12 @@ func.func @f(%A: memref<8xf32>) {
     _refused(text, "affinec-place-buffers", "must be inside a grid-mapped one")
 
 
-def test_shared_memory_beyond_227_kib_is_refused():
-    # Past 48 KiB shared buffers are dynamic shared memory; past sm_90's 227 KiB
-    # a block cannot have them.
+@pytest.mark.parametrize(
+    ("chip", "limit"), [("sm_90", 232448), ("sm_80", 166912), ("sm_86", 101376)]
+)
+def test_shared_memory_beyond_the_chips_limit_is_refused(chip, limit):
+    # Past 48 KiB shared buffers are dynamic shared memory; past the chip's limit
+    # (sm_90: 227 KiB) a block cannot have them.
     text = """
 func.func @f(%A: memref<8xf32>) {
   %z = arith.constant 0.0 : f32
@@ -380,7 +383,11 @@ func.func @f(%A: memref<8xf32>) {
   } {affinec.mapping = "grid"}
   func.return
 }"""
-    _refused(text, "affinec-place-buffers", "262144 bytes, more than the 232448")
+    _refused(
+        text,
+        f"nvvm-attach-target{{chip={chip}}},affinec-place-buffers",
+        f"262144 bytes, more than the {limit} bytes .* on {chip}",
+    )
 
 
 def test_a_grid_band_with_dynamic_bounds_is_refused():

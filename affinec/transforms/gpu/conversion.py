@@ -37,7 +37,7 @@ from affinec.transforms.gpu.bands import (
     byte_size,
     require_placed,
 )
-from affinec.transforms.gpu.placement import MAX_SHARED_BYTES
+from affinec.transforms.gpu.placement import check_shared_capacity
 from affinec.transforms.gpu.thread_bands import erase_op
 from affinec.transforms.gpu.threads import MAX_THREADS_PER_BLOCK
 
@@ -72,12 +72,7 @@ def block_size(analysis: GridAnalysis) -> int:
             f"{threads} threads per block (between 1 and {MAX_THREADS_PER_BLOCK})",
         )
     shared = sum(byte_size(a) for a in analysis.allocs if _is_shared(a))
-    if shared > MAX_SHARED_BYTES:
-        raise PassError(
-            analysis.grid.op,
-            f"the block's shared buffers take {shared} bytes, more than the "
-            f"{MAX_SHARED_BYTES} bytes of shared memory a block may have",
-        )
+    check_shared_capacity(analysis.grid.op, shared)
     return threads
 
 

@@ -61,6 +61,7 @@ from xdsl.ir.affine import (
 
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, MAPPING, OVERLAY, THREAD, UNROLL
+from affinec.dialects.nvvm_target import chip_of
 from affinec.dtypes import element_size
 from affinec.ir.affine_exprs import ge0, linear_form
 from affinec.transforms.gpu.bands import Band, byte_size
@@ -78,7 +79,6 @@ from affinec.transforms.gpu.mma_plan import (
     Operand,
     plan_mma,
 )
-from affinec.transforms.gpu.placement import MAX_SHARED_BYTES
 from affinec.transforms.gpu.thread_bands import erase_op, partial_tile_guards
 
 
@@ -357,7 +357,7 @@ def _staging_tile(
     )
     # the padding affinec-pad-shared-buffers may add: at most 128 bytes a row
     tile = plan.block_m * (plan.block_n * element_size(element) + 128)
-    if shared + tile > MAX_SHARED_BYTES:
+    if shared + tile > chip_of(plan.analysis.grid.op).max_shared_per_block:
         return None
     alloc = memref.AllocOp(
         [],

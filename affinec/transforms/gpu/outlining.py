@@ -19,6 +19,7 @@ from affinec.diagnostics import PassError
 from affinec.dialects import gpu
 from affinec.dialects.affinec import LAUNCH, OVERLAY, KernelArgument, LaunchRecord
 from affinec.dialects.nvvm import KERNEL
+from affinec.dialects.nvvm_target import TARGET
 from affinec.transforms.gpu.bands import written_buffer
 
 
@@ -170,8 +171,13 @@ def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
     host_block.insert_op_before(call, launch)
     if launch.asyncToken is not None and call.asyncToken is not None:
         launch.asyncToken.replace_all_uses_with(call.asyncToken)
+    # The kernel is compiled for the chip the module was planned for.
+    target = launch.parent_op()
+    while target is not None and TARGET not in target.attributes:
+        target = target.parent_op()
+    targets = [target.attributes[TARGET]] if target is not None else None
     host_block.erase_op(launch)
-    return gpu.ModuleOp(module_name, [kernel])
+    return gpu.ModuleOp(module_name, [kernel], targets)
 
 
 def _written(region: Region, buffers: Sequence[SSAValue]) -> set[SSAValue]:

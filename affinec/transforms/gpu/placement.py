@@ -28,12 +28,23 @@ from xdsl.ir.affine import AffineDimExpr
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import PaddedLoadOp
+from affinec.dialects.nvvm_target import chip_of
 from affinec.transforms.gpu.bands import GridAnalysis, byte_size
 
-MAX_SHARED_BYTES = 227 * 1024
-"""Shared memory a block may have on sm_90 (sm_80: 163 KiB; the runtime checks the
-device's own limit). Past 48 KiB it is dynamic shared memory, which the kernel opts
-into: `convert-gpu-to-nvvm` places the buffers there."""
+
+def check_shared_capacity(grid: Operation, shared_bytes: int) -> None:
+    """Refuse a block whose shared buffers exceed what its chip gives a block (the
+    module's `#nvvm.target`): 227 KiB on sm_90, 163 KiB on sm_80, 99 KiB on sm_86 and
+    sm_89. Past the static limit (48 KiB) it is dynamic shared memory, which the
+    kernel opts into: `convert-gpu-to-nvvm` places the buffers there."""
+    target = chip_of(grid)
+    if shared_bytes > target.max_shared_per_block:
+        raise PassError(
+            grid,
+            f"the block's shared buffers take {shared_bytes} bytes, more than the "
+            f"{target.max_shared_per_block} bytes of shared memory a block may have "
+            f"on {target.name}",
+        )
 
 
 @dataclass
@@ -61,12 +72,7 @@ def plan_placement(analysis: GridAnalysis) -> Placement:
                 shared_bytes += byte_size(alloc)
         elif space != gpu.PRIVATE_ADDRESS_SPACE:
             raise PassError(alloc, f"a block's buffer in memory space {space}")
-    if shared_bytes > MAX_SHARED_BYTES:
-        raise PassError(
-            analysis.grid.op,
-            f"the block's shared buffers take {shared_bytes} bytes, more than the "
-            f"{MAX_SHARED_BYTES} bytes of shared memory a block may have",
-        )
+    check_shared_capacity(analysis.grid.op, shared_bytes)
     return placement
 
 

@@ -29,6 +29,7 @@ from affinec.diagnostics import PassError
 from affinec.dialects import gpu
 from affinec.dialects.affinec import LAUNCH, OVERLAY
 from affinec.dialects.nvvm import KERNEL, MAXNTID, MINCTASM
+from affinec.dialects.nvvm_target import chip_of
 from affinec.dtypes import element_size, memref_bytes
 from affinec.ir.cfg import reachable_blocks, reverse_post_order
 from affinec.ir.op_table import OpTable
@@ -36,9 +37,6 @@ from affinec.ir.op_table import OpTable
 GLOBAL_ADDRESS_SPACE = 1
 SHARED_ADDRESS_SPACE = gpu.WORKGROUP_ADDRESS_SPACE
 SHARED_ALIGNMENT = 16
-STATIC_SHARED_BYTES = 48 * 1024
-"""Static shared memory a kernel may declare; past it, its workgroup buffers live in
-dynamic shared memory (which the launch sizes and the runtime opts into)."""
 DYNAMIC_SHARED_PREFIX = "__dynamic_shared_"
 
 Converter = Callable[[Operation, "KernelConverter"], Sequence[SSAValue] | None]
@@ -276,7 +274,9 @@ def dynamic_shared_offsets(func: gpu.FuncOp) -> list[int]:
     sizes = [memref_bytes(t) for t in types]
     marked = func.attributes.get(OVERLAY)
     overlays = set(marked.get_values()) if isinstance(marked, DenseArrayBase) else set()
-    if sum(map(_aligned, sizes)) <= STATIC_SHARED_BYTES:
+    # Past what a kernel may declare statically, its workgroup buffers live in
+    # dynamic shared memory (which the launch sizes and the runtime opts into).
+    if sum(map(_aligned, sizes)) <= chip_of(func).static_shared_per_block:
         return []
     offsets = [0] * len(types)
     end = 0

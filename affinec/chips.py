@@ -1,0 +1,80 @@
+"""What each GPU architecture gives a kernel: the one place its numbers live.
+
+The IR names the chip it is compiled for (`#nvvm.target<chip = "sm_90">`, set by
+`nvvm-attach-target` or by `compile_to_ptx` from its `arch`); every pass that plans
+against a limit reads it through `chip_of` (`affinec.dialects.nvvm_target`) and
+looks the numbers up here, so a compile for sm_80 is planned within sm_80's shared
+memory and one for sm_90 within sm_90's.
+
+    chip("sm_90").max_shared_per_block      # 232448: 227 KiB, opted into
+    chip("sm_86").has("wgmma")              # False
+
+The figures are NVIDIA's, per compute capability.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KIB = 1024
+
+
+@dataclass(frozen=True)
+class Chip:
+    """One GPU architecture as a kernel sees it."""
+
+    name: str
+    """`sm_80`, ..., `sm_90a` (the `a`: architecture-specific instructions)."""
+    shared_per_multiprocessor: int
+    """Bytes of shared memory a multiprocessor has for its blocks."""
+    max_shared_per_block: int
+    """The most a block may have (past `static_shared_per_block` only as dynamic
+    shared memory the kernel opts into)."""
+    static_shared_per_block: int = 48 * KIB
+    """The most a kernel may declare statically (or take dynamically without
+    opting in)."""
+    reserved_shared_per_block: int = 1 * KIB
+    """What the driver keeps of a multiprocessor's shared memory for each block."""
+    registers_per_multiprocessor: int = 64 * KIB
+    max_registers_per_thread: int = 255
+    max_threads_per_block: int = 1024
+    max_warps_per_multiprocessor: int = 64
+    max_blocks_per_multiprocessor: int = 32
+    warp_size: int = 32
+    mma_shapes: tuple[tuple[int, int, int], ...] = ((16, 8, 16), (16, 8, 8))
+    """`mma.sync` shapes (m, n, k) the compiler uses: f16/bf16 and tf32."""
+    features: frozenset[str] = frozenset({"cp.async", "ldmatrix", "mma.sync"})
+    """Instructions beyond the basics: `cp.async`, `ldmatrix`, `mma.sync`, `wgmma`,
+    `tma`, `mbarrier`, `setmaxnreg`."""
+
+    def has(self, feature: str) -> bool:
+        return feature in self.features
+
+
+_AMPERE = frozenset({"cp.async", "ldmatrix", "mma.sync", "mbarrier"})
+_HOPPER = _AMPERE | {"tma", "cluster"}
+
+CHIPS: dict[str, Chip] = {
+    c.name: c
+    for c in (
+        Chip("sm_80", 164 * KIB, 163 * KIB, features=_AMPERE),
+        Chip("sm_86", 100 * KIB, 99 * KIB, max_warps_per_multiprocessor=48,
+             max_blocks_per_multiprocessor=16, features=_AMPERE),
+        Chip("sm_89", 100 * KIB, 99 * KIB, max_warps_per_multiprocessor=48,
+             max_blocks_per_multiprocessor=24, features=_AMPERE),
+        Chip("sm_90", 228 * KIB, 227 * KIB, features=_HOPPER),
+        Chip("sm_90a", 228 * KIB, 227 * KIB,
+             features=_HOPPER | {"wgmma", "setmaxnreg"}),
+    )
+}  # fmt: skip
+"""The architectures affinec knows, by name."""
+
+
+def chip(name: str) -> Chip:
+    """The architecture `name`, or a ValueError naming the known ones."""
+    try:
+        return CHIPS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown GPU architecture '{name}' (expected one of {', '.join(CHIPS)})"
+        ) from None

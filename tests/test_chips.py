@@ -1,0 +1,82 @@
+"""The chip in the IR: `#nvvm.target` on the module, the limits every pass plans
+against read from `affinec.chips`."""
+
+import dataclasses
+
+import pytest
+
+from affinec.chips import CHIPS, chip
+from affinec.compiler import compile_to_ptx
+from affinec.config import config_for
+from affinec.context import make_context
+from affinec.diagnostics import OpError, PassError, parse_module
+from affinec.dialects import gpu
+from affinec.dialects.nvvm_target import TARGET, chip_name_of, chip_of, target_attr
+from affinec.frontend import build
+from affinec.pipeline import Pipeline
+from affinec.pipelines import default_passes
+from affinec.spec import ConvSpec
+
+# Six stages of a tensor-core step over the whole 3x3 window, 30528 bytes each: 183
+# KB of shared tiles, past sm_80's 163 KiB a block, within sm_90's 227 KiB.
+SPEC = ConvSpec(
+    1, 96, 4, 32, 64, 3, 3, padding=1, dtype="f16", layout="nhwc",
+    filter_layout="rsck",
+)  # fmt: skip
+CONFIG = dataclasses.replace(config_for(SPEC), stages=6, stage_output=False)
+
+
+def test_the_chips_limits():
+    assert chip("sm_90").max_shared_per_block == 227 * 1024
+    assert chip("sm_80").max_shared_per_block == 163 * 1024
+    assert chip("sm_86").max_shared_per_block == 99 * 1024
+    assert chip("sm_90a").has("wgmma") and not chip("sm_90").has("wgmma")
+    assert all(c.warp_size == 32 for c in CHIPS.values())
+    with pytest.raises(ValueError, match="unknown GPU architecture 'sm_75'"):
+        chip("sm_75")
+
+
+def test_a_compile_is_planned_within_its_chips_shared_memory():
+    assert CONFIG.mma and CONFIG.reduction_tile_sizes == (3, 3, 16)
+    kernel = compile_to_ptx(SPEC, CONFIG, arch="sm_90")
+    assert kernel.launch.dynamic_shared_memory > 163 * 1024
+    with pytest.raises(PassError, match="shared memory a block may have on sm_80"):
+        compile_to_ptx(SPEC, CONFIG, arch="sm_80")
+
+
+def test_the_target_travels_from_the_module_to_the_kernels_gpu_module():
+    kernel = compile_to_ptx(SPEC, config_for(SPEC), arch="sm_90")
+    (module,) = [o for o in kernel.module.walk() if isinstance(o, gpu.ModuleOp)]
+    assert module.targets is not None
+    assert [t.chip.data for t in module.targets.data] == ["sm_90"]
+    assert chip_of(module).name == "sm_90"
+    # Printed and read back, it is the same IR.
+    text = str(kernel.module)
+    assert '#nvvm.target<O = 3, chip = "sm_90", features = "+ptx80">' in text
+    assert str(parse_module(make_context(), text)) == text
+
+
+def test_a_module_for_another_chip_is_refused():
+    module = build(SPEC)
+    module.attributes[TARGET] = target_attr("sm_90")
+    with pytest.raises(ValueError, match="the module is for sm_90"):
+        compile_to_ptx(module, config_for(SPEC), arch="sm_80")
+
+
+def test_nvvm_attach_target():
+    module = build(SPEC)
+    assert chip_name_of(module) == "sm_80"  # no target: sm_80
+    Pipeline.parse("nvvm-attach-target{chip=sm_86}").run(module)
+    assert chip_of(module).name == "sm_86"
+    # 30528 bytes a stage: four fit sm_86's 99 KiB, six do not.
+    with pytest.raises(PassError, match="on sm_86"):
+        Pipeline(default_passes(CONFIG)).run(module)
+    with pytest.raises(PassError, match="unknown chip 'sm_75'"):
+        Pipeline.parse("nvvm-attach-target{chip=sm_75}").run(build(SPEC))
+
+
+def test_an_unknown_chip_in_the_ir_is_a_located_error():
+    module = build(SPEC)
+    module.attributes[TARGET] = target_attr("sm_75")
+    with pytest.raises(OpError, match="unknown GPU architecture 'sm_75'"):
+        Pipeline(default_passes(config_for(SPEC))).run(module)
