@@ -12,6 +12,7 @@ Names are imported on first use, so `import affinec` stays cheap.
 
 from __future__ import annotations
 
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -37,7 +38,12 @@ _EXPORTS = {
     "reference": "affinec.reference",
 }
 
-__all__ = [*_EXPORTS, "compile"]
+__all__ = [*_EXPORTS, "compile", "__version__"]
+
+try:
+    __version__ = metadata.version("affinec")
+except metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
 
 
 def __getattr__(name: str) -> Any:

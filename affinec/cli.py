@@ -273,6 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="affinec",
         description="affinec: from a naive affine convolution to a GPU kernel",
     )
+    from affinec import __version__
+
+    parser.add_argument("--version", action="version", version=f"affinec {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     gen = commands.add_parser("gen", help="print the naive IR of a spec")

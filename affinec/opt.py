@@ -45,6 +45,7 @@ from xdsl.utils.exceptions import (
 )
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from affinec import __version__
 from affinec.context import all_dialects
 from affinec.diagnostics import (
     OpError,
@@ -86,7 +87,7 @@ USER_ERRORS = (
 
 
 class AffinecOptMain(xDSLOptMain):
-    version_format = "affinec-opt (xdsl {xdsl_version})"
+    version_format = f"affinec-opt {__version__} (xdsl {{xdsl_version}})"
 
     def __init__(self, args: Sequence[str] | None = None) -> None:
         self.sources: dict[str, str] = {}
@@ -256,6 +257,19 @@ class AffinecOptMain(xDSLOptMain):
         return text
 
     # -- input, chunk by chunk ----------------------------------------------------------
+
+    def get_input_stream(self):
+        """`-` is standard input, as for mlir-opt."""
+        if self.args.input_file == "-":
+            return sys.stdin.buffer, "mlir"
+        return super().get_input_stream()
+
+    def get_input_name(self) -> str:
+        return (
+            "<stdin>"
+            if self.args.input_file in (None, "-")
+            else super().get_input_name()
+        )
 
     def read_chunks(self) -> list[tuple[str, int]]:
         """The input's chunks and the line each starts after: one chunk, or those

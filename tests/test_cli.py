@@ -329,3 +329,39 @@ def generic_text(module) -> str:
     out = io.StringIO()
     Printer(stream=out, print_generic_format=True).print_op(module)
     return out.getvalue()
+
+
+def test_versions(capsys):
+    import affinec as package
+
+    assert package.__version__.count(".") >= 2
+    for tool, name in ((affinec, "affinec"), (affinec_opt, "affinec-opt")):
+        try:
+            code = tool(["--version"])
+        except SystemExit as e:  # argparse's --version exits
+            code = e.code
+        assert code == 0
+        assert capsys.readouterr().out.startswith(f"{name} {package.__version__}")
+
+
+def test_python_dash_m_affinec_is_the_command():
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-m", "affinec", "--version"], capture_output=True, text=True
+    )
+    assert run.returncode == 0 and run.stdout.startswith("affinec ")
+
+
+def test_affinec_opt_reads_standard_input_as_dash(monkeypatch, capsys):
+    import io
+
+    text = str(build(ConvSpec(1, 2, 4, 4, 2, 3, 3)))
+    stdin = io.TextIOWrapper(io.BytesIO(text.encode()))
+    monkeypatch.setattr("sys.stdin", stdin)
+    assert affinec_opt(["-", "-p", "affinec-tile-split-sink"]) == 0
+    assert "affinec.mapping" in capsys.readouterr().out
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"func.func @f(")))
+    assert affinec_opt(["-"]) == 1
+    assert capsys.readouterr().err.startswith("<stdin>:1:")
