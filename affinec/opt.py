@@ -28,7 +28,10 @@ Anything else is a bug, and says so: `error: internal error: ValueError: ...`;
 from __future__ import annotations
 
 import argparse
+import ast
+import inspect
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
 from typing import IO
@@ -149,9 +152,27 @@ class AffinecOptMain(xDSLOptMain):
             help="print the IR to stderr after every pass",
         )
         arg_parser.add_argument(
+            "--mlir-print-ir-before",
+            metavar="PASS[,PASS...]",
+            default="",
+            help="print the IR to stderr before each pass of these names",
+        )
+        arg_parser.add_argument(
+            "--mlir-print-ir-after",
+            metavar="PASS[,PASS...]",
+            default="",
+            help="print the IR to stderr after each pass of these names",
+        )
+        arg_parser.add_argument(
+            "--mlir-print-op-generic",
+            action="store_true",
+            help="print the output in the generic form (= --print-op-generic)",
+        )
+        arg_parser.add_argument(
             "--mlir-timing",
             action="store_true",
-            help="report the time of parsing, each pass and output on stderr",
+            help="report the time of parsing, each pass and output on stderr "
+            "(also --time-passes)",
         )
         arg_parser.add_argument(
             "--list-passes",
@@ -190,6 +211,9 @@ class AffinecOptMain(xDSLOptMain):
     # -- the pipeline -------------------------------------------------------------------
 
     def setup_pipeline(self) -> None:
+        # MLIR's spellings of xDSL's flags, and xDSL's of MLIR's
+        self.args.print_op_generic |= self.args.mlir_print_op_generic
+        self.args.mlir_timing |= self.args.time_passes
         self.check_target()
         given = [t for t in (self.args.passes, self.args.pass_pipeline) if t]
         if len(given) > 1:
@@ -236,15 +260,17 @@ class AffinecOptMain(xDSLOptMain):
 
         # affinec-default: config_for's configuration for the module's spec
         pipeline = Pipeline.for_module(self.pipeline_text, prog)
+        before = _pass_names(self.args.mlir_print_ir_before, "before")
+        after = _pass_names(self.args.mlir_print_ir_after, "after")
         for p in pipeline.passes:
-            if self.args.mlir_print_ir_before_all:
+            if self.args.mlir_print_ir_before_all or p.name in before:
                 dump("Before", p)
             start = time.perf_counter()
             Pipeline([p]).run(
                 prog, ctx=self.ctx, verify_each=not self.args.disable_verify
             )
             self.timings.append((pass_text(p), time.perf_counter() - start))
-            if self.args.mlir_print_ir_after_all:
+            if self.args.mlir_print_ir_after_all or p.name in after:
                 dump("After", p)
 
     def output_resulting_program(self, prog: ModuleOp) -> str:
@@ -369,6 +395,18 @@ class AffinecOptMain(xDSLOptMain):
         print(f"  {total:8.4f} (100.0%)  Total", file=sys.stderr)
 
 
+def _pass_names(text: str, flag: str) -> set[str]:
+    """The pass names of `--mlir-print-ir-before/after=A,B`; unknown ones refused."""
+    names = {n.strip() for n in text.split(",") if n.strip()}
+    unknown = sorted(names - set(available_passes()))
+    if unknown:
+        raise UserError(
+            f"--mlir-print-ir-{flag}: unknown pass '{unknown[0]}' "
+            "(affinec-opt --list-passes shows them)"
+        )
+    return names
+
+
 def _mlir_spellings(
     argv: Sequence[str], long_options: set[str], passes: set[str]
 ) -> tuple[list[str], list[str]]:
@@ -435,13 +473,49 @@ def list_passes(out: IO[str]) -> None:
     print(f"\nxDSL passes (also available): {', '.join(others)}", file=out)
 
 
+_OPTION_KINDS = {
+    "tuple[int, ...]": "integers separated by commas",
+    "bool": "true or false",
+    "int": "an integer",
+    "str": "a string",
+    "tuple[str, ...]": "names separated by commas",
+}
+
+
 def _describe_pass(cls: type[ModulePass], out: IO[str]) -> None:
     doc = (cls.__doc__ or "").strip().splitlines()
     print(f"  {cls.name}: {doc[0] if doc else ''}", file=out)
+    docs = _option_docs(cls)
     for info in get_pass_option_infos(cls):
-        default = f" (default {info.default_value})" if info.default_value else ""
+        default = f", default {info.default_value}" if info.default_value else ""
         option = info.name.replace("_", "-")
-        print(f"      --{option}: {info.expected_type}{default}", file=out)
+        written = info.expected_type.strip("'\"")
+        kind = _OPTION_KINDS.get(written, written)
+        print(f"      {option}: {kind}{default}", file=out)
+        if info.name in docs:
+            for line in textwrap.wrap(docs[info.name], 72):
+                print(f"          {line}", file=out)
+
+
+def _option_docs(cls: type) -> dict[str, str]:
+    """The docstrings under a dataclass's fields (Python keeps them only in the
+    source), joined into one line each."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    body = tree.body[0].body if tree.body and hasattr(tree.body[0], "body") else []
+    docs: dict[str, str] = {}
+    for field_, after in zip(body, body[1:], strict=False):
+        if (
+            isinstance(field_, ast.AnnAssign)
+            and isinstance(field_.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[field_.target.id] = " ".join(after.value.value.split())
+    return docs
 
 
 def main(argv: Sequence[str] | None = None) -> int:

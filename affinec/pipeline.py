@@ -115,6 +115,47 @@ def _bare_flags_true(spec: ArgSpec, cls: type[ModulePass]) -> ArgSpec:
     return ArgSpec(spec.name, parameters)
 
 
+def _check_options(spec: ArgSpec, cls: type[ModulePass]) -> None:
+    """Each option of `spec` one that `cls` has, with values of its type, or a
+    `PipelineError` in the spelling users type (`tile-sizes`, not `tile_sizes`)."""
+    options = {
+        f.name.replace("_", "-"): f.type
+        for f in fields(cls)  # pyright: ignore[reportArgumentType]
+        if not f.name.startswith("_")
+    }
+    for key, values in spec.parameters.items():
+        name = key.replace("_", "-")
+        if name not in options:
+            close = difflib.get_close_matches(name, list(options), n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            listed = ", ".join(options) or "none"
+            raise PipelineError(
+                f"pass '{spec.name}' has no option '{name}'{hint} (its options: "
+                f"{listed})"
+            )
+        kind = str(options[name])
+        given = ",".join(map(str, values)) if values else "nothing"
+        if kind in ("bool", "<class 'bool'>"):
+            wanted, ok = (
+                "true or false",
+                len(values) == 1 and isinstance(values[0], bool),
+            )
+        elif kind in ("int", "<class 'int'>"):
+            wanted = "an integer"
+            ok = len(values) == 1 and type(values[0]) is int
+        elif "tuple[int" in kind:
+            wanted = "integers separated by commas"
+            ok = all(type(v) is int for v in values)
+        elif kind in ("str", "<class 'str'>"):
+            wanted, ok = "a string", len(values) == 1 and isinstance(values[0], str)
+        else:
+            continue
+        if not ok:
+            raise PipelineError(
+                f"pass '{spec.name}': option '{name}' takes {wanted}, got '{given}'"
+            )
+
+
 @dataclass
 class Pipeline:
     """An ordered list of configured passes."""
@@ -151,8 +192,10 @@ class Pipeline:
                     "lists them"
                 )
             cls = registry[arg.name]()
+            arg = _bare_flags_true(arg, cls)
+            _check_options(arg, cls)
             try:
-                passes.append(cls.from_pass_spec(_bare_flags_true(arg, cls)))
+                passes.append(cls.from_pass_spec(arg))
             except (ValueError, TypeError) as e:
                 raise PipelineError(f"pass '{arg.name}': {e}") from None
         return Pipeline(passes)

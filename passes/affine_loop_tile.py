@@ -159,9 +159,15 @@ class AffineLoopTilePass(ModulePass):
     name = "affine-loop-tile"
 
     tile_sizes: tuple[int, ...] = ()
+    """The block's extent along each parallel dimension, outermost first; missing
+    trailing sizes are 1 (that dimension goes to the grid)."""
     reduction_tile_sizes: tuple[int, ...] = ()
+    """The tile along each reduction dimension; missing trailing sizes are the whole
+    extent."""
     separate: bool = False
+    """Separate full tiles (no bounds checks) from partial ones."""
     reassociate: bool = False
+    """Accept reduction tiles that change the order of summation."""
     tile_size: int = 0
     """MLIR's: one tile size for every loop of an `affine.for` band (0: unset)."""
     cache_size: int = 512

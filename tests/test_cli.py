@@ -365,3 +365,45 @@ def test_affinec_opt_reads_standard_input_as_dash(monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"func.func @f(")))
     assert affinec_opt(["-"]) == 1
     assert capsys.readouterr().err.startswith("<stdin>:1:")
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        ("tiles-sizes=1", "has no option 'tiles-sizes'; did you mean 'tile-sizes'?"),
+        ("tile-sizes=a", "option 'tile-sizes' takes integers separated by commas"),
+        ("separate=3", "option 'separate' takes true or false, got '3'"),
+        ("tile-size=1,2", "option 'tile-size' takes an integer, got '1,2'"),
+    ],
+)
+def test_pass_option_errors_speak_the_users_spelling(tmp_path, capsys, option, message):
+    path = tmp_path / "conv.mlir"
+    path.write_text(str(build(ConvSpec(1, 2, 4, 4, 2, 3, 3))))
+    assert affinec_opt([str(path), "-p", f"affine-loop-tile{{{option}}}"]) == 1
+    err = capsys.readouterr().err
+    assert message in err and "_" not in err.split("(its options")[0]
+
+
+def test_mlirs_print_and_timing_flags(tmp_path, capsys):
+    path = tmp_path / "conv.mlir"
+    path.write_text(str(build(ConvSpec(1, 2, 4, 4, 2, 3, 3))))
+    assert affinec_opt([str(path), "-mlir-print-op-generic"]) == 0
+    assert capsys.readouterr().out.startswith('"builtin.module"()')
+    pipeline = ["-p", "affinec-tile-split-sink"]
+    assert (
+        affinec_opt([str(path), *pipeline, "--mlir-print-ir-after=affinec-split"]) == 0
+    )
+    dumps = capsys.readouterr().err
+    assert dumps.count("IR Dump After") == 1 and "After affinec-split " in dumps
+    assert affinec_opt([str(path), *pipeline, "--mlir-print-ir-before=nosuch"]) == 1
+    assert "unknown pass 'nosuch'" in capsys.readouterr().err
+    assert affinec_opt([str(path), *pipeline, "--time-passes"]) == 0
+    assert "Execution time report" in capsys.readouterr().err
+
+
+def test_list_passes_describes_each_option(capsys):
+    assert affinec_opt(["--list-passes"]) == 0
+    out = capsys.readouterr().out
+    assert "tile-sizes: integers separated by commas" in out
+    assert "missing trailing sizes are 1" in out
+    assert "'tuple[int, ...]'" not in out
