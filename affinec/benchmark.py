@@ -16,7 +16,7 @@ the spec's dtype (bf16 as `torch.bfloat16`, accumulating in f32 as ours). For f3
 it runs twice: with TF32 off (`allow_tf32 = False`, exact f32, the fair comparison
 for our exact kernel) and with TF32 on (torch's default, about 10 bits of
 mantissa). With a ReLU epilogue it is also timed with the ReLU as a second kernel,
-as DESIGN.md's table gives it.
+as the table of the benchmark convolutions (docs/BENCHMARKS.md) gives it.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ DESIGN_CONVOLUTIONS: dict[str, ConvSpec] = {
     "conv3x3-128": ConvSpec(32, 128, 28, 28, 128, 3, 3, padding=1),
     "conv1x1-256-64": ConvSpec(32, 256, 56, 56, 64, 1, 1),
 }
-"""The five convolutions of DESIGN.md's speed table (NCHW f32 here; `with_format`
+"""The five benchmark convolutions (NCHW f32 here; `with_format`
 sets layout and dtype)."""
 
 L2_BYTES = 50 * 2**20

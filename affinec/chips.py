@@ -18,6 +18,20 @@ from dataclasses import dataclass
 
 KIB = 1024
 
+WARP_SIZE = 32
+"""Threads of a warp, on every NVIDIA architecture."""
+SHARED_BANKS = 32
+"""Banks of shared memory, each `BANK_BYTES` wide (a warp's access is conflict-free
+when its lanes touch distinct banks, or the same word)."""
+BANK_BYTES = 4
+MMA_SHAPES: dict[str, tuple[int, int, int]] = {
+    "f16": (16, 8, 16),
+    "bf16": (16, 8, 16),
+    "tf32": (16, 8, 8),
+}
+"""The `mma.sync` shape (m, n, k) affinec uses for each operand type (f32
+accumulation), on every architecture from sm_80 on."""
+
 
 @dataclass(frozen=True)
 class Chip:
@@ -40,9 +54,7 @@ class Chip:
     max_threads_per_block: int = 1024
     max_warps_per_multiprocessor: int = 64
     max_blocks_per_multiprocessor: int = 32
-    warp_size: int = 32
-    mma_shapes: tuple[tuple[int, int, int], ...] = ((16, 8, 16), (16, 8, 8))
-    """`mma.sync` shapes (m, n, k) the compiler uses: f16/bf16 and tf32."""
+    warp_size: int = WARP_SIZE
     features: frozenset[str] = frozenset({"cp.async", "ldmatrix", "mma.sync"})
     """Instructions beyond the basics: `cp.async`, `ldmatrix`, `mma.sync`, `wgmma`,
     `tma`, `mbarrier`, `setmaxnreg`."""

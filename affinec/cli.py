@@ -238,7 +238,7 @@ def require_host_memory(spec: Spec) -> None:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    """The DESIGN.md convolutions against cuDNN (see affinec.benchmark)."""
+    """The five benchmark convolutions against cuDNN (see affinec.benchmark)."""
     from affinec.benchmark import run_benchmarks
 
     return run_benchmarks(args.only, args.dtype, args.layout, args.json)
@@ -351,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     tune.set_defaults(run=cmd_tune)
 
     bench = commands.add_parser(
-        "bench", help="DESIGN.md's convolutions against cuDNN, on the GPU"
+        "bench", help="the benchmark convolutions against cuDNN, on the GPU"
     )
     add_bench_arguments(bench)
     bench.set_defaults(run=cmd_bench)

@@ -6,7 +6,7 @@ product per filter tap); anything else goes through the generic contraction eval
 which the tests hold the fast paths to.
 
 Results are compared as ‖out − ref‖ / ‖ref‖ in float64. f32 lands far under 1e-5;
-f16 storage with f32 accumulation under 1e-2 (DESIGN.md), bf16 under 8e-2 (see
+f16 storage with f32 accumulation under 1e-2, bf16 under 8e-2 (see
 `TOLERANCE`). NaN never passes.
 """
 

@@ -1,4 +1,4 @@
-"""DESIGN.md's five convolutions, ours against cuDNN on the GPU (= `affinec bench`).
+"""the five benchmark convolutions, ours against cuDNN on the GPU (= `affinec bench`).
 
     scripts/gpu_python.sh benchmarks/conv.py --json benchmarks/results/conv.json
 

@@ -1,4 +1,4 @@
-"""The version history of DESIGN.md's five convolutions on the GPU, from the JSON of
+"""The version history of the five benchmark convolutions on the GPU, from the JSON of
 each benchmark run (`affinec bench --json`), as the Markdown table of
 docs/BENCHMARKS.md: our time per convolution and dtype, and the geomean of cuDNN's
 time over ours (cuDNN measured in the same run).

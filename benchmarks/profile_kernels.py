@@ -1,4 +1,4 @@
-"""Launch our kernel for each of DESIGN.md's five convolutions once, on random data,
+"""Launch our kernel for each of the five benchmark convolutions once, on random data,
 for a profiler to watch (`scripts/gpu_session.sh profile` runs it under Nsight
 Compute, which reports what limits each kernel).
 

@@ -1,4 +1,4 @@
-"""Time a few configurations of one of DESIGN.md's convolutions, each checked
+"""Time a few configurations of one of the benchmark convolutions, each checked
 against float64 first (a quick sweep on the GPU machine; `affinec tune` is the
 search proper).
 

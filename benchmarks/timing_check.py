@@ -1,6 +1,6 @@
 """Does the benchmark harness measure GPU time? Its figures against Nsight Compute's
 `gpu__time_duration` for our kernel and cuDNN's, on the smallest convolutions of
-DESIGN.md's table (the ones launch overhead would distort most).
+the table of the benchmark convolutions (docs/BENCHMARKS.md) (the ones launch overhead would distort most).
 
     python benchmarks/timing_check.py measure OUT.json       # the harness's figures
     ncu --csv --print-units base --metrics gpu__time_duration.sum \

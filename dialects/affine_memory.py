@@ -28,6 +28,7 @@ from xdsl.irdl import (
     operand_def,
     prop_def,
     result_def,
+    traits_def,
     var_operand_def,
 )
 from xdsl.parser import Parser
@@ -46,6 +47,7 @@ from affinec.dialects.affine_validity import (
     verify_map_operands,
     verify_memref_access,
 )
+from affinec.dialects.memory_effects import AccessesOperands
 
 # --------------------------------------------------------------------------------------
 # affine.load, affine.store
@@ -61,6 +63,8 @@ class AffineLoadBase(IRDLOperation):
     indices = var_operand_def(IndexType)
     result = result_def(T)
     map = prop_def(AffineMapAttr)
+
+    traits = traits_def(AccessesOperands(reads=("memref",)))
 
     def __init__(
         self,
@@ -112,6 +116,8 @@ class StoreOp(IRDLOperation):
     memref = operand_def(MemRefType.constr(T))
     indices = var_operand_def(IndexType)
     map = prop_def(AffineMapAttr)
+
+    traits = traits_def(AccessesOperands(writes=("memref",)))
 
     def __init__(
         self,
@@ -190,6 +196,8 @@ class VectorLoadOp(IRDLOperation):
     result = result_def(VectorType)
     map = prop_def(AffineMapAttr)
 
+    traits = traits_def(AccessesOperands(reads=("memref",)))
+
     def __init__(
         self,
         memref: SSAValue,
@@ -234,6 +242,8 @@ class VectorStoreOp(IRDLOperation):
     memref = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
     map = prop_def(AffineMapAttr)
+
+    traits = traits_def(AccessesOperands(writes=("memref",)))
 
     def __init__(
         self,

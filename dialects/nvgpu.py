@@ -80,13 +80,16 @@ from xdsl.irdl import (
     opt_prop_def,
     prop_def,
     result_def,
+    traits_def,
     var_operand_def,
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
-WARP_SIZE = 32
+from affinec.chips import MMA_SHAPES, WARP_SIZE
+from affinec.dialects.memory_effects import AccessesOperands
+
 SHARED_MEMORY_SPACE = 3
 """The memory space of shared memory (as `gpu.WORKGROUP_ADDRESS_SPACE`)."""
 
@@ -182,11 +185,7 @@ class MmaKind:
         return f"m{self.m}n{self.n}k{self.k} {self.operands}"
 
 
-MMA_KINDS = (
-    MmaKind(16, 8, 16, "f16"),
-    MmaKind(16, 8, 16, "bf16"),
-    MmaKind(16, 8, 8, "tf32"),
-)
+MMA_KINDS = tuple(MmaKind(*shape, operands) for operands, shape in MMA_SHAPES.items())
 """The `mma.sync` forms affinec supports (f32 accumulation throughout)."""
 
 
@@ -240,6 +239,7 @@ class LdMatrixOp(IRDLOperation):
     numTiles = prop_def(IntegerAttr)
     res = result_def(VectorType)
 
+    traits = traits_def(AccessesOperands(reads=("srcMemref",)))
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = (
         "$srcMemref `[` $indices `]` attr-dict `:` type($srcMemref) `->` type($res)"
@@ -425,6 +425,7 @@ class DeviceAsyncCopyOp(IRDLOperation):
     bypassL1 = opt_prop_def(UnitAttr)
     asyncToken = result_def(DeviceAsyncTokenType)
 
+    traits = traits_def(AccessesOperands(reads=("src",), writes=("dst",)))
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     def __init__(

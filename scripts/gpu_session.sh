@@ -8,7 +8,7 @@
 #
 # Steps:
 #   tests     make gpu-test: the GPU test matrix (pytest -m gpu)
-#   bench     affinec bench: DESIGN.md's five convolutions against cuDNN (JSON too)
+#   bench     affinec bench: the five benchmark convolutions against cuDNN (JSON too)
 #   tune      benchmarks/tune_all.py: the autotuner over the five convolutions, f16
 #   timing    the harness against Nsight Compute's gpu__time_duration
 #   profile   ncu sections (speed of light, occupancy, stalls) for our kernels

@@ -67,7 +67,7 @@ FEATURES = [
     OuterSpec(5, 7, dtype="bf16"),
 ]
 
-ANCHORS = [  # DESIGN.md's convolutions, fp16 in, f32 accumulation
+ANCHORS = [  # the benchmark convolutions, fp16 in, f32 accumulation
     ConvSpec(128, 4, 224, 224, 64, 7, 7, stride=2, padding=3, dtype="f16"),
     ConvSpec(32, 64, 224, 224, 64, 3, 3, padding=1, dtype="f16", epilogue="relu"),
     ConvSpec(256, 256, 14, 14, 512, 3, 3, padding=1, dtype="f16"),

@@ -3,7 +3,7 @@
 Every case: fresh random inputs, the output poisoned (NaN) before the run, the result
 compared with the float64 reference as ‖out − ref‖ / ‖ref‖ (f32 far under 1e-5, f16
 under 1e-2, bf16 under 8e-2, NaN never passes), and cross-checked against torch's cuDNN convolution
-where torch is present. The five convolutions of DESIGN.md's speed table run at full
+where torch is present. The five benchmark convolutions run at full
 size.
 """
 
@@ -280,7 +280,7 @@ def test_bf16_and_f16_tensors_are_told_apart():
 @pytest.mark.parametrize("dtype", ["f16", "f32", "bf16"])
 @pytest.mark.parametrize("name", list(DESIGN_CONVOLUTIONS))
 def test_design_convolutions_at_full_size(name, dtype):
-    """DESIGN.md's five convolutions, full size, against torch's float64 convolution
+    """the five benchmark convolutions, full size, against torch's float64 convolution
     on the GPU (a numpy float64 reference would take minutes on the CPU)."""
     torch = pytest.importorskip("torch")
     spec = with_format(DESIGN_CONVOLUTIONS[name], dtype)

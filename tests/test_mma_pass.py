@@ -269,7 +269,7 @@ def test_the_default_step_spans_the_filter_window():
 @pytest.mark.parametrize("dtype", ["f16", "tf32"])
 def test_config_for_fits_shared_memory(name, dtype, layout):
     """config_for's estimate of a step's shared tiles is never below what the
-    passes allocate: every DESIGN.md convolution compiles with the stages it picks
+    passes allocate: every benchmark convolution compiles with the stages it picks
     (ResNet-50's first layer, 4 channels padded to tf32's k, once did not)."""
     stored = "f32" if dtype == "tf32" else dtype
     spec = with_format(DESIGN_CONVOLUTIONS[name], stored, layout)

@@ -2,7 +2,7 @@
 
 The tuner talks to a `Measurer`, so tests put a fake one in its place and no test
 needs a GPU or times anything. `GpuMeasurer` is the real one, in process, with the
-method of `affinec.benchmark` (DESIGN.md, docs/BENCHMARKS.md): fresh random inputs on
+method of `affinec.benchmark` (docs/BENCHMARKS.md): fresh random inputs on
 the GPU, enough input sets that they do not sit in L2 together, the output poisoned
 (NaN) and compared with torch's float64 result before anything is timed (a wrong
 configuration is reported and never picked), then `affinec.runtime.time_launches`:

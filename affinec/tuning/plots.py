@@ -204,7 +204,7 @@ def plot_roofline(
     ax.set_ylim(1.0, machine.mma_tflops * 2.5)
     ax.set_xlabel("arithmetic intensity (FLOP per byte of compulsory HBM traffic)")
     ax.set_ylabel("TFLOP/s")
-    ax.set_title(f"{machine.name}: DESIGN.md's convolutions", fontsize=10)
+    ax.set_title(f"{machine.name}: the benchmark convolutions", fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()

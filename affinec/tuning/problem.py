@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from affinec.chips import MMA_SHAPES
 from affinec.config import (
     SHARED_ROW_PADDING,
     KernelConfig,
@@ -24,12 +25,9 @@ from affinec.contraction import contraction_of
 from affinec.dtypes import storage_numpy_dtype
 from affinec.spec import ConvSpec, MatmulSpec, Spec
 
-MMA_M = 16
-"""Rows (pixels) of one m16n8k16 MMA."""
-MMA_N = 8
-"""Columns (output channels) of one MMA."""
-MMA_K = 16
-"""Reduction depth of one MMA: a channel step is padded with zeros to a multiple."""
+MMA_M, MMA_N, MMA_K = MMA_SHAPES["f16"]
+"""Rows (pixels), columns (output channels) and reduction depth of one m16n8k16
+MMA (a channel step is padded with zeros to a multiple of the depth)."""
 
 
 class NotTunable(ValueError):

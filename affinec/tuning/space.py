@@ -460,7 +460,7 @@ def _mma_reductions(problem: Problem) -> list[tuple[int, ...]]:
 
 def _output_stagings(problem: Problem) -> list[bool]:
     """Whether to stage the output through shared memory: both ways for 16-bit
-    outputs (H100: 10-16 % faster for three of DESIGN.md's convolutions, 1-2 %
+    outputs (H100: 10-16 % faster for three of the benchmark convolutions, 1-2 %
     slower for two), never for f32 ones (tf32's conv1 8 % slower)."""
     return [False, True] if problem.element_bytes == 2 else [False]
 

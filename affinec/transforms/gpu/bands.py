@@ -30,24 +30,16 @@ from affinec.dialects.affinec import (
     BLOCK,
     GRID,
     THREAD,
-    PaddedLoadOp,
     enclosing_mappings,
     mapping_of,
 )
 from affinec.dtypes import memref_bytes
 from affinec.ir.affine_exprs import Interval, grouped
+from affinec.ir.effects import only_reads
 from affinec.ir.ranges import as_dims, difference_range
 
 MAX_GRID_BLOCKS = (1 << 31) - 1
 
-READS = (
-    affine.LoadOp,
-    affine.VectorLoadOp,
-    PaddedLoadOp,
-    memref.LoadOp,
-    nvgpu.LdMatrixOp,
-)
-WRITES = (affine.StoreOp, affine.VectorStoreOp, memref.StoreOp)
 ALLOCS = (memref.AllocOp, memref.AllocaOp)
 
 
@@ -312,9 +304,8 @@ def _collect(block: Block, known: dict[SSAValue, Interval], into: GridAnalysis) 
                 # every thread closes and waits for its own asynchronous copies
                 nvgpu.DeviceAsyncCreateGroupOp,
                 nvgpu.DeviceAsyncWaitOp,
-                *READS,
             ),
-        ):
+        ) or only_reads(op):
             continue
         elif not op.has_trait(Pure) or op.regions:
             raise PassError(
@@ -341,24 +332,6 @@ def require_placed(analysis: GridAnalysis, pass_name: str) -> None:
                 f"{gpu.PRIVATE_ADDRESS_SPACE}): run affinec-place-buffers before "
                 f"{pass_name}",
             )
-
-
-def read_buffer(op: Operation) -> SSAValue | None:
-    """The buffer a read op (one of `READS`) reads."""
-    if isinstance(op, nvgpu.LdMatrixOp):
-        return op.srcMemref
-    if isinstance(op, READS):
-        return op.memref
-    return None
-
-
-def written_buffer(op: Operation) -> SSAValue | None:
-    """The buffer a write op (a store or an asynchronous copy) writes."""
-    if isinstance(op, nvgpu.DeviceAsyncCopyOp):
-        return op.dst
-    if isinstance(op, WRITES):
-        return op.memref
-    return None
 
 
 def is_private(buffer: SSAValue) -> bool:

@@ -25,13 +25,14 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, VectorType
 from xdsl.ir import Block, Operation, SSAValue
 
+from affinec.chips import BANK_BYTES, SHARED_BANKS, WARP_SIZE
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import THREAD, PaddedLoadOp, mapping_of
 from affinec.dtypes import element_size
 
-BANKS = 32
-WORD = 4
-WARP = 32
+BANKS = SHARED_BANKS
+WORD = BANK_BYTES
+WARP = WARP_SIZE
 
 
 @dataclass(frozen=True)

@@ -25,12 +25,10 @@ from dataclasses import dataclass, field
 from xdsl.ir import Block, Operation, SSAValue
 
 from affinec.dialects import affine, gpu
+from affinec.ir.effects import only_reads, reads, writes
 from affinec.transforms.gpu.bands import (
-    READS,
     GridAnalysis,
     is_private,
-    read_buffer,
-    written_buffer,
 )
 
 
@@ -51,13 +49,12 @@ class Access:
 
 
 def access_of(op: Operation) -> Access:
-    """The non-private buffers `op` (and the ops nested in it) reads and writes."""
+    """The non-private buffers `op` (and the ops nested in it) reads and writes, as
+    the ops declare their effects (`affinec.ir.effects`)."""
     acc = Access()
     for inner in op.walk():
-        if (buffer := read_buffer(inner)) is not None and not is_private(buffer):
-            acc.reads.add(buffer)
-        elif (buffer := written_buffer(inner)) is not None and not is_private(buffer):
-            acc.writes.add(buffer)
+        acc.reads.update(b for b in reads(inner) if not is_private(b))
+        acc.writes.update(b for b in writes(inner) if not is_private(b))
     return acc
 
 
@@ -76,7 +73,7 @@ def _walk(
     for op in block.ops:
         if isinstance(op, gpu.BarrierOp) or op in sites:
             pending = Access()
-        if op in phases or isinstance(op, READS):
+        if op in phases or only_reads(op):
             acc = access_of(op)
             if pending.conflicts(acc):
                 sites.append(op)

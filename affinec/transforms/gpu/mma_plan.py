@@ -17,6 +17,7 @@ from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, MemRef
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineExpr
 
+from affinec.chips import MMA_SHAPES, WARP_SIZE
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, mapping_of
@@ -25,8 +26,8 @@ from affinec.ir.affine_exprs import linear_form
 from affinec.transforms.affine.analysis import is_defined_inside
 from affinec.transforms.gpu.bands import Band, GridAnalysis, is_private
 
-WARP = 32
-K_STEP = 16
+WARP = WARP_SIZE
+K_STEP = MMA_SHAPES["f16"][2]
 """k of one m16n8k16 MMA."""
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects import arith, llvm, vector
+from xdsl.dialects import arith, llvm
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, SymbolRefAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.traits import Pure
@@ -20,7 +20,7 @@ from affinec.dialects import gpu
 from affinec.dialects.affinec import LAUNCH, OVERLAY, KernelArgument, LaunchRecord
 from affinec.dialects.nvvm import KERNEL
 from affinec.dialects.nvvm_target import TARGET
-from affinec.transforms.gpu.bands import written_buffer
+from affinec.ir.effects import writes
 
 
 def check_outlinable(launch: gpu.LaunchOp, taken: set[str]) -> None:
@@ -181,9 +181,8 @@ def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
 
 
 def _written(region: Region, buffers: Sequence[SSAValue]) -> set[SSAValue]:
-    """Those of `buffers` that some op in `region` stores to (vectors included)."""
-    stored = {written_buffer(op) for op in region.walk()}
-    stored |= {op.base for op in region.walk() if isinstance(op, vector.StoreOp)}
+    """Those of `buffers` that some op in `region` writes (as the ops declare it)."""
+    stored = {b for op in region.walk() for b in writes(op)}
     return {b for b in buffers if b in stored}
 
 
