@@ -167,6 +167,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
         arch=args.arch or DEFAULT_ARCH,
     )
     _write(compiled.ptx, args.output)
+    for note in compiled.remarks:
+        print(note, file=sys.stderr)
     if args.resources:
         launch = compiled.launch
         print(

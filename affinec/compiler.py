@@ -26,7 +26,13 @@ from xdsl.passes import ModulePass
 
 from affinec.checking import arithmetic_tolerance
 from affinec.config import KernelConfig, config_for, with_knobs
-from affinec.diagnostics import PassError, verify
+from affinec.diagnostics import (
+    PassError,
+    collecting_remarks,
+    format_error,
+    location_of,
+    verify,
+)
 from affinec.dialects.affinec import LaunchRecord, read_spec
 from affinec.dialects.nvvm_target import TARGET, TargetAttr, target_attr
 from affinec.emitter import ARCHS, DEFAULT_ARCH, emit
@@ -67,6 +73,9 @@ class CompiledKernel:
     tolerance: float | None = None
     """The relative error against float64 the kernel's result is held to: its
     dtype's, or looser where a pass's arithmetic is (tf32 tensor cores)."""
+    remarks: list[str] = field(default_factory=list)
+    """What the passes chose for the user (`affinec.diagnostics.remark`): a knob
+    they had to lower, a fallback, as `file:line:col: remark: ...`."""
 
     @property
     def seconds(self) -> float:
@@ -163,7 +172,10 @@ def compile_to_ptx(
 
     if verify_each is None:
         verify_each = check or os.environ.get("AFFINEC_VERIFY_EACH") == "1"
-    Pipeline(passes).run(module, check=check, verify_each=verify_each, callback=after)
+    with collecting_remarks() as remarks:
+        Pipeline(passes).run(
+            module, check=check, verify_each=verify_each, callback=after
+        )
     if not verify_each:
         start = time.perf_counter()
         verify(module)
@@ -192,6 +204,10 @@ def compile_to_ptx(
         timings=timings,
         config_source=source,
         tolerance=None if spec is None else arithmetic_tolerance(spec.dtype, passes),
+        remarks=[
+            format_error(message, location_of(op), severity="remark")
+            for op, message in remarks
+        ],
     )
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import io
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -261,6 +263,32 @@ def parse_module(
     Raises xDSL's `ParseError` (which carries a span) on malformed input.
     """
     return LocatingParser(ctx, text, filename, line_offset).parse_module()
+
+
+_REMARKS: ContextVar[list[tuple[Operation, str]] | None] = ContextVar(
+    "affinec_remarks", default=None
+)
+
+
+def remark(op: Operation, message: str) -> None:
+    """Tell the user something a pass chose for them at `op` (a fallback, a knob it
+    had to lower): `affinec-opt` and `affinec compile` print it located as
+    `file:line:col: remark: ...`, `compile_to_ptx` keeps it in the kernel's
+    `remarks`; `--verify-diagnostics` checks `expected-remark`."""
+    sink = _REMARKS.get()
+    if sink is not None:
+        sink.append((op, message))
+
+
+@contextmanager
+def collecting_remarks() -> Iterator[list[tuple[Operation, str]]]:
+    """The remarks the passes run inside the `with` make, in order."""
+    sink: list[tuple[Operation, str]] = []
+    token = _REMARKS.set(sink)
+    try:
+        yield sink
+    finally:
+        _REMARKS.reset(token)
 
 
 def location_of(op: Operation | None) -> SourceLocation | None:

@@ -52,10 +52,12 @@ from affinec import __version__
 from affinec.context import all_dialects
 from affinec.diagnostics import (
     OpError,
+    collecting_remarks,
     first_line,
     format_error,
     is_user_error,
     locate_exception,
+    location_of,
     parse_module,
     unprintable_op,
     verify,
@@ -347,11 +349,13 @@ class AffinecOptMain(xDSLOptMain):
     def process_chunk(self, text: str, offset: int, output: IO[str]) -> bool:
         """Parse, transform and print one chunk; report its diagnostics."""
         emitted: list[Diagnostic] = []
+        remarks: list = []
         try:
             start = time.perf_counter()
             module = parse_module(self.ctx, text, self.get_input_name(), offset)
             self.timings.append(("Parse", time.perf_counter() - start))
-            self.apply_passes(module)
+            with collecting_remarks() as remarks:
+                self.apply_passes(module)
             output.write(self.output_resulting_program(module))
         except USER_ERRORS as e:
             if self.args.debug:
@@ -361,6 +365,9 @@ class AffinecOptMain(xDSLOptMain):
             if isinstance(e, ParseError) and self.args.parsing_diagnostics:
                 # xDSL's flag: a parse error is the expected output.
                 print(self.format(emitted.pop()), file=output)
+        emitted[:0] = [
+            Diagnostic(location_of(op), "remark", message) for op, message in remarks
+        ]
         if self.args.verify_diagnostics:
             try:
                 expected = parse_expectations(text, self.get_input_name(), offset)
@@ -370,7 +377,7 @@ class AffinecOptMain(xDSLOptMain):
                 emitted = check(expected, emitted)
         for diagnostic in emitted:
             print(self.format(diagnostic), file=sys.stderr)
-        return not emitted
+        return not any(d.severity == "error" for d in emitted)
 
     # -- errors -------------------------------------------------------------------------
 

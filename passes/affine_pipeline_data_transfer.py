@@ -43,6 +43,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
+from affinec.diagnostics import remark
 from affinec.transforms.affine.pipelining import pipeline, plan_pipelines
 from affinec.transforms.gpu.shared_memory_hazards import check_shared_memory_hazards
 from affinec.transforms.mapped_bands import grid_loops
@@ -64,5 +65,12 @@ class AffinePipelineDataTransfer(ModulePass):
             p for g in grid_loops(op, self.name) for p in plan_pipelines(g, self.stages)
         ]
         for plan in plans:
+            used = plan.stages_for(self.stages)
+            if used < self.stages:
+                remark(
+                    plan.loops[0],
+                    f"{self.stages} stages asked for {plan.tiles} tiles: "
+                    f"{used} stages (no more can be in flight)",
+                )
             pipeline(plan, self.stages)
         check_shared_memory_hazards(op, barriers=False)

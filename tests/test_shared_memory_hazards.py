@@ -275,3 +275,18 @@ def test_a_deep_pipeline_keeps_the_result():
     Pipeline(affine_passes(config) + map_to_gpu_passes(config)).run(module, check=True)
     waits = [o for o in module.walk() if isinstance(o, nvgpu.DeviceAsyncWaitOp)]
     assert waits and all(w.groups == 7 for w in waits)
+
+
+def test_the_compiler_says_what_it_lowered():
+    from affinec.compiler import compile_to_ptx
+
+    spec, config = ISSUE_26_FIRST
+    config = dataclasses.replace(config, stage_output=True)
+    nchw = dataclasses.replace(spec, layout="nchw")
+    kernel = compile_to_ptx(nchw, config, arch="sm_90")
+    assert any("4 stages asked for 2 tiles: 2 stages" in r for r in kernel.remarks)
+    assert any(
+        "stored in pairs, not staged: the output's channels are not its innermost" in r
+        for r in kernel.remarks
+    )
+    assert all(": remark: " in r or r.startswith("remark: ") for r in kernel.remarks)

@@ -59,6 +59,7 @@ from xdsl.ir.affine import (
     AffineSet,
 )
 
+from affinec.diagnostics import remark
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, MAPPING, OVERLAY, THREAD, UNROLL
 from affinec.dialects.nvvm_target import chip_of
@@ -283,6 +284,8 @@ def _rewrite_writeback(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
     the block's threads copy it out 16 bytes at a time (`_stage_writeback`)."""
     body = [o for o in phase.op.body.block.ops if not isinstance(o, affine.YieldOp)]
     store = _vector_store(plan, phase, body, 2)
+    if store is None and plan.stage_output:
+        _not_staged(phase, "the output's channels are not its innermost dimension")
     if store is not None and plan.stage_output:
         staging = _staging_tile(plan, phase, body, store)
         if staging is not None:
@@ -345,9 +348,14 @@ def _staging_tile(
     element = t.get_element_type()
     width = STAGED_BYTES // element_size(element)
     if _vector_store(plan, phase, body, width) is None or plan.block_n % width:
-        return None
+        return _not_staged(
+            phase,
+            f"the output's channels do not run in aligned {STAGED_BYTES}-byte "
+            f"vectors ({width} elements) across the block's {plan.block_n} channels",
+        )
     if phase.op.parent_op() is not plan.analysis.grid.op:
-        return None  # in a loop, the next trip's fragments would race the copy-out
+        # in a loop, the next trip's fragments would race the copy-out
+        return _not_staged(phase, "the write-back is inside a loop")
     grid_block = plan.analysis.grid.op.body.block
     shared = sum(
         byte_size(o)
@@ -357,8 +365,13 @@ def _staging_tile(
     )
     # the padding affinec-pad-shared-buffers may add: at most 128 bytes a row
     tile = plan.block_m * (plan.block_n * element_size(element) + 128)
-    if shared + tile > chip_of(plan.analysis.grid.op).max_shared_per_block:
-        return None
+    target = chip_of(plan.analysis.grid.op)
+    if shared + tile > target.max_shared_per_block:
+        return _not_staged(
+            phase,
+            f"its tile of {tile} bytes does not fit beside the block's {shared} bytes "
+            f"of shared memory on {target.name}",
+        )
     alloc = memref.AllocOp(
         [],
         [],
@@ -371,6 +384,11 @@ def _staging_tile(
     alloc.attributes[OVERLAY] = UnitAttr()  # `_stage_writeback`'s first barrier
     grid_block.insert_op_before(alloc, plan.acc)
     return alloc
+
+
+def _not_staged(phase: Band, why: str) -> None:
+    """Say why the output goes out in pairs although staging was asked for."""
+    remark(phase.op, f"the output is stored in pairs, not staged: {why}")
 
 
 def _stage_writeback(
