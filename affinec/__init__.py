@@ -35,7 +35,6 @@ _EXPORTS = {
     "KernelConfig": "affinec.config",
     "cuda_available": "affinec.runtime",
     "Kernel": "affinec.runtime",
-    "reference": "affinec.reference",
 }
 
 __all__ = [*_EXPORTS, "compile", "__version__"]
@@ -46,11 +45,18 @@ except metadata.PackageNotFoundError:  # a source tree that was never installed
     __version__ = "0+unknown"
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        import importlib
+_MODULES = ("reference", "testing", "networks", "chips")
+"""Submodules reachable as attributes before they are imported (`affinec.reference`
+is always the module: its function is `affinec.reference.reference`)."""
 
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
+    if name in _MODULES:
+        return importlib.import_module(f"affinec.{name}")
     raise AttributeError(f"module 'affinec' has no attribute {name!r}")
 
 

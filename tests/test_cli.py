@@ -407,3 +407,17 @@ def test_list_passes_describes_each_option(capsys):
     assert "tile-sizes: integers separated by commas" in out
     assert "missing trailing sizes are 1" in out
     assert "'tuple[int, ...]'" not in out
+
+
+def test_affinec_reference_is_always_the_module():
+    import subprocess
+    import sys
+
+    code = (
+        "import affinec, types\n"
+        "first = affinec.reference\n"
+        "import affinec.reference\n"
+        "assert isinstance(first, types.ModuleType) and first is affinec.reference\n"
+        "assert callable(affinec.reference.reference)\n"
+    )
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
