@@ -197,6 +197,12 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
         help="copy into shared memory with loads and stores, not cp.async",
     )
     knobs.add_argument(
+        "--pad-channels",
+        type=int,
+        help="pad the channel loop with zeros to a multiple of N (3 channels as 4: "
+        "the tensor cores' coalesced k)",
+    )
+    knobs.add_argument(
         "--coalesce-reduction",
         action="store_true",
         default=None,
@@ -269,6 +275,7 @@ KNOBS = (
     "promote",
     "dma",
     "coalesce_reduction",
+    "pad_channels",
     "stages",
     "mma",
     "warp_grid",

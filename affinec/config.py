@@ -40,6 +40,9 @@ class KernelConfig:
     """Coalesce the filter's columns with the channels into one reduction loop over
     shared tiles that hold them contiguously (`affinec-coalesce-reduction`): the
     tensor cores' k for convolutions with fewer channels than one MMA's k."""
+    pad_channels: int = 0
+    """Pad the channel loop with zeros to a multiple of this (`affinec-pad-channels`;
+    0 or 1: not padded): 3 channels as 4, whose rows of k start on 16 bytes."""
     stages: int = 1
     """Tiles of the reduction in flight at once: 1 copies then computes; 2 or more
     run the asynchronous copies that many - 1 tiles ahead
@@ -149,6 +152,13 @@ def config_for(spec: Spec, *, tf32: bool = False) -> KernelConfig:
         and (_channels(spec) >= MMA_MIN_CHANNELS or _coalescible(spec))
     ):
         return _tensor_core_config(spec, extents, channel, pixels, tf32)
+    padded = padded_channels(spec)
+    if padded != getattr(spec, "c", padded):
+        assert isinstance(spec, ConvSpec)
+        config = _tensor_core_config(
+            replace(spec, c=padded), extents, channel, pixels, tf32
+        )
+        return replace(config, pad_channels=padded)
 
     tiles = [1] * len(extents)
     registers = [1] * len(extents)
@@ -367,6 +377,19 @@ def _coalescible(spec: Spec) -> bool:
     return (
         spec.c * element < MMA_K_BYTES and spec.stride[1] * spec.c * element % 16 == 0
     )
+
+
+def padded_channels(spec: Spec) -> int:
+    """The channels a 16-bit convolution with too few to coalesce as they are is
+    padded to (`affinec-pad-channels`) so that its rows of k start on 16 bytes, at
+    most doubling its work (ResNet-50's first layer: 3 as 4); else its own."""
+    if not isinstance(spec, ConvSpec) or spec.dtype == "f32" or _coalescible(spec):
+        return getattr(spec, "c", 0)
+    for multiple in (2, 4, 8):
+        padded = -(-spec.c // multiple) * multiple
+        if padded <= 2 * spec.c and _coalescible(replace(spec, c=padded)):
+            return padded
+    return spec.c
 
 
 def _coalesced_reduction(

@@ -40,6 +40,7 @@ from affinec.passes.affinec_insert_barriers import AffinecInsertBarriers
 from affinec.passes.affinec_map_threads import AffinecMapThreads
 from affinec.passes.affinec_mma_sync import AffinecMmaSync
 from affinec.passes.affinec_narrow_indices import AffinecNarrowIndices
+from affinec.passes.affinec_pad_channels import AffinecPadChannels
 from affinec.passes.affinec_pad_shared_buffers import AffinecPadSharedBuffers
 from affinec.passes.affinec_place_buffers import AffinecPlaceBuffers
 from affinec.passes.affinec_sink import AffinecSinkPass
@@ -58,6 +59,11 @@ DEFAULT_CONFIG = KernelConfig()
 def affine_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
     """Naive IR → tiled, split and sunk (the reference design's affine passes)."""
     return [
+        *(
+            [AffinecPadChannels(multiple=config.pad_channels)]
+            if config.pad_channels > 1
+            else []
+        ),
         AffineLoopTilePass(
             tile_sizes=config.tile_sizes,
             reduction_tile_sizes=config.reduction_tile_sizes,

@@ -71,6 +71,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return AffinecNarrowIndices
 
+    def _affinec_pad_channels():
+        from affinec.passes.affinec_pad_channels import AffinecPadChannels
+
+        return AffinecPadChannels
+
     def _affinec_pad_shared_buffers():
         from affinec.passes.affinec_pad_shared_buffers import AffinecPadSharedBuffers
 
@@ -145,6 +150,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-contract-fma": _affinec_contract_fma,
         "affinec-mma-sync": _affinec_mma_sync,
         "affinec-narrow-indices": _affinec_narrow_indices,
+        "affinec-pad-channels": _affinec_pad_channels,
         "affinec-pad-shared-buffers": _affinec_pad_shared_buffers,
         "affinec-place-buffers": _affinec_place_buffers,
         "affinec-insert-barriers": _affinec_insert_barriers,

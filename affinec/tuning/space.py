@@ -43,10 +43,10 @@ import itertools
 import math
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from affinec.config import MMA_MIN_CHANNELS, KernelConfig, config_for
-from affinec.spec import Spec
+from affinec.spec import ConvSpec, Spec
 from affinec.tuning.cost import Prediction, predict
 from affinec.tuning.problem import (
     MMA_M,
@@ -137,6 +137,14 @@ def search_space(
     channels = problem.reduction_extents[problem.reduction_channel]
     if spec.dtype != "f32" and channels >= MMA_MIN_CHANNELS:
         generators["mma"] = _mma_configs(problem)
+    elif spec.dtype != "f32" and baseline.pad_channels > 1:
+        # channels padded with zeros (3 as 4): the coalesced route of the padded spec
+        assert isinstance(spec, ConvSpec)
+        padded = problem_of(replace(spec, c=baseline.pad_channels))
+        generators["mma"] = (
+            replace(c, pad_channels=baseline.pad_channels)
+            for c in _mma_configs(padded, coalesced=True)
+        )
     elif spec.dtype != "f32" and baseline.coalesce_reduction:
         generators["mma"] = _mma_configs(problem, coalesced=True)
     for route, configs in generators.items():

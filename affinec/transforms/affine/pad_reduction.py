@@ -1,0 +1,82 @@
+"""Pad a contraction's channel loop with zeros: `c` from 0 to C becomes 0 to C' (a
+multiple of what the tensor cores' k needs), and every load the channel indexes
+reads zero past the tensor (`affinec.padded_load`).
+
+    affine.for %c = 0 to 3 {                      affine.for %c = 0 to 4 {
+      %a = affinec.padded_load %in[.., %c]   =>     %a = affinec.padded_load %in[.., %c]
+      %b = affine.load %w[%r, %s, %c, %k]           %b = affinec.padded_load %w[%r, %s, %c, %k]
+
+The added iterations multiply zeros and add +0.0 to the sum, so the result is the
+same (a sum of -0.0 becomes +0.0, equal under comparison). What it buys: a pixel's
+channels padded to 4 f16 make 8-byte rows, and a stride-2 window's rows of k start on
+16 bytes, which `ldmatrix` needs (ResNet-50's first layer with its 3 channels takes
+the tensor cores the way the 4-channel one does).
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import AffineMapAttr
+from xdsl.ir import Operation, SSAValue
+from xdsl.ir.affine import AffineExpr, AffineMap
+
+from affinec.diagnostics import PassError
+from affinec.dialects import affine
+from affinec.dialects.affinec import PaddedLoadOp
+
+
+def channel_loop(band: affine.ParallelOp, depth: int) -> affine.ForOp:
+    """The reduction loop at `depth` (0: outermost) of the naive band's nest."""
+    ops = [o for o in band.body.block.ops if isinstance(o, affine.ForOp)]
+    loop = ops[0] if len(ops) == 1 else None
+    for _ in range(depth):
+        if loop is None:
+            break
+        inner = [o for o in loop.body.block.ops if isinstance(o, affine.ForOp)]
+        loop = inner[0] if len(inner) == 1 else None
+    if loop is None:
+        raise PassError(band, f"expected a nest of reduction loops {depth + 1} deep")
+    return loop
+
+
+def pad_loop(loop: affine.ForOp, multiple: int) -> bool:
+    """Extend `loop` (0 to C, step 1) to the next multiple of `multiple`, its loads
+    reading zero past their tensors; False when C is one already."""
+    lower, upper = loop.lowerBoundMap.data, loop.upperBoundMap.data
+    if (
+        loop.step.value.data != 1
+        or lower.results != (AffineExpr.constant(0),)
+        or len(upper.results) != 1
+        or upper.num_dims + upper.num_symbols
+    ):
+        raise PassError(loop, "the channel loop must run from 0 to a constant, step 1")
+    extent = upper.eval([], [])[0]
+    padded = -(-extent // multiple) * multiple
+    if padded == extent:
+        return False
+    iv = loop.body.block.args[0]
+    for user in [o for o in loop.walk() if o is not loop]:
+        if iv not in user.operands and not _uses_through_apply(user, iv):
+            continue
+        if isinstance(user, affine.LoadOp) and not isinstance(user, PaddedLoadOp):
+            padded_load = PaddedLoadOp(user.memref, list(user.indices), user.map.data)
+            padded_load.result.name_hint = user.result.name_hint
+            user.parent_block().insert_op_before(padded_load, user)  # pyright: ignore
+            user.result.replace_all_uses_with(padded_load.result)
+            user.parent_block().erase_op(user)  # pyright: ignore
+        elif not isinstance(user, PaddedLoadOp | affine.ApplyOp):
+            raise PassError(
+                user,
+                "the channel loop's variable reaches an op other than a load: cannot "
+                "pad the loop with zeros",
+            )
+    loop.properties["upperBoundMap"] = AffineMapAttr(
+        AffineMap(0, 0, (AffineExpr.constant(padded),))
+    )
+    return True
+
+
+def _uses_through_apply(op: Operation, iv: SSAValue) -> bool:
+    return any(
+        isinstance(v.owner, affine.ApplyOp) and iv in v.owner.operands
+        for v in op.operands
+    )

@@ -1,0 +1,74 @@
+"""`affinec-pad-channels`: the channel loop of a naive contraction padded with zeros
+to a multiple of `multiple` (`affinec/transforms/affine/pad_reduction.py`).
+
+    affine.for %c = 0 to 3 {                      affine.for %c = 0 to 4 {
+      %b = affine.load %w[%r, %s, %c, %k]   =>      %b = affinec.padded_load %w[%r, %s, %c, %k]
+
+For ResNet-50's first layer with its 3 input channels: padded to 4, a pixel's
+channels are 8 bytes of f16 and a stride-2 window's rows start on 16 bytes, so the
+tensor cores take it as they take the 4-channel layer (`affinec-coalesce-reduction`,
+`affinec-mma-sync`). The result is unchanged: the added products are 0 × 0.
+
+Runs on the naive level (before `affine-loop-tile`), and needs the module's spec
+(`affinec.spec`) to know which reduction loop is the channels'.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from affinec.context import require_affinec_dialects
+from affinec.contraction import contraction_of
+from affinec.diagnostics import PassError
+from affinec.dialects import affine
+from affinec.dialects.affinec import mapping_of, read_spec
+from affinec.transforms.affine.pad_reduction import channel_loop, pad_loop
+
+CHANNELS = ("c", "p")
+"""The channel reduction of a convolution (`c`) and of a matrix product (`p`)."""
+
+
+@dataclass(frozen=True)
+class AffinecPadChannels(ModulePass):
+    """Pad the channel reduction loop to a multiple of `multiple` with zeros."""
+
+    name = "affinec-pad-channels"
+
+    multiple: int = 4
+    """The channel count is rounded up to a multiple of this (1: no change)."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_affinec_dialects(op)
+        if not 1 <= self.multiple <= 64:
+            raise PassError(
+                op, f"multiple must be between 1 and 64, got {self.multiple}"
+            )
+        spec = read_spec(op)
+        assert spec is not None
+        names = [n for n, _ in contraction_of(spec).reduction_index]
+        depth = next((k for k, n in enumerate(names) if n in CHANNELS), None)
+        if depth is None:
+            raise PassError(op, f"a {spec.kind} has no channel reduction to pad")
+        bands = [
+            o
+            for o in op.walk()
+            if isinstance(o, affine.ParallelOp)
+            and mapping_of(o) is None
+            and not any(isinstance(p, affine.ParallelOp) for p in _ancestors(o))
+        ]
+        if not bands:
+            raise PassError(op, "expected the naive affine.parallel of a contraction")
+        loops = [channel_loop(band, depth) for band in bands]
+        for loop in loops:
+            pad_loop(loop, self.multiple)
+
+
+def _ancestors(op):
+    parent = op.parent_op()
+    while parent is not None:
+        yield parent
+        parent = parent.parent_op()
