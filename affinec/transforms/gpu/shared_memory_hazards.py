@@ -55,7 +55,7 @@ from xdsl.ir.affine import AffineConstraintKind, AffineMap
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import GRID, OVERLAY, PaddedLoadOp, mapping_of
-from affinec.dtypes import memref_bytes
+from affinec.dtypes import element_size
 from affinec.ir.affine_exprs import Interval, expr_range
 from affinec.ir.index_sets import Guard, free_roots, index_sets
 from affinec.ir.ranges import map_ranges, value_range
@@ -279,16 +279,18 @@ class _Walk:
 
     # -- values --------------------------------------------------------------------------
 
-    def value_range(self, value: SSAValue) -> Interval | None:
+    def known_ranges(self) -> dict[SSAValue, Interval]:
+        """Ranges of values under the known trips (a cache, filled as asked)."""
         if self.ranges is None:
             self.ranges = {v: (k, k) for v, k in self.known.items()}
-        return value_range(value, self.ranges)
+        return self.ranges
+
+    def value_range(self, value: SSAValue) -> Interval | None:
+        return value_range(value, self.known_ranges())
 
     def bound(self, m: AffineMap, operands: Sequence[SSAValue], pick) -> int | None:
         """A loop bound (`pick` of `m`'s results) where the threads agree on it."""
-        if self.ranges is None:
-            self.ranges = {v: (k, k) for v, k in self.known.items()}
-        points = [_point(r) for r in map_ranges(m, operands, self.ranges)]
+        points = [_point(r) for r in map_ranges(m, operands, self.known_ranges())]
         if not points or any(p is None for p in points):
             return None
         return pick(points)
@@ -296,9 +298,7 @@ class _Walk:
     def condition(self, op: affine.IfOp) -> bool | None:
         """Whether `op`'s condition holds, where the ranges of its operands decide it."""
         s = op.condition.data
-        if self.ranges is None:
-            self.ranges = {v: (k, k) for v, k in self.known.items()}
-        values = [value_range(v, self.ranges) for v in op.args]
+        values = [value_range(v, self.known_ranges()) for v in op.args]
         dims, syms = values[: s.num_dims], values[s.num_dims :]
         holds = True
         for c in s.constraints:
@@ -347,7 +347,7 @@ class _Walk:
                 self.read(self.access(inner, inner.memref, inner.indices))
             elif isinstance(inner, nvgpu.LdMatrixOp):
                 # each lane reads a row of 16 bytes from its address
-                element = _element_bytes(inner.srcMemref)
+                element = element_size(inner.srcMemref.type.get_element_type())  # pyright: ignore
                 a = self.access(
                     inner, inner.srcMemref, inner.indices, run=16 // element
                 )
@@ -373,8 +373,6 @@ class _Walk:
         """The region `op` touches: the values of its indices (through its map) under
         the guards around it, or their ranges where they cannot be enumerated; the
         innermost one `run` elements long (a vector, a copy, a row of ldmatrix)."""
-        if self.ranges is None:
-            self.ranges = {v: (k, k) for v, k in self.known.items()}
         if op not in self.roots:
             self.roots[op] = free_roots(indices, self.guards)
         roots = self.roots[op]
@@ -383,7 +381,7 @@ class _Walk:
             key = (op, tuple(self.known.get(r) for r in roots))
             if key not in self.sets:
                 self.sets[key] = index_sets(
-                    indices, m, self.guards, roots, self.known, self.ranges
+                    indices, m, self.guards, roots, self.known, self.known_ranges()
                 )
             sets = self.sets[key]
             if sets is not None:
@@ -392,9 +390,9 @@ class _Walk:
                     region[-1] = frozenset(x + k for x in sets[-1] for k in range(run))
         if region is None:
             if m is None:
-                region = [value_range(v, self.ranges) for v in indices]
+                region = [value_range(v, self.known_ranges()) for v in indices]
             else:
-                region = list(map_ranges(m, indices, self.ranges))
+                region = list(map_ranges(m, indices, self.known_ranges()))
             last = region[-1] if region else None
             if last is not None and run > 1:
                 assert isinstance(last, tuple)
@@ -520,12 +518,6 @@ def _run(op: Operation) -> int:
         return 1
     assert isinstance(t, VectorType)
     return t.element_count()
-
-
-def _element_bytes(buffer: SSAValue) -> int:
-    t = buffer.type
-    assert isinstance(t, MemRefType)
-    return memref_bytes(MemRefType(t.get_element_type(), [1]))
 
 
 def _point(r: Interval | None) -> int | None:
