@@ -334,6 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     tune = commands.add_parser(
         "tune",
+        # its flags may come before the kind: no abbreviations (`--c` is the spec's)
+        allow_abbrev=False,
         help="find a spec's fastest configuration on the GPU and cache it "
         "(--list: show the cache)",
     )
@@ -345,11 +347,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the tuning cache file (default: $AFFINEC_TUNING_CACHE, else "
         "$XDG_CACHE_HOME/affinec/tuning.json)",
     )
+    add_tune_arguments(tune, given_before=True)
     tune_kinds = tune.add_subparsers(dest="kind", metavar="KIND")
     for kind in ("conv", "matmul"):
         sub = tune_kinds.add_parser(kind, help=f"tune a {kind}")
         SPEC_ARGUMENTS[kind](sub)
-        add_tune_arguments(sub)
+        add_tune_arguments(sub, given_before=False)
     tune.set_defaults(run=cmd_tune)
 
     bench = commands.add_parser(

@@ -152,73 +152,77 @@ def format_cache(cache) -> str:
     return "\n".join(lines)
 
 
-def add_tune_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of `affinec tune KIND` beyond the spec's."""
+def add_tune_arguments(parser: argparse.ArgumentParser, *, given_before: bool) -> None:
+    """The flags of `affinec tune [KIND]` beyond the spec's. They may come before the
+    kind too (`affinec tune --dry-run conv ...`): the `tune` parser takes them with
+    their defaults (`given_before`) and the kind's parser without any, so that a flag
+    given before the kind is not overwritten by the kind's default."""
     from affinec.tuning.space import MAX_CANDIDATES
 
-    parser.add_argument(
+    def flag(*names: str, **options) -> None:
+        if not given_before:
+            options["default"] = argparse.SUPPRESS
+        parser.add_argument(*names, **options)
+
+    flag(
         "--budget-s",
         type=float,
         default=120.0,
         help="wall time for tuning the spec, compiling included (default 120)",
     )
-    parser.add_argument(
+    flag(
         "--top",
         type=int,
         default=24,
         help="configurations measured in the cost model's order (default 24)",
     )
-    parser.add_argument(
+    flag(
         "--explore",
         type=int,
         default=8,
         help="more measured at random from the rest of the ranking, to check the "
         "model (default 8)",
     )
-    parser.add_argument(
+    flag(
         "--finalists",
         type=int,
         default=3,
         help="the fastest, timed again with the benchmark's full method (default 3)",
     )
-    parser.add_argument(
+    flag(
         "--max-candidates",
         type=int,
         default=MAX_CANDIDATES,
         help="configurations compiled, chosen by the cost model (default "
         f"{MAX_CANDIDATES})",
     )
-    parser.add_argument(
+    flag(
         "--jobs",
         type=int,
         default=0,
         help="compiler processes (default 0: every core but one)",
     )
-    parser.add_argument(
+    flag(
         "--arch",
         choices=ARCHS,
         help="GPU architecture (default: the current GPU's; sm_90 for --dry-run)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of inputs and picks")
-    parser.add_argument(
+    flag(
         "--log-dir",
         help="where the JSON-lines log (and plot) goes (default: logs/ beside the "
         "cache)",
     )
-    parser.add_argument(
-        "--cudnn", action="store_true", help="also time cuDNN on the same inputs"
-    )
-    parser.add_argument(
-        "--force", action="store_true", help="tune even if the cache has the spec"
-    )
-    parser.add_argument(
+    flag("--cudnn", action="store_true", help="also time cuDNN on the same inputs")
+    flag("--force", action="store_true", help="tune even if the cache has the spec")
+    flag(
         "--dry-run",
         action="store_true",
         help="no GPU: enumerate, compile and rank with the cost model only",
     )
-    parser.add_argument(
-        "--no-progress", action="store_true", help="no progress bars on stderr"
-    )
+    flag("--no-progress", action="store_true", help="no progress bars on stderr")
+    if given_before:
+        return  # the `tune` parser has its own --cache
     parser.add_argument(
         "--cache",
         default=argparse.SUPPRESS,

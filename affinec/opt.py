@@ -34,7 +34,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Sequence
-from typing import IO
+from typing import IO, NoReturn
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, get_pass_option_infos
@@ -128,6 +128,14 @@ class AffinecOptMain(xDSLOptMain):
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
+
+        def error(message: str) -> NoReturn:
+            # one line and exit code 1, as every other error (argparse: usage, 2)
+            arg_parser.exit(
+                1, f"error: affinec-opt: {message} (see 'affinec-opt --help')\n"
+            )
+
+        arg_parser.error = error  # pyright: ignore[reportAttributeAccessIssue]
         # xDSL has `--split-input-file` and `--verify-diagnostics` already; affinec
         # gives them MLIR's meaning (see `run`), and the marker MLIR's takes.
         arg_parser.add_argument(

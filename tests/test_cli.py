@@ -421,3 +421,27 @@ def test_affinec_reference_is_always_the_module():
         "assert callable(affinec.reference.reference)\n"
     )
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_affinec_opt_usage_errors_are_one_line_and_exit_1(tmp_path, capsys):
+    path = tmp_path / "conv.mlir"
+    path.write_text(str(build(ConvSpec(1, 2, 4, 4, 2, 3, 3))))
+    for argv in ([str(path), "-p", "-p"], [str(path), "--no-such-flag"]):
+        try:
+            code = affinec_opt(argv)
+        except SystemExit as e:
+            code = e.code
+        assert code == 1
+        err = capsys.readouterr().err
+        assert err.startswith("error: affinec-opt: ") and err.count("\n") == 1
+
+
+def test_tune_flags_may_come_before_the_kind(capsys):
+    spec = ["--n", "1", "--c", "8", "--h", "8", "--w", "8", "--k", "8", "--r", "3",
+            "--s", "3"]  # fmt: skip
+    flags = ["--dry-run", "--no-progress", "--max-candidates", "2", "--jobs", "1"]
+    assert affinec(["tune", *flags, "conv", *spec]) == 0
+    before = capsys.readouterr().out
+    assert affinec(["tune", "conv", *spec, *flags]) == 0
+    assert "ranked by the cost model only" in before
+    assert before.splitlines()[:3] == capsys.readouterr().out.splitlines()[:3]
