@@ -202,6 +202,22 @@ class AffinecOptMain(xDSLOptMain):
                     "after one fails, as mlir-opt does (--split-input-file=MARKER: "
                     "another marker)"
                 )
+            if "--passes" in action.option_strings:
+                # xDSL lists its ~150 passes here; ours come first, and with options
+                action.help = (
+                    "the pass pipeline, e.g. 'affinec-default' or "
+                    "'affine-loop-tile{tile-sizes=1,64,16,16},affinec-split'; "
+                    "`affinec-opt --list-passes` lists affinec's passes, their "
+                    "options and the named pipelines (xDSL's passes work too)"
+                )
+            if "--target" in action.option_strings:
+                # xDSL lists its own targets too; affinec-opt emits these three
+                action.choices = None
+                action.help = (
+                    "the output: mlir (the IR, the default), llvm (the kernels' LLVM "
+                    "IR) or ptx (ptx{arch=sm_90 opt-level=3}); llvm and ptx take the llvm + "
+                    "nvvm level (after convert-gpu-to-nvvm)"
+                )
             if "--verify-diagnostics" in action.option_strings:
                 action.help = (
                     "check the diagnostics against the input's `// expected-error` "

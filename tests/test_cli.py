@@ -445,3 +445,13 @@ def test_tune_flags_may_come_before_the_kind(capsys):
     assert affinec(["tune", "conv", *spec, *flags]) == 0
     assert "ranked by the cost model only" in before
     assert before.splitlines()[:3] == capsys.readouterr().out.splitlines()[:3]
+
+
+def test_affinec_opts_help_lists_only_the_targets_it_emits(capsys):
+    import contextlib
+
+    with contextlib.suppress(SystemExit):  # argparse's --help exits
+        affinec_opt(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "mlir (the IR, the default), llvm" in text
+    assert "riscv" not in text and "x86-asm" not in text
