@@ -206,7 +206,8 @@ class AffineLoopTilePass(ModulePass):
             raise PassError(module, f"tile-size={self.tile_size} must be positive")
         if self.cache_size <= 0:
             raise PassError(module, f"cache-size={self.cache_size} must be positive")
-        if self.tile_size and not bands:
+        if self.tile_size and not bands and parallels:
+            # (without either, there is nothing to tile: MLIR does nothing)
             raise PassError(
                 module,
                 "tile-size tiles affine.for bands (MLIR's meaning) and the module has "

@@ -831,6 +831,13 @@ def test_tile_size_needs_an_affine_for_band():
     assert "tile-size tiles affine.for bands (MLIR's meaning)" in info.value.message
 
 
+def test_tile_size_on_a_module_without_loops_does_nothing_as_in_mlir():
+    module = parse("func.func @f() {\n  func.return\n}")
+    before = str(module)
+    Pipeline.parse("affine-loop-tile{tile-size=32}").run(module)
+    assert str(module) == before
+
+
 def test_bands_mlir_leaves_alone_are_left_alone_and_others_refused():
     skipped = _in_function(
         "%z = arith.constant 0.0 : f32\n"
