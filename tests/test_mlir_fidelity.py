@@ -888,3 +888,17 @@ def test_single_dash_flags_and_passes_as_flags(tmp_path, capsys):
     assert code == 0 and "affine.if" in out
     code, _, err = opt([str(path), "-lower-affine", "-p", "cse"], capsys)
     assert code == 1 and "not several of them" in err
+
+
+def test_test_ops_are_unregistered_ops_as_in_mlir_opt(tmp_path, capsys):
+    from affinec.opt import main as affinec_opt
+
+    path = tmp_path / "t.mlir"
+    path.write_text(
+        'func.func @f() {\n  "test.foo"() : () -> ()\n'
+        '  %0 = "test.bar"() {a = 1} : () -> index\n  func.return\n}\n'
+    )
+    assert affinec_opt([str(path), "--allow-unregistered-dialect"]) == 0
+    assert '"test.foo"() : () -> ()' in capsys.readouterr().out
+    assert affinec_opt([str(path)]) == 1
+    assert "test.foo is not registered" in capsys.readouterr().err
