@@ -21,6 +21,7 @@ from affinec.chips import MMA_SHAPES, WARP_SIZE
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, mapping_of
+from affinec.dialects.nvvm_target import chip_of
 from affinec.dtypes import element_size
 from affinec.ir.affine_exprs import linear_form
 from affinec.transforms.affine.analysis import is_defined_inside
@@ -161,8 +162,9 @@ def plan_mma(
                 band.op, "a dimension read by both the input and the filter"
             )
     wm, wn = warps
-    if wm < 1 or wn < 1 or wm * wn * WARP > 1024:
-        raise PassError(grid, f"warps {wm}x{wn}: between 1 and 32 warps in a block")
+    most = chip_of(grid).max_threads_per_block // WARP
+    if wm < 1 or wn < 1 or wm * wn > most:
+        raise PassError(grid, f"warps {wm}x{wn}: between 1 and {most} warps in a block")
     block_m = math.prod(band.extents[d] for d in m_dims)
     block_n = band.extents[n_dims[0]]
     mt = max(1, -(-block_m // (16 * wm)))
