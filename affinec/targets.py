@@ -18,22 +18,24 @@ from xdsl.utils.target import Target
 
 @dataclass(frozen=True)
 class PtxTarget(Target):
-    """PTX from llvmlite's NVPTX backend (optimized at `opt-level`)."""
+    """PTX from llvmlite's NVPTX backend (optimized at `opt-level`), for `arch`: by
+    default the chip the module was planned for (`nvvm-attach-target`), else sm_80."""
 
     name = "ptx"
 
-    arch: str = "sm_80"
+    arch: str = ""
     opt_level: int = 3
 
     def __post_init__(self) -> None:
-        _check_arch(self.arch)
+        if self.arch:
+            _check_arch(self.arch)
         if self.opt_level not in (0, 1, 2, 3):
             raise ValueError(f"opt-level must be 0, 1, 2 or 3, got {self.opt_level}")
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
         from affinec.emitter import to_ptx
 
-        output.write(to_ptx(module, self.arch, self.opt_level))
+        output.write(to_ptx(module, _arch_for(module, self.arch), self.opt_level))
 
 
 @dataclass(frozen=True)
@@ -42,15 +44,43 @@ class LlvmTarget(Target):
 
     name = "llvm"
 
-    arch: str = "sm_80"
+    arch: str = ""
+    """By default the chip the module was planned for, else sm_80."""
 
     def __post_init__(self) -> None:
-        _check_arch(self.arch)
+        if self.arch:
+            _check_arch(self.arch)
 
     def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
         from affinec.emitter import to_llvm_ir
 
-        output.write(to_llvm_ir(module, self.arch))
+        output.write(to_llvm_ir(module, _arch_for(module, self.arch)))
+
+
+def _arch_for(module: ModuleOp, arch: str) -> str:
+    """`arch`, or the chip of the module's kernels; the two must agree (the passes
+    planned shared memory for the module's chip)."""
+    from affinec.dialects.gpu_module import ModuleOp as GpuModuleOp
+    from affinec.dialects.nvvm_target import chip_name_of
+    from affinec.emitter import ARCHS, EmitterError
+
+    kernels = [m for m in module.walk() if isinstance(m, GpuModuleOp)]
+    planned = {chip_name_of(m) for m in kernels} or {chip_name_of(module)}
+    targeted = any(m.targets is not None for m in kernels)
+    if arch and targeted and planned != {arch}:
+        raise EmitterError(
+            kernels[0],
+            f"the kernels were planned for {', '.join(sorted(planned))} "
+            f"(#nvvm.target), not {arch}",
+        )
+    chosen = arch or (planned.pop() if len(planned) == 1 else "sm_80")
+    if chosen not in ARCHS:
+        raise EmitterError(
+            kernels[0] if kernels else None,
+            f"cannot emit for {chosen}, the chip of the module's #nvvm.target: the "
+            f"emitter takes {', '.join(ARCHS)}",
+        )
+    return chosen
 
 
 def _check_arch(arch: str) -> None:

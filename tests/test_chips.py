@@ -80,3 +80,20 @@ def test_an_unknown_chip_in_the_ir_is_a_located_error():
     module.attributes[TARGET] = target_attr("sm_75")
     with pytest.raises(OpError, match="unknown GPU architecture 'sm_75'"):
         Pipeline(default_passes(config_for(SPEC))).run(module)
+
+
+def test_ptx_is_emitted_for_the_chip_the_kernels_were_planned_for(tmp_path, capsys):
+    from affinec.opt import main as affinec_opt
+
+    path = tmp_path / "conv.mlir"
+    path.write_text(str(build(ConvSpec(1, 8, 8, 8, 8, 3, 3, padding=1))))
+    planned = "nvvm-attach-target{chip=sm_90},affinec-default"
+    assert affinec_opt([str(path), "-p", planned, "-t", "ptx"]) == 0
+    assert ".target sm_90" in capsys.readouterr().out
+    assert affinec_opt([str(path), "-p", planned, "-t", "ptx{arch=sm_80}"]) == 1
+    assert "planned for sm_90 (#nvvm.target), not sm_80" in capsys.readouterr().err
+    other = "nvvm-attach-target{chip=sm_86},affinec-default"
+    assert affinec_opt([str(path), "-p", other, "-t", "ptx"]) == 1
+    assert "cannot emit for sm_86" in capsys.readouterr().err
+    assert affinec_opt([str(path), "-p", "affinec-default", "-t", "ptx"]) == 0
+    assert ".target sm_80" in capsys.readouterr().out
