@@ -95,7 +95,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
@@ -103,7 +102,7 @@ from xdsl.passes import ModulePass
 from affinec.context import require_affinec_dialects
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
-from affinec.dialects.affinec import BLOCK, GRID, MAPPING, mapping_of
+from affinec.dialects.affinec import BLOCK, GRID, MAPPING
 from affinec.transforms.affine.analysis import (
     body_ops,
     constant_trip_extent,
@@ -128,6 +127,7 @@ from affinec.transforms.affine.mlir_tiling import (
 )
 from affinec.transforms.affine.tiling import tile_band, tile_parallel
 from affinec.transforms.affine.versioning import peel_last_iteration, version_full_tiles
+from affinec.transforms.mapped_bands import naive_parallels
 
 BLOCK_ITERATIONS = 256
 """What the default block tile aims at: a few warps' worth of output points."""
@@ -183,7 +183,10 @@ class AffineLoopTilePass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
         refuse_unsupported(op, self.name)
-        parallels = _targets(op)
+        parallels = naive_parallels(
+            op,
+            "affine-loop-tile tiles the unmapped affine.parallel of the naive IR, once",
+        )
         bands = [b for b in tileable_bands(op) if not mlir_skips(b)]
         self._check_options(op, parallels, tileable_bands(op))
         plans = [self._plan(p) for p in parallels]
@@ -349,24 +352,6 @@ class AffineLoopTilePass(ModulePass):
         )
         if self.separate:
             version_full_tiles(inner)
-
-
-def _targets(module: ModuleOp) -> list[affine.ParallelOp]:
-    """The outermost `affine.parallel` of each function, refusing mapped ones."""
-    found = []
-    for fn in module.walk():
-        if not isinstance(fn, func.FuncOp) or not fn.body.blocks:
-            continue
-        for op in fn.body.block.ops:
-            if isinstance(op, affine.ParallelOp):
-                if (level := mapping_of(op)) is not None:
-                    raise PassError(
-                        op,
-                        f"is already mapped to '{level}': affine-loop-tile tiles the "
-                        "unmapped affine.parallel of the naive IR, once",
-                    )
-                found.append(op)
-    return found
 
 
 def _check_sizes(

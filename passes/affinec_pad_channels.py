@@ -24,9 +24,9 @@ from xdsl.passes import ModulePass
 from affinec.context import require_affinec_dialects
 from affinec.contraction import contraction_of
 from affinec.diagnostics import PassError
-from affinec.dialects import affine
-from affinec.dialects.affinec import mapping_of, read_spec
+from affinec.dialects.affinec import read_spec
 from affinec.transforms.affine.pad_reduction import channel_loop, pad_loop
+from affinec.transforms.mapped_bands import naive_parallels
 
 CHANNELS = ("c", "p")
 """The channel reduction of a convolution (`c`) and of a matrix product (`p`)."""
@@ -53,22 +53,11 @@ class AffinecPadChannels(ModulePass):
         depth = next((k for k, n in enumerate(names) if n in CHANNELS), None)
         if depth is None:
             raise PassError(op, f"a {spec.kind} has no channel reduction to pad")
-        bands = [
-            o
-            for o in op.walk()
-            if isinstance(o, affine.ParallelOp)
-            and mapping_of(o) is None
-            and not any(isinstance(p, affine.ParallelOp) for p in _ancestors(o))
-        ]
+        bands = naive_parallels(
+            op, "affinec-pad-channels runs on the naive IR, before affine-loop-tile"
+        )
         if not bands:
             raise PassError(op, "expected the naive affine.parallel of a contraction")
         loops = [channel_loop(band, depth) for band in bands]
         for loop in loops:
             pad_loop(loop, self.multiple)
-
-
-def _ancestors(op):
-    parent = op.parent_op()
-    while parent is not None:
-        yield parent
-        parent = parent.parent_op()

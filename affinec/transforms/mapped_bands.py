@@ -1,13 +1,30 @@
-"""Finding the GPU-mapped bands of a module: the `affine.parallel` ops marked
-`{affinec.mapping = "grid"}` or `"block"`, and the grid band around a block band."""
+"""Finding the bands of a module: the naive IR's unmapped `affine.parallel`, the
+GPU-mapped ones (`{affinec.mapping = "grid"}` or `"block"`), and the grid band around
+a block band."""
 
 from __future__ import annotations
 
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affinec import BLOCK, GRID, mapping_of
+
+
+def naive_parallels(module: ModuleOp, why: str) -> list[affine.ParallelOp]:
+    """The outermost `affine.parallel` of each function (the naive IR's band),
+    refusing a mapped one: `'op' is already mapped to 'grid': {why}`."""
+    found = []
+    for fn in module.walk():
+        if not isinstance(fn, func.FuncOp) or not fn.body.blocks:
+            continue
+        for op in fn.body.block.ops:
+            if isinstance(op, affine.ParallelOp):
+                if (level := mapping_of(op)) is not None:
+                    raise PassError(op, f"is already mapped to '{level}': {why}")
+                found.append(op)
+    return found
 
 
 def block_loops(module: ModuleOp, pass_name: str) -> list[affine.ParallelOp]:

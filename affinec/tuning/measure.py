@@ -175,9 +175,7 @@ class GpuMeasurer:
             kernel.launch(bound[0])
             torch.cuda.synchronize()
             error = _relative_error(out, self.reference)
-            # The kernel's own tolerance where the compiler gave one (looser for
-            # tf32 arithmetic), else its dtype's.
-            tolerance = kernel.info.get("tolerance") or TOLERANCE[self.spec.dtype]
+            tolerance = self.tolerance(kernel)
             if not error <= tolerance:
                 return Measurement(
                     False,
@@ -200,13 +198,18 @@ class GpuMeasurer:
             )
         return Measurement(True, ms, error, seconds=time.perf_counter() - start)
 
+    def tolerance(self, kernel: Kernel) -> float:
+        """The kernel's own tolerance where the compiler gave one (looser for tf32
+        arithmetic), else its dtype's."""
+        return kernel.info.get("tolerance") or TOLERANCE[self.spec.dtype]
+
     def confirm(self, kernel: Kernel, runs: int) -> Measurement:
         import time
 
         import torch
 
         start = time.perf_counter()
-        tolerance = kernel.info.get("tolerance") or TOLERANCE[self.spec.dtype]
+        tolerance = self.tolerance(kernel)
         generator = torch.Generator(device="cuda").manual_seed(self.seed + 1)
         worst = 0.0
         try:

@@ -48,15 +48,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects import memref
-from xdsl.dialects.builtin import MemRefType, VectorType
+from xdsl.dialects.builtin import AffineMapAttr, MemRefType, VectorType
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import AffineConstraintKind, AffineMap
 
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu, nvgpu
-from affinec.dialects.affinec import GRID, OVERLAY, PaddedLoadOp, mapping_of
+from affinec.dialects.affinec import GRID, OVERLAY, mapping_of
 from affinec.dtypes import element_size
 from affinec.ir.affine_exprs import Interval, expr_range
+from affinec.ir.effects import reads, writes
 from affinec.ir.index_sets import Guard, free_roots, index_sets
 from affinec.ir.ranges import map_ranges, value_range
 
@@ -180,7 +181,9 @@ class _Walk:
         """Ranges of values under the known trips (computed as asked)."""
         self.state = _State()
         self.structure: dict[Operation, bool] = {}
-        self.leaves: dict[Operation, list[tuple[Operation, list]]] = {}
+        self.leaves: dict[Operation, list[tuple]] = {}
+        """Per leaf: each op in it touching shared memory, its guards within the
+        leaf, and the shared buffers it reads and writes."""
         self.phase = 0
 
     def run(self, block: Block) -> None:
@@ -323,9 +326,16 @@ class _Walk:
         self.phase += 1
         if op not in self.leaves:
             self.leaves[op] = [
-                (o, _guards(o, op)) for o in op.walk() if _touches_shared(o)
+                (
+                    o,
+                    _guards(o, op),
+                    [b for b in reads(o) if _is_shared(b)],
+                    [b for b in writes(o) if _is_shared(b)],
+                )
+                for o in op.walk()
+                if _touches_shared(o)
             ]
-        for inner, guards in self.leaves[op]:
+        for inner, guards, read, written in self.leaves[op]:
             if any(self.condition(g) is (not branch) for g, branch in guards):
                 continue  # in a branch not taken here
             self.guards = guards
@@ -333,33 +343,24 @@ class _Walk:
                 run = inner.elements
                 a = self.access(inner, inner.dst, inner.dstIndices, run=run)
                 self.start_copy(a)
-            elif isinstance(inner, READS_WITH_MAP):
-                a = self.access(
-                    inner, inner.memref, inner.indices, inner.map.data, run=_run(inner)
-                )
-                self.read(a)
-            elif isinstance(inner, WRITES_WITH_MAP):
-                a = self.access(
-                    inner, inner.memref, inner.indices, inner.map.data, run=_run(inner)
-                )
-                self.write(a)
-            elif isinstance(inner, memref.LoadOp):
-                self.read(self.access(inner, inner.memref, inner.indices))
-            elif isinstance(inner, nvgpu.LdMatrixOp):
-                # each lane reads a row of 16 bytes from its address
-                element = element_size(inner.srcMemref.type.get_element_type())  # pyright: ignore
-                a = self.access(
-                    inner, inner.srcMemref, inner.indices, run=16 // element
-                )
-                self.read(a)
-            elif isinstance(inner, memref.StoreOp):
-                self.write(self.access(inner, inner.memref, inner.indices))
-            elif not isinstance(inner, memref.DeallocOp):
-                raise PassError(
-                    inner,
-                    "uses a shared buffer in a way the shared-memory hazard check "
-                    "cannot follow",
-                )
+                continue
+            # what the op declares it reads and writes (`affinec.ir.effects`)
+            for buffer in read:
+                self.read(self.touched(inner, buffer))
+            for buffer in written:
+                self.write(self.touched(inner, buffer))
+
+    def touched(self, op: Operation, buffer: SSAValue) -> Access:
+        """The region of `buffer` that `op` touches: through its indices (and map)
+        where they index `buffer`, its only buffer; the whole buffer otherwise."""
+        indices = getattr(op, "indices", None)
+        memrefs = [v for v in op.operands if isinstance(v.type, MemRefType)]
+        if indices is None or memrefs != [buffer]:
+            t = buffer.type
+            assert isinstance(t, MemRefType)
+            return Access(op, buffer, (None,) * len(t.get_shape()), self.phase)
+        m = op.map.data if isinstance(getattr(op, "map", None), AffineMapAttr) else None
+        return self.access(op, buffer, indices, m, run=_run(op))
 
     def access(
         self,
@@ -480,10 +481,6 @@ class _Walk:
                 )
 
 
-READS_WITH_MAP = (affine.LoadOp, affine.VectorLoadOp, PaddedLoadOp)
-WRITES_WITH_MAP = (affine.StoreOp, affine.VectorStoreOp)
-
-
 def _varies_by_thread(root: SSAValue) -> bool:
     """Whether `root` (a block argument or a GPU id) may differ between the threads of
     a block: thread and lane ids, the variables of block- and thread-mapped bands."""
@@ -509,15 +506,16 @@ def _guards(op: Operation, leaf: Operation) -> list[tuple[affine.IfOp, bool]]:
 
 
 def _run(op: Operation) -> int:
-    """Elements an affine access touches along the innermost dimension."""
-    if isinstance(op, affine.VectorLoadOp):
-        t = op.result.type
-    elif isinstance(op, affine.VectorStoreOp):
-        t = op.value.type
-    else:
-        return 1
-    assert isinstance(t, VectorType)
-    return t.element_count()
+    """Elements an access touches from its address along the innermost dimension:
+    a vector's, or a row of 16 bytes for each lane of ldmatrix."""
+    if isinstance(op, nvgpu.LdMatrixOp):
+        t = op.srcMemref.type
+        assert isinstance(t, MemRefType)
+        return 16 // element_size(t.get_element_type())
+    vectors = [
+        v.type for v in (*op.results, *op.operands) if isinstance(v.type, VectorType)
+    ]
+    return vectors[0].element_count() if vectors else 1
 
 
 def _point(r: Interval | None) -> int | None:
