@@ -328,9 +328,10 @@ def run_benchmarks(
         for dtype in dtypes:
             tf32 = dtype == "tf32"
             stored = with_format(spec, "f32" if tf32 else dtype, layout)
+            arch = current_arch()
             compiled = (
                 compile_to_ptx(
-                    stored, config_for(stored, tf32=True), arch=current_arch()
+                    stored, config_for(stored, tf32=True, arch=arch), arch=arch
                 )
                 if tf32
                 else None

@@ -24,6 +24,9 @@ SHARED_BANKS = 32
 """Banks of shared memory, each `BANK_BYTES` wide (a warp's access is conflict-free
 when its lanes touch distinct banks, or the same word)."""
 BANK_BYTES = 4
+DEFAULT_SHARED_PER_BLOCK = 48 * KIB
+"""Shared memory a block may have without opting in (static, or dynamic at launch),
+on every architecture: a launch asking more must raise the kernel's limit first."""
 MMA_SHAPES: dict[str, tuple[int, int, int]] = {
     "f16": (16, 8, 16),
     "bf16": (16, 8, 16),
@@ -44,7 +47,7 @@ class Chip:
     max_shared_per_block: int
     """The most a block may have (past `static_shared_per_block` only as dynamic
     shared memory the kernel opts into)."""
-    static_shared_per_block: int = 48 * KIB
+    static_shared_per_block: int = DEFAULT_SHARED_PER_BLOCK
     """The most a kernel may declare statically (or take dynamically without
     opting in)."""
     reserved_shared_per_block: int = 1 * KIB

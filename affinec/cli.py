@@ -160,11 +160,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_compile(args: argparse.Namespace) -> int:
     """`affinec compile KIND --flags...`: the PTX of the spec, to `-o` or stdout."""
     spec = spec_from_args(args.kind, args)
+    arch = args.arch or DEFAULT_ARCH
     compiled = compile_to_ptx(
-        spec,
-        config_from_args(args, spec),
-        pipeline=args.passes,
-        arch=args.arch or DEFAULT_ARCH,
+        spec, config_from_args(args, spec, arch), pipeline=args.passes, arch=arch
     )
     _write(compiled.ptx, args.output)
     for note in compiled.remarks:
@@ -194,7 +192,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     require_host_memory(spec)
     require_gpu()
     arch = args.arch or current_arch()
-    config = config_from_args(args, spec)
+    config = config_from_args(args, spec, arch)
     if config is None and args.passes is None:
         from affinec.tuning import compile_cached
 

@@ -289,11 +289,13 @@ KNOBS = (
 )
 
 
-def config_from_args(args: argparse.Namespace, spec: Spec) -> KernelConfig | None:
+def config_from_args(
+    args: argparse.Namespace, spec: Spec, arch: str
+) -> KernelConfig | None:
     """The `KernelConfig` the knob flags describe, or None when none is given (the
     compiler then picks one for the spec). `--tf32` alone is the configuration
-    `config_for` picks for the spec on tf32 tensor cores."""
+    `config_for` picks for the spec on tf32 tensor cores of `arch`."""
     given = {k: getattr(args, k) for k in KNOBS if getattr(args, k) is not None}
     if given == {"tf32": True}:
-        return config_for(spec, tf32=True)
+        return config_for(spec, tf32=True, arch=arch)
     return with_knobs(KernelConfig(), **given) if given else None

@@ -155,7 +155,7 @@ def compile_to_ptx(
         if config is not None or knobs
         else ("config_for" if spec is not None else "defaults")
     )
-    config = _config(config, knobs, spec)
+    config = _config(config, knobs, spec, arch)
     _set_target(module, arch)
     if pipeline is None:
         passes = default_passes(config)
@@ -225,14 +225,14 @@ def _set_target(module: ModuleOp, arch: str) -> None:
 
 
 def _config(
-    config: KernelConfig | None, knobs: dict[str, Any], spec: Spec | None
+    config: KernelConfig | None, knobs: dict[str, Any], spec: Spec | None, arch: str
 ) -> KernelConfig:
     """The configuration asked for: `config`, or the defaults with `knobs` changed,
-    or (neither given) the one `config_for` picks for the spec."""
+    or (neither given) the one `config_for` picks for the spec on `arch`."""
     if knobs:
         if config is not None:
             raise ValueError("give a KernelConfig or its fields, not both")
         return with_knobs(KernelConfig(), **knobs)
     if config is not None:
         return config
-    return config_for(spec) if spec is not None else KernelConfig()
+    return config_for(spec, arch=arch) if spec is not None else KernelConfig()

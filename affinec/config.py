@@ -11,9 +11,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields, replace
 
+from affinec.chips import Chip, chip
 from affinec.contraction import contraction_of
 from affinec.dtypes import storage_numpy_dtype
 from affinec.spec import ConvSpec, MatmulSpec, Spec
+
+DEFAULT_PLANNING_ARCH = "sm_90"
+"""The chip `config_for` plans for unless told: the H100, where its constants were
+measured."""
 
 
 @dataclass(frozen=True)
@@ -123,7 +128,9 @@ REDUCTION_STEP = 8
 """Input channels (the GEMM's K) copied into shared memory per step."""
 
 
-def config_for(spec: Spec, *, tf32: bool = False) -> KernelConfig:
+def config_for(
+    spec: Spec, *, tf32: bool = False, arch: str = DEFAULT_PLANNING_ARCH
+) -> KernelConfig:
     """A good configuration for `spec` without measuring. f16 and bf16 with at least
     `MMA_MIN_CHANNELS` input channels take the tensor cores (`_tensor_core_config`);
     so does f32 with `tf32` (opt-in: tf32 rounds the operands). Other convolutions
@@ -131,11 +138,13 @@ def config_for(spec: Spec, *, tf32: bool = False) -> KernelConfig:
     (`BLOCK_PIXELS` x `BLOCK_CHANNELS` outputs a block, `REGISTER_PIXELS` x
     `REGISTER_CHANNELS` a thread) with a reduction step that keeps the order of
     summation. Tiles divide the extents where they can. Other specs (the outer
-    product) get the passes' own defaults."""
+    product) get the passes' own defaults. The shared-memory budget is `arch`'s
+    (`shared_budget`)."""
     if tf32 and spec.dtype != "f32":
         raise ValueError(
             f"tf32 takes f32 operands on the tensor cores, not {spec.dtype}"
         )
+    budget = shared_budget(chip(arch))
     c = contraction_of(spec)
     names = [n for n, _ in c.output_index]
     extents = [e for _, e in c.output_index]
@@ -151,12 +160,12 @@ def config_for(spec: Spec, *, tf32: bool = False) -> KernelConfig:
         spec.dtype != "f32"
         and (_channels(spec) >= MMA_MIN_CHANNELS or _coalescible(spec))
     ):
-        return _tensor_core_config(spec, extents, channel, pixels, tf32)
+        return _tensor_core_config(spec, extents, channel, pixels, tf32, budget)
     padded = padded_channels(spec)
     if padded != getattr(spec, "c", padded):
         assert isinstance(spec, ConvSpec)
         config = _tensor_core_config(
-            replace(spec, c=padded), extents, channel, pixels, tf32
+            replace(spec, c=padded), extents, channel, pixels, tf32, budget
         )
         return replace(config, pad_channels=padded)
 
@@ -270,7 +279,12 @@ def _channels(spec: Spec) -> int:
 
 
 def _tensor_core_config(
-    spec: Spec, extents: list[int], channel: int, pixels: list[int], tf32: bool
+    spec: Spec,
+    extents: list[int],
+    channel: int,
+    pixels: list[int],
+    tf32: bool,
+    budget: int,
 ) -> KernelConfig:
     """The tensor-core route: in f16 and bf16 a step over the filter's window
     (`_window_reduction`) takes `MMA_WINDOW_PIXELS` x `MMA_BLOCK_CHANNELS` outputs a
@@ -282,7 +296,7 @@ def _tensor_core_config(
     # tf32 loads its fragments register by register: unrolled taps spill
     if isinstance(spec, ConvSpec) and not (tf32 or _coalescible(spec)):
         tiles, block = _mma_tiles(extents, channel, pixels, MMA_WINDOW_PIXELS)
-        if window := _window_reduction(spec, block):
+        if window := _window_reduction(spec, block, budget):
             return replace(
                 config,
                 tile_sizes=tiles,
@@ -295,9 +309,9 @@ def _tensor_core_config(
     tiles, block = _mma_tiles(extents, channel, pixels, MMA_BLOCK_PIXELS)
     if _coalescible(spec):
         assert isinstance(spec, ConvSpec)
-        reduction_tiles, stages = _coalesced_reduction(spec, block)
+        reduction_tiles, stages = _coalesced_reduction(spec, block, budget)
     else:
-        reduction_tiles, stages = _mma_reduction(spec, block)
+        reduction_tiles, stages = _mma_reduction(spec, block, budget)
     return replace(
         config,
         tile_sizes=tiles,
@@ -325,7 +339,7 @@ def _mma_tiles(
 
 
 def _window_reduction(
-    spec: ConvSpec, block: tuple[int, ...]
+    spec: ConvSpec, block: tuple[int, ...], budget: int
 ) -> tuple[tuple[int, ...], int] | None:
     """A step over the filter's whole window, or one filter row of it,
     `MMA_WINDOW_STEP` channels at a time, where the channels need no padding and
@@ -339,13 +353,15 @@ def _window_reduction(
         return None
     step = MMA_WINDOW_STEP
     for rows in (spec.r, 1):
-        stages = _stages_that_fit(step_bytes(spec, block, rows, spec.s, step))
+        stages = _stages_that_fit(step_bytes(spec, block, rows, spec.s, step), budget)
         if stages:
             return _conv_reduction_tiles(spec, rows, spec.s, step), stages
     return None
 
 
-def _mma_reduction(spec: Spec, block: tuple[int, ...]) -> tuple[tuple[int, ...], int]:
+def _mma_reduction(
+    spec: Spec, block: tuple[int, ...], budget: int
+) -> tuple[tuple[int, ...], int]:
     """The reduction step of the tensor-core route and the tiles in flight (the MMA
     sums in its own order, so any step will do): the filter's window where it fits
     (`_window_reduction`), else one tap and `MMA_STEP_BYTES` of channels,
@@ -354,10 +370,10 @@ def _mma_reduction(spec: Spec, block: tuple[int, ...]) -> tuple[tuple[int, ...],
     if isinstance(spec, MatmulSpec):
         return (_divisor_at_most(spec.k, MMA_STEP_BYTES // element),), MMA_STAGES
     assert isinstance(spec, ConvSpec)
-    if window := _window_reduction(spec, block):
+    if window := _window_reduction(spec, block, budget):
         return window
     step = _divisor_at_most(spec.c, MMA_STEP_BYTES // element)
-    stages = max(1, _stages_that_fit(step_bytes(spec, block, 1, 1, step)))
+    stages = max(1, _stages_that_fit(step_bytes(spec, block, 1, 1, step), budget))
     if step * element < MMA_K_BYTES:
         stages = min(stages, MMA_PADDED_STAGES)
     return _conv_reduction_tiles(spec, 1, 1, step), stages
@@ -393,11 +409,11 @@ def padded_channels(spec: Spec) -> int:
 
 
 def _coalesced_reduction(
-    spec: ConvSpec, block: tuple[int, ...]
+    spec: ConvSpec, block: tuple[int, ...], budget: int
 ) -> tuple[tuple[int, ...], int]:
     """The reduction step of a coalesced convolution: one filter row a step,
     `COALESCED_STAGES` in flight where they fit in shared memory."""
-    stages = _stages_that_fit(step_bytes(spec, block, 1, spec.s, spec.c, True))
+    stages = _stages_that_fit(step_bytes(spec, block, 1, spec.s, spec.c, True), budget)
     return _conv_reduction_tiles(spec, 1, spec.s, spec.c), max(
         1, min(stages, COALESCED_STAGES)
     )
@@ -456,10 +472,19 @@ def window_extent(tile: int, taps: int, stride: int, dilation: int) -> int:
     return ((tile - 1) * stride + (taps - 1) * dilation) // step + 1
 
 
-def _stages_that_fit(step_bytes: int) -> int:
+def shared_budget(target: Chip) -> int:
+    """The tensor-core route's shared-memory budget on `target`: `MMA_SHARED_BYTES`
+    (measured on the H100, where two such blocks share a multiprocessor), at most
+    half of what a multiprocessor of `target` has, so that two blocks still fit
+    (unmeasured on chips with less shared memory than the H100)."""
+    half = target.shared_per_multiprocessor // 2 - target.reserved_shared_per_block
+    return min(MMA_SHARED_BYTES, half)
+
+
+def _stages_that_fit(step_bytes: int, budget: int) -> int:
     """The most tiles in flight (up to `MMA_STAGES`) whose steps fit in the route's
-    shared-memory budget; 0 when not even one does."""
-    return min(MMA_STAGES, MMA_SHARED_BYTES // step_bytes)
+    shared-memory `budget`; 0 when not even one does."""
+    return min(MMA_STAGES, budget // step_bytes)
 
 
 def _reduction_tiles(spec: Spec, step_limit: int = REDUCTION_STEP) -> tuple[int, ...]:

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from affinec.chips import DEFAULT_SHARED_PER_BLOCK
 from affinec.dtypes import BFLOAT16
 
 
@@ -368,7 +369,7 @@ class Kernel:
 
         module = cuda.current_context().create_module_ptx(self.ptx)
         function = module.get_function(self.name)
-        if self.shared_memory > 48 * 1024:
+        if self.shared_memory > DEFAULT_SHARED_PER_BLOCK:
             limit = _shared_memory_limit()
             if limit is not None and self.shared_memory > limit:
                 raise SharedMemoryError(

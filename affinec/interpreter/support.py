@@ -21,6 +21,7 @@ from xdsl.ir import Attribute, Operation
 from xdsl.printer import Printer
 
 from affinec import dtypes
+from affinec.chips import CHIPS
 from affinec.diagnostics import OpError, is_user_error
 
 _BFLOAT16 = dtypes.BFLOAT16.type
@@ -108,8 +109,8 @@ MAX_BUFFER_BYTES = 1 << 30
 """The largest buffer the interpreter allocates (1 GiB): a bigger one is a mistake in
 the IR (or a spec far beyond what interpretation is for), refused before numpy tries."""
 
-MAX_THREADS_PER_BLOCK = 1024
-"""As on every CUDA GPU: a block of more threads cannot be launched."""
+MAX_THREADS_PER_BLOCK = max(c.max_threads_per_block for c in CHIPS.values())
+"""The most any chip launches: a block of more threads cannot run anywhere."""
 
 DEFAULT_MAX_STEPS = 1 << 28
 """The loop iterations (and simulated threads) one run may take by default: about

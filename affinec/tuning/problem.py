@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from affinec.chips import MMA_SHAPES
+from affinec.chips import MMA_SHAPES, WARP_SIZE
 from affinec.config import (
     SHARED_ROW_PADDING,
     KernelConfig,
@@ -240,7 +240,7 @@ def geometry(problem: Problem, config: KernelConfig) -> Geometry:
             max(1, ceil_div(block_pixels, MMA_M * warps[0])),
             max(1, ceil_div(block_channels, MMA_N * warps[1])),
         )
-        threads = 32 * warps[0] * warps[1]
+        threads = WARP_SIZE * warps[0] * warps[1]
     elif config.register_tile and len(config.register_tile) == len(tiles):
         regs = config.register_tile
         register_pixels = math.prod(regs[d] for d in problem.pixels)

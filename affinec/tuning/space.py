@@ -45,7 +45,13 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from affinec.config import MMA_MIN_CHANNELS, KernelConfig, config_for
+from affinec.chips import WARP_SIZE, Chip, chip
+from affinec.config import (
+    DEFAULT_PLANNING_ARCH,
+    MMA_MIN_CHANNELS,
+    KernelConfig,
+    config_for,
+)
 from affinec.spec import ConvSpec, Spec
 from affinec.tuning.cost import Prediction, predict
 from affinec.tuning.problem import (
@@ -89,8 +95,15 @@ MMA_SHARE = 0.85
 PER_BLOCK_TILE = 6
 """At most this many candidates share a block tile (and route)."""
 SHARED_CAPACITY = 100 * 1024
-"""The search keeps to configurations of which two blocks fit a multiprocessor's
-228 KiB (the passes allow up to 227 KiB)."""
+"""The search keeps to configurations of which two blocks fit a multiprocessor (on
+the H100, 2 x 100 KiB of its 228 KiB; `shared_capacity` on other chips)."""
+
+
+def shared_capacity(target: Chip) -> int:
+    """A block's shared memory in the search on `target`: `SHARED_CAPACITY`, at most
+    what lets two blocks share one of its multiprocessors."""
+    half = target.shared_per_multiprocessor // 2 - target.reserved_shared_per_block
+    return min(SHARED_CAPACITY, half)
 
 
 @dataclass(frozen=True)
@@ -124,13 +137,17 @@ def search_space(
     spec: Spec,
     *,
     max_candidates: int = MAX_CANDIDATES,
-    shared_capacity: int = SHARED_CAPACITY,
+    arch: str = DEFAULT_PLANNING_ARCH,
+    capacity: int | None = None,
 ) -> Space:
-    """The candidates for `spec` (`NotTunable` for an outer product)."""
+    """The candidates for `spec` on `arch` (`NotTunable` for an outer product), each
+    block's shared tiles within `capacity` (by default `shared_capacity(arch)`)."""
     if max_candidates < 1:
         raise ValueError(f"max_candidates must be at least 1, got {max_candidates}")
     problem = problem_of(spec)
-    baseline = config_for(spec)
+    baseline = config_for(spec, arch=arch)
+    if capacity is None:
+        capacity = shared_capacity(chip(arch))
     considered = over = 0
     routes: dict[str, list[tuple[KernelConfig, Prediction]]] = {"mma": [], "simt": []}
     generators = {"simt": _simt_configs(problem)}
@@ -151,7 +168,7 @@ def search_space(
         for config in configs:
             considered += 1
             g = geometry(problem, config)
-            if g.shared_bytes(problem.element_bytes) > shared_capacity:
+            if g.shared_bytes(problem.element_bytes) > capacity:
                 over += 1
                 continue
             estimate = predict(problem, config, g=g)
@@ -236,7 +253,7 @@ def _mma_configs(problem: Problem, coalesced: bool = False) -> Iterator[KernelCo
                     least *= pixels / (ceil_div(pixels, MMA_M) * MMA_M)
                 if (
                     mt * nt > MAX_MMA_TILES
-                    or not low <= 32 * wm * wn <= THREADS[1]
+                    or not low <= WARP_SIZE * wm * wn <= THREADS[1]
                     or used < least
                 ):
                     continue

@@ -398,7 +398,9 @@ def tune(
     options = (options or TuneOptions()).validate()
     start = time.monotonic()
     deadline = start + options.budget_s
-    space = space or search_space(spec, max_candidates=options.max_candidates)
+    space = space or search_space(
+        spec, max_candidates=options.max_candidates, arch=options.arch
+    )
     seconds = {"space": time.monotonic() - start}
     records = [
         Record(i, c.config, c.origin, c.estimate.ms)

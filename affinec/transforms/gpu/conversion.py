@@ -31,6 +31,7 @@ from xdsl.ir.affine import AffineExpr, AffineMap
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import OVERLAY, THREAD, mapping_of
+from affinec.dialects.nvvm_target import chip_of
 from affinec.transforms.gpu.bands import (
     GridAnalysis,
     band_ivs,
@@ -39,7 +40,6 @@ from affinec.transforms.gpu.bands import (
 )
 from affinec.transforms.gpu.placement import check_shared_capacity
 from affinec.transforms.gpu.thread_bands import erase_op
-from affinec.transforms.gpu.threads import MAX_THREADS_PER_BLOCK
 
 PASS = "affinec-convert-parallel-to-gpu"
 
@@ -66,10 +66,10 @@ def block_size(analysis: GridAnalysis) -> int:
             "a block must have one iteration per thread",
         )
     threads = sizes.pop() if sizes else 1
-    if not 0 < threads <= MAX_THREADS_PER_BLOCK:
+    if not 0 < threads <= (most := chip_of(analysis.grid.op).max_threads_per_block):
         raise PassError(
             analysis.grid.op,
-            f"{threads} threads per block (between 1 and {MAX_THREADS_PER_BLOCK})",
+            f"{threads} threads per block (between 1 and {most})",
         )
     shared = sum(byte_size(a) for a in analysis.allocs if _is_shared(a))
     check_shared_capacity(analysis.grid.op, shared)

@@ -16,19 +16,21 @@ from xdsl.ir import Operation
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import BLOCK, mapping_of
+from affinec.dialects.nvvm_target import chip_of
 from affinec.dtypes import element_size
 from affinec.transforms.gpu.bands import Band, GridAnalysis, is_private
 
-MAX_THREADS_PER_BLOCK = 1024
 DEFAULT_THREADS_PER_BLOCK = 256
 """The block size when the phases are larger: 8 warps, a common sweet spot."""
 
 
 def check_threads_per_block(op: Operation, threads_per_block: int) -> None:
-    if threads_per_block < 0 or threads_per_block > MAX_THREADS_PER_BLOCK:
+    """Refuse a block size the chip `op` is compiled for does not launch."""
+    most = chip_of(op).max_threads_per_block
+    if threads_per_block < 0 or threads_per_block > most:
         raise PassError(
             op,
-            f"threads-per-block must be between 1 and {MAX_THREADS_PER_BLOCK} "
+            f"threads-per-block must be between 1 and {most} "
             f"(0 picks one), got {threads_per_block}",
         )
 
@@ -119,11 +121,11 @@ def plan_threads(
             f"{'x'.join(map(str, extents))} needs {threads} threads, but "
             f"threads-per-block is {threads_per_block}",
         )
-    if threads > MAX_THREADS_PER_BLOCK:
+    if threads > (most := chip_of(phases[0].op).max_threads_per_block):
         raise PassError(
             phases[0].op,
             f"register-tile {','.join(map(str, register_tile))} leaves {threads} "
-            f"threads, more than {MAX_THREADS_PER_BLOCK}",
+            f"threads, more than {most}",
         )
     if vector_width == 0:
         vector_width = _natural_vector_width(phases, register_tile[-1])

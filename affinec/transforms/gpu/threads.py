@@ -55,7 +55,6 @@ from affinec.transforms.gpu.thread_bands import (
 from affinec.transforms.gpu.thread_plan import (
     DEFAULT_THREADS_PER_BLOCK,
     MAX_REGISTER_TILE,
-    MAX_THREADS_PER_BLOCK,
     MAX_UNROLLED_STEPS,
     VECTOR_BYTES,
     ThreadPlan,
@@ -68,7 +67,6 @@ from affinec.transforms.gpu.thread_plan import (
 __all__ = [
     "DEFAULT_THREADS_PER_BLOCK",
     "MAX_REGISTER_TILE",
-    "MAX_THREADS_PER_BLOCK",
     "MAX_UNROLLED_STEPS",
     "MAX_UNROLLED_TURNS",
     "VECTOR_BYTES",
