@@ -268,7 +268,7 @@ MMA_K_BYTES = 32
 """Bytes of one MMA's k (m16n8k16's 16 halves, m16n8k8's 8 tf32 words): the least a
 tap's channels take in a shared tile."""
 SHARED_ROW_PADDING = 16
-"""Bytes `affinec-pad-shared-buffers` adds to a tensor-core tile's rows: a 16-byte
+"""Bytes `affinec-plan-shared-memory` adds to a tensor-core tile's rows: a 16-byte
 shift a row keeps ldmatrix's eight rows in distinct banks. tf32's filter tiles are
 read as 32-bit words four rows at a time and take twice that."""
 

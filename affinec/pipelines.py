@@ -41,8 +41,8 @@ from affinec.passes.affinec_map_threads import AffinecMapThreads
 from affinec.passes.affinec_mma_sync import AffinecMmaSync
 from affinec.passes.affinec_narrow_indices import AffinecNarrowIndices
 from affinec.passes.affinec_pad_channels import AffinecPadChannels
-from affinec.passes.affinec_pad_shared_buffers import AffinecPadSharedBuffers
 from affinec.passes.affinec_place_buffers import AffinecPlaceBuffers
+from affinec.passes.affinec_plan_shared_memory import AffinecPlanSharedMemory
 from affinec.passes.affinec_sink import AffinecSinkPass
 from affinec.passes.affinec_split import AffinecSplitPass
 from affinec.passes.convert_gpu_to_nvvm import ConvertGpuToNvvm
@@ -119,7 +119,7 @@ def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]
             vector_width=config.vector_width,
             unroll_steps=config.unroll_steps,
         ),
-        *([AffinecPadSharedBuffers()] if config.promote or config.mma else []),
+        AffinecPlanSharedMemory(pad=config.promote or config.mma),
         *([AffinecContractFma()] if config.fma and not config.mma else []),
         ConvertParallelToGpu(),
     ]

@@ -88,8 +88,17 @@ OVERLAY = "affinec.overlay"
 barrier after the last access to the block's other shared buffers (their copies
 landed), so it may take their bytes (`affinec-mma-sync`'s staged output). The launch
 and the kernel carry it as the list of such workgroup attributions' positions;
-`convert-gpu-to-nvvm` places each in dynamic shared memory at the offset of another
-buffer of its element type and at least its size, where there is one."""
+`affinec-plan-shared-memory` may give it the offset of another buffer
+(`affinec.ir.shared_memory_layout`)."""
+
+SHARED_OFFSET = "affinec.shared_offset"
+"""`i64` on a shared `memref.alloc`: its byte offset in the block's dynamic shared
+memory, as `affinec-plan-shared-memory` decided (a block without it keeps its
+buffers in static shared memory)."""
+
+SHARED_OFFSETS = "affinec.shared_offsets"
+"""`array<i64>` on a `gpu.launch` and its kernel: the `SHARED_OFFSET`s of its
+workgroup attributions, in their order, for `convert-gpu-to-nvvm` to follow."""
 
 INDEX_BITWIDTH = "affinec.index_bitwidth"
 """Integer attribute on a kernel `gpu.func`: the width its `index` values may be

@@ -76,10 +76,10 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return AffinecPadChannels
 
-    def _affinec_pad_shared_buffers():
-        from affinec.passes.affinec_pad_shared_buffers import AffinecPadSharedBuffers
+    def _affinec_plan_shared_memory():
+        from affinec.passes.affinec_plan_shared_memory import AffinecPlanSharedMemory
 
-        return AffinecPadSharedBuffers
+        return AffinecPlanSharedMemory
 
     def _affinec_place_buffers():
         from affinec.passes.affinec_place_buffers import AffinecPlaceBuffers
@@ -151,7 +151,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-mma-sync": _affinec_mma_sync,
         "affinec-narrow-indices": _affinec_narrow_indices,
         "affinec-pad-channels": _affinec_pad_channels,
-        "affinec-pad-shared-buffers": _affinec_pad_shared_buffers,
+        "affinec-plan-shared-memory": _affinec_plan_shared_memory,
         "affinec-place-buffers": _affinec_place_buffers,
         "affinec-insert-barriers": _affinec_insert_barriers,
         "affinec-map-threads": _affinec_map_threads,

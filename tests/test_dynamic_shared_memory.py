@@ -13,6 +13,7 @@ from affinec.compiler import compile_to_ptx
 from affinec.config import config_for
 from affinec.context import make_context
 from affinec.diagnostics import PassError, format_exception, parse_module, verify
+from affinec.dialects.nvvm_target import TARGET, target_attr
 from affinec.frontend import build
 from affinec.interpreter import Interpreter, InterpreterError
 from affinec.pipeline import Pipeline
@@ -141,3 +142,71 @@ def test_one_region_in_two_types_is_refused_at_the_op():
     assert "dynamic shared memory at byte 0 is addressed as float32 and as float16" in (
         message
     )
+
+
+# -- the plan: affinec-plan-shared-memory decides, convert-gpu-to-nvvm follows ----------
+
+
+def planned(offsets: str) -> str:
+    text = KERNEL.read_text().replace(
+        ") kernel {", f") kernel attributes {{affinec.shared_offsets = {offsets}}} {{"
+    )
+    module = parse_module(make_context(), text, "planned.mlir")
+    Pipeline.parse(LOWERING).run(module)
+    return str(module)
+
+
+def test_the_planner_records_each_buffers_offset_and_the_launch_carries_them():
+    passes = default_passes(CONFIG)
+    plan = next(
+        k for k, p in enumerate(passes) if p.name == "affinec-plan-shared-memory"
+    )
+    module = build(SPEC)
+    Pipeline(passes[: plan + 2]).run(module)  # through the conversion to gpu.launch
+    text = str(module)
+    # the input tiles' bytes are dead when the staged output is written (overlay)
+    assert "affinec.overlay = array<i64: 2>" in text
+    assert "affinec.shared_offsets = array<i64: 0, 62208, 62208>" in text
+
+
+def test_the_lowering_follows_the_planned_offsets():
+    # z first, then x, then y: a layout the rule would not pick, followed as given
+    text = planned("array<i64: 512, 48512, 0>")
+    assert "arith.constant 54514 : i32" in text  # y's 6002 bytes end the block
+    assert "%x = llvm.getelementptr inbounds %0[128] " in text  # 512 bytes of f32
+    assert "%y = llvm.getelementptr inbounds %1[24256] " in text  # 48512 of f16
+    assert "%z = llvm.getelementptr inbounds %2[0] " in text
+    np.testing.assert_array_equal(run_host(text), np.arange(128))
+
+
+@pytest.mark.parametrize(
+    "offsets, why",
+    [
+        ("array<i64: 0, 0, 54016>", "#0 and #1 share bytes"),
+        ("array<i64: 0, 24000>", "2 offsets for 3 shared buffers"),
+        ("array<i64: 0, 24008, 54016>", "not a multiple of 16 bytes"),
+    ],
+)
+def test_a_recorded_layout_that_does_not_hold_is_refused_at_the_kernel(offsets, why):
+    with pytest.raises(PassError) as info:
+        planned(offsets)
+    message = format_exception(info.value)
+    assert message.startswith("planned.mlir:16:")
+    assert "do not lay out its workgroup buffers" in message and why in message
+
+
+def test_the_planner_refuses_a_block_its_padding_takes_past_the_chip():
+    # Four stages fit sm_86's 99 KiB as the tiles come (99840 bytes); padded
+    # against bank conflicts they take 122112.
+    spec = dataclasses.replace(SPEC, c=64)  # four steps of 16 channels
+    module = build(spec)
+    module.attributes[TARGET] = target_attr("sm_86")
+    with pytest.raises(
+        PassError,
+        match=r"122112 bytes once padded and placed, more "
+        r"than the 101376 bytes .* on sm_86",
+    ):
+        Pipeline(default_passes(dataclasses.replace(CONFIG, stages=4))).run(module)
+    module = build(spec)
+    module.attributes[TARGET] = target_attr("sm_90")  # 227 KiB: it fits
+    Pipeline(default_passes(dataclasses.replace(CONFIG, stages=4))).run(module)

@@ -30,7 +30,13 @@ from xdsl.ir.affine import AffineExpr, AffineMap
 
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu
-from affinec.dialects.affinec import OVERLAY, THREAD, mapping_of
+from affinec.dialects.affinec import (
+    OVERLAY,
+    SHARED_OFFSET,
+    SHARED_OFFSETS,
+    THREAD,
+    mapping_of,
+)
 from affinec.dialects.nvvm_target import chip_of
 from affinec.transforms.gpu.bands import (
     GridAnalysis,
@@ -71,9 +77,25 @@ def block_size(analysis: GridAnalysis) -> int:
             analysis.grid.op,
             f"{threads} threads per block (between 1 and {most})",
         )
-    shared = sum(byte_size(a) for a in analysis.allocs if _is_shared(a))
-    check_shared_capacity(analysis.grid.op, shared)
+    shared = [a for a in analysis.allocs if _is_shared(a)]
+    check_shared_capacity(analysis.grid.op, sum(map(byte_size, shared)))
+    _shared_offsets(analysis.grid.op, shared)
     return threads
+
+
+def _shared_offsets(grid: Operation, shared: list[Operation]) -> list[int]:
+    """The planned offsets of the block's shared buffers (`SHARED_OFFSET`): all of
+    them, or none (static shared memory, or not planned)."""
+    offsets = [a.attributes.get(SHARED_OFFSET) for a in shared]
+    if all(o is None for o in offsets):
+        return []
+    if any(not isinstance(o, IntegerAttr) for o in offsets):
+        raise PassError(
+            grid,
+            f"some of the block's shared buffers have a {SHARED_OFFSET} and some do "
+            "not: plan them all (affinec-plan-shared-memory) or none",
+        )
+    return [o.value.data for o in offsets]  # pyright: ignore[reportOptionalMemberAccess]
 
 
 def _is_shared(alloc: Operation) -> bool:
@@ -105,6 +127,8 @@ def build_launch(analysis: GridAnalysis, threads: int) -> gpu.LaunchOp:
     overlays = [k for k, a in enumerate(shared) if OVERLAY in a.attributes]
     if overlays:
         launch.attributes[OVERLAY] = DenseArrayBase.from_list(i64, overlays)
+    if offsets := _shared_offsets(grid_op, shared):
+        launch.attributes[SHARED_OFFSETS] = DenseArrayBase.from_list(i64, offsets)
     host.insert_op_before(launch, grid_op)
     block_id, thread_id = body.args[0], body.args[3]
     block_id.name_hint, thread_id.name_hint = "bx", "tx"

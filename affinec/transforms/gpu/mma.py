@@ -363,7 +363,7 @@ def _staging_tile(
         if isinstance(o, memref.AllocOp)
         and gpu.memory_space(o.memref.type) == gpu.WORKGROUP_ADDRESS_SPACE
     )
-    # the padding affinec-pad-shared-buffers may add: at most 128 bytes a row
+    # the padding affinec-plan-shared-memory may add: at most 128 bytes a row
     tile = plan.block_m * (plan.block_n * element_size(element) + 128)
     target = chip_of(plan.analysis.grid.op)
     if shared + tile > target.max_shared_per_block:

@@ -17,7 +17,13 @@ from xdsl.traits import Pure
 
 from affinec.diagnostics import PassError
 from affinec.dialects import gpu
-from affinec.dialects.affinec import LAUNCH, OVERLAY, KernelArgument, LaunchRecord
+from affinec.dialects.affinec import (
+    LAUNCH,
+    OVERLAY,
+    SHARED_OFFSETS,
+    KernelArgument,
+    LaunchRecord,
+)
 from affinec.dialects.nvvm import KERNEL
 from affinec.dialects.nvvm_target import TARGET
 from affinec.ir.effects import writes
@@ -133,8 +139,9 @@ def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
         known_block_size=block,
         known_grid_size=grid,
     )
-    if OVERLAY in launch.attributes:
-        kernel.attributes[OVERLAY] = launch.attributes[OVERLAY]
+    for planned in (OVERLAY, SHARED_OFFSETS):
+        if planned in launch.attributes:
+            kernel.attributes[planned] = launch.attributes[planned]
     shared_dynamic = launch.dynamicSharedMemorySize
     is_async = launch.asyncToken is not None or bool(launch.asyncDependencies)
     if (

@@ -27,16 +27,21 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from affinec.diagnostics import PassError
 from affinec.dialects import gpu
-from affinec.dialects.affinec import LAUNCH, OVERLAY
+from affinec.dialects.affinec import LAUNCH, OVERLAY, SHARED_OFFSETS
 from affinec.dialects.nvvm import KERNEL, MAXNTID, MINCTASM
 from affinec.dialects.nvvm_target import chip_of
-from affinec.dtypes import element_size, memref_bytes
+from affinec.dtypes import element_size
 from affinec.ir.cfg import reachable_blocks, reverse_post_order
 from affinec.ir.op_table import OpTable
+from affinec.ir.shared_memory_layout import (
+    SHARED_ALIGNMENT,
+    lay_out_shared,
+    layout_bytes,
+    layout_error,
+)
 
 GLOBAL_ADDRESS_SPACE = 1
 SHARED_ADDRESS_SPACE = gpu.WORKGROUP_ADDRESS_SPACE
-SHARED_ALIGNMENT = 16
 DYNAMIC_SHARED_PREFIX = "__dynamic_shared_"
 
 Converter = Callable[[Operation, "KernelConverter"], Sequence[SSAValue] | None]
@@ -263,40 +268,29 @@ class KernelConverter:
 
 
 def dynamic_shared_offsets(func: gpu.FuncOp) -> list[int]:
-    """Byte offsets of the kernel's workgroup buffers in dynamic shared memory, each
-    aligned to 16 bytes; empty when they fit in static shared memory. A buffer the
-    kernel marks `OVERLAY` takes the offset of another (not itself an overlay) of its
-    element type and at least its size, the smallest such, where there is one."""
+    """Byte offsets of the kernel's workgroup buffers in dynamic shared memory; empty
+    when they are static. The offsets `affinec-plan-shared-memory` recorded
+    (`SHARED_OFFSETS`), checked; for a kernel nothing planned, the same rule
+    (`lay_out_shared`) applied here."""
     types: list[MemRefType] = []
     for arg in func.workgroup_args:
         assert isinstance(arg.type, MemRefType)
         types.append(arg.type)
-    sizes = [memref_bytes(t) for t in types]
     marked = func.attributes.get(OVERLAY)
     overlays = set(marked.get_values()) if isinstance(marked, DenseArrayBase) else set()
-    # Past what a kernel may declare statically, its workgroup buffers live in
-    # dynamic shared memory (which the launch sizes and the runtime opts into).
-    if sum(map(_aligned, sizes)) <= chip_of(func).static_shared_per_block:
-        return []
-    offsets = [0] * len(types)
-    end = 0
-    for k, n in enumerate(sizes):
-        if k not in overlays:
-            offsets[k], end = end, end + _aligned(n)
-    for k in sorted(overlays):
-        element = types[k].get_element_type()
-        hosts = [
-            (sizes[j], j)
-            for j, t in enumerate(types)
-            if j not in overlays
-            and t.get_element_type() == element
-            and sizes[j] >= sizes[k]
-        ]
-        if hosts:
-            offsets[k] = offsets[min(hosts)[1]]
-        else:
-            offsets[k], end = end, end + _aligned(sizes[k])
-    return offsets
+    planned = func.attributes.get(SHARED_OFFSETS)
+    if planned is None:
+        return lay_out_shared(types, overlays, chip_of(func).static_shared_per_block)
+    offsets = list(planned.get_values()) if isinstance(planned, DenseArrayBase) else []
+    if not isinstance(planned, DenseArrayBase) or (
+        why := layout_error(types, offsets, overlays)
+    ):
+        raise PassError(
+            func,
+            f"its {SHARED_OFFSETS} do not lay out its workgroup "
+            f"buffers: {why if isinstance(planned, DenseArrayBase) else 'not an array<i64>'}",
+        )
+    return offsets  # pyright: ignore[reportReturnType]
 
 
 def dynamic_shared_bytes(func: gpu.FuncOp) -> int:
@@ -304,13 +298,7 @@ def dynamic_shared_bytes(func: gpu.FuncOp) -> int:
     offsets = dynamic_shared_offsets(func)
     if not offsets:
         return 0
-    sizes = [memref_bytes(a.type) for a in func.workgroup_args]
-    return max(o + n for o, n in zip(offsets, sizes, strict=True))
-
-
-def _aligned(size: int) -> int:
-    """`size` rounded up to `SHARED_ALIGNMENT`."""
-    return -(-size // SHARED_ALIGNMENT) * SHARED_ALIGNMENT
+    return layout_bytes([a.type for a in func.workgroup_args], offsets)  # pyright: ignore[reportArgumentType]
 
 
 def _space(t: MemRefType) -> IntAttr | NoneAttr:

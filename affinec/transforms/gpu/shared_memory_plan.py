@@ -1,0 +1,107 @@
+"""The owner of a block's shared memory: padding, placement, capacity.
+
+Producers state what they need — promotion and the tensor cores a tile's shape and
+element type (the k padding an MMA reads is part of the shape), the staged output
+its lifetime (`affinec.overlay`: it may take the bytes of buffers dead by then) —
+and `plan_shared_memory` decides the rest for each grid band, in one place:
+
+1. **bank padding**: each buffer's innermost dimension grows by what costs its
+   accesses the fewest wavefronts (`bank_conflicts.best_padding`);
+2. **placement**: static buffers, or offsets in dynamic shared memory with the
+   overlays on dead buffers (`affinec.ir.shared_memory_layout`), recorded on each
+   alloc as `affinec.shared_offset`;
+3. **capacity**: the padded, overlaid whole against the chip the IR is compiled
+   for (`#nvvm.target`).
+
+    %input_shared = memref.alloc() : memref<3x1x4x32x32xf16, 3 : i64>
+    %filter_shared = memref.alloc() : memref<3x32x64xf16, 3 : i64>
+
+becomes (past 48 KiB)
+
+    %input_shared = memref.alloc() {affinec.shared_offset = 0 : i64}
+        : memref<3x1x4x32x40xf16, 3 : i64>
+    %filter_shared = memref.alloc() {affinec.shared_offset = 30720 : i64}
+        : memref<3x32x72xf16, 3 : i64>
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, i64
+from xdsl.ir import Operation
+
+from affinec.diagnostics import PassError
+from affinec.dialects import affine, gpu
+from affinec.dialects.affinec import OVERLAY, SHARED_OFFSET
+from affinec.dialects.nvvm_target import chip_of
+from affinec.ir.shared_memory_layout import lay_out_shared, layout_bytes
+from affinec.transforms.gpu.bands import analyze_grid
+from affinec.transforms.gpu.bank_conflicts import best_padding, shared_accesses
+
+
+def plan_shared_memory(grid: affine.ParallelOp, pad: bool = True) -> None:
+    """Pad (if `pad`), place and check the shared buffers of `grid`'s blocks."""
+    if pad:
+        pad_against_bank_conflicts(grid)
+    allocs = shared_allocs(grid)
+    types = [_type(a) for a in allocs]
+    overlays = {k for k, a in enumerate(allocs) if OVERLAY in a.attributes}
+    target = chip_of(grid)
+    offsets = lay_out_shared(types, overlays, target.static_shared_per_block)
+    total = layout_bytes(types, offsets)
+    if total > target.max_shared_per_block:
+        raise PassError(
+            grid,
+            f"the block's shared buffers take {total} bytes once padded and placed, "
+            f"more than the {target.max_shared_per_block} bytes of shared memory a "
+            f"block may have on {target.name}",
+        )
+    for alloc, offset in zip(allocs, offsets, strict=False):
+        alloc.attributes[SHARED_OFFSET] = IntegerAttr(offset, i64)
+
+
+def shared_allocs(grid: affine.ParallelOp) -> list[Operation]:
+    """The grid band's shared buffers, in the order the launch will hold them."""
+    return [a for a in analyze_grid(grid).allocs if _is_shared(a)]
+
+
+def pad_against_bank_conflicts(grid: affine.ParallelOp) -> None:
+    """Grow each shared buffer's rows by the padding that costs its accesses the
+    fewest wavefronts (in 16-byte steps where an access moves 16 bytes a lane, the
+    smallest on ties). Nothing reads the padding."""
+    accesses = shared_accesses(grid)
+    work = []
+    for alloc in shared_allocs(grid):
+        buffer = alloc.results[0]
+        mine = [(o, i, w) for o, b, i, w in accesses if b is buffer]
+        if mine and (pad := best_padding(buffer, mine)):
+            work.append((alloc, pad))
+    for alloc, pad in work:
+        shape = list(_type(alloc).get_shape())
+        new = memref.AllocOp(
+            [],
+            [],
+            gpu.in_memory_space(
+                MemRefType(
+                    _type(alloc).get_element_type(), [*shape[:-1], shape[-1] + pad]
+                ),
+                gpu.WORKGROUP_ADDRESS_SPACE,
+            ),
+        )
+        new.memref.name_hint = alloc.results[0].name_hint
+        new.attributes |= alloc.attributes
+        block = alloc.parent_block()
+        assert block is not None
+        block.insert_op_before(new, alloc)
+        alloc.results[0].replace_all_uses_with(new.memref)
+        block.erase_op(alloc)
+
+
+def _type(alloc: Operation) -> MemRefType:
+    t = alloc.results[0].type
+    assert isinstance(t, MemRefType)
+    return t
+
+
+def _is_shared(alloc: Operation) -> bool:
+    return gpu.memory_space(alloc.results[0].type) == gpu.WORKGROUP_ADDRESS_SPACE
