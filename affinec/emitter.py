@@ -183,15 +183,34 @@ def _global(op: llvm.GlobalOp, out: ir.Module) -> None:
 
 def _declare(op: llvm.FuncOp, out: ir.Module) -> None:
     output = op.function_type.output
-    fnty = ir.FunctionType(
-        convert_type(output), [convert_type(t) for t in op.function_type.inputs]
-    )
+    attrs = [
+        a.data if isinstance(a, DictionaryAttr) else {}
+        for a in (op.arg_attrs or [DictionaryAttr({})] * len(op.function_type.inputs))
+    ]
+    inputs = [
+        _by_value(a) if BYVAL in a else convert_type(t)
+        for t, a in zip(op.function_type.inputs, attrs, strict=True)
+    ]
+    fnty = ir.FunctionType(convert_type(output), inputs)
     fn = ir.Function(out, fnty, op.sym_name.data)
     fn.linkage = op.linkage.linkage.data if op.body.blocks else "external"
-    if op.arg_attrs is not None:
-        for arg, attrs in zip(fn.args, op.arg_attrs, strict=False):
-            if isinstance(attrs, DictionaryAttr) and "llvm.noalias" in attrs.data:
-                arg.add_attribute("noalias")
+    for k, (arg, a) in enumerate(zip(fn.args, attrs, strict=True)):
+        if "llvm.noalias" in a:
+            arg.add_attribute("noalias")
+        if BYVAL in a:
+            arg.add_attribute("byval")
+        if isinstance(align := a.get("llvm.align"), IntegerAttr):
+            arg.attributes.align = align.value.data
+        if GRID_CONSTANT in a:
+            # the annotation form: llvmlite knows no `nvvm.grid_constant` attribute
+            out.add_named_metadata(
+                "nvvm.annotations",
+                [
+                    fn,
+                    ir.MetaDataString(out, "grid_constant"),
+                    out.add_metadata([ir.Constant(ir.IntType(32), k + 1)]),
+                ],
+            )
     if KERNEL in op.attributes:
         fn.calling_convention = "ptx_kernel"
         maxntid = op.attributes.get(MAXNTID)
@@ -215,6 +234,16 @@ def _declare(op: llvm.FuncOp, out: ir.Module) -> None:
                     ir.Constant(ir.IntType(32), minctasm.value.data),
                 ],
             )
+
+
+BYVAL = "llvm.byval"
+GRID_CONSTANT = "nvvm.grid_constant"
+
+
+def _by_value(attrs: dict) -> ir.Type:
+    """The pointer type of a by-value parameter (`llvm.byval = T`): llvmlite prints
+    `byval(T)` from the pointer's pointee, so the pointer is typed."""
+    return ir.PointerType(convert_type(attrs[BYVAL]))
 
 
 def _define(op: llvm.FuncOp, out: ir.Module) -> None:

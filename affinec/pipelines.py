@@ -45,6 +45,7 @@ from affinec.passes.affinec_place_buffers import AffinecPlaceBuffers
 from affinec.passes.affinec_plan_shared_memory import AffinecPlanSharedMemory
 from affinec.passes.affinec_sink import AffinecSinkPass
 from affinec.passes.affinec_split import AffinecSplitPass
+from affinec.passes.affinec_stage_output import AffinecStageOutput
 from affinec.passes.convert_gpu_to_nvvm import ConvertGpuToNvvm
 from affinec.passes.convert_nvgpu_to_nvvm import ConvertNvgpuToNvvm
 from affinec.passes.convert_parallel_to_gpu import ConvertParallelToGpu
@@ -100,6 +101,7 @@ def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]
     placement, barriers, thread mapping, then the mechanical conversion."""
     return [
         AffinecPlaceBuffers(),
+        *([AffinecStageOutput()] if config.mma and config.stage_output else []),
         AffinecInsertBarriers(),
         *(
             [
@@ -107,7 +109,6 @@ def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]
                     warp_grid=config.warp_grid,
                     tf32=config.tf32,
                     unroll_taps=config.unroll_taps,
-                    stage_output=config.stage_output,
                 )
             ]
             if config.mma

@@ -77,11 +77,12 @@ tiles of a reduction (`%c0`, `%r0`, `%s0`), as opposed to the point loops within
 copies one tile's footprint per iteration of them."""
 
 UNROLL = "affinec.unroll"
-"""Unit attribute on a loop: unroll it fully. `affinec-convert-parallel-to-gpu` sets it
-on a thread's turn loop over a phase that uses thread-private buffers (indexed by the
-turn, they stay in registers only once every index is a constant); `lower-affine` and
-`convert-scf-to-cf` keep it on the loop's back edge and the emitter hands it to LLVM as
-`llvm.loop.unroll.full`."""
+"""Unit attribute on a loop: unroll it fully. `affinec-map-threads` sets it on a
+thread's turn loop over a phase that uses thread-private buffers (indexed by the
+turn, they stay in registers only once every index is a constant), or whose block
+band carries it (`affinec-stage-output`'s copy-out: a thread's stores go out
+together); `lower-affine` and `convert-scf-to-cf` keep it on the loop's back edge and
+the emitter hands it to LLVM as `llvm.loop.unroll.full`."""
 
 OVERLAY = "affinec.overlay"
 """Unit attribute on a shared `memref.alloc`: every access to the buffer follows a

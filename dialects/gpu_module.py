@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from xdsl.dialects.builtin import (
     ArrayAttr,
     DenseArrayBase,
+    DictionaryAttr,
     FunctionType,
     IntegerAttr,
     StringAttr,
@@ -147,6 +148,10 @@ class FuncOp(IRDLOperation):
     workgroup_attributions = opt_attr_def(IntegerAttr)
     known_block_size = opt_prop_def(DenseArrayBase.constr(i32))
     known_grid_size = opt_prop_def(DenseArrayBase.constr(i32))
+    arg_attrs = opt_prop_def(ArrayAttr[DictionaryAttr])
+    """Each input's attributes, as MLIR's: a TMA descriptor passed by value is
+    `%d: !llvm.ptr {llvm.byval = !llvm.array<128 x i8>, llvm.align = 64 : i64,
+    nvvm.grid_constant}`."""
 
     traits = traits_def(IsolatedFromAbove(), HasParent(ModuleOp), SymbolOpInterface())
 
@@ -160,8 +165,12 @@ class FuncOp(IRDLOperation):
         workgroup_count: int = 0,
         known_block_size: Sequence[int] | None = None,
         known_grid_size: Sequence[int] | None = None,
+        arg_attrs: Sequence[DictionaryAttr] | None = None,
     ):
         props: dict[str, Attribute | None] = {
+            "arg_attrs": None
+            if not arg_attrs or not any(a.data for a in arg_attrs)
+            else ArrayAttr(arg_attrs),
             "function_type": FunctionType.from_lists(list(inputs), []),
             "known_block_size": None
             if known_block_size is None
@@ -206,6 +215,12 @@ class FuncOp(IRDLOperation):
             len(self.function_type.inputs) + self.num_workgroup :
         ]
 
+    def argument_attributes(self, k: int) -> dict[str, Attribute]:
+        """The attributes of input `k` (none: an empty dict)."""
+        if self.arg_attrs is None:
+            return {}
+        return dict(self.arg_attrs.data[k].data)
+
     @property
     def block_size(self) -> tuple[int, ...] | None:
         k = self.known_block_size
@@ -227,6 +242,11 @@ class FuncOp(IRDLOperation):
             raise VerifyException(
                 "the entry block's arguments must start with the function's inputs"
             )
+        if self.arg_attrs is not None and len(self.arg_attrs.data) != len(inputs):
+            raise VerifyException(
+                f"{len(self.arg_attrs.data)} argument attribute dictionaries for "
+                f"{len(inputs)} inputs"
+            )
         if len(args) < len(inputs) + self.num_workgroup:
             raise VerifyException("fewer entry block arguments than attributions")
         verify_attributions(self.workgroup_args, WORKGROUP_ADDRESS_SPACE, "workgroup")
@@ -243,9 +263,12 @@ class FuncOp(IRDLOperation):
     @classmethod
     def parse(cls, parser: Parser) -> FuncOp:
         name = parser.parse_symbol_name()
-        inputs = parser.parse_comma_separated_list(
-            Parser.Delimiter.PAREN, lambda: parser.parse_argument(expect_type=True)
-        )
+        def argument() -> tuple[Parser.Argument, DictionaryAttr]:
+            arg = parser.parse_argument(expect_type=True)
+            return arg, DictionaryAttr(parser.parse_optional_attr_dict())
+
+        parsed = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, argument)
+        inputs = [a for a, _ in parsed]
         workgroup = parse_attributions(parser, "workgroup")
         private = parse_attributions(parser, "private")
         kernel = parser.parse_optional_keyword("kernel") is not None
@@ -257,6 +280,7 @@ class FuncOp(IRDLOperation):
             body,
             kernel=kernel,
             workgroup_count=len(workgroup),
+            arg_attrs=[d for _, d in parsed],
         )
         if attrs is not None:
             extra = dict(attrs.data)
@@ -270,7 +294,14 @@ class FuncOp(IRDLOperation):
         printer.print_string(" ")
         printer.print_symbol_name(self.sym_name.data)
         printer.print_string("(")
-        printer.print_list(self.arguments, printer.print_block_argument)
+
+        def argument(k: int) -> None:
+            printer.print_block_argument(self.arguments[k])
+            if attrs := self.argument_attributes(k):
+                printer.print_string(" ")
+                printer.print_attr_dict(attrs)
+
+        printer.print_list(range(len(self.arguments)), argument)
         printer.print_string(")")
         print_attributions(printer, "workgroup", self.workgroup_args)
         print_attributions(printer, "private", self.private_args)

@@ -76,6 +76,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return AffinecPadChannels
 
+    def _affinec_stage_output():
+        from affinec.passes.affinec_stage_output import AffinecStageOutput
+
+        return AffinecStageOutput
+
     def _affinec_plan_shared_memory():
         from affinec.passes.affinec_plan_shared_memory import AffinecPlanSharedMemory
 
@@ -152,6 +157,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-narrow-indices": _affinec_narrow_indices,
         "affinec-pad-channels": _affinec_pad_channels,
         "affinec-plan-shared-memory": _affinec_plan_shared_memory,
+        "affinec-stage-output": _affinec_stage_output,
         "affinec-place-buffers": _affinec_place_buffers,
         "affinec-insert-barriers": _affinec_insert_barriers,
         "affinec-map-threads": _affinec_map_threads,

@@ -63,14 +63,6 @@ class AffinecMmaSync(ModulePass):
     loads are in the same basic block as this tap's MMAs and ptxas can issue them
     while the MMAs run (at the cost of registers)."""
 
-    stage_output: bool = False
-    """Store the block's output through shared memory: the lanes write their
-    fragments (after the epilogue) to a shared tile, and after a barrier each thread
-    copies 16 bytes of a pixel's channels to global memory, instead of every lane
-    storing its pairs of channels (4 bytes of f16) itself. Where the output's
-    channels are not its innermost dimension in 16-byte aligned runs, or the tile
-    would not fit, the pairs are stored as without the option."""
-
     @property
     def changes_rounding(self) -> bool:
         return True
@@ -102,7 +94,6 @@ class AffinecMmaSync(ModulePass):
                     (self.warp_grid[0], self.warp_grid[1]),
                     self.tf32,
                     unroll_taps=self.unroll_taps,
-                    stage_output=self.stage_output,
                 )
             )
         for plan in plans:

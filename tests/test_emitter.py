@@ -296,3 +296,31 @@ def test_the_compiler_verifies_once_unless_asked_for_each_pass():
     each = compile_to_ptx(spec, verify_each=True)
     assert "verify" not in [name for name, _ in each.timings]
     assert once.ptx == each.ptx
+
+
+BY_VALUE = (
+    Path(__file__).parent / "filecheck/lowering/by_value_parameter_and_inline_asm.mlir"
+)
+
+
+def test_a_by_value_parameter_and_inline_asm_assemble_and_refuse_interpretation():
+    # The 128-byte grid-constant parameter stays in the parameter space (no local
+    # copy: ptxas reports no stack), the inline PTX is assembled as written, and
+    # the interpreter, which cannot run PTX text, says so at the op.
+    from affinec.diagnostics import format_exception
+    from affinec.interpreter import Interpreter, InterpreterError
+
+    module = parse_module(make_context(), BY_VALUE.read_text(), str(BY_VALUE))
+    with pytest.raises(InterpreterError) as info:
+        Interpreter(module).run("k", np.zeros(128, np.float32), None)
+    message = format_exception(info.value)
+    assert "by_value_parameter_and_inline_asm.mlir:17:" in message
+    assert "llvm.inline_asm" in message and "does not implement this op" in message
+    Pipeline.parse("convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}").run(
+        module
+    )
+    for arch in ARCHS:
+        ptx = to_ptx(module, arch)
+        assert ".param .align 64 .b8 k_param_1[128]" in ptx
+        assemble_everywhere(ptx, "k")
+        assert assemble(ptx, arch)["k"].stack_frame == 0

@@ -286,7 +286,8 @@ def test_the_compiler_says_what_it_lowered():
     kernel = compile_to_ptx(nchw, config, arch="sm_90")
     assert any("4 stages asked for 2 tiles: 2 stages" in r for r in kernel.remarks)
     assert any(
-        "stored in pairs, not staged: the output's channels are not its innermost" in r
+        "the output is not staged: the output's innermost index does not run in "
+        "aligned 16-byte vectors (8 elements) across the block's 4 values of %ow1" in r
         for r in kernel.remarks
     )
     assert all(": remark: " in r or r.startswith("remark: ") for r in kernel.remarks)

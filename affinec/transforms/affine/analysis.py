@@ -36,7 +36,7 @@ from xdsl.traits import is_side_effect_free
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affine_syntax import format_expr
-from affinec.dialects.affinec import THREAD, PaddedLoadOp, enclosing_mappings
+from affinec.dialects.affinec import BLOCK, THREAD, PaddedLoadOp, enclosing_mappings
 from affinec.ir.affine_exprs import (
     Interval,
     expr_range,
@@ -92,12 +92,13 @@ def refuse_unsupported(module: Operation, pass_name: str) -> None:
 
 
 def _epilogue_access(op: Operation) -> bool:
-    """An `affine.vector_store` or `affine.vector_load` in a thread-mapped band: the
-    tensor cores' epilogue (`affinec-mma-sync`: its paired stores, its staging
-    through shared memory), past the affine transformations."""
+    """An `affine.vector_store` or `affine.vector_load` in a block- or
+    thread-mapped band: the output's epilogue on the GPU (`affinec-stage-output`'s
+    16-byte copies, `affinec-mma-sync`'s paired stores), past the affine
+    transformations."""
     if not isinstance(op, affine.VectorStoreOp | affine.VectorLoadOp):
         return False
-    return THREAD in enclosing_mappings(op)
+    return bool({BLOCK, THREAD} & set(enclosing_mappings(op)))
 
 
 # -- maps of ops ---------------------------------------------------------------------

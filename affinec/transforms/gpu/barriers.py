@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from xdsl.ir import Block, Operation, SSAValue
 
 from affinec.dialects import affine, gpu
+from affinec.dialects.affinec import OVERLAY
 from affinec.ir.effects import only_reads, reads, writes
 from affinec.transforms.gpu.bands import (
     GridAnalysis,
@@ -39,13 +40,28 @@ class Access:
     reads: set[SSAValue] = field(default_factory=set)
     writes: set[SSAValue] = field(default_factory=set)
 
-    def conflicts(self, other: Access) -> bool:
-        return bool(
-            self.writes & (other.reads | other.writes) or self.reads & other.writes
+    def conflicts(self, other: Access, overlays: frozenset[SSAValue]) -> bool:
+        """Whether `other` after `self` needs a barrier between: one writes what the
+        other touches, or one touches an overlay (a buffer that may take the bytes of
+        every other shared buffer, `affinec.overlay`) and the other another buffer."""
+        if self.writes & (other.reads | other.writes) or self.reads & other.writes:
+            return True
+        mine, theirs = (
+            _shared(self.reads | self.writes),
+            _shared(other.reads | other.writes),
+        )
+        return any(bool(theirs - {b}) for b in mine & overlays) or any(
+            bool(mine - {b}) for b in theirs & overlays
         )
 
     def __or__(self, other: Access) -> Access:
         return Access(self.reads | other.reads, self.writes | other.writes)
+
+
+def _shared(buffers: set[SSAValue]) -> set[SSAValue]:
+    return {
+        b for b in buffers if gpu.memory_space(b.type) == gpu.WORKGROUP_ADDRESS_SPACE
+    }
 
 
 def access_of(op: Operation) -> Access:
@@ -61,13 +77,20 @@ def access_of(op: Operation) -> Access:
 def plan_barriers(analysis: GridAnalysis) -> list[Operation]:
     """The ops of the grid level that need a barrier right before them."""
     phases = {p.op for p in analysis.phases}
+    overlays = frozenset(
+        a.results[0] for a in analysis.allocs if OVERLAY in a.attributes
+    )
     sites: list[Operation] = []
-    _walk(analysis.grid.op.body.block, Access(), phases, sites)
+    _walk(analysis.grid.op.body.block, Access(), phases, overlays, sites)
     return sites
 
 
 def _walk(
-    block: Block, pending: Access, phases: set[Operation], sites: list[Operation]
+    block: Block,
+    pending: Access,
+    phases: set[Operation],
+    overlays: frozenset[SSAValue],
+    sites: list[Operation],
 ) -> Access:
     """Mark the ops that need a barrier before them; return what is pending after."""
     for op in block.ops:
@@ -75,18 +98,18 @@ def _walk(
             pending = Access()
         if op in phases or only_reads(op):
             acc = access_of(op)
-            if pending.conflicts(acc):
+            if pending.conflicts(acc, overlays):
                 sites.append(op)
                 pending = Access()
             pending = pending | acc
         elif isinstance(op, affine.ForOp):
-            end = _walk(op.body.block, pending, phases, sites)
+            end = _walk(op.body.block, pending, phases, overlays, sites)
             # The next trip starts with what the last one left pending.
-            end = _walk(op.body.block, pending | end, phases, sites)
+            end = _walk(op.body.block, pending | end, phases, overlays, sites)
             pending = pending | end
         elif isinstance(op, affine.IfOp):
             ends = [
-                _walk(r.block, pending, phases, sites)
+                _walk(r.block, pending, phases, overlays, sites)
                 for r in (op.then_region, op.else_region)
                 if r.blocks
             ]

@@ -59,13 +59,11 @@ from xdsl.ir.affine import (
     AffineSet,
 )
 
-from affinec.diagnostics import remark
 from affinec.dialects import affine, gpu, nvgpu
-from affinec.dialects.affinec import BLOCK, MAPPING, OVERLAY, THREAD, UNROLL
-from affinec.dialects.nvvm_target import chip_of
-from affinec.dtypes import element_size
+from affinec.dialects.affinec import BLOCK, MAPPING, THREAD, UNROLL
 from affinec.ir.affine_exprs import ge0, linear_form
-from affinec.transforms.gpu.bands import Band, byte_size
+from affinec.transforms.affine.analysis import compose_map
+from affinec.transforms.gpu.bands import Band
 from affinec.transforms.gpu.mma_fragments import (
     Builder,
     Operands,
@@ -279,19 +277,10 @@ def _rewrite_writeback(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
     """Each lane stores its accumulator elements through the band's epilogue: in
     pairs of adjacent output channels (c0 c1, c2 c3 of a fragment) as one
     `affine.vector_store` of two where the output's channels are its innermost,
-    contiguous dimension (`_vector_store`), else one by one. With `stage_output`,
-    where 16-byte runs of channels allow, the pairs go to a shared tile instead and
-    the block's threads copy it out 16 bytes at a time (`_stage_writeback`)."""
+    contiguous dimension (`_vector_store`: the output, or the shared tile
+    `affinec-stage-output` made of it), else one by one."""
     body = [o for o in phase.op.body.block.ops if not isinstance(o, affine.YieldOp)]
     store = _vector_store(plan, phase, body, 2)
-    if store is None and plan.stage_output:
-        _not_staged(phase, "the output's channels are not its innermost dimension")
-    if store is not None and plan.stage_output:
-        staging = _staging_tile(plan, phase, body, store)
-        if staging is not None:
-            _stage_writeback(plan, phase, acc, body, store, staging)
-            erase_op(phase.op)
-            return
     element, loops = _fragment_band(plan, phase, acc, body)
     nt = loops[0]
     if store is None:
@@ -300,11 +289,15 @@ def _rewrite_writeback(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
     else:
         inner = nt.loop(2, "half")
         first, second = _pair_elements(inner)
-        scalar = Builder(Block())
-        scalar.add(element.guarded(scalar, first))
-        scalar.close()
+        otherwise = None
+        if plan.block_n % 2 or phase.dims[plan.n_dim].guards:
+            # a pair cut in two by the block's last channel: its first alone
+            scalar = Builder(Block())
+            scalar.add(element.guarded(scalar, first))
+            scalar.close()
+            otherwise = scalar.block
         target = _Element.to_output(store)
-        pair = element.pair(inner, first, second, store, target, otherwise=scalar.block)
+        pair = element.pair(inner, first, second, store, target, otherwise=otherwise)
         inner.add(pair)
     for x in (inner, *loops):
         x.close()
@@ -332,136 +325,11 @@ def _pair_elements(half: Builder) -> tuple[SSAValue, SSAValue]:
     return half.apply(d(0) * 2, [h], "e"), half.apply(d(0) * 2 + 1, [h], "e")
 
 
-STAGED_BYTES = 16
-"""What a thread copies from the staging tile to the output at once."""
-
-
-def _staging_tile(
-    plan: MmaPlan, phase: Band, body: list[Operation], store: affine.StoreOp
-) -> memref.AllocOp | None:
-    """A shared tile of the block's outputs (pixels x channels, the output's element
-    type) allocated in the grid block, when the output's channels run in aligned
-    16-byte vectors and the tile fits beside the block's other shared buffers;
-    else None."""
-    t = store.memref.type
-    assert isinstance(t, MemRefType)
-    element = t.get_element_type()
-    width = STAGED_BYTES // element_size(element)
-    if _vector_store(plan, phase, body, width) is None or plan.block_n % width:
-        return _not_staged(
-            phase,
-            f"the output's channels do not run in aligned {STAGED_BYTES}-byte "
-            f"vectors ({width} elements) across the block's {plan.block_n} channels",
-        )
-    if phase.op.parent_op() is not plan.analysis.grid.op:
-        # in a loop, the next trip's fragments would race the copy-out
-        return _not_staged(phase, "the write-back is inside a loop")
-    grid_block = plan.analysis.grid.op.body.block
-    shared = sum(
-        byte_size(o)
-        for o in grid_block.ops
-        if isinstance(o, memref.AllocOp)
-        and gpu.memory_space(o.memref.type) == gpu.WORKGROUP_ADDRESS_SPACE
-    )
-    # the padding affinec-plan-shared-memory may add: at most 128 bytes a row
-    tile = plan.block_m * (plan.block_n * element_size(element) + 128)
-    target = chip_of(plan.analysis.grid.op)
-    if shared + tile > target.max_shared_per_block:
-        return _not_staged(
-            phase,
-            f"its tile of {tile} bytes does not fit beside the block's {shared} bytes "
-            f"of shared memory on {target.name}",
-        )
-    alloc = memref.AllocOp(
-        [],
-        [],
-        gpu.in_memory_space(
-            MemRefType(element, [plan.block_m, plan.block_n]),
-            gpu.WORKGROUP_ADDRESS_SPACE,
-        ),
-    )
-    alloc.memref.name_hint = "output_shared"
-    alloc.attributes[OVERLAY] = UnitAttr()  # `_stage_writeback`'s first barrier
-    grid_block.insert_op_before(alloc, plan.acc)
-    return alloc
-
-
-def _not_staged(phase: Band, why: str) -> None:
-    """Say why the output goes out in pairs although staging was asked for."""
-    remark(phase.op, f"the output is stored in pairs, not staged: {why}")
-
-
-def _stage_writeback(
-    plan: MmaPlan,
-    phase: Band,
-    acc: SSAValue,
-    body: list[Operation],
-    store: affine.StoreOp,
-    staging: memref.AllocOp,
-) -> None:
-    """The write-back through the shared tile `staging`: the lanes' pairs through
-    the epilogue into it, a barrier, then each thread copies 16-byte runs of a
-    pixel's channels to the output:
-
-        gpu.barrier
-        affine.parallel (%tx) = (0) to (128) {      // the warps' fragments
-          ... affine.vector_store %pair, %output_shared[%m, %n] : vector<2xf16>
-        } {affinec.mapping = "thread"}
-        gpu.barrier
-        affine.parallel (%tx) = (0) to (128) {      // 16 bytes a thread a trip
-          affine.for %i = 0 to 16 {
-            %v = affine.vector_load %output_shared[%m, %n] : vector<8xf16>
-            affine.vector_store %v, %output[.., %n + ..] : vector<8xf16>
-        } {affinec.mapping = "thread"}
-    """
-    tile = staging.memref
-    element, loops = _fragment_band(plan, phase, acc, body)
-    half = loops[0].loop(2, "half")
-    first, second = _pair_elements(half)
-    half.add(element.pair(half, first, second, store, _Element.to_tile(tile)))
-    for x in (half, *loops):
-        x.close()
-    # before: the warps are done with the shared tiles, whose bytes the staged
-    # tile may take (OVERLAY); after: the staged tile is whole
-    block = phase.op.parent_block()
-    assert block is not None
-    block.insert_op_before(gpu.BarrierOp(), loops[-1].block.parent_op())  # pyright: ignore
-    block.insert_op_before(gpu.BarrierOp(), phase.op)
-
-    t = tile.type
-    assert isinstance(t, MemRefType)
-    width = STAGED_BYTES // element_size(t.get_element_type())
-    per_row = plan.block_n // width
-    vectors = plan.block_m * per_row
-    c, _ = _warp_band(plan, phase.op)
-    tx = c.block.args[0]
-    fixed = _constant_ivs(plan, phase, c)
-    trip = c.loop(-(-vectors // plan.threads), "i")
-    d = AffineExpr.dimension
-    index = trip.apply(d(0) + d(1) * plan.threads, [tx, trip.block.args[0]], "v")
-    m = trip.apply(d(0) // per_row, [index], "m")
-    n = trip.apply((d(0) % per_row) * width, [index], "n")
-    values, operands, constraints = _place_at(plan, phase, fixed, trip, m, n)
-    guarded = Block()
-    vector_type = VectorType(t.get_element_type(), [width])
-    load = affine.VectorLoadOp(tile, [m, n], AffineMap.identity(2), vector_type)
-    indices = [values.get(v, v) for v in store.indices]
-    guarded.add_ops(
-        [
-            load,
-            affine.VectorStoreOp(load.result, store.memref, indices, store.map.data),
-            affine.YieldOp(),
-        ]
-    )
-    trip.add(affine.IfOp(_condition(constraints, operands), operands, guarded))
-    for x in (trip, c):
-        x.close()
-
-
 def _vector_store(
     plan: MmaPlan, phase: Band, body: list[Operation], width: int
 ) -> affine.StoreOp | None:
-    """The epilogue's one global store, when `width` consecutive channels from a
+    """The epilogue's one store (to the output, or to the shared tile it is staged
+    in), when `width` consecutive channels from a
     multiple of `width` are consecutive elements of it, aligned to `width` elements:
     the channel dimension unit-stride and the output's innermost, every other term
     a multiple of `width` (so are the channel band's lower bound and the innermost
@@ -473,7 +341,7 @@ def _vector_store(
     t = store.memref.type
     assert isinstance(t, MemRefType)
     element = t.get_element_type()
-    if gpu.memory_space(t) != 0 or not isinstance(
+    if gpu.memory_space(t) not in (0, gpu.WORKGROUP_ADDRESS_SPACE) or not isinstance(
         element, Float16Type | BFloat16Type | Float32Type
     ):
         return None
@@ -579,18 +447,14 @@ class _Element:
 
         def target(packed, first_values, operands) -> Operation:
             indices = [first_values.get(v, v) for v in store.indices]
-            return affine.VectorStoreOp(packed, store.memref, indices, store.map.data)
-
-        return target
-
-    @staticmethod
-    def to_tile(tile: SSAValue) -> PairTarget:
-        """Pairs stored in the staging tile at the first's pixel and channel."""
-        d = AffineExpr.dimension
-        shift = AffineMap(2, 0, (d(0), d(1) - 1))
-
-        def target(packed, first_values, operands) -> Operation:
-            return affine.VectorStoreOp(packed, tile, operands[:2], shift)
+            m = store.map.data
+            if gpu.memory_space(store.memref.type) == gpu.WORKGROUP_ADDRESS_SPACE:
+                # A staged tile's row is the pixels linearized, which the composed
+                # map folds back into the lane's pixel m (no division left).
+                m, indices = compose_map(
+                    m, indices, _one_level(indices), fold_producers=False
+                )
+            return affine.VectorStoreOp(packed, store.memref, indices, m)
 
         return target
 
@@ -635,6 +499,17 @@ class _Element:
         return affine.IfOp(
             _condition(constraints, operands), operands, guarded, otherwise
         )
+
+
+def _one_level(values: list[SSAValue]) -> dict[SSAValue, tuple[AffineExpr, list]]:
+    """Each of `values` an `affine.apply` makes, as its expression over its operands
+    (for `compose_map`: one level, so shared values such as the pixel stay shared)."""
+    subst = {}
+    for v in values:
+        op = v.owner
+        if isinstance(op, affine.ApplyOp) and not op.map.data.num_symbols:
+            subst[v] = (op.map.data.results[0], list(op.mapOperands))
+    return subst
 
 
 PairTarget = Callable[[SSAValue, dict[SSAValue, SSAValue], list[SSAValue]], Operation]

@@ -78,9 +78,6 @@ class MmaPlan:
     init_value: SSAValue
     unroll_taps: bool = False
     """Unroll the taps' loops around the k chunks (`AffinecMmaSync.unroll_taps`)."""
-    stage_output: bool = False
-    """Store the output through shared memory, 16 bytes a lane
-    (`AffinecMmaSync.stage_output`)."""
     pads: dict[SSAValue, list[int]] = field(default_factory=dict)
     """For each tile, its allocation's new shape (padded for k and alignment)."""
 
@@ -107,7 +104,6 @@ def plan_mma(
     tf32: bool = False,
     *,
     unroll_taps: bool = False,
-    stage_output: bool = False,
 ) -> MmaPlan:
     """Read the implicit GEMM off the grid band and check everything the rewrite
     needs; a `PassError` at the op at fault otherwise."""
@@ -193,7 +189,6 @@ def plan_mma(
         k_padded,
         init_value,
         unroll_taps,
-        stage_output,
     )
     for c in computes:
         if c.band.signature != first.band.signature:

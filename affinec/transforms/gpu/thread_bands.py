@@ -17,21 +17,21 @@ from xdsl.ir.affine import (
 )
 
 from affinec.dialects import affine
-from affinec.dialects.affinec import MAPPING, THREAD, PaddedLoadOp
+from affinec.dialects.affinec import MAPPING, THREAD, UNROLL, PaddedLoadOp
 from affinec.ir.affine_exprs import ge0
 from affinec.transforms.gpu.bands import Dim
 
 
 def thread_band(op: affine.ParallelOp, threads: int) -> tuple[Block, SSAValue]:
     """A thread band of `threads` iterations right before `op`, with `op`'s other
-    attributes; its (empty) body and its variable."""
+    attributes (but the mapping and the unrolling it asks of its turns); its (empty)
+    body and its variable."""
     body = Block(arg_types=[IndexType()])
     thread_id = body.args[0]
     thread_id.name_hint = "tx"
     band = affine.ParallelOp.from_extents([threads], body)
-    band.attributes = {k: v for k, v in op.attributes.items() if k != MAPPING} | {
-        MAPPING: StringAttr(THREAD)
-    }
+    kept = {k: v for k, v in op.attributes.items() if k not in (MAPPING, UNROLL)}
+    band.attributes = kept | {MAPPING: StringAttr(THREAD)}
     band.location = op.location
     parent = op.parent_block()
     assert parent is not None

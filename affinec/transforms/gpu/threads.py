@@ -145,7 +145,10 @@ def _distribute(phase: Band, threads: int, private: dict[SSAValue, SSAValue]) ->
         loop_body = Block(arg_types=[IndexType()])
         loop_body.args[0].name_hint = "j"
         loop = affine.ForOp(0, n, loop_body)
-        if n <= MAX_UNROLLED_TURNS and _uses_any(op, private):
+        # unrolled where a turn's values live in registers, or the band asks
+        if n <= MAX_UNROLLED_TURNS and (
+            _uses_any(op, private) or UNROLL in op.attributes
+        ):
             loop.attributes[UNROLL] = UnitAttr()
         body.add_ops([loop, affine.YieldOp()])
         site, turn = loop_body, loop_body.args[0]

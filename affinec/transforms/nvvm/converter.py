@@ -87,15 +87,22 @@ def _check_type(op: Operation, t: Attribute) -> None:
 
 
 def _argument_attributes(func: gpu.FuncOp) -> list[DictionaryAttr]:
-    """`llvm.noalias` on the buffers of a kernel with a launch record, whose launches
-    affinec's runtime makes (it refuses an output that aliases an input); nothing
-    on others, as MLIR's pass, since another launcher may pass aliasing buffers."""
+    """The kernel's own argument attributes (a by-value parameter's `llvm.byval`,
+    `llvm.align`, `nvvm.grid_constant`), and `llvm.noalias` on the buffers of a
+    kernel with a launch record, whose launches affinec's runtime makes (it refuses
+    an output that aliases an input); nothing more on others, as MLIR's pass, since
+    another launcher may pass aliasing buffers."""
     recorded = LAUNCH in func.attributes
     return [
-        DictionaryAttr({"llvm.noalias": UnitAttr()})
-        if recorded and isinstance(a.type, MemRefType)
-        else DictionaryAttr({})
-        for a in func.arguments
+        DictionaryAttr(
+            func.argument_attributes(k)
+            | (
+                {"llvm.noalias": UnitAttr()}
+                if recorded and isinstance(a.type, MemRefType)
+                else {}
+            )
+        )
+        for k, a in enumerate(func.arguments)
     ]
 
 

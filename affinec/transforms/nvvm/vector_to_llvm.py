@@ -45,6 +45,7 @@ _KEPT = (
     llvm.ZeroOp,
     llvm.InsertElementOp,
     llvm_extensions.ExtractElementOp,
+    llvm.InlineAsmOp,
 )
 
 
