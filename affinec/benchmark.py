@@ -28,7 +28,7 @@ from typing import Any
 
 from affinec.config import config_for
 from affinec.ptxas import resident_blocks
-from affinec.reference import TOLERANCE, relative_error
+from affinec.reference import relative_error, verdict
 from affinec.spec import DTYPES, ConvSpec, parse_spec
 
 DESIGN_CONVOLUTIONS: dict[str, ConvSpec] = {
@@ -106,7 +106,9 @@ def to_numpy(tensor):
     return tensor.detach().double().cpu().numpy()
 
 
-def _input_sets(spec: ConvSpec) -> int:
+def input_sets(spec: ConvSpec) -> int:
+    """How many sets of inputs timing rotates through: enough that the GPU's L2
+    cannot hold them all (a kernel timed on one set measures the cache)."""
     element = 4 if spec.dtype == "f32" else 2
     per_set = element * (
         spec.n * spec.c * spec.h * spec.w + spec.k * spec.c * spec.r * spec.s
@@ -114,7 +116,7 @@ def _input_sets(spec: ConvSpec) -> int:
     return max(2, min(MAX_SETS, -(-2 * L2_BYTES // per_set)))
 
 
-def _torch_tensors(spec: ConvSpec, generator, device="cuda"):
+def torch_tensors(spec: ConvSpec, generator, device="cuda"):
     """Input, filter, (bias) as torch tensors in cuDNN's preferred layout."""
     import torch
 
@@ -129,7 +131,7 @@ def _torch_tensors(spec: ConvSpec, generator, device="cuda"):
     return x, w, b
 
 
-def _ours_layout(spec: ConvSpec, x, w, b):
+def in_our_layout(spec: ConvSpec, x, w, b):
     """The same tensors as contiguous arrays in the spec's layouts."""
     xs = x.permute(0, 2, 3, 1) if spec.layout == "nhwc" else x
     ws = w.permute(2, 3, 1, 0) if spec.filter_layout == "rsck" else w
@@ -171,8 +173,8 @@ def bench_conv(name: str, spec: ConvSpec, *, compiled=None, seed: int = 0) -> Ro
 
     torch.backends.cudnn.benchmark = True
     generator = torch.Generator(device="cuda").manual_seed(seed)
-    sets = _input_sets(spec)
-    data = [_torch_tensors(spec, generator) for _ in range(sets)]
+    sets = input_sets(spec)
+    data = [torch_tensors(spec, generator) for _ in range(sets)]
     relu = spec.epilogue != "none"
 
     # float64 reference of set 0, and our result on it, output poisoned first
@@ -191,16 +193,17 @@ def bench_conv(name: str, spec: ConvSpec, *, compiled=None, seed: int = 0) -> Ro
         for _ in range(sets)
     ]
     bound = [
-        kernel.check(*_ours_layout(spec, *data[k]), outputs[k]) for k in range(sets)
+        kernel.check(*in_our_layout(spec, *data[k]), outputs[k]) for k in range(sets)
     ]
     for arguments in bound:
         for a in arguments:
             a.to_device()
     kernel.launch(bound[0])
     torch.cuda.synchronize()
-    error = relative_error(to_numpy(outputs[0]), ref)
-    tolerance = compiled.tolerance or TOLERANCE[spec.dtype]
-    ok = error <= tolerance
+    checked = verdict(
+        spec, relative_error(to_numpy(outputs[0]), ref), compiled.tolerance
+    )
+    ok, error = checked.ok, checked.error
 
     ours_ms = None
     if ok:
@@ -229,7 +232,7 @@ def bench_conv(name: str, spec: ConvSpec, *, compiled=None, seed: int = 0) -> Ro
         shared_memory=shared,
         block=threads,
         occupancy=occupancy(resources.registers, threads, shared),
-        note="" if ok else f"WRONG: error {error:.2e} over {tolerance:g}",
+        note="" if ok else checked.describe(),
     )
 
 

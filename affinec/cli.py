@@ -48,12 +48,12 @@ from affinec.frontend import build
 from affinec.interpreter import InterpreterError
 from affinec.pipeline import Pipeline, PipelineError
 from affinec.reference import (
-    TOLERANCE,
     host_bytes,
     poisoned_output,
     random_inputs,
     reference,
     relative_error,
+    verdict,
 )
 from affinec.runtime import KernelArgumentError, NoCudaGPU, SharedMemoryError
 from affinec.spec import DTYPES, Spec
@@ -202,9 +202,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     kernel = compiled.runtime_kernel()
     inputs = random_inputs(spec, np.random.default_rng(args.seed))
     out = kernel(*inputs, poisoned_output(spec))
-    error = relative_error(out, reference(spec, *inputs))
-    tolerance = compiled.tolerance or TOLERANCE[spec.dtype]
-    ok = error <= tolerance
+    checked = verdict(
+        spec, relative_error(out, reference(spec, *inputs)), compiled.tolerance
+    )
+    ok = checked.ok
     print(f"spec: {spec.to_text()}")
     print(
         f"compiled for {compiled.arch} in {compiled.seconds:.2f} s: grid "
@@ -212,10 +213,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     if compiled.config is not None:
         print(f"config: {compiled.config.describe()} ({compiled.config_source})")
-    print(
-        f"relative error vs float64: {error:.2e} (tolerance "
-        f"{tolerance:g}): {'ok' if ok else 'FAILED'}"
-    )
+    print(f"against float64: {checked.describe()}")
     if ok:
         ms = time_kernel(kernel, inputs, repeat=args.repeat)
         print(

@@ -19,9 +19,9 @@ from affinec.checking import Checker
 from affinec.contraction import contraction_of
 from affinec.frontend import build
 from affinec.reference import (
-    TOLERANCE,
     poisoned_output,
     relative_error,
+    verdict,
 )
 from affinec.spec import ConvSpec
 
@@ -98,12 +98,12 @@ def run_demo(spec: ConvSpec = DEFAULT_CONV, out: TextIO | None = None) -> bool:
 def _run_on_gpu(spec, compiled, checker: Checker, say) -> bool:
     kernel = compiled.runtime_kernel()
     out = kernel(*checker.inputs, poisoned_output(spec))
-    error = relative_error(out, checker.expected)
+    checked = verdict(spec, relative_error(out, checker.expected), compiled.tolerance)
     same = np.array_equal(out, checker.previous, equal_nan=True)
-    ok = error <= TOLERANCE[spec.dtype]
+    ok = checked.ok
     say("== on the GPU")
     say(
-        f"relative error {error:.2e} ({'ok' if ok else 'FAILED'}); "
+        f"{checked.describe()}; "
         f"{'bit-identical to' if same else 'differs from'} the interpreter"
     )
     try:

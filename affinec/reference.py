@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from xdsl.ir.affine import (
@@ -90,8 +91,30 @@ def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
     return float(diff / denom)
 
 
-def within_tolerance(spec: Spec, error: float) -> bool:
-    return error <= TOLERANCE[spec.dtype]
+@dataclass(frozen=True)
+class Verdict:
+    """A result against its float64 reference: its relative error and the tolerance
+    it is held to (NaN or infinity never passes)."""
+
+    error: float
+    tolerance: float
+
+    @property
+    def ok(self) -> bool:
+        return self.error <= self.tolerance
+
+    def describe(self) -> str:
+        return (
+            f"relative error {self.error:.2e} "
+            f"({'ok' if self.ok else 'WRONG'}: tolerance {self.tolerance:g})"
+        )
+
+
+def verdict(spec: Spec, error: float, tolerance: float | None = None) -> Verdict:
+    """`error` held to `tolerance` (a kernel's own: tf32's where its passes compute
+    in tf32) or, when it has none, to the tolerance of `spec`'s storage type. The
+    one pass/fail rule of `affinec run`, `bench`, `tune` and the demo."""
+    return Verdict(error, tolerance or TOLERANCE[spec.dtype])
 
 
 def reference(spec: Spec, *inputs: np.ndarray) -> np.ndarray:

@@ -26,11 +26,11 @@ import sys
 
 from affinec.benchmark import (
     DESIGN_CONVOLUTIONS,
-    _input_sets,
-    _ours_layout,
-    _torch_tensors,
+    in_our_layout,
+    input_sets,
     time_cudnn,
     torch_conv,
+    torch_tensors,
     with_format,
 )
 
@@ -49,14 +49,14 @@ def _setup(name: str, dtype: str):
     torch.backends.cudnn.benchmark = False
     spec = with_format(DESIGN_CONVOLUTIONS[name], dtype)
     generator = torch.Generator(device="cuda").manual_seed(0)
-    data = [_torch_tensors(spec, generator) for _ in range(_input_sets(spec))]
+    data = [torch_tensors(spec, generator) for _ in range(input_sets(spec))]
     kernel = compile_to_ptx(spec, arch=current_arch()).runtime_kernel()
     shape = torch_conv(spec, *data[0], relu=False).permute(0, 2, 3, 1).shape
     dtype_t = torch.float16 if dtype == "f16" else torch.float32
     bound = []
     for x, w, b in data:
         out = torch.empty(shape, dtype=dtype_t, device="cuda")
-        arguments = kernel.check(*_ours_layout(spec, x, w, b), out)
+        arguments = kernel.check(*in_our_layout(spec, x, w, b), out)
         for a in arguments:
             a.to_device()
         bound.append(arguments)

@@ -283,3 +283,15 @@ def test_the_output_takes_the_inputs_kind():
     # A call on numpy arrays and device arrays alike returns numpy.
     (_, checked) = scale_kernel().check(np.zeros(1000, np.float32))
     assert checked.host is not None
+
+
+def test_one_verdict_holds_a_result_to_the_kernels_own_tolerance():
+    from affinec.reference import TOLERANCE, verdict
+    from affinec.spec import ConvSpec
+
+    spec = ConvSpec(1, 4, 5, 5, 4, 3, 3, dtype="f32")
+    assert verdict(spec, 1e-9).ok and verdict(spec, 1e-9).tolerance == TOLERANCE["f32"]
+    assert not verdict(spec, 1e-3).ok  # over f32's
+    assert verdict(spec, 1e-3, TOLERANCE["tf32"]).ok  # a tf32 kernel's own
+    assert not verdict(spec, float("nan"), 1.0).ok  # NaN never passes
+    assert "WRONG" in verdict(spec, float("inf")).describe()

@@ -156,11 +156,12 @@ def check_on_gpu(compiled: Outcome, seed: int = 0) -> Outcome:
         random_inputs,
         reference,
         relative_error,
+        verdict,
     )
 
     if compiled.status != COMPILED:
         return compiled
-    pair, tolerance = compiled.pair, compiled.tolerance or 0.0
+    pair, tolerance = compiled.pair, compiled.tolerance
     start = time.perf_counter()
     try:
         inputs = random_inputs(pair.spec, np.random.default_rng(seed))
@@ -173,12 +174,14 @@ def check_on_gpu(compiled: Outcome, seed: int = 0) -> Outcome:
             reason=f"launch: {type(e).__name__}: {str(e)[:300]}",
             seconds=compiled.seconds + time.perf_counter() - start,
         )
-    error = relative_error(out, reference(pair.spec, *inputs))
+    checked = verdict(
+        pair.spec, relative_error(out, reference(pair.spec, *inputs)), tolerance
+    )
     return Outcome(
         pair,
-        CORRECT if error <= tolerance else WRONG,
-        error=error,
-        tolerance=tolerance,
+        CORRECT if checked.ok else WRONG,
+        error=checked.error,
+        tolerance=checked.tolerance,
         seconds=compiled.seconds + time.perf_counter() - start,
     )
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from affinec.reference import TOLERANCE
+from affinec.reference import Verdict, verdict
 from affinec.runtime import Kernel
 from affinec.spec import ConvSpec, MatmulSpec, Spec
 
@@ -107,10 +107,10 @@ class GpuMeasurer:
         torch.backends.cudnn.benchmark = True
         generator = torch.Generator(device="cuda").manual_seed(seed)
         if isinstance(spec, ConvSpec):
-            from affinec.benchmark import _input_sets, _torch_tensors
+            from affinec.benchmark import input_sets, torch_tensors
 
-            self.sets = _input_sets(spec)
-            self.data = [_torch_tensors(spec, generator) for _ in range(self.sets)]
+            self.sets = input_sets(spec)
+            self.data = [torch_tensors(spec, generator) for _ in range(self.sets)]
         else:
             self.sets = 2
             self.data = [_matmul_tensors(spec, generator) for _ in range(self.sets)]
@@ -149,9 +149,9 @@ class GpuMeasurer:
 
     def _ours(self, x, w, b) -> list:
         if isinstance(self.spec, ConvSpec):
-            from affinec.benchmark import _ours_layout
+            from affinec.benchmark import in_our_layout
 
-            return _ours_layout(self.spec, x, w, b)
+            return in_our_layout(self.spec, x, w, b)
         return [t.contiguous() for t in (x, w, b) if t is not None]
 
     def measure(self, kernel: Kernel, final: bool = False) -> Measurement:
@@ -174,13 +174,13 @@ class GpuMeasurer:
             out.fill_(float("nan"))
             kernel.launch(bound[0])
             torch.cuda.synchronize()
-            error = _relative_error(out, self.reference)
-            tolerance = self.tolerance(kernel)
-            if not error <= tolerance:
+            checked = self.verdict(kernel, _relative_error(out, self.reference))
+            error = checked.error
+            if not checked.ok:
                 return Measurement(
                     False,
                     error=error,
-                    reason=f"wrong: error {error:.2e} over {tolerance:g}",
+                    reason=f"wrong: {checked.describe()}",
                     seconds=time.perf_counter() - start,
                 )
             ms = time_launches(
@@ -198,10 +198,10 @@ class GpuMeasurer:
             )
         return Measurement(True, ms, error, seconds=time.perf_counter() - start)
 
-    def tolerance(self, kernel: Kernel) -> float:
-        """The kernel's own tolerance where the compiler gave one (looser for tf32
-        arithmetic), else its dtype's."""
-        return kernel.info.get("tolerance") or TOLERANCE[self.spec.dtype]
+    def verdict(self, kernel: Kernel, error: float) -> Verdict:
+        """`error` held to the kernel's own tolerance where the compiler gave one
+        (looser for tf32 arithmetic), else to its dtype's."""
+        return verdict(self.spec, error, kernel.info.get("tolerance"))
 
     def confirm(self, kernel: Kernel, runs: int) -> Measurement:
         import time
@@ -209,28 +209,27 @@ class GpuMeasurer:
         import torch
 
         start = time.perf_counter()
-        tolerance = self.tolerance(kernel)
         generator = torch.Generator(device="cuda").manual_seed(self.seed + 1)
         worst = 0.0
         try:
             for run in range(runs):
                 if isinstance(self.spec, ConvSpec):
-                    from affinec.benchmark import _torch_tensors
+                    from affinec.benchmark import torch_tensors
 
-                    data = _torch_tensors(self.spec, generator)
+                    data = torch_tensors(self.spec, generator)
                 else:
                     data = _matmul_tensors(self.spec, generator)
                 reference = self._reference(data)
                 out = torch.full_like(self.outputs[0], float("nan"))
                 kernel(*self._ours(*data), out)
-                error = _relative_error(out, reference)
-                worst = max(worst, error)
-                if not error <= tolerance:
+                checked = self.verdict(kernel, _relative_error(out, reference))
+                worst = max(worst, checked.error)
+                if not checked.ok:
                     return Measurement(
                         False,
-                        error=error,
+                        error=checked.error,
                         reason=f"wrong on fresh inputs (run {run + 1} of {runs}): "
-                        f"error {error:.2e} over {tolerance:g}",
+                        f"{checked.describe()}",
                         seconds=time.perf_counter() - start,
                     )
         except Exception as e:
