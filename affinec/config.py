@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields, replace
 
-from affinec.chips import Chip, chip
+from affinec.chips import MMA_SHAPES, Chip, chip
 from affinec.contraction import contraction_of
 from affinec.dtypes import storage_numpy_dtype
 from affinec.spec import ConvSpec, MatmulSpec, Spec
@@ -264,7 +264,7 @@ COALESCED_STAGES = 2
 first layer in f16 on the H100 (2026-11-23, docs/results/sweep/): 0.388 ms in two
 stages, 0.401 in three, 0.438 with the whole window in one step (no overlap in a
 block)."""
-MMA_K_BYTES = 32
+MMA_K_BYTES = MMA_SHAPES["f16"][2] * 2
 """Bytes of one MMA's k (m16n8k16's 16 halves, m16n8k8's 8 tf32 words): the least a
 tap's channels take in a shared tile."""
 SHARED_ROW_PADDING = 16

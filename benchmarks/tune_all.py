@@ -46,17 +46,11 @@ from affinec.benchmark import DESIGN_CONVOLUTIONS, geomean, with_format
 from affinec.spec import DTYPES, ConvSpec, parse_spec
 from affinec.tuning import TuningCache, entry_of
 from affinec.tuning.compiling import default_jobs, make_pool
+from affinec.tuning.log import read_log, records_by_spec, write_log
 from affinec.tuning.measure import Measurer
 from affinec.tuning.problem import problem_of
 from affinec.tuning.space import search_space
-from affinec.tuning.tuner import (
-    TuneOptions,
-    read_log,
-    records_by_spec,
-    start_compiling,
-    tune,
-    write_log,
-)
+from affinec.tuning.tuner import TuneOptions, start_compiling, tune
 
 TUNE_ALL_CANDIDATES = 120
 """Compiled per convolution: ten convolutions' compiles at 2 to 4 s each must keep

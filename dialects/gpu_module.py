@@ -150,8 +150,7 @@ class FuncOp(IRDLOperation):
     known_grid_size = opt_prop_def(DenseArrayBase.constr(i32))
     arg_attrs = opt_prop_def(ArrayAttr[DictionaryAttr])
     """Each input's attributes, as MLIR's: a TMA descriptor passed by value is
-    `%d: !llvm.ptr {llvm.byval = !llvm.array<128 x i8>, llvm.align = 64 : i64,
-    nvvm.grid_constant}`."""
+    `%d: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>}`."""
 
     traits = traits_def(IsolatedFromAbove(), HasParent(ModuleOp), SymbolOpInterface())
 
@@ -247,6 +246,13 @@ class FuncOp(IRDLOperation):
                 f"{len(self.arg_attrs.data)} argument attribute dictionaries for "
                 f"{len(inputs)} inputs"
             )
+        for k in range(len(inputs)):
+            if "nvvm.grid_constant" in self.argument_attributes(k):
+                raise VerifyException(
+                    "'nvvm.grid_constant' belongs on an llvm.func's kernel arguments "
+                    "(as MLIR); a gpu.func passes a parameter by value with "
+                    "llvm.byval, and convert-gpu-to-nvvm marks it"
+                )
         if len(args) < len(inputs) + self.num_workgroup:
             raise VerifyException("fewer entry block arguments than attributions")
         verify_attributions(self.workgroup_args, WORKGROUP_ADDRESS_SPACE, "workgroup")
@@ -263,6 +269,7 @@ class FuncOp(IRDLOperation):
     @classmethod
     def parse(cls, parser: Parser) -> FuncOp:
         name = parser.parse_symbol_name()
+
         def argument() -> tuple[Parser.Argument, DictionaryAttr]:
             arg = parser.parse_argument(expect_type=True)
             return arg, DictionaryAttr(parser.parse_optional_attr_dict())

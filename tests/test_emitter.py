@@ -314,7 +314,7 @@ def test_a_by_value_parameter_and_inline_asm_assemble_and_refuse_interpretation(
     with pytest.raises(InterpreterError) as info:
         Interpreter(module).run("k", np.zeros(128, np.float32), None)
     message = format_exception(info.value)
-    assert "by_value_parameter_and_inline_asm.mlir:17:" in message
+    assert "by_value_parameter_and_inline_asm.mlir:18:" in message
     assert "llvm.inline_asm" in message and "does not implement this op" in message
     Pipeline.parse("convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}").run(
         module
@@ -324,3 +324,16 @@ def test_a_by_value_parameter_and_inline_asm_assemble_and_refuse_interpretation(
         assert ".param .align 64 .b8 k_param_1[128]" in ptx
         assemble_everywhere(ptx, "k")
         assert assemble(ptx, arch)["k"].stack_frame == 0
+
+
+def test_grid_constant_is_refused_on_a_gpu_func_as_mlir_refuses_it():
+    from affinec.diagnostics import VerificationError, verify
+
+    text = BY_VALUE.read_text().replace(
+        "llvm.byval = !llvm.array<128 x i8>}",
+        "llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}",
+    )
+    with pytest.raises(
+        VerificationError, match="'nvvm.grid_constant' belongs on an llvm.func"
+    ):
+        verify(parse_module(make_context(), text, "k.mlir"))

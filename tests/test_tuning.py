@@ -48,6 +48,7 @@ from affinec.tuning.compiling import (
     config_to_json,
 )
 from affinec.tuning.cost import Facts, instruction_mix, predict, resident_blocks
+from affinec.tuning.log import read_log, records_by_spec
 from affinec.tuning.problem import NotTunable, geometry, problem_of
 from affinec.tuning.space import (
     MAX_CANDIDATES,
@@ -64,8 +65,6 @@ from affinec.tuning.tuner import (
     WRONG,
     Record,
     _absorb,
-    read_log,
-    records_by_spec,
 )
 from strategies import conv_specs
 

@@ -31,10 +31,11 @@ from affinec.tuning.cache import (
     compiler_version,
     default_path,
 )
+from affinec.tuning.log import write_log
 from affinec.tuning.measure import GpuMeasurer, Measurement, Measurer
 from affinec.tuning.problem import NotTunable
 from affinec.tuning.space import search_space
-from affinec.tuning.tuner import TuneOptions, TuneResult, tune, write_log
+from affinec.tuning.tuner import TuneOptions, TuneResult, tune
 
 __all__ = [
     "CacheError",

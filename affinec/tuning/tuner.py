@@ -6,7 +6,7 @@
     print(result.report())      # counts, the model's rank correlation, the savings
 
 The steps, each recorded per configuration (`Record`, written as JSON lines by
-`write_log`):
+`affinec.tuning.log.write_log`):
 
 1. the search space (`affinec.tuning.space`): a few hundred candidates chosen by the
    cost model, with registers estimated, from thousands of legal-looking ones;
@@ -29,16 +29,13 @@ what is left.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from affinec.config import KernelConfig
@@ -588,39 +585,3 @@ def _bar(total: int, what: str, enabled: bool):
     from tqdm import tqdm
 
     return tqdm(total=total, desc=what, unit="config", file=sys.stderr, leave=False)
-
-
-# -- records ---------------------------------------------------------------------------------
-
-
-def write_log(result: TuneResult, path: str | Path, append: bool = True) -> None:
-    """One JSON line per configuration tried, then one with the summary."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    head = {"spec": result.spec.to_text(), "gpu": result.gpu, "arch": result.arch}
-    with path.open("a" if append else "w") as f:
-        for r in result.records:
-            f.write(json.dumps({"kind": "config", **head, **r.to_json()}) + "\n")
-        f.write(json.dumps({"kind": "summary", **result.summary()}) + "\n")
-
-
-def read_log(path: str | Path) -> list[dict[str, Any]]:
-    """The lines `write_log` wrote (a ValueError naming a line that is not JSON)."""
-    out = []
-    for n, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{n}: not a JSON line ({e.msg})") from None
-    return out
-
-
-def records_by_spec(lines: Iterable[dict[str, Any]]) -> dict[str, list[dict]]:
-    """The configuration lines of a log, grouped by spec text."""
-    out: dict[str, list[dict]] = {}
-    for line in lines:
-        if line.get("kind") == "config":
-            out.setdefault(line["spec"], []).append(line)
-    return out

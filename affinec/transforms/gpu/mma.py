@@ -405,13 +405,15 @@ class _Element:
     ) -> tuple[dict[SSAValue, SSAValue], list[SSAValue], list[AffineConstraintExpr]]:
         """`_place_at` the lane's element `e` of its fragment."""
         plan, d = self.plan, AffineExpr.dimension
+        tm, tn = plan.kind.m, plan.kind.n
+        # the accumulator's layout (`mma_layouts.c_element`): lane/4 and lane%4 * 2
         m = b.apply(
-            d(1) * (16 * plan.mt) + d(2) * 16 + d(0) // 4 + (d(3) // 2) * 8,
+            d(1) * (tm * plan.mt) + d(2) * tm + d(0) // 4 + (d(3) // 2) * 8,
             [self.lane, self.wm, self.m_t, e],
             "m",
         )
         n = b.apply(
-            d(1) * (8 * plan.nt) + d(2) * 8 + (d(0) % 4) * 2 + d(3) % 2,
+            d(1) * (tn * plan.nt) + d(2) * tn + (d(0) % 4) * 2 + d(3) % 2,
             [self.lane, self.wn, self.n_t, e],
             "n",
         )

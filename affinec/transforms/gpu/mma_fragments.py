@@ -125,8 +125,9 @@ class Operands:
         """The band's M variables for the warp tile's row `row` (an expression of
         the lane), clamped to the block's pixels."""
         plan, d = self.plan, AffineExpr.dimension
-        m_expr = d(1) * (16 * plan.mt) + d(2) * 16 + row
-        rows = 16 * plan.mt * plan.warps[0]
+        tile = plan.kind.m
+        m_expr = d(1) * (tile * plan.mt) + d(2) * tile + row
+        rows = tile * plan.mt * plan.warps[0]
         operands = [self.lane, self.wm, self.m_t]
         m = (
             self.b.apply(m_expr, operands)
@@ -141,11 +142,12 @@ class Operands:
         """The band's N variable for the warp tile's column `col` (an expression of
         the lane), clamped to `limit` where some warp's columns would pass it."""
         plan, d = self.plan, AffineExpr.dimension
-        n_expr = d(1) * (8 * plan.nt) + d(2) * 8 + col
+        tile = plan.kind.n
+        n_expr = d(1) * (tile * plan.nt) + d(2) * tile + col
         operands = [self.lane, self.wn, self.n_t]
         largest = (
-            8 * plan.nt * plan.warps[1]
-            - 8
+            tile * plan.nt * plan.warps[1]
+            - tile
             + max(col.eval([lane], []) for lane in range(WARP))
         )
         if largest <= limit:

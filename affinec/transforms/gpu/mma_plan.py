@@ -163,8 +163,8 @@ def plan_mma(
         raise PassError(grid, f"warps {wm}x{wn}: between 1 and {most} warps in a block")
     block_m = math.prod(band.extents[d] for d in m_dims)
     block_n = band.extents[n_dims[0]]
-    mt = max(1, -(-block_m // (16 * wm)))
-    nt = max(1, -(-block_n // (8 * wn)))
+    mt = max(1, -(-block_m // (kind.m * wm)))
+    nt = max(1, -(-block_n // (kind.n * wn)))
     if mt * nt > 32:
         raise PassError(
             band.op,

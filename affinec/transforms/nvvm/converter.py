@@ -87,23 +87,36 @@ def _check_type(op: Operation, t: Attribute) -> None:
 
 
 def _argument_attributes(func: gpu.FuncOp) -> list[DictionaryAttr]:
-    """The kernel's own argument attributes (a by-value parameter's `llvm.byval`,
-    `llvm.align`, `nvvm.grid_constant`), and `llvm.noalias` on the buffers of a
+    """The kernel's own argument attributes (a by-value parameter's `llvm.byval` and
+    `llvm.align`, which MLIR's pass drops and affinec keeps), `nvvm.grid_constant` on a
+    kernel's by-value parameters that it does not store to (the kernel reads them
+    where the launch put them, with no local copy; MLIR has no way to say so at the
+    gpu level), and `llvm.noalias` on the buffers of a
     kernel with a launch record, whose launches affinec's runtime makes (it refuses
     an output that aliases an input); nothing more on others, as MLIR's pass, since
     another launcher may pass aliasing buffers."""
     recorded = LAUNCH in func.attributes
-    return [
-        DictionaryAttr(
-            func.argument_attributes(k)
-            | (
-                {"llvm.noalias": UnitAttr()}
-                if recorded and isinstance(a.type, MemRefType)
-                else {}
-            )
-        )
-        for k, a in enumerate(func.arguments)
-    ]
+    out = []
+    for k, a in enumerate(func.arguments):
+        attrs = func.argument_attributes(k)
+        if recorded and isinstance(a.type, MemRefType):
+            attrs["llvm.noalias"] = UnitAttr()
+        if BYVAL in attrs and func.kernel is not None and not _written(a):
+            attrs[GRID_CONSTANT] = UnitAttr()
+        out.append(DictionaryAttr(attrs))
+    return out
+
+
+BYVAL = "llvm.byval"
+GRID_CONSTANT = "nvvm.grid_constant"
+
+
+def _written(arg: SSAValue) -> bool:
+    """Whether the kernel stores through the by-value argument `arg` itself (then it
+    needs its own copy: a grid constant is read-only)."""
+    return any(
+        isinstance(use.operation, llvm.StoreOp) and use.index == 1 for use in arg.uses
+    )
 
 
 class KernelConverter:

@@ -3,15 +3,16 @@
 // RUN: affinec-opt %s -p 'convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}' -t llvm | filecheck %s --check-prefix=LLVM
 // RUN: affinec-opt %s -p 'convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}' -t ptx | filecheck %s --check-prefix=PTX
 
-// Two things the Hopper kernels need, written as MLIR writes them: a 128-byte
-// parameter passed by value (a TMA descriptor), 64-byte aligned and marked
-// `nvvm.grid_constant` so that the kernel addresses it where the launch put it
-// instead of copying it to local memory; and inline PTX (`llvm.inline_asm`), for
-// the instructions LLVM has no intrinsic for (wgmma).
+// Two things the Hopper kernels need, in MLIR's syntax: a 128-byte parameter passed
+// by value (a TMA descriptor), 64-byte aligned, which the lowering keeps by value
+// (MLIR's drops `llvm.byval`) and marks `nvvm.grid_constant`, so that the kernel
+// addresses it where the launch put it instead of copying it to local memory; and
+// inline PTX (`llvm.inline_asm`), for the instructions LLVM has no intrinsic for
+// (wgmma).
 
 builtin.module attributes {gpu.container_module} {
   gpu.module @kernels {
-    gpu.func @k(%a: memref<128xf32>, %desc: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}) kernel {
+    gpu.func @k(%a: memref<128xf32>, %desc: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>}) kernel {
       %t = gpu.thread_id x
       %v = memref.load %a[%t] : memref<128xf32>
       %w = llvm.inline_asm "add.f32 $0, $1, $1;", "=f,f" %v : (f32) -> f32
@@ -22,7 +23,7 @@ builtin.module attributes {gpu.container_module} {
   }
 }
 
-// ROUND: gpu.func @k(%a: memref<128xf32>, %desc: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}) kernel {
+// ROUND: gpu.func @k(%a: memref<128xf32>, %desc: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>}) kernel {
 
 // NVVM: llvm.func @k(%a: !llvm.ptr<1>, %desc: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant})
 // NVVM: %w = llvm.inline_asm "add.f32 $0, $1, $1;", "=f,f" %v : (f32) -> f32
