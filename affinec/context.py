@@ -29,6 +29,12 @@ def _gpu() -> Dialect:
     return Gpu
 
 
+def _linalg() -> Dialect:
+    from affinec.dialects.linalg import Linalg
+
+    return Linalg
+
+
 def _llvm() -> Dialect:
     from affinec.dialects.llvm import LLVM
 
@@ -51,12 +57,14 @@ AFFINEC_DIALECTS: dict[str, Callable[[], Dialect]] = {
     "affine": _affine,
     "affinec": _affinec,
     "gpu": _gpu,
+    "linalg": _linalg,
     "llvm": _llvm,
     "nvgpu": _nvgpu,
     "nvvm": _nvvm,
 }
 """Dialects of ours, by name; those also in xDSL replace xDSL's in our context (`llvm`
-is xDSL's with the ops it lacks added, see `_EXTENDED`)."""
+is xDSL's with the ops it lacks added; `linalg` xDSL's with MLIR's named
+convolutions and products as `affinec-lower-linalg` reads them)."""
 
 
 NOT_REGISTERED = ("test",)

@@ -33,6 +33,7 @@ from affinec.dialects.affinec import SpecAttributeError, read_spec
 from affinec.ir.affine_exprs import semi_affine_op
 from affinec.pipelines import NAMED_PIPELINES, pipeline_text
 from affinec.spec import Spec
+from affinec.transforms.affine.linalg_import import module_spec
 
 
 class PipelineError(Exception):
@@ -206,13 +207,17 @@ class Pipeline:
     @staticmethod
     def for_module(text: str, module: ModuleOp) -> Pipeline:
         """`parse(text)` for `module`: a named pipeline built from its spec reads
-        the `affinec.spec` attribute (a `PipelineError` if it is invalid)."""
+        the `affinec.spec` attribute (a `PipelineError` if it is invalid), or, on a
+        module that records none, the spec of its named linalg op (which
+        `affinec-lower-linalg` will record)."""
         spec = None
         if Pipeline.depends_on_spec(text):
             try:
                 spec = read_spec(module, required=False)
             except SpecAttributeError as e:
                 raise PipelineError(str(e)) from None
+            if spec is None:
+                spec = module_spec(module)
         return Pipeline.parse(text, spec)
 
     @staticmethod

@@ -76,6 +76,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return AffinecPadChannels
 
+    def _affinec_lower_linalg():
+        from affinec.passes.affinec_lower_linalg import AffinecLowerLinalg
+
+        return AffinecLowerLinalg
+
     def _affinec_stage_output():
         from affinec.passes.affinec_stage_output import AffinecStageOutput
 
@@ -156,6 +161,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-mma-sync": _affinec_mma_sync,
         "affinec-narrow-indices": _affinec_narrow_indices,
         "affinec-pad-channels": _affinec_pad_channels,
+        "affinec-lower-linalg": _affinec_lower_linalg,
         "affinec-plan-shared-memory": _affinec_plan_shared_memory,
         "affinec-stage-output": _affinec_stage_output,
         "affinec-place-buffers": _affinec_place_buffers,

@@ -1,0 +1,212 @@
+"""MLIR's named linalg ops as affinec's specs, and their naive IR.
+
+A function whose body fills its output with zeros and applies one named op to its
+arguments is one spec:
+
+    func.func @conv(%x: memref<1x9x9x16xf16>, %w: memref<3x3x16x32xf16>,
+                    %y: memref<1x7x7x32xf16>) {
+      %zero = arith.constant 0.0 : f16
+      linalg.fill ins(%zero : f16) outs(%y : memref<1x7x7x32xf16>)
+      linalg.conv_2d_nhwc_hwcf {strides = dense<1> : tensor<2xi64>, ...}
+          ins(%x, %w : ...) outs(%y : ...)
+      func.return
+    }
+
+is `conv n=1 c=16 h=9 w=9 k=32 r=3 s=3 layout=nhwc filter-layout=rsck dtype=f16`
+(`spec_of`), and `import_linalg` replaces the function by the naive IR of that spec
+(the frontend's), under the function's name and with its arguments' names, and
+records the spec on the module. What affinec has no spec for (a depthwise
+convolution, a batched product, mixed element types, a function doing more than the
+one op) is refused by name, at the op.
+
+One difference from linalg's meaning, said as a remark: in f16 and bf16 the naive IR
+sums in f32 and rounds once, where linalg's body adds in the output's type.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import arith, func
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    FloatAttr,
+    MemRefType,
+    ModuleOp,
+)
+from xdsl.dialects.linalg import ops as xdsl_linalg
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from affinec.diagnostics import PassError, remark
+from affinec.dialects import linalg
+from affinec.dialects.affinec import SPEC, read_spec, write_spec
+from affinec.frontend import build
+from affinec.spec import ConvSpec, MatmulSpec, Spec
+
+DTYPES: dict[type[Attribute], str] = {
+    Float32Type: "f32",
+    Float16Type: "f16",
+    BFloat16Type: "bf16",
+}
+
+
+def named_ops(module: ModuleOp) -> list[linalg.NamedStructuredOp]:
+    return [o for o in module.walk() if isinstance(o, linalg.NamedStructuredOp)]
+
+
+def spec_of(op: linalg.NamedStructuredOp) -> Spec:
+    """The spec `op` computes, or a `PassError` at it saying why there is none."""
+    a, b, c = op.types()
+    dtype = _dtype(op, a, b, c)
+    if isinstance(op, linalg.Conv2DNhwcHwcfOp | linalg.Conv2DNchwFchwOp):
+        stride, dilation = op.window("strides"), op.window("dilations")
+        if isinstance(op, linalg.Conv2DNhwcHwcfOp):
+            (n, h, w, ch), (r, s, _, k) = a.get_shape(), b.get_shape()
+            layouts = ("nhwc", "rsck")
+        else:
+            (n, ch, h, w), (k, _, r, s) = a.get_shape(), b.get_shape()
+            layouts = ("nchw", "kcrs")
+        return ConvSpec(
+            n, ch, h, w, k, r, s,
+            stride=stride, padding=(0, 0), dilation=dilation,
+            layout=layouts[0], filter_layout=layouts[1], dtype=dtype,
+        )  # fmt: skip
+    if isinstance(op, linalg.MatmulOp):
+        (m, k), (_, n) = a.get_shape(), b.get_shape()
+        return MatmulSpec(m, n, k, dtype)
+    if isinstance(op, linalg.DepthwiseConv2DNhwcHwcOp):
+        raise PassError(
+            op,
+            "affinec has no depthwise convolution yet (a convolution of one group a "
+            "channel): only conv_2d_nhwc_hwcf, conv_2d_nchw_fchw and matmul are taken",
+        )
+    raise PassError(
+        op,
+        "affinec has no batched product yet: only conv_2d_nhwc_hwcf, "
+        "conv_2d_nchw_fchw and matmul are taken",
+    )
+
+
+def module_spec(module: ModuleOp) -> Spec | None:
+    """The spec of the module's one named linalg op (None without one), checked as
+    `import_linalg` checks it."""
+    ops = named_ops(module)
+    if not ops:
+        return None
+    _one_per_module(ops)
+    return spec_of(ops[0])
+
+
+def import_linalg(module: ModuleOp) -> None:
+    """Replace the function of the module's named linalg op by the naive IR of its
+    spec, and record the spec (a `PassError` at the op that cannot be)."""
+    ops = named_ops(module)
+    if not ops:
+        return
+    _one_per_module(ops)
+    (op,) = ops
+    spec = spec_of(op)
+    function = _function_of(op)
+    recorded = read_spec(module, required=False)
+    if SPEC in module.attributes and recorded != spec:
+        raise PassError(
+            op,
+            f"the module already records {module.attributes[SPEC]}, not this op's "
+            f"{spec.to_text()}",
+        )
+    if spec.dtype != "f32":
+        remark(
+            op,
+            f"sums in f32 and rounds once to {spec.dtype}, where linalg's body adds "
+            f"in {spec.dtype}",
+        )
+    naive = build(spec)
+    (built,) = [o for o in naive.body.block.ops if isinstance(o, func.FuncOp)]
+    built.detach()
+    built.sym_name = function.sym_name
+    for new, old in zip(built.body.block.args, function.body.block.args, strict=True):
+        new.name_hint = old.name_hint or new.name_hint
+    built.location = function.location
+    parent = function.parent_block()
+    assert parent is not None
+    parent.insert_op_before(built, function)
+    parent.erase_op(function)
+    write_spec(module, spec)
+
+
+def _dtype(op: Operation, *types: MemRefType) -> str:
+    elements = [t.get_element_type() for t in types]
+    names = [DTYPES.get(type(e)) for e in elements]
+    if None in names or len(set(names)) != 1:
+        raise PassError(
+            op,
+            "affinec takes inputs and output of one element type, f32, f16 or bf16 "
+            f"(the output stored in the inputs' type), got "
+            f"{', '.join(str(e) for e in elements)}",
+        )
+    return names[0]  # pyright: ignore[reportReturnType]
+
+
+def _function_of(op: linalg.NamedStructuredOp) -> func.FuncOp:
+    """The function `op` is all of: the output filled with zeros, the op, a return,
+    the op's operands the function's arguments in order. (A named op adds to what
+    its output holds; the spec computes the convolution or product alone, which is
+    what the op means on an output filled with zeros, as MLIR's front ends write
+    it.)"""
+    function = op.parent_op()
+    block = op.parent_block()
+    if not isinstance(function, func.FuncOp) or block is None:
+        raise PassError(op, "affinec takes a named linalg op in a func.func")
+    body = [o for o in block.ops if not _is_zero(o)]
+    fills = [o for o in body if isinstance(o, xdsl_linalg.FillOp)]
+    output = op.outputs[0]
+    if not fills or not any(_fills_with_zero(f, output) for f in fills):
+        raise PassError(
+            op,
+            f"adds to what %{output.name_hint or 'its output'} holds; affinec "
+            "computes the convolution or product alone: fill the output with zeros "
+            "first (linalg.fill), as MLIR's front ends do",
+        )
+    rest = [o for o in body if o not in fills]
+    if (
+        len(fills) != 1
+        or fills[0].next_op is not op
+        or rest != [op, block.last_op]
+        or not isinstance(block.last_op, func.ReturnOp)
+        or block.last_op.operands
+        or list(op.operands) != list(function.body.block.args)
+    ):
+        raise PassError(
+            op,
+            "affinec takes a function whose body is a zero fill of the output, one "
+            "named linalg op on the function's arguments in order (ins, then outs) "
+            "and a return",
+        )
+    return function
+
+
+def _is_zero(op: Operation) -> bool:
+    """An `arith.constant` of a float 0 (the fill's value)."""
+    return (
+        isinstance(op, arith.ConstantOp)
+        and isinstance(op.value, FloatAttr)
+        and op.value.value.data == 0.0
+    )
+
+
+def _fills_with_zero(fill: xdsl_linalg.FillOp, output: SSAValue) -> bool:
+    (value,) = fill.inputs
+    return (
+        list(fill.outputs) == [output]
+        and isinstance(value.owner, Operation)
+        and _is_zero(value.owner)
+    )
+
+
+def _one_per_module(ops: list[linalg.NamedStructuredOp]) -> None:
+    if len(ops) > 1:
+        raise PassError(
+            ops[1],
+            f"a second named linalg op in the module: affinec compiles one spec a "
+            f"module (the first is a {ops[0].name})",
+        )
