@@ -29,7 +29,7 @@ from typing import Any
 from affinec.config import config_for
 from affinec.ptxas import resident_blocks
 from affinec.reference import relative_error, verdict
-from affinec.spec import DTYPES, ConvSpec, parse_spec
+from affinec.spec import DTYPES, ConvSpec, Spec, parse_spec
 
 DESIGN_CONVOLUTIONS: dict[str, ConvSpec] = {
     "resnet50-conv1": ConvSpec(128, 4, 224, 224, 64, 7, 7, stride=2, padding=3),
@@ -164,8 +164,24 @@ def time_cudnn(spec: ConvSpec, data: list, relu: bool, tf32: bool) -> float:
         torch.backends.cudnn.allow_tf32 = True
 
 
+TORCH_EPILOGUES = ("none", "relu", "bias-relu")
+"""The epilogues the torch side of timing (cuDNN, and the tuner's references on the
+GPU) computes; `affinec run` checks any epilogue against the float64 reference."""
+
+
+def require_torch_epilogue(spec: Spec) -> None:
+    """Refuse a spec whose epilogue the torch side does not compute."""
+    epilogue = getattr(spec, "epilogue", "none")
+    if epilogue not in TORCH_EPILOGUES:
+        raise ValueError(
+            f"epilogue {epilogue!r}: benchmarking and tuning against torch take "
+            f"{', '.join(TORCH_EPILOGUES)} (`affinec run` checks any epilogue)"
+        )
+
+
 def bench_conv(name: str, spec: ConvSpec, *, compiled=None, seed: int = 0) -> Row:
     """Check and time our kernel for `spec` (compiled if not given) and cuDNN's."""
+    require_torch_epilogue(spec)
     import torch
 
     from affinec.compiler import compile_to_ptx

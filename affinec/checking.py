@@ -103,7 +103,7 @@ def check_limits(spec: Spec) -> int:
     """The step budget of one stage of checking `spec`; `CheckTooLarge` when its
     buffers or its work are over the limits."""
     c = contraction_of(spec)
-    operands = [*c.factors, *([c.bias] if c.bias is not None else []), c.output]
+    operands = c.operands
     elements = sum(math.prod(a.shape) for a in operands)
     size = host_bytes(spec)
     if size > MAX_CHECK_BYTES:

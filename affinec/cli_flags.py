@@ -32,6 +32,14 @@ class UsageError(Exception):
 # -- spec flags ---------------------------------------------------------------------------
 
 
+EPILOGUE_HELP = (
+    f"{', '.join(EPILOGUES)}, or steps in this order, comma-separated: "
+    "scale,bias,residual then relu or relu6 (out = act(sum * scale + bias + "
+    "residual); scale and bias one per output channel, residual shaped as the "
+    "output)"
+)
+
+
 def _pair(text: str) -> tuple[int, int]:
     try:
         values = [int(v) for v in text.split(",")]
@@ -62,14 +70,31 @@ def add_conv_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layout", choices=LAYOUTS, default="nchw")
     p.add_argument("--filter-layout", choices=FILTER_LAYOUTS, default="kcrs")
     p.add_argument("--dtype", choices=DTYPES, default="f32")
-    p.add_argument("--epilogue", choices=EPILOGUES, default="none")
+    p.add_argument(
+        "--epilogue",
+        default="none",
+        metavar="STEPS",
+        help=EPILOGUE_HELP,
+    )
+    p.add_argument(
+        "--groups",
+        type=int,
+        default=1,
+        help="groups of channels: each filter sees C/G of them (G = C = K: "
+        "depthwise)",
+    )
 
 
 def add_matmul_arguments(p: argparse.ArgumentParser) -> None:
     for name in ("m", "n", "k"):
         p.add_argument(f"--{name}", type=int, required=True)
     p.add_argument("--dtype", choices=DTYPES, default="f32")
-    p.add_argument("--epilogue", choices=EPILOGUES, default="none")
+    p.add_argument(
+        "--epilogue",
+        default="none",
+        metavar="STEPS",
+        help=EPILOGUE_HELP,
+    )
 
 
 def add_outer_arguments(p: argparse.ArgumentParser) -> None:
@@ -103,6 +128,7 @@ def spec_from_args(kind: str, args: argparse.Namespace) -> Spec:
             filter_layout=args.filter_layout,
             dtype=args.dtype,
             epilogue=args.epilogue,
+            groups=args.groups,
         )
     if kind == "matmul":
         return MatmulSpec(args.m, args.n, args.k, args.dtype, args.epilogue)

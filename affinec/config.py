@@ -156,9 +156,18 @@ def config_for(
         pixels = [names.index("i")]
     else:
         return KernelConfig(promote=False)
-    if tf32 or (
-        spec.dtype != "f32"
-        and (_channels(spec) >= MMA_MIN_CHANNELS or _coalescible(spec))
+    if tf32 and _grouped(spec):
+        raise ValueError(
+            "tf32 takes the tensor cores, which take no grouped convolution yet"
+        )
+    # grouped convolutions keep the SIMT route: affinec-mma-sync takes no group
+    # dimension yet
+    if not _grouped(spec) and (
+        tf32
+        or (
+            spec.dtype != "f32"
+            and (_channels(spec) >= MMA_MIN_CHANNELS or _coalescible(spec))
+        )
     ):
         return _tensor_core_config(spec, extents, channel, pixels, tf32, budget)
     padded = padded_channels(spec)
@@ -271,6 +280,10 @@ SHARED_ROW_PADDING = 16
 """Bytes `affinec-plan-shared-memory` adds to a tensor-core tile's rows: a 16-byte
 shift a row keeps ldmatrix's eight rows in distinct banks. tf32's filter tiles are
 read as 32-bit words four rows at a time and take twice that."""
+
+
+def _grouped(spec: Spec) -> bool:
+    return getattr(spec, "groups", 1) > 1
 
 
 def _channels(spec: Spec) -> int:
@@ -399,7 +412,12 @@ def padded_channels(spec: Spec) -> int:
     """The channels a 16-bit convolution with too few to coalesce as they are is
     padded to (`affinec-pad-channels`) so that its rows of k start on 16 bytes, at
     most doubling its work (ResNet-50's first layer: 3 as 4); else its own."""
-    if not isinstance(spec, ConvSpec) or spec.dtype == "f32" or _coalescible(spec):
+    if (
+        not isinstance(spec, ConvSpec)
+        or spec.dtype == "f32"
+        or _grouped(spec)
+        or _coalescible(spec)
+    ):
         return getattr(spec, "c", 0)
     for multiple in (2, 4, 8):
         padded = -(-spec.c // multiple) * multiple

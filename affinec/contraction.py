@@ -16,7 +16,15 @@ from xdsl.ir.affine import AffineExpr
 
 from affinec.dialects.affine_syntax import format_expr
 from affinec.ir.affine_exprs import expr_range
-from affinec.spec import ConvSpec, MatmulSpec, OuterSpec, Spec
+from affinec.spec import (
+    ACTIVATIONS,
+    EPILOGUE_OPERANDS,
+    ConvSpec,
+    MatmulSpec,
+    OuterSpec,
+    Spec,
+    epilogue_steps,
+)
 
 
 @dataclass(frozen=True)
@@ -50,23 +58,38 @@ class Contraction:
     output: Access
     dtype: str = "f32"
     epilogue: str = "none"
-    bias: Access | None = None
-    """For the bias-relu epilogue: indexed by output dims only."""
+    """`affinec.spec.epilogue_steps`: the sum scaled, biased, a residual added, an
+    activation, each where present."""
+    epilogue_operands: tuple[Access, ...] = ()
+    """The operands of the epilogue's steps that read one (scale, bias, residual), in
+    that order, named after their step and indexed by output dims only."""
 
     def __post_init__(self) -> None:
         if not self.factors:
             raise ValueError("a contraction needs at least one factor")
-        if (self.epilogue == "bias-relu") != (self.bias is not None):
-            raise ValueError("a bias operand goes with the bias-relu epilogue, only")
+        wanted = [s for s in epilogue_steps(self.epilogue) if s in EPILOGUE_OPERANDS]
+        if [a.name for a in self.epilogue_operands] != wanted:
+            raise ValueError(
+                f"the epilogue {self.epilogue!r} reads operands {wanted}, got "
+                f"{[a.name for a in self.epilogue_operands]}"
+            )
         names = [a.name for a in self.operands]
         if len(set(names)) != len(names):
             raise ValueError(f"operand names must differ, got {names}")
 
     @property
+    def steps(self) -> tuple[str, ...]:
+        return epilogue_steps(self.epilogue)
+
+    @property
+    def inputs(self) -> tuple[Access, ...]:
+        """The operands read: factors, then the epilogue's."""
+        return (*self.factors, *self.epilogue_operands)
+
+    @property
     def operands(self) -> tuple[Access, ...]:
-        """In the order of the function's arguments: factors, bias, output."""
-        bias = (self.bias,) if self.bias is not None else ()
-        return (*self.factors, *bias, self.output)
+        """In the order of the function's arguments: factors, the epilogue's, output."""
+        return (*self.inputs, self.output)
 
     @property
     def dim_names(self) -> list[str]:
@@ -93,10 +116,10 @@ class Contraction:
 
         product = " * ".join(ref(f) for f in self.factors)
         body = f"+({product})" if self.reduction_index else product
-        if self.bias is not None:
-            body = f"{body} + {ref(self.bias)}"
-        if self.epilogue != "none":
-            body = f"relu({body})"
+        for a in self.epilogue_operands:
+            body = f"({body}) * {ref(a)}" if a.name == "scale" else f"{body} + {ref(a)}"
+        for act in (x for x in self.steps if x in ACTIVATIONS):
+            body = f"{act}({body})"
         return f"{ref(self.output)} = {body}"
 
 
@@ -106,27 +129,36 @@ def _dims(names: str) -> dict[str, AffineExpr]:
 
 def conv_contraction(spec: ConvSpec) -> Contraction:
     """The convolution as a contraction; index order follows the layouts, so the
-    innermost output dimension is the contiguous one."""
-    out_order = "n k oh ow" if spec.layout == "nchw" else "n oh ow k"
+    innermost output dimension is the contiguous one. A grouped convolution has a
+    group dimension `g` before the filters `k` of a group: output channel
+    `g * K/G + k` sees input channels `g * C/G + c`."""
+    grouped = spec.groups > 1
+    filters = "g k" if grouped else "k"
+    out_order = f"n {filters} oh ow" if spec.layout == "nchw" else f"n oh ow {filters}"
     red_order = "c r s" if spec.filter_layout == "kcrs" else "r s c"
     d = _dims(f"{out_order} {red_order}")
     (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
     ih = d["oh"] * sh + d["r"] * dh - ph
     iw = d["ow"] * sw + d["s"] * dw - pw
     n, c, k, r, s = d["n"], d["c"], d["k"], d["r"], d["s"]
+    channel, k_out = c, k  # the input's channel, the output's
+    if grouped:
+        channel = d["g"] * spec.group_channels + c
+        k_out = d["g"] * (spec.k // spec.groups) + k
     if spec.layout == "nchw":
-        inp = (n, c, ih, iw)
-        out = (n, k, d["oh"], d["ow"])
+        inp = (n, channel, ih, iw)
+        out = (n, k_out, d["oh"], d["ow"])
     else:
-        inp = (n, ih, iw, c)
-        out = (n, d["oh"], d["ow"], k)
-    flt = (k, c, r, s) if spec.filter_layout == "kcrs" else (r, s, c, k)
+        inp = (n, ih, iw, channel)
+        out = (n, d["oh"], d["ow"], k_out)
+    flt = (k_out, c, r, s) if spec.filter_layout == "kcrs" else (r, s, c, k_out)
     extents = {
         "n": spec.n,
-        "k": spec.k,
+        "g": spec.groups,
+        "k": spec.k // spec.groups,
         "oh": spec.out_h,
         "ow": spec.out_w,
-        "c": spec.c,
+        "c": spec.group_channels,
         "r": spec.r,
         "s": spec.s,
     }
@@ -141,7 +173,9 @@ def conv_contraction(spec: ConvSpec) -> Contraction:
         output=Access("output", spec.output_shape, out),
         dtype=spec.dtype,
         epilogue=spec.epilogue,
-        bias=Access("bias", (spec.k,), (k,)) if spec.epilogue == "bias-relu" else None,
+        epilogue_operands=_epilogue_operands(
+            spec.epilogue, (spec.k,), (k_out,), spec.output_shape, out
+        ),
     )
 
 
@@ -159,7 +193,27 @@ def matmul_contraction(spec: MatmulSpec) -> Contraction:
         output=Access("C", (spec.m, spec.n), (i, j)),
         dtype=spec.dtype,
         epilogue=spec.epilogue,
-        bias=Access("bias", (spec.n,), (j,)) if spec.epilogue == "bias-relu" else None,
+        epilogue_operands=_epilogue_operands(
+            spec.epilogue, (spec.n,), (j,), (spec.m, spec.n), (i, j)
+        ),
+    )
+
+
+def _epilogue_operands(
+    epilogue: str,
+    channels: tuple[int, ...],
+    channel: tuple[AffineExpr, ...],
+    output_shape: tuple[int, ...],
+    output: tuple[AffineExpr, ...],
+) -> tuple[Access, ...]:
+    """The epilogue's operands: scale and bias one per output channel, the residual
+    shaped and indexed as the output."""
+    return tuple(
+        Access(step, output_shape, output)
+        if step == "residual"
+        else Access(step, channels, channel)
+        for step in epilogue_steps(epilogue)
+        if step in EPILOGUE_OPERANDS
     )
 
 

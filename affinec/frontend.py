@@ -110,17 +110,7 @@ def build_naive(c: Contraction, spec: Spec | None = None) -> ModuleOp:
         result = product
     result.name_hint = "sum"
 
-    if c.bias is not None:
-        bias = load(body, c.bias, False, "bval")
-        add = arith.AddfOp(result, bias)
-        add.result.name_hint = "biased"
-        body.add_op(add)
-        result = add.result
-    if c.epilogue in ("relu", "bias-relu"):
-        relu = arith.MaximumfOp(result, zero.result)
-        relu.result.name_hint = "relu"
-        body.add_op(relu)
-        result = relu.result
+    result = _epilogue(c, body, result, zero.result, load)
     if not isinstance(storage, Float32Type):
         trunc = arith.TruncFOp(result, storage)
         trunc.result.name_hint = "out"
@@ -161,6 +151,37 @@ def _extended(block: Block, value: SSAValue) -> SSAValue:
     ext.result.name_hint = f"{value.name_hint}32"
     block.add_op(ext)
     return ext.result
+
+
+_HINTS = {"scale": ("sval", "scaled"), "bias": ("bval", "biased"),
+          "residual": ("rval", "summed")}  # fmt: skip
+
+
+def _epilogue(c: Contraction, body: Block, result: SSAValue, zero: SSAValue, load):
+    """The epilogue's steps on `result` (f32), in order: scale (multiply), bias and
+    residual (add), then ReLU (`max(x, 0)`) or ReLU6 (`min(max(x, 0), 6)`)."""
+    operands = {a.name: a for a in c.epilogue_operands}
+    for step in c.steps:
+        if step in operands:
+            value_hint, result_hint = _HINTS[step]
+            value = load(body, operands[step], False, value_hint)
+            op = (arith.MulfOp if step == "scale" else arith.AddfOp)(result, value)
+            op.result.name_hint = result_hint
+            body.add_op(op)
+            result = op.result
+            continue
+        relu = arith.MaximumfOp(result, zero)
+        relu.result.name_hint = "relu"
+        body.add_op(relu)
+        result = relu.result
+        if step == "relu6":
+            six = arith.ConstantOp(FloatAttr(6.0, f32))
+            six.result.name_hint = "six"
+            capped = arith.MinimumfOp(result, six.result)
+            capped.result.name_hint = "relu6"
+            body.add_ops([six, capped])
+            result = capped.result
+    return result
 
 
 def build(spec: Spec) -> ModuleOp:

@@ -27,7 +27,7 @@ from xdsl.ir.affine import (
 
 from affinec.contraction import Access, Contraction, contraction_of
 from affinec.dtypes import storage_numpy_dtype
-from affinec.spec import ConvSpec, MatmulSpec, Spec
+from affinec.spec import ConvSpec, MatmulSpec, Spec, epilogue_steps
 
 UNIT_ROUNDOFF = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
 """Largest relative error of rounding a real number to each storage type (to
@@ -56,9 +56,10 @@ def storage_dtype(dtype: str) -> np.dtype:
 
 
 def random_inputs(spec: Spec, rng: np.random.Generator) -> list[np.ndarray]:
-    """Fresh standard-normal inputs (factors, then bias), in the spec's storage type."""
+    """Fresh standard-normal inputs (factors, then the epilogue's operands), in the
+    spec's storage type."""
     c = contraction_of(spec)
-    inputs = [*c.factors, *([c.bias] if c.bias is not None else [])]
+    inputs = c.inputs
     dtype = storage_dtype(spec.dtype)
     return [rng.standard_normal(a.shape).astype(dtype) for a in inputs]
 
@@ -68,7 +69,7 @@ def host_bytes(spec: Spec) -> int:
     allocating what would not fit: every operand in its storage type, and twice in
     float64 (the reference's copies)."""
     c = contraction_of(spec)
-    operands = [*c.factors, *([c.bias] if c.bias is not None else []), c.output]
+    operands = c.operands
     elements = sum(math.prod(a.shape) for a in operands)
     return elements * (np.dtype(storage_dtype(spec.dtype)).itemsize + 16)
 
@@ -118,30 +119,47 @@ def verdict(spec: Spec, error: float, tolerance: float | None = None) -> Verdict
 
 
 def reference(spec: Spec, *inputs: np.ndarray) -> np.ndarray:
-    """The float64 result of `spec` on `inputs` (factors, then bias)."""
+    """The float64 result of `spec` on `inputs` (factors, then the epilogue's
+    operands)."""
     if isinstance(spec, ConvSpec):
         return conv_reference(spec, *inputs)
     if isinstance(spec, MatmulSpec):
         return _epilogue(
             inputs[0].astype(np.float64) @ inputs[1].astype(np.float64),
             spec.epilogue,
-            inputs[2] if spec.epilogue == "bias-relu" else None,
-            bias_axis=1,
+            inputs[2:],
+            channel_axis=1,
         )
     return contraction_reference(contraction_of(spec), *inputs)
 
 
-def _epilogue(out: np.ndarray, epilogue: str, bias, bias_axis: int) -> np.ndarray:
-    if bias is not None:
-        shape = [1] * out.ndim
-        shape[bias_axis] = -1
-        out = out + bias.astype(np.float64).reshape(shape)
-    if epilogue in ("relu", "bias-relu"):
-        out = np.maximum(out, 0.0)
+def _epilogue(
+    out: np.ndarray, epilogue: str, operands, channel_axis: int, residual_order=None
+) -> np.ndarray:
+    """`epilogue_steps` in float64 on `out`: scale and bias along `channel_axis`, the
+    residual (transposed by `residual_order` into `out`'s order), an activation."""
+    given = iter(operands)
+    for step in epilogue_steps(epilogue):
+        if step in ("scale", "bias"):
+            shape = [1] * out.ndim
+            shape[channel_axis] = -1
+            value = next(given).astype(np.float64).reshape(shape)
+            out = out * value if step == "scale" else out + value
+        elif step == "residual":
+            value = next(given).astype(np.float64)
+            out = out + (
+                value if residual_order is None else value.transpose(residual_order)
+            )
+        else:
+            out = np.maximum(out, 0.0)
+            if step == "relu6":
+                out = np.minimum(out, 6.0)
     return out
 
 
-def conv_reference(spec: ConvSpec, x: np.ndarray, f: np.ndarray, *bias) -> np.ndarray:
+def conv_reference(
+    spec: ConvSpec, x: np.ndarray, f: np.ndarray, *operands: np.ndarray
+) -> np.ndarray:
     """The convolution in float64: for every filter tap, one matrix product over
     channels of the strided input window it sees."""
     x64 = x.astype(np.float64)
@@ -154,17 +172,23 @@ def conv_reference(spec: ConvSpec, x: np.ndarray, f: np.ndarray, *bias) -> np.nd
     padded = np.pad(x64, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
     oh, ow = spec.out_h, spec.out_w
     out = np.zeros((spec.n, oh, ow, spec.k))
-    for r in range(spec.r):
-        for s in range(spec.s):
-            window = padded[
-                :,
-                :,
-                r * dh : r * dh + (oh - 1) * sh + 1 : sh,
-                s * dw : s * dw + (ow - 1) * sw + 1 : sw,
-            ]
-            # (n, oh, ow, c) @ (c, k)
-            out += window.transpose(0, 2, 3, 1) @ f64[:, :, r, s].T
-    out = _epilogue(out, spec.epilogue, bias[0] if bias else None, bias_axis=3)
+    cg, kg = spec.group_channels, spec.k // spec.groups
+    for g in range(spec.groups):  # group g: channels g*cg.., filters g*kg..
+        channels, filters = slice(g * cg, (g + 1) * cg), slice(g * kg, (g + 1) * kg)
+        for r in range(spec.r):
+            for s in range(spec.s):
+                window = padded[
+                    :,
+                    channels,
+                    r * dh : r * dh + (oh - 1) * sh + 1 : sh,
+                    s * dw : s * dw + (ow - 1) * sw + 1 : sw,
+                ]
+                # (n, oh, ow, c) @ (c, k)
+                out[..., filters] += (
+                    window.transpose(0, 2, 3, 1) @ f64[filters, :, r, s].T
+                )
+    nchw = (0, 2, 3, 1) if spec.layout == "nchw" else None  # into (n, oh, ow, k)
+    out = _epilogue(out, spec.epilogue, operands, channel_axis=3, residual_order=nchw)
     return out.transpose(0, 3, 1, 2) if spec.layout == "nchw" else out
 
 
@@ -216,10 +240,17 @@ def contraction_reference(c: Contraction, *inputs: np.ndarray) -> np.ndarray:
         for array, access in zip(factors, c.factors, strict=True):
             term = term * _gather(array, access, dims, shape)
         total += term
-    if c.bias is not None:
-        total = total + _gather(inputs[len(c.factors)], c.bias, grid, shape)
-    if c.epilogue in ("relu", "bias-relu"):
-        total = np.maximum(total, 0.0)
+    names = [a.name for a in c.epilogue_operands]
+    given = dict(zip(names, inputs[len(c.factors) :], strict=True))
+    for step in c.steps:
+        if step in given:
+            access = next(a for a in c.epilogue_operands if a.name == step)
+            value = _gather(given[step], access, grid, shape)
+            total = total * value if step == "scale" else total + value
+        else:
+            total = np.maximum(total, 0.0)
+            if step == "relu6":
+                total = np.minimum(total, 6.0)
     out = np.zeros(c.output.shape)
     index = tuple(np.broadcast_to(_evaluate(e, grid), shape) for e in c.output.indices)
     out[index] = total

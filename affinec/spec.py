@@ -18,7 +18,54 @@ from typing import ClassVar
 LAYOUTS = ("nchw", "nhwc")
 FILTER_LAYOUTS = ("kcrs", "rsck")
 DTYPES = ("f32", "f16", "bf16")
-EPILOGUES = ("none", "relu", "bias-relu")
+EPILOGUE_OPERANDS = ("scale", "bias", "residual")
+"""Epilogue steps that read an operand: `scale` and `bias` one value per output
+channel (multiplied, added), `residual` an array in the output's layout (added)."""
+ACTIVATIONS = ("relu", "relu6")
+EPILOGUE_STEPS = (*EPILOGUE_OPERANDS, *ACTIVATIONS)
+NAMED_EPILOGUES = {"none": (), "relu": ("relu",), "bias-relu": ("bias", "relu")}
+"""The epilogues by their names of old (the text keeps these names)."""
+EPILOGUES = tuple(NAMED_EPILOGUES)
+
+
+def epilogue_steps(epilogue: str) -> tuple[str, ...]:
+    """The steps of an epilogue, `out = act(sum * scale + bias + residual)` with the
+    steps given present: a name of `NAMED_EPILOGUES` or a comma-separated list in
+    that order (`bias,residual,relu`); a ValueError saying what is wrong."""
+    if epilogue in NAMED_EPILOGUES:
+        return NAMED_EPILOGUES[epilogue]
+    steps = tuple(epilogue.split(","))
+    for step in steps:
+        if step not in EPILOGUE_STEPS:
+            raise ValueError(
+                f"unknown epilogue step {step!r} in {epilogue!r} (steps: "
+                f"{', '.join(EPILOGUE_STEPS)}, comma-separated, or one of "
+                f"{', '.join(NAMED_EPILOGUES)})"
+            )
+    order = [EPILOGUE_STEPS.index(x) for x in steps]
+    if order != sorted(set(order)) or sum(x in ACTIVATIONS for x in steps) > 1:
+        raise ValueError(
+            f"epilogue {epilogue!r}: each step at most once, in the order "
+            f"scale, bias, residual, then one activation (relu or relu6)"
+        )
+    return steps
+
+
+def epilogue_text(steps: tuple[str, ...]) -> str:
+    """The text of an epilogue: its old name where it has one, else the steps."""
+    for name, named in NAMED_EPILOGUES.items():
+        if steps == named:
+            return name
+    return ",".join(steps)
+
+
+def _epilogue(owner: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{owner}.epilogue must be a string, got {value!r}")
+    try:
+        return epilogue_text(epilogue_steps(value))
+    except ValueError as e:
+        raise ValueError(f"{owner}.epilogue: {e}") from None
 
 
 def _positive(owner: str, field: str, value: object) -> None:
@@ -68,7 +115,9 @@ def _choice(owner: str, field: str, value: object, choices: tuple[str, ...]) -> 
 
 @dataclass(frozen=True)
 class ConvSpec:
-    """A 2-D convolution: `N` images of `C` channels, `H`×`W`, by `K` filters `R`×`S`."""
+    """A 2-D convolution: `N` images of `C` channels, `H`×`W`, by `K` filters `R`×`S`;
+    in `groups` groups (each filter sees `C / groups` of the channels, the `g`-th
+    `K / groups` filters the `g`-th channels; `groups = C = K` is depthwise)."""
 
     n: int
     c: int
@@ -84,9 +133,13 @@ class ConvSpec:
     """Input and output layout."""
     filter_layout: str = "kcrs"
     dtype: str = "f32"
-    """Storage type of input, filter, bias and output; "f16" and "bf16" accumulate
-    in f32."""
+    """Storage type of input, filter, the epilogue's operands and output; "f16" and
+    "bf16" accumulate in f32."""
     epilogue: str = "none"
+    """`epilogue_steps`: `out = act(conv * scale + bias + residual)` with the steps
+    given (`bias,residual,relu`); scale and bias one per output channel, residual
+    an array in the output's layout."""
+    groups: int = 1
 
     kind: ClassVar[str] = "conv"
 
@@ -103,7 +156,13 @@ class ConvSpec:
         _choice("ConvSpec", "layout", self.layout, LAYOUTS)
         _choice("ConvSpec", "filter_layout", self.filter_layout, FILTER_LAYOUTS)
         _choice("ConvSpec", "dtype", self.dtype, DTYPES)
-        _choice("ConvSpec", "epilogue", self.epilogue, EPILOGUES)
+        object.__setattr__(self, "epilogue", _epilogue("ConvSpec", self.epilogue))
+        _positive("ConvSpec", "groups", self.groups)
+        if self.c % self.groups or self.k % self.groups:
+            raise ValueError(
+                f"ConvSpec.groups: {self.groups} groups do not divide the {self.c} "
+                f"input channels and {self.k} filters"
+            )
         for axis, size, extent, pad in (
             ("r", self.h, self.dilated_r, self.padding[0]),
             ("s", self.w, self.dilated_s, self.padding[1]),
@@ -146,10 +205,15 @@ class ConvSpec:
         return (self.n, self.h, self.w, self.c)
 
     @property
+    def group_channels(self) -> int:
+        """Input channels a filter sees."""
+        return self.c // self.groups
+
+    @property
     def filter_shape(self) -> tuple[int, ...]:
         if self.filter_layout == "kcrs":
-            return (self.k, self.c, self.r, self.s)
-        return (self.r, self.s, self.c, self.k)
+            return (self.k, self.group_channels, self.r, self.s)
+        return (self.r, self.s, self.group_channels, self.k)
 
     @property
     def output_shape(self) -> tuple[int, ...]:
@@ -160,7 +224,10 @@ class ConvSpec:
     @property
     def flops(self) -> int:
         """Multiplies and adds of the contraction (2 per multiply-add)."""
-        return 2 * self.n * self.k * self.out_h * self.out_w * self.c * self.r * self.s
+        return (
+            2 * self.n * self.k * self.out_h * self.out_w * self.group_channels
+            * self.r * self.s
+        )  # fmt: skip
 
     def to_text(self) -> str:
         return (
@@ -169,11 +236,13 @@ class ConvSpec:
             f"pad={_text_pair(self.padding)} dilation={_text_pair(self.dilation)} "
             f"layout={self.layout} filter-layout={self.filter_layout} "
             f"dtype={self.dtype} epilogue={self.epilogue}"
+            + (f" groups={self.groups}" if self.groups > 1 else "")
         )
 
     def describe(self) -> str:
         """A short human label: `1x8x8x8 * 8x3x3 s1 p1 f32`."""
         extra = f" +{self.epilogue}" if self.epilogue != "none" else ""
+        extra += f" g{self.groups}" if self.groups > 1 else ""
         return (
             f"{self.n}x{self.c}x{self.h}x{self.w} * {self.k}x{self.r}x{self.s} "
             f"s{_text_pair(self.stride, 'x')} p{_text_pair(self.padding, 'x')} "
@@ -190,7 +259,7 @@ class MatmulSpec:
     k: int
     dtype: str = "f32"
     epilogue: str = "none"
-    """ReLU, or bias (one per column) then ReLU."""
+    """`epilogue_steps`: scale and bias one per column, residual an m x n array."""
 
     kind: ClassVar[str] = "matmul"
 
@@ -198,7 +267,7 @@ class MatmulSpec:
         for f in ("m", "n", "k"):
             _positive("MatmulSpec", f, getattr(self, f))
         _choice("MatmulSpec", "dtype", self.dtype, DTYPES)
-        _choice("MatmulSpec", "epilogue", self.epilogue, EPILOGUES)
+        object.__setattr__(self, "epilogue", _epilogue("MatmulSpec", self.epilogue))
         _addressable(
             "MatmulSpec",
             self.dtype,

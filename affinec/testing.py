@@ -22,6 +22,7 @@ Needs hypothesis (`pip install affinec[testing]`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from hypothesis import assume
@@ -29,12 +30,14 @@ from hypothesis import strategies as st
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.config import KernelConfig
+from affinec.config import KernelConfig, config_for
 from affinec.contraction import contraction_of
 from affinec.frontend import build
 from affinec.pipeline import CheckFailure, Pipeline
 from affinec.spec import (
+    ACTIVATIONS,
     DTYPES,
+    EPILOGUE_OPERANDS,
     EPILOGUES,
     FILTER_LAYOUTS,
     LAYOUTS,
@@ -42,10 +45,12 @@ from affinec.spec import (
     MatmulSpec,
     OuterSpec,
     Spec,
+    epilogue_text,
 )
 
 __all__ = [
     "assert_equivalent",
+    "epilogues",
     "conv_specs",
     "kernel_configs",
     "matmul_specs",
@@ -53,6 +58,17 @@ __all__ = [
     "specs",
     "tile_sizes",
 ]
+
+
+@st.composite
+def epilogues(draw) -> str:
+    """An epilogue: one of the named ones, or any steps in their order (scale, bias,
+    residual, an activation), as the spec's text writes it."""
+    if draw(st.booleans()):
+        return draw(st.sampled_from(EPILOGUES))
+    steps = [x for x in EPILOGUE_OPERANDS if draw(st.booleans())]
+    activation = draw(st.sampled_from((None, *ACTIVATIONS)))
+    return epilogue_text((*steps, *([activation] if activation else [])))
 
 
 @st.composite
@@ -68,12 +84,16 @@ def conv_specs(draw, max_channels: int = 4, max_image: int = 9) -> ConvSpec:
     w = draw(st.integers(1, max_image))
     assume(dilation[0] * (r - 1) + 1 <= h + 2 * padding[0])
     assume(dilation[1] * (s - 1) + 1 <= w + 2 * padding[1])
+    c = draw(st.integers(1, max_channels))
+    k = draw(st.integers(1, max_channels))
+    common = math.gcd(c, k)
+    groups = draw(st.sampled_from([g for g in range(1, common + 1) if common % g == 0]))
     return ConvSpec(
         n=draw(st.integers(1, 2)),
-        c=draw(st.integers(1, max_channels)),
+        c=c,
         h=h,
         w=w,
-        k=draw(st.integers(1, max_channels)),
+        k=k,
         r=r,
         s=s,
         stride=stride,
@@ -82,7 +102,8 @@ def conv_specs(draw, max_channels: int = 4, max_image: int = 9) -> ConvSpec:
         layout=draw(st.sampled_from(LAYOUTS)),
         filter_layout=draw(st.sampled_from(FILTER_LAYOUTS)),
         dtype=draw(st.sampled_from(DTYPES)),
-        epilogue=draw(st.sampled_from(EPILOGUES)),
+        epilogue=draw(epilogues()),
+        groups=groups,
     )
 
 
@@ -93,7 +114,7 @@ def matmul_specs(draw, max_size: int = 12) -> MatmulSpec:
         n=draw(st.integers(1, max_size)),
         k=draw(st.integers(1, max_size)),
         dtype=draw(st.sampled_from(DTYPES)),
-        epilogue=draw(st.sampled_from(EPILOGUES)),
+        epilogue=draw(epilogues()),
     )
 
 
@@ -122,10 +143,15 @@ def tile_sizes(draw, spec: Spec) -> tuple[int, ...]:
 @st.composite
 def kernel_configs(draw, spec: Spec) -> KernelConfig:
     """A configuration the autotuner would try for `spec` (its search space:
-    `config_for`'s choice and the candidates the cost model keeps), any route."""
+    `config_for`'s choice and the candidates the cost model keeps), any route;
+    `config_for`'s for a spec the tuner does not take."""
+    from affinec.tuning.problem import NotTunable
     from affinec.tuning.space import search_space
 
-    return draw(st.sampled_from(search_space(spec).configs))
+    try:
+        return draw(st.sampled_from(search_space(spec).configs))
+    except NotTunable:
+        return config_for(spec)
 
 
 def assert_equivalent(

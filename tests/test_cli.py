@@ -47,6 +47,8 @@ def _flags(spec: ConvSpec) -> list[str]:
         spec.dtype,
         "--epilogue",
         spec.epilogue,
+        "--groups",
+        str(spec.groups),
     ]
 
 

@@ -34,7 +34,7 @@ def mma_cases(draw):
     spec = draw(
         st.one_of(
             conv_specs(max_channels=20, max_image=6).map(
-                lambda s: ConvSpec(**{**s.__dict__, "dtype": dtype})
+                lambda s: ConvSpec(**{**s.__dict__, "dtype": dtype, "groups": 1})
             ),
             matmul_specs(20).map(
                 lambda s: MatmulSpec(s.m, s.n, s.k, dtype, s.epilogue)

@@ -6,6 +6,7 @@ Nothing here times anything: the fake measurer makes its times up, and the tests
 look only at what the tuner does with them.
 """
 
+import dataclasses
 import json
 import math
 import runpy
@@ -169,8 +170,17 @@ def test_the_space_of_a_design_convolution_is_bounded_and_keeps_the_order(name, 
         assert g.shared_bytes(problem.element_bytes) <= SHARED_CAPACITY
 
 
+def ungrouped(spec: ConvSpec) -> ConvSpec:
+    return dataclasses.replace(spec, groups=1)
+
+
+def test_a_grouped_convolution_is_not_tunable_yet():
+    with pytest.raises(NotTunable, match="no grouped convolution yet"):
+        search_space(ConvSpec(1, 8, 6, 6, 8, 3, 3, groups=2))
+
+
 @settings(max_examples=15)
-@given(conv_specs(max_channels=20, max_image=12))
+@given(conv_specs(max_channels=20, max_image=12).map(ungrouped))
 def test_the_space_of_any_convolution_keeps_the_order(spec):
     space = search_space(spec, max_candidates=30)
     problem = problem_of(spec)
@@ -200,7 +210,10 @@ def test_every_candidate_compiles_or_is_refused_with_a_reason(spec, count):
 
 
 @settings(max_examples=3)
-@given(conv_specs(max_channels=20, max_image=10), st.randoms(use_true_random=False))
+@given(
+    conv_specs(max_channels=20, max_image=10).map(ungrouped),
+    st.randoms(use_true_random=False),
+)
 def test_candidates_of_random_convolutions_compile_or_are_refused(spec, rng):
     space = search_space(spec, max_candidates=20)
     picks = space.configs[1:] or space.configs

@@ -71,6 +71,11 @@ class Outcome:
         }
 
 
+COMPOSED_EPILOGUES = ("residual", "bias,residual,relu", "scale,bias,residual,relu6")
+"""Epilogues of steps drawn beside the named ones (a ResNet block's last convolution,
+a folded batch norm)."""
+
+
 def random_spec(rng: random.Random) -> ConvSpec:
     """A convolution small enough to check on the CPU's float64 reference, with the
     channel counts the tensor cores take as often as not."""
@@ -100,7 +105,7 @@ def random_spec(rng: random.Random) -> ConvSpec:
         layout=rng.choice(LAYOUTS),
         filter_layout=rng.choice(FILTER_LAYOUTS),
         dtype=rng.choice(DTYPES),
-        epilogue=rng.choice(EPILOGUES),
+        epilogue=rng.choice((*EPILOGUES, *COMPOSED_EPILOGUES)),
     )
 
 

@@ -88,8 +88,10 @@ class GpuMeasurer:
     """The in-process measurer for convolutions and matrix products (needs torch)."""
 
     def __init__(self, spec: Spec, seed: int = 0) -> None:
+        from affinec.benchmark import require_torch_epilogue
         from affinec.runtime import require_gpu
 
+        require_torch_epilogue(spec)
         require_gpu()
         try:
             import torch

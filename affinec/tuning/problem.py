@@ -80,6 +80,8 @@ def problem_of(spec: Spec) -> Problem:
         raise NotTunable(
             f"the tuner takes convolutions and matrix products, not a {spec.kind}"
         )
+    if isinstance(spec, ConvSpec) and spec.groups > 1:
+        raise NotTunable("the tuner takes no grouped convolution yet")
     c = contraction_of(spec)
     names = tuple(n for n, _ in c.output_index)
     extents = tuple(e for _, e in c.output_index)
@@ -103,8 +105,7 @@ def problem_of(spec: Spec) -> Problem:
         reduction_channel=reduction_channel,
         element_bytes=storage_numpy_dtype(spec.dtype).itemsize,
         operand_elements=sum(
-            math.prod(a.shape)
-            for a in (*c.factors, c.output, *([c.bias] if c.bias else []))
+            math.prod(a.shape) for a in (*c.factors, c.output, *c.epilogue_operands)
         ),
     )
 

@@ -493,9 +493,35 @@ def sink_blocker(parallel: affine.ParallelOp) -> str | None:
                     for iv in wide
                 ]
             )
-        if wide and _rank(rows) < len(wide):
+        if wide and _rank(rows) < len(wide) and not _mixed_radix(rows, wide):
             return (
                 f"{_name(buffer)} is written at an index that several iterations "
                 "share (a loop-carried dependence between iterations)"
             )
     return None
+
+
+def _mixed_radix(rows: list[list[Fraction]], ivs: list[SSAValue]) -> bool:
+    """Whether an index whose results are these combinations of `ivs` (one row of
+    coefficients a result) still gives distinct iterations distinct elements
+    though it has fewer results than variables: each variable in one result only,
+    and within a result each coefficient larger than what the smaller ones can
+    add up to over their ranges (`g * 4 + k` with `k` in [0, 4): a grouped
+    convolution's channel)."""
+    spans = []
+    for iv in ivs:
+        r = value_range(iv)
+        if r is None:
+            return False
+        spans.append(r[1] - r[0])
+    for k in range(len(ivs)):
+        if sum(1 for row in rows if row[k]) != 1:
+            return False
+    for row in rows:
+        terms = sorted((abs(c), spans[k]) for k, c in enumerate(row) if c)
+        reach = Fraction(0)
+        for c, span in terms:
+            if c <= reach:
+                return False
+            reach += c * span
+    return True

@@ -54,6 +54,7 @@ def pad_loop(loop: affine.ForOp, multiple: int) -> bool:
     if padded == extent:
         return False
     iv = loop.body.block.args[0]
+    _check_reads_past_the_tensors(loop, iv)
     for user in [o for o in loop.walk() if o is not loop]:
         if iv not in user.operands and not _uses_through_apply(user, iv):
             continue
@@ -73,6 +74,37 @@ def pad_loop(loop: affine.ForOp, multiple: int) -> bool:
         AffineMap(0, 0, (AffineExpr.constant(padded),))
     )
     return True
+
+
+def _check_reads_past_the_tensors(loop: affine.ForOp, iv: SSAValue) -> None:
+    """Refuse, before any rewriting, a loop whose added iterations would not read
+    zeros: the variable reaching an op other than a load, or indexing a tensor's
+    dimension together with other terms (a grouped convolution's `g * C/G + c`: past
+    the group's channels come the next group's, not the end of the tensor)."""
+    for user in [o for o in loop.walk() if o is not loop]:
+        if iv not in user.operands and not _uses_through_apply(user, iv):
+            continue
+        if not isinstance(user, affine.LoadOp | PaddedLoadOp | affine.ApplyOp):
+            raise PassError(
+                user,
+                "the channel loop's variable reaches an op other than a load: cannot "
+                "pad the loop with zeros",
+            )
+        if isinstance(user, affine.ApplyOp) or iv not in user.operands:
+            raise PassError(
+                user,
+                "the channel loop's variable reaches this load through an "
+                "affine.apply: cannot tell that its padding reads zeros",
+            )
+        alone = AffineExpr.dimension(list(user.indices).index(iv))
+        for e in user.map.data.results:
+            if alone in list(e.dfs()) and e != alone:
+                raise PassError(
+                    user,
+                    "the channel loop indexes this tensor together with other terms "
+                    "(a grouped convolution's channel): past the loop's end come other "
+                    "elements, not zeros, so the loop cannot be padded",
+                )
 
 
 def _uses_through_apply(op: Operation, iv: SSAValue) -> bool:

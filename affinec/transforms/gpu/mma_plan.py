@@ -300,6 +300,13 @@ def _compute_band(phase: Band, acc: SSAValue) -> ComputeBand:
             )
         factors.append(owner)
     band_ivs = set(op.induction_variables)
+    for iv in op.induction_variables:
+        if all(_reads(f, iv) for f in factors):
+            raise PassError(
+                op,
+                f"%{iv.name_hint or 'a band variable'} indexes both tiles (a grouped "
+                "convolution's group): the tensor cores take no such dimension yet",
+            )
     loop_ivs = {lp.induction_variable: lp for lp in loops}
     channel = _channel_loop(factors, loop_ivs)
     # The frontend multiplies the input (A, rows M) by the filter (B, columns N).

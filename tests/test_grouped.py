@@ -1,0 +1,96 @@
+"""Grouped and depthwise convolutions: the spec (`groups`), the contraction with its
+group dimension, the float64 reference, every level of the route `config_for` picks
+(SIMT: `affinec-mma-sync` takes no group dimension yet), and the passes that must
+refuse what a group's channel index would break. The hypothesis strategies draw
+`groups` for every pass's test too."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from affinec.compiler import compile_to_ptx
+from affinec.config import config_for
+from affinec.contraction import contraction_of
+from affinec.diagnostics import PassError
+from affinec.frontend import build
+from affinec.passes.affinec_pad_channels import AffinecPadChannels
+from affinec.pipeline import Pipeline
+from affinec.pipelines import default_passes
+from affinec.reference import contraction_reference, random_inputs, reference
+from affinec.spec import ConvSpec
+from affinec.testing import conv_specs
+
+DEPTHWISE = ConvSpec(
+    1, 8, 7, 7, 8, 3, 3, stride=2, padding=1, groups=8, layout="nhwc",
+    filter_layout="rsck", dtype="f16", epilogue="bias,relu6",
+)  # fmt: skip
+
+
+def test_the_spec_and_its_shapes():
+    spec = ConvSpec(2, 8, 6, 6, 12, 3, 3, groups=4, filter_layout="rsck")
+    assert spec.group_channels == 2
+    assert spec.filter_shape == (3, 3, 2, 12)
+    assert spec.flops == 2 * 2 * 12 * 4 * 4 * 2 * 9
+    assert spec.to_text().endswith(" groups=4")
+    assert "groups" not in ConvSpec(1, 8, 6, 6, 12, 3, 3).to_text()  # as before
+    c = contraction_of(spec)
+    assert [n for n, _ in c.output_index] == ["n", "g", "k", "oh", "ow"]
+    assert str(c).startswith("output[n, g * 3 + k, oh, ow] = +(input[n, g * 2 + c,")
+
+
+@settings(max_examples=20)
+@given(conv_specs(max_channels=8, max_image=6))
+def test_the_reference_is_the_contractions_definition(spec):
+    inputs = random_inputs(spec, np.random.default_rng(0))
+    np.testing.assert_allclose(
+        reference(spec, *inputs),
+        contraction_reference(contraction_of(spec), *inputs),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        ConvSpec(1, 8, 6, 6, 16, 3, 3, padding=1, groups=4),
+        DEPTHWISE,
+        ConvSpec(1, 32, 6, 6, 64, 1, 1, groups=2, layout="nhwc",
+                 filter_layout="rsck", dtype="bf16", epilogue="bias,residual,relu"),
+    ],
+)  # fmt: skip
+def test_every_level_of_the_route_config_for_picks(spec):
+    config = config_for(spec)
+    assert not config.mma  # the SIMT route until the tensor cores take groups
+    Pipeline(default_passes(config)).run(build(spec), check=True)
+    kernel = compile_to_ptx(spec, arch="sm_90").runtime_kernel()
+    shapes = {p.name: tuple(p.shape) for p in kernel.parameters}
+    assert shapes["filter"] == spec.filter_shape
+
+
+def test_tf32_asks_for_the_tensor_cores_which_take_no_groups_yet():
+    with pytest.raises(ValueError, match="no grouped convolution yet"):
+        config_for(ConvSpec(1, 8, 6, 6, 8, 3, 3, groups=2), tf32=True)
+
+
+def test_the_tensor_cores_refuse_a_group_dimension_at_the_op():
+    spec = ConvSpec(
+        1, 32, 6, 6, 32, 3, 3, padding=1, groups=2, layout="nhwc",
+        filter_layout="rsck", dtype="f16",
+    )  # fmt: skip
+    forced = dataclasses.replace(
+        config_for(dataclasses.replace(spec, groups=1)), tile_sizes=(1, 6, 6, 1, 16)
+    )
+    with pytest.raises(
+        PassError, match="%g1 indexes both tiles .a grouped convolution"
+    ):
+        Pipeline(default_passes(forced)).run(build(spec))
+
+
+def test_padding_a_groups_channels_is_refused():
+    # past a group's channels come the next group's, not zeros
+    spec = ConvSpec(1, 6, 5, 5, 4, 3, 3, groups=2)
+    with pytest.raises(PassError, match="together with other terms"):
+        Pipeline([AffinecPadChannels(multiple=4)]).run(build(spec))
