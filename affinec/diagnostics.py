@@ -235,6 +235,24 @@ class LocatingParser(Parser):
                 )
         return super().parse_optional_region(arguments)
 
+    def parse_dimension_list(self) -> list[int]:
+        """`4x?x8`, and as MLIR also `? x 8` (spaces around the `x`): xDSL's steps
+        back one character over a delimiter it took too far, which misses the `x`
+        when a space follows it."""
+        dims: list[int] = []
+        shape = (MLIRTokenKind.INTEGER_LIT, MLIRTokenKind.QUESTION)
+        if self._current_token.kind not in shape:
+            return dims
+        dims.append(self.parse_shape_dimension())
+        while True:
+            delimiter = self._current_token.span.start
+            if self._parse_optional_shape_delimiter() is None:
+                return dims
+            if self._current_token.kind not in shape:
+                self._resume_from(delimiter)  # the `x` before the element type
+                return dims
+            dims.append(self.parse_shape_dimension())
+
     def _parse_block(self) -> Block:
         token = self._current_token
         # xDSL's own message here is " in block definition".

@@ -167,7 +167,7 @@ SMALL = ConvSpec(1, 4, 6, 6, 8, 3, 3, layout="nhwc", filter_layout="rsck")
 @pytest.mark.parametrize(
     "text, line, message",
     [
-        (DEPTHWISE, 2, "affinec has no depthwise convolution yet"),
+        (DEPTHWISE, 2, "linalg's depthwise filter is 3-D"),
         (BATCHED, 2, "affinec has no batched product yet"),
         (linalg_text(SMALL, fill=False), 2, "adds to what %y holds"),
         (

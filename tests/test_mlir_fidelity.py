@@ -505,6 +505,17 @@ def test_unknown_ops_of_known_dialects_are_errors_even_when_unregistered_is_allo
     )
 
 
+def test_shapes_with_spaces_around_their_delimiters_read_as_mlir_reads_them():
+    text = (
+        "func.func @f(%a: memref<? x i32>, %b: memref<4 x ? x 8 x f32>, "
+        "%c: vector<2 x 4xf16>) {\n  func.return\n}\n"
+    )
+    printed = str(parse(text))
+    assert "%a: memref<?xi32>, %b: memref<4x?x8xf32>, %c: vector<2x4xf16>" in printed
+    with pytest.raises(ParseError, match="Expected shape type"):
+        parse("func.func @f(%a: memref<4 x 8 x>) {\n  func.return\n}\n")
+
+
 # --------------------------------------------------------------------------------------
 # 5. MLIR 22's generic form
 # --------------------------------------------------------------------------------------

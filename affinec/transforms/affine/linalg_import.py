@@ -77,8 +77,9 @@ def spec_of(op: linalg.NamedStructuredOp) -> Spec:
     if isinstance(op, linalg.DepthwiseConv2DNhwcHwcOp):
         raise PassError(
             op,
-            "affinec has no depthwise convolution yet (a convolution of one group a "
-            "channel): only conv_2d_nhwc_hwcf, conv_2d_nchw_fchw and matmul are taken",
+            "linalg's depthwise filter is 3-D (R x S x C), affinec's a grouped "
+            "convolution's R x S x 1 x C (`ConvSpec(groups=C)`): not taken from linalg "
+            "yet; only conv_2d_nhwc_hwcf, conv_2d_nchw_fchw and matmul are",
         )
     raise PassError(
         op,
