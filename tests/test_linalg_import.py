@@ -77,7 +77,7 @@ def _unpadded(s: ConvSpec) -> ConvSpec | None:
     """`s` without padding (a front end pads the input first), if that is a spec."""
     try:
         return dataclasses.replace(
-            s, padding=(0, 0), dtype="f32", epilogue="none",
+            s, padding=(0, 0), dtype="f32", epilogue="none", groups=1,
             filter_layout="rsck" if s.layout == "nhwc" else "kcrs",
         )  # fmt: skip
     except ValueError:
