@@ -122,7 +122,8 @@ def torch_tensors(spec: ConvSpec, generator, device="cuda"):
 
     dtype = torch_dtype(spec.dtype)
     x = torch.randn(spec.n, spec.c, spec.h, spec.w, generator=generator, device=device)
-    w = torch.randn(spec.k, spec.c, spec.r, spec.s, generator=generator, device=device)
+    cg = spec.c // spec.groups
+    w = torch.randn(spec.k, cg, spec.r, spec.s, generator=generator, device=device)
     x = x.to(dtype).contiguous(memory_format=torch.channels_last)
     w = w.to(dtype).contiguous(memory_format=torch.channels_last)
     b = None
@@ -145,7 +146,13 @@ def torch_conv(spec: ConvSpec, x, w, b, relu: bool):
     import torch.nn.functional as F
 
     y = F.conv2d(
-        x, w, b, stride=spec.stride, padding=spec.padding, dilation=spec.dilation
+        x,
+        w,
+        b,
+        stride=spec.stride,
+        padding=spec.padding,
+        dilation=spec.dilation,
+        groups=spec.groups,
     )
     return F.relu(y) if relu else y
 

@@ -80,8 +80,7 @@ def add_conv_arguments(p: argparse.ArgumentParser) -> None:
         "--groups",
         type=int,
         default=1,
-        help="groups of channels: each filter sees C/G of them (G = C = K: "
-        "depthwise)",
+        help="groups of channels: each filter sees C/G of them (G = C = K: depthwise)",
     )
 
 

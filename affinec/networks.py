@@ -10,7 +10,9 @@ alone).
     sum(layer.count for layer in layers)        # 53
 
 ResNet-50 is v1.5 (the stride of a downsampling block on its 3×3 convolution, as
-torchvision's), VGG-16 configuration D; both at 224×224.
+torchvision's), VGG-16 configuration D, MobileNetV2 at width 1.0 (its inverted
+residual blocks: a 1×1 expansion, a 3×3 depthwise convolution, a 1×1 projection);
+all at 224×224.
 """
 
 from __future__ import annotations
@@ -28,10 +30,13 @@ class Layer:
     """How many of the network's convolutions have this shape."""
 
 
-def _conv(batch: int, c: int, size: int, k: int, r: int, stride: int = 1) -> ConvSpec:
+def _conv(
+    batch: int, c: int, size: int, k: int, r: int, stride: int = 1, groups: int = 1
+) -> ConvSpec:
     return ConvSpec(
         n=batch, c=c, h=size, w=size, k=k, r=r, s=r, stride=stride,
         padding=r // 2, layout="nhwc", filter_layout="rsck", dtype="f16",
+        groups=groups,
     )  # fmt: skip
 
 
@@ -77,6 +82,44 @@ def vgg16(batch: int) -> list[Layer]:
     return _merged(layers)
 
 
+MOBILENET_V2_BLOCKS = (
+    (1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+    (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1),
+)  # fmt: skip
+"""(expansion t, output channels c, blocks n, first block's stride s) a stage."""
+
+
+def mobilenet_v2(batch: int) -> list[Layer]:
+    """MobileNetV2's 52 convolutions: the stem, 17 inverted residual blocks (17
+    depthwise 3×3, 16 expansions, 17 projections) and the last 1×1."""
+    layers = [Layer("stem 3x3/2 3-32 @224", _conv(batch, 3, 224, 32, 3, 2), 1)]
+    size, channels = 112, 32
+    for t, out, blocks, first_stride in MOBILENET_V2_BLOCKS:
+        for b in range(blocks):
+            stride = first_stride if b == 0 else 1
+            hidden = channels * t
+            if t != 1:
+                layers.append(
+                    Layer(f"expand 1x1 {channels}-{hidden} @{size}", _conv(batch, channels, size, hidden, 1), 1)
+                )  # fmt: skip
+            layers.append(
+                Layer(f"depthwise 3x3/{stride} {hidden} @{size}", _conv(batch, hidden, size, hidden, 3, stride, groups=hidden), 1)
+            )  # fmt: skip
+            size //= stride
+            layers.append(
+                Layer(f"project 1x1 {hidden}-{out} @{size}", _conv(batch, hidden, size, out, 1), 1)
+            )  # fmt: skip
+            channels = out
+    layers.append(
+        Layer(
+            f"last 1x1 {channels}-1280 @{size}",
+            _conv(batch, channels, size, 1280, 1),
+            1,
+        )
+    )
+    return _merged(layers)
+
+
 def _merged(layers: list[Layer]) -> list[Layer]:
     """Layers of equal shape as one, counts added, in first-met order."""
     merged: dict[ConvSpec, Layer] = {}
@@ -91,7 +134,7 @@ def _merged(layers: list[Layer]) -> list[Layer]:
     return list(merged.values())
 
 
-NETWORKS = {"resnet50": resnet50, "vgg16": vgg16}
+NETWORKS = {"resnet50": resnet50, "vgg16": vgg16, "mobilenet_v2": mobilenet_v2}
 
 
 def network(name: str, batch: int, dtype: str = "f16") -> list[Layer]:

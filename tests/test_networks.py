@@ -37,3 +37,24 @@ def test_real_layers_compile(name):
     (layer,) = [x for x in network("resnet50", 1) if x.name.startswith(name)]
     compiled = compile_to_ptx(layer.spec, config_for(layer.spec), arch="sm_90")
     assert compiled.resources().spill_stores == 0
+
+
+def test_mobilenet_v2_has_52_convolutions_and_17_depthwise():
+    layers = network("mobilenet_v2", batch=1)
+    assert sum(x.count for x in layers) == 52
+    depthwise = [x for x in layers if x.spec.groups > 1]
+    assert sum(x.count for x in depthwise) == 17
+    assert all(x.spec.groups == x.spec.c == x.spec.k for x in depthwise)
+    last = layers[-1].spec
+    assert (last.c, last.k, last.h) == (320, 1280, 7)
+
+
+def test_a_depthwise_layer_compiles_on_the_simt_route():
+    from affinec.compiler import compile_to_ptx
+    from affinec.config import config_for
+
+    (layer,) = [
+        x for x in network("mobilenet_v2", 1) if x.name == "depthwise 3x3/2 144 @56"
+    ]
+    assert not config_for(layer.spec).mma
+    assert ".entry" in compile_to_ptx(layer.spec, arch="sm_90").ptx
