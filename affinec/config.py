@@ -140,6 +140,11 @@ def config_for(
     summation. Tiles divide the extents where they can. Other specs (the outer
     product) get the passes' own defaults. The shared-memory budget is `arch`'s
     (`shared_budget`)."""
+    if tf32 and not _tensor_cores_take(spec):
+        raise ValueError(
+            "tf32 takes the tensor cores, which take a grouped convolution in NHWC "
+            "with RSCK filters only"
+        )
     if tf32 and spec.dtype != "f32":
         raise ValueError(
             f"tf32 takes f32 operands on the tensor cores, not {spec.dtype}"
@@ -156,13 +161,7 @@ def config_for(
         pixels = [names.index("i")]
     else:
         return KernelConfig(promote=False)
-    if tf32 and _grouped(spec):
-        raise ValueError(
-            "tf32 takes the tensor cores, which take no grouped convolution yet"
-        )
-    # grouped convolutions keep the SIMT route: affinec-mma-sync takes no group
-    # dimension yet
-    if not _grouped(spec) and (
+    if _tensor_cores_take(spec) and (
         tf32
         or (
             spec.dtype != "f32"
@@ -286,9 +285,21 @@ def _grouped(spec: Spec) -> bool:
     return getattr(spec, "groups", 1) > 1
 
 
+def _tensor_cores_take(spec: Spec) -> bool:
+    """Whether the tensor-core route takes `spec`'s layouts: a grouped convolution
+    in NHWC with RSCK filters only (its group's channels then stay the tiles'
+    innermost dimension; in the other layouts affine-data-copy-generate does not
+    make them so yet)."""
+    if not _grouped(spec):
+        return True
+    assert isinstance(spec, ConvSpec)
+    return spec.layout == "nhwc" and spec.filter_layout == "rsck"
+
+
 def _channels(spec: Spec) -> int:
-    """The extent of the reduction's channel dimension (the MMA's k)."""
-    return spec.c if isinstance(spec, ConvSpec) else spec.k  # pyright: ignore
+    """The extent of the reduction's channel dimension (the MMA's k): a group's
+    channels in a grouped convolution."""
+    return spec.group_channels if isinstance(spec, ConvSpec) else spec.k  # pyright: ignore
 
 
 def _tensor_core_config(
@@ -400,7 +411,7 @@ def _coalescible(spec: Spec) -> bool:
     bytes (`ldmatrix`)."""
     if not isinstance(spec, ConvSpec) or spec.s == 1 or spec.dilation[1] != 1:
         return False
-    if spec.filter_layout != "rsck":
+    if spec.filter_layout != "rsck" or spec.groups > 1:
         return False
     element = storage_numpy_dtype(spec.dtype).itemsize
     return (

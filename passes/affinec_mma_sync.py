@@ -41,7 +41,11 @@ from affinec.context import require_affinec_dialects
 from affinec.diagnostics import PassError
 from affinec.reference import TOLERANCE
 from affinec.transforms.gpu.bands import analyze_grid, grid_parallels, require_placed
-from affinec.transforms.gpu.mma import plan_mma, rewrite_mma
+from affinec.transforms.gpu.mma import (
+    fold_group_dimensions,
+    plan_mma,
+    rewrite_mma,
+)
 from affinec.transforms.gpu.shared_memory_hazards import check_shared_memory_hazards
 
 
@@ -86,6 +90,7 @@ class AffinecMmaSync(ModulePass):
             )
         plans = []
         for g in grid_parallels(op):
+            fold_group_dimensions(analyze_grid(g))
             analysis = analyze_grid(g)
             require_placed(analysis, self.name)
             plans.append(

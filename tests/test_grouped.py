@@ -1,8 +1,9 @@
 """Grouped and depthwise convolutions: the spec (`groups`), the contraction with its
 group dimension, the float64 reference, every level of the route `config_for` picks
-(SIMT: `affinec-mma-sync` takes no group dimension yet), and the passes that must
-refuse what a group's channel index would break. The hypothesis strategies draw
-`groups` for every pass's test too."""
+(the tensor cores where a group has 16 channels or more, a block within one group;
+else SIMT, depthwise among them), and the passes that must refuse what a group's
+channel index would break. The hypothesis strategies draw `groups` for every pass's
+test too (the tensor cores' among them)."""
 
 import dataclasses
 
@@ -53,40 +54,45 @@ def test_the_reference_is_the_contractions_definition(spec):
 
 
 @pytest.mark.parametrize(
-    "spec",
+    "spec, mma",
     [
-        ConvSpec(1, 8, 6, 6, 16, 3, 3, padding=1, groups=4),
-        DEPTHWISE,
-        ConvSpec(1, 32, 6, 6, 64, 1, 1, groups=2, layout="nhwc",
-                 filter_layout="rsck", dtype="bf16", epilogue="bias,residual,relu"),
+        (ConvSpec(1, 8, 6, 6, 16, 3, 3, padding=1, groups=4), False),
+        (DEPTHWISE, False),
+        (ConvSpec(1, 32, 6, 6, 64, 1, 1, groups=2, layout="nhwc",
+                  filter_layout="rsck", dtype="bf16", epilogue="bias,residual,relu"),
+         True),
+        (ConvSpec(2, 64, 7, 7, 32, 3, 3, stride=2, padding=1, groups=4,
+                  layout="nhwc", filter_layout="rsck", dtype="f16"), True),
+        # NCHW: the group's channels are not made the tiles' innermost yet
+        (ConvSpec(1, 32, 6, 5, 32, 3, 3, padding=1, groups=2, dtype="f16"), False),
     ],
 )  # fmt: skip
-def test_every_level_of_the_route_config_for_picks(spec):
+def test_every_level_of_the_route_config_for_picks(spec, mma):
     config = config_for(spec)
-    assert not config.mma  # the SIMT route until the tensor cores take groups
+    assert config.mma == mma
     Pipeline(default_passes(config)).run(build(spec), check=True)
     kernel = compile_to_ptx(spec, arch="sm_90").runtime_kernel()
     shapes = {p.name: tuple(p.shape) for p in kernel.parameters}
     assert shapes["filter"] == spec.filter_shape
+    if mma:
+        assert "mma.sync.aligned.m16n8k16" in compile_to_ptx(spec, arch="sm_90").ptx
 
 
-def test_tf32_asks_for_the_tensor_cores_which_take_no_groups_yet():
-    with pytest.raises(ValueError, match="no grouped convolution yet"):
-        config_for(ConvSpec(1, 8, 6, 6, 8, 3, 3, groups=2), tf32=True)
+def test_tf32_asks_for_tensor_cores_a_grouped_nchw_convolution_cannot_have():
+    with pytest.raises(ValueError, match="grouped convolution in NHWC with RSCK"):
+        config_for(ConvSpec(1, 32, 6, 6, 32, 3, 3, groups=2), tf32=True)
 
 
-def test_the_tensor_cores_refuse_a_group_dimension_at_the_op():
+def test_a_block_across_groups_is_refused_by_the_tensor_cores_at_the_band():
     spec = ConvSpec(
         1, 32, 6, 6, 32, 3, 3, padding=1, groups=2, layout="nhwc",
         filter_layout="rsck", dtype="f16",
     )  # fmt: skip
-    forced = dataclasses.replace(
-        config_for(dataclasses.replace(spec, groups=1)), tile_sizes=(1, 6, 6, 1, 16)
-    )
+    across = dataclasses.replace(config_for(spec), tile_sizes=(1, 6, 6, 2, 16))
     with pytest.raises(
         PassError, match="%g1 indexes both tiles .a grouped convolution"
     ):
-        Pipeline(default_passes(forced)).run(build(spec))
+        Pipeline(default_passes(across)).run(build(spec))
 
 
 def test_padding_a_groups_channels_is_refused():

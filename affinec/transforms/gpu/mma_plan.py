@@ -300,8 +300,8 @@ def _compute_band(phase: Band, acc: SSAValue) -> ComputeBand:
             )
         factors.append(owner)
     band_ivs = set(op.induction_variables)
-    for iv in op.induction_variables:
-        if all(_reads(f, iv) for f in factors):
+    for iv, dim in zip(op.induction_variables, phase.dims, strict=True):
+        if dim.extent > 1 and all(_reads(f, iv) for f in factors):
             raise PassError(
                 op,
                 f"%{iv.name_hint or 'a band variable'} indexes both tiles (a grouped "
