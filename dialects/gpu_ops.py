@@ -111,6 +111,14 @@ class GridDimOp(_IndexOfDim):
     name = "gpu.grid_dim"
 
 
+@irdl_op_definition
+class GlobalIdOp(_IndexOfDim):
+    """`gpu.global_id x`: the thread's index in the grid, block_id * block_dim +
+    thread_id."""
+
+    name = "gpu.global_id"
+
+
 class _SubgroupIndex(IRDLOperation):
     """`%r = gpu.<op> [upper_bound N] : index`: a subgroup (warp) id or size."""
 

@@ -453,6 +453,7 @@ builtin.module attributes {gpu.container_module} {
       %sg = gpu.subgroup_id : index
       %ns = gpu.num_subgroups upper_bound 8 : index
       %ss = gpu.subgroup_size : index
+      %gid = gpu.global_id y upper_bound 64
       gpu.return
     }
   }
@@ -482,6 +483,7 @@ def test_mlir_gpu_ops_round_trip():
         "gpu.all_reduce add %x uniform",
         "cluster(size = 4, stride = 2)",
         "gpu.lane_id upper_bound 32",
+        "gpu.global_id y upper_bound 64",
         "gpu.launch async [%t0] blocks",
         "module(@mm) function(@ff)",
         "gpu.launch clusters(%cx, %cy, %cz) in (%nx = %c1",
@@ -489,6 +491,40 @@ def test_mlir_gpu_ops_round_trip():
         "= gpu.launch_func async [%t] @k::@f",
     ):
         assert piece in custom, piece
+
+
+GLOBAL_IDS = """builtin.module attributes {gpu.container_module} {
+  func.func @host(%a: memref<256xindex>) {
+    %c2 = arith.constant 2 : index
+    %c1 = arith.constant 1 : index
+    %c128 = arith.constant 128 : index
+    gpu.launch_func @m::@k blocks in (%c2, %c1, %c1) threads in (%c128, %c1, %c1) args(%a : memref<256xindex>)
+    func.return
+  }
+  gpu.module @m {
+    gpu.func @k(%a: memref<256xindex>) kernel {
+      %g = gpu.global_id x
+      memref.store %g, %a[%g] : memref<256xindex>
+      gpu.return
+    }
+  }
+}"""
+
+
+def test_global_id_is_block_id_times_block_dim_plus_thread_id_at_every_level():
+    import numpy as np
+
+    from affinec.interpreter import Interpreter
+
+    module = parse(GLOBAL_IDS)
+    for lowered in (False, True):
+        if lowered:
+            Pipeline.parse(
+                "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}"
+            ).run(module)
+        a = np.zeros(256, np.int64)
+        Interpreter(module).run("host", a)
+        np.testing.assert_array_equal(a, np.arange(256))
 
 
 def test_unknown_ops_of_known_dialects_are_errors_even_when_unregistered_is_allowed():

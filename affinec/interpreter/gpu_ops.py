@@ -423,6 +423,17 @@ def _id(op: gpu.ThreadIdOp, w: FunctionWriter) -> None:
     w.line(f"{w.define(op.result)} = {ctx}.ids[{index}]")
 
 
+@emits(gpu.GlobalIdOp)
+def _global_id(op: gpu.GlobalIdOp, w: FunctionWriter) -> None:
+    ctx = _context(w, op)
+    k = "xyz".index(op.dim)
+    block, thread, size = _ID_BASE[gpu.BlockIdOp], _ID_BASE[gpu.ThreadIdOp], 9
+    w.line(
+        f"{w.define(op.result)} = {ctx}.ids[{block + k}] * {ctx}.ids[{size + k}] "
+        f"+ {ctx}.ids[{thread + k}]"
+    )
+
+
 @emits(gpu.BarrierOp)
 def _barrier(op: gpu.BarrierOp, w: FunctionWriter) -> None:
     if w.gpu_context is None and in_grid_band(op):

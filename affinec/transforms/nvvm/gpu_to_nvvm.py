@@ -32,6 +32,17 @@ def _id(op: gpu.ThreadIdOp, c: KernelConverter):
     return [c.emit(llvm.ZExtOp(register, c.index_type, non_neg=UnitAttr()))]
 
 
+@converts(gpu.GlobalIdOp)
+def _global_id(op: gpu.GlobalIdOp, c: KernelConverter):
+    """block_id * block_dim + thread_id, as MLIR's lowering computes it."""
+    ids = [
+        _id(kind(op.dim), c)[0]  # pyright: ignore[reportIndexIssue]
+        for kind in (gpu.BlockIdOp, gpu.BlockDimOp, gpu.ThreadIdOp)
+    ]
+    product = c.emit(llvm.MulOp(ids[0], ids[1]))
+    return [c.emit(llvm.AddOp(product, ids[2]))]
+
+
 @converts(gpu.BarrierOp)
 def _barrier(op: gpu.BarrierOp, c: KernelConverter):
     c.emit(nvvm.BarrierOp())
