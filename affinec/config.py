@@ -154,7 +154,10 @@ def config_for(
     names = [n for n, _ in c.output_index]
     extents = [e for _, e in c.output_index]
     if isinstance(spec, ConvSpec):
-        channel = names.index("k")
+        # a depthwise convolution's output channels are its groups (one filter a
+        # group): the block tiles and vectorizes those
+        depthwise = spec.groups > 1 and spec.k == spec.groups
+        channel = names.index("g" if depthwise else "k")
         pixels = [names.index(n) for n in ("ow", "oh", "n")]  # innermost first
     elif isinstance(spec, MatmulSpec):
         channel = names.index("j")

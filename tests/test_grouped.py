@@ -100,3 +100,12 @@ def test_padding_a_groups_channels_is_refused():
     spec = ConvSpec(1, 6, 5, 5, 4, 3, 3, groups=2)
     with pytest.raises(PassError, match="together with other terms"):
         Pipeline([AffinecPadChannels(multiple=4)]).run(build(spec))
+
+
+def test_a_depthwise_block_tiles_the_channels():
+    # one filter a group: the groups are the output channels, tiled and vectorized
+    # as a dense convolution's are (not one channel a block)
+    config = config_for(DEPTHWISE)
+    names = [n for n, _ in contraction_of(DEPTHWISE).output_index]
+    assert config.tile_sizes[names.index("g")] == 8
+    assert config.tile_sizes[names.index("k")] == 1
