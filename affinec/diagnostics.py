@@ -262,7 +262,22 @@ class LocatingParser(Parser):
         name = token.text[1:]
         if name in self.blocks and name not in self.forward_block_references:
             self.raise_error(f"re-declaration of block '{name}'", token.span)
+        self._label(name, token.span)
         return super()._parse_block()
+
+    def parse_optional_successor(self) -> Block | None:
+        token = self._current_token
+        if token.kind == MLIRTokenKind.CARET_IDENT:
+            self._label(token.text[1:], token.span)
+        return super().parse_optional_successor()
+
+    def _label(self, name: str, span: Span) -> None:
+        """Make room for a label MLIR takes and xDSL's block names do not (`^0`,
+        a number): its block, seen first here, keeps no name."""
+        if name in self.blocks or Block.is_valid_name(name):
+            return
+        self.blocks[name] = (_UnnamedBlock(), None)
+        self.forward_block_references[name].append(span)
 
     @staticmethod
     def _as_parse_error(error: Exception, op_start: Span) -> Exception:
@@ -271,6 +286,18 @@ class LocatingParser(Parser):
         if isinstance(error, ParseError) or not is_user_error(error):
             return error
         return ParseError(op_start, xdsl_failure(error))
+
+
+class _UnnamedBlock(Block):
+    """A block whose label (`^0`) is no name xDSL takes: the printer numbers it."""
+
+    @property
+    def name_hint(self) -> str | None:
+        return None
+
+    @name_hint.setter
+    def name_hint(self, name: str | None) -> None:
+        pass
 
 
 def parse_module(

@@ -541,6 +541,21 @@ def test_unknown_ops_of_known_dialects_are_errors_even_when_unregistered_is_allo
     )
 
 
+def test_numbered_block_labels_read_as_mlir_reads_them():
+    text = (
+        "func.func @f(%c: i1) {\n  cf.cond_br %c, ^1, ^0(%c : i1)\n"
+        "^1:\n  cf.br ^0(%c : i1)\n^0(%a: i1):\n  func.return\n}\n"
+    )
+    printed = str(parse(text))
+    assert "cf.cond_br %c, ^bb1, ^bb2(%c : i1)" in printed
+    assert "^bb2(%a: i1):" in printed
+    again = text.replace("^0(%a: i1):", "^0(%a: i1):\n  func.return\n^0:")
+    with pytest.raises(ParseError, match="re-declaration of block '0'"):
+        parse(again)
+    with pytest.raises(ParseError, match="missing block declarations for block.s. 7"):
+        parse("func.func @f() {\n  cf.br ^7\n^0:\n  func.return\n}\n")
+
+
 def test_shapes_with_spaces_around_their_delimiters_read_as_mlir_reads_them():
     text = (
         "func.func @f(%a: memref<? x i32>, %b: memref<4 x ? x 8 x f32>, "
