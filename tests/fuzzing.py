@@ -75,6 +75,12 @@ default pipeline's way (`affinec-default`)."""
 TENSOR_CORE_SPEC = MatmulSpec(m=8, n=8, k=16, dtype="f16")
 """A spec that goes the way `affinec compile` takes it (`config_for`): for an f16
 product, the tensor-core route (`mma.sync` warp bands, pipelined copies)."""
+GROUPED_SPEC = ConvSpec(
+    1, 32, 4, 4, 32, 1, 1, groups=2, layout="nhwc", filter_layout="rsck",
+    dtype="f16", epilogue="bias,residual,relu",
+)  # fmt: skip
+"""Another on `config_for`'s tensor-core route: a group dimension folded into the
+tiles, a composed epilogue through the staged output, the shared-memory planner."""
 
 TIME_BOUND = 30.0
 """Seconds an input may take before it counts as a hang. Inputs take well under a
@@ -128,7 +134,8 @@ class Seed:
 def seeds() -> tuple[Seed, ...]:
     """Every seed spec's IR after every pass of its pipeline."""
     routes = [(spec, default_passes()) for spec in SEED_SPECS]
-    routes.append((TENSOR_CORE_SPEC, default_passes(config_for(TENSOR_CORE_SPEC))))
+    for spec in (TENSOR_CORE_SPEC, GROUPED_SPEC):
+        routes.append((spec, default_passes(config_for(spec))))
     return tuple(seed for spec, passes in routes for seed in _seeds(spec, passes))
 
 
