@@ -13,14 +13,15 @@ copies each pixel's channels out in 16-byte vectors (details and an example:
 
 becomes
 
-    %output_shared = memref.alloc() {affinec.overlay} : memref<1x4x4x64xf16, 3 : i64>
+    %output_shared = memref.alloc() {affinec.overlay} : memref<16x64xf16, 3 : i64>
     affine.parallel (%n1, %oh1, %ow1, %k1) = ... to (1, 4, 4, 64) {
-      ... affine.store %out, %output_shared[%n1, %oh1, %ow1, %k1]
+      ... affine.store %out, %output_shared[%oh1 * 4 + %ow1, %k1]
     } {affinec.mapping = "block"}
-    affine.parallel (%n1, %oh1, %ow1, %k1) = ... to (1, 4, 4, 8) {
-      %v = affine.vector_load %output_shared[%n1, %oh1, %ow1, %k1 * 8] : vector<8xf16>
-      affine.vector_store %v, %output[..., %k0 * 64 + %k1 * 8] : vector<8xf16>
-    } {affinec.mapping = "block"}
+    affine.parallel (%m, %kv) = (0, 0) to (16, 8) {
+      ... (%oh1, %ow1 from %m)
+      %v = affine.vector_load %output_shared[%m, %kv * 8] : vector<8xf16>
+      affine.vector_store %v, %output[..., %k0 * 64 + %kv * 8] : vector<8xf16>
+    } {affinec.mapping = "block", affinec.unroll}
 
 The tile may take the bytes of the block's other shared buffers (`affinec.overlay`;
 `affinec-insert-barriers` fences it, `affinec-plan-shared-memory` places it). A

@@ -14,16 +14,19 @@ pixel's channels out in 16-byte vectors:
 
 becomes
 
-    %output_shared = memref.alloc() {affinec.overlay} : memref<1x4x4x64xf16, 3 : i64>
+    %output_shared = memref.alloc() {affinec.overlay} : memref<16x64xf16, 3 : i64>
     affine.parallel (%n1, %oh1, %ow1, %k1) = (0, 0, 0, 0) to (1, 4, 4, 64) {
-      ... affine.store %out, %output_shared[%n1, %oh1, %ow1, %k1]
+      ... affine.store %out, %output_shared[%oh1 * 4 + %ow1, %k1]
     } {affinec.mapping = "block"}
-    affine.parallel (%n1, %oh1, %ow1, %k1) = (0, 0, 0, 0) to (1, 4, 4, 8) {
-      %v = affine.vector_load %output_shared[%n1, %oh1, %ow1, %k1 * 8] : vector<8xf16>
-      affine.vector_store %v, %output[%n0 + %n1, ..., %k0 * 64 + %k1 * 8]
-    } {affinec.mapping = "block"}
+    affine.parallel (%m, %kv) = (0, 0) to (16, 8) {
+      %oh1 = affine.apply (d0 floordiv 4)(%m), %ow1 = (d0 mod 4)(%m), ...
+      %v = affine.vector_load %output_shared[%m, %kv * 8] : vector<8xf16>
+      affine.vector_store %v, %output[%n0 + %n1, ..., %k0 * 64 + %kv * 8]
+    } {affinec.mapping = "block", affinec.unroll}
 
-The tile is written after the block is done with its other shared buffers, so it
+The tile is pixels (the band's other dimensions, row-major) by channels, so that
+`affinec-mma-sync`'s pairs land at the lane's own pixel and channel. It is written
+after the block is done with its other shared buffers, so it
 may take their bytes (`affinec.overlay`: `affinec-insert-barriers` puts a barrier
 before its first write, `affinec-plan-shared-memory` decides where it goes). A
 write-back that does not allow it keeps its stores, and `plan_staging` says why.
