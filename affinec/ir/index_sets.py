@@ -12,7 +12,8 @@ set of values the access reaches.
     index_sets(load, [%i, %j], guards, known={%t: 3})  ->  [{0, 1}, {17, ..., 31}]
 
 Values it cannot follow (anything but constants, block arguments and affine or
-integer arithmetic) make it answer None, and the caller falls back to intervals.
+integer arithmetic, or constants past 2^31) make it answer None, and the caller
+falls back to intervals.
 """
 
 from __future__ import annotations
@@ -96,6 +97,8 @@ def index_sets(
         extents.append(span)
     if math.prod(hi - lo + 1 for lo, hi in extents) > MAX_POINTS:
         return None
+    if any(max(abs(lo), abs(hi)) > LARGEST for lo, hi in extents):
+        return None
     env: dict[SSAValue, np.ndarray | int] = dict(known)
     shape = [hi - lo + 1 for lo, hi in extents]
     for axis, (r, (lo, _)) in enumerate(zip(free, extents, strict=True)):
@@ -103,11 +106,14 @@ def index_sets(
         along[axis] = shape[axis]
         env[r] = np.arange(lo, lo + shape[axis], dtype=np.int64).reshape(along)
     mask = np.ones(shape, dtype=bool)
-    for guard, branch in guards:
-        holds = _holds(guard, env)
-        mask &= holds if branch else ~holds
-    values = [_value(v, env) for v in indices]
-    results = values if m is None else [_expr(e, m, values) for e in m.results]
+    try:
+        for guard, branch in guards:
+            holds = _holds(guard, env)
+            mask &= holds if branch else ~holds
+        values = [_value(v, env) for v in indices]
+        results = values if m is None else [_expr(e, m, values) for e in m.results]
+    except (_TooLarge, OverflowError):
+        return None  # numbers past what 64-bit arithmetic keeps exact
     return [
         frozenset(np.unique(np.broadcast_to(r, shape)[mask]).tolist()) for r in results
     ]
@@ -126,13 +132,28 @@ _ARITHMETIC = (
 )
 
 
+LARGEST = 1 << 31
+"""Constants past this are not followed: products of them and of the enumerated
+values could leave 64-bit integers, which numpy would wrap silently."""
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _constant(c: int) -> int:
+    if abs(c) > LARGEST:
+        raise _TooLarge
+    return c
+
+
 def _value(v: SSAValue, env: dict[SSAValue, np.ndarray | int]) -> np.ndarray | int:
     if v in env:
         return env[v]
     op = v.owner
     assert isinstance(op, Operation)
     if isinstance(op, arith.ConstantOp):
-        result = op.value.value.data  # pyright: ignore
+        result = _constant(op.value.value.data)  # pyright: ignore
     elif isinstance(op, affine.ApplyOp | affine.MinOp | affine.MaxOp):
         m = op.map.data
         operands = [_value(x, env) for x in op.mapOperands]
@@ -168,7 +189,7 @@ def _expr(e: AffineExpr, m: AffineMap, operands: Sequence) -> np.ndarray | int:
     """`e` over `m`'s operands (dims, then symbols)."""
     match e:
         case AffineConstantExpr(value=c):
-            return c
+            return _constant(c)
         case AffineDimExpr(position=p):
             return operands[p]
         case AffineSymExpr(position=p):
