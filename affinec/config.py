@@ -140,7 +140,7 @@ def config_for(
     summation. Tiles divide the extents where they can. Other specs (the outer
     product) get the passes' own defaults. The shared-memory budget is `arch`'s
     (`shared_budget`)."""
-    if tf32 and not _tensor_cores_take(spec):
+    if tf32 and not tensor_cores_take(spec):
         raise ValueError(
             "tf32 takes the tensor cores, which take a grouped convolution in NHWC "
             "with RSCK filters only"
@@ -164,7 +164,7 @@ def config_for(
         pixels = [names.index("i")]
     else:
         return KernelConfig(promote=False)
-    if _tensor_cores_take(spec) and (
+    if tensor_cores_take(spec) and (
         tf32
         or (
             spec.dtype != "f32"
@@ -288,7 +288,7 @@ def _grouped(spec: Spec) -> bool:
     return getattr(spec, "groups", 1) > 1
 
 
-def _tensor_cores_take(spec: Spec) -> bool:
+def tensor_cores_take(spec: Spec) -> bool:
     """Whether the tensor-core route takes `spec`'s layouts: a grouped convolution
     in NHWC with RSCK filters only (its group's channels then stay the tiles'
     innermost dimension; in the other layouts affine-data-copy-generate does not

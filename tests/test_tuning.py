@@ -6,7 +6,6 @@ Nothing here times anything: the fake measurer makes its times up, and the tests
 look only at what the tuner does with them.
 """
 
-import dataclasses
 import json
 import math
 import runpy
@@ -170,17 +169,38 @@ def test_the_space_of_a_design_convolution_is_bounded_and_keeps_the_order(name, 
         assert g.shared_bytes(problem.element_bytes) <= SHARED_CAPACITY
 
 
-def ungrouped(spec: ConvSpec) -> ConvSpec:
-    return dataclasses.replace(spec, groups=1)
+@pytest.mark.parametrize(
+    "spec",
+    [
+        ConvSpec(1, 64, 14, 14, 64, 3, 3, padding=1, groups=2, layout="nhwc",
+                 filter_layout="rsck", dtype="f16"),
+        ConvSpec(1, 32, 14, 14, 32, 3, 3, padding=1, groups=32, layout="nhwc",
+                 filter_layout="rsck", dtype="f16"),
+        ConvSpec(1, 32, 8, 8, 32, 3, 3, padding=1, groups=2, dtype="f16"),
+    ],
+)  # fmt: skip
+def test_grouped_convolutions_are_tuned_within_a_group(spec):
+    # a block within one group (the tensor cores' k and n are the group's); the
+    # tensor cores only where they take the layout; depthwise tiles its groups
+    from affinec.contraction import contraction_of
 
+    space = search_space(spec, max_candidates=20)
+    names = [n for n, _ in contraction_of(spec).output_index]
+    tiles = {c.tile_sizes[names.index("g")] for c in space.configs}
+    if spec.groups == spec.k:  # depthwise: its groups are its channels
+        assert max(tiles) > 1
+    else:
+        assert tiles == {1}
+    if spec.layout == "nchw":
+        assert not any(c.mma for c in space.configs)
+    from affinec.compiler import compile_to_ptx
 
-def test_a_grouped_convolution_is_not_tunable_yet():
-    with pytest.raises(NotTunable, match="no grouped convolution yet"):
-        search_space(ConvSpec(1, 8, 6, 6, 8, 3, 3, groups=2))
+    for config in space.configs[:3]:
+        compile_to_ptx(spec, config, arch="sm_90")
 
 
 @settings(max_examples=15)
-@given(conv_specs(max_channels=20, max_image=12).map(ungrouped))
+@given(conv_specs(max_channels=20, max_image=12))
 def test_the_space_of_any_convolution_keeps_the_order(spec):
     space = search_space(spec, max_candidates=30)
     problem = problem_of(spec)
@@ -210,10 +230,7 @@ def test_every_candidate_compiles_or_is_refused_with_a_reason(spec, count):
 
 
 @settings(max_examples=3)
-@given(
-    conv_specs(max_channels=20, max_image=10).map(ungrouped),
-    st.randoms(use_true_random=False),
-)
+@given(conv_specs(max_channels=20, max_image=10), st.randoms(use_true_random=False))
 def test_candidates_of_random_convolutions_compile_or_are_refused(spec, rng):
     space = search_space(spec, max_candidates=20)
     picks = space.configs[1:] or space.configs

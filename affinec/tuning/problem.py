@@ -80,14 +80,14 @@ def problem_of(spec: Spec) -> Problem:
         raise NotTunable(
             f"the tuner takes convolutions and matrix products, not a {spec.kind}"
         )
-    if isinstance(spec, ConvSpec) and spec.groups > 1:
-        raise NotTunable("the tuner takes no grouped convolution yet")
     c = contraction_of(spec)
     names = tuple(n for n, _ in c.output_index)
     extents = tuple(e for _, e in c.output_index)
     reduction_names = tuple(n for n, _ in c.reduction_index)
     if isinstance(spec, ConvSpec):
-        channel = names.index("k")
+        # a depthwise convolution's output channels are its groups (config_for's)
+        depthwise = spec.groups > 1 and spec.k == spec.groups
+        channel = names.index("g" if depthwise else "k")
         pixels = tuple(names.index(n) for n in ("ow", "oh", "n"))
         reduction_channel = reduction_names.index("c")
     else:

@@ -51,6 +51,7 @@ from affinec.config import (
     MMA_MIN_CHANNELS,
     KernelConfig,
     config_for,
+    tensor_cores_take,
 )
 from affinec.spec import ConvSpec, Spec
 from affinec.tuning.cost import Prediction, predict
@@ -152,7 +153,9 @@ def search_space(
     routes: dict[str, list[tuple[KernelConfig, Prediction]]] = {"mma": [], "simt": []}
     generators = {"simt": _simt_configs(problem)}
     channels = problem.reduction_extents[problem.reduction_channel]
-    if spec.dtype != "f32" and channels >= MMA_MIN_CHANNELS:
+    if not tensor_cores_take(spec):
+        pass  # a grouped convolution in NCHW: the SIMT route only
+    elif spec.dtype != "f32" and channels >= MMA_MIN_CHANNELS:
         generators["mma"] = _mma_configs(problem)
     elif spec.dtype != "f32" and baseline.pad_channels > 1:
         # channels padded with zeros (3 as 4): the coalesced route of the padded spec
