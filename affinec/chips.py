@@ -65,6 +65,10 @@ class Chip:
     def has(self, feature: str) -> bool:
         return feature in self.features
 
+    def shared_per_block_of(self, blocks: int) -> int:
+        """The shared memory each of `blocks` blocks on one multiprocessor may have."""
+        return self.shared_per_multiprocessor // blocks - self.reserved_shared_per_block
+
 
 _AMPERE = frozenset({"cp.async", "ldmatrix", "mma.sync", "mbarrier"})
 _HOPPER = _AMPERE | {"tma", "cluster"}

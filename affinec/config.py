@@ -509,8 +509,7 @@ def shared_budget(target: Chip) -> int:
     (measured on the H100, where two such blocks share a multiprocessor), at most
     half of what a multiprocessor of `target` has, so that two blocks still fit
     (unmeasured on chips with less shared memory than the H100)."""
-    half = target.shared_per_multiprocessor // 2 - target.reserved_shared_per_block
-    return min(MMA_SHARED_BYTES, half)
+    return min(MMA_SHARED_BYTES, target.shared_per_block_of(2))
 
 
 def _stages_that_fit(step_bytes: int, budget: int) -> int:

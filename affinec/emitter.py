@@ -51,7 +51,7 @@ from affinec.diagnostics import OpError, is_user_error, raised_by, xdsl_failure
 from affinec.dialects import gpu, nvvm
 from affinec.dialects import llvm as llvm_extensions
 from affinec.dialects.affinec import UNROLL
-from affinec.dialects.nvvm import KERNEL, MAXNTID, MINCTASM
+from affinec.dialects.nvvm import BYVAL, GRID_CONSTANT, KERNEL, MAXNTID, MINCTASM
 
 TRIPLE = "nvptx64-nvidia-cuda"
 ARCHS = ("sm_80", "sm_90")
@@ -234,10 +234,6 @@ def _declare(op: llvm.FuncOp, out: ir.Module) -> None:
                     ir.Constant(ir.IntType(32), minctasm.value.data),
                 ],
             )
-
-
-BYVAL = "llvm.byval"
-GRID_CONSTANT = "nvvm.grid_constant"
 
 
 def _by_value(attrs: dict) -> ir.Type:

@@ -27,7 +27,7 @@ from xdsl.ir.affine import (
 
 from affinec.contraction import Access, Contraction, contraction_of
 from affinec.dtypes import storage_numpy_dtype
-from affinec.spec import ConvSpec, MatmulSpec, Spec, epilogue_steps
+from affinec.spec import EPILOGUE_OPERANDS, ConvSpec, MatmulSpec, Spec, epilogue_steps
 
 UNIT_ROUNDOFF = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
 """Largest relative error of rounding a real number to each storage type (to
@@ -138,18 +138,30 @@ def _epilogue(
 ) -> np.ndarray:
     """`epilogue_steps` in float64 on `out`: scale and bias along `channel_axis`, the
     residual (transposed by `residual_order` into `out`'s order), an activation."""
-    given = iter(operands)
-    for step in epilogue_steps(epilogue):
-        if step in ("scale", "bias"):
-            shape = [1] * out.ndim
-            shape[channel_axis] = -1
-            value = next(given).astype(np.float64).reshape(shape)
-            out = out * value if step == "scale" else out + value
-        elif step == "residual":
-            value = next(given).astype(np.float64)
-            out = out + (
-                value if residual_order is None else value.transpose(residual_order)
-            )
+    steps = epilogue_steps(epilogue)
+    shape = [1] * out.ndim
+    shape[channel_axis] = -1
+    values = {}
+    for step, value in zip(
+        (s for s in steps if s in EPILOGUE_OPERANDS), operands, strict=True
+    ):
+        value = value.astype(np.float64)
+        if step != "residual":
+            values[step] = value.reshape(shape)
+        elif residual_order is not None:
+            values[step] = value.transpose(residual_order)
+        else:
+            values[step] = value
+    return _apply_steps(out, steps, values)
+
+
+def _apply_steps(out: np.ndarray, steps, values: dict[str, np.ndarray]) -> np.ndarray:
+    """The epilogue's steps on `out`, each operand's `values` already in its shape."""
+    for step in steps:
+        if step == "scale":
+            out = out * values[step]
+        elif step in values:
+            out = out + values[step]
         else:
             out = np.maximum(out, 0.0)
             if step == "relu6":
@@ -240,17 +252,11 @@ def contraction_reference(c: Contraction, *inputs: np.ndarray) -> np.ndarray:
         for array, access in zip(factors, c.factors, strict=True):
             term = term * _gather(array, access, dims, shape)
         total += term
-    names = [a.name for a in c.epilogue_operands]
-    given = dict(zip(names, inputs[len(c.factors) :], strict=True))
-    for step in c.steps:
-        if step in given:
-            access = next(a for a in c.epilogue_operands if a.name == step)
-            value = _gather(given[step], access, grid, shape)
-            total = total * value if step == "scale" else total + value
-        else:
-            total = np.maximum(total, 0.0)
-            if step == "relu6":
-                total = np.minimum(total, 6.0)
+    values = {
+        a.name: _gather(array, a, grid, shape)
+        for a, array in zip(c.epilogue_operands, inputs[len(c.factors) :], strict=True)
+    }
+    total = _apply_steps(total, c.steps, values)
     out = np.zeros(c.output.shape)
     index = tuple(np.broadcast_to(_evaluate(e, grid), shape) for e in c.output.indices)
     out[index] = total

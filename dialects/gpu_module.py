@@ -52,6 +52,7 @@ from affinec.dialects.gpu_common import (
     print_attributions,
     verify_attributions,
 )
+from affinec.dialects.nvvm_target import GRID_CONSTANT
 
 # --------------------------------------------------------------------------------------
 # gpu.module, gpu.func
@@ -247,7 +248,7 @@ class FuncOp(IRDLOperation):
                 f"{len(inputs)} inputs"
             )
         for k in range(len(inputs)):
-            if "nvvm.grid_constant" in self.argument_attributes(k):
+            if GRID_CONSTANT in self.argument_attributes(k):
                 raise VerifyException(
                     "'nvvm.grid_constant' belongs on an llvm.func's kernel arguments "
                     "(as MLIR); a gpu.func passes a parameter by value with "

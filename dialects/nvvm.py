@@ -72,9 +72,18 @@ from affinec.dialects.nvvm_mma import (
     MMATypes,
     MMATypesAttr,
 )
-from affinec.dialects.nvvm_target import KERNEL, MAXNTID, MINCTASM, TargetAttr
+from affinec.dialects.nvvm_target import (
+    BYVAL,
+    GRID_CONSTANT,
+    KERNEL,
+    MAXNTID,
+    MINCTASM,
+    TargetAttr,
+)
 
 __all__ = [
+    "BYVAL",
+    "GRID_CONSTANT",
     "KERNEL",
     "MAXNTID",
     "MINCTASM",

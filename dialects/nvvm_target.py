@@ -22,6 +22,14 @@ KERNEL = "nvvm.kernel"
 MAXNTID = "nvvm.maxntid"
 """Attribute on a kernel `llvm.func`: the most threads per block it is launched with."""
 
+GRID_CONSTANT = "nvvm.grid_constant"
+"""Unit attribute on a kernel `llvm.func`'s by-value argument: read where the launch
+put it (PTX `cvta.param`), never copied to local memory, never written."""
+
+BYVAL = "llvm.byval"
+"""A pointer argument's attribute naming the type it passes by value (LLVM's
+`byval(T)`); with `llvm.align`, the parameter's alignment."""
+
 MINCTASM = "nvvm.minctasm"
 """Integer attribute on a kernel `llvm.func`: the fewest blocks per multiprocessor
 the kernel must allow (PTX `.minnctapersm`). With `.maxntid` alone ptxas may cap the

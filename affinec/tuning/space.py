@@ -103,8 +103,7 @@ the H100, 2 x 100 KiB of its 228 KiB; `shared_capacity` on other chips)."""
 def shared_capacity(target: Chip) -> int:
     """A block's shared memory in the search on `target`: `SHARED_CAPACITY`, at most
     what lets two blocks share one of its multiprocessors."""
-    half = target.shared_per_multiprocessor // 2 - target.reserved_shared_per_block
-    return min(SHARED_CAPACITY, half)
+    return min(SHARED_CAPACITY, target.shared_per_block_of(2))
 
 
 @dataclass(frozen=True)

@@ -336,3 +336,11 @@ def require_placed(analysis: GridAnalysis, pass_name: str) -> None:
 
 def is_private(buffer: SSAValue) -> bool:
     return gpu.memory_space(buffer.type) == gpu.PRIVATE_ADDRESS_SPACE
+
+
+def is_shared(buffer: SSAValue) -> bool:
+    """A memref in shared memory (memory space 3)."""
+    return (
+        isinstance(buffer.type, MemRefType)
+        and gpu.memory_space(buffer.type) == gpu.WORKGROUP_ADDRESS_SPACE
+    )

@@ -30,6 +30,7 @@ from affinec.ir.effects import only_reads, reads, writes
 from affinec.transforms.gpu.bands import (
     GridAnalysis,
     is_private,
+    is_shared,
 )
 
 
@@ -59,9 +60,7 @@ class Access:
 
 
 def _shared(buffers: set[SSAValue]) -> set[SSAValue]:
-    return {
-        b for b in buffers if gpu.memory_space(b.type) == gpu.WORKGROUP_ADDRESS_SPACE
-    }
+    return {b for b in buffers if is_shared(b)}
 
 
 def access_of(op: Operation) -> Access:

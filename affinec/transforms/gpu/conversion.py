@@ -42,6 +42,7 @@ from affinec.transforms.gpu.bands import (
     GridAnalysis,
     band_ivs,
     byte_size,
+    is_shared,
     require_placed,
 )
 from affinec.transforms.gpu.placement import check_shared_capacity
@@ -77,7 +78,7 @@ def block_size(analysis: GridAnalysis) -> int:
             analysis.grid.op,
             f"{threads} threads per block (between 1 and {most})",
         )
-    shared = [a for a in analysis.allocs if _is_shared(a)]
+    shared = [a for a in analysis.allocs if is_shared(a.results[0])]
     check_shared_capacity(analysis.grid.op, sum(map(byte_size, shared)))
     _shared_offsets(analysis.grid.op, shared)
     return threads
@@ -98,10 +99,6 @@ def _shared_offsets(grid: Operation, shared: list[Operation]) -> list[int]:
     return [o.value.data for o in offsets]  # pyright: ignore[reportOptionalMemberAccess]
 
 
-def _is_shared(alloc: Operation) -> bool:
-    return gpu.memory_space(alloc.results[0].type) == gpu.WORKGROUP_ADDRESS_SPACE
-
-
 def build_launch(analysis: GridAnalysis, threads: int) -> gpu.LaunchOp:
     """Rewrite the grid band into a `gpu.launch` of `threads` threads (in place)."""
     grid = analysis.grid
@@ -114,7 +111,7 @@ def build_launch(analysis: GridAnalysis, threads: int) -> gpu.LaunchOp:
     block_size_value = _constant(threads, sizes)
     host.insert_ops_before(sizes, grid_op)
 
-    shared = [a for a in analysis.allocs if _is_shared(a)]
+    shared = [a for a in analysis.allocs if is_shared(a.results[0])]
     body = Block(
         arg_types=[*gpu.LaunchOp.body_arg_types(), *(a.results[0].type for a in shared)]
     )

@@ -63,7 +63,7 @@ from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, MAPPING, THREAD, UNROLL
 from affinec.ir.affine_exprs import ge0, linear_form
 from affinec.transforms.affine.analysis import compose_map
-from affinec.transforms.gpu.bands import Band, GridAnalysis
+from affinec.transforms.gpu.bands import Band, GridAnalysis, is_shared
 from affinec.transforms.gpu.mma_fragments import (
     Builder,
     Operands,
@@ -97,14 +97,10 @@ def fold_group_dimensions(analysis: GridAnalysis) -> None:
         loads = [
             o
             for o in phase.op.walk()
-            if isinstance(o, affine.LoadOp)
-            and gpu.memory_space(o.memref.type) == gpu.WORKGROUP_ADDRESS_SPACE
+            if isinstance(o, affine.LoadOp) and is_shared(o.memref)
         ]
         shared = [
-            iv
-            for iv in single
-            if sum(any(v is iv for v in o.indices) for o in loads) > 1
-            and len({o.memref for o in loads if iv in o.indices}) > 1
+            iv for iv in single if len({o.memref for o in loads if iv in o.indices}) > 1
         ]
         subst = {iv: (AffineExpr.constant(single[iv]), []) for iv in shared}
         for load in [o for o in loads if any(v in subst for v in o.indices)]:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import (
@@ -57,7 +58,7 @@ from affinec.dialects.nvvm_target import chip_of
 from affinec.dtypes import element_size
 from affinec.ir.affine_exprs import linear_form
 from affinec.ir.shared_memory_layout import lay_out_shared, layout_bytes
-from affinec.transforms.gpu.bands import Band, GridAnalysis
+from affinec.transforms.gpu.bands import Band, GridAnalysis, is_shared
 from affinec.transforms.gpu.thread_bands import add_guarded, partial_tile_guards
 
 STAGED_BYTES = 16
@@ -74,6 +75,30 @@ class Staging:
     channel: int
     width: int
 
+    @cached_property
+    def pixel_dims(self) -> list[int]:
+        """The band's dimensions but the channel's that have more than one
+        iteration: the tile's rows, row-major."""
+        dims = self.phase.dims
+        return [k for k, d in enumerate(dims) if k != self.channel and d.extent > 1]
+
+    def stride(self, k: int) -> int:
+        """The tile rows between two values of pixel dimension `k`."""
+        after = self.pixel_dims[self.pixel_dims.index(k) + 1 :]
+        return math.prod(self.phase.dims[j].extent for j in after)
+
+    @cached_property
+    def tile_type(self) -> MemRefType:
+        """Pixels x channels of the output's element type, in shared memory."""
+        t = self.store.memref.type
+        assert isinstance(t, MemRefType)
+        pixels = math.prod(self.phase.dims[k].extent for k in self.pixel_dims)
+        channels = self.phase.dims[self.channel].extent
+        return gpu.in_memory_space(
+            MemRefType(t.get_element_type(), [pixels, channels]),
+            gpu.WORKGROUP_ADDRESS_SPACE,
+        )
+
 
 def plan_staging(
     analysis: GridAnalysis,
@@ -83,11 +108,7 @@ def plan_staging(
     memory."""
     stageable: list[Staging] = []
     refused: list[tuple[Band, str]] = []
-    shared = [
-        a.results[0].type
-        for a in analysis.allocs
-        if gpu.memory_space(a.results[0].type) == gpu.WORKGROUP_ADDRESS_SPACE
-    ]
+    shared = [a.results[0].type for a in analysis.allocs if is_shared(a.results[0])]
     for phase in analysis.phases:
         stores = [
             o
@@ -103,7 +124,7 @@ def plan_staging(
             if isinstance(staging, str):
                 why = staging
             else:
-                shared.append(_tile_type(staging))
+                shared.append(staging.tile_type)
                 why = _does_not_fit(analysis, shared)
                 if why is None:
                     stageable.append(staging)
@@ -119,7 +140,7 @@ def stage(staging: Staging) -> None:
     phase, store = staging.phase, staging.store
     grid_block = phase.op.parent_block()
     assert grid_block is not None
-    alloc = memref.AllocOp([], [], _tile_type(staging))
+    alloc = memref.AllocOp([], [], staging.tile_type)
     alloc.memref.name_hint = "output_shared"
     alloc.attributes[OVERLAY] = UnitAttr()
     allocs = [o for o in grid_block.ops if isinstance(o, memref.AllocOp)]
@@ -130,10 +151,10 @@ def stage(staging: Staging) -> None:
     tile = alloc.memref
 
     ivs = list(phase.op.induction_variables)
-    pixel = _pixel_dims(staging)
+    pixel = staging.pixel_dims
     d = AffineExpr.dimension
     row = sum(
-        ((d(k) - phase.dims[k].lower) * _stride(staging, k) for k in pixel),  # pyright: ignore[reportOperatorIssue]
+        ((d(k) - phase.dims[k].lower) * staging.stride(k) for k in pixel),  # pyright: ignore[reportOperatorIssue]
         AffineExpr.constant(0),
     )
     at_tile = AffineMap(
@@ -159,7 +180,7 @@ def _copy_out(staging: Staging, tile) -> affine.ParallelOp:
     } {affinec.mapping = "block"}
     """
     phase, store, width = staging.phase, staging.store, staging.width
-    t = _tile_type(staging)
+    t = staging.tile_type
     pixels, channels = t.get_shape()
     body = Block(arg_types=[IndexType(), IndexType()])
     m, kv = body.args
@@ -173,8 +194,8 @@ def _copy_out(staging: Staging, tile) -> affine.ParallelOp:
         if k == staging.channel:
             e = d(0) * width + dim.lower  # pyright: ignore[reportOperatorIssue]
             source = kv
-        elif k in (pixel := _pixel_dims(staging)):
-            stride = _stride(staging, k)
+        elif k in (pixel := staging.pixel_dims):
+            stride = staging.stride(k)
             e = d(0) if stride == 1 else d(0) // stride
             if k != pixel[0]:  # the outermost needs no remainder: m < pixels
                 e = e % dim.extent
@@ -216,21 +237,6 @@ def _copy_out(staging: Staging, tile) -> affine.ParallelOp:
     # its turns unrolled: the stores of one thread go out together
     band.attributes[UNROLL] = UnitAttr()
     return band
-
-
-def _pixel_dims(staging: Staging) -> list[int]:
-    """The band's dimensions but the channel's that have more than one iteration."""
-    return [
-        k
-        for k, dim in enumerate(staging.phase.dims)
-        if k != staging.channel and dim.extent > 1
-    ]
-
-
-def _stride(staging: Staging, k: int) -> int:
-    """The pixel stride of dimension `k`: the pixel dimensions row-major."""
-    pixel = _pixel_dims(staging)
-    return math.prod(staging.phase.dims[j].extent for j in pixel[pixel.index(k) + 1 :])
 
 
 def _refusal(
@@ -296,18 +302,6 @@ def _staging(phase: Band, store: affine.StoreOp) -> Staging | str:
             f"values of %{name}"
         )
     return Staging(phase, store, channel, width)
-
-
-def _tile_type(staging: Staging) -> MemRefType:
-    """Pixels x channels of the output's element type, in shared memory."""
-    t = staging.store.memref.type
-    assert isinstance(t, MemRefType)
-    pixels = math.prod(staging.phase.dims[k].extent for k in _pixel_dims(staging))
-    channels = staging.phase.dims[staging.channel].extent
-    return gpu.in_memory_space(
-        MemRefType(t.get_element_type(), [pixels, channels]),
-        gpu.WORKGROUP_ADDRESS_SPACE,
-    )
 
 
 def _does_not_fit(analysis: GridAnalysis, shared: list) -> str | None:

@@ -60,6 +60,7 @@ from affinec.ir.affine_exprs import Interval, expr_range
 from affinec.ir.effects import reads, writes
 from affinec.ir.index_sets import Guard, free_roots, index_sets
 from affinec.ir.ranges import map_ranges, value_range
+from affinec.transforms.gpu.bands import is_shared
 
 SYNC = (gpu.BarrierOp, nvgpu.DeviceAsyncCreateGroupOp, nvgpu.DeviceAsyncWaitOp)
 
@@ -155,17 +156,10 @@ def _programs(root: Operation) -> Iterator[tuple[Block, set[SSAValue]]]:
             if len(region.blocks) != 1:
                 continue  # lowered to branches: checked at the levels above
             block = region.blocks[0]
-            workgroup = [a for a in block.args if _is_shared(a)]
+            workgroup = [a for a in block.args if is_shared(a)]
             marked = op.attributes.get(OVERLAY)
             indices = marked.get_values() if marked is not None else ()  # pyright: ignore
             yield block, {workgroup[i] for i in indices if i < len(workgroup)}
-
-
-def _is_shared(value: SSAValue) -> bool:
-    return (
-        isinstance(value.type, MemRefType)
-        and gpu.memory_space(value.type) == gpu.WORKGROUP_ADDRESS_SPACE
-    )
 
 
 class _Walk:
@@ -329,8 +323,8 @@ class _Walk:
                 (
                     o,
                     _guards(o, op),
-                    [b for b in reads(o) if _is_shared(b)],
-                    [b for b in writes(o) if _is_shared(b)],
+                    [b for b in reads(o) if is_shared(b)],
+                    [b for b in writes(o) if is_shared(b)],
                 )
                 for o in op.walk()
                 if _touches_shared(o)
@@ -550,7 +544,7 @@ def _span_text(span: Span) -> str:
 
 
 def _touches_shared(op: Operation) -> bool:
-    return any(_is_shared(v) for v in op.operands)
+    return any(is_shared(v) for v in op.operands)
 
 
 def _quote(op: Operation) -> str:

@@ -35,7 +35,7 @@ from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import OVERLAY, SHARED_OFFSET
 from affinec.dialects.nvvm_target import chip_of
 from affinec.ir.shared_memory_layout import lay_out_shared, layout_bytes
-from affinec.transforms.gpu.bands import analyze_grid
+from affinec.transforms.gpu.bands import analyze_grid, is_shared
 from affinec.transforms.gpu.bank_conflicts import best_padding, shared_accesses
 
 
@@ -62,7 +62,7 @@ def plan_shared_memory(grid: affine.ParallelOp, pad: bool = True) -> None:
 
 def shared_allocs(grid: affine.ParallelOp) -> list[Operation]:
     """The grid band's shared buffers, in the order the launch will hold them."""
-    return [a for a in analyze_grid(grid).allocs if _is_shared(a)]
+    return [a for a in analyze_grid(grid).allocs if is_shared(a.results[0])]
 
 
 def pad_against_bank_conflicts(grid: affine.ParallelOp) -> None:
@@ -101,7 +101,3 @@ def _type(alloc: Operation) -> MemRefType:
     t = alloc.results[0].type
     assert isinstance(t, MemRefType)
     return t
-
-
-def _is_shared(alloc: Operation) -> bool:
-    return gpu.memory_space(alloc.results[0].type) == gpu.WORKGROUP_ADDRESS_SPACE

@@ -28,7 +28,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from affinec.diagnostics import PassError
 from affinec.dialects import gpu
 from affinec.dialects.affinec import LAUNCH, OVERLAY, SHARED_OFFSETS
-from affinec.dialects.nvvm import KERNEL, MAXNTID, MINCTASM
+from affinec.dialects.nvvm import BYVAL, GRID_CONSTANT, KERNEL, MAXNTID, MINCTASM
 from affinec.dialects.nvvm_target import chip_of
 from affinec.dtypes import element_size
 from affinec.ir.cfg import reachable_blocks, reverse_post_order
@@ -105,10 +105,6 @@ def _argument_attributes(func: gpu.FuncOp) -> list[DictionaryAttr]:
             attrs[GRID_CONSTANT] = UnitAttr()
         out.append(DictionaryAttr(attrs))
     return out
-
-
-BYVAL = "llvm.byval"
-GRID_CONSTANT = "nvvm.grid_constant"
 
 
 def _written(arg: SSAValue) -> bool:
