@@ -52,9 +52,10 @@ def map_ranges(
     return ranges.map_ranges(m, operands, w.ranges)
 
 
-def _bound(
+def bound(
     w: FunctionWriter, m: AffineMap, operands: Sequence[SSAValue], fold: str
 ) -> str:
+    """A loop bound: the one result of `m`, or `fold` (max, min) of its results."""
     exprs = map_results(w, m, operands)
     return exprs[0] if len(exprs) == 1 else f"{fold}({', '.join(exprs)})"
 
@@ -68,7 +69,7 @@ def _apply(op: affine.ApplyOp, w: FunctionWriter) -> None:
 @emits(affine.MinOp, affine.MaxOp)
 def _min_max(op: affine.MinOp | affine.MaxOp, w: FunctionWriter) -> None:
     fold = "min" if isinstance(op, affine.MinOp) else "max"
-    w.line(f"{w.define(op.result)} = {_bound(w, op.map.data, op.mapOperands, fold)}")
+    w.line(f"{w.define(op.result)} = {bound(w, op.map.data, op.mapOperands, fold)}")
 
 
 def _access(
@@ -122,16 +123,21 @@ def _yielded(w: FunctionWriter, term: Operation | None, op: Operation) -> list[s
     return w.names(term.arguments)
 
 
+def for_bounds(op: affine.ForOp, w: FunctionWriter) -> str:
+    """The `range` arguments of an `affine.for`: lower, upper and step if not 1."""
+    lower = bound(w, op.lowerBoundMap.data, op.lowerBoundOperands, "max")
+    upper = bound(w, op.upperBoundMap.data, op.upperBoundOperands, "min")
+    step = op.step.value.data
+    return f"{lower}, {upper}" + (f", {step}" if step != 1 else "")
+
+
 @emits(affine.ForOp)
 def _for(op: affine.ForOp, w: FunctionWriter) -> None:
-    lower = _bound(w, op.lowerBoundMap.data, op.lowerBoundOperands, "max")
-    upper = _bound(w, op.upperBoundMap.data, op.upperBoundOperands, "min")
-    step = op.step.value.data
+    bounds = for_bounds(op, w)
     iv = w.define(op.induction_variable)
     carried = [w.define(a) for a in op.iter_args]
     w.assign(carried, w.names(op.inits))
-    step_text = f", {step}" if step != 1 else ""
-    with w.for_range(iv, f"{lower}, {upper}{step_text}"):
+    with w.for_range(iv, bounds):
         term = w.emit_block(op.body.block)
         w.assign(carried, _yielded(w, term, op))
     for result, value in zip(op.results, carried, strict=True):
@@ -153,7 +159,7 @@ def _combine(w: FunctionWriter, kind: str, acc: str, value: str) -> str:
 
 @emits(affine.ParallelOp)
 def _parallel(op: affine.ParallelOp, w: FunctionWriter) -> None:
-    from affinec.interpreter import mapped_ops
+    from affinec.interpreter import lanes, mapped_ops
 
     if mapping_of(op) == THREAD:
         mapped_ops.emit_thread_band(op, w)
@@ -167,7 +173,8 @@ def _parallel(op: affine.ParallelOp, w: FunctionWriter) -> None:
         with w.indented(f"if {w.gpu_context}.ids[3] == 0:"):
             _loops(op, w)
         return
-    _loops(op, w)
+    if not lanes.emit_band(op, w):
+        _loops(op, w)
 
 
 def _loops(op: affine.ParallelOp, w: FunctionWriter) -> None:
@@ -195,8 +202,8 @@ def _loops(op: affine.ParallelOp, w: FunctionWriter) -> None:
     bounds = []
     for k, (lower, upper) in enumerate(zip(lowers, uppers, strict=True)):
         lo_name, hi_name = w.fresh(f"lb{k}"), w.fresh(f"ub{k}")
-        w.line(f"{lo_name} = {_fold(lower, 'max')}")
-        w.line(f"{hi_name} = {_fold(upper, 'min')}")
+        w.line(f"{lo_name} = {folded(lower, 'max')}")
+        w.line(f"{hi_name} = {folded(upper, 'min')}")
         bounds.append((lo_name, hi_name))
 
     with ExitStack() as loops:
@@ -211,12 +218,13 @@ def _loops(op: affine.ParallelOp, w: FunctionWriter) -> None:
             w.line(f"{acc} = {_combine(w, kind, acc, value)}")
 
 
-def _fold(exprs: list[str], fold: str) -> str:
+def folded(exprs: list[str], fold: str) -> str:
+    """`fold` (max, min) of `exprs`, or the one expression."""
     return exprs[0] if len(exprs) == 1 else f"{fold}({', '.join(exprs)})"
 
 
-@emits(affine.IfOp)
-def _if(op: affine.IfOp, w: FunctionWriter) -> None:
+def if_condition(op: affine.IfOp, w: FunctionWriter) -> str:
+    """The Python condition of an `affine.if`'s integer set."""
     s = op.condition.data
     names = w.names(op.args)
     dims, syms = names[: s.num_dims], names[s.num_dims :]
@@ -224,8 +232,13 @@ def _if(op: affine.IfOp, w: FunctionWriter) -> None:
         f"{to_python(c.lhs - c.rhs, dims, syms)} {c.kind.value} 0"
         for c in s.constraints
     ]
+    return " and ".join(tests) or "True"
+
+
+@emits(affine.IfOp)
+def _if(op: affine.IfOp, w: FunctionWriter) -> None:
+    condition = if_condition(op, w)
     results = [w.define(r) for r in op.results]
-    condition = " and ".join(tests) or "True"
     with w.indented(f"if {condition}:"):
         term = w.emit_block(op.then_region.block)
         w.assign(results, _yielded(w, term, op))

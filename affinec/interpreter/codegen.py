@@ -60,7 +60,10 @@ class ProgramWriter:
     """The Python module being written: one function per IR function, and the
     namespace of constants and helpers they share."""
 
-    def __init__(self, budget: StepBudget) -> None:
+    def __init__(self, budget: StepBudget, lanes: bool = True) -> None:
+        self.lanes = lanes
+        """Whether bands whose bodies allow it run all their iterations at once
+        (`affinec.interpreter.lanes`); else iteration by iteration."""
         self.namespace: dict[str, Any] = {}
         self.sources: list[str] = []
         self.line_ops: list[Operation | None] = []

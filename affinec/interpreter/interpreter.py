@@ -78,12 +78,16 @@ class Interpreter:
         module: ModuleOp,
         max_steps: int = DEFAULT_MAX_STEPS,
         why: str = "the interpreter's limit",
+        lanes: bool = True,
     ) -> None:
         """Decode `module`; each run may take `max_steps` loop iterations and
-        simulated threads (`why` says where that limit comes from, for its error)."""
+        simulated threads (`why` says where that limit comes from, for its error).
+        With `lanes`, a band whose body allows it runs all its iterations at once
+        as numpy vectors (`affinec.interpreter.lanes`: the same results, bit for
+        bit, as iteration by iteration, which `lanes=False` keeps)."""
         self.module = module
         self.budget = StepBudget(max_steps, why)
-        self._program = program = ProgramWriter(self.budget)
+        self._program = program = ProgramWriter(self.budget, lanes)
         self.functions: dict[str, func.FuncOp] = {}
         for op in module.body.block.ops:
             if isinstance(op, func.FuncOp) and op.body.blocks:
