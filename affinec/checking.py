@@ -25,12 +25,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from xdsl.dialects import func
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from affinec.contraction import contraction_of
 from affinec.diagnostics import OpError
+from affinec.dialects.affinec import workspace_types
 from affinec.interpreter import Interpreter, InterpreterError
+from affinec.interpreter.support import memref_shape, numpy_dtype, poisoned
 from affinec.pipelines import pass_text
 from affinec.reference import (
     TOLERANCE,
@@ -143,7 +146,8 @@ class Checker:
         out = poisoned_output(self.spec)
         why = f"{STEPS_PER_POINT} per point of the spec's work, at least {MIN_STEPS:,}"
         interpreter = Interpreter(module, self.max_steps, why)  # pyright: ignore
-        interpreter.run(self.function, *[x.copy() for x in self.inputs], out)
+        inputs = [x.copy() for x in self.inputs]
+        interpreter.run(self.function, *inputs, out, *workspaces(module, self.function))
         return out
 
     def check_pass(self, p: ModulePass, module: Operation) -> StageResult:
@@ -194,6 +198,25 @@ class Checker:
     def verdict(self, ok: bool) -> str:
         word = "ok" if ok else "FAILED"
         return f"{word}: every stage within {self.tolerance:g} of float64 ({self.precision})"
+
+
+def workspaces(module: Operation, function: str) -> list[np.ndarray]:
+    """Fresh buffers for the workspace arguments of `@function` (a split reduction's
+    partial sums), poisoned: a read of what no kernel wrote shows in the output."""
+    fn = next(
+        (
+            op
+            for op in module.walk()
+            if isinstance(op, func.FuncOp) and op.sym_name.data == function
+        ),
+        None,
+    )
+    if fn is None:
+        return []
+    return [
+        poisoned(memref_shape(t), numpy_dtype(t.get_element_type()))
+        for t in workspace_types(fn)
+    ]
 
 
 def _first_difference(got: np.ndarray, was: np.ndarray) -> str:

@@ -47,6 +47,7 @@ from affinec.emitter import ARCHS, DEFAULT_ARCH
 from affinec.frontend import build
 from affinec.interpreter import InterpreterError
 from affinec.pipeline import Pipeline, PipelineError
+from affinec.ptxas import assemble
 from affinec.reference import (
     host_bytes,
     poisoned_output,
@@ -168,15 +169,17 @@ def cmd_compile(args: argparse.Namespace) -> int:
     for note in compiled.remarks:
         print(note, file=sys.stderr)
     if args.resources:
-        launch = compiled.launch
-        print(
-            f"{compiled.name}: grid {launch.grid}, block {launch.block}, "
-            f"{launch.dynamic_shared_memory} bytes dynamic shared memory",
-            file=sys.stderr,
-        )
+        for launch in compiled.launches:
+            print(
+                f"{launch.kernel}: grid {launch.grid}, block {launch.block}, "
+                f"{launch.dynamic_shared_memory} bytes dynamic shared memory",
+                file=sys.stderr,
+            )
         # PTX for an architecture runs on it and on newer ones.
         for arch in ARCHS[ARCHS.index(compiled.arch) :]:
-            print(compiled.resources(arch).describe(), file=sys.stderr)
+            found = assemble(compiled.ptx, arch)
+            for launch in compiled.launches:
+                print(found[launch.kernel].describe(), file=sys.stderr)
     if args.timing:
         for name, seconds in compiled.timings:
             print(f"{seconds * 1000:8.1f} ms  {name}", file=sys.stderr)
@@ -207,10 +210,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     ok = checked.ok
     print(f"spec: {spec.to_text()}")
-    print(
-        f"compiled for {compiled.arch} in {compiled.seconds:.2f} s: grid "
-        f"{compiled.launch.grid}, block {compiled.launch.block}"
+    geometry = "; then ".join(
+        f"grid {r.grid}, block {r.block}" for r in compiled.launches
     )
+    print(f"compiled for {compiled.arch} in {compiled.seconds:.2f} s: {geometry}")
     if compiled.config is not None:
         print(f"config: {compiled.config.describe()} ({compiled.config_source})")
     print(f"against float64: {checked.describe()}")

@@ -240,6 +240,12 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
         help="reduction tiles in flight at once (1: copy, then compute)",
     )
     knobs.add_argument(
+        "--splits",
+        type=int,
+        help="split the channel reduction into N partial sums, each its own blocks, "
+        "added by a second kernel (split-K: for layers of few blocks)",
+    )
+    knobs.add_argument(
         "--mma",
         action="store_true",
         default=None,
@@ -302,6 +308,7 @@ KNOBS = (
     "coalesce_reduction",
     "pad_channels",
     "stages",
+    "splits",
     "mma",
     "warp_grid",
     "unroll_taps",
@@ -318,9 +325,18 @@ def config_from_args(
     args: argparse.Namespace, spec: Spec, arch: str
 ) -> KernelConfig | None:
     """The `KernelConfig` the knob flags describe, or None when none is given (the
-    compiler then picks one for the spec). `--tf32` alone is the configuration
-    `config_for` picks for the spec on tf32 tensor cores of `arch`."""
+    compiler then picks one for the spec). `--tf32` and `--splits`, alone or
+    together, give the configuration `config_for` picks for the spec on tf32
+    tensor cores of `arch`, or with its reduction split."""
     given = {k: getattr(args, k) for k in KNOBS if getattr(args, k) is not None}
-    if given == {"tf32": True}:
-        return config_for(spec, tf32=True, arch=arch)
+    if given and set(given) <= {"tf32", "splits"} and given.get("tf32", True):
+        try:
+            return config_for(
+                spec,
+                tf32=given.get("tf32", False),
+                arch=arch,
+                splits=given.get("splits", 1),
+            )
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     return with_knobs(KernelConfig(), **given) if given else None

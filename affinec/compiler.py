@@ -21,7 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from xdsl.dialects.builtin import ModuleOp
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.passes import ModulePass
 
 from affinec.checking import arithmetic_tolerance
@@ -33,8 +35,9 @@ from affinec.diagnostics import (
     location_of,
     verify,
 )
-from affinec.dialects.affinec import LaunchRecord, read_spec
+from affinec.dialects.affinec import WORKSPACE, LaunchRecord, read_spec
 from affinec.dialects.nvvm_target import TARGET, TargetAttr, target_attr
+from affinec.dtypes import numpy_dtype
 from affinec.emitter import ARCHS, DEFAULT_ARCH, emit
 from affinec.pipeline import Pipeline
 from affinec.pipelines import default_passes, pass_text, pipeline_text
@@ -76,6 +79,16 @@ class CompiledKernel:
     remarks: list[str] = field(default_factory=list)
     """What the passes chose for the user (`affinec.diagnostics.remark`): a knob
     they had to lower, a fallback, as `file:line:col: remark: ...`."""
+    launches: list[LaunchRecord] = field(default_factory=list)
+    """Every kernel, in the order the host function launches them: `launch` alone,
+    or (a split reduction) the partial sums' kernel, then the one adding them."""
+    parameters: list[HostParameter] = field(default_factory=list)
+    """The host function's array parameters, in order: what a caller passes (the
+    workspaces, which the runtime provides, marked)."""
+
+    def __post_init__(self) -> None:
+        if not self.launches:
+            self.launches = [self.launch]
 
     @property
     def seconds(self) -> float:
@@ -87,19 +100,36 @@ class CompiledKernel:
 
     def runtime_kernel(self) -> Kernel:
         """The kernel as `affinec.runtime` launches it."""
-        from affinec.runtime import Kernel, Parameter
+        from affinec.runtime import Kernel, Launch, Parameter
 
+        written = {name for r in self.launches for name in r.outputs}
+        host = self.parameters or [
+            HostParameter(a.name, a.type, False) for a in self.launch.arguments
+        ]
         parameters = [
-            Parameter(a.name, a.shape, a.dtype, output=a.name in self.launch.outputs)
-            for a in self.launch.arguments
+            Parameter(
+                p.name,
+                p.shape,
+                p.dtype,
+                output=p.name in written and not p.workspace,
+                workspace=p.workspace,
+            )
+            for p in host
+        ]
+        launches = [
+            Launch(
+                r.kernel,
+                r.grid,
+                r.block,
+                r.dynamic_shared_memory,
+                tuple(a.name for a in r.arguments),
+            )
+            for r in self.launches
         ]
         return Kernel(
             self.ptx,
-            self.name,
-            self.launch.grid,
-            self.launch.block,
+            launches,
             parameters,
-            self.launch.dynamic_shared_memory,
             info={
                 "spec": self.spec.to_text() if self.spec else None,
                 "pipeline": self.pipeline,
@@ -181,13 +211,18 @@ def compile_to_ptx(
         verify(module)
         timings.append(("verify", time.perf_counter() - start))
     kernels = find_kernels(module)
-    if len(kernels) != 1:
+    if not kernels:
+        raise ValueError("the pipeline left no kernel")
+    for kernel, record in kernels:
+        if record is None:
+            raise PassError(kernel, "the kernel has no launch record (affinec.launch)")
+    records = [r for _, r in kernels if r is not None]
+    if len({r.host for r in records}) != 1:
         raise ValueError(
-            f"the pipeline left {len(kernels)} kernels; the compiler handles exactly one"
+            "the pipeline left kernels of several host functions; the compiler "
+            "handles one function"
         )
-    kernel, record = kernels[0]
-    if record is None:
-        raise PassError(kernel, "the kernel has no launch record (affinec.launch)")
+    record = records[0]
     start = time.perf_counter()
     emitted = emit(module, arch, opt_level)
     timings.append(("llvm-ir + ptx", time.perf_counter() - start))
@@ -208,7 +243,48 @@ def compile_to_ptx(
             format_error(message, location_of(op), severity="remark")
             for op, message in remarks
         ],
+        launches=records,
+        parameters=host_parameters(module, record.host),
     )
+
+
+@dataclass(frozen=True)
+class HostParameter:
+    """An array parameter of the host function: its name, type, and whether it is a
+    workspace (`affinec.workspace`: provided by the runtime, not by the caller)."""
+
+    name: str
+    type: MemRefType
+    workspace: bool
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.type.get_shape())
+
+    @property
+    def dtype(self) -> np.dtype:
+        return numpy_dtype(self.type.get_element_type())
+
+
+def host_parameters(module: ModuleOp, host: str) -> list[HostParameter]:
+    """The array parameters of the function `@host` of `module`, in order."""
+    fn = next(
+        (
+            op
+            for op in module.body.block.ops
+            if isinstance(op, func.FuncOp) and op.sym_name.data == host
+        ),
+        None,
+    )
+    if fn is None or not fn.body.blocks:
+        return []
+    attrs = fn.arg_attrs.data if fn.arg_attrs is not None else ()
+    marked = [WORKSPACE in d.data for d in attrs] + [False] * len(fn.body.block.args)
+    return [
+        HostParameter(a.name_hint or f"arg{k}", a.type, marked[k])
+        for k, a in enumerate(fn.body.block.args)
+        if isinstance(a.type, MemRefType)
+    ]
 
 
 def _set_target(module: ModuleOp, arch: str) -> None:

@@ -82,6 +82,10 @@ class KernelConfig:
     index_bitwidth: int = 0
     """Width of index arithmetic in the kernel: 32, 64, or 0 for 32 wherever
     `affinec-narrow-indices` proves it fits."""
+    splits: int = 1
+    """Split the channel reduction into this many partial sums, each its own blocks,
+    added by a second kernel (`affinec-split-reduction`; 1: not split). The
+    reduction tile sizes are then those of one split's channels."""
 
     def __post_init__(self) -> None:
         # Lists from callers become tuples, so configs hash and compare by value.
@@ -91,6 +95,8 @@ class KernelConfig:
                 object.__setattr__(self, f.name, tuple(value))
         if self.tf32 and not self.mma:
             raise ValueError("tf32 multiplies on the tensor cores: it needs mma")
+        if self.splits < 1:
+            raise ValueError(f"splits must be 1 or more, got {self.splits}")
 
     def describe(self) -> str:
         """The knobs that differ from the defaults, `name=value` each."""
@@ -129,7 +135,11 @@ REDUCTION_STEP = 8
 
 
 def config_for(
-    spec: Spec, *, tf32: bool = False, arch: str = DEFAULT_PLANNING_ARCH
+    spec: Spec,
+    *,
+    tf32: bool = False,
+    arch: str = DEFAULT_PLANNING_ARCH,
+    splits: int = 1,
 ) -> KernelConfig:
     """A good configuration for `spec` without measuring. f16 and bf16 with at least
     `MMA_MIN_CHANNELS` input channels take the tensor cores (`_tensor_core_config`);
@@ -139,7 +149,11 @@ def config_for(
     `REGISTER_CHANNELS` a thread) with a reduction step that keeps the order of
     summation. Tiles divide the extents where they can. Other specs (the outer
     product) get the passes' own defaults. The shared-memory budget is `arch`'s
-    (`shared_budget`)."""
+    (`shared_budget`). With `splits`, the reduction is split (`split_spec`): the
+    blocks are as the spec's, the reduction's steps those of one split."""
+    if splits > 1:
+        config = config_for(split_spec(spec, splits), tf32=tf32, arch=arch)
+        return replace(config, splits=splits)
     if tf32 and not tensor_cores_take(spec):
         raise ValueError(
             "tf32 takes the tensor cores, which take a grouped convolution in NHWC "
@@ -282,6 +296,25 @@ SHARED_ROW_PADDING = 16
 """Bytes `affinec-plan-shared-memory` adds to a tensor-core tile's rows: a 16-byte
 shift a row keeps ldmatrix's eight rows in distinct banks. tf32's filter tiles are
 read as 32-bit words four rows at a time and take twice that."""
+
+
+def split_spec(spec: Spec, splits: int) -> Spec:
+    """What one of `splits` splits of `spec`'s channel reduction computes: the same
+    outputs over a share of the channels (rounded up: `affinec-split-reduction`
+    pads the rest with zeros). A ValueError for a spec without channels to split or
+    fewer channels than splits."""
+    if isinstance(spec, ConvSpec):
+        per_group = spec.c // spec.groups
+        if per_group < splits:
+            raise ValueError(
+                f"splits={splits}: the reduction has {per_group} channels a group"
+            )
+        return replace(spec, c=-(-per_group // splits) * spec.groups)
+    if isinstance(spec, MatmulSpec):
+        if spec.k < splits:
+            raise ValueError(f"splits={splits}: the reduction has {spec.k} steps")
+        return replace(spec, k=-(-spec.k // splits))
+    raise ValueError(f"a {spec.kind} has no reduction to split")
 
 
 def _grouped(spec: Spec) -> bool:

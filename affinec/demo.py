@@ -78,7 +78,8 @@ def run_demo(spec: ConvSpec = DEFAULT_CONV, out: TextIO | None = None) -> bool:
         say(f"ptxas: {compiled.resources().describe()}")
     except Exception as e:  # no ptxas here: the PTX is still printed above
         say(f"ptxas: not run ({e})")
-    say(f"launch: grid {compiled.launch.grid}, block {compiled.launch.block}\n")
+    for launch in compiled.launches:
+        say(f"launch: grid {launch.grid}, block {launch.block}\n")
 
     say("== the interpreter after every pass, against numpy in float64\n")
     say(f"{'stage':<44} {'rel. error':>10}  vs previous stage")

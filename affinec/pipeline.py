@@ -29,7 +29,7 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from affinec.checking import Checker
 from affinec.context import make_context
 from affinec.diagnostics import PassError, raised_by_xdsl, verify, xdsl_failure
-from affinec.dialects.affinec import SpecAttributeError, read_spec
+from affinec.dialects.affinec import SpecAttributeError, read_spec, split_count
 from affinec.ir.affine_exprs import semi_affine_op
 from affinec.pipelines import NAMED_PIPELINES, pipeline_text
 from affinec.spec import Spec
@@ -164,10 +164,11 @@ class Pipeline:
     passes: list[ModulePass] = field(default_factory=list)
 
     @staticmethod
-    def parse(text: str, spec: Spec | None = None) -> Pipeline:
+    def parse(text: str, spec: Spec | None = None, splits: int = 1) -> Pipeline:
         """The pipeline `text` describes, its named pipelines built for a module of
-        `spec` (`affinec-default` configures itself from it); a `PipelineError`
-        naming what is wrong."""
+        `spec` (`affinec-default` configures itself from it) whose reduction is
+        split in `splits` (or by an `affinec-split-reduction` before them); a
+        `PipelineError` naming what is wrong."""
         flat = flatten_nesting(text.strip())
         if not flat:
             return Pipeline([])
@@ -181,7 +182,7 @@ class Pipeline:
             if arg.name in NAMED_PIPELINES:
                 if arg.parameters:
                     raise PipelineError(f"named pipeline '{arg.name}' takes no options")
-                passes += NAMED_PIPELINES[arg.name].build(spec)
+                passes += NAMED_PIPELINES[arg.name].build(spec, splits)
                 continue
             if arg.name not in registry:
                 close = difflib.get_close_matches(
@@ -199,6 +200,7 @@ class Pipeline:
                 passes.append(cls.from_pass_spec(arg))
             except (ValueError, TypeError) as e:
                 raise PipelineError(f"pass '{arg.name}': {e}") from None
+            splits = getattr(passes[-1], "splits", splits)
         return Pipeline(passes)
 
     def __str__(self) -> str:
@@ -218,7 +220,7 @@ class Pipeline:
                 raise PipelineError(str(e)) from None
             if spec is None:
                 spec = module_spec(module)
-        return Pipeline.parse(text, spec)
+        return Pipeline.parse(text, spec, split_count(module))
 
     @staticmethod
     def depends_on_spec(text: str) -> bool:

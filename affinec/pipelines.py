@@ -45,6 +45,7 @@ from affinec.passes.affinec_place_buffers import AffinecPlaceBuffers
 from affinec.passes.affinec_plan_shared_memory import AffinecPlanSharedMemory
 from affinec.passes.affinec_sink import AffinecSinkPass
 from affinec.passes.affinec_split import AffinecSplitPass
+from affinec.passes.affinec_split_reduction import AffinecSplitReduction
 from affinec.passes.affinec_stage_output import AffinecStageOutput
 from affinec.passes.convert_gpu_to_nvvm import ConvertGpuToNvvm
 from affinec.passes.convert_nvgpu_to_nvvm import ConvertNvgpuToNvvm
@@ -65,6 +66,7 @@ def affine_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
             if config.pad_channels > 1
             else []
         ),
+        *([AffinecSplitReduction(splits=config.splits)] if config.splits > 1 else []),
         AffineLoopTilePass(
             tile_sizes=config.tile_sizes,
             reduction_tile_sizes=config.reduction_tile_sizes,
@@ -165,11 +167,23 @@ def pipeline_text(passes: Sequence[ModulePass]) -> str:
     return ",".join(pass_text(p) for p in passes)
 
 
+def _default_after_split(spec: Spec | None, splits: int) -> list[ModulePass]:
+    """`affinec-default`: `config_for`'s pipeline for `spec`, for a reduction the
+    module has already split into `splits` (then without a split of its own)."""
+    if spec is None:
+        return default_passes(DEFAULT_CONFIG)
+    if splits == 1:
+        return default_passes(config_for(spec))
+    passes = default_passes(config_for(spec, splits=splits))
+    return [p for p in passes if not isinstance(p, AffinecSplitReduction)]
+
+
 @dataclass(frozen=True)
 class NamedPipeline:
     summary: str
-    build: Callable[[Spec | None], list[ModulePass]]
-    """The passes, for a module with the given spec (`affinec.spec`) or none."""
+    build: Callable[[Spec | None, int], list[ModulePass]]
+    """The passes, for a module with the given spec (`affinec.spec`) or none, whose
+    reduction is already split in the given number of partial sums (1: unsplit)."""
     per_spec: bool = False
     """Whether the passes depend on the module's spec."""
 
@@ -185,42 +199,40 @@ NAMED_PIPELINES: dict[str, NamedPipeline] = {
     TILE_SPLIT_SINK: NamedPipeline(
         "tile into grid and block loops, split the block loop around a block-shaped "
         "accumulator, sink it below the reduction's tile loops, canonicalize",
-        lambda _spec: affine_passes(UNPROMOTED),
+        lambda _spec, _splits: affine_passes(UNPROMOTED),
     ),
     TILE_SPLIT_SINK + "-separate": NamedPipeline(
         f"{TILE_SPLIT_SINK}, with full tiles separated from partial ones (a fast "
         "path without bounds)",
-        lambda _spec: affine_passes(replace(UNPROMOTED, separate=True)),
+        lambda _spec, _splits: affine_passes(replace(UNPROMOTED, separate=True)),
     ),
     MAP_TO_GPU: NamedPipeline(
         "place the buffers of each block, insert barriers, map block bands to "
         "threads, convert to gpu.launch",
-        lambda _spec: map_to_gpu_passes(UNPROMOTED),
+        lambda _spec, _splits: map_to_gpu_passes(UNPROMOTED),
     ),
     GPU_TO_NVVM: NamedPipeline(
         "outline the kernel of a gpu.launch, lower affine, scf and the kernel's ops "
         "to llvm + nvvm",
-        lambda _spec: gpu_to_nvvm_passes(UNPROMOTED),
+        lambda _spec, _splits: gpu_to_nvvm_passes(UNPROMOTED),
     ),
     LOWER_TO_NVVM: NamedPipeline(
         f"{MAP_TO_GPU}, then {GPU_TO_NVVM}",
-        lambda _spec: gpu_passes(UNPROMOTED),
+        lambda _spec, _splits: gpu_passes(UNPROMOTED),
     ),
     DEFAULT: NamedPipeline(
         "naive IR to a kernel ready for PTX with the configuration config_for picks "
         "for the module's spec (its affinec.spec attribute; the defaults below "
         "without one): tile, split, sink, copy into shared memory, on the tensor "
         "cores for f16/bf16, map to the GPU, lower to llvm + nvvm",
-        lambda spec: default_passes(
-            config_for(spec) if spec is not None else DEFAULT_CONFIG
-        ),
+        lambda spec, splits: _default_after_split(spec, splits),
         per_spec=True,
     ),
     UNPROMOTED_ROUTE: NamedPipeline(
         f"the walking skeleton's route: {TILE_SPLIT_SINK}, then {LOWER_TO_NVVM} "
         "(no shared-memory copies, no FMA, 64-bit indices: bit-identical to the "
         "naive IR down to PTX)",
-        lambda _spec: default_passes(UNPROMOTED),
+        lambda _spec, _splits: default_passes(UNPROMOTED),
     ),
 }
 """Pipelines by name. The pieces of the way (tile-split-sink, map-to-gpu,

@@ -87,6 +87,9 @@ class Parameter:
     shape: tuple[int, ...]
     dtype: np.dtype
     output: bool = False
+    workspace: bool = False
+    """A buffer of intermediate results the kernel object provides itself (a split
+    reduction's partial sums), not an argument of the call."""
 
     @property
     def nbytes(self) -> int:
@@ -294,28 +297,65 @@ def _check_aliasing(arguments: list[_Argument]) -> None:
                 )
 
 
-@dataclass
-class Kernel:
-    """A kernel ready to launch: PTX, its entry point, launch geometry, parameters.
+@dataclass(frozen=True)
+class Launch:
+    """One kernel of a compiled function: its entry point, geometry, dynamic shared
+    memory, and the parameters it takes, by name, in its own order."""
 
-    Call it with the arrays in the order of `parameters` (or by name); it returns the
-    output array (the one given, or a new one).
-    """
-
-    ptx: str
     name: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
+    shared_memory: int
+    arguments: tuple[str, ...]
+
+
+@dataclass
+class Kernel:
+    """A compiled function ready to launch: PTX, its kernels in launch order (one,
+    or a split reduction's two), and the function's parameters.
+
+    Call it with the arrays in the order of `parameters` (or by name); it returns the
+    output array (the one given, or a new one). Workspaces (a split reduction's
+    partial sums) are not arguments: the kernel object allocates them on the device
+    once per stream, on first use, and frees them with itself, so concurrent calls
+    on one stream are ordered as CUDA orders them and calls on different streams do
+    not share them.
+    """
+
+    ptx: str
+    launches: list[Launch]
     parameters: list[Parameter]
-    shared_memory: int = 0
-    """Bytes of dynamic shared memory per block."""
+    """Every parameter of the function, the workspaces included."""
     info: dict[str, Any] = field(default_factory=dict)
     """Whatever the compiler recorded: spec, pipeline, resources, IR."""
+    _workspaces: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
+
+    @property
+    def name(self) -> str:
+        """The first kernel's entry point (the one doing the arithmetic)."""
+        return self.launches[0].name
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return self.launches[0].grid
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return self.launches[0].block
+
+    @property
+    def shared_memory(self) -> int:
+        """Bytes of dynamic shared memory per block of the first kernel."""
+        return self.launches[0].shared_memory
+
+    @property
+    def arguments(self) -> list[Parameter]:
+        """The parameters a call passes: all but the workspaces."""
+        return [p for p in self.parameters if not p.workspace]
 
     def signature(self) -> str:
         return ", ".join(
-            f"{p.name}: {'x'.join(map(str, p.shape))}x{p.dtype}"
-            for p in self.parameters
+            f"{p.name}: {'x'.join(map(str, p.shape))}x{p.dtype}" for p in self.arguments
         )
 
     # -- arguments ------------------------------------------------------------------------
@@ -326,10 +366,11 @@ class Kernel:
         Arguments go by position or by name; a missing output is allocated in the
         inputs' kind (`new_output`: numpy if any input is a numpy array).
         """
-        names = [p.name for p in self.parameters]
-        if len(args) > len(self.parameters):
+        parameters = self.arguments
+        names = [p.name for p in parameters]
+        if len(args) > len(parameters):
             raise KernelArgumentError(
-                f"kernel {self.name} takes {len(self.parameters)} arrays "
+                f"kernel {self.name} takes {len(parameters)} arrays "
                 f"({self.signature()}), {len(args)} were given"
             )
         values: dict[str, Any] = dict(zip(names, args, strict=False))
@@ -347,7 +388,7 @@ class Kernel:
         if like is None and given:
             like = given[0]
         checked: list[_Argument] = []
-        for p in self.parameters:
+        for p in parameters:
             if values.get(p.name) is None:
                 if not p.output:
                     raise KernelArgumentError(
@@ -362,29 +403,62 @@ class Kernel:
     # -- launching ----------------------------------------------------------------------
 
     @cached_property
-    def function(self):
-        """The loaded kernel (numba's wrapper of a cuda.core kernel)."""
+    def functions(self) -> dict[str, Any]:
+        """The loaded kernels by name (numba's wrappers of cuda.core kernels)."""
         require_gpu()
         from numba import cuda
 
         module = cuda.current_context().create_module_ptx(self.ptx)
-        function = module.get_function(self.name)
-        if self.shared_memory > DEFAULT_SHARED_PER_BLOCK:
-            limit = _shared_memory_limit()
-            if limit is not None and self.shared_memory > limit:
-                raise SharedMemoryError(
-                    f"kernel {self.name} needs {self.shared_memory} bytes of shared "
-                    f"memory per block; this GPU gives a block at most {limit}"
+        loaded = {}
+        for launch in self.launches:
+            function = module.get_function(launch.name)
+            if launch.shared_memory > DEFAULT_SHARED_PER_BLOCK:
+                limit = _shared_memory_limit()
+                if limit is not None and launch.shared_memory > limit:
+                    raise SharedMemoryError(
+                        f"kernel {launch.name} needs {launch.shared_memory} bytes of "
+                        f"shared memory per block; this GPU gives a block at most "
+                        f"{limit}"
+                    )
+                _allow_dynamic_shared_memory(function, launch.shared_memory)
+            loaded[launch.name] = function
+        return loaded
+
+    @property
+    def function(self):
+        """The first kernel, loaded."""
+        return self.functions[self.name]
+
+    def workspaces(self, stream: Any = None) -> dict[str, Any]:
+        """The device buffers of the workspaces for `stream`, allocated once."""
+        key = id(stream) if stream is not None else 0
+        if key not in self._workspaces:
+            from numba import cuda
+
+            self._workspaces[key] = {
+                p.name: cuda.device_array(
+                    p.shape, np.uint16 if p.dtype == BFLOAT16 else p.dtype
                 )
-            _allow_dynamic_shared_memory(function, self.shared_memory)
-        return function
+                for p in self.parameters
+                if p.workspace
+            }
+        return self._workspaces[key]
 
     def launch(self, arguments: Sequence[_Argument], stream: Any = None) -> None:
-        """Launch on checked arguments already on the device (asynchronously)."""
-        pointers = [np.uint64(a.span[0]) for a in arguments]
-        _launch(
-            self.function, self.grid, self.block, self.shared_memory, pointers, stream
-        )
+        """Launch every kernel in order on checked arguments already on the device
+        (asynchronously; the workspaces are the kernel object's)."""
+        pointers = {a.parameter.name: a.span[0] for a in arguments}
+        for name, buffer in self.workspaces(stream).items():
+            pointers[name] = buffer.__cuda_array_interface__["data"][0]
+        for launch in self.launches:
+            _launch(
+                self.functions[launch.name],
+                launch.grid,
+                launch.block,
+                launch.shared_memory,
+                [np.uint64(pointers[a]) for a in launch.arguments],
+                stream,
+            )
 
     def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
         """Check the arguments, run the kernel, return the output array."""

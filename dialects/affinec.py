@@ -26,6 +26,9 @@ Attribute names that passes read and write:
 - `affinec.spec` on the module: the spec the frontend built it from, so a checker can
   rebuild the float64 reference (`read_spec`).
 - `affinec.launch` on a kernel function: its launch record (`LaunchRecord`).
+- `affinec.splits` on an `affine.parallel`: its leading dimension is the split of
+  its reduction (`affinec-split-reduction`); `affinec.workspace` on a function's
+  argument: a buffer the caller provides for the kernels' partial results.
 """
 
 from __future__ import annotations
@@ -105,6 +108,41 @@ INDEX_BITWIDTH = "affinec.index_bitwidth"
 """Integer attribute on a kernel `gpu.func`: the width its `index` values may be
 lowered to (`affinec-narrow-indices` proves 32 where it can;
 `convert-gpu-to-nvvm{index-bitwidth=0}` follows it, 64 without)."""
+
+SPLITS = "affinec.splits"
+"""Integer attribute on the `affine.parallel` of partial sums that
+`affinec-split-reduction` makes: how many splits its leading dimension counts.
+`affine-loop-tile` tiles that dimension by 1 (one split a block) and the others by
+its `tile-sizes`, as it tiles the band that combines the splits."""
+
+def split_count(module: Operation) -> int:
+    """How many partial sums `module`'s reduction is split into (1: unsplit)."""
+    for op in module.walk():
+        attr = op.attributes.get(SPLITS)
+        if isinstance(attr, IntegerAttr):
+            return attr.value.data
+    return 1
+
+
+WORKSPACE = "affinec.workspace"
+"""Unit attribute on a function argument (`func.func`'s `arg_attrs`): a buffer of
+intermediate results, not an input or the output — the split reduction's partial
+sums. Whoever runs the function provides it, uninitialized (the interpreter's
+checker and the runtime allocate it; `workspace_types` lists them)."""
+
+
+def workspace_types(fn: Operation) -> list[MemRefType]:
+    """The types of `fn`'s workspace arguments (`WORKSPACE`), which come last."""
+    attrs = fn.properties.get("arg_attrs") or fn.attributes.get("arg_attrs")
+    if not isinstance(attrs, ArrayAttr):
+        return []
+    args = fn.regions[0].blocks[0].args if fn.regions[0].blocks else ()
+    return [
+        a.type  # pyright: ignore[reportReturnType]
+        for a, d in zip(args, attrs.data, strict=False)
+        if isinstance(d, DictionaryAttr) and WORKSPACE in d.data
+    ]
+
 
 SPEC = "affinec.spec"
 """Module attribute recording the spec the frontend built the module from, as the

@@ -76,6 +76,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return AffinecPadChannels
 
+    def _affinec_split_reduction():
+        from affinec.passes.affinec_split_reduction import AffinecSplitReduction
+
+        return AffinecSplitReduction
+
     def _affinec_lower_linalg():
         from affinec.passes.affinec_lower_linalg import AffinecLowerLinalg
 
@@ -161,6 +166,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-mma-sync": _affinec_mma_sync,
         "affinec-narrow-indices": _affinec_narrow_indices,
         "affinec-pad-channels": _affinec_pad_channels,
+        "affinec-split-reduction": _affinec_split_reduction,
         "affinec-lower-linalg": _affinec_lower_linalg,
         "affinec-plan-shared-memory": _affinec_plan_shared_memory,
         "affinec-stage-output": _affinec_stage_output,

@@ -67,7 +67,10 @@ Options (for an `affine.for` band, see MLIR: `tile-size` for every loop, `tile-s
 per loop, filled with 4, else the `cache-size` model; `separate`):
 - `tile-sizes`: the block's extent along each parallel dimension (outermost first).
   Missing trailing sizes are 1 (the dimension goes to the grid); a size above the
-  extent is the extent. Default: about 256 iterations per block, filled from the
+  extent is the extent. A band of partial sums (`affinec.splits`, made by
+  `affinec-split-reduction`) takes them for the dimensions after its leading split
+  dimension, which is tiled by 1 (one split a block), as the band that combines
+  the splits takes them for its dimensions. Default: about 256 iterations per block, filled from the
   innermost (contiguous) output dimension outwards, at most 16 along the two innermost.
 - `reduction-tile-sizes`: the tile along each reduction dimension. Missing trailing
   sizes, and sizes at or above the extent, are the whole extent (one tile, which keeps
@@ -102,7 +105,7 @@ from xdsl.passes import ModulePass
 from affinec.context import require_affinec_dialects
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
-from affinec.dialects.affinec import BLOCK, GRID, MAPPING
+from affinec.dialects.affinec import BLOCK, GRID, MAPPING, SPLITS
 from affinec.transforms.affine.analysis import (
     body_ops,
     constant_trip_extent,
@@ -125,7 +128,11 @@ from affinec.transforms.affine.mlir_tiling import (
     tile_band_like_mlir,
     tileable_bands,
 )
-from affinec.transforms.affine.tiling import tile_band, tile_parallel
+from affinec.transforms.affine.tiling import (
+    drop_leading_unit_dimension,
+    tile_band,
+    tile_parallel,
+)
 from affinec.transforms.affine.versioning import peel_last_iteration, version_full_tiles
 from affinec.transforms.mapped_bands import naive_parallels
 
@@ -190,6 +197,14 @@ class AffineLoopTilePass(ModulePass):
         bands = [b for b in tileable_bands(op) if not mlir_skips(b)]
         self._check_options(op, parallels, tileable_bands(op))
         plans = [self._plan(p) for p in parallels]
+        if self.reduction_tile_sizes and plans and not any(p.bands for p in plans):
+            # (a band without reductions beside one with, such as the band that
+            # combines a split reduction's partial sums, takes none)
+            raise PassError(
+                parallels[0],
+                f"has no reduction loops, but reduction-tile-sizes="
+                f"{_text(self.reduction_tile_sizes)} was given",
+            )
         for_plans = [(band, self._plan_for_band(band)) for band in bands]
         for plan in plans:
             self._rewrite(plan)
@@ -249,7 +264,9 @@ class AffineLoopTilePass(ModulePass):
             raise PassError(
                 op, "has reductions; affine-loop-tile takes an affine.parallel without"
             )
-        dims = len(op.induction_variables)
+        # A split band's leading dimension is its split: one a block (SPLITS).
+        split = 1 if SPLITS in op.attributes else 0
+        dims = len(op.induction_variables) - split
         _check_sizes(op, "tile-sizes", self.tile_sizes, dims, "dimensions")
         if bad := non_simple_parallel_dims(op):
             raise PassError(
@@ -261,19 +278,13 @@ class AffineLoopTilePass(ModulePass):
         for iv in op.induction_variables:
             _check_affine_uses(iv, op, "tile-sizes")
         extents = _parallel_extents(op)
-        sizes = self.tile_sizes or default_tile_sizes(extents)
-        sizes = tuple(sizes) + (1,) * (dims - len(sizes))
+        sizes = self.tile_sizes or default_tile_sizes(extents[split:])
+        sizes = (1,) * split + tuple(sizes) + (1,) * (dims - len(sizes))
         sizes = tuple(
             min(t, e) if e else t for t, e in zip(sizes, extents, strict=True)
         )
 
         loops = [s for s in body_ops(op.body.block) if isinstance(s, affine.ForOp)]
-        if self.reduction_tile_sizes and not loops:
-            raise PassError(
-                op,
-                f"has no reduction loops, but reduction-tile-sizes="
-                f"{_text(self.reduction_tile_sizes)} was given",
-            )
         bands = tuple(self._plan_band(perfect_band(loop)) for loop in loops)
         return _Plan(op, sizes, bands)
 
@@ -350,6 +361,8 @@ class AffineLoopTilePass(ModulePass):
             {**plan.parallel.attributes, MAPPING: StringAttr(GRID)},
             {MAPPING: StringAttr(BLOCK)},
         )
+        if SPLITS in plan.parallel.attributes:
+            inner = drop_leading_unit_dimension(inner)
         if self.separate:
             version_full_tiles(inner)
 

@@ -51,6 +51,7 @@ from affinec.diagnostics import PassError
 from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.gpu.bands import analyze_grid, grid_parallels, require_placed
 from affinec.transforms.gpu.shared_memory_hazards import check_shared_memory_hazards
+from affinec.transforms.gpu.thread_plan import accumulator_phases
 from affinec.transforms.gpu.threads import (
     MAX_UNROLLED_STEPS,
     check_threads_per_block,
@@ -98,14 +99,17 @@ class AffinecMapThreads(ModulePass):
         grids = grid_parallels(op)
         for g in grids:
             check_threads_per_block(g, self.threads_per_block)
+        analyses = [analyze_grid(g) for g in grids]
+        # A grid band without an accumulator beside one with (the band that adds a
+        # split reduction's partial sums) shares its iterations out in turns.
+        tiled = [bool(accumulator_phases(a)) for a in analyses]
         work = []
-        for g in grids:
-            analysis = analyze_grid(g)
+        for analysis, accumulates in zip(analyses, tiled, strict=True):
             require_placed(analysis, self.name)
             plan = plan_threads(
                 analysis,
                 self.threads_per_block,
-                self.register_tile,
+                self.register_tile if accumulates or not any(tiled) else (),
                 self.vector_width,
                 self.unroll_steps,
             )

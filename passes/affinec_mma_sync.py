@@ -47,6 +47,7 @@ from affinec.transforms.gpu.mma import (
     rewrite_mma,
 )
 from affinec.transforms.gpu.shared_memory_hazards import check_shared_memory_hazards
+from affinec.transforms.gpu.thread_plan import accumulator_phases
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,13 @@ class AffinecMmaSync(ModulePass):
                 op, f"warp-grid takes two sizes (M, N), got {self.warp_grid}"
             )
         plans = []
-        for g in grid_parallels(op):
+        grids = grid_parallels(op)
+        # A grid band that accumulates nothing beside one that does (the band that
+        # adds a split reduction's partial sums) is no contraction: left as it is.
+        accumulates = [bool(accumulator_phases(analyze_grid(g))) for g in grids]
+        for g, accumulating in zip(grids, accumulates, strict=True):
+            if not accumulating and any(accumulates):
+                continue
             fold_group_dimensions(analyze_grid(g))
             analysis = analyze_grid(g)
             require_placed(analysis, self.name)

@@ -367,3 +367,40 @@ def test_issue_26_more_stages_than_tiles(case):
     spec, knobs = first if case == "first" else second
     for seed in range(5):  # a race shows on some runs only
         _check(spec, np.random.default_rng(seed), config=KernelConfig(**knobs))
+
+
+@pytest.mark.parametrize(
+    ("spec", "splits"),
+    [
+        (
+            ConvSpec(
+                1, 512, 7, 7, 512, 3, 3, padding=1, dtype="f16", layout="nhwc",
+                filter_layout="rsck", epilogue="bias-relu",
+            ),
+            8,
+        ),
+        (ConvSpec(1, 1024, 14, 14, 256, 1, 1, dtype="f16", layout="nhwc",
+                  filter_layout="rsck"), 4),
+        (dataclasses.replace(BASE, c=13, epilogue="bias-relu"), 3),  # SIMT, padded
+        (MatmulSpec(33, 17, 100, dtype="bf16"), 7),
+    ],
+)  # fmt: skip
+def test_split_reductions_match_float64_and_are_deterministic(spec, splits):
+    """Split-K: two kernels and the runtime's workspace; the same bits on every run
+    (no atomics), on fresh inputs each time."""
+    from affinec.compiler import compile_to_ptx
+    from affinec.config import config_for
+    from affinec.runtime import current_arch
+
+    compiled = compile_to_ptx(
+        spec, config_for(spec, splits=splits), arch=current_arch()
+    )
+    assert len(compiled.launches) == 2
+    kernel = compiled.runtime_kernel()
+    for seed in range(3):
+        inputs = random_inputs(spec, np.random.default_rng(seed))
+        first = kernel(*inputs, poisoned_output(spec))
+        again = kernel(*inputs, poisoned_output(spec))
+        assert first.tobytes() == again.tobytes()
+        error = relative_error(first, reference(spec, *inputs))
+        assert error <= TOLERANCE[spec.dtype], f"{spec.to_text()}: {error:.3g}"

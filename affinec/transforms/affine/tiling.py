@@ -219,3 +219,44 @@ def tile_band(
     band[0].detach()
     band[0].erase()
     return tiles, points
+
+
+def drop_leading_unit_dimension(op: affine.ParallelOp) -> affine.ParallelOp:
+    """`op` without its first dimension, which must run from 0 to 1: its variable is
+    0 wherever it was used. A split band's block band (tiled by 1 along the split)
+    so takes the shape of the unsplit one, its dimensions the output's.
+
+        affine.parallel (%sk1, %i1) = (0, 0) to (1, 16) { ... %sk0 + %sk1 ... }
+    becomes
+        affine.parallel (%i1) = (0) to (16) { ... %sk0 ... }
+    """
+    lower, upper = map_slots(op)
+    first_lower, first_upper = (
+        grouped(lower.map.results, op.lower_groups)[0],
+        grouped(upper.map.results, op.upper_groups)[0],
+    )
+    assert first_lower == [AffineExpr.constant(0)], first_lower
+    assert first_upper == [AffineExpr.constant(1)], first_upper
+    lm, um = lower.map, upper.map
+    new = affine.ParallelOp(
+        AffineMap(lm.num_dims, lm.num_symbols, lm.results[1:]),
+        op.lower_groups[1:],
+        AffineMap(um.num_dims, um.num_symbols, um.results[1:]),
+        op.upper_groups[1:],
+        fresh_block(op.induction_variables[1:]),
+        lower_operands=lower.operands,
+        upper_operands=upper.operands,
+        steps=op.step_values[1:],
+    )
+    new.attributes = dict(op.attributes)
+    new.location = op.location
+    substitute(op.induction_variables[0], AffineExpr.constant(0), [])
+    for old, iv in zip(op.induction_variables[1:], new.body.block.args, strict=True):
+        old.replace_all_uses_with(iv)
+    move_ops(list(op.body.block.ops), new.body.block)
+    parent = op.parent_block()
+    assert parent is not None
+    parent.insert_op_before(new, op)
+    op.detach()
+    op.erase()
+    return new

@@ -1,0 +1,214 @@
+"""`affinec-split-reduction` (split-K): the partial sums and the band that adds them,
+checked by the interpreter at every level on random specs and configurations; its
+refusals; the two kernels through the compiler, the runtime's parameters and
+ptxas."""
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from affinec.checking import Checker
+from affinec.compiler import compile_to_ptx
+from affinec.config import config_for, split_spec
+from affinec.diagnostics import PassError
+from affinec.dialects.affinec import split_count
+from affinec.frontend import build
+from affinec.passes.affinec_split_reduction import AffinecSplitReduction
+from affinec.pipeline import Pipeline
+from affinec.pipelines import default_passes
+from affinec.ptxas import assemble
+from affinec.spec import ConvSpec, MatmulSpec, OuterSpec
+from affinec.testing import conv_specs, kernel_configs, matmul_specs
+
+
+def _channels(spec) -> int:
+    return spec.c // spec.groups if isinstance(spec, ConvSpec) else spec.k
+
+
+def _split(spec, splits: int):
+    module = build(spec)
+    Pipeline([AffinecSplitReduction(splits=splits)]).run(module)
+    return module
+
+
+splittable = st.one_of(conv_specs(), matmul_specs())
+
+
+@given(spec=splittable, data=st.data())
+@settings(max_examples=40, deadline=None)
+def test_the_partial_sums_add_up_to_the_contraction(spec, data):
+    """Any split count up to the channels, dividing them or not: within the dtype's
+    tolerance of float64, and one split bit-identical to none."""
+    splits = data.draw(st.integers(1, min(_channels(spec), 6)))
+    checker = Checker(spec, seed=data.draw(st.integers(0, 99)))
+    assert checker.check("naive", build(spec)).ok
+    result = checker.check("split", _split(spec, splits), reorders=splits > 1)
+    assert result.ok, result.message
+    if splits == 1:
+        assert result.versus == "bit-identical"
+
+
+@given(spec=splittable, data=st.data())
+@settings(max_examples=25, deadline=None)
+def test_split_kernels_are_checked_at_every_level(spec, data):
+    """The tuner's configurations with a split: the two kernels interpreted after
+    every pass down to the llvm level (partial tiles, epilogues, both routes)."""
+    splits = data.draw(st.integers(2, min(max(_channels(spec), 2), 4)))
+    if _channels(spec) < splits:
+        splits = 1
+    config = dataclasses.replace(
+        data.draw(kernel_configs(split_spec(spec, splits) if splits > 1 else spec)),
+        splits=splits,
+    )
+    module = build(spec)
+    Pipeline(default_passes(config)).run(module, check=True)
+
+
+def test_one_split_is_the_unsplit_result_bit_for_bit_through_the_gpu_level():
+    spec = ConvSpec(
+        1,
+        20,
+        6,
+        6,
+        16,
+        3,
+        3,
+        padding=1,
+        dtype="f16",
+        layout="nhwc",
+        filter_layout="rsck",
+        epilogue="bias-relu",
+    )
+    checker = Checker(spec)
+    unsplit, split = build(spec), _split(spec, 1)
+    config = config_for(spec)
+    Pipeline(default_passes(config)).run(unsplit)
+    Pipeline(default_passes(config)).run(split)
+    assert checker.check("unsplit", unsplit).ok
+    assert checker.check("split once", split).versus == "bit-identical"
+
+
+def test_the_ir_of_a_split():
+    module = _split(MatmulSpec(4, 6, 10, epilogue="relu"), 3)
+    text = str(module)
+    assert "%partials: memref<3x4x6xf32> {affinec.workspace}" in text
+    assert "affine.for %p = 0 to 4" in text  # 10 channels padded to 12, 4 a split
+    assert "affinec.padded_load %A[%i, %sk * 4 + %p]" in text
+    assert "{affinec.splits = 3 : i64}" in text
+    assert text.count("arith.maximumf") == 1  # the epilogue once, after the sum
+    assert split_count(module) == 3
+
+
+@pytest.mark.parametrize(
+    ("spec", "splits", "message"),
+    [
+        (MatmulSpec(4, 4, 8), 0, "splits must be between 1 and 64, got 0"),
+        (MatmulSpec(4, 4, 80), 65, "splits must be between 1 and 64, got 65"),
+        (MatmulSpec(4, 4, 3), 4, "splits=4 needs at least 4 iterations"),
+        (OuterSpec(4, 4), 2, "a outer has no reduction to split"),
+        (
+            ConvSpec(
+                1, 8, 4, 4, 8, 1, 1, groups=2, layout="nhwc", filter_layout="rsck"
+            ),
+            3,
+            "cannot be padded",
+        ),
+    ],
+)
+def test_a_split_that_cannot_work_is_refused(spec, splits, message):
+    with pytest.raises(PassError, match=message):
+        _split(spec, splits)
+
+
+def test_a_split_module_is_not_split_again_nor_after_tiling():
+    spec = MatmulSpec(4, 4, 8)
+    module = _split(spec, 2)
+    with pytest.raises(PassError, match="is already split"):
+        Pipeline([AffinecSplitReduction(splits=2)]).run(module)
+    tiled = build(spec)
+    Pipeline(default_passes(config_for(spec))[:1]).run(tiled)
+    with pytest.raises(PassError, match="before affine-loop-tile"):
+        Pipeline([AffinecSplitReduction(splits=2)]).run(tiled)
+
+
+def test_affinec_default_after_a_split_configures_for_it():
+    spec = ConvSpec(
+        1,
+        64,
+        7,
+        7,
+        32,
+        3,
+        3,
+        padding=1,
+        dtype="f16",
+        layout="nhwc",
+        filter_layout="rsck",
+    )
+    module = build(spec)
+    pipeline = Pipeline.for_module(
+        "affinec-split-reduction{splits=4},affinec-default", module
+    )
+    names = [p.name for p in pipeline.passes]
+    assert names.count("affinec-split-reduction") == 1
+    tile = pipeline.passes[1]
+    assert tile.reduction_tile_sizes == config_for(spec, splits=4).reduction_tile_sizes
+    # and on a module split already
+    split = _split(spec, 4)
+    again = Pipeline.for_module("affinec-default", split)
+    assert "affinec-split-reduction" not in [p.name for p in again.passes]
+
+
+def test_config_for_a_split_plans_one_splits_channels():
+    spec = ConvSpec(
+        1,
+        512,
+        7,
+        7,
+        512,
+        3,
+        3,
+        padding=1,
+        dtype="f16",
+        layout="nhwc",
+        filter_layout="rsck",
+    )
+    config = config_for(spec, splits=8)
+    assert config.splits == 8 and config.mma
+    assert split_spec(spec, 8).c == 64
+    with pytest.raises(ValueError, match="the reduction has 4 channels a group"):
+        config_for(dataclasses.replace(spec, c=4), splits=8)
+
+
+def test_a_split_compiles_to_two_kernels_and_the_runtime_owns_the_workspace():
+    spec = ConvSpec(
+        1,
+        512,
+        7,
+        7,
+        512,
+        3,
+        3,
+        padding=1,
+        dtype="f16",
+        layout="nhwc",
+        filter_layout="rsck",
+        epilogue="bias-relu",
+    )
+    unsplit = compile_to_ptx(spec, arch="sm_90")
+    for arch in ("sm_80", "sm_90"):
+        compiled = compile_to_ptx(spec, config_for(spec, splits=8), arch=arch)
+        first, second = compiled.launches
+        assert first.grid[0] == 8 * unsplit.launch.grid[0]  # eight times the blocks
+        assert [a.name for a in first.arguments] == ["input", "filter", "partials"]
+        assert first.outputs == ("partials",) and second.outputs == ("output",)
+        resources = assemble(compiled.ptx, arch)
+        assert set(resources) == {first.kernel, second.kernel}
+        assert all(r.spill_stores == 0 for r in resources.values())
+    kernel = compiled.runtime_kernel()
+    assert [p.name for p in kernel.arguments] == ["input", "filter", "bias", "output"]
+    assert [p.name for p in kernel.parameters if p.workspace] == ["partials"]
+    assert [launch.name for launch in kernel.launches] == [first.kernel, second.kernel]
+    assert "partials" not in kernel.signature()
