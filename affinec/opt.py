@@ -498,7 +498,7 @@ def list_passes(out: IO[str]) -> None:
         _describe_pass(ours[name](), out)
     print("\nnamed pipelines:", file=out)
     for name, named in sorted(NAMED_PIPELINES.items()):
-        text = pipeline_text(named.build(None))
+        text = pipeline_text(named.build(None, 1))
         print(f"  {name}: {named.summary}\n      = {text}", file=out)
     others = sorted(set(available_passes()) - set(ours))
     print(f"\nxDSL passes (also available): {', '.join(others)}", file=out)

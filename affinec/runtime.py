@@ -330,6 +330,20 @@ class Kernel:
     """Whatever the compiler recorded: spec, pipeline, resources, IR."""
     _workspaces: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
 
+    @classmethod
+    def single(
+        cls,
+        ptx: str,
+        name: str,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        parameters: list[Parameter],
+        shared_memory: int = 0,
+    ) -> Kernel:
+        """One kernel `name` of `ptx` taking `parameters` in their order."""
+        arguments = tuple(p.name for p in parameters)
+        return cls(ptx, [Launch(name, grid, block, shared_memory, arguments)], parameters)
+
     @property
     def name(self) -> str:
         """The first kernel's entry point (the one doing the arithmetic)."""

@@ -435,7 +435,7 @@ def test_bf16_kernels_assemble_for_sm80_and_sm90(spec, arch):
 
 
 def _bf16_kernel() -> Kernel:
-    return Kernel(
+    return Kernel.single(
         ptx="",
         name="k",
         grid=(1, 1, 1),
@@ -507,7 +507,7 @@ def test_torch_bfloat16_tensors_are_accepted_whatever_their_typestr(typestr):
     ],
 )
 def test_wrong_dtypes_are_named(kernel_dtype, argument, message):
-    kernel = Kernel(
+    kernel = Kernel.single(
         ptx="",
         name="k",
         grid=(1, 1, 1),

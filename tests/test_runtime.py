@@ -105,7 +105,7 @@ F32 = np.dtype(np.float32)
 
 
 def scale_kernel() -> Kernel:
-    return Kernel(
+    return Kernel.single(
         ptx=SCALE_PTX,
         name="scale",
         grid=(8, 1, 1),
@@ -249,7 +249,7 @@ def test_host_memory_posing_as_device_memory_is_refused():
 
 @pytest.mark.gpu
 def test_more_than_48_kib_of_dynamic_shared_memory():
-    kernel = Kernel(
+    kernel = Kernel.single(
         ptx=SHARED_PTX,
         name="stage",
         grid=(4, 1, 1),

@@ -212,3 +212,22 @@ def test_a_split_compiles_to_two_kernels_and_the_runtime_owns_the_workspace():
     assert [p.name for p in kernel.parameters if p.workspace] == ["partials"]
     assert [launch.name for launch in kernel.launches] == [first.kernel, second.kernel]
     assert "partials" not in kernel.signature()
+
+
+def test_the_tuners_space_tries_splits_where_blocks_are_few():
+    from affinec.tuning.problem import geometry, problem_of
+    from affinec.tuning.space import search_space
+
+    deep = ConvSpec(
+        1, 512, 7, 7, 512, 3, 3, padding=1, dtype="f16", layout="nhwc",
+        filter_layout="rsck",
+    )  # fmt: skip
+    wide = dataclasses.replace(deep, n=32, c=64, h=56, w=56, k=64)
+    splits = {c.config.splits for c in search_space(deep).candidates}
+    assert splits - {1}, "a layer of 8 blocks gets split candidates"
+    problem = problem_of(deep)
+    for c in search_space(deep).candidates:
+        # the model counts the split's blocks and one split's reduction
+        g = geometry(problem, c.config)
+        assert g.reduction_extents[-1] == -(-512 // c.config.splits)
+    assert {c.config.splits for c in search_space(wide).candidates} == {1}

@@ -288,6 +288,12 @@ def predict(
         * 1e3,
         "dram": problem.dram_bytes() / machine.dram_bytes_per_s * 1e3,
     }
+    if config.splits > 1:
+        # The partial sums go out and back in f32, and a second kernel adds them.
+        outputs = math.prod(problem.extents)
+        partials = 2 * config.splits * outputs * 4 + outputs * problem.element_bytes
+        terms["dram"] += partials / machine.dram_bytes_per_s * 1e3
+        terms["dram"] += machine.launch_seconds * 1e3
     bound = max(terms, key=lambda k: terms[k])
     if bound == "multiprocessors":
         bound = step.bound
@@ -307,7 +313,7 @@ def _work(problem: Problem, g: Geometry) -> int:
     MMAs (rows, columns, and a channel step padded to 16)."""
     depth = math.prod(
         ceil_div(e, t) * t
-        for e, t in zip(problem.reduction_extents, g.reduction_tiles, strict=True)
+        for e, t in zip(g.reduction_extents, g.reduction_tiles, strict=True)
     )
     if g.route == "mma":
         rows = g.mma_tiles[0] * MMA_M * g.warps[0]

@@ -12,7 +12,7 @@ milliseconds.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from affinec.chips import MMA_SHAPES, WARP_SIZE
 from affinec.config import (
@@ -128,6 +128,8 @@ class Geometry:
     (no shared memory)."""
     tiles: tuple[int, ...]
     """The block tile along each output dimension (clamped to the extents)."""
+    reduction_extents: tuple[int, ...]
+    """The reduction a block performs: the problem's, or one split's."""
     reduction_tiles: tuple[int, ...]
     blocks: int
     block_pixels: int
@@ -208,9 +210,23 @@ def reduction_tiles_of(problem: Problem, config: KernelConfig) -> tuple[int, ...
     return tuple(min(t, e) for t, e in zip(sizes, extents, strict=True))
 
 
+def split_problem(problem: Problem, splits: int) -> Problem:
+    """What one of `splits` splits of `problem`'s channel reduction computes (the
+    channels rounded up, as `affinec-split-reduction` pads them)."""
+    if splits == 1:
+        return problem
+    extents = list(problem.reduction_extents)
+    extents[problem.reduction_channel] = ceil_div(
+        extents[problem.reduction_channel], splits
+    )
+    return replace(problem, reduction_extents=tuple(extents))
+
+
 def geometry(problem: Problem, config: KernelConfig) -> Geometry:
     """The geometry of `config` on `problem` (ValueError for a tile size that does not
-    fit the problem: the passes would refuse it too)."""
+    fit the problem: the passes would refuse it too). With `splits`, a block's
+    reduction is one split's and the grid has `splits` times the blocks."""
+    problem = split_problem(problem, config.splits)
     extents = problem.extents
     if not config.tile_sizes:
         raise ValueError("the tuner's configurations give tile sizes")
@@ -224,6 +240,7 @@ def geometry(problem: Problem, config: KernelConfig) -> Geometry:
         raise ValueError(f"tile sizes must be positive, got {config.tile_sizes}")
     rtiles = reduction_tiles_of(problem, config)
     blocks = math.prod(ceil_div(e, t) for e, t in zip(extents, tiles, strict=True))
+    blocks *= config.splits
     steps = math.prod(
         ceil_div(e, t) for e, t in zip(problem.reduction_extents, rtiles, strict=True)
     )
@@ -254,6 +271,7 @@ def geometry(problem: Problem, config: KernelConfig) -> Geometry:
     return Geometry(
         route=route,
         tiles=tiles,
+        reduction_extents=problem.reduction_extents,
         reduction_tiles=rtiles,
         blocks=blocks,
         block_pixels=block_pixels,

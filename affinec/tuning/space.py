@@ -54,7 +54,7 @@ from affinec.config import (
     tensor_cores_take,
 )
 from affinec.spec import ConvSpec, Spec
-from affinec.tuning.cost import Prediction, predict
+from affinec.tuning.cost import H100, Prediction, predict
 from affinec.tuning.problem import (
     MMA_M,
     MMA_N,
@@ -63,6 +63,7 @@ from affinec.tuning.problem import (
     dma_copies,
     geometry,
     problem_of,
+    split_problem,
     tile_efficiency,
 )
 
@@ -166,6 +167,16 @@ def search_space(
         )
     elif spec.dtype != "f32" and baseline.coalesce_reduction:
         generators["mma"] = _mma_configs(problem, coalesced=True)
+    for splits in _split_counts(problem, baseline):
+        # Few blocks: the baseline's route over one split's channels, S times the
+        # blocks (a padded or coalesced route keeps to its few channels unsplit).
+        route = "mma" if baseline.mma else "simt"
+        if baseline.pad_channels > 1 or baseline.coalesce_reduction:
+            break
+        one = split_problem(problem, splits)
+        made = _mma_configs(one) if baseline.mma else _simt_configs(one)
+        generators[f"{route}/{splits}"] = (replace(c, splits=splits) for c in made)
+    routes.update({r: [] for r in generators if r not in routes})
     for route, configs in generators.items():
         for config in configs:
             considered += 1
@@ -176,12 +187,14 @@ def search_space(
             estimate = predict(problem, config, g=g)
             if estimate.feasible:
                 routes[route].append((config, estimate))
+    mma = [ce for r, scored in routes.items() if r.startswith("mma") for ce in scored]
+    simt = [ce for r, scored in routes.items() if r.startswith("simt") for ce in scored]
     budget = max_candidates
-    mma_quota = round(budget * MMA_SHARE) if routes["mma"] else 0
-    chosen_mma = _choose(problem, routes["mma"], mma_quota)
-    chosen = chosen_mma + _choose(problem, routes["simt"], budget - len(chosen_mma))
+    mma_quota = round(budget * MMA_SHARE) if mma else 0
+    chosen_mma = _choose(problem, mma, mma_quota)
+    chosen = chosen_mma + _choose(problem, simt, budget - len(chosen_mma))
     if len(chosen) < budget:  # the SIMT route had fewer: give the rest back
-        chosen += _choose(problem, routes["mma"], budget - len(chosen), skip=chosen)
+        chosen += _choose(problem, mma, budget - len(chosen), skip=chosen)
     candidates = [Candidate(baseline, "baseline", predict(problem, baseline))]
     candidates += [
         Candidate(c, "space", e)
@@ -191,22 +204,49 @@ def search_space(
     return Space(spec, tuple(candidates), considered, over)
 
 
+SPLITS = (2, 4, 8, 16)
+"""Split counts the space may try (`affinec-split-reduction`) for a spec whose
+baseline launches fewer blocks than the chip has multiprocessors: the two largest
+that keep the grid within `MAX_SPLIT_WAVES` of the chip."""
+MAX_SPLIT_WAVES = 1.5
+MIN_SPLIT_CHANNELS = 64
+"""The fewest channels one split keeps: below, its partial sums cost more to write
+and add than the blocks gain."""
+
+
+def _split_counts(problem: Problem, baseline: KernelConfig) -> list[int]:
+    """The split counts worth trying: none for a grid that fills the chip."""
+    blocks = geometry(problem, baseline).blocks
+    if blocks >= H100.multiprocessors:
+        return []
+    channels = problem.reduction_extents[problem.reduction_channel]
+    fit = [
+        s
+        for s in SPLITS
+        if channels // s >= MIN_SPLIT_CHANNELS
+        and blocks * s <= MAX_SPLIT_WAVES * H100.multiprocessors
+    ]
+    return fit[-2:]
+
+
 def _choose(
     problem: Problem,
     scored: list[tuple[KernelConfig, Prediction]],
     quota: int,
     skip: list[tuple[KernelConfig, Prediction]] | None = None,
 ) -> list[tuple[KernelConfig, Prediction]]:
-    """The best `quota` by estimate, at most `PER_BLOCK_TILE` per block tile."""
+    """The best `quota` by estimate, at most `PER_BLOCK_TILE` per block tile (and
+    split count)."""
     taken = {c for c, _ in skip or []}
-    per_tile: Counter[tuple[int, ...]] = Counter(c.tile_sizes for c in taken)
+    per_tile: Counter[tuple] = Counter((c.tile_sizes, c.splits) for c in taken)
     out = []
     for config, estimate in sorted(scored, key=lambda ce: ce[1].ms):
         if len(out) >= quota:
             break
-        if config in taken or per_tile[config.tile_sizes] >= PER_BLOCK_TILE:
+        tile = (config.tile_sizes, config.splits)
+        if config in taken or per_tile[tile] >= PER_BLOCK_TILE:
             continue
-        per_tile[config.tile_sizes] += 1
+        per_tile[tile] += 1
         out.append((config, estimate))
     return out
 
