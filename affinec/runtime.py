@@ -342,7 +342,9 @@ class Kernel:
     ) -> Kernel:
         """One kernel `name` of `ptx` taking `parameters` in their order."""
         arguments = tuple(p.name for p in parameters)
-        return cls(ptx, [Launch(name, grid, block, shared_memory, arguments)], parameters)
+        return cls(
+            ptx, [Launch(name, grid, block, shared_memory, arguments)], parameters
+        )
 
     @property
     def name(self) -> str:

@@ -69,8 +69,9 @@ per loop, filled with 4, else the `cache-size` model; `separate`):
   Missing trailing sizes are 1 (the dimension goes to the grid); a size above the
   extent is the extent. A band of partial sums (`affinec.splits`, made by
   `affinec-split-reduction`) takes them for the dimensions after its leading split
-  dimension, which is tiled by 1 (one split a block), as the band that combines
-  the splits takes them for its dimensions. Default: about 256 iterations per block, filled from the
+  dimension, which is tiled by 1 (one split a block); the band that adds the
+  partial sums, which has no reduction, takes the default (below) instead: it is
+  a copy, and small blocks spread it over the chip. Default: about 256 iterations per block, filled from the
   innermost (contiguous) output dimension outwards, at most 16 along the two innermost.
 - `reduction-tile-sizes`: the tile along each reduction dimension. Missing trailing
   sizes, and sizes at or above the extent, are the whole extent (one tile, which keeps
@@ -196,7 +197,11 @@ class AffineLoopTilePass(ModulePass):
         )
         bands = [b for b in tileable_bands(op) if not mlir_skips(b)]
         self._check_options(op, parallels, tileable_bands(op))
-        plans = [self._plan(p) for p in parallels]
+        reduces = [_has_reduction(p) for p in parallels]
+        plans = [
+            self._plan(p, beside=not r and any(reduces))
+            for p, r in zip(parallels, reduces, strict=True)
+        ]
         if self.reduction_tile_sizes and plans and not any(p.bands for p in plans):
             # (a band without reductions beside one with, such as the band that
             # combines a split reduction's partial sums, takes none)
@@ -259,7 +264,10 @@ class AffineLoopTilePass(ModulePass):
 
     # -- checking and planning, before any rewriting ----------------------------------
 
-    def _plan(self, op: affine.ParallelOp) -> _Plan:
+    def _plan(self, op: affine.ParallelOp, beside: bool = False) -> _Plan:
+        """`beside`: a band without reductions beside one with (the band adding a
+        split reduction's partial sums), tiled by the default rule: blocks of about
+        `BLOCK_ITERATIONS` outputs, not the contraction's large ones."""
         if op.res:
             raise PassError(
                 op, "has reductions; affine-loop-tile takes an affine.parallel without"
@@ -278,7 +286,8 @@ class AffineLoopTilePass(ModulePass):
         for iv in op.induction_variables:
             _check_affine_uses(iv, op, "tile-sizes")
         extents = _parallel_extents(op)
-        sizes = self.tile_sizes or default_tile_sizes(extents[split:])
+        given = () if beside else self.tile_sizes
+        sizes = given or default_tile_sizes(extents[split:])
         sizes = (1,) * split + tuple(sizes) + (1,) * (dims - len(sizes))
         sizes = tuple(
             min(t, e) if e else t for t, e in zip(sizes, extents, strict=True)
@@ -365,6 +374,10 @@ class AffineLoopTilePass(ModulePass):
             inner = drop_leading_unit_dimension(inner)
         if self.separate:
             version_full_tiles(inner)
+
+
+def _has_reduction(op: affine.ParallelOp) -> bool:
+    return any(isinstance(s, affine.ForOp) for s in body_ops(op.body.block))
 
 
 def _check_sizes(
