@@ -153,6 +153,11 @@ def config_for(
     blocks are as the spec's, the reduction's steps those of one split."""
     if splits > 1:
         config = config_for(split_spec(spec, splits), tf32=tf32, arch=arch)
+        if config.pad_channels > 1 or config.coalesce_reduction:
+            raise ValueError(
+                f"splits={splits} leaves a split too few channels for the tensor "
+                "cores' k (they would be padded or coalesced): split fewer"
+            )
         return replace(config, splits=splits)
     if tf32 and not tensor_cores_take(spec):
         raise ValueError(

@@ -45,6 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--tuned", action="store_true", help="the tuning cache's configurations"
     )
+    parser.add_argument(
+        "--splits",
+        nargs="+",
+        type=int,
+        default=[],
+        help="also time each layer with its reduction split in N (split-K, "
+        "config_for(spec, splits=N)) and keep the fastest",
+    )
     parser.add_argument("--compile-only", action="store_true")
     parser.add_argument("--json")
     parser.add_argument("--plot")
@@ -70,9 +78,20 @@ def main(argv: list[str] | None = None) -> int:
                     row |= {"registers": r.registers, "spills": r.spill_stores}
                     print(f"{name} {batch:3d} {layer.name:34s} {seconds:5.2f} s "
                           f"{r.registers} regs", flush=True)  # fmt: skip
+                    for splits in args.splits:
+                        try:
+                            config = config_for(layer.spec, splits=splits)
+                        except ValueError:
+                            continue
+                        split = compile_to_ptx(layer.spec, config, arch=arch)
+                        blocks = [launch.grid for launch in split.launches]
+                        print(f"    splits={splits}: grids {blocks}, "
+                              f"{split.resources().registers} regs")  # fmt: skip
                 else:
                     bench = bench_conv(layer.name, layer.spec, compiled=compiled)
+                    bench, splits = _fastest_split(layer, bench, args.splits, arch)
                     row |= {
+                        "splits": splits,
                         "ours_ms": bench.ours_ms,
                         "cudnn_ms": bench.cudnn_ms,
                         "ratio": bench.ratio,
@@ -117,6 +136,25 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         _plot(results, args.plot)
     return 0 if ok else 1
+
+
+def _fastest_split(layer, unsplit, counts: list[int], arch: str):
+    """The fastest of `unsplit` and the layer with its reduction split in each of
+    `counts` (where the channels allow), and its split count (1: unsplit)."""
+    best, best_splits = unsplit, 1
+    for splits in counts:
+        try:
+            config = config_for(layer.spec, splits=splits)
+        except ValueError:
+            continue  # fewer channels than splits
+        compiled = compile_to_ptx(layer.spec, config, arch=arch)
+        bench = bench_conv(layer.name, layer.spec, compiled=compiled)
+        print(f"    splits={splits}: {bench.ours_ms} ms {bench.note}", flush=True)
+        if bench.ours_ms is not None and (
+            best.ours_ms is None or bench.ours_ms < best.ours_ms
+        ):
+            best, best_splits = bench, splits
+    return best, best_splits
 
 
 def _plot(results: list[dict], path: str) -> None:

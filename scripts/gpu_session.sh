@@ -14,7 +14,11 @@
 #   profile   ncu sections (speed of light, occupancy, stalls) for our kernels
 #   sanitize  compute-sanitizer memcheck and racecheck over a GPU test subset
 #   differential  random specs x the tuner's configurations against float64
-#   networks  ResNet-50 and VGG-16 convolutions at batch 1 and 32 against cuDNN
+#   networks  ResNet-50, VGG-16 and MobileNetV2 convolutions at batch 1 and 32
+#             against cuDNN
+#   splits    ResNet-50 at batch 1 and 32 with split-K tried on every layer (2, 4, 8)
+#   models    ResNet-50 and MobileNetV2 as torch models through affinec.torch.convert
+#             against torch's own, time per forward pass
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/affinec-gpu}
@@ -98,9 +102,21 @@ step_differential() {  # PAIRS random pairs (1200 by default) against float64
 }
 
 step_networks() {
-  run networks 900 $PY benchmarks/networks.py --network resnet50 vgg16 --batch 1 32 \
-    --json "$OUT/networks.json" --plot "$OUT/networks.png"
-  tail -8 "$OUT/networks.log"
+  run networks 900 $PY benchmarks/networks.py --network resnet50 vgg16 mobilenet_v2 \
+    --batch 1 32 --json "$OUT/networks.json" --plot "$OUT/networks.png"
+  tail -9 "$OUT/networks.log"
+}
+
+step_splits() {
+  run splits 900 $PY benchmarks/networks.py --network resnet50 --batch 1 32 \
+    --splits 2 4 8 --json "$OUT/splits.json"
+  tail -5 "$OUT/splits.log"
+}
+
+step_models() {
+  run models 900 $PY benchmarks/torch_models.py --batch 1 32 \
+    --json "$OUT/torch_models.json"
+  tail -6 "$OUT/models.log"
 }
 
 steps=("$@")

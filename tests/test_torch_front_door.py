@@ -1,0 +1,177 @@
+"""`affinec.torch`: the spec of a torch convolution, the fallback to torch where
+affinec does not run, and `convert` on ResNet-50 and MobileNetV2 (batch norms
+folded, activations fused) checked against the models in float64. The GPU cases
+(`make gpu-test`) run the kernels against torch's."""
+
+import dataclasses
+import warnings
+from collections import Counter
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+import affinec.torch as at  # noqa: E402
+from affinec import networks  # noqa: E402
+from affinec.spec import ConvSpec  # noqa: E402
+from affinec.torch_networks import (  # noqa: E402
+    mobilenet_v2,
+    randomize_batch_norms,
+    resnet50,
+)
+
+CL = torch.channels_last
+
+
+def test_the_spec_of_a_torch_convolution():
+    x = torch.empty(2, 8, 9, 11)
+    w = torch.empty(16, 4, 3, 5)
+    spec = at.spec_of(x, w, torch.empty(16), stride=(2, 1), padding=(1, 2), groups=2)
+    assert spec == ConvSpec(
+        2, 8, 9, 11, 16, 3, 5, stride=(2, 1), padding=(1, 2), layout="nchw",
+        filter_layout="kcrs", dtype="f32", epilogue="bias", groups=2,
+    )  # fmt: skip
+    half = x.half().to(memory_format=CL)
+    spec = at.spec_of(half, w.half(), None, padding="same", dilation=2, groups=2,
+                      activation="relu6")  # fmt: skip
+    assert (spec.layout, spec.filter_layout, spec.dtype) == ("nhwc", "rsck", "f16")
+    assert spec.padding == (2, 4) and spec.epilogue == "relu6"
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"x": torch.empty(2, 8, 9, 9, dtype=torch.float64)}, "dtype torch.float64"),
+        ({"w": torch.empty(16, 8, 3, 3, dtype=torch.float16)}, "not the input's dtype"),
+        ({"x": torch.empty(2, 9, 9, 8).permute(0, 3, 2, 1)}, "neither contiguous"),
+        ({"groups": 3}, "groups=3 does not divide"),
+        ({"padding": "same", "stride": 2}, "pads unevenly"),
+        ({"padding": "full"}, "padding='full'"),
+        ({"x": torch.empty(8, 9, 9)}, "input is not a 4-D tensor"),
+        ({"w": torch.empty(16, 8, 3, 3, requires_grad=True)}, "requires grad"),
+        ({"x": torch.empty(1, 8, 2, 2)}, "larger than the padded input"),
+    ],
+)
+def test_what_affinec_does_not_run_is_said(change, reason):
+    args = {"x": torch.empty(2, 8, 9, 9), "w": torch.empty(16, 8, 3, 3)}
+    args.update(change)
+    x, w = args.pop("x"), args.pop("w")
+    with pytest.raises(at.Unsupported, match=reason):
+        at.spec_of(x, w, None, **args)
+
+
+def test_on_the_cpu_conv2d_is_torchs_after_a_warning():
+    x, w, b = torch.randn(2, 8, 9, 9), torch.randn(16, 8, 3, 3), torch.randn(16)
+    with pytest.warns(UserWarning, match="the tensors are on the CPU; running torch"):
+        y = at.conv2d(x, w, b, padding=1)
+    assert torch.equal(y, F.conv2d(x, w, b, padding=1))
+
+
+def test_folding_a_batch_norm_is_exact_in_float64():
+    conv = torch.nn.Conv2d(6, 10, 3, padding=1, bias=True).double()
+    bn = randomize_batch_norms(torch.nn.BatchNorm2d(10)).double().eval()
+    weight, bias = at.fold_batch_norm(conv, bn)
+    x = torch.randn(2, 6, 7, 7, dtype=torch.float64)
+    with torch.no_grad():
+        expected = bn(conv(x))
+    got = F.conv2d(x, weight, bias, padding=1)
+    assert torch.allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def _converted(make):
+    model = randomize_batch_norms(make()).double().eval()
+    fast = at.convert(model)
+    return model, fast
+
+
+@pytest.mark.parametrize(
+    ("make", "convolutions", "fused"),
+    [(resnet50, 53, {"relu": 33, None: 20}), (mobilenet_v2, 52, {"relu6": 35, None: 17})],
+)  # fmt: skip
+def test_a_converted_model_computes_what_the_model_does(make, convolutions, fused):
+    model, fast = _converted(make)
+    layers = at.convolutions(fast)
+    assert len(layers) == convolutions
+    assert Counter(c.activation for c in layers) == fused
+    assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in fast.modules())
+    x = torch.randn(2, 3, 64, 64, dtype=torch.float64)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # on the CPU every convolution is torch's
+        expected, got = model(x), fast(x)
+    assert float((got - expected).norm() / expected.norm()) < 1e-12
+
+
+@pytest.mark.parametrize("name", ["resnet50", "mobilenet_v2"])
+def test_the_torch_models_have_the_networks_convolutions(name):
+    """The specs the converted model's convolutions ask affinec for, at 224×224 in
+    f16 NHWC, are `affinec.networks`' list (epilogues aside)."""
+    make = {"resnet50": resnet50, "mobilenet_v2": mobilenet_v2}[name]
+    fast = at.convert(make())
+    seen: list[ConvSpec] = []
+
+    def record(module, inputs, _output):
+        (x,) = inputs
+        like = torch.empty(x.shape, dtype=torch.float16).to(memory_format=CL)
+        spec = at.spec_of(like, module.weight.half(), None, module.stride,
+                          module.padding, module.dilation, module.groups)  # fmt: skip
+        seen.append(spec)
+
+    for layer in at.convolutions(fast):
+        layer.register_forward_hook(record)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        fast(torch.randn(1, 3, 224, 224))
+    expected = Counter()
+    for layer in networks.network(name, batch=1):
+        expected[layer.spec] += layer.count
+    assert Counter(dataclasses.replace(s, epilogue="none") for s in seen) == expected
+
+
+def test_a_padding_mode_other_than_zeros_is_left_to_torch():
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect")
+    )
+    with pytest.warns(UserWarning, match="pads with 'reflect'; left to torch"):
+        fast = at.convert(model)
+    assert not at.convolutions(fast)
+
+
+# -- on the GPU ----------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_conv2d_on_cuda_tensors_matches_torch(dtype, channels_last):
+    from affinec.reference import TOLERANCE
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(2, 32, 14, 14, device="cuda", dtype=dtype, generator=g)
+    if channels_last:
+        x = x.to(memory_format=CL)
+    w = torch.randn(64, 16, 3, 3, device="cuda", dtype=dtype, generator=g)
+    b = torch.randn(64, device="cuda", dtype=dtype, generator=g)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback
+        y = at.conv2d(x, w, b, stride=2, padding=1, groups=2)
+    expected = F.conv2d(x.double(), w.double(), b.double(), 2, 1, 1, 2)
+    assert y.is_contiguous(
+        memory_format=CL if channels_last else torch.contiguous_format
+    )
+    error = float((y.double() - expected).norm() / expected.norm())
+    assert error <= TOLERANCE[at.DTYPES[dtype]]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("make", [resnet50, mobilenet_v2])
+def test_a_converted_model_runs_on_the_gpu(make):
+    model = randomize_batch_norms(make()).eval().cuda()
+    x = torch.randn(2, 3, 224, 224, device="cuda")
+    with torch.no_grad():
+        expected = model.double()(x.double())
+        fast = at.convert(model.half()).to(memory_format=CL)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = fast(x.half().to(memory_format=CL))
+    assert float((got.double() - expected).norm() / expected.norm()) < 2e-2
