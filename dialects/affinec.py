@@ -115,6 +115,7 @@ SPLITS = "affinec.splits"
 `affine-loop-tile` tiles that dimension by 1 (one split a block) and the others by
 its `tile-sizes`, as it tiles the band that combines the splits."""
 
+
 def split_count(module: Operation) -> int:
     """How many partial sums `module`'s reduction is split into (1: unsplit)."""
     for op in module.walk():

@@ -181,7 +181,10 @@ def test_config_for_a_split_plans_one_splits_channels():
     with pytest.raises(ValueError, match="the reduction has 4 channels a group"):
         config_for(dataclasses.replace(spec, c=4), splits=8)
     with pytest.raises(ValueError, match="too few channels for the tensor cores' k"):
-        config_for(dataclasses.replace(spec, c=3, h=224, w=224, r=7, s=7), splits=2)
+        conv1 = dataclasses.replace(
+            spec, c=3, h=224, w=224, k=64, r=7, s=7, stride=(2, 2), padding=(3, 3)
+        )
+        config_for(conv1, splits=2)
 
 
 def test_a_split_compiles_to_two_kernels_and_the_runtime_owns_the_workspace():
