@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test lint pytest lit gpu-test gpu-sanitize bench clean
+.PHONY: demo test lint pytest lit docs gpu-test gpu-sanitize bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,10 @@ pytest: $(STAMP)
 
 lit: $(STAMP)
 	$(BIN)/lit -sv tests/filecheck
+
+# The API reference from the docstrings, into docs/api (the tests build it too).
+docs: $(STAMP)
+	$(BIN)/python scripts/build_api_docs.py --out docs/api
 
 # On a machine with a CUDA GPU: the tests marked `gpu` (skipped elsewhere). Works
 # without network too (the H100 machines): see scripts/gpu_python.sh.

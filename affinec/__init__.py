@@ -54,7 +54,9 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value  # the next use finds it without this hook
+        return value
     if name in _MODULES:
         return importlib.import_module(f"affinec.{name}")
     raise AttributeError(f"module 'affinec' has no attribute {name!r}")

@@ -20,8 +20,6 @@ epilogue.
 Needs hypothesis (`pip install affinec[testing]`).
 """
 
-from __future__ import annotations
-
 import math
 from collections.abc import Sequence
 
