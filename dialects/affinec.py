@@ -61,7 +61,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from affinec.diagnostics import OpError
+from affinec.diagnostics import OpError, PassError
 from affinec.dialects.affine import AffineLoadBase
 from affinec.spec import Spec, parse_spec
 
@@ -183,6 +183,17 @@ def read_spec(module: Operation, *, required: bool = True) -> Spec | None:
         raise SpecAttributeError(
             f"the module's '{SPEC}' attribute is invalid: {e}"
         ) from None
+
+
+def required_spec(module: Operation, pass_name: str) -> Spec:
+    """The spec recorded on `module`, for a pass that needs it: a `PassError` located
+    at the module when it records none, or one that is not a valid spec."""
+    try:
+        spec = read_spec(module)
+    except SpecAttributeError as e:
+        raise PassError(module, f"{pass_name} needs the module's spec: {e}") from None
+    assert spec is not None
+    return spec
 
 
 def mapping_of(op: Operation) -> str | None:

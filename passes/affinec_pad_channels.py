@@ -24,7 +24,7 @@ from xdsl.passes import ModulePass
 from affinec.context import require_affinec_dialects
 from affinec.contraction import contraction_of
 from affinec.diagnostics import PassError
-from affinec.dialects.affinec import read_spec
+from affinec.dialects.affinec import required_spec
 from affinec.transforms.affine.pad_reduction import channel_loop, pad_loop
 from affinec.transforms.mapped_bands import naive_parallels
 
@@ -47,8 +47,7 @@ class AffinecPadChannels(ModulePass):
             raise PassError(
                 op, f"multiple must be between 1 and 64, got {self.multiple}"
             )
-        spec = read_spec(op)
-        assert spec is not None
+        spec = required_spec(op, self.name)
         names = [n for n, _ in contraction_of(spec).reduction_index]
         depth = next((k for k, n in enumerate(names) if n in CHANNELS), None)
         if depth is None:

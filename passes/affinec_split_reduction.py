@@ -46,7 +46,7 @@ from affinec.context import require_affinec_dialects
 from affinec.contraction import contraction_of
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
-from affinec.dialects.affinec import SPLITS, WORKSPACE, read_spec
+from affinec.dialects.affinec import SPLITS, WORKSPACE, required_spec
 from affinec.transforms.affine.split_reduction import (
     partials_type,
     split_reduction,
@@ -80,8 +80,7 @@ class AffinecSplitReduction(ModulePass):
             raise PassError(
                 op, f"splits must be between 1 and {MAX_SPLITS}, got {self.splits}"
             )
-        spec = read_spec(op)
-        assert spec is not None
+        spec = required_spec(op, self.name)
         names = [n for n, _ in contraction_of(spec).reduction_index]
         depth = next((k for k, n in enumerate(names) if n in CHANNELS), None)
         if depth is None:

@@ -82,6 +82,13 @@ GROUPED_SPEC = ConvSpec(
 """Another on `config_for`'s tensor-core route: a group dimension folded into the
 tiles, a composed epilogue through the staged output, the shared-memory planner."""
 
+SPLIT_SPECS = (
+    (MatmulSpec(m=8, n=8, k=48, dtype="f16", epilogue="relu"), 3),
+    (ConvSpec(1, 6, 4, 4, 3, 3, 3, padding=1, epilogue="bias-relu"), 2),
+)
+"""Split reductions (`affinec-split-reduction`, config_for's configuration for the
+split): two bands, then two kernels, a workspace argument; tensor cores and SIMT."""
+
 TIME_BOUND = 30.0
 """Seconds an input may take before it counts as a hang. Inputs take well under a
 second; the bound is generous for slow, shared CI machines."""
@@ -136,6 +143,8 @@ def seeds() -> tuple[Seed, ...]:
     routes = [(spec, default_passes()) for spec in SEED_SPECS]
     for spec in (TENSOR_CORE_SPEC, GROUPED_SPEC):
         routes.append((spec, default_passes(config_for(spec))))
+    for spec, splits in SPLIT_SPECS:
+        routes.append((spec, default_passes(config_for(spec, splits=splits))))
     return tuple(seed for spec, passes in routes for seed in _seeds(spec, passes))
 
 

@@ -577,3 +577,26 @@ def test_a_grid_bound_past_64_bits(tmp_path):
     assert bad != text
     outcome = run(tmp_path, "affinec-opt", bad, "-p", pipeline_text(passes[1:]))
     assert_error(outcome, "the bounds of a grid-mapped band must be constants")
+
+
+def test_a_reduction_of_two_billion_steps_is_refused_not_followed(tmp_path):
+    """The shared-memory check followed every iteration of the loops holding
+    barriers: a reduction of 0x7FC00000 steps (found by the fuzzer) ran for minutes.
+    It follows at most MAX_TRIPS and refuses past them, at the loop."""
+    from affinec.transforms.gpu.shared_memory_hazards import MAX_TRIPS
+
+    text = str(build(MatmulSpec(m=5, n=4, k=6, epilogue="relu")))
+    bad = text.replace("affine.for %p = 0 to 6", "affine.for %p = 0 to 0x7FC00000")
+    assert bad != text
+    passes = (
+        "affine-loop-tile,affinec-split,affinec-sink,affinec-canonicalize,"
+        "affine-data-copy-generate{generate-dma=true},affinec-place-buffers,"
+        "affinec-insert-barriers"
+    )
+    outcome = run(tmp_path, "affinec-opt", bad, "-p", passes)
+    assert_error(
+        outcome,
+        f"the shared-memory check follows at most {MAX_TRIPS:,} such iterations",
+        line_of(bad, "0x7FC00000"),
+    )
+    assert outcome.seconds < 10

@@ -64,6 +64,12 @@ from affinec.transforms.gpu.bands import is_shared
 
 SYNC = (gpu.BarrierOp, nvgpu.DeviceAsyncCreateGroupOp, nvgpu.DeviceAsyncWaitOp)
 
+MAX_TRIPS = 1 << 14
+"""Iterations of the loops holding barriers, copy groups or waits the check follows
+in all: a kernel's reduction steps number tens to hundreds (ResNet-50's 1x1 of 2048
+channels in steps of 16: 128); past this the check refuses rather than run for
+minutes."""
+
 Span = frozenset[int] | Interval | None
 """The indices of one dimension an access may touch: the values it takes (where they
 could be enumerated), an interval, or None where nothing bounds them."""
@@ -179,6 +185,8 @@ class _Walk:
         """Per leaf: each op in it touching shared memory, its guards within the
         leaf, and the shared buffers it reads and writes."""
         self.phase = 0
+        self.trips = 0
+        """Iterations of structural loops followed so far (at most `MAX_TRIPS`)."""
 
     def run(self, block: Block) -> None:
         self.block(block)
@@ -262,6 +270,15 @@ class _Walk:
                 "enclosing such loops): cannot check the shared-memory hazards",
             )
         iv = op.body.block.args[0]
+        trips = len(range(lower, upper, op.step.value.data))
+        self.trips += trips
+        if self.trips > MAX_TRIPS:
+            raise PassError(
+                op,
+                f"a loop of {trips:,} iterations holding a barrier or an "
+                "asynchronous-copy group or wait: the shared-memory check follows at "
+                f"most {MAX_TRIPS:,} such iterations in a kernel",
+            )
         for value in range(lower, upper, op.step.value.data):
             self.set_known(iv, value)
             self.block(op.body.block)
