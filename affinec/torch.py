@@ -16,9 +16,10 @@ padding other than what it spells, a machine without a GPU — runs
 `torch.nn.functional.conv2d` instead, after a one-line warning saying why.
 
 `convert(model)` traces the model (`torch.fx`), and replaces every `nn.Conv2d` by an
-`AffinecConv2d`, folding a `BatchNorm2d` that follows it into its filter and bias and
-fusing a ReLU or ReLU6 that follows that into the kernel's epilogue (inference
-only: the batch norm's running statistics are folded). Off the GPU the converted
+`AffinecConv2d`, folding a `BatchNorm2d` that follows it into its filter and bias,
+and fusing into the kernel's epilogue an addition that follows (a skip connection:
+the other operand becomes the kernel's residual input) and a ReLU or ReLU6 after
+that (inference only: the batch norm's running statistics are folded). Off the GPU the converted
 model still runs (each convolution falls back to torch with its folded weights), so
 the folding is checked anywhere.
 """
@@ -26,6 +27,7 @@ the folding is checked anywhere.
 from __future__ import annotations
 
 import functools
+import operator
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -73,6 +75,9 @@ def _padding(
     return _pair(padding, "padding")
 
 
+_MEMORY_FORMATS = {"nchw": torch.contiguous_format, "nhwc": torch.channels_last}
+
+
 def _layout(t: torch.Tensor) -> str:
     """`nchw` (contiguous) or `nhwc` (channels_last) for a 4-D tensor."""
     if t.is_contiguous():
@@ -91,15 +96,17 @@ def spec_of(
     dilation: int | Sequence[int] = 1,
     groups: int = 1,
     activation: str | None = None,
+    residual: torch.Tensor | None = None,
 ) -> ConvSpec:
-    """The spec affinec compiles for `F.conv2d(input, weight, bias, ...)` followed by
+    """The spec affinec compiles for `F.conv2d(input, weight, bias, ...)`, plus
+    `residual` (a tensor of the output's shape and memory format) where given, then
     `activation` (None, `relu`, `relu6`); `Unsupported` says why there is none."""
     for name, t in (("input", input), ("weight", weight)):
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
             raise Unsupported(f"{name} is not a 4-D tensor")
     if input.dtype not in DTYPES:
         raise Unsupported(f"dtype {input.dtype}")
-    for name, t in (("weight", weight), ("bias", bias)):
+    for name, t in (("weight", weight), ("bias", bias), ("residual", residual)):
         if t is not None and (t.dtype != input.dtype or t.device != input.device):
             raise Unsupported(f"the {name} is not the input's dtype and device")
     if input.requires_grad or weight.requires_grad:
@@ -111,11 +118,13 @@ def spec_of(
     if groups < 1 or c != per_group * groups or k % groups:
         raise Unsupported(f"groups={groups} does not divide the channels")
     stride_, dilation_ = _pair(stride, "stride"), _pair(dilation, "dilation")
-    steps = (("bias",) if bias is not None else ()) + (
-        (activation,) if activation else ()
+    steps = (
+        *(("bias",) if bias is not None else ()),
+        *(("residual",) if residual is not None else ()),
+        *((activation,) if activation else ()),
     )
     try:
-        return ConvSpec(
+        spec = ConvSpec(
             n, c, h, w, k, r, s,
             stride=stride_,
             padding=_padding(padding, stride_, dilation_, (r, s)),
@@ -128,6 +137,13 @@ def spec_of(
         )  # fmt: skip
     except ValueError as e:  # a shape the spec refuses (an empty output, ...)
         raise Unsupported(str(e)) from None
+    if residual is not None:
+        shape = (n, k, spec.out_h, spec.out_w)
+        if tuple(residual.shape) != shape or residual.dim() != 4:
+            raise Unsupported(f"the residual is not of the output's shape {shape}")
+        if not residual.is_contiguous(memory_format=_MEMORY_FORMATS[layout]):
+            raise Unsupported("the residual is not in the input's memory format")
+    return spec
 
 
 @functools.cache
@@ -156,24 +172,29 @@ def filter_for(weight: torch.Tensor, layout: str) -> torch.Tensor:
 
 
 def _run(
-    spec: ConvSpec, input: torch.Tensor, filter: torch.Tensor, bias: Any
+    spec: ConvSpec,
+    input: torch.Tensor,
+    filter: torch.Tensor,
+    bias: torch.Tensor | None,
+    residual: torch.Tensor | None,
 ) -> torch.Tensor:
     kernel = _kernel(spec, input.device.index or 0)
-    n, k, oh, ow = spec.n, spec.k, spec.out_h, spec.out_w
-    if spec.layout == "nhwc":
-        out = torch.empty(
-            (n, k, oh, ow),
-            dtype=input.dtype,
-            device=input.device,
-            memory_format=torch.channels_last,
-        )
-        arrays = {"input": input.permute(0, 2, 3, 1), "output": out.permute(0, 2, 3, 1)}
-    else:
-        out = torch.empty((n, k, oh, ow), dtype=input.dtype, device=input.device)
-        arrays = {"input": input, "output": out}
-    arrays["filter"] = filter
+    out = torch.empty(
+        (spec.n, spec.k, spec.out_h, spec.out_w),
+        dtype=input.dtype,
+        device=input.device,
+        memory_format=_MEMORY_FORMATS[spec.layout],
+    )
+
+    def as_laid_out(t: torch.Tensor) -> torch.Tensor:
+        """A 4-D tensor as the kernel reads it: its memory order, NHWC or NCHW."""
+        return t.permute(0, 2, 3, 1) if spec.layout == "nhwc" else t
+
+    arrays = {"input": as_laid_out(input), "filter": filter, "output": as_laid_out(out)}
     if bias is not None:
         arrays["bias"] = bias.contiguous()
+    if residual is not None:
+        arrays["residual"] = as_laid_out(residual)
     kernel(**arrays)
     return out
 
@@ -186,9 +207,11 @@ def _fallback(reason: Unsupported) -> None:
 
 
 def _torch_conv(
-    input, weight, bias, stride, padding, dilation, groups, activation
+    input, weight, bias, stride, padding, dilation, groups, activation, residual
 ) -> torch.Tensor:
     out = F.conv2d(input, weight, bias, stride, padding, dilation, groups)
+    if residual is not None:
+        out = out + residual
     if activation == "relu":
         return F.relu(out)
     if activation == "relu6":
@@ -211,21 +234,27 @@ def conv2d(
 
 
 def _conv2d(
-    input, weight, bias, stride, padding, dilation, groups, activation, filter=None
+    input,
+    weight,
+    bias,
+    stride,
+    padding,
+    dilation,
+    groups,
+    activation,
+    residual=None,
+    filter=None,
 ) -> torch.Tensor:
+    args = (input, weight, bias, stride, padding, dilation, groups, activation)
     try:
-        spec = spec_of(
-            input, weight, bias, stride, padding, dilation, groups, activation
-        )
+        spec = spec_of(*args, residual)
         _affinec_runs(input)
     except Unsupported as reason:
         _fallback(reason)
-        return _torch_conv(
-            input, weight, bias, stride, padding, dilation, groups, activation
-        )
+        return _torch_conv(*args, residual)
     if filter is None:
         filter = filter_for(weight, spec.layout)
-    return _run(spec, input, filter, bias)
+    return _run(spec, input, filter, bias, residual)
 
 
 class AffinecConv2d(nn.Module):
@@ -256,7 +285,11 @@ class AffinecConv2d(nn.Module):
             f"activation={self.activation}"
         )
 
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, input: torch.Tensor, residual: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The convolution of `input`, plus `residual` (a fused skip connection:
+        `convert` passes it) before the activation."""
         weight = self.weight.to(input.dtype)
         bias = None if self.bias is None else self.bias.to(input.dtype)
         layout = "nhwc" if _channels_last(input) else "nchw"
@@ -272,6 +305,7 @@ class AffinecConv2d(nn.Module):
             self.dilation,
             self.groups,
             self.activation,
+            residual,
             filter=self._filters[key],
         )
 
@@ -324,6 +358,21 @@ def _activation(node: fx.Node, modules: dict[str, nn.Module]) -> str | None:
     return None
 
 
+_ADD = (operator.add, operator.iadd, torch.add)
+
+
+def _added_to(node: fx.Node, tail: fx.Node) -> fx.Node | None:
+    """The other tensor `node` adds to `tail` (a skip connection), if it is one."""
+    is_add = (node.op == "call_function" and node.target in _ADD) or (
+        node.op == "call_method" and node.target in ("add", "add_")
+    )
+    if not is_add or len(node.args) != 2 or node.kwargs:
+        return None
+    a, b = node.args
+    other = b if a is tail else a if b is tail else None
+    return other if isinstance(other, fx.Node) and other is not tail else None
+
+
 def _only_user(node: fx.Node) -> fx.Node | None:
     users = list(node.users)
     return users[0] if len(users) == 1 else None
@@ -331,8 +380,8 @@ def _only_user(node: fx.Node) -> fx.Node | None:
 
 def convert(model: nn.Module) -> fx.GraphModule:
     """`model` (in eval mode) with every `nn.Conv2d` on affinec: a batch norm that
-    follows one folded into it, a ReLU or ReLU6 after that fused (see the module
-    docstring). A convolution affinec cannot take as such (a padding mode other
+    follows one folded into it, an addition of a skip connection and a ReLU or
+    ReLU6 after that fused (see the module docstring). A convolution affinec cannot take as such (a padding mode other
     than zeros) is left to torch, with a warning."""
     model = model.eval()
     graph_module = fx.symbolic_trace(model)
@@ -364,15 +413,30 @@ def convert(model: nn.Module) -> fx.GraphModule:
             absorbed.append(user)
             tail = user
         user = _only_user(tail)
+        residual = None if user is None else _added_to(user, tail)
+        if residual is not None:
+            absorbed.append(user)
+            tail = user
+        user = _only_user(tail)
         activation = None if user is None else _activation(user, modules)
         if activation is not None:
             absorbed.append(user)
             tail = user
         replacement = AffinecConv2d(conv, weight, bias, activation)
         _set_module(graph_module, str(node.target), replacement)
-        tail.replace_all_uses_with(node)
+        fused = node
+        if residual is not None:
+            # the skip connection is computed after the convolution: the fused
+            # call takes the addition's place
+            with graph_module.graph.inserting_before(absorbed[-1]):
+                fused = graph_module.graph.call_module(
+                    str(node.target), (node.args[0], residual)
+                )
+        tail.replace_all_uses_with(fused)
         for dead in reversed(absorbed):
             graph_module.graph.erase_node(dead)
+        if fused is not node:
+            graph_module.graph.erase_node(node)
     graph_module.graph.lint()
     graph_module.delete_all_unused_submodules()
     graph_module.recompile()

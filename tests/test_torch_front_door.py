@@ -86,14 +86,23 @@ def _converted(make):
 
 
 @pytest.mark.parametrize(
-    ("make", "convolutions", "fused"),
-    [(resnet50, 53, {"relu": 33, None: 20}), (mobilenet_v2, 52, {"relu6": 35, None: 17})],
-)  # fmt: skip
-def test_a_converted_model_computes_what_the_model_does(make, convolutions, fused):
+    ("make", "convolutions", "fused", "residuals"),
+    [
+        (resnet50, 53, {"relu": 49, None: 4}, 16),  # each block's add and ReLU
+        (mobilenet_v2, 52, {"relu6": 35, None: 17}, 10),  # the blocks' additions
+    ],
+)
+def test_a_converted_model_computes_what_the_model_does(
+    make, convolutions, fused, residuals
+):
     model, fast = _converted(make)
     layers = at.convolutions(fast)
     assert len(layers) == convolutions
     assert Counter(c.activation for c in layers) == fused
+    calls = [n for n in fast.graph.nodes if n.op == "call_module"]
+    assert sum(len(n.args) == 2 for n in calls) == residuals
+    assert not any(n.target in ("add", "iadd") or "add" in str(n.target)
+                   for n in fast.graph.nodes if n.op == "call_function")  # fmt: skip
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in fast.modules())
     x = torch.randn(2, 3, 64, 64, dtype=torch.float64)
     with warnings.catch_warnings(), torch.no_grad():
@@ -111,7 +120,7 @@ def test_the_torch_models_have_the_networks_convolutions(name):
     seen: list[ConvSpec] = []
 
     def record(module, inputs, _output):
-        (x,) = inputs
+        x = inputs[0]  # (a fused skip connection's tensor follows)
         like = torch.empty(x.shape, dtype=torch.float16).to(memory_format=CL)
         spec = at.spec_of(like, module.weight.half(), None, module.stride,
                           module.padding, module.dilation, module.groups)  # fmt: skip
@@ -175,3 +184,14 @@ def test_a_converted_model_runs_on_the_gpu(make):
             warnings.simplefilter("error")
             got = fast(x.half().to(memory_format=CL))
     assert float((got.double() - expected).norm() / expected.norm()) < 2e-2
+
+
+def test_a_skip_connection_is_the_kernels_residual_input():
+    x, w = torch.empty(2, 8, 9, 9), torch.empty(16, 8, 3, 3)
+    out = torch.empty(2, 16, 9, 9)
+    spec = at.spec_of(x, w, torch.empty(16), padding=1, activation="relu", residual=out)
+    assert spec.epilogue == "bias,residual,relu"
+    with pytest.raises(at.Unsupported, match="not of the output's shape"):
+        at.spec_of(x, w, None, residual=out)  # unpadded: a 7x7 output
+    with pytest.raises(at.Unsupported, match="not in the input's memory format"):
+        at.spec_of(x, w, None, padding=1, residual=out.to(memory_format=CL))
