@@ -38,7 +38,12 @@ from affinec.cli_flags import (
     config_from_args,
     spec_from_args,
 )
-from affinec.cli_tune import add_tune_arguments, cmd_tune, format_cache
+from affinec.cli_tune import (
+    add_network_arguments,
+    add_tune_arguments,
+    cmd_tune,
+    format_cache,
+)
 from affinec.compiler import compile_to_ptx
 from affinec.context import make_context
 from affinec.diagnostics import format_exception, parse_module, verify
@@ -352,6 +357,11 @@ def build_parser() -> argparse.ArgumentParser:
         sub = tune_kinds.add_parser(kind, help=f"tune a {kind}")
         SPEC_ARGUMENTS[kind](sub)
         add_tune_arguments(sub, given_before=False)
+    add_network_arguments(
+        tune_kinds.add_parser(
+            "network", help="tune every distinct convolution of a network"
+        )
+    )
     tune.set_defaults(run=cmd_tune)
 
     bench = commands.add_parser(

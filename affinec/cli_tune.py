@@ -45,6 +45,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
             "give a spec to tune (affinec tune conv --n ... ) or --list to show "
             "the cache"
         )
+    if args.kind == "network":
+        return _tune_network(args, cache)
     if args.dry_run:
         return _tune_dry_run(args, cache)
     from affinec.runtime import current_arch, require_gpu
@@ -124,6 +126,89 @@ def _tune_dry_run(args: argparse.Namespace, cache) -> int:
         write_log(result, log)
         print(f"log: {log}")
     return 0
+
+
+def add_network_arguments(parser: argparse.ArgumentParser) -> None:
+    """`affinec tune network NAME --batch B`: its own flags, then the tuner's."""
+    from affinec.networks import NETWORKS
+
+    parser.add_argument("name", choices=NETWORKS, help="the network")
+    parser.add_argument("--batch", type=int, default=1, help="images (default 1)")
+    parser.add_argument(
+        "--dtype", choices=("f16", "bf16", "f32"), default="f16", help="(default f16)"
+    )
+    parser.add_argument(
+        "--network-budget-s",
+        type=float,
+        default=300.0,
+        help="wall time for the whole network, shared out equally among the shapes "
+        "still to tune (default 300)",
+    )
+    add_tune_arguments(parser, given_before=False)
+
+
+def _tune_network(args: argparse.Namespace, cache) -> int:
+    """Tune (or, with --dry-run, rank) every distinct convolution of a network, then
+    print each with its count and the network's total."""
+    from affinec.networks import network
+    from affinec.tuning.many import tune_specs
+
+    if args.batch < 1 or args.network_budget_s <= 0:
+        raise UsageError("--batch and --network-budget-s must be positive")
+    layers = network(args.name, args.batch, args.dtype)
+    measurer_for, gpu, arch = None, "", args.arch or "sm_90"
+    if not args.dry_run:
+        from affinec.runtime import current_arch, require_gpu
+        from affinec.tuning import GpuMeasurer
+        from affinec.tuning.measure import gpu_name
+
+        _tune_options(args, args.arch or DEFAULT_ARCH)  # flags checked first
+        require_gpu()
+        arch = args.arch or current_arch()
+        gpu = gpu_name()
+
+        def measurer_for(spec):
+            return GpuMeasurer(spec, args.seed)
+
+    options = _tune_options(args, arch)
+    print(f"{args.name} at batch {args.batch}: {len(layers)} distinct convolutions")
+    results = tune_specs(
+        [layer.spec for layer in layers],
+        options,
+        cache,
+        budget_s=args.network_budget_s,
+        gpu=gpu,
+        measurer_for=measurer_for,
+        force=args.force,
+    )
+    total = baseline = 0.0
+    complete = True
+    print(f"{'layer':<38} {'count':>5} {'outcome':>8} {'ms':>9} {'config_for':>10}")
+    for layer, t in zip(layers, results, strict=True):
+        e = t.entry
+        ms = f"{e.ms:9.4f}" if e is not None else f"{'-':>9}"
+        if t.outcome == "ranked" and t.result is not None:
+            predicted = [r.predicted_ms for r in t.result.records if r.predicted_ms]
+            ms = f"~{min(predicted):8.4f}" if predicted else ms
+        base = (
+            f"{e.baseline_ms:10.4f}"
+            if e is not None and e.baseline_ms
+            else f"{'-':>10}"
+        )
+        print(f"{layer.name:<38} {layer.count:>5} {t.outcome:>8} {ms} {base}")
+        if e is None or not e.baseline_ms:
+            complete = False
+            continue
+        total += layer.count * e.ms
+        baseline += layer.count * e.baseline_ms
+    if args.dry_run:
+        print("ranked only (--dry-run): nothing cached; ~ms: the model's prediction")
+        return 0
+    if complete:
+        print(f"total: {total:.3f} ms tuned, {baseline:.3f} ms with config_for "
+              f"({baseline / total:.2f}x)")  # fmt: skip
+    print(f"cache: {cache.path}")
+    return 0 if all(t.outcome in ("cached", "tuned") for t in results) else 1
 
 
 def format_cache(cache) -> str:

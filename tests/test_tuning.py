@@ -6,6 +6,7 @@ Nothing here times anything: the fake measurer makes its times up, and the tests
 look only at what the tuner does with them.
 """
 
+import dataclasses
 import json
 import math
 import runpy
@@ -708,3 +709,55 @@ def test_plots_are_drawn_when_matplotlib_is_there(fake_tuning, tmp_path):
     point = RooflinePoint("small", "f16", SMALL_F16.flops, 4096, 0.2, 0.1)
     roof = plot_roofline([point], tmp_path / "r.png")
     assert times.stat().st_size > 0 and roof.stat().st_size > 0
+
+
+def test_a_networks_shapes_are_tuned_within_one_budget(tmp_path):
+    """`tune_specs` (what `affinec tune network` runs): every shape compiled in one
+    go, tuned in its share of the budget, cached; a second run finds them cached."""
+    from affinec.tuning.many import tune_specs
+
+    specs = [SMALL_F32, SMALL_MATMUL]
+    cache = TuningCache(tmp_path / "tuning.json")
+    options = TuneOptions(
+        top=2, explore=0, finalists=1, max_candidates=3, jobs=1, progress=False
+    )
+    said: list[str] = []
+    results = tune_specs(
+        specs, options, cache, budget_s=600, gpu=FAKE_GPU,
+        measurer_for=lambda spec: FakeMeasurer(), say=said.append,
+    )  # fmt: skip
+    assert [r.outcome for r in results] == ["tuned", "tuned"]
+    assert len(cache.entries()) == 2 and len(said) == 2
+    again = tune_specs(
+        specs, options, cache, budget_s=600, gpu=FAKE_GPU,
+        measurer_for=lambda spec: FakeMeasurer(),
+    )  # fmt: skip
+    assert [r.outcome for r in again] == ["cached", "cached"]
+    ranked = tune_specs(specs, options, cache, budget_s=600, say=said.append)
+    assert [r.outcome for r in ranked] == ["ranked", "ranked"]
+    spent = tune_specs(
+        specs, options, cache, budget_s=5, gpu=FAKE_GPU, force=True,
+        measurer_for=lambda spec: FakeMeasurer(), say=said.append,
+    )  # fmt: skip
+    assert [r.outcome for r in spent] == ["skipped", "skipped"]
+
+
+def test_affinec_tune_network_dry_run(capsys, monkeypatch):
+    """The command over a network (its layers made small here: VGG-16's 224×224
+    kernels take most of a minute to compile)."""
+    from affinec import networks
+    from affinec.cli import main
+
+    small = [
+        networks.Layer("a", dataclasses.replace(SMALL_F16, n=1), 2),
+        networks.Layer("b", SMALL_F16, 1),
+    ]
+    monkeypatch.setitem(networks.NETWORKS, "vgg16", lambda batch: small)
+    argv = ["tune", "network", "vgg16", "--batch", "1", "--dry-run",
+            "--max-candidates", "2", "--jobs", "1", "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "vgg16 at batch 1: 2 distinct convolutions" in out
+    assert out.count(" ranked ") == 2
+    assert "ranked only (--dry-run): nothing cached" in out
+    assert main(["tune", "network", "vgg16", "--batch", "0", "--dry-run"]) == 1
