@@ -35,7 +35,7 @@ from affinec.diagnostics import (
     location_of,
     verify,
 )
-from affinec.dialects.affinec import WORKSPACE, LaunchRecord, read_spec
+from affinec.dialects.affinec import LaunchRecord, read_spec, workspace_flags
 from affinec.dialects.nvvm_target import TARGET, TargetAttr, target_attr
 from affinec.dtypes import numpy_dtype
 from affinec.emitter import ARCHS, DEFAULT_ARCH, emit
@@ -278,11 +278,11 @@ def host_parameters(module: ModuleOp, host: str) -> list[HostParameter]:
     )
     if fn is None or not fn.body.blocks:
         return []
-    attrs = fn.arg_attrs.data if fn.arg_attrs is not None else ()
-    marked = [WORKSPACE in d.data for d in attrs] + [False] * len(fn.body.block.args)
     return [
-        HostParameter(a.name_hint or f"arg{k}", a.type, marked[k])
-        for k, a in enumerate(fn.body.block.args)
+        HostParameter(a.name_hint or f"arg{k}", a.type, workspace)
+        for k, (a, workspace) in enumerate(
+            zip(fn.body.block.args, workspace_flags(fn), strict=True)
+        )
         if isinstance(a.type, MemRefType)
     ]
 

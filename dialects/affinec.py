@@ -132,16 +132,22 @@ sums. Whoever runs the function provides it, uninitialized (the interpreter's
 checker and the runtime allocate it; `workspace_types` lists them)."""
 
 
+def workspace_flags(fn: Operation) -> list[bool]:
+    """Per argument of the function `fn`: whether it is a workspace (`WORKSPACE`)."""
+    args = fn.regions[0].blocks[0].args if fn.regions[0].blocks else ()
+    attrs = fn.properties.get("arg_attrs") or fn.attributes.get("arg_attrs")
+    marks = attrs.data if isinstance(attrs, ArrayAttr) else ()
+    flags = [isinstance(d, DictionaryAttr) and WORKSPACE in d.data for d in marks]
+    return (flags + [False] * len(args))[: len(args)]
+
+
 def workspace_types(fn: Operation) -> list[MemRefType]:
     """The types of `fn`'s workspace arguments (`WORKSPACE`), which come last."""
-    attrs = fn.properties.get("arg_attrs") or fn.attributes.get("arg_attrs")
-    if not isinstance(attrs, ArrayAttr):
-        return []
     args = fn.regions[0].blocks[0].args if fn.regions[0].blocks else ()
     return [
         a.type  # pyright: ignore[reportReturnType]
-        for a, d in zip(args, attrs.data, strict=False)
-        if isinstance(d, DictionaryAttr) and WORKSPACE in d.data
+        for a, flag in zip(args, workspace_flags(fn), strict=True)
+        if flag
     ]
 
 

@@ -22,14 +22,14 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
-from affinec.contraction import contraction_of
 from affinec.diagnostics import PassError
 from affinec.dialects.affinec import required_spec
-from affinec.transforms.affine.pad_reduction import channel_loop, pad_loop
+from affinec.transforms.affine.pad_reduction import (
+    channel_depth,
+    channel_loop,
+    pad_loop,
+)
 from affinec.transforms.mapped_bands import naive_parallels
-
-CHANNELS = ("c", "p")
-"""The channel reduction of a convolution (`c`) and of a matrix product (`p`)."""
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,7 @@ class AffinecPadChannels(ModulePass):
                 op, f"multiple must be between 1 and 64, got {self.multiple}"
             )
         spec = required_spec(op, self.name)
-        names = [n for n, _ in contraction_of(spec).reduction_index]
-        depth = next((k for k, n in enumerate(names) if n in CHANNELS), None)
+        depth = channel_depth(spec)
         if depth is None:
             raise PassError(op, f"a {spec.kind} has no channel reduction to pad")
         bands = naive_parallels(

@@ -43,18 +43,20 @@ from xdsl.dialects.builtin import (
 from xdsl.passes import ModulePass
 
 from affinec.context import require_affinec_dialects
-from affinec.contraction import contraction_of
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
-from affinec.dialects.affinec import SPLITS, WORKSPACE, required_spec
+from affinec.dialects.affinec import (
+    SPLITS,
+    WORKSPACE,
+    required_spec,
+    workspace_flags,
+)
+from affinec.transforms.affine.pad_reduction import channel_depth
 from affinec.transforms.affine.split_reduction import (
     partials_type,
     split_reduction,
 )
 from affinec.transforms.mapped_bands import naive_parallels
-
-CHANNELS = ("c", "p")
-"""The channel reduction of a convolution (`c`) and of a matrix product (`p`)."""
 
 MAX_SPLITS = 64
 """The most splits: the combining band adds this many loads per output."""
@@ -81,8 +83,7 @@ class AffinecSplitReduction(ModulePass):
                 op, f"splits must be between 1 and {MAX_SPLITS}, got {self.splits}"
             )
         spec = required_spec(op, self.name)
-        names = [n for n, _ in contraction_of(spec).reduction_index]
-        depth = next((k for k, n in enumerate(names) if n in CHANNELS), None)
+        depth = channel_depth(spec)
         if depth is None:
             raise PassError(op, f"a {spec.kind} has no reduction to split")
         bands = naive_parallels(
@@ -103,10 +104,7 @@ class AffinecSplitReduction(ModulePass):
 
 def _split_already(band: affine.ParallelOp) -> bool:
     fn = band.parent_op()
-    attrs = fn.properties.get("arg_attrs") if fn is not None else None
-    return isinstance(attrs, ArrayAttr) and any(
-        WORKSPACE in d.data for d in attrs.data if isinstance(d, DictionaryAttr)
-    )
+    return isinstance(fn, func.FuncOp) and any(workspace_flags(fn))
 
 
 def _add_workspace(fn: func.FuncOp, t) -> object:

@@ -19,9 +19,21 @@ from xdsl.dialects.builtin import AffineMapAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
+from affinec.contraction import contraction_of
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affinec import PaddedLoadOp
+from affinec.spec import Spec
+
+CHANNELS = ("c", "p")
+"""The channel reduction of a convolution (`c`) and of a matrix product (`p`)."""
+
+
+def channel_depth(spec: Spec) -> int | None:
+    """How deep in the naive nest the channel reduction loop is (0: outermost), or
+    None for a spec without one (an outer product)."""
+    names = [n for n, _ in contraction_of(spec).reduction_index]
+    return next((k for k, n in enumerate(names) if n in CHANNELS), None)
 
 
 def channel_loop(band: affine.ParallelOp, depth: int) -> affine.ForOp:
