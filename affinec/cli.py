@@ -144,6 +144,10 @@ def cmd_check(args: argparse.Namespace) -> int:
                 print(message, file=sys.stderr)
 
         record(checker.check("input", module))
+        if results[0].stopped is not None:
+            # Nothing to compare the passes with (and each would run as long).
+            print("FAILED: the input itself does not run; no pass was checked")
+            return 1
 
         def after(p: ModulePass, m: ModuleOp, seconds: float) -> None:
             record(checker.check_pass(p, m))

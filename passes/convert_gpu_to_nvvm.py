@@ -115,7 +115,11 @@ class ConvertGpuToNvvm(ModulePass):
 
 def _marked_width(f: gpu.FuncOp) -> int:
     attr = f.attributes.get(INDEX_BITWIDTH)
-    return attr.value.data if isinstance(attr, IntegerAttr) else 64
+    if attr is None:
+        return 64
+    if not isinstance(attr, IntegerAttr) or attr.value.data not in (32, 64):
+        raise PassError(f, f"{INDEX_BITWIDTH} must be 32 or 64, got {attr}")
+    return attr.value.data
 
 
 def _check_32_bit_indices(f: gpu.FuncOp) -> None:

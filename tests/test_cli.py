@@ -7,7 +7,7 @@ from affinec.cli import main as affinec
 from affinec.frontend import build
 from affinec.opt import main as affinec_opt
 from affinec.runtime import cuda_available
-from affinec.spec import ConvSpec
+from affinec.spec import ConvSpec, MatmulSpec
 from strategies import conv_specs
 
 CONV_FLAGS = [
@@ -86,6 +86,21 @@ def test_check_fails_when_the_ir_is_wrong(tmp_path, capsys):
     path.write_text(wrong)
     assert affinec(["check", str(path)]) == 1
     assert "FAILED" in capsys.readouterr().out
+
+
+def test_check_stops_when_the_input_itself_does_not_run(tmp_path, capsys):
+    """A reduction longer than its tensors (found by the fuzzer: every later stage
+    ran out its step budget, minutes in all): reported at the input, no pass run."""
+    text = str(build(MatmulSpec(8, 8, 48, dtype="f16")))
+    bad = text.replace("affine.for %p = 0 to 48", "affine.for %p = 0 to 65536")
+    assert bad != text
+    path = tmp_path / "long.mlir"
+    path.write_text(bad)
+    assert affinec(["check", str(path), "-p", "affinec-default"]) == 1
+    captured = capsys.readouterr()
+    assert "index [0, 48] is out of bounds" in captured.err
+    assert "FAILED: the input itself does not run; no pass was checked" in captured.out
+    assert "affine-loop-tile" not in captured.out
 
 
 def test_demo_agrees_with_numpy(capsys):

@@ -600,3 +600,35 @@ def test_a_reduction_of_two_billion_steps_is_refused_not_followed(tmp_path):
         line_of(bad, "0x7FC00000"),
     )
     assert outcome.seconds < 10
+
+
+def test_a_reduction_past_2_to_the_63_is_refused_not_an_overflow(tmp_path):
+    """Counting the iterations the shared-memory check follows overflowed Python's
+    `len(range)` on a loop from -2^63 (found by the fuzzer)."""
+    text = str(build(MatmulSpec(m=5, n=4, k=6, epilogue="relu")))
+    bad = text.replace(
+        "affine.for %p = 0 to 6", "affine.for %p = -9223372036854775808 to 6"
+    )
+    passes = (
+        "affine-loop-tile,affinec-split,affinec-sink,affinec-canonicalize,"
+        "affine-data-copy-generate{generate-dma=true},affinec-place-buffers,"
+        "affinec-insert-barriers"
+    )
+    outcome = run(tmp_path, "affinec-opt", bad, "-p", passes)
+    assert outcome.problem is None, outcome.report()
+    assert outcome.code == 1
+
+
+def test_an_index_bitwidth_mark_other_than_32_or_64_is_refused(tmp_path):
+    """`convert-gpu-to-nvvm` followed a mutated `affinec.index_bitwidth` of 2^32 into
+    integer types of that width (a minute of allocation; found by the fuzzer)."""
+    text = next(s.text for s in seeds() if s.spec == MATMUL and s.level == "cf")
+    assert "affinec.index_bitwidth = 32 : i64" in text
+    bad = text.replace(
+        "affinec.index_bitwidth = 32 : i64", "affinec.index_bitwidth = 4294967296 : i64"
+    )
+    outcome = run(
+        tmp_path, "affinec-opt", bad, "-p",
+        "convert-gpu-to-nvvm{index-bitwidth=0 use-bare-ptr-memref-call-conv=true}",
+    )  # fmt: skip
+    assert_error(outcome, "affinec.index_bitwidth must be 32 or 64, got 4294967296")

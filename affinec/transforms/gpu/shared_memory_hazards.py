@@ -270,7 +270,8 @@ class _Walk:
                 "enclosing such loops): cannot check the shared-memory hazards",
             )
         iv = op.body.block.args[0]
-        trips = len(range(lower, upper, op.step.value.data))
+        step = op.step.value.data
+        trips = max(0, -(-(upper - lower) // step))  # (len(range) overflows past 2^63)
         self.trips += trips
         if self.trips > MAX_TRIPS:
             raise PassError(
@@ -279,7 +280,7 @@ class _Walk:
                 "asynchronous-copy group or wait: the shared-memory check follows at "
                 f"most {MAX_TRIPS:,} such iterations in a kernel",
             )
-        for value in range(lower, upper, op.step.value.data):
+        for value in range(lower, upper, step):
             self.set_known(iv, value)
             self.block(op.body.block)
         self.set_known(iv, None)
