@@ -286,6 +286,12 @@ class AffineLoopTilePass(ModulePass):
         for iv in op.induction_variables:
             _check_affine_uses(iv, op, "tile-sizes")
         extents = _parallel_extents(op)
+        if split and not (extents and (extents[0] or 0) >= 1):
+            raise PassError(
+                op,
+                f"is a band of partial sums ({SPLITS}) whose split dimension has no "
+                "constant extent of at least 1",
+            )
         given = () if beside else self.tile_sizes
         sizes = given or default_tile_sizes(extents[split:])
         sizes = (1,) * split + tuple(sizes) + (1,) * (dims - len(sizes))

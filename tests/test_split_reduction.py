@@ -236,3 +236,17 @@ def test_the_tuners_space_tries_splits_where_blocks_are_few():
         g = geometry(problem, c.config)
         assert g.reduction_extents[-1] == -(-512 // c.config.splits)
     assert {c.config.splits for c in search_space(wide).candidates} == {1}
+
+
+def test_a_band_of_partial_sums_without_splits_is_refused_at_tiling():
+    """A split band whose split dimension runs from 0 to 0 (found by the fuzzer: an
+    internal error where the tiling dropped that dimension)."""
+    module = _split(MatmulSpec(8, 8, 48, dtype="f16"), 3)
+    text = str(module).replace("to (3, 8, 8)", "to (0, 8, 8)")
+    from affinec.context import make_context
+    from affinec.diagnostics import parse_module
+    from affinec.passes.affine_loop_tile import AffineLoopTilePass
+
+    mutated = parse_module(make_context(), text)
+    with pytest.raises(PassError, match="split dimension has no constant extent"):
+        Pipeline([AffineLoopTilePass(tile_sizes=(8, 8))]).run(mutated)
