@@ -67,6 +67,7 @@ def compile(  # shadows the builtin on purpose: affinec.compile, like torch.comp
     config: KernelConfig | None = None,
     *,
     pipeline: str | None = None,
+    arch: str | None = None,
     target: str | None = None,
     tune: bool = False,
     cache: str | None = None,
@@ -80,14 +81,17 @@ def compile(  # shadows the builtin on purpose: affinec.compile, like torch.comp
     this GPU with this compiler (`affinec tune`; `cache` names the file, see
     `affinec.tuning.cache`), tuned on the spot first if `tune`, and else from
     `config_for` (picked without measuring); `kernel.info["config_source"]` says
-    which. `target` is `"sm_80"` or `"sm_90"`; by default the current GPU's (sm_80
-    without one: its PTX also runs on newer GPUs). See
+    which. `arch` is `"sm_80"` or `"sm_90"` (as `compile_to_ptx`, the tuner and
+    `--arch` name it; `target` is its older name); by default the current GPU's
+    (sm_80 without one: its PTX also runs on newer GPUs). See
     `affinec.compiler.compile_to_ptx`.
     """
     from affinec.compiler import compile_to_ptx
     from affinec.runtime import current_arch
 
-    arch = target or current_arch()
+    if arch is not None and target is not None and arch != target:
+        raise ValueError(f"arch={arch!r} and target={target!r}: give one")
+    arch = arch or target or current_arch()
     if config is None and not knobs and pipeline is None:
         from affinec.tuning import compile_cached
 

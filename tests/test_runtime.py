@@ -8,6 +8,7 @@ of the compiler (tests/test_gpu.py runs compiled convolutions).
 import numpy as np
 import pytest
 
+import affinec
 from affinec.runtime import (
     Kernel,
     KernelArgumentError,
@@ -15,6 +16,7 @@ from affinec.runtime import (
     Parameter,
     cuda_available,
 )
+from affinec.spec import ConvSpec
 
 # out[i] = 2 * in[i] for i < 1000, in blocks of 128 threads.
 SCALE_PTX = """
@@ -295,3 +297,11 @@ def test_one_verdict_holds_a_result_to_the_kernels_own_tolerance():
     assert verdict(spec, 1e-3, TOLERANCE["tf32"]).ok  # a tf32 kernel's own
     assert not verdict(spec, float("nan"), 1.0).ok  # NaN never passes
     assert "WRONG" in verdict(spec, float("inf")).describe()
+
+
+def test_affinec_compile_names_the_architecture_arch_as_the_compiler_does():
+    spec = ConvSpec(1, 4, 6, 6, 4, 3, 3, padding=1)
+    assert affinec.compile(spec, arch="sm_90").info["arch"] == "sm_90"
+    assert affinec.compile(spec, target="sm_90").info["arch"] == "sm_90"  # older name
+    with pytest.raises(ValueError, match="give one"):
+        affinec.compile(spec, arch="sm_80", target="sm_90")
