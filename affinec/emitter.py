@@ -54,7 +54,10 @@ from affinec.dialects.affinec import UNROLL
 from affinec.dialects.nvvm import BYVAL, GRID_CONSTANT, KERNEL, MAXNTID, MINCTASM
 
 TRIPLE = "nvptx64-nvidia-cuda"
-ARCHS = ("sm_80", "sm_90")
+ARCHS = ("sm_80", "sm_90", "sm_90a")
+"""What the emitter targets: `sm_90a` is the H100's architecture-specific variant
+(`.target sm_90a`: the instructions of Hopper's warpgroups and tensor memory
+accelerator, which PTX for plain sm_90 may not use; its PTX runs on the H100 only)."""
 DEFAULT_ARCH = "sm_80"
 PTX_FEATURES = "+ptx80"
 """PTX ISA 8.0: new enough for sm_90, old enough for CUDA 13.0's driver and ptxas."""

@@ -52,8 +52,9 @@ def cuda_available() -> bool:
 
 
 def current_arch() -> str:
-    """The architecture to compile for: the current GPU's (`sm_90` on an H100), or
-    `sm_80` without a GPU (its PTX runs on every newer GPU too)."""
+    """The architecture to compile for: the current GPU's (`sm_90` on an H100: the
+    `a` variants are asked for by name), or `sm_80` without a GPU (its PTX runs on
+    every newer GPU too)."""
     from affinec.emitter import ARCHS, DEFAULT_ARCH
 
     if not cuda_available():
@@ -66,7 +67,8 @@ def current_arch() -> str:
         arch
         if arch in ARCHS
         else max(
-            (a for a in ARCHS if int(a[3:]) <= major * 10 + minor), default=DEFAULT_ARCH
+            (a for a in ARCHS if a[3:].isdigit() and int(a[3:]) <= major * 10 + minor),
+            default=DEFAULT_ARCH,
         )
     )
 

@@ -97,3 +97,18 @@ def test_ptx_is_emitted_for_the_chip_the_kernels_were_planned_for(tmp_path, caps
     assert "cannot emit for sm_86" in capsys.readouterr().err
     assert affinec_opt([str(path), "-p", "affinec-default", "-t", "ptx"]) == 0
     assert ".target sm_80" in capsys.readouterr().out
+
+
+def test_sm_90a_is_a_target_of_its_own():
+    """The H100's architecture-specific variant: planned for its chip record,
+    emitted as `.target sm_90a` (what wgmma and TMA will need), assembled by ptxas
+    for it alone; an H100 still gets plain sm_90 unless sm_90a is asked for."""
+    from affinec.compiler import compile_to_ptx
+    from affinec.ptxas import PtxasError, assemble
+    from affinec.spec import MatmulSpec
+
+    kernel = compile_to_ptx(MatmulSpec(64, 64, 64, dtype="f16"), arch="sm_90a")
+    assert ".target sm_90a" in kernel.ptx
+    assert assemble(kernel.ptx, "sm_90a")[kernel.name].spill_stores == 0
+    with pytest.raises(PtxasError):
+        assemble(kernel.ptx, "sm_80")
