@@ -97,6 +97,11 @@ class KernelConfig:
             raise ValueError("tf32 multiplies on the tensor cores: it needs mma")
         if self.splits < 1:
             raise ValueError(f"splits must be 1 or more, got {self.splits}")
+        if self.splits > 1 and (self.pad_channels > 1 or self.coalesce_reduction):
+            raise ValueError(
+                "splits cut the channels the padded or coalesced route needs whole "
+                "(pad-channels, coalesce-reduction): split a spec of more channels"
+            )
 
     def describe(self) -> str:
         """The knobs that differ from the defaults, `name=value` each."""

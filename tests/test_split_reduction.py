@@ -6,7 +6,7 @@ ptxas."""
 import dataclasses
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from affinec.checking import Checker
@@ -58,10 +58,10 @@ def test_split_kernels_are_checked_at_every_level(spec, data):
     splits = data.draw(st.integers(2, min(max(_channels(spec), 2), 4)))
     if _channels(spec) < splits:
         splits = 1
-    config = dataclasses.replace(
-        data.draw(kernel_configs(split_spec(spec, splits) if splits > 1 else spec)),
-        splits=splits,
-    )
+    drawn = data.draw(kernel_configs(split_spec(spec, splits) if splits > 1 else spec))
+    # (few channels a split: the padded or coalesced route, which splits refuse)
+    assume(splits == 1 or not (drawn.pad_channels > 1 or drawn.coalesce_reduction))
+    config = dataclasses.replace(drawn, splits=splits)
     module = build(spec)
     Pipeline(default_passes(config)).run(module, check=True)
 
@@ -159,6 +159,15 @@ def test_affinec_default_after_a_split_configures_for_it():
     split = _split(spec, 4)
     again = Pipeline.for_module("affinec-default", split)
     assert "affinec-split-reduction" not in [p.name for p in again.passes]
+
+
+def test_splits_with_padded_or_coalesced_channels_are_refused():
+    from affinec.config import KernelConfig
+
+    with pytest.raises(ValueError, match="splits cut the channels"):
+        KernelConfig(mma=True, coalesce_reduction=True, splits=2)
+    with pytest.raises(ValueError, match="splits cut the channels"):
+        KernelConfig(mma=True, pad_channels=4, splits=2)
 
 
 def test_config_for_a_split_plans_one_splits_channels():
