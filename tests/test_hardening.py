@@ -194,7 +194,7 @@ def test_xdsls_other_targets_are_not_supported(tmp_path, target):
 @pytest.mark.parametrize(
     ("target", "message"),
     [
-        ("ptx{arch=sm_99}", "arch must be one of sm_80, sm_90, got 'sm_99'"),
+        ("ptx{arch=sm_99}", "arch must be one of sm_80, sm_90, sm_90a, got 'sm_99'"),
         ("ptx{opt-level=7}", "opt-level must be 0, 1, 2 or 3, got 7"),
         ("ptx{bogus=1}", "not found in expected arguments"),
         ("ptx{arch=", "error: malformed target"),
