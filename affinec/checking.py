@@ -25,13 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from xdsl.dialects import func
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from affinec.contraction import contraction_of
 from affinec.diagnostics import OpError
-from affinec.dialects.affinec import workspace_types
+from affinec.dialects.affinec import function_named, workspace_types
 from affinec.interpreter import Interpreter, InterpreterError
 from affinec.interpreter.support import memref_shape, numpy_dtype, poisoned
 from affinec.pipelines import pass_text
@@ -203,14 +202,7 @@ class Checker:
 def workspaces(module: Operation, function: str) -> list[np.ndarray]:
     """Fresh buffers for the workspace arguments of `@function` (a split reduction's
     partial sums), poisoned: a read of what no kernel wrote shows in the output."""
-    fn = next(
-        (
-            op
-            for op in module.walk()
-            if isinstance(op, func.FuncOp) and op.sym_name.data == function
-        ),
-        None,
-    )
+    fn = function_named(module, function)
     if fn is None:
         return []
     return [

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.passes import ModulePass
 
@@ -35,7 +34,12 @@ from affinec.diagnostics import (
     location_of,
     verify,
 )
-from affinec.dialects.affinec import LaunchRecord, read_spec, workspace_flags
+from affinec.dialects.affinec import (
+    LaunchRecord,
+    function_named,
+    read_spec,
+    workspace_flags,
+)
 from affinec.dialects.nvvm_target import TARGET, TargetAttr, target_attr
 from affinec.dtypes import numpy_dtype
 from affinec.emitter import ARCHS, DEFAULT_ARCH, emit
@@ -268,20 +272,13 @@ class HostParameter:
 
 def host_parameters(module: ModuleOp, host: str) -> list[HostParameter]:
     """The array parameters of the function `@host` of `module`, in order."""
-    fn = next(
-        (
-            op
-            for op in module.body.block.ops
-            if isinstance(op, func.FuncOp) and op.sym_name.data == host
-        ),
-        None,
-    )
-    if fn is None or not fn.body.blocks:
+    fn = function_named(module, host)
+    if fn is None:
         return []
     return [
         HostParameter(a.name_hint or f"arg{k}", a.type, workspace)
         for k, (a, workspace) in enumerate(
-            zip(fn.body.block.args, workspace_flags(fn), strict=True)
+            zip(fn.regions[0].block.args, workspace_flags(fn), strict=True)
         )
         if isinstance(a.type, MemRefType)
     ]

@@ -132,6 +132,14 @@ sums. Whoever runs the function provides it, uninitialized (the interpreter's
 checker and the runtime allocate it; `workspace_types` lists them)."""
 
 
+def function_named(module: Operation, name: str) -> Operation | None:
+    """The `func.func` `@name` at the top of `module` (with a body), if any."""
+    for op in module.regions[0].block.ops:
+        if op.name == "func.func" and op.properties["sym_name"] == StringAttr(name):
+            return op if op.regions[0].blocks else None
+    return None
+
+
 def workspace_flags(fn: Operation) -> list[bool]:
     """Per argument of the function `fn`: whether it is a workspace (`WORKSPACE`)."""
     args = fn.regions[0].blocks[0].args if fn.regions[0].blocks else ()

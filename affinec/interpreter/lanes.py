@@ -54,6 +54,7 @@ from affinec.interpreter.affine_ops import (
     map_results,
 )
 from affinec.interpreter.codegen import FunctionWriter
+from affinec.interpreter.memref_ops import named_indices, proven_inside
 from affinec.interpreter.support import (
     memref_shape,
     numpy_dtype,
@@ -364,17 +365,12 @@ def _access(lanes: _LaneWriter, op: affine.LoadOp | PaddedLoadOp | affine.StoreO
     w, plan = lanes.w, lanes.plan
     t = op.memref.type
     shape = memref_shape(t)  # pyright: ignore[reportArgumentType]
-    names = []
-    for k, expr in enumerate(map_results(w, op.map.data, op.indices)):
-        if not (expr.isidentifier() or expr.lstrip("-").isdigit()):
-            w.line(f"{(name := w.fresh(f'i{k}'))} = {expr}")
-            expr = name
-        names.append(expr)
+    names = named_indices(w, map_results(w, op.map.data, op.indices))
     known = map_ranges(w, op.map.data, op.indices)
     dims = tuple(
         k
         for k, (r, dim) in enumerate(zip(known, shape, strict=True))
-        if r is None or r[0] < 0 or r[1] >= dim
+        if not proven_inside(r, dim)
     )
     index = f"({', '.join(names)}{',' * (len(names) == 1)})"
     padded = isinstance(op, PaddedLoadOp)

@@ -42,17 +42,12 @@ def index_tuple(
     Unpadded accesses get a check that raises; for padded ones the caller uses the
     returned condition to read zero instead.
     """
-    names: list[str] = []
-    conditions: list[str] = []
-    for k, (expr, known, dim) in enumerate(zip(indices, ranges, shape, strict=True)):
-        if expr.isidentifier() or expr.lstrip("-").isdigit():
-            name = expr
-        else:
-            name = w.fresh(f"i{k}")
-            w.line(f"{name} = {expr}")
-        names.append(name)
-        if known is None or known[0] < 0 or known[1] >= dim:
-            conditions.append(f"0 <= {name} < {dim}")
+    names = named_indices(w, indices)
+    conditions = [
+        f"0 <= {name} < {dim}"
+        for name, known, dim in zip(names, ranges, shape, strict=True)
+        if not proven_inside(known, dim)
+    ]
     index = f"({', '.join(names)}{',' * (len(names) == 1)})" if names else "()"
     if not conditions:
         return index, None
@@ -64,6 +59,24 @@ def index_tuple(
             )
         return index, None
     return index, condition
+
+
+def named_indices(w: FunctionWriter, indices: Sequence[str]) -> list[str]:
+    """The index expressions of an access, each computed once: a name or a literal
+    as it is, anything else into a fresh local."""
+    names = []
+    for k, expr in enumerate(indices):
+        if not (expr.isidentifier() or expr.lstrip("-").isdigit()):
+            name = w.fresh(f"i{k}")
+            w.line(f"{name} = {expr}")
+            expr = name
+        names.append(expr)
+    return names
+
+
+def proven_inside(known: Interval | None, dim: int) -> bool:
+    """Whether an index of range `known` lies in `[0, dim)` (no check needed)."""
+    return known is not None and known[0] >= 0 and known[1] < dim
 
 
 def emit_load(
