@@ -41,6 +41,12 @@ def _llvm() -> Dialect:
     return LLVM
 
 
+def _memref() -> Dialect:
+    from affinec.dialects.memref import MemRef
+
+    return MemRef
+
+
 def _nvgpu() -> Dialect:
     from affinec.dialects.nvgpu import NVGPU
 
@@ -59,11 +65,13 @@ AFFINEC_DIALECTS: dict[str, Callable[[], Dialect]] = {
     "gpu": _gpu,
     "linalg": _linalg,
     "llvm": _llvm,
+    "memref": _memref,
     "nvgpu": _nvgpu,
     "nvvm": _nvvm,
 }
 """Dialects of ours, by name; those also in xDSL replace xDSL's in our context (`llvm`
-is xDSL's with the ops it lacks added; `linalg` xDSL's with MLIR's named
+is xDSL's with the ops it lacks added; `memref` xDSL's with MLIR's syntax of
+`memref.cast`; `linalg` xDSL's with MLIR's named
 convolutions and products as `affinec-lower-linalg` reads them)."""
 
 

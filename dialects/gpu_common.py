@@ -15,11 +15,10 @@ from xdsl.ir import (
     Attribute,
     Block,
     BlockArgument,
-    SpacedOpaqueSyntaxAttribute,
     SSAValue,
 )
 from xdsl.irdl import irdl_attr_definition
-from xdsl.parser import Parser
+from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
@@ -50,11 +49,20 @@ class AddressSpace(StrEnum):
 
 
 @irdl_attr_definition
-class AddressSpaceAttr(EnumAttribute[AddressSpace], SpacedOpaqueSyntaxAttribute):
+class AddressSpaceAttr(EnumAttribute[AddressSpace]):
     """`#gpu.address_space<workgroup>`: MLIR's symbolic memory spaces, which the
     NVVM lowering numbers 1, 3 and 5."""
 
     name = "gpu.address_space"
+
+    @classmethod
+    def parse_parameter(cls, parser: AttrParser) -> AddressSpace:
+        # MLIR writes the value in angle brackets; xDSL's enum attributes do not.
+        with parser.in_angle_brackets():
+            return super().parse_parameter(parser)
+
+    def print_parameter(self, printer: Printer) -> None:
+        printer.print_string(f"<{self.data.value}>")
 
 
 _NUMBERED_SPACES = {

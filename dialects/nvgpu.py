@@ -96,6 +96,28 @@ from affinec.dialects.nvgpu_common import (
     element_bitwidth,
     memory_space_of,
 )
+from affinec.dialects.nvgpu_hopper import (
+    HOPPER_OPS,
+    HOPPER_TYPES,
+    MBarrierArriveExpectTxOp,
+    MBarrierArriveOp,
+    MBarrierCreateOp,
+    MBarrierInitOp,
+    MBarrierTryWaitParityOp,
+    TmaAsyncLoadOp,
+    TmaCreateDescriptorOp,
+    WarpgroupGenerateDescriptorOp,
+    WarpgroupMmaInitAccumulatorOp,
+    WarpgroupMmaOp,
+    WarpgroupMmaStoreOp,
+)
+from affinec.dialects.nvgpu_hopper_types import (
+    MBarrierGroupType,
+    MBarrierTokenType,
+    TensorMapDescriptorType,
+    WarpgroupAccumulatorType,
+    WarpgroupMatrixDescriptorType,
+)
 
 # --------------------------------------------------------------------------------------
 # MMA shapes and fragments
@@ -360,8 +382,9 @@ NVGPU = Dialect(
         DeviceAsyncCopyOp,
         DeviceAsyncCreateGroupOp,
         DeviceAsyncWaitOp,
+        *HOPPER_OPS,
     ],
-    [DeviceAsyncTokenType],
+    [DeviceAsyncTokenType, *HOPPER_TYPES],
 )
 
 __all__ = [
@@ -375,8 +398,24 @@ __all__ = [
     "DeviceAsyncTokenType",
     "DeviceAsyncWaitOp",
     "LdMatrixOp",
+    "MBarrierArriveExpectTxOp",
+    "MBarrierArriveOp",
+    "MBarrierCreateOp",
+    "MBarrierGroupType",
+    "MBarrierInitOp",
+    "MBarrierTokenType",
+    "MBarrierTryWaitParityOp",
     "MmaKind",
     "MmaSyncOp",
+    "TensorMapDescriptorType",
+    "TmaAsyncLoadOp",
+    "TmaCreateDescriptorOp",
+    "WarpgroupAccumulatorType",
+    "WarpgroupGenerateDescriptorOp",
+    "WarpgroupMatrixDescriptorType",
+    "WarpgroupMmaInitAccumulatorOp",
+    "WarpgroupMmaOp",
+    "WarpgroupMmaStoreOp",
     "check_indices",
     "check_row_major",
     "element_bitwidth",

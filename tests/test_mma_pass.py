@@ -41,6 +41,13 @@ def mma_cases(draw):
             ),
         )
     )
+    # Grouped convolutions take the tensor cores in NHWC with an RSCK filter only
+    # (the group's channels innermost); others are refused, as config_for knows.
+    assume(
+        not isinstance(spec, ConvSpec)
+        or spec.groups == 1
+        or (spec.layout, spec.filter_layout) == ("nhwc", "rsck")
+    )
     c = contraction_of(spec)
     names = [n for n, _ in c.output_index]
     extents = [e for _, e in c.output_index]
@@ -447,3 +454,14 @@ def test_a_misaligned_vector_load_is_an_interpreter_error():
         _load_vector(None, (buffer, 4), 8)
     with pytest.raises(InterpreterError, match="out of bounds"):
         _load_vector(None, (buffer, 16), 8)
+
+
+def test_a_grouped_convolution_not_in_nhwc_rsck_is_refused_with_the_reason():
+    spec = ConvSpec(
+        n=1, c=4, h=3, w=3, k=4, r=1, s=1, layout="nchw", dtype="f16", groups=2
+    )
+    config = KernelConfig(
+        tile_sizes=(1, 1, 2, 1, 1), reduction_tile_sizes=(2, 1, 1), mma=True
+    )
+    with pytest.raises(PassError, match="channels must be the tile's innermost"):
+        Pipeline(default_passes(config)).run(build(spec))

@@ -62,6 +62,10 @@ class Copy:
     def describe(self) -> str:
         return describe(self.op)
 
+    def pending_reason(self) -> str:
+        """Why the copy has not landed yet."""
+        return "no device_async_wait (cp.async.wait_group) has landed it yet"
+
     def restamp(self, epoch: int) -> None:
         """Keep the destination pending in a new barrier interval."""
         if isinstance(self.buffer, SharedArray):
@@ -126,7 +130,7 @@ def start_copy(
     run = slice(dst_offset, dst_offset + count)
     copy = Copy(op, ctx.linear, dst, run, values)
     if isinstance(dst, SharedArray):
-        _claim(dst, run, copy, state)
+        claim(dst, run, copy, state)
     state.copies[copy.record] = copy
     _copies(ctx).open.append(copy)
 
@@ -136,17 +140,21 @@ def _overwrites(copy: Copy) -> str:
     return f"starts the asynchronous copy {copy.describe()}, which overwrites"
 
 
-def _claim(dst: SharedArray, run: slice, copy: Copy, state) -> None:
-    """Mark `run` pending for `copy`, unless another access of this interval (or a
-    copy in flight) holds one of its elements."""
+def claim(dst: SharedArray, run: slice | np.ndarray, copy: Copy, state) -> None:
+    """Mark `run` (a slice of a flat buffer, or its element positions) pending for
+    `copy`, unless another access of this interval (or a copy in flight) holds one
+    of its elements."""
     t, e = copy.thread, state.epoch
+    positions = np.arange(run.start, run.stop) if isinstance(run, slice) else run
     written = (dst.write_epoch[run] == e) & (dst.writer[run] != t)
     read = (dst.read_epoch[run] == e) & (dst.reader[run] != t)
     if written.any():
-        k = run.start + int(np.argmax(written))
-        dst.conflict(k, _overwrites(copy), int(dst.writer[k]))
+        writers = dst.writer[run]
+        for writer in np.unique(writers[written]):
+            k = int(positions[np.argmax(written & (writers == writer))])
+            dst.conflict(k, _overwrites(copy), int(writer))
     if read.any():
-        k = run.start + int(np.argmax(read))
+        k = int(positions[np.argmax(read)])
         reader = dst.reader[k]
         who = "other threads" if reader == MANY_READERS else state.thread_name(reader)
         dst.race(k, f"{_overwrites(copy)} what {who} read")

@@ -54,7 +54,7 @@ from affinec.interpreter.support import (
     numpy_dtype,
     poisoned,
 )
-from affinec.interpreter.warps import WarpCollective, run_collectives
+from affinec.interpreter.warps import Wait, WarpCollective, run_collectives
 
 
 class DataRaceError(InterpreterError):
@@ -73,9 +73,11 @@ class BlockState:
     """What the shared buffers of the running block need to know: who runs now, and
     the asynchronous copies still in flight (by record number, see `async_copies`)."""
 
-    __slots__ = ("block", "copies", "epoch", "kernel", "thread", "threads")
+    __slots__ = ("barriers", "block", "copies", "epoch", "kernel", "thread", "threads")
 
     def __init__(self, kernel: str, block: tuple[int, int, int], threads: tuple):
+        self.barriers: Any = None
+        """The block's mbarriers (`mbarriers.BlockBarriers`), made by the first."""
         self.kernel = kernel
         self.block = block
         self.threads = threads
@@ -96,8 +98,13 @@ class BlockState:
 
 
 PENDING = -3
-"""Writer marks at or below this are asynchronous copies in flight: record
-`PENDING - mark` of `BlockState.copies` will write the element."""
+"""Writer marks at or below this (and above `LANDED`) are asynchronous copies in
+flight: record `PENDING - mark` of `BlockState.copies` will write the element."""
+
+LANDED = -(1 << 40)
+"""Writer marks at or below this are TMA tiles an mbarrier phase landed: landing
+`LANDED - mark` (`mbarriers.BlockBarriers`); a thread that waited for that phase may
+read them."""
 
 
 class SharedArray:
@@ -160,17 +167,22 @@ class SharedArray:
         run = slice(start, start + count)
         return self._read_vector(run, state.thread, state.epoch, f"reads ({what})")
 
-    def conflict(self, index, verb: str, writer: int) -> NoReturn:
+    def conflict(self, index, verb: str, writer: int) -> None:
         """Raise the race of the running thread's access `verb` ("reads") to an
-        element last written by `writer` (a thread, or a copy in flight)."""
+        element last written in this interval by `writer` (a thread, a copy in
+        flight, or a TMA landing), unless the thread waited for that landing."""
         state = self.state
+        if writer <= LANDED:
+            if state.barriers.visible(writer, state.thread):
+                return
+            self.race(index, f"{verb} {state.barriers.unseen(writer)}", barrier=False)
         copy = state.copies.get(PENDING - writer) if writer <= PENDING else None
         if copy is not None:
             self.race(
                 index,
                 f"{verb} what the asynchronous copy {copy.describe()} of "
-                f"{state.thread_name(copy.thread)} may still be writing: no "
-                "device_async_wait (cp.async.wait_group) has landed it yet",
+                f"{state.thread_name(copy.thread)} may still be writing: "
+                f"{copy.pending_reason()}",
                 barrier=False,
             )
         self.race(index, f"{verb} what {state.thread_name(writer)} wrote")
@@ -215,8 +227,7 @@ class SharedArray:
         `__getitem__` checks one."""
         clash = (self.write_epoch[index] == e) & (self.writer[index] != t)
         if clash.any():
-            k = _element(index, int(np.argmax(clash)))
-            self.conflict(k, verb, int(self.writer[k]))
+            self._conflicts(index, clash, verb)
         fresh = self.read_epoch[index] != e
         shared = ~fresh & (self.reader[index] != t)
         self.read_epoch[index] = e
@@ -228,8 +239,7 @@ class SharedArray:
         `__setitem__` checks one."""
         clash = (self.write_epoch[index] == e) & (self.writer[index] != t)
         if clash.any():
-            k = _element(index, int(np.argmax(clash)))
-            self.conflict(k, "writes", int(self.writer[k]))
+            self._conflicts(index, clash, "writes")
         read = (self.read_epoch[index] == e) & (self.reader[index] != t)
         if read.any():
             k = _element(index, int(np.argmax(read)))
@@ -241,6 +251,14 @@ class SharedArray:
         self.write_epoch[index] = e
         self.writer[index] = t
         self.data[index] = value
+
+    def _conflicts(self, index: tuple | slice, clash: np.ndarray, verb: str) -> None:
+        """`conflict` for the first element of each writer among the clashing
+        elements of a run."""
+        writers = self.writer[index]
+        for writer in np.unique(writers[clash]):
+            k = _element(index, int(np.argmax(clash & (writers == writer))))
+            self.conflict(k, verb, int(writer))
 
     def race(self, index, what: str, barrier: bool = True) -> NoReturn:
         state = self.state
@@ -346,7 +364,7 @@ def run_grid(
                 except StopIteration:
                     finished.append(t)
                     continue
-                if type(site) is WarpCollective:
+                if type(site) is WarpCollective or isinstance(site, Wait):
                     collective = True
                 sites.add(site)
                 arrived.append((t, thread, site))

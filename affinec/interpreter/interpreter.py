@@ -20,9 +20,11 @@ from affinec.interpreter import (  # noqa: F401
     gpu_ops,
     llvm_ops,
     math_ops,
+    mbarriers,
     memref_ops,
     vector_ops,
     warp_ops,
+    warpgroups,
 )
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source
 from affinec.interpreter.control_ops import function_global, write_body

@@ -11,10 +11,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import memref, vector
-from xdsl.dialects.builtin import DYNAMIC_INDEX, MemRefType, VectorType
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    MemRefType,
+    UnrankedMemRefType,
+    VectorType,
+)
 from xdsl.ir import Operation
 
 from affinec.dialects.affinec import ElementPointerOp
+from affinec.dialects.memref import CastOp as MemRefCastOp
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.support import (
     InterpreterError,
@@ -209,8 +215,11 @@ def _dim(op: memref.DimOp, w: FunctionWriter) -> None:
     w.line(f"{w.define(op.result)} = {w[op.source]}.shape[{w[op.index]}]")
 
 
-@emits(memref.CastOp)
-def _cast(op: memref.CastOp, w: FunctionWriter) -> None:
+@emits(memref.CastOp, MemRefCastOp)
+def _cast(op: memref.CastOp | MemRefCastOp, w: FunctionWriter) -> None:
+    if isinstance(op.dest.type, UnrankedMemRefType):  # the array keeps its shape
+        w.alias(op.dest, w[op.source])
+        return
     source, dest = memref_type(op, op.source), memref_type(op, op.dest)
     # xDSL's verifier lets a cast change a static size (MLIR's does not).
     if memref_shape(source) != memref_shape(dest):

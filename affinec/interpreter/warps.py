@@ -42,16 +42,42 @@ class WarpCollective:
     """What a lane yields at a warp-collective op: the op, the function running it
     for the warp and the lane's operands.
 
-    `execute(op, operands, state, base) -> results` gets the 32 lanes' operands in
+    `execute(op, operands, state, base) -> results` gets the lanes' operands in
     lane order, the block's state and the linear thread id of lane 0, and returns the
-    32 lanes' results."""
+    lanes' results. `width` is how many threads meet: a warp (32), or a warpgroup
+    (128) for Hopper's `wgmma`."""
 
-    __slots__ = ("execute", "op", "operands")
+    __slots__ = ("execute", "op", "operands", "width")
 
-    def __init__(self, op: Operation, execute: Callable, operands: tuple):
+    def __init__(
+        self, op: Operation, execute: Callable, operands: tuple, width: int = WARP_SIZE
+    ):
         self.op = op
         self.execute = execute
         self.operands = operands
+        self.width = width
+
+
+class Wait:
+    """What a thread yields when it waits for other threads of its block other than
+    at a `gpu.barrier` (at an mbarrier): `ready()` says whether it may go on,
+    `stuck()` why it never will when no other thread can move."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op: Operation):
+        self.op = op
+
+    def ready(self) -> bool:
+        raise NotImplementedError
+
+    def stuck(self) -> str:
+        raise NotImplementedError
+
+    def unblock(self) -> bool:
+        """Let what the thread waits for happen, if it can without another thread
+        (an asynchronous copy finishing); whether anything changed."""
+        return False
 
 
 def _advance(thread, value):
@@ -64,80 +90,92 @@ def _advance(thread, value):
 def run_collectives(
     arrived: list[tuple[int, Any, Any]], finished: list[int], state, block_size: int
 ) -> tuple[list[tuple[int, Any, Any]], list[int]]:
-    """Finish a round of `gpu_ops.run_grid` in which some lanes yielded a
-    `WarpCollective`: warp by warp, execute the collective the warp's lanes wait at
-    and resume them, until every lane waits at a barrier or has returned.
+    """Finish a round of `gpu_ops.run_grid` in which some threads yielded a
+    `WarpCollective` or a `Wait`: execute each collective once every thread of its
+    warp (or warpgroup) waits at it, resume a waiting thread once it may go on, and
+    repeat until every thread waits at a barrier or has returned. A collective that
+    cannot meet and a wait that can never end are errors.
 
     `arrived` holds `(thread id, coroutine, what it yielded)`, `finished` the threads
     that returned this round; both are returned updated."""
-    warps: dict[int, list] = {}
-    for entry in arrived:
-        warps.setdefault(entry[0] // WARP_SIZE, []).append(entry)
-    for t in finished:
-        warps.setdefault(t // WARP_SIZE, []).append((t, None, FINISHED))
-    out_arrived: list[tuple[int, Any, Any]] = []
-    out_finished: list[int] = []
-    for warp in sorted(warps):
-        steps = sorted(warps[warp], key=lambda entry: entry[0])
-        while any(type(site) is WarpCollective for _, _, site in steps):
-            collective = _rendezvous(steps, state, block_size)
-            results = collective.execute(
-                collective.op,
-                [site.operands for _, _, site in steps],
-                state,
-                steps[0][0],
-            )
-            resumed = []
-            for (t, thread, _), result in zip(steps, results, strict=True):
+    at: dict[int, list] = {t: [thread, site] for t, thread, site in arrived}
+    done = list(finished)
+    moved = True
+    while moved:
+        moved = False
+        groups: dict[tuple[int, int], list[int]] = {}
+        for t in sorted(at):
+            entry = at[t]
+            while isinstance(entry[1], Wait) and entry[1].ready():
                 state.thread = t
-                resumed.append((t, thread, _advance(thread, result)))
-            steps = resumed
-        for t, thread, site in steps:
+                entry[1] = _advance(entry[0], None)
+                moved = True
+            site = entry[1]
             if site is FINISHED:
-                out_finished.append(t)
-            else:
-                out_arrived.append((t, thread, site))
-    return out_arrived, out_finished
+                del at[t]
+                done.append(t)
+            elif type(site) is WarpCollective:
+                groups.setdefault((site.width, t // site.width), []).append(t)
+        for (width, _), lanes in groups.items():
+            first = at[lanes[0]][1]
+            if len(lanes) != width or any(at[t][1].op is not first.op for t in lanes):
+                continue
+            results = first.execute(
+                first.op, [at[t][1].operands for t in lanes], state, lanes[0]
+            )
+            for t, result in zip(lanes, results, strict=True):
+                state.thread = t
+                at[t][1] = _advance(at[t][0], result)
+            moved = True
+        if not moved:
+            for _, site in at.values():
+                if isinstance(site, Wait) and site.unblock():
+                    moved = True
+    for t in sorted(at):
+        site = at[t][1]
+        if type(site) is WarpCollective:
+            _refuse_partial(t, site, at, done, state, block_size)
+        if isinstance(site, Wait):
+            raise InterpreterError(
+                f"waits forever (block {state.block} of @{state.kernel}): "
+                f"{state.thread_name(t)} waits here, and {site.stuck()}",
+                site.op,
+            )
+    remaining = [(t, thread, site) for t, (thread, site) in sorted(at.items())]
+    return remaining, done
 
 
-def _rendezvous(steps: list, state, block_size: int) -> WarpCollective:
-    """The collective every lane of the warp waits at, or the error saying why not."""
-    first_t, _, first = next(s for s in steps if type(s[2]) is WarpCollective)
-    op = first.op
-    warp = first_t // WARP_SIZE
-    where = f"warp {warp} of block {state.block} of @{state.kernel}"
-    lanes_in_warp = min(WARP_SIZE, block_size - warp * WARP_SIZE)
-    if lanes_in_warp < WARP_SIZE:
+def _refuse_partial(
+    t: int, site: WarpCollective, at: dict, done: list[int], state, block_size: int
+) -> None:
+    """The error saying why the warp (or warpgroup) of thread `t`, which waits at a
+    collective, never met there."""
+    op, width = site.op, site.width
+    group = t // width
+    unit = "warp" if width == WARP_SIZE else "warpgroup"
+    where = f"{unit} {group} of block {state.block} of @{state.kernel}"
+    present = min(width, block_size - group * width)
+    if present < width:
         raise InterpreterError(
-            f"runs on a partial warp: {where} has {lanes_in_warp} "
-            f"threads (the block has {block_size}); warp-collective ops need all "
-            f"{WARP_SIZE} lanes",
+            f"runs on a partial {unit}: {where} has {present} threads (the block "
+            f"has {block_size}); {unit}-collective ops need all {width} threads",
             op,
         )
-    for t, _, site in steps:
-        if site is FINISHED:
+    for other in range(group * width, (group + 1) * width):
+        if other in done:
             raise InterpreterError(
-                f"lane {t % WARP_SIZE} of {where} returned while lane "
-                f"{first_t % WARP_SIZE} waits at this warp-collective op",
+                f"lane {other % width} of {where} returned while lane "
+                f"{t % width} waits at this {unit}-collective op",
                 op,
             )
-        if type(site) is not WarpCollective or site.op is not op:
-            other = site.op if type(site) is WarpCollective else site
+        there = at[other][1]
+        if type(there) is not WarpCollective or there.op is not op:
             raise InterpreterError(
-                f"the lanes of {where} diverge: lane "
-                f"{first_t % WARP_SIZE} is at this warp-collective op, lane "
-                f"{t % WARP_SIZE} at {describe(other)}",
+                f"the lanes of {where} diverge: lane {t % width} is at this "
+                f"{unit}-collective op, lane {other % width} at "
+                f"{describe(getattr(there, 'op', there))}",
                 op,
             )
-    if len(steps) != WARP_SIZE:
-        present = {t % WARP_SIZE for t, _, _ in steps}
-        missing = min(set(range(WARP_SIZE)) - present)
-        raise InterpreterError(
-            f"lane {missing} of {where} returned while the others "
-            "wait at this warp-collective op",
-            op,
-        )
-    return first
 
 
 # --------------------------------------------------------------------------------------
@@ -271,6 +309,7 @@ def _rounded_sum(terms: list[float]) -> np.float32:
 
 __all__ = [
     "FINISHED",
+    "Wait",
     "WARP_SIZE",
     "WarpCollective",
     "exact_dot",

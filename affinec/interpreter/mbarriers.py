@@ -1,0 +1,480 @@
+"""mbarriers and TMA loads: phases, transaction bytes, and tiles that land when a
+phase completes.
+
+A barrier group (`nvgpu.mbarrier.create`) is one per block (every thread's `create`
+gives the same `BarrierGroup`). Each `MBarrier` counts, for its current phase, the
+arrivals still missing and the bytes announced but not yet landed (`tx`):
+
+    init(count)         phase 0, `count` arrivals a phase
+    arrive.expect_tx(b) tx += b, one arrival
+    arrive              one arrival
+    TMA load of b bytes in flight; when its bytes arrive, tx -= b, and the tile
+                        lands when the phase they arrived in completes
+
+A phase completes when no arrival is missing and `tx` is 0: its TMA tiles are
+written, the phase count goes up and the next phase expects `count` arrivals again.
+`try_wait.parity p` lets a thread on once the phase of parity p has completed
+(`phase % 2 != p`); until then the thread yields a `Wait`, and the block's other
+threads run (`warps.run_collectives`). The bytes of a load arrive as late as they
+can: only when every thread is stuck, and then those of the barriers waited on — so
+a thread that does not wait for them, or waits on the wrong phase, reads a tile
+still in flight. A wait nothing can end is an error naming the barrier, its missing
+arrivals and bytes.
+
+Races. A TMA tile is pending (`gpu_ops.PENDING`) from the load to the end of its
+phase, so any access before is a race naming the load and its barrier, and a load
+onto what another thread read or wrote in the same barrier interval is one too. A
+landed tile carries the landing (`LANDED - id`) as its writer: a thread may read it
+in the same interval once it has waited on that barrier past that phase (its own
+`try_wait` is the synchronization), not before. An mbarrier initialized by one
+thread may be used by the others only after a `gpu.barrier`.
+
+    nvgpu.mbarrier.init %bar[%c0], %c1 : !barriers              // thread 0
+    gpu.barrier
+    nvgpu.mbarrier.arrive.expect_tx %bar[%c0], %c8192 : !barriers  // thread 0
+    nvgpu.tma.async.load %map[%x, %y], %bar[%c0] to %tile : ...     // thread 0
+    nvgpu.mbarrier.try_wait.parity %bar[%c0], %false, %ticks : !barriers  // all
+    ... reads of %tile ...
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+from xdsl.ir import Operation
+
+from affinec.dialects import nvgpu
+from affinec.interpreter.async_copies import Copy, claim
+from affinec.interpreter.codegen import FunctionWriter, emits
+from affinec.interpreter.gpu_ops import LANDED, SharedArray
+from affinec.interpreter.support import InterpreterError, describe, numpy_dtype
+from affinec.interpreter.warps import Wait
+from affinec.ir.wgmma_layouts import TileLayout
+
+_uids = itertools.count()
+
+
+class MBarrier:
+    """One barrier of a group: its phase and what the current phase still waits for."""
+
+    __slots__ = (
+        "copies",
+        "expected",
+        "in_flight",
+        "init_epoch",
+        "init_thread",
+        "name",
+        "pending",
+        "phase",
+        "tx",
+        "uid",
+    )
+
+    def __init__(self, name: str):
+        self.name = name
+        self.uid = next(_uids)
+        self.expected = 0
+        self.pending = 0
+        self.tx = 0
+        self.phase = 0
+        self.copies: list[TmaCopy] = []
+        """Loads whose bytes counted on the current phase: they land with it."""
+        self.in_flight: list[TmaCopy] = []
+        """Loads whose bytes have not arrived yet."""
+        self.init_thread: int | None = None
+        self.init_epoch = -1
+
+    def outstanding(self) -> str:
+        if self.tx >= 0:
+            missing = f"{self.tx} announced bytes"
+        else:
+            missing = f"has received {-self.tx} bytes more than announced"
+        return (
+            f"phase {self.phase} of {self.name} misses {self.pending} of its "
+            f"{self.expected} arrivals and {missing}"
+        )
+
+    def deliver(self, state) -> bool:
+        """Let the bytes of the loads in flight arrive, in the order they were
+        issued (each counts on the phase current when it arrives); whether any did."""
+        if not self.in_flight:
+            return False
+        for copy in self.in_flight:
+            self.tx -= copy.nbytes
+            self.copies.append(copy)
+            self.complete_if_done(state)
+        self.in_flight = []
+        return True
+
+    def arrive(self, op: Operation, state) -> None:
+        if self.pending == 0:
+            raise InterpreterError(
+                f"arrives on {self.name} after all {self.expected} arrivals of phase "
+                f"{self.phase}, which still waits for {self.tx} bytes",
+                op,
+            )
+        self.pending -= 1
+        self.complete_if_done(state)
+
+    def complete_if_done(self, state) -> None:
+        if self.pending or self.tx:
+            return
+        for copy in self.copies:
+            copy.land(state.epoch)
+            del state.copies[copy.record]
+        self.copies = []
+        self.phase += 1
+        self.pending = self.expected
+
+
+class BarrierGroup:
+    """The barriers of one `nvgpu.mbarrier.create`, in one block."""
+
+    __slots__ = ("barriers",)
+
+    def __init__(self, name: str, count: int):
+        self.barriers = [MBarrier(f"%{name}[{k}]") for k in range(count)]
+
+
+class BlockBarriers:
+    """A block's barrier groups, by their `create` op, and the tiles that landed
+    (by landing id: the barrier and phase that landed them, and the load)."""
+
+    __slots__ = ("groups", "landings", "observed")
+
+    def __init__(self) -> None:
+        self.groups: dict[Operation, BarrierGroup] = {}
+        self.landings: dict[int, tuple[MBarrier, int, Operation]] = {}
+        self.observed: dict[tuple[int, int], int] = {}
+        """(thread, barrier uid) -> the phases of the barrier the thread saw end."""
+
+    def visible(self, mark: int, thread: int) -> bool:
+        """Whether `thread` waited for the phase that landed the tile marked `mark`."""
+        barrier, phase, _ = self.landings[LANDED - mark]
+        return self.observed.get((thread, barrier.uid), 0) > phase
+
+    def unseen(self, mark: int) -> str:
+        barrier, phase, op = self.landings[LANDED - mark]
+        return (
+            f"what the TMA load {describe(op)} landed with phase {phase} of "
+            f"{barrier.name}, before waiting for that phase (try_wait.parity)"
+        )
+
+
+def block_barriers(state) -> BlockBarriers:
+    if state.barriers is None:
+        state.barriers = BlockBarriers()
+    return state.barriers
+
+
+class TmaCopy(Copy):
+    """A TMA tile in flight: pending until its barrier's phase completes."""
+
+    __slots__ = ("barrier", "nbytes")
+
+    def __init__(self, op, thread, buffer, run, values, barrier: MBarrier):
+        super().__init__(op, thread, buffer, run, values)
+        self.barrier = barrier
+        self.nbytes = values.size * values.dtype.itemsize
+
+    def pending_reason(self) -> str:
+        return f"the phase of {self.barrier.name} it completes on has not completed"
+
+    def land(self, epoch: int) -> None:
+        barriers = self.buffer.state.barriers
+        landing = next(_uids)
+        barriers.landings[landing] = (self.barrier, self.barrier.phase, self.op)
+        self.buffer.data[self.run] = self.values
+        self.buffer.writer[self.run] = LANDED - landing
+        self.buffer.write_epoch[self.run] = epoch
+
+
+# -- mbarrier ops --------------------------------------------------------------------
+
+
+def create_group(ctx, op: nvgpu.MBarrierCreateOp) -> BarrierGroup:
+    groups = block_barriers(ctx.block).groups
+    group = groups.get(op)
+    if group is None:
+        t = op.barriers.type
+        assert isinstance(t, nvgpu.MBarrierGroupType)
+        group = groups[op] = BarrierGroup(op.barriers.name_hint or "barriers", t.count)
+    return group
+
+
+def _barrier(op: Operation, group: BarrierGroup, index: int) -> MBarrier:
+    if not 0 <= index < len(group.barriers):
+        raise InterpreterError(
+            f"barrier {index} of a group of {len(group.barriers)}", op
+        )
+    return group.barriers[index]
+
+
+def _used(ctx, op: Operation, group: BarrierGroup, index: int) -> MBarrier:
+    """The barrier, checked to be initialized, and visibly so to this thread."""
+    barrier = _barrier(op, group, index)
+    state = ctx.block
+    if barrier.init_thread is None:
+        raise InterpreterError(f"uses {barrier.name} before nvgpu.mbarrier.init", op)
+    if barrier.init_epoch == state.epoch and barrier.init_thread != ctx.linear:
+        raise InterpreterError(
+            f"{state.thread_name(ctx.linear)} uses {barrier.name}, which "
+            f"{state.thread_name(barrier.init_thread)} initialized with no "
+            "gpu.barrier between",
+            op,
+        )
+    return barrier
+
+
+def init(ctx, op, group: BarrierGroup, index: int, count: int, predicate) -> None:
+    if predicate is not None and not predicate:
+        return
+    barrier = _barrier(op, group, index)
+    if count < 1:
+        raise InterpreterError(f"initializes {barrier.name} to {count} arrivals", op)
+    if barrier.copies or barrier.in_flight:
+        raise InterpreterError(
+            f"initializes {barrier.name} while TMA loads complete on it", op
+        )
+    barrier.expected = barrier.pending = count
+    barrier.tx = 0
+    barrier.phase = 0
+    barrier.init_thread = ctx.linear
+    barrier.init_epoch = ctx.block.epoch
+
+
+def arrive_expect_tx(ctx, op, group, index: int, tx: int, predicate) -> None:
+    if predicate is not None and not predicate:
+        return
+    barrier = _used(ctx, op, group, index)
+    if tx < 0:
+        raise InterpreterError(f"announces {tx} bytes", op)
+    barrier.tx += tx
+    barrier.arrive(op, ctx.block)
+
+
+def arrive(ctx, op, group, index: int) -> int:
+    barrier = _used(ctx, op, group, index)
+    phase = barrier.phase
+    barrier.arrive(op, ctx.block)
+    return phase
+
+
+class BarrierWait(Wait):
+    """A thread at `try_wait.parity` for a phase that has not completed."""
+
+    __slots__ = ("barrier", "parity", "state")
+
+    def __init__(self, op: Operation, barrier: MBarrier, parity: int, state):
+        super().__init__(op)
+        self.barrier = barrier
+        self.parity = parity
+        self.state = state
+
+    def ready(self) -> bool:
+        return self.barrier.phase % 2 != self.parity
+
+    def unblock(self) -> bool:
+        return self.barrier.deliver(self.state)
+
+    def stuck(self) -> str:
+        return (
+            f"the phase of parity {self.parity} never completes: "
+            f"{self.barrier.outstanding()}, and no thread can arrive or load"
+        )
+
+
+def try_wait(ctx, op, group, index: int, parity) -> BarrierWait | None:
+    """None when the thread may go on (its observation recorded), else what it
+    yields until then."""
+    barrier = _used(ctx, op, group, index)
+    parity = int(bool(parity))
+    if barrier.phase % 2 == parity:
+        return BarrierWait(op, barrier, parity, ctx.block)
+    observed = block_barriers(ctx.block).observed
+    key = (ctx.linear, barrier.uid)
+    observed[key] = max(observed.get(key, 0), barrier.phase)
+    return None
+
+
+# -- TMA ----------------------------------------------------------------------------
+
+
+class TensorMap:
+    """What `nvgpu.tma.create.descriptor` makes on the host: the global tensor, the
+    box, and how the box lands (swizzle, out-of-bounds fill)."""
+
+    __slots__ = ("array", "box", "fill", "swizzle")
+
+    def __init__(self, array: np.ndarray, box: tuple[int, ...], swizzle: int, fill):
+        self.array = array
+        self.box = box
+        self.swizzle = swizzle
+        self.fill = fill
+
+    def read_box(self, coordinates: tuple[int, ...]) -> np.ndarray:
+        """The box at `coordinates` (innermost first), out-of-bounds elements filled."""
+        origin = coordinates[::-1]
+        out = np.full(self.box, self.fill, self.array.dtype)
+        inside = []
+        source = []
+        for o, b, n in zip(origin, self.box, self.array.shape, strict=True):
+            i = np.arange(o, o + b)
+            keep = (i >= 0) & (i < n)
+            inside.append(np.nonzero(keep)[0])
+            source.append(i[keep])
+        if all(len(s) for s in source):
+            out[np.ix_(*inside)] = self.array[np.ix_(*source)]
+        return out
+
+
+def create_descriptor(op: nvgpu.TmaCreateDescriptorOp, array, box) -> TensorMap:
+    t = op.tensorMap.type
+    assert isinstance(t, nvgpu.TensorMapDescriptorType)
+    expected = tuple(t.tensor.get_shape())
+    box = tuple(int(b) for b in box)
+    if box != expected:
+        raise InterpreterError(f"a box of {box} for a tensor map of {expected}", op)
+    array = np.asarray(array)
+    if array.ndim != len(box):
+        raise InterpreterError(
+            f"a tensor of {array.ndim} dimensions for a box of {len(box)}", op
+        )
+    dtype = numpy_dtype(t.tensor.get_element_type())
+    if array.dtype != dtype:
+        raise InterpreterError(f"a tensor of {array.dtype} for a box of {dtype}", op)
+    if array.ndim > 1 and array.strides[-1] != array.itemsize:
+        raise InterpreterError(
+            "TMA reads tensors whose innermost dimension is contiguous", op
+        )
+    for d, stride in enumerate(array.strides[:-1]):
+        if stride % 16 or stride <= 0:
+            raise InterpreterError(
+                f"dimension {d} of the tensor is {stride} bytes apart; TMA needs "
+                "positive multiples of 16",
+                op,
+            )
+    fill = np.nan if t.oob.data == "nan" else 0
+    if fill != 0 and not np.issubdtype(dtype, np.floating):
+        raise InterpreterError("oob = nan needs a floating-point tensor", op)
+    return TensorMap(array, box, t.swizzle_span, fill)
+
+
+def tma_load(ctx, op: nvgpu.TmaAsyncLoadOp, tensor_map, coordinates, group, index,
+             dst, predicate) -> None:  # fmt: skip
+    if predicate is not None and not predicate:
+        return
+    if op.multicastMask is not None:
+        raise InterpreterError("multicast TMA loads (clusters) are not supported", op)
+    if not isinstance(tensor_map, TensorMap):
+        raise InterpreterError(
+            f"the tensor map is {type(tensor_map).__name__}, not one "
+            "nvgpu.tma.create.descriptor made",
+            op,
+        )
+    barrier = _used(ctx, op, group, index)
+    if not isinstance(dst, SharedArray):
+        raise InterpreterError(
+            "TMA loads into a whole workgroup buffer here (not a view of one)", op
+        )
+    values = tensor_map.read_box(tuple(int(c) for c in coordinates))
+    flat = dst.flat_view()
+    e = flat.dtype.itemsize
+    if values.size != len(flat):
+        raise InterpreterError(
+            f"a box of {values.size} elements into a buffer of {len(flat)}", op
+        )
+    rows, cols = math.prod(tensor_map.box[:-1]), tensor_map.box[-1]
+    if tensor_map.swizzle:
+        positions = TileLayout(rows, cols, e, tensor_map.swizzle).addresses() // e
+    else:
+        positions = np.arange(rows * cols).reshape(rows, cols)
+    positions = positions.reshape(-1)
+    state = ctx.block
+    copy = TmaCopy(op, ctx.linear, flat, positions, values.reshape(-1), barrier)
+    claim(flat, positions, copy, state)
+    state.copies[copy.record] = copy
+    barrier.in_flight.append(copy)
+
+
+# -- emitters ------------------------------------------------------------------------
+
+
+def _context(w: FunctionWriter, op: Operation) -> str:
+    if w.gpu_context is None:
+        raise InterpreterError("outside a kernel", op)
+    return w.gpu_context
+
+
+def _call(w: FunctionWriter, op: Operation, fn, *args: str, result: Any = None) -> None:
+    call = f"{w.global_(fn, fn.__name__)}({', '.join(args)})"
+    w.line(f"{w.define(result)} = {call}" if result is not None else call)
+
+
+def _optional(w: FunctionWriter, value) -> str:
+    return "None" if value is None else w[value]
+
+
+@emits(nvgpu.MBarrierCreateOp)
+def _create(op: nvgpu.MBarrierCreateOp, w: FunctionWriter) -> None:
+    _call(w, op, create_group, _context(w, op), w.op_ref(op), result=op.barriers)
+
+
+@emits(nvgpu.MBarrierInitOp)
+def _init(op: nvgpu.MBarrierInitOp, w: FunctionWriter) -> None:
+    ctx = _context(w, op)
+    args = (w[op.barriers], w[op.mbarId], w[op.count], _optional(w, op.predicate))
+    _call(w, op, init, ctx, w.op_ref(op), *args)
+
+
+@emits(nvgpu.MBarrierArriveExpectTxOp)
+def _expect_tx(op: nvgpu.MBarrierArriveExpectTxOp, w: FunctionWriter) -> None:
+    ctx = _context(w, op)
+    args = (w[op.barriers], w[op.mbarId], w[op.txcount], _optional(w, op.predicate))
+    _call(w, op, arrive_expect_tx, ctx, w.op_ref(op), *args)
+
+
+@emits(nvgpu.MBarrierArriveOp)
+def _arrive(op: nvgpu.MBarrierArriveOp, w: FunctionWriter) -> None:
+    ctx = _context(w, op)
+    args = (w[op.barriers], w[op.mbarId])
+    _call(w, op, arrive, ctx, w.op_ref(op), *args, result=op.token)
+
+
+@emits(nvgpu.MBarrierTryWaitParityOp)
+def _try_wait(op: nvgpu.MBarrierTryWaitParityOp, w: FunctionWriter) -> None:
+    ctx = _context(w, op)
+    site = w.fresh("wait")
+    call = (
+        f"{w.global_(try_wait, 'try_wait')}({ctx}, {w.op_ref(op)}, "
+        f"{w[op.barriers]}, {w[op.mbarId]}, {w[op.phaseParity]})"
+    )
+    w.line(f"{site} = {call}")
+    with w.indented(f"while {site} is not None:"):
+        w.line(f"yield {site}")
+        w.line(f"{site} = {call}")
+
+
+@emits(nvgpu.TmaCreateDescriptorOp)
+def _create_descriptor(op: nvgpu.TmaCreateDescriptorOp, w: FunctionWriter) -> None:
+    box = ", ".join(w.names(op.boxDimensions))
+    _call(w, op, create_descriptor, w.op_ref(op), w[op.tensor], f"({box},)",
+          result=op.tensorMap)  # fmt: skip
+
+
+@emits(nvgpu.TmaAsyncLoadOp)
+def _tma_load(op: nvgpu.TmaAsyncLoadOp, w: FunctionWriter) -> None:
+    ctx = _context(w, op)
+    coordinates = f"({', '.join(w.names(op.coordinates))},)"
+    args = (
+        w[op.tensorMapDescriptor],
+        coordinates,
+        w[op.barriers],
+        w[op.mbarId],
+        w[op.dst],
+        _optional(w, op.predicate),
+    )
+    _call(w, op, tma_load, ctx, w.op_ref(op), *args)

@@ -1,0 +1,207 @@
+"""Warpgroup MMA (`wgmma`) at the nvgpu level: matrix descriptors, accumulators
+spread over 128 threads, and the MMA read through the descriptors.
+
+    nvgpu.warpgroup.generate.descriptor   thread: a `TileDescriptor` (the tile's
+                                          buffer and layout)
+    nvgpu.warpgroup.mma.init.accumulator  thread: zeros, (M/64, N/2) f32
+    nvgpu.warpgroup.mma                   the warpgroup together (a 128-wide
+                                          `warps.WarpCollective`)
+    nvgpu.warpgroup.mma.store             thread: its registers to their places
+
+The MMA runs as PTX does: one `wgmma.mma_async` m64nNk16 per 64 rows of A and 16 of
+K, each operand addressed by a real 64-bit descriptor (`wgmma_layouts`: the tile's
+descriptor advanced by the sub-tile's offset, encoded, decoded, and its elements'
+addresses computed from the fields and the swizzle), so a wrong offset or swizzle
+reads the wrong elements. Each instruction's D = A × B + C is its exact sum rounded
+once to f32, as `warps.mma` computes `mma.sync`.
+
+The tiles are read by the whole warpgroup: a write to them in the same barrier
+interval (by any thread, or a TMA load its threads have not all waited for) is a
+race, and the elements are marked read by many threads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.ir import Operation
+
+from affinec.dialects import nvgpu
+from affinec.interpreter.codegen import FunctionWriter, emits
+from affinec.interpreter.gpu_ops import LANDED, MANY_READERS, SharedArray
+from affinec.interpreter.support import InterpreterError
+from affinec.interpreter.warps import WarpCollective, exact_dot
+from affinec.ir.wgmma_layouts import (
+    WARPGROUP_SIZE,
+    WGMMA_M,
+    MatrixDescriptor,
+    TileLayout,
+    accumulator_table,
+    operand_addresses,
+)
+
+WGMMA_K = 16
+"""K of one f16/bf16 `wgmma` instruction."""
+
+
+class TileDescriptor:
+    """A thread's `!nvgpu.warpgroup.descriptor`: the flat buffer of the tile and
+    its layout (the descriptor's fields follow from it)."""
+
+    __slots__ = ("buffer", "layout")
+
+    def __init__(self, buffer: SharedArray, layout: TileLayout):
+        self.buffer = buffer
+        self.layout = layout
+
+    def same(self, other: object) -> bool:
+        return (
+            isinstance(other, TileDescriptor)
+            and other.buffer.data is self.buffer.data
+            and other.layout == self.layout
+        )
+
+
+def generate_descriptor(
+    op: nvgpu.WarpgroupGenerateDescriptorOp, tile
+) -> TileDescriptor:
+    if not isinstance(tile, SharedArray):
+        raise InterpreterError(
+            "describes a whole workgroup buffer here (not a view of one)", op
+        )
+    return TileDescriptor(tile.flat_view(), op.layout())
+
+
+def init_accumulator(op: nvgpu.WarpgroupMmaInitAccumulatorOp) -> np.ndarray:
+    t = op.matrixC.type
+    assert isinstance(t, nvgpu.WarpgroupAccumulatorType)
+    m, n = t.shape
+    return np.zeros((m // WGMMA_M, n // 2), np.float32)
+
+
+def _read(op: Operation, tile: TileDescriptor, addresses: np.ndarray, state,
+          base: int) -> np.ndarray:  # fmt: skip
+    """The elements at byte `addresses` of the tile's buffer, read by the warpgroup
+    of thread `base`, race-checked."""
+    buffer = tile.buffer
+    e = buffer.dtype.itemsize
+    if (
+        (addresses % e).any()
+        or addresses.min() < 0
+        or addresses.max() >= len(buffer) * e
+    ):
+        raise InterpreterError(
+            f"reads bytes {int(addresses.min())} to {int(addresses.max())} of "
+            f"%{buffer.name}, a buffer of {len(buffer) * e} bytes",
+            op,
+        )
+    positions = addresses // e
+    epoch = state.epoch
+    written = buffer.write_epoch[positions] == epoch
+    if written.any():
+        writers = buffer.writer[positions][written]
+        for writer in np.unique(writers):
+            k = int(positions[written][np.argmax(writers == writer)])
+            if writer <= LANDED:
+                for t in range(base, base + WARPGROUP_SIZE):
+                    if not state.barriers.visible(int(writer), t):
+                        state.thread = t
+                        buffer.race(
+                            k,
+                            f"reads ({op.name}) {state.barriers.unseen(int(writer))}",
+                            barrier=False,
+                        )
+            else:
+                buffer.conflict(k, f"reads ({op.name})", int(writer))
+    buffer.read_epoch[positions] = epoch
+    buffer.reader[positions] = MANY_READERS
+    return buffer.data[positions]
+
+
+def _operand(layout: TileLayout, offset: int, rows: int, k_major: bool) -> np.ndarray:
+    """The byte addresses of a `wgmma` operand `offset` bytes into the tile, through
+    its 64-bit descriptor."""
+    base = layout.k_major() if k_major else layout.mn_major()
+    descriptor = MatrixDescriptor.decode(base.advanced(offset).encode())
+    return operand_addresses(
+        descriptor, rows, WGMMA_K, layout.element_bytes, k_major=k_major
+    )
+
+
+def warpgroup_mma(op: nvgpu.WarpgroupMmaOp, lanes: list, state, base: int) -> list:
+    tile_a, tile_b, _ = lanes[0]
+    for t, (a, b, _) in enumerate(lanes):
+        if not (tile_a.same(a) and tile_b.same(b)):
+            raise InterpreterError(
+                f"thread {t} of the warpgroup gives other descriptors than thread 0",
+                op,
+            )
+    _, _, (m, n) = op.shapes()
+    k = tile_a.layout.cols
+    state.thread = base  # races name the warpgroup's first thread
+    rows, cols = accumulator_table(n)
+    acc = np.stack([c for _, _, c in lanes])  # (128, m/64, n/2)
+    out = np.empty_like(acc)
+    for block in range(m // WGMMA_M):
+        c = np.empty((WGMMA_M, n), np.float64)
+        c[rows, cols] = acc[:, block, :]
+        for k0 in range(0, k, WGMMA_K):
+            la, lb = tile_a.layout, tile_b.layout
+            a_at = _operand(la, la.m_offset(block * WGMMA_M) + la.k_offset(k0, True),
+                            WGMMA_M, True)  # fmt: skip
+            b_at = _operand(lb, lb.k_offset(k0, False), n, False)
+            a = _read(op, tile_a, a_at, state, base).astype(np.float64)
+            b = _read(op, tile_b, b_at, state, base).astype(np.float64).T
+            c = exact_dot(a, b, c).astype(np.float64)
+        out[:, block, :] = c[rows, cols]
+    return list(out)
+
+
+def store_accumulator(ctx, op: nvgpu.WarpgroupMmaStoreOp, acc: np.ndarray, dst) -> None:
+    thread = ctx.linear % WARPGROUP_SIZE
+    n = 2 * acc.shape[1]
+    rows, cols = accumulator_table(n)
+    r, c = rows[thread], cols[thread]
+    for block in range(acc.shape[0]):
+        for row, col, value in zip(r + block * WGMMA_M, c, acc[block], strict=True):
+            dst[row, col] = value
+
+
+# -- emitters ------------------------------------------------------------------------
+
+
+def _context(w: FunctionWriter, op: Operation) -> str:
+    if w.gpu_context is None:
+        raise InterpreterError("outside a kernel", op)
+    return w.gpu_context
+
+
+@emits(nvgpu.WarpgroupGenerateDescriptorOp)
+def _generate(op: nvgpu.WarpgroupGenerateDescriptorOp, w: FunctionWriter) -> None:
+    fn = w.global_(generate_descriptor, "generate_descriptor")
+    w.line(f"{w.define(op.descriptor)} = {fn}({w.op_ref(op)}, {w[op.tensor]})")
+
+
+@emits(nvgpu.WarpgroupMmaInitAccumulatorOp)
+def _init(op: nvgpu.WarpgroupMmaInitAccumulatorOp, w: FunctionWriter) -> None:
+    fn = w.global_(init_accumulator, "init_accumulator")
+    w.line(f"{w.define(op.matrixC)} = {fn}({w.op_ref(op)})")
+
+
+@emits(nvgpu.WarpgroupMmaOp)
+def _mma(op: nvgpu.WarpgroupMmaOp, w: FunctionWriter) -> None:
+    _context(w, op)
+    collective = w.global_(WarpCollective, "warp_collective")
+    fn = w.global_(warpgroup_mma, "warpgroup_mma")
+    operands = ", ".join(w.names((op.descriptorA, op.descriptorB, op.matrixC)))
+    w.line(
+        f"{w.define(op.matrixD)} = yield {collective}({w.op_ref(op)}, {fn}, "
+        f"({operands}), {WARPGROUP_SIZE})"
+    )
+
+
+@emits(nvgpu.WarpgroupMmaStoreOp)
+def _store(op: nvgpu.WarpgroupMmaStoreOp, w: FunctionWriter) -> None:
+    fn = w.global_(store_accumulator, "store_accumulator")
+    w.line(
+        f"{fn}({_context(w, op)}, {w.op_ref(op)}, {w[op.matrixD]}, {w[op.dstMemref]})"
+    )
