@@ -25,7 +25,7 @@ What they mean (the interpreter runs exactly this, `affinec.interpreter.hopper`)
   with A (M × K) read K-major from its tile and B (K × N) read from its row-major tile
   (`transposeB`: PTX's MN-major B), as `m64nNk16` instructions, each rounded once to
   f32. `warpgroup.mma.store` writes each thread's registers of the accumulator to
-  their places in a memref (`affinec.ir.wgmma_layouts` has the fragment).
+  their places in a memref (`affinec.wgmma_layouts` has the fragment).
 
 The tiles `wgmma` reads are those TMA wrote, swizzled (32, 64 or 128 B): the
 descriptor gets its swizzle from the tensor map. Verifiers are stricter than MLIR's
@@ -80,7 +80,7 @@ from affinec.dialects.nvgpu_hopper_types import (
     WarpgroupMatrixDescriptorType,
     parse_type_of,
 )
-from affinec.ir.wgmma_layouts import WGMMA_M, TileLayout
+from affinec.wgmma_layouts import WGMMA_M, TileLayout
 
 _INDEX = IndexType()
 

@@ -10,12 +10,12 @@ from hopper_kernels import matmul_module
 from mlir_opt import mlir_opt, needs_mlir_opt, same_ir
 from xdsl.utils.exceptions import VerifyException
 
+from affinec import wgmma_layouts
 from affinec.context import make_context
 from affinec.diagnostics import parse_module
 from affinec.interpreter import Interpreter, InterpreterError
 from affinec.interpreter.mbarriers import TensorMap
-from affinec.ir import wgmma_layouts
-from affinec.ir.wgmma_layouts import MatrixDescriptor, TileLayout
+from affinec.wgmma_layouts import MatrixDescriptor, TileLayout
 
 
 def _run(

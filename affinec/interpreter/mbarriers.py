@@ -52,7 +52,7 @@ from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.gpu_ops import LANDED, SharedArray
 from affinec.interpreter.support import InterpreterError, describe, numpy_dtype
 from affinec.interpreter.warps import Wait
-from affinec.ir.wgmma_layouts import TileLayout
+from affinec.wgmma_layouts import TileLayout
 
 _uids = itertools.count()
 

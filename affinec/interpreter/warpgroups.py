@@ -30,7 +30,7 @@ from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.gpu_ops import LANDED, MANY_READERS, SharedArray
 from affinec.interpreter.support import InterpreterError
 from affinec.interpreter.warps import WarpCollective, exact_dot
-from affinec.ir.wgmma_layouts import (
+from affinec.wgmma_layouts import (
     WARPGROUP_SIZE,
     WGMMA_M,
     MatrixDescriptor,
