@@ -47,6 +47,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, Operation, SSAValue
 
+from affinec.chips import chip
 from affinec.diagnostics import OpError, is_user_error, raised_by, xdsl_failure
 from affinec.dialects import gpu, nvvm
 from affinec.dialects import llvm as llvm_extensions
@@ -164,6 +165,7 @@ def _at(op: Operation) -> Iterator[None]:
 
 def to_llvm_ir(module: ModuleOp, arch: str = DEFAULT_ARCH) -> str:
     """The LLVM IR text of the module's kernels, with the NVPTX data layout."""
+    _check_features(module, _checked_arch(arch))
     m = llvm_module(module)
     m.data_layout = str(_target_machine(_checked_arch(arch)).target_data)
     return _loop_metadata(str(m))
@@ -303,8 +305,14 @@ def _convert(
         _vector_access(op, builder, values)
     elif isinstance(op, nvvm.IntrinsicOp):
         _intrinsic_call(op, builder, values)
+    elif isinstance(op, nvvm.PtxOp):
+        _inline_ptx(op, builder, values)
     elif isinstance(op, llvm_extensions.ExtractElementOp):
         values[op.res] = builder.extract_element(values[op.vector], values[op.position])
+    elif isinstance(op, llvm_extensions.AddrSpaceCastOp):
+        values[op.res] = builder.addrspacecast(
+            values[op.arg], convert_type(op.res.type)
+        )
     else:
         convert_op(op, builder, values, blocks)
         if isinstance(op, llvm.BrOp) and UNROLL in op.attributes:
@@ -381,10 +389,18 @@ def _intrinsic_call(
     values: dict[SSAValue, ir.Value],
 ) -> None:
     module = builder.module
-    args: Sequence[ir.Value] = [values[v] for v in op.operands] + [
-        ir.Constant(ir.IntType(32), a) for a in op.immediates()
+    args: Sequence[ir.Value] = [values[v] for v in op.call_operands()] + [
+        ir.Constant(ir.IntType(32), a)
+        if isinstance(a, int)
+        else ir.Constant(ir.IntType(a[0]), a[1])
+        for a in op.immediates()
     ]
-    result_type = convert_type(op.results[0].type) if op.results else ir.VoidType()
+    if op.results:
+        result_type = convert_type(op.results[0].type)
+    elif op.RESULT is not None:
+        result_type = convert_type(op.RESULT)
+    else:
+        result_type = ir.VoidType()
     name = op.intrinsic()
     fn = module.globals.get(name)
     if fn is None:
@@ -396,9 +412,47 @@ def _intrinsic_call(
         values[op.results[0]] = call
 
 
+def _inline_ptx(
+    op: nvvm.PtxOp, builder: ir.IRBuilder, values: dict[SSAValue, ir.Value]
+) -> None:
+    asm, constraints = op.ptx()
+    args = []
+    for v in op.operands:  # a struct passes its members (an accumulator's registers)
+        value = values[v]
+        if isinstance(value.type, ir.LiteralStructType):
+            args += [
+                builder.extract_value(value, k) for k in range(len(value.type.elements))
+            ]
+        else:
+            args.append(value)
+    result_type = convert_type(op.results[0].type) if op.results else ir.VoidType()
+    call = builder.asm(
+        ir.FunctionType(result_type, [a.type for a in args]),
+        asm,
+        constraints,
+        args,
+        side_effect=True,
+    )
+    if op.results:
+        values[op.results[0]] = call
+
+
 # --------------------------------------------------------------------------------------
 # PTX
 # --------------------------------------------------------------------------------------
+
+
+def _check_features(module: ModuleOp, arch: str) -> None:
+    """Refuse an instruction `arch` lacks, at its op, before LLVM sees it (LLVM
+    stops the whole process on an intrinsic its target cannot select)."""
+    target = chip(arch)
+    for op in module.walk():
+        feature = nvvm.required_feature(op)
+        if feature is not None and not target.has(feature):
+            needs = "sm_90a" if feature == "wgmma" else "sm_90 or sm_90a"
+            raise EmitterError(
+                op, f"needs {needs} ({feature}); the PTX is being made for {arch}"
+            )
 
 
 def _checked_arch(arch: str) -> str:

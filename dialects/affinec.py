@@ -104,6 +104,17 @@ SHARED_OFFSETS = "affinec.shared_offsets"
 """`array<i64>` on a `gpu.launch` and its kernel: the `SHARED_OFFSET`s of its
 workgroup attributions, in their order, for `convert-gpu-to-nvvm` to follow."""
 
+SHARED_ALIGNMENTS = "affinec.shared_alignments"
+"""`array<i64>` on a kernel: the bytes each workgroup attribution must start on, in
+their order (16 when absent); a tile TMA swizzles needs 8 times its swizzle span."""
+
+
+def shared_alignments(op: Operation) -> list[int]:
+    """The `SHARED_ALIGNMENTS` of a kernel, or [] (16 bytes for every buffer)."""
+    marked = op.attributes.get(SHARED_ALIGNMENTS)
+    return list(marked.get_values()) if isinstance(marked, DenseArrayBase) else []  # pyright: ignore
+
+
 INDEX_BITWIDTH = "affinec.index_bitwidth"
 """Integer attribute on a kernel `gpu.func`: the width its `index` values may be
 lowered to (`affinec-narrow-indices` proves 32 where it can;

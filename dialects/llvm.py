@@ -1,11 +1,15 @@
-"""xDSL's llvm dialect with the op it lacks: `llvm.extractelement`.
+"""xDSL's llvm dialect with the ops it lacks: `llvm.extractelement` and
+`llvm.addrspacecast`.
 
 xDSL 0.74 has `llvm.insertelement` but not its inverse, which the lowering of n-D
-vectors needs to read one element of a `vector<2xf16>` (MLIR's syntax):
+vectors needs to read one element of a `vector<2xf16>`, nor the cast of a pointer to
+another address space, which a TMA load needs for its destination (shared memory as
+the cluster sees it). In MLIR's syntax:
 
     %e = llvm.extractelement %v[%i : i32] : vector<2xf16>
+    %p = llvm.addrspacecast %s : !llvm.ptr<3> to !llvm.ptr<7>
 
-`LLVM` is xDSL's dialect plus this op; affinec's context registers it in place of
+`LLVM` is xDSL's dialect plus these ops; affinec's context registers it in place of
 xDSL's (every xDSL llvm op is still there).
 """
 
@@ -13,7 +17,7 @@ from __future__ import annotations
 
 from xdsl.dialects import llvm as xdsl_llvm
 from xdsl.dialects.builtin import IntegerType, VectorType
-from xdsl.ir import Dialect, Operation, SSAValue
+from xdsl.ir import Attribute, Dialect, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -88,8 +92,24 @@ class ExtractElementOp(IRDLOperation):
         return op
 
 
+@irdl_op_definition
+class AddrSpaceCastOp(IRDLOperation):
+    """`llvm.addrspacecast`: the same address as a pointer of another space."""
+
+    name = "llvm.addrspacecast"
+
+    arg = operand_def(xdsl_llvm.LLVMPointerType)
+    res = result_def(xdsl_llvm.LLVMPointerType)
+
+    traits = traits_def(NoMemoryEffect())
+    assembly_format = "$arg attr-dict `:` type($arg) `to` type($res)"
+
+    def __init__(self, pointer: SSAValue | Operation, result: Attribute):
+        super().__init__(operands=[SSAValue.get(pointer)], result_types=[result])
+
+
 LLVM = Dialect(
     "llvm",
-    [*xdsl_llvm.LLVM.operations, ExtractElementOp],
+    [*xdsl_llvm.LLVM.operations, ExtractElementOp, AddrSpaceCastOp],
     [*xdsl_llvm.LLVM.attributes],
 )

@@ -217,6 +217,7 @@ class MBarrierArriveExpectTxOp(_BarrierOp):
     more bytes for the current phase, and arrive."""
 
     name = "nvgpu.mbarrier.arrive.expect_tx"
+    FEATURE: ClassVar[str] = "tma"
 
     barriers = operand_def(MBarrierGroupType)
     txcount = operand_def(IndexType)
@@ -283,6 +284,7 @@ class MBarrierTryWaitParityOp(IRDLOperation):
     the hardware's suspend-time hint)."""
 
     name = "nvgpu.mbarrier.try_wait.parity"
+    FEATURE: ClassVar[str] = "tma"
 
     barriers = operand_def(MBarrierGroupType)
     phaseParity = operand_def(i1)
@@ -392,6 +394,7 @@ class TmaAsyncLoadOp(IRDLOperation):
     first) into `%tile`; its bytes complete on barrier `%id`."""
 
     name = "nvgpu.tma.async.load"
+    FEATURE: ClassVar[str] = "tma"
 
     dst = operand_def(MemRefType)
     barriers = operand_def(MBarrierGroupType)
@@ -622,6 +625,7 @@ class WarpgroupMmaOp(IRDLOperation):
     !acc`: D = A × B + C by the warpgroup, as ⌈M/64⌉ × K/16 `wgmma` instructions."""
 
     name = "nvgpu.warpgroup.mma"
+    FEATURE: ClassVar[str] = "wgmma"
 
     descriptorA = operand_def(WarpgroupMatrixDescriptorType)
     descriptorB = operand_def(WarpgroupMatrixDescriptorType)

@@ -29,7 +29,8 @@ as i32 registers (two bf16, or one tf32, each), with `multiplicandAPtxType` and
 This module is the dialect, `NVVM`, and the names of all its parts; they are defined
 by idea in `nvvm_intrinsics` (`IntrinsicOp`, special registers, `barrier0`),
 `nvvm_mma` (`ldmatrix`, `mma.sync` and their attributes), `nvvm_cp_async` (the
-asynchronous copies) and `nvvm_target` (kernel attribute names, `#nvvm.target`).
+asynchronous copies), `nvvm_hopper` (mbarriers, TMA, `wgmma`; `PtxOp`, the ops
+written as inline PTX) and `nvvm_target` (kernel attribute names, `#nvvm.target`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,23 @@ from affinec.dialects.nvvm_cp_async import (
     CpAsyncWaitGroupOp,
     LoadCacheModifier,
     LoadCacheModifierAttr,
+)
+from affinec.dialects.nvvm_hopper import (
+    HOPPER_NVVM_ATTRIBUTES,
+    HOPPER_NVVM_OPS,
+    CpAsyncBulkTensorGlobalToSharedClusterOp,
+    FenceMBarrierInitOp,
+    MBarrierArriveExpectTxOp,
+    MBarrierArriveOp,
+    MBarrierInitOp,
+    MBarrierTryWaitParityOp,
+    PtxOp,
+    WgmmaFenceAlignedOp,
+    WgmmaGroupSyncAlignedOp,
+    WgmmaMmaAsyncOp,
+    WgmmaWaitGroupSyncOp,
+    accumulator_struct,
+    required_feature,
 )
 from affinec.dialects.nvvm_intrinsics import (
     SPECIAL_REGISTERS,
@@ -96,9 +114,11 @@ __all__ = [
     "BlockIdXOp",
     "BlockIdYOp",
     "BlockIdZOp",
+    "CpAsyncBulkTensorGlobalToSharedClusterOp",
     "CpAsyncCommitGroupOp",
     "CpAsyncOp",
     "CpAsyncWaitGroupOp",
+    "FenceMBarrierInitOp",
     "GridDimXOp",
     "GridDimYOp",
     "GridDimZOp",
@@ -107,18 +127,29 @@ __all__ = [
     "LdMatrixOp",
     "LoadCacheModifier",
     "LoadCacheModifierAttr",
+    "MBarrierArriveExpectTxOp",
+    "MBarrierArriveOp",
+    "MBarrierInitOp",
+    "MBarrierTryWaitParityOp",
     "MMALayout",
     "MMALayoutAttr",
     "MMAShapeAttr",
     "MMATypes",
     "MMATypesAttr",
     "MmaOp",
+    "PtxOp",
     "SpecialRegisterOp",
     "TargetAttr",
     "ThreadIdXOp",
     "ThreadIdYOp",
     "ThreadIdZOp",
     "WarpSizeOp",
+    "WgmmaFenceAlignedOp",
+    "WgmmaGroupSyncAlignedOp",
+    "WgmmaMmaAsyncOp",
+    "WgmmaWaitGroupSyncOp",
+    "accumulator_struct",
+    "required_feature",
 ]
 
 
@@ -134,6 +165,14 @@ NVVM = Dialect(
         CpAsyncOp,
         CpAsyncCommitGroupOp,
         CpAsyncWaitGroupOp,
+        *HOPPER_NVVM_OPS,
     ],
-    [MMALayoutAttr, MMATypesAttr, MMAShapeAttr, LoadCacheModifierAttr, TargetAttr],
+    [
+        MMALayoutAttr,
+        MMATypesAttr,
+        MMAShapeAttr,
+        LoadCacheModifierAttr,
+        TargetAttr,
+        *HOPPER_NVVM_ATTRIBUTES,
+    ],
 )

@@ -5,9 +5,11 @@ is one call of an LLVM intrinsic), the PTX special registers
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import IntegerType, i32
+from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, result_def
 
 
@@ -17,13 +19,19 @@ class IntrinsicOp(IRDLOperation):
 
     INTRINSIC: ClassVar[str]
     INTRINSIC_ARGS: ClassVar[tuple[int, ...]] = ()
+    RESULT: ClassVar[Attribute | None] = None
+    """What the intrinsic returns when the op has no result (the op drops it)."""
 
     def intrinsic(self) -> str:
         """The name of the intrinsic this op calls."""
         return self.INTRINSIC
 
-    def immediates(self) -> tuple[int, ...]:
-        """Constant i32 arguments after the operands."""
+    def call_operands(self) -> Sequence[SSAValue]:
+        """The call's arguments before the immediates: the operands, in order."""
+        return self.operands
+
+    def immediates(self) -> tuple[int | tuple[int, int], ...]:
+        """Constant arguments after the operands: i32s, or (bits, value) pairs."""
         return self.INTRINSIC_ARGS
 
 

@@ -50,6 +50,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
 from affinec.context import require_affinec_dialects
+from affinec.transforms.nvvm.hopper_to_nvvm import lower_hopper
 from affinec.transforms.nvvm.nvgpu_to_nvvm import (
     LOWERINGS,
     check_lowerable,
@@ -65,6 +66,7 @@ class ConvertNvgpuToNvvm(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
+        lower_hopper(op)
         found = [o for o in op.walk() if o in LOWERINGS]
         for o in found:
             check_lowerable(o)

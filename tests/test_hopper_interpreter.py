@@ -100,7 +100,7 @@ def test_a_descriptor_pointing_past_its_tile_is_refused(monkeypatch):
     monkeypatch.setattr(
         MatrixDescriptor, "encode", lambda self: encode(self) & ~(3 << 62)
     )
-    with pytest.raises(InterpreterError, match="reads bytes 0 to .* of %sb0"):
+    with pytest.raises(InterpreterError, match="which no one buffer holds"):
         _run(matmul_module(64, 64, 64, 1), 64, 64, 64)
 
 

@@ -73,9 +73,20 @@ class BlockState:
     """What the shared buffers of the running block need to know: who runs now, and
     the asynchronous copies still in flight (by record number, see `async_copies`)."""
 
-    __slots__ = ("barriers", "block", "copies", "epoch", "kernel", "thread", "threads")
+    __slots__ = (
+        "barriers",
+        "block",
+        "buffers",
+        "copies",
+        "epoch",
+        "kernel",
+        "thread",
+        "threads",
+    )
 
     def __init__(self, kernel: str, block: tuple[int, int, int], threads: tuple):
+        self.buffers: list[SharedArray] = []
+        """The block's shared buffers, at increasing addresses."""
         self.barriers: Any = None
         """The block's mbarriers (`mbarriers.BlockBarriers`), made by the first."""
         self.kernel = kernel
@@ -89,6 +100,23 @@ class BlockState:
         bx, by, _ = self.threads
         x, y, z = linear % bx, linear // bx % by, linear // (bx * by)
         return f"thread ({x}, {y}, {z})"
+
+    def allocate(self, buffer: SharedArray) -> int:
+        """A shared-memory address for `buffer`: after the others, on 1024 bytes
+        (what any tile may need)."""
+        end = 0
+        if self.buffers:
+            last = self.buffers[-1]
+            end = last.address + last.data.nbytes
+        self.buffers.append(buffer)
+        return -(-end // 1024) * 1024
+
+    def buffer_at(self, address: int) -> SharedArray | None:
+        """The shared buffer holding byte `address`, if any."""
+        for buffer in self.buffers:
+            if buffer.address <= address < buffer.address + buffer.data.nbytes:
+                return buffer
+        return None
 
     def next_epoch(self) -> None:
         """A barrier: a new interval begins; copies in flight stay in flight."""
@@ -115,6 +143,7 @@ class SharedArray:
 
     __slots__ = (
         "_flat",
+        "address",
         "data",
         "name",
         "read_epoch",
@@ -138,6 +167,9 @@ class SharedArray:
         self.reader = np.full(shape, -1, np.int64)
         self.read_epoch = np.full(shape, -1, np.int64)
         self._flat: SharedArray | None = None
+        self.address = state.allocate(self)
+        """The byte address of the buffer in the block's shared memory (the
+        interpreter's own layout, for `llvm.ptrtoint` and `wgmma` descriptors)."""
 
     def flat_view(self) -> SharedArray:
         """A one-dimensional view of the buffer (and of its race records), as a
@@ -150,6 +182,7 @@ class SharedArray:
             view.shape = (self.data.size,)
             view.source_shape = self.shape
             view.state = self.state
+            view.address = self.address
             for field in ("data", "writer", "write_epoch", "reader", "read_epoch"):
                 setattr(view, field, getattr(self, field).reshape(-1))
             view._flat = None

@@ -25,6 +25,7 @@ from xdsl.traits import SymbolTable
 
 from affinec import dtypes
 from affinec.dialects import gpu, nvvm
+from affinec.dialects.llvm import AddrSpaceCastOp
 from affinec.interpreter import scalars
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source, emits
 from affinec.interpreter.control_ops import write_body
@@ -391,6 +392,31 @@ def _address_of(op: llvm.AddressOfOp, w: FunctionWriter) -> None:
     if buffer is None:
         raise InterpreterError(f"no shared global @{name}", op)
     w.alias(op.result, f"({buffer}, 0)")
+
+
+def shared_address(op: Operation, pointer) -> int:
+    """The integer of a pointer: the interpreter gives shared memory addresses (each
+    block's buffers from 0, `gpu_ops.BlockState.allocate`), nothing else."""
+    buffer, offset = pointer
+    address = getattr(buffer, "address", None)
+    if address is None:
+        raise InterpreterError(
+            "takes the address of global memory as an integer; the interpreter "
+            "gives addresses to shared memory only",
+            op,
+        )
+    return address + offset * buffer.dtype.itemsize
+
+
+@emits(llvm.PtrToIntOp)
+def _ptr_to_int(op: llvm.PtrToIntOp, w: FunctionWriter) -> None:
+    fn = w.global_(shared_address, "shared_address")
+    w.line(f"{w.define(op.output)} = {fn}({w.op_ref(op)}, {w[op.input]})")
+
+
+@emits(AddrSpaceCastOp)
+def _addrspacecast(op: AddrSpaceCastOp, w: FunctionWriter) -> None:
+    w.alias(op.res, w[op.arg])
 
 
 @emits(nvvm.SpecialRegisterOp)

@@ -41,18 +41,19 @@ from __future__ import annotations
 
 import itertools
 import math
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
 from xdsl.ir import Operation
 
-from affinec.dialects import nvgpu
+from affinec.dialects import nvgpu, nvvm
 from affinec.interpreter.async_copies import Copy, claim
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.gpu_ops import LANDED, SharedArray
 from affinec.interpreter.support import InterpreterError, describe, numpy_dtype
 from affinec.interpreter.warps import Wait
-from affinec.wgmma_layouts import TileLayout
+from affinec.wgmma_layouts import TileLayout, swizzle_alignment
 
 _uids = itertools.count()
 
@@ -143,10 +144,12 @@ class BlockBarriers:
     """A block's barrier groups, by their `create` op, and the tiles that landed
     (by landing id: the barrier and phase that landed them, and the load)."""
 
-    __slots__ = ("groups", "landings", "observed")
+    __slots__ = ("at", "groups", "landings", "observed")
 
     def __init__(self) -> None:
         self.groups: dict[Operation, BarrierGroup] = {}
+        self.at: dict[tuple[int, int], MBarrier] = {}
+        """nvvm's barriers, by (buffer, element)."""
         self.landings: dict[int, tuple[MBarrier, int, Operation]] = {}
         self.observed: dict[tuple[int, int], int] = {}
         """(thread, barrier uid) -> the phases of the barrier the thread saw end."""
@@ -205,7 +208,8 @@ def create_group(ctx, op: nvgpu.MBarrierCreateOp) -> BarrierGroup:
     return group
 
 
-def _barrier(op: Operation, group: BarrierGroup, index: int) -> MBarrier:
+def group_barrier(op: Operation, group: BarrierGroup, index: int) -> MBarrier:
+    """Barrier `index` of a group (nvgpu's ops)."""
     if not 0 <= index < len(group.barriers):
         raise InterpreterError(
             f"barrier {index} of a group of {len(group.barriers)}", op
@@ -213,12 +217,30 @@ def _barrier(op: Operation, group: BarrierGroup, index: int) -> MBarrier:
     return group.barriers[index]
 
 
-def _used(ctx, op: Operation, group: BarrierGroup, index: int) -> MBarrier:
+def barrier_at(ctx, op: Operation, pointer) -> MBarrier:
+    """The barrier at a shared-memory pointer (nvvm's ops): one per 8-byte element
+    of a shared buffer, made by its first use."""
+    buffer, offset = pointer
+    if not isinstance(buffer, SharedArray) or buffer.dtype.itemsize != 8:
+        raise InterpreterError("an mbarrier is an i64 in shared memory", op)
+    if not 0 <= offset < len(buffer):
+        raise InterpreterError(
+            f"an mbarrier at element {offset} of %{buffer.name}, a buffer of "
+            f"{len(buffer)}",
+            op,
+        )
+    table = block_barriers(ctx.block).at
+    key = (id(buffer.data), offset)
+    if key not in table:
+        table[key] = MBarrier(f"%{buffer.name}[{offset}]")
+    return table[key]
+
+
+def _checked(ctx, op: Operation, barrier: MBarrier) -> MBarrier:
     """The barrier, checked to be initialized, and visibly so to this thread."""
-    barrier = _barrier(op, group, index)
     state = ctx.block
     if barrier.init_thread is None:
-        raise InterpreterError(f"uses {barrier.name} before nvgpu.mbarrier.init", op)
+        raise InterpreterError(f"uses {barrier.name} before it is initialized", op)
     if barrier.init_epoch == state.epoch and barrier.init_thread != ctx.linear:
         raise InterpreterError(
             f"{state.thread_name(ctx.linear)} uses {barrier.name}, which "
@@ -229,10 +251,7 @@ def _used(ctx, op: Operation, group: BarrierGroup, index: int) -> MBarrier:
     return barrier
 
 
-def init(ctx, op, group: BarrierGroup, index: int, count: int, predicate) -> None:
-    if predicate is not None and not predicate:
-        return
-    barrier = _barrier(op, group, index)
+def init(ctx, op, barrier: MBarrier, count: int) -> None:
     if count < 1:
         raise InterpreterError(f"initializes {barrier.name} to {count} arrivals", op)
     if barrier.copies or barrier.in_flight:
@@ -246,18 +265,16 @@ def init(ctx, op, group: BarrierGroup, index: int, count: int, predicate) -> Non
     barrier.init_epoch = ctx.block.epoch
 
 
-def arrive_expect_tx(ctx, op, group, index: int, tx: int, predicate) -> None:
-    if predicate is not None and not predicate:
-        return
-    barrier = _used(ctx, op, group, index)
+def arrive_expect_tx(ctx, op, barrier: MBarrier, tx: int) -> None:
+    _checked(ctx, op, barrier)
     if tx < 0:
         raise InterpreterError(f"announces {tx} bytes", op)
     barrier.tx += tx
     barrier.arrive(op, ctx.block)
 
 
-def arrive(ctx, op, group, index: int) -> int:
-    barrier = _used(ctx, op, group, index)
+def arrive(ctx, op, barrier: MBarrier) -> int:
+    _checked(ctx, op, barrier)
     phase = barrier.phase
     barrier.arrive(op, ctx.block)
     return phase
@@ -287,10 +304,10 @@ class BarrierWait(Wait):
         )
 
 
-def try_wait(ctx, op, group, index: int, parity) -> BarrierWait | None:
+def try_wait(ctx, op, barrier: MBarrier, parity) -> BarrierWait | None:
     """None when the thread may go on (its observation recorded), else what it
     yields until then."""
-    barrier = _used(ctx, op, group, index)
+    _checked(ctx, op, barrier)
     parity = int(bool(parity))
     if barrier.phase % 2 == parity:
         return BarrierWait(op, barrier, parity, ctx.block)
@@ -363,36 +380,46 @@ def create_descriptor(op: nvgpu.TmaCreateDescriptorOp, array, box) -> TensorMap:
     return TensorMap(array, box, t.swizzle_span, fill)
 
 
-def tma_load(ctx, op: nvgpu.TmaAsyncLoadOp, tensor_map, coordinates, group, index,
-             dst, predicate) -> None:  # fmt: skip
-    if predicate is not None and not predicate:
-        return
-    if op.multicastMask is not None:
-        raise InterpreterError("multicast TMA loads (clusters) are not supported", op)
+def tma_load(ctx, op: Operation, tensor_map, coordinates, barrier: MBarrier,
+             dst) -> None:  # fmt: skip
+    """Start the TMA load of the box at `coordinates` into `dst`: a whole
+    workgroup buffer (nvgpu's op) or a pointer into one (nvvm's)."""
     if not isinstance(tensor_map, TensorMap):
         raise InterpreterError(
             f"the tensor map is {type(tensor_map).__name__}, not one "
             "nvgpu.tma.create.descriptor made",
             op,
         )
-    barrier = _used(ctx, op, group, index)
-    if not isinstance(dst, SharedArray):
+    _checked(ctx, op, barrier)
+    buffer, offset = (dst, 0) if isinstance(dst, SharedArray) else dst
+    if not isinstance(buffer, SharedArray):
+        raise InterpreterError("TMA loads into shared memory", op)
+    flat = buffer.flat_view()
+    e = flat.dtype.itemsize
+    if flat.dtype != tensor_map.array.dtype:
         raise InterpreterError(
-            "TMA loads into a whole workgroup buffer here (not a view of one)", op
+            f"loads {tensor_map.array.dtype} into a buffer of {flat.dtype}", op
+        )
+    alignment = swizzle_alignment(tensor_map.swizzle)
+    if (flat.address + offset * e) % max(alignment, 128):
+        raise InterpreterError(
+            f"the destination (byte {offset * e} of %{flat.name}) is not aligned to "
+            f"{max(alignment, 128)} bytes",
+            op,
         )
     values = tensor_map.read_box(tuple(int(c) for c in coordinates))
-    flat = dst.flat_view()
-    e = flat.dtype.itemsize
-    if values.size != len(flat):
+    if offset + values.size > len(flat):
         raise InterpreterError(
-            f"a box of {values.size} elements into a buffer of {len(flat)}", op
+            f"a box of {values.size} elements from element {offset} of a buffer "
+            f"of {len(flat)}",
+            op,
         )
     rows, cols = math.prod(tensor_map.box[:-1]), tensor_map.box[-1]
     if tensor_map.swizzle:
         positions = TileLayout(rows, cols, e, tensor_map.swizzle).addresses() // e
     else:
         positions = np.arange(rows * cols).reshape(rows, cols)
-    positions = positions.reshape(-1)
+    positions = offset + positions.reshape(-1)
     state = ctx.block
     copy = TmaCopy(op, ctx.linear, flat, positions, values.reshape(-1), barrier)
     claim(flat, positions, copy, state)
@@ -423,39 +450,68 @@ def _create(op: nvgpu.MBarrierCreateOp, w: FunctionWriter) -> None:
     _call(w, op, create_group, _context(w, op), w.op_ref(op), result=op.barriers)
 
 
-@emits(nvgpu.MBarrierInitOp)
-def _init(op: nvgpu.MBarrierInitOp, w: FunctionWriter) -> None:
+def _barrier_of(w: FunctionWriter, op: Operation) -> str:
+    """The name of the barrier an nvgpu op (group and index) or an nvvm op (pointer)
+    names, computed by a line written here."""
+    name = w.fresh("barrier")
+    if isinstance(op, nvvm.IntrinsicOp | nvvm.PtxOp):
+        pointer = op.mbar if hasattr(op, "mbar") else op.addr  # pyright: ignore
+        fn = w.global_(barrier_at, "barrier_at")
+        w.line(f"{name} = {fn}({_context(w, op)}, {w.op_ref(op)}, {w[pointer]})")
+    else:
+        fn = w.global_(group_barrier, "group_barrier")
+        group, index = op.barriers, op.mbarId  # pyright: ignore
+        w.line(f"{name} = {fn}({w.op_ref(op)}, {w[group]}, {w[index]})")
+    return name
+
+
+def _predicated(w: FunctionWriter, op: Operation):
+    predicate = getattr(op, "predicate", None)
+    return w.indented(f"if {w[predicate]}:") if predicate is not None else nullcontext()
+
+
+@emits(nvgpu.MBarrierInitOp, nvvm.MBarrierInitOp)
+def _init(op: nvgpu.MBarrierInitOp | nvvm.MBarrierInitOp, w: FunctionWriter) -> None:
     ctx = _context(w, op)
-    args = (w[op.barriers], w[op.mbarId], w[op.count], _optional(w, op.predicate))
-    _call(w, op, init, ctx, w.op_ref(op), *args)
+    with _predicated(w, op):
+        _call(w, op, init, ctx, w.op_ref(op), _barrier_of(w, op), w[op.count])
 
 
-@emits(nvgpu.MBarrierArriveExpectTxOp)
-def _expect_tx(op: nvgpu.MBarrierArriveExpectTxOp, w: FunctionWriter) -> None:
+@emits(nvgpu.MBarrierArriveExpectTxOp, nvvm.MBarrierArriveExpectTxOp)
+def _expect_tx(op: Operation, w: FunctionWriter) -> None:
     ctx = _context(w, op)
-    args = (w[op.barriers], w[op.mbarId], w[op.txcount], _optional(w, op.predicate))
-    _call(w, op, arrive_expect_tx, ctx, w.op_ref(op), *args)
+    with _predicated(w, op):
+        tx = w[op.txcount]  # pyright: ignore
+        _call(w, op, arrive_expect_tx, ctx, w.op_ref(op), _barrier_of(w, op), tx)
 
 
-@emits(nvgpu.MBarrierArriveOp)
-def _arrive(op: nvgpu.MBarrierArriveOp, w: FunctionWriter) -> None:
+@emits(nvgpu.MBarrierArriveOp, nvvm.MBarrierArriveOp)
+def _arrive(op: Operation, w: FunctionWriter) -> None:
     ctx = _context(w, op)
-    args = (w[op.barriers], w[op.mbarId])
-    _call(w, op, arrive, ctx, w.op_ref(op), *args, result=op.token)
+    barrier = _barrier_of(w, op)
+    _call(w, op, arrive, ctx, w.op_ref(op), barrier, result=op.results[0])
 
 
-@emits(nvgpu.MBarrierTryWaitParityOp)
-def _try_wait(op: nvgpu.MBarrierTryWaitParityOp, w: FunctionWriter) -> None:
+@emits(nvgpu.MBarrierTryWaitParityOp, nvvm.MBarrierTryWaitParityOp)
+def _try_wait(op: Operation, w: FunctionWriter) -> None:
     ctx = _context(w, op)
+    parity = w[
+        op.phaseParity if isinstance(op, nvgpu.MBarrierTryWaitParityOp) else op.phase
+    ]  # pyright: ignore
     site = w.fresh("wait")
     call = (
         f"{w.global_(try_wait, 'try_wait')}({ctx}, {w.op_ref(op)}, "
-        f"{w[op.barriers]}, {w[op.mbarId]}, {w[op.phaseParity]})"
+        f"{_barrier_of(w, op)}, {parity})"
     )
     w.line(f"{site} = {call}")
     with w.indented(f"while {site} is not None:"):
         w.line(f"yield {site}")
         w.line(f"{site} = {call}")
+
+
+@emits(nvvm.FenceMBarrierInitOp)
+def _fence(op: nvvm.FenceMBarrierInitOp, w: FunctionWriter) -> None:
+    w.line("pass  # the interpreter's barriers are visible once initialized")
 
 
 @emits(nvgpu.TmaCreateDescriptorOp)
@@ -465,16 +521,19 @@ def _create_descriptor(op: nvgpu.TmaCreateDescriptorOp, w: FunctionWriter) -> No
           result=op.tensorMap)  # fmt: skip
 
 
-@emits(nvgpu.TmaAsyncLoadOp)
-def _tma_load(op: nvgpu.TmaAsyncLoadOp, w: FunctionWriter) -> None:
+@emits(nvgpu.TmaAsyncLoadOp, nvvm.CpAsyncBulkTensorGlobalToSharedClusterOp)
+def _tma_load(op: Operation, w: FunctionWriter) -> None:
     ctx = _context(w, op)
-    coordinates = f"({', '.join(w.names(op.coordinates))},)"
-    args = (
-        w[op.tensorMapDescriptor],
-        coordinates,
-        w[op.barriers],
-        w[op.mbarId],
-        w[op.dst],
-        _optional(w, op.predicate),
-    )
-    _call(w, op, tma_load, ctx, w.op_ref(op), *args)
+    if isinstance(op, nvgpu.TmaAsyncLoadOp):
+        if op.multicastMask is not None:
+            raise InterpreterError(
+                "multicast TMA loads (clusters) are not interpreted", op
+            )
+        tensor_map, dst = op.tensorMapDescriptor, op.dst
+    else:
+        tensor_map, dst = op.tmaDescriptor, op.dstMem  # pyright: ignore
+    coordinates = f"({', '.join(w.names(op.coordinates))},)"  # pyright: ignore
+    with _predicated(w, op):
+        barrier = _barrier_of(w, op)
+        _call(w, op, tma_load, ctx, w.op_ref(op), w[tensor_map], coordinates, barrier,
+              w[dst])  # fmt: skip

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 from xdsl.ir import Operation
 
-from affinec.dialects import nvgpu
+from affinec.dialects import nvgpu, nvvm
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.gpu_ops import LANDED, MANY_READERS, SharedArray
 from affinec.interpreter.support import InterpreterError
@@ -78,23 +78,29 @@ def init_accumulator(op: nvgpu.WarpgroupMmaInitAccumulatorOp) -> np.ndarray:
     return np.zeros((m // WGMMA_M, n // 2), np.float32)
 
 
-def _read(op: Operation, tile: TileDescriptor, addresses: np.ndarray, state,
-          base: int) -> np.ndarray:  # fmt: skip
-    """The elements at byte `addresses` of the tile's buffer, read by the warpgroup
-    of thread `base`, race-checked."""
-    buffer = tile.buffer
-    e = buffer.dtype.itemsize
-    if (
-        (addresses % e).any()
-        or addresses.min() < 0
-        or addresses.max() >= len(buffer) * e
-    ):
+def _operand(op: Operation, descriptor: MatrixDescriptor, rows: int, k_major: bool,
+             element_bytes: int, state, base: int) -> np.ndarray:  # fmt: skip
+    """A `wgmma` operand (rows x 16) as its 64-bit descriptor addresses it, read by
+    the warpgroup of thread `base`, race-checked."""
+    decoded = MatrixDescriptor.decode(descriptor.encode())
+    addresses = operand_addresses(decoded, rows, WGMMA_K, element_bytes, k_major)
+    low, high = int(addresses.min()), int(addresses.max())
+    buffer = state.buffer_at(low)
+    if buffer is None or high >= buffer.address + buffer.data.nbytes:
         raise InterpreterError(
-            f"reads bytes {int(addresses.min())} to {int(addresses.max())} of "
-            f"%{buffer.name}, a buffer of {len(buffer) * e} bytes",
+            f"the descriptor {descriptor.encode():#x} addresses bytes {low} to {high} "
+            "of shared memory, which no one buffer holds",
             op,
         )
-    positions = addresses // e
+    buffer = buffer.flat_view()
+    e = buffer.dtype.itemsize
+    if e != element_bytes or ((addresses - buffer.address) % e).any():
+        raise InterpreterError(
+            f"reads {element_bytes}-byte elements from %{buffer.name}, a buffer of "
+            f"{buffer.dtype}",
+            op,
+        )
+    positions = (addresses - buffer.address) // e
     epoch = state.epoch
     written = buffer.write_epoch[positions] == epoch
     if written.any():
@@ -114,17 +120,14 @@ def _read(op: Operation, tile: TileDescriptor, addresses: np.ndarray, state,
                 buffer.conflict(k, f"reads ({op.name})", int(writer))
     buffer.read_epoch[positions] = epoch
     buffer.reader[positions] = MANY_READERS
-    return buffer.data[positions]
+    return buffer.data[positions].astype(np.float64)
 
 
-def _operand(layout: TileLayout, offset: int, rows: int, k_major: bool) -> np.ndarray:
-    """The byte addresses of a `wgmma` operand `offset` bytes into the tile, through
-    its 64-bit descriptor."""
-    base = layout.k_major() if k_major else layout.mn_major()
-    descriptor = MatrixDescriptor.decode(base.advanced(offset).encode())
-    return operand_addresses(
-        descriptor, rows, WGMMA_K, layout.element_bytes, k_major=k_major
-    )
+def _same_for_all(op: Operation, values: list, what: str) -> None:
+    if any(v != values[0] for v in values):
+        raise InterpreterError(
+            f"the threads of the warpgroup give different {what}", op
+        )
 
 
 def warpgroup_mma(op: nvgpu.WarpgroupMmaOp, lanes: list, state, base: int) -> list:
@@ -136,7 +139,7 @@ def warpgroup_mma(op: nvgpu.WarpgroupMmaOp, lanes: list, state, base: int) -> li
                 op,
             )
     _, _, (m, n) = op.shapes()
-    k = tile_a.layout.cols
+    la, lb = tile_a.layout, tile_b.layout
     state.thread = base  # races name the warpgroup's first thread
     rows, cols = accumulator_table(n)
     acc = np.stack([c for _, _, c in lanes])  # (128, m/64, n/2)
@@ -144,16 +147,36 @@ def warpgroup_mma(op: nvgpu.WarpgroupMmaOp, lanes: list, state, base: int) -> li
     for block in range(m // WGMMA_M):
         c = np.empty((WGMMA_M, n), np.float64)
         c[rows, cols] = acc[:, block, :]
-        for k0 in range(0, k, WGMMA_K):
-            la, lb = tile_a.layout, tile_b.layout
-            a_at = _operand(la, la.m_offset(block * WGMMA_M) + la.k_offset(k0, True),
-                            WGMMA_M, True)  # fmt: skip
-            b_at = _operand(lb, lb.k_offset(k0, False), n, False)
-            a = _read(op, tile_a, a_at, state, base).astype(np.float64)
-            b = _read(op, tile_b, b_at, state, base).astype(np.float64).T
-            c = exact_dot(a, b, c).astype(np.float64)
+        for k0 in range(0, la.cols, WGMMA_K):
+            at_a = (
+                tile_a.buffer.address
+                + la.m_offset(block * WGMMA_M)
+                + la.k_offset(k0, True)
+            )
+            at_b = tile_b.buffer.address + lb.k_offset(k0, False)
+            a = _operand(op, la.k_major().advanced(at_a), WGMMA_M, True,
+                         la.element_bytes, state, base)  # fmt: skip
+            b = _operand(op, lb.mn_major().advanced(at_b), n, False,
+                         lb.element_bytes, state, base)  # fmt: skip
+            c = exact_dot(a, b.T, c).astype(np.float64)
         out[:, block, :] = c[rows, cols]
     return list(out)
+
+
+def nvvm_wgmma(op: nvvm.WgmmaMmaAsyncOp, lanes: list, state, base: int) -> list:
+    """One `wgmma.mma_async` m64nNk16: each thread gives the two descriptors (the
+    same for all) and its N/2 accumulator registers."""
+    _same_for_all(op, [(a, b) for a, b, _ in lanes], "descriptors")
+    a, b = (MatrixDescriptor.decode(int(x)) for x in lanes[0][:2])
+    n = op.n
+    rows, cols = accumulator_table(n)
+    state.thread = base
+    matrix_a = _operand(op, a, WGMMA_M, True, 2, state, base)
+    matrix_b = _operand(op, b, n, not op.transposed_b, 2, state, base)
+    c = np.empty((WGMMA_M, n), np.float64)
+    c[rows, cols] = np.array([lane[2] for lane in lanes], np.float64)
+    d = exact_dot(matrix_a, matrix_b.T, c)
+    return [tuple(d[rows[t], cols[t]]) for t in range(WARPGROUP_SIZE)]
 
 
 def store_accumulator(ctx, op: nvgpu.WarpgroupMmaStoreOp, acc: np.ndarray, dst) -> None:
@@ -197,6 +220,25 @@ def _mma(op: nvgpu.WarpgroupMmaOp, w: FunctionWriter) -> None:
         f"{w.define(op.matrixD)} = yield {collective}({w.op_ref(op)}, {fn}, "
         f"({operands}), {WARPGROUP_SIZE})"
     )
+
+
+@emits(nvvm.WgmmaMmaAsyncOp)
+def _nvvm_mma(op: nvvm.WgmmaMmaAsyncOp, w: FunctionWriter) -> None:
+    _context(w, op)
+    collective = w.global_(WarpCollective, "warp_collective")
+    fn = w.global_(nvvm_wgmma, "nvvm_wgmma")
+    operands = ", ".join(w.names((op.descriptorA, op.descriptorB, op.inouts)))
+    w.line(
+        f"{w.define(op.res)} = yield {collective}({w.op_ref(op)}, {fn}, "
+        f"({operands}), {WARPGROUP_SIZE})"
+    )
+
+
+@emits(
+    nvvm.WgmmaFenceAlignedOp, nvvm.WgmmaGroupSyncAlignedOp, nvvm.WgmmaWaitGroupSyncOp
+)
+def _in_order(op: Operation, w: FunctionWriter) -> None:
+    w.line("pass  # the interpreter's wgmma has finished when it returns")
 
 
 @emits(nvgpu.WarpgroupMmaStoreOp)

@@ -11,6 +11,10 @@ type at least its size, the smallest such, where there is one:
     filter_shared  memref<2x32x136xf16>  offset 10240   (17408 bytes)
     output_shared  memref<64x128xf16>    offset 10240   (overlay, 16384 bytes)
 
+A buffer may need more than `SHARED_ALIGNMENT`: a tile TMA swizzles with 128 B
+starts on 1024 bytes (`affinec.shared_alignments` on the kernel lists each
+buffer's, as the pass that made the need recorded it).
+
 `affinec-plan-shared-memory` decides the layout of each block with this rule and
 records it in the IR; `convert-gpu-to-nvvm` follows the record (and applies the rule
 itself only to kernels nothing planned).
@@ -29,25 +33,31 @@ SHARED_ALIGNMENT = 16
 `cp.async` of 16 bytes, `ldmatrix` rows) needs."""
 
 
-def aligned(size: int) -> int:
-    """`size` rounded up to `SHARED_ALIGNMENT`."""
-    return -(-size // SHARED_ALIGNMENT) * SHARED_ALIGNMENT
+def aligned(size: int, alignment: int = SHARED_ALIGNMENT) -> int:
+    """`size` rounded up to `alignment`."""
+    return -(-size // alignment) * alignment
 
 
 def lay_out_shared(
-    types: Sequence[MemRefType], overlays: Collection[int], static_limit: int
+    types: Sequence[MemRefType],
+    overlays: Collection[int],
+    static_limit: int,
+    alignments: Sequence[int] = (),
 ) -> list[int]:
     """Byte offsets in dynamic shared memory of buffers of `types` (positions in
-    `overlays` may share bytes with the others), or [] when they fit in
+    `overlays` may share bytes with the others; buffer k starts on `alignments[k]`
+    bytes, `SHARED_ALIGNMENT` when not given), or [] when they fit in
     `static_limit` bytes of static shared memory."""
     sizes = [memref_bytes(t) for t in types]
-    if sum(map(aligned, sizes)) <= static_limit:
+    align = list(alignments) or [SHARED_ALIGNMENT] * len(types)
+    if sum(aligned(n, a) for n, a in zip(sizes, align, strict=True)) <= static_limit:
         return []
     offsets = [0] * len(types)
     end = 0
     for k, n in enumerate(sizes):
         if k not in overlays:
-            offsets[k], end = end, end + aligned(n)
+            start = aligned(end, align[k])
+            offsets[k], end = start, start + aligned(n)
     for k in sorted(overlays):
         element = types[k].get_element_type()
         hosts = [
@@ -57,10 +67,12 @@ def lay_out_shared(
             and t.get_element_type() == element
             and sizes[j] >= sizes[k]
         ]
+        hosts = [h for h in hosts if offsets[h[1]] % align[k] == 0]
         if hosts:
             offsets[k] = offsets[min(hosts)[1]]
         else:
-            offsets[k], end = end, end + aligned(sizes[k])
+            start = aligned(end, align[k])
+            offsets[k], end = start, start + aligned(sizes[k])
     return offsets
 
 
@@ -73,17 +85,21 @@ def layout_bytes(types: Sequence[MemRefType], offsets: Sequence[int]) -> int:
 
 
 def layout_error(
-    types: Sequence[MemRefType], offsets: Sequence[int], overlays: Collection[int]
+    types: Sequence[MemRefType],
+    offsets: Sequence[int],
+    overlays: Collection[int],
+    alignments: Sequence[int] = (),
 ) -> str | None:
     """What is wrong with a recorded layout (a count that does not match, an offset
     not aligned, two buffers sharing bytes where neither is an overlay), or None."""
     if len(offsets) != len(types):
         return f"{len(offsets)} offsets for {len(types)} shared buffers"
+    align = list(alignments) or [SHARED_ALIGNMENT] * len(types)
     for k, o in enumerate(offsets):
-        if o < 0 or o % SHARED_ALIGNMENT:
+        if o < 0 or o % max(align[k], SHARED_ALIGNMENT):
             return (
                 f"shared buffer #{k} at offset {o}, not a multiple of "
-                f"{SHARED_ALIGNMENT} bytes"
+                f"{max(align[k], SHARED_ALIGNMENT)} bytes"
             )
     spans = [(o, o + memref_bytes(t)) for o, t in zip(offsets, types, strict=True)]
     for i, (a0, a1) in enumerate(spans):

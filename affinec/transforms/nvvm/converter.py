@@ -27,7 +27,13 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from affinec.diagnostics import PassError
 from affinec.dialects import gpu
-from affinec.dialects.affinec import LAUNCH, OVERLAY, SHARED_OFFSETS
+from affinec.dialects.affinec import (
+    LAUNCH,
+    OVERLAY,
+    SHARED_ALIGNMENTS,
+    SHARED_OFFSETS,
+    shared_alignments,
+)
 from affinec.dialects.nvvm import BYVAL, GRID_CONSTANT, KERNEL, MAXNTID, MINCTASM
 from affinec.dialects.nvvm_target import chip_of
 from affinec.dtypes import element_size
@@ -192,7 +198,7 @@ class KernelConverter:
                     self._dynamic_name,
                     "external",
                     addr_space=SHARED_ADDRESS_SPACE,
-                    alignment=SHARED_ALIGNMENT,
+                    alignment=max([SHARED_ALIGNMENT, *shared_alignments(func)]),
                 )
             )
         for b in reverse_post_order(func.body):
@@ -266,13 +272,14 @@ class KernelConverter:
         assert isinstance(t, MemRefType)
         name = f"__shared_{self.func.sym_name.data}_{k}"
         count = math.prod(t.get_shape())
+        alignments = shared_alignments(self.func)
         self.globals.append(
             llvm.GlobalOp(
                 llvm.LLVMArrayType(count, t.get_element_type()),
                 name,
                 "internal",
                 addr_space=SHARED_ADDRESS_SPACE,
-                alignment=SHARED_ALIGNMENT,
+                alignment=alignments[k] if alignments else SHARED_ALIGNMENT,
             )
         )
         address = llvm.AddressOfOp(
@@ -295,11 +302,19 @@ def dynamic_shared_offsets(func: gpu.FuncOp) -> list[int]:
     marked = func.attributes.get(OVERLAY)
     overlays = set(marked.get_values()) if isinstance(marked, DenseArrayBase) else set()
     planned = func.attributes.get(SHARED_OFFSETS)
+    alignments = shared_alignments(func)
+    if alignments and len(alignments) != len(types):
+        raise PassError(
+            func,
+            f"{len(alignments)} {SHARED_ALIGNMENTS} for {len(types)} workgroup buffers",
+        )
     if planned is None:
-        return lay_out_shared(types, overlays, chip_of(func).static_shared_per_block)
+        return lay_out_shared(
+            types, overlays, chip_of(func).static_shared_per_block, alignments
+        )
     offsets = list(planned.get_values()) if isinstance(planned, DenseArrayBase) else []
     if not isinstance(planned, DenseArrayBase) or (
-        why := layout_error(types, offsets, overlays)
+        why := layout_error(types, offsets, overlays, alignments)
     ):
         raise PassError(
             func,

@@ -45,7 +45,10 @@ _KEPT = (
     llvm.ZeroOp,
     llvm.InsertElementOp,
     llvm_extensions.ExtractElementOp,
+    llvm_extensions.AddrSpaceCastOp,
+    llvm.PtrToIntOp,
     llvm.InlineAsmOp,
+    nvvm.PtxOp,
 )
 
 

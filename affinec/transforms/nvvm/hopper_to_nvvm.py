@@ -1,0 +1,442 @@
+"""nvgpu's Hopper ops as nvvm ops, in place, at the gpu level: the Hopper part of
+`convert-nvgpu-to-nvvm`.
+
+A kernel using them changes in four ways before its ops are rewritten:
+
+- a tensor map parameter becomes what the launch passes, the 128-byte CUtensorMap
+  by value: `%map: !llvm.ptr {llvm.align = 64 : i64, llvm.byval =
+  !llvm.array<128 x i8>}` (`convert-gpu-to-nvvm` marks it `nvvm.grid_constant`);
+- a barrier group (`nvgpu.mbarrier.create`) becomes a workgroup buffer of i64, one
+  element a barrier;
+- a warpgroup accumulator becomes `!llvm.struct<(struct<(f32, ...)>, ...)>`: per 64
+  rows, the N/2 registers of a thread, as `nvvm.wgmma.mma_async` takes them; a matrix
+  descriptor becomes the i64 of its tile's start address field (`(address &
+  0x3FFFF) >> 4`), to which each MMA adds its sub-tile's offset and ORs the fields of
+  the operand it is (A K-major, B MN-major: `affinec.wgmma_layouts`);
+- each TMA destination starts on 8 × its swizzle span (`affinec.shared_alignments`).
+
+Then each op becomes its nvvm op on `affinec.element_pointer`s:
+
+    nvgpu.warpgroup.mma %a, %b, %c        nvvm.wgmma.fence.aligned
+        (A 64x64, B 64xN)                 %c0 = llvm.extractvalue %c[0]
+                                          %a0 = arith.ori %a, <A's fields>
+                                          %d0 = nvvm.wgmma.mma_async %a0, %b0, %c0, ...
+                                          ... one per 16 of K ...
+                                          %d = llvm.insertvalue %d3, %c[0]
+                                          nvvm.wgmma.commit.group.sync.aligned
+                                          nvvm.wgmma.wait.group.sync.aligned 0
+
+A kernel whose chip lacks the instructions (`wgmma`: sm_90a; TMA and transaction
+counts: sm_90) is refused here, with the op and the chip named, before LLVM sees
+them (LLVM would stop the whole process).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    BFloat16Type,
+    DenseArrayBase,
+    DictionaryAttr,
+    Float32Type,
+    FunctionType,
+    IndexType,
+    IntAttr,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    i32,
+    i64,
+)
+from xdsl.dialects.llvm import (
+    ExtractValueOp,
+    InsertValueOp,
+    LLVMArrayType,
+    LLVMPointerType,
+    LLVMStructType,
+    PtrToIntOp,
+    ZeroOp,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.rewriter import Rewriter
+
+from affinec.chips import chip
+from affinec.diagnostics import PassError
+from affinec.dialects import gpu, nvgpu, nvvm
+from affinec.dialects.affinec import (
+    SHARED_ALIGNMENTS,
+    ElementPointerOp,
+    shared_alignments,
+)
+from affinec.dialects.gpu_common import WORKGROUP_ATTRIBUTIONS
+from affinec.dialects.llvm import AddrSpaceCastOp
+from affinec.dialects.nvvm_target import BYVAL, chip_name_of
+from affinec.wgmma_layouts import (
+    WARPGROUP_SIZE,
+    WGMMA_M,
+    TileLayout,
+    swizzle_alignment,
+)
+
+TENSOR_MAP_BYTES = 128
+TENSOR_MAP_ALIGNMENT = 64
+_INDEX = IndexType()
+_WGMMA_K = 16
+
+
+def uses_hopper(op: Operation) -> bool:
+    """A Hopper op this lowering rewrites (a tensor map is made on the host, and
+    stays)."""
+    return isinstance(op, nvgpu.HOPPER_OPS) and not isinstance(
+        op, nvgpu.TmaCreateDescriptorOp
+    )
+
+
+def lower_hopper(module: Operation) -> None:
+    """Lower the Hopper ops of every kernel of `module`."""
+    kernels = [
+        f
+        for f in module.walk()
+        if isinstance(f, gpu.FuncOp) and any(uses_hopper(o) for o in f.walk())
+    ]
+    for op in module.walk():
+        if uses_hopper(op) and not any(k.is_ancestor(op) for k in kernels):
+            raise PassError(op, "lowers only inside a gpu.func (outline it first)")
+    for kernel in kernels:
+        _HopperKernel(kernel).lower()
+
+
+def accumulator_type(t: nvgpu.WarpgroupAccumulatorType) -> LLVMStructType:
+    m, n = t.shape
+    return LLVMStructType.from_type_list([nvvm.accumulator_struct(n)] * (m // WGMMA_M))
+
+
+class _HopperKernel:
+    def __init__(self, func: gpu.FuncOp):
+        self.func = func
+        self.barriers: dict[SSAValue, SSAValue] = {}
+
+    def lower(self) -> None:
+        self._check_target()
+        # What the types say, read before they change.
+        self.layouts = {
+            op.descriptor: op.layout()
+            for op in self.func.walk()
+            if isinstance(op, nvgpu.WarpgroupGenerateDescriptorOp)
+        }
+        self.shapes = {
+            op: op.shapes()
+            for op in self.func.walk()
+            if isinstance(op, nvgpu.WarpgroupMmaOp)
+        }
+        self._align_tma_destinations()
+        self._pass_tensor_maps_by_value()
+        self._barriers_in_shared_memory()
+        self._retype()
+        ops = [o for o in self.func.walk() if uses_hopper(o)]
+        for op in reversed(ops):  # users first
+            if isinstance(op, nvgpu.MBarrierCreateOp):
+                continue
+            new_ops, results = getattr(self, "_" + type(op).__name__)(op)
+            Rewriter.replace_op(op, new_ops, results or [None] * len(op.results))
+        for op in ops:
+            if isinstance(op, nvgpu.MBarrierCreateOp):
+                Rewriter.erase_op(op)
+
+    # -- the kernel -------------------------------------------------------------------
+
+    def _check_target(self) -> None:
+        name = chip_name_of(self.func)
+        target = chip(name)
+        for op in self.func.walk():
+            feature = nvvm.required_feature(op)
+            if feature is not None and not target.has(feature):
+                needs = "sm_90a" if feature == "wgmma" else "sm_90 or sm_90a"
+                raise PassError(
+                    op,
+                    f"needs {needs} ({feature}); the kernel is compiled for {name} "
+                    "(set the target with nvvm-attach-target{chip=sm_90a} or "
+                    "--arch sm_90a)",
+                )
+            if (
+                isinstance(op, nvgpu.MBarrierInitOp | nvgpu.MBarrierArriveExpectTxOp)
+                and op.predicate is not None
+            ):
+                raise PassError(op, "a predicate is not lowered yet: use scf.if")
+            if isinstance(op, nvgpu.TmaAsyncLoadOp) and (
+                op.predicate is not None or op.multicastMask is not None
+            ):
+                raise PassError(op, "predicated or multicast TMA loads are not lowered")
+
+    def _pass_tensor_maps_by_value(self) -> None:
+        func = self.func
+        inputs = list(func.function_type.inputs.data)
+        attrs = [
+            DictionaryAttr(func.argument_attributes(k)) for k in range(len(inputs))
+        ]
+        pointer = LLVMPointerType()
+        for k, t in enumerate(inputs):
+            if isinstance(t, nvgpu.TensorMapDescriptorType):
+                inputs[k] = pointer
+                attrs[k] = DictionaryAttr(
+                    {
+                        "llvm.align": IntegerAttr(TENSOR_MAP_ALIGNMENT, i64),
+                        BYVAL: LLVMArrayType(TENSOR_MAP_BYTES, IntegerType(8)),
+                    }
+                )
+                func.body.blocks[0].args[k]._type = pointer  # pyright: ignore
+        func.properties["function_type"] = FunctionType.from_lists(inputs, [])
+        if any(a.data for a in attrs):
+            func.properties["arg_attrs"] = ArrayAttr(attrs)
+
+    def _barriers_in_shared_memory(self) -> None:
+        func = self.func
+        entry = func.body.blocks[0]
+        for op in func.walk():
+            if not isinstance(op, nvgpu.MBarrierCreateOp):
+                continue
+            if op.parent_block() is not entry:
+                raise PassError(op, "creates barriers outside the kernel's entry block")
+            t = op.barriers.type
+            assert isinstance(t, nvgpu.MBarrierGroupType)
+            position = len(func.arguments) + func.num_workgroup
+            buffer = entry.insert_arg(
+                MemRefType(i64, [t.count], memory_space=_SHARED), position
+            )
+            buffer.name_hint = op.barriers.name_hint or "barriers"
+            func.attributes[WORKGROUP_ATTRIBUTIONS] = IntegerAttr(
+                func.num_workgroup + 1, i64
+            )
+            if alignments := shared_alignments(func):
+                alignments.insert(position - len(func.arguments), 16)
+                func.attributes[SHARED_ALIGNMENTS] = DenseArrayBase.from_list(
+                    i64, alignments
+                )
+            self.barriers[op.barriers] = buffer
+
+    def _align_tma_destinations(self) -> None:
+        func = self.func
+        workgroup = list(func.workgroup_args)
+        alignments = [16] * len(workgroup)
+        for op in func.walk():
+            if isinstance(op, nvgpu.TmaAsyncLoadOp):
+                if op.dst not in workgroup:
+                    raise PassError(
+                        op,
+                        "loads into a workgroup buffer of the kernel here (not a "
+                        "view of one)",
+                    )
+                k = workgroup.index(op.dst)
+                span = op.map_type.swizzle_span
+                alignments[k] = max(alignments[k], swizzle_alignment(span), 128)
+        if any(a != 16 for a in alignments):
+            func.attributes[SHARED_ALIGNMENTS] = DenseArrayBase.from_list(
+                i64, alignments
+            )
+
+    def _retype(self) -> None:
+        """Accumulators and descriptors take their lowered types everywhere (block
+        arguments of loops, results of `scf.if`), before their ops are rewritten."""
+
+        def lowered(t: Attribute) -> Attribute | None:
+            if isinstance(t, nvgpu.WarpgroupAccumulatorType):
+                return accumulator_type(t)
+            if isinstance(t, nvgpu.WarpgroupMatrixDescriptorType):
+                return i64
+            return None
+
+        for op in self.func.walk():
+            for value in op.results:
+                if (new := lowered(value.type)) is not None:
+                    value._type = new  # pyright: ignore
+            for region in op.regions:
+                for block in region.blocks:
+                    for value in block.args:
+                        if (new := lowered(value.type)) is not None:
+                            value._type = new  # pyright: ignore
+
+    # -- mbarriers --------------------------------------------------------------------
+
+    def _barrier(self, barriers: SSAValue, index: SSAValue) -> ElementPointerOp:
+        buffer = self.barriers.get(barriers)
+        if buffer is None:
+            raise PassError(
+                barriers.owner if isinstance(barriers.owner, Operation) else self.func,
+                "a barrier group the kernel does not create itself",
+            )
+        return ElementPointerOp(buffer, [index])
+
+    def _MBarrierInitOp(self, op: nvgpu.MBarrierInitOp):
+        pointer = self._barrier(op.barriers, op.mbarId)
+        count = arith.IndexCastOp(op.count, i32)
+        return [pointer, count, nvvm.MBarrierInitOp(pointer.result, count.result),
+                nvvm.FenceMBarrierInitOp()], []  # fmt: skip
+
+    def _MBarrierArriveExpectTxOp(self, op: nvgpu.MBarrierArriveExpectTxOp):
+        pointer = self._barrier(op.barriers, op.mbarId)
+        tx = arith.IndexCastOp(op.txcount, i32)
+        return [
+            pointer,
+            tx,
+            nvvm.MBarrierArriveExpectTxOp(pointer.result, tx.result),
+        ], []
+
+    def _MBarrierArriveOp(self, op: nvgpu.MBarrierArriveOp):
+        pointer = self._barrier(op.barriers, op.mbarId)
+        arrive = nvvm.MBarrierArriveOp(pointer.result)
+        return [pointer, arrive], [arrive.res]
+
+    def _MBarrierTryWaitParityOp(self, op: nvgpu.MBarrierTryWaitParityOp):
+        pointer = self._barrier(op.barriers, op.mbarId)
+        parity = arith.ExtUIOp(op.phaseParity, i32)
+        ticks = arith.IndexCastOp(op.ticks, i32)
+        wait = nvvm.MBarrierTryWaitParityOp(pointer.result, parity.result, ticks.result)
+        return [pointer, parity, ticks, wait], []
+
+    # -- TMA ----------------------------------------------------------------------------
+
+    def _TmaAsyncLoadOp(self, op: nvgpu.TmaAsyncLoadOp):
+        tensor_map = op.tensorMapDescriptor
+        if tensor_map not in self.func.arguments:
+            raise PassError(op, "the tensor map must be a parameter of the kernel")
+        dst_type = op.dst.type
+        assert isinstance(dst_type, MemRefType)
+        zero = arith.ConstantOp(IntegerAttr(0, _INDEX))
+        dst = ElementPointerOp(op.dst, [zero.result] * dst_type.get_num_dims())
+        cluster = AddrSpaceCastOp(dst.result, LLVMPointerType(IntAttr(7)))
+        barrier = self._barrier(op.barriers, op.mbarId)
+        casts = [arith.IndexCastOp(c, i32) for c in op.coordinates]
+        load = nvvm.CpAsyncBulkTensorGlobalToSharedClusterOp(
+            cluster.res, tensor_map, barrier.result, [c.result for c in casts]
+        )
+        return [zero, dst, cluster, barrier, *casts, load], []
+
+    # -- warpgroup MMA ------------------------------------------------------------------
+
+    def _WarpgroupGenerateDescriptorOp(self, op: nvgpu.WarpgroupGenerateDescriptorOp):
+        zero = arith.ConstantOp(IntegerAttr(0, _INDEX))
+        tile = ElementPointerOp(op.tensor, [zero.result, zero.result])
+        address = PtrToIntOp(tile.result, i64)
+        mask = _i64(0x3FFFF)
+        masked = arith.AndIOp(address.output, mask.result)
+        four = _i64(4)
+        start = arith.ShRUIOp(masked.result, four.result)
+        return [zero, tile, address, mask, masked, four, start], [start.result]
+
+    def _WarpgroupMmaInitAccumulatorOp(self, op: nvgpu.WarpgroupMmaInitAccumulatorOp):
+        zero = ZeroOp(result_types=[op.matrixC.type])
+        return [zero], [zero.res]
+
+    def _WarpgroupMmaOp(self, op: nvgpu.WarpgroupMmaOp):
+        a_type, _, (m, n) = self.shapes[op]
+        layout_a = self._layout(op.descriptorA)
+        layout_b = self._layout(op.descriptorB)
+        kind = "bf16" if isinstance(a_type.get_element_type(), BFloat16Type) else "f16"
+        ops: list[Operation] = [nvvm.WgmmaFenceAlignedOp()]
+        fields_a = _i64(layout_a.k_major().encode())
+        fields_b = _i64(layout_b.mn_major().encode())
+        ops += [fields_a, fields_b]
+        result = op.matrixC
+        block_type = nvvm.accumulator_struct(n)
+        for block in range(m // WGMMA_M):
+            extract = ExtractValueOp(
+                DenseArrayBase.from_list(i64, [block]), op.matrixC, block_type
+            )
+            ops.append(extract)
+            c = extract.res
+            for k0 in range(0, layout_a.cols, _WGMMA_K):
+                offset_a = layout_a.m_offset(block * WGMMA_M) + layout_a.k_offset(
+                    k0, True
+                )
+                offset_b = layout_b.k_offset(k0, False)
+                a, a_ops = _descriptor(op.descriptorA, offset_a, fields_a.result)
+                b, b_ops = _descriptor(op.descriptorB, offset_b, fields_b.result)
+                mma = nvvm.WgmmaMmaAsyncOp(a, b, c, n, kind)
+                ops += [*a_ops, *b_ops, mma]
+                c = mma.res
+            insert = InsertValueOp(DenseArrayBase.from_list(i64, [block]), result, c)
+            ops.append(insert)
+            result = insert.res
+        ops += [nvvm.WgmmaGroupSyncAlignedOp(), nvvm.WgmmaWaitGroupSyncOp(0)]
+        return ops, [result]
+
+    def _layout(self, descriptor: SSAValue) -> TileLayout:
+        layout = self.layouts.get(descriptor)
+        if layout is None:
+            raise PassError(
+                self.func,
+                "a wgmma operand's descriptor must come straight from "
+                "nvgpu.warpgroup.generate.descriptor in the kernel",
+            )
+        return layout
+
+    def _WarpgroupMmaStoreOp(self, op: nvgpu.WarpgroupMmaStoreOp):
+        """Each thread's registers to their rows and columns (the fragment of
+        `wgmma_layouts.accumulator_table`), one `memref.store` each."""
+        t = op.dstMemref.type
+        assert isinstance(t, MemRefType)
+        m, n = t.get_shape()
+        ops: list[Operation] = []
+
+        def index(value: int) -> SSAValue:
+            c = arith.ConstantOp(IntegerAttr(value, _INDEX))
+            ops.append(c)
+            return c.result
+
+        def binary(cls, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
+            o = cls(lhs, rhs)
+            ops.append(o)
+            return o.result
+
+        tid = gpu.ThreadIdOp("x")
+        ops.append(tid)
+        thread = binary(arith.RemUIOp, tid.result, index(WARPGROUP_SIZE))
+        warp = binary(arith.DivUIOp, thread, index(32))
+        lane = binary(arith.RemUIOp, thread, index(32))
+        row0 = binary(
+            arith.AddiOp,
+            binary(arith.MuliOp, warp, index(16)),
+            binary(arith.DivUIOp, lane, index(4)),
+        )
+        col0 = binary(arith.MuliOp, binary(arith.RemUIOp, lane, index(4)), index(2))
+        for block in range(m // WGMMA_M):
+            for j in range(n // 2):
+                row = binary(
+                    arith.AddiOp, row0, index(block * WGMMA_M + 8 * ((j // 2) % 2))
+                )
+                col = binary(arith.AddiOp, col0, index(8 * (j // 4) + j % 2))
+                value = ExtractValueOp(
+                    DenseArrayBase.from_list(i64, [block, j]), op.matrixD, Float32Type()
+                )
+                ops += [value, memref.StoreOp.get(value.res, op.dstMemref, [row, col])]
+        return ops, []
+
+
+_SHARED = IntegerAttr(3, i64)
+
+
+def _i64(value: int) -> arith.ConstantOp:
+    return arith.ConstantOp(IntegerAttr(value, i64))
+
+
+def _descriptor(
+    start: SSAValue, offset: int, fields: SSAValue
+) -> tuple[SSAValue, Sequence[Operation]]:
+    """The descriptor of the sub-tile `offset` bytes into the tile whose start field
+    is `start`: start + offset/16, with the operand's fields."""
+    ops: list[Operation] = []
+    value = start
+    if offset:
+        step = _i64(offset >> 4)
+        add = arith.AddiOp(value, step.result)
+        ops += [step, add]
+        value = add.result
+    full = arith.OrIOp(value, fields)
+    ops.append(full)
+    return full.result, ops
+
+
+__all__ = ["accumulator_type", "lower_hopper", "uses_hopper"]
