@@ -112,6 +112,8 @@ from affinec.dialects.nvgpu_hopper import (
     WarpgroupMmaStoreOp,
 )
 from affinec.dialects.nvgpu_hopper_types import (
+    TENSOR_MAP_ALIGNMENT,
+    TENSOR_MAP_BYTES,
     MBarrierGroupType,
     MBarrierTokenType,
     TensorMapDescriptorType,
@@ -392,6 +394,8 @@ __all__ = [
     "MMA_KINDS",
     "NVGPU",
     "SHARED_MEMORY_SPACE",
+    "TENSOR_MAP_ALIGNMENT",
+    "TENSOR_MAP_BYTES",
     "WARP_SIZE",
     "DeviceAsyncCopyOp",
     "DeviceAsyncCreateGroupOp",

@@ -36,6 +36,11 @@ from affinec.wgmma_layouts import SWIZZLE_SPANS
 
 T = TypeVar("T", bound=ParametrizedAttribute)
 
+TENSOR_MAP_BYTES = 128
+"""A TMA descriptor (CUtensorMap) is 128 bytes, passed to a kernel by value..."""
+TENSOR_MAP_ALIGNMENT = 64
+"""...64-byte aligned."""
+
 
 def parse_type_of(parser: Parser, cls: type[T]) -> T:
     """A `cls` type, written in full (`!nvgpu.mbarrier.group<...>`, or an alias) or

@@ -19,7 +19,12 @@ from collections.abc import Sequence
 
 import numpy as np
 from xdsl.dialects import llvm
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, VectorType
+from xdsl.dialects.builtin import (
+    FloatAttr,
+    IntegerAttr,
+    UnrealizedConversionCastOp,
+    VectorType,
+)
 from xdsl.ir import Operation
 from xdsl.traits import SymbolTable
 
@@ -417,6 +422,16 @@ def _ptr_to_int(op: llvm.PtrToIntOp, w: FunctionWriter) -> None:
 @emits(AddrSpaceCastOp)
 def _addrspacecast(op: AddrSpaceCastOp, w: FunctionWriter) -> None:
     w.alias(op.res, w[op.arg])
+
+
+@emits(UnrealizedConversionCastOp)
+def _unrealized_cast(op: UnrealizedConversionCastOp, w: FunctionWriter) -> None:
+    """One value as another type (a tensor map as the pointer to its parameter):
+    the same Python value."""
+    if len(op.inputs) != len(op.outputs):
+        raise InterpreterError("casts a number of values to another number", op)
+    for source, result in zip(op.inputs, op.outputs, strict=True):
+        w.alias(result, w[source])
 
 
 @emits(nvvm.SpecialRegisterOp)

@@ -22,6 +22,7 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     VectorType,
     i32,
+    i64,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
@@ -33,6 +34,11 @@ from affinec.dialects.affinec import (
     SHARED_ALIGNMENTS,
     SHARED_OFFSETS,
     shared_alignments,
+)
+from affinec.dialects.nvgpu import (
+    TENSOR_MAP_ALIGNMENT,
+    TENSOR_MAP_BYTES,
+    TensorMapDescriptorType,
 )
 from affinec.dialects.nvvm import BYVAL, GRID_CONSTANT, KERNEL, MAXNTID, MINCTASM
 from affinec.dialects.nvvm_target import chip_of
@@ -105,6 +111,10 @@ def _argument_attributes(func: gpu.FuncOp) -> list[DictionaryAttr]:
     out = []
     for k, a in enumerate(func.arguments):
         attrs = func.argument_attributes(k)
+        if isinstance(a.type, TensorMapDescriptorType):
+            # a CUtensorMap, passed by value (128 bytes, 64-byte aligned)
+            attrs["llvm.align"] = IntegerAttr(TENSOR_MAP_ALIGNMENT, i64)
+            attrs[BYVAL] = llvm.LLVMArrayType(TENSOR_MAP_BYTES, IntegerType(8))
         if recorded and isinstance(a.type, MemRefType):
             attrs["llvm.noalias"] = UnitAttr()
         if BYVAL in attrs and func.kernel is not None and not _written(a):
@@ -139,6 +149,8 @@ class KernelConverter:
     def type(self, t: Attribute) -> Attribute:
         if isinstance(t, IndexType):
             return self.index_type
+        if isinstance(t, TensorMapDescriptorType):
+            return llvm.LLVMPointerType()
         if isinstance(t, MemRefType):
             return llvm.LLVMPointerType(_space(t))
         if isinstance(t, VectorType):

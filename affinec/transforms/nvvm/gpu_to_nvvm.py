@@ -1,12 +1,16 @@
-"""gpu ops as nvvm: ids from special registers, `gpu.barrier` as `nvvm.barrier0`."""
+"""gpu ops as nvvm: ids from special registers, `gpu.barrier` as `nvvm.barrier0`;
+and the casts `convert-nvgpu-to-nvvm` leaves (a tensor map as the pointer to its
+by-value parameter), which the kernel's own conversion makes exact."""
 
 from __future__ import annotations
 
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import (
     UnitAttr,
+    UnrealizedConversionCastOp,
 )
 
+from affinec.diagnostics import PassError
 from affinec.dialects import gpu, nvvm
 from affinec.transforms.nvvm.converter import KernelConverter, converts
 
@@ -47,3 +51,16 @@ def _global_id(op: gpu.GlobalIdOp, c: KernelConverter):
 def _barrier(op: gpu.BarrierOp, c: KernelConverter):
     c.emit(nvvm.BarrierOp())
     return []
+
+
+@converts(UnrealizedConversionCastOp)
+def _cast(op: UnrealizedConversionCastOp, c: KernelConverter):
+    """A cast to the type its operand converts to: the converted operand."""
+    converted = [c.v(v) for v in op.inputs]
+    if [v.type for v in converted] != [r.type for r in op.outputs]:
+        raise PassError(
+            op,
+            "casts to other types than convert-gpu-to-nvvm gives its operands "
+            f"({', '.join(str(v.type) for v in converted)})",
+        )
+    return converted

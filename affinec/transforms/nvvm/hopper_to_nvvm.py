@@ -3,9 +3,11 @@
 
 A kernel using them changes in four ways before its ops are rewritten:
 
-- a tensor map parameter becomes what the launch passes, the 128-byte CUtensorMap
-  by value: `%map: !llvm.ptr {llvm.align = 64 : i64, llvm.byval =
-  !llvm.array<128 x i8>}` (`convert-gpu-to-nvvm` marks it `nvvm.grid_constant`);
+- a tensor map parameter stays one (the launch passes it), and a TMA load takes
+  it cast to `!llvm.ptr` (`builtin.unrealized_conversion_cast`, as MLIR's pass):
+  `convert-gpu-to-nvvm` makes the parameter what the launch passes, the 128-byte
+  CUtensorMap by value, `!llvm.ptr {llvm.align = 64 : i64, llvm.byval =
+  !llvm.array<128 x i8>, nvvm.grid_constant}`, and the cast that pointer;
 - a barrier group (`nvgpu.mbarrier.create`) becomes a workgroup buffer of i64, one
   element a barrier;
 - a warpgroup accumulator becomes `!llvm.struct<(struct<(f32, ...)>, ...)>`: per 64
@@ -37,24 +39,20 @@ from collections.abc import Sequence
 
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import (
-    ArrayAttr,
     BFloat16Type,
     DenseArrayBase,
-    DictionaryAttr,
     Float32Type,
-    FunctionType,
     IndexType,
     IntAttr,
     IntegerAttr,
-    IntegerType,
     MemRefType,
+    UnrealizedConversionCastOp,
     i32,
     i64,
 )
 from xdsl.dialects.llvm import (
     ExtractValueOp,
     InsertValueOp,
-    LLVMArrayType,
     LLVMPointerType,
     LLVMStructType,
     PtrToIntOp,
@@ -73,7 +71,7 @@ from affinec.dialects.affinec import (
 )
 from affinec.dialects.gpu_common import WORKGROUP_ATTRIBUTIONS
 from affinec.dialects.llvm import AddrSpaceCastOp
-from affinec.dialects.nvvm_target import BYVAL, chip_name_of
+from affinec.dialects.nvvm_target import chip_name_of
 from affinec.wgmma_layouts import (
     WARPGROUP_SIZE,
     WGMMA_M,
@@ -81,8 +79,6 @@ from affinec.wgmma_layouts import (
     swizzle_alignment,
 )
 
-TENSOR_MAP_BYTES = 128
-TENSOR_MAP_ALIGNMENT = 64
 _INDEX = IndexType()
 _WGMMA_K = 16
 
@@ -133,7 +129,6 @@ class _HopperKernel:
             if isinstance(op, nvgpu.WarpgroupMmaOp)
         }
         self._align_tma_destinations()
-        self._pass_tensor_maps_by_value()
         self._barriers_in_shared_memory()
         self._retype()
         ops = [o for o in self.func.walk() if uses_hopper(o)]
@@ -170,27 +165,6 @@ class _HopperKernel:
                 op.predicate is not None or op.multicastMask is not None
             ):
                 raise PassError(op, "predicated or multicast TMA loads are not lowered")
-
-    def _pass_tensor_maps_by_value(self) -> None:
-        func = self.func
-        inputs = list(func.function_type.inputs.data)
-        attrs = [
-            DictionaryAttr(func.argument_attributes(k)) for k in range(len(inputs))
-        ]
-        pointer = LLVMPointerType()
-        for k, t in enumerate(inputs):
-            if isinstance(t, nvgpu.TensorMapDescriptorType):
-                inputs[k] = pointer
-                attrs[k] = DictionaryAttr(
-                    {
-                        "llvm.align": IntegerAttr(TENSOR_MAP_ALIGNMENT, i64),
-                        BYVAL: LLVMArrayType(TENSOR_MAP_BYTES, IntegerType(8)),
-                    }
-                )
-                func.body.blocks[0].args[k]._type = pointer  # pyright: ignore
-        func.properties["function_type"] = FunctionType.from_lists(inputs, [])
-        if any(a.data for a in attrs):
-            func.properties["arg_attrs"] = ArrayAttr(attrs)
 
     def _barriers_in_shared_memory(self) -> None:
         func = self.func
@@ -309,10 +283,11 @@ class _HopperKernel:
         cluster = AddrSpaceCastOp(dst.result, LLVMPointerType(IntAttr(7)))
         barrier = self._barrier(op.barriers, op.mbarId)
         casts = [arith.IndexCastOp(c, i32) for c in op.coordinates]
+        pointer = UnrealizedConversionCastOp.get([tensor_map], [LLVMPointerType()])
         load = nvvm.CpAsyncBulkTensorGlobalToSharedClusterOp(
-            cluster.res, tensor_map, barrier.result, [c.result for c in casts]
+            cluster.res, pointer.results[0], barrier.result, [c.result for c in casts]
         )
-        return [zero, dst, cluster, barrier, *casts, load], []
+        return [zero, dst, cluster, barrier, *casts, pointer, load], []
 
     # -- warpgroup MMA ------------------------------------------------------------------
 

@@ -1,0 +1,135 @@
+"""The Hopper kernels lowered: nvgpu → nvvm ops → llvm → PTX for sm_90a.
+
+Every level runs in the interpreter to the same bits as the nvgpu level (the
+lowered descriptors are decoded as `wgmma` decodes them); ptxas assembles the PTX
+for sm_90a without spilling; a chip without the instructions is refused, located,
+before LLVM sees them; mlir-opt reads the nvvm level as the same IR."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pytest
+from hopper_kernels import matmul_module
+from mlir_opt import mlir_opt, needs_mlir_opt, printed, same_ir
+
+from affinec.context import make_context
+from affinec.diagnostics import PassError, parse_module
+from affinec.emitter import EmitterError, to_ptx
+from affinec.interpreter import Interpreter
+from affinec.pipeline import Pipeline
+from affinec.ptxas import assemble, find_ptxas
+from affinec.wgmma_layouts import MatrixDescriptor, TileLayout
+
+needs_ptxas = pytest.mark.skipif(
+    find_ptxas() is None and os.environ.get("AFFINEC_ALLOW_NO_PTXAS") == "1",
+    reason="ptxas not found and AFFINEC_ALLOW_NO_PTXAS=1",
+)
+
+STAGES = (
+    "nvvm-attach-target{chip=sm_90a}",
+    "convert-nvgpu-to-nvvm",
+    "convert-scf-to-cf",
+    "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}",
+)
+SHAPES = [(64, 64, 128, 2), (128, 32, 256, 3), (64, 16, 64, 1)]
+
+
+def _lowered(text: str, upto: int = len(STAGES)):
+    module = parse_module(make_context(), text)
+    Pipeline.parse(",".join(STAGES[:upto])).run(module)
+    module.verify()
+    return module
+
+
+def _run(module, m, n, k) -> np.ndarray:
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    out = np.full((m, n), np.nan, np.float32)
+    Interpreter(module).run("matmul", a, b, out)
+    return out
+
+
+@pytest.mark.parametrize(("m", "n", "k", "stages"), SHAPES)
+def test_every_level_computes_the_same_bits(m, n, k, stages):
+    text = matmul_module(m, n, k, stages)
+    expected = _run(_lowered(text, 0), m, n, k)
+    for upto in range(2, len(STAGES) + 1):
+        got = _run(_lowered(text, upto), m, n, k)
+        assert np.array_equal(got, expected), STAGES[upto - 1]
+
+
+def test_a_lowering_with_the_wrong_descriptor_fields_is_caught(monkeypatch):
+    text = matmul_module(64, 64, 128, 2)
+    expected = _run(_lowered(text, 0), 64, 64, 128)
+    lowered = _lowered(text, 0)
+    wrong_a = MatrixDescriptor(0, 16, 512, 128)  # A's row groups 512 B apart
+    monkeypatch.setattr(TileLayout, "k_major", lambda self: wrong_a)
+    Pipeline.parse(",".join(STAGES[:2])).run(lowered)
+    monkeypatch.undo()  # the interpreter decodes the descriptors as PTX says
+    wrong = _run(lowered, 64, 64, 128)
+    assert not np.allclose(wrong, expected, rtol=0.1)
+
+
+def test_the_lowered_kernel_takes_its_tensor_maps_by_value_and_aligns_its_tiles():
+    text = printed(_lowered(matmul_module(64, 64, 128, 2), 2))
+    assert "affinec.shared_alignments = array<i64: 1024, 1024, 1024, 1024, 16>" in text
+    assert "%bar : memref<2xi64, 3 : i64>" in text
+    assert text.count("nvvm.wgmma.mma_async") == 8  # 2 steps x 4 of K=16
+    llvm = printed(_lowered(matmul_module(64, 64, 128, 2)))
+    grid_constant = (
+        "!llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, "
+        "nvvm.grid_constant}"
+    )
+    assert llvm.count(grid_constant) == 2
+
+
+@needs_ptxas
+@pytest.mark.parametrize(("m", "n", "k", "stages"), SHAPES)
+def test_ptxas_assembles_the_kernel_for_sm_90a(m, n, k, stages):
+    ptx = to_ptx(_lowered(matmul_module(m, n, k, stages)), "sm_90a")
+    assert ".target sm_90a" in ptx
+    assert len(re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n", ptx)) == (
+        m // 64
+    ) * (k // 16)
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile" in ptx
+    assert re.search(
+        r"\.shared \.align 1024 \.b8 __(shared|dynamic_shared)_matmul", ptx
+    )
+    (resources,) = assemble(ptx, "sm_90a").values()
+    assert resources.spill_stores == resources.stack_frame == 0
+
+
+@pytest.mark.parametrize(
+    ("chip", "op", "needs"),
+    [
+        ("sm_90", "nvgpu.warpgroup.mma", "sm_90a (wgmma)"),
+        ("sm_80", "nvgpu.mbarrier.arrive.expect_tx", "sm_90 or sm_90a (tma)"),
+    ],
+)
+def test_a_chip_without_the_instructions_is_refused_at_the_op(chip, op, needs):
+    module = parse_module(make_context(), matmul_module())
+    stages = f"nvvm-attach-target{{chip={chip}}},convert-nvgpu-to-nvvm"
+    with pytest.raises(PassError, match=re.escape(needs)) as caught:
+        Pipeline.parse(stages).run(module)
+    assert caught.value.op is not None and caught.value.op.name == op
+
+
+def test_the_emitter_refuses_wgmma_for_plain_sm_90_before_llvm():
+    module = _lowered(matmul_module())
+    for op in module.walk():  # as if the target had been dropped
+        op.attributes.pop("affinec.target", None)
+        if op.name == "gpu.module":
+            op.properties.pop("targets", None)
+    with pytest.raises(EmitterError, match=r"needs sm_90a \(wgmma\).*sm_90$"):
+        to_ptx(module, "sm_90")
+
+
+@needs_mlir_opt
+def test_mlir_opt_reads_the_nvvm_level_as_the_same_ir():
+    text = printed(_lowered(matmul_module(128, 32, 128, 2), 2))
+    theirs = mlir_opt(text, "--allow-unregistered-dialect")  # affinec.element_pointer
+    assert same_ir(text, theirs, allow_unregistered=True)
