@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hopper_kernels import matmul_module
 from mlir_opt import mlir_opt, needs_mlir_opt, same_ir
 from xdsl.utils.exceptions import VerifyException
 
 from affinec import wgmma_layouts
 from affinec.context import make_context
 from affinec.diagnostics import parse_module
+from affinec.hopper_matmul import matmul_module
 from affinec.interpreter import Interpreter, InterpreterError
 from affinec.interpreter.mbarriers import TensorMap
 from affinec.wgmma_layouts import MatrixDescriptor, TileLayout
@@ -210,10 +210,7 @@ def test_a_tma_load_over_a_stage_still_being_read_is_a_race():
 
 
 def test_a_warpgroup_needs_128_threads():
-    text = _mutated(
-        "threads in (%c128, %c1, %c1)",
-        "threads in (%c64, %c1, %c1)",
-    ).replace("%c128 = arith.constant 128", "%c64 = arith.constant 64")
+    text = _mutated("%threads = arith.constant 128", "%threads = arith.constant 64")
     _fails(text, "partial warpgroup", "64 threads")
 
 

@@ -12,12 +12,12 @@ import re
 
 import numpy as np
 import pytest
-from hopper_kernels import matmul_module
 from mlir_opt import mlir_opt, needs_mlir_opt, printed, same_ir
 
 from affinec.context import make_context
 from affinec.diagnostics import PassError, parse_module
 from affinec.emitter import EmitterError, to_ptx
+from affinec.hopper_matmul import matmul_module
 from affinec.interpreter import Interpreter
 from affinec.pipeline import Pipeline
 from affinec.ptxas import assemble, find_ptxas
@@ -35,6 +35,7 @@ STAGES = (
     "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}",
 )
 SHAPES = [(64, 64, 128, 2), (128, 32, 256, 3), (64, 16, 64, 1)]
+GRID = (128, 64, 128, 2, 64, 32)  # 2 x 2 blocks of 64 x 32
 
 
 def _lowered(text: str, upto: int = len(STAGES)):
@@ -62,6 +63,22 @@ def test_every_level_computes_the_same_bits(m, n, k, stages):
         assert np.array_equal(got, expected), STAGES[upto - 1]
 
 
+def test_a_grid_of_blocks_computes_the_product_at_every_level():
+    m, n, k, stages, tm, tn = GRID
+    text = matmul_module(m, n, k, stages, tm, tn)
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    reference = a.astype(np.float64) @ b.astype(np.float64)
+    results = []
+    for upto in (0, 2, len(STAGES)):
+        out = np.full((m, n), np.nan, np.float32)
+        Interpreter(_lowered(text, upto)).run("matmul", a, b, out)
+        results.append(out)
+    assert np.linalg.norm(results[0] - reference) < 1e-6 * np.linalg.norm(reference)
+    assert all(np.array_equal(r, results[0]) for r in results)
+
+
 def test_a_lowering_with_the_wrong_descriptor_fields_is_caught(monkeypatch):
     text = matmul_module(64, 64, 128, 2)
     expected = _run(_lowered(text, 0), 64, 64, 128)
@@ -76,7 +93,7 @@ def test_a_lowering_with_the_wrong_descriptor_fields_is_caught(monkeypatch):
 
 def test_the_lowered_kernel_takes_its_tensor_maps_by_value_and_aligns_its_tiles():
     text = printed(_lowered(matmul_module(64, 64, 128, 2), 2))
-    assert "affinec.shared_alignments = array<i64: 1024, 1024, 1024, 1024, 16>" in text
+    assert "affinec.shared_alignments = array<i64: 1024, 1024, 1024, 1024, 16, 16>" in text
     assert "%bar : memref<2xi64, 3 : i64>" in text
     assert text.count("nvvm.wgmma.mma_async") == 8  # 2 steps x 4 of K=16
     llvm = printed(_lowered(matmul_module(64, 64, 128, 2)))

@@ -1,0 +1,155 @@
+"""A Hopper matrix product written at the nvgpu level: TMA loads, an mbarrier
+pipeline and warpgroup MMA, for checking and measuring the Hopper levels (no pass
+makes such kernels from a spec yet).
+
+`matmul_module(m, n, k, stages, tile_m, tile_n)` is a module with a host function
+`@matmul(%a, %b, %out)` (A m × k and B k × n of f16, out m × n of f32) that makes the
+two tensor maps and launches a grid of blocks, one warpgroup each, one
+`tile_m` × `tile_n` tile of the output a block:
+
+    thread 0    init the stages' barriers                      gpu.barrier
+    thread 0    for the first `stages` K steps (64 wide):
+                  arrive.expect_tx, TMA A[tile rows, step], TMA B[step, tile cols]
+    every step  all wait for the step's barrier (parity: the step's round), the
+                warpgroup multiplies, gpu.barrier (the stage is free), thread 0
+                loads the step `stages` ahead into it
+    epilogue    each thread stores its registers into a shared f32 tile, then the
+                block copies the tile out
+
+B's tile is read as `wgmma`'s transposed B (row-major k × n), swizzled by its row
+(n = 16, 32 or 64 f16: 32, 64 or 128 bytes); A's by 128 bytes. M, N and K must be
+multiples of the tiles and of 64.
+"""
+
+from __future__ import annotations
+
+BK = 64
+"""The K of one step: one 128-byte swizzled row of f16."""
+
+WARPGROUP = 128
+
+_SWIZZLE = {128: "swizzle_128b", 64: "swizzle_64b", 32: "swizzle_32b"}
+
+
+def matmul_module(
+    m: int = 64,
+    n: int = 64,
+    k: int = 64,
+    stages: int = 1,
+    tile_m: int | None = None,
+    tile_n: int | None = None,
+) -> str:
+    """The module's text (MLIR's syntax); a ValueError for shapes it cannot take."""
+    tm, tn = tile_m or m, tile_n or n
+    if tm % 64 or m % tm or tn * 2 not in _SWIZZLE or n % tn or k % BK or stages < 1:
+        raise ValueError(
+            f"a {m}x{n}x{k} product in {tm}x{tn} tiles: tile_m must be a multiple of "
+            f"64 dividing m, tile_n one of 16, 32, 64 dividing n, k a multiple of {BK}"
+        )
+    steps = k // BK
+    bytes_per_step = (tm * BK + BK * tn) * 2
+    types = f"""!barriers = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = {stages}>
+!mapA = !nvgpu.tensormap.descriptor<tensor = memref<{tm}x{BK}xf16, 3>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
+!mapB = !nvgpu.tensormap.descriptor<tensor = memref<{BK}x{tn}xf16, 3>, swizzle = {_SWIZZLE[tn * 2]}, l2promo = none, oob = zero, interleave = none>
+!descA = !nvgpu.warpgroup.descriptor<tensor = memref<{tm}x{BK}xf16, 3>>
+!descB = !nvgpu.warpgroup.descriptor<tensor = memref<{BK}x{tn}xf16, 3>>
+!acc = !nvgpu.warpgroup.accumulator<fragmented = vector<{tm}x{tn}xf32>>
+"""
+    buffers = ", ".join(
+        f"%sa{s} : memref<{tm}x{BK}xf16, 3>, %sb{s} : memref<{BK}x{tn}xf16, 3>"
+        for s in range(stages)
+    )
+    body: list[str] = []
+
+    def load(step: int) -> None:
+        s = step % stages
+        body.append(f"""      scf.if %first {{
+        nvgpu.mbarrier.arrive.expect_tx %bar[%c{s}], %bytes : !barriers
+        nvgpu.tma.async.load %mapA[%k{step}, %row0], %bar[%c{s}] to %sa{s} : !mapA, !barriers -> memref<{tm}x{BK}xf16, 3>
+        nvgpu.tma.async.load %mapB[%col0, %k{step}], %bar[%c{s}] to %sb{s} : !mapB, !barriers -> memref<{BK}x{tn}xf16, 3>
+      }}""")
+
+    body.append("      scf.if %first {")
+    body += [
+        f"        nvgpu.mbarrier.init %bar[%c{s}], %c1 : !barriers"
+        for s in range(stages)
+    ]
+    body.append("      }")
+    body.append("      gpu.barrier  // the barriers' init, visible to every thread")
+    for step in range(min(stages, steps)):
+        load(step)
+    acc = "%zero"
+    for step in range(steps):
+        s = step % stages
+        parity = "%true" if (step // stages) % 2 else "%false"
+        body.append(f"""      nvgpu.mbarrier.try_wait.parity %bar[%c{s}], {parity}, %ticks : !barriers
+      %da{step} = nvgpu.warpgroup.generate.descriptor %sa{s}, %mapA : memref<{tm}x{BK}xf16, 3>, !mapA -> !descA
+      %db{step} = nvgpu.warpgroup.generate.descriptor %sb{s}, %mapB : memref<{BK}x{tn}xf16, 3>, !mapB -> !descB
+      %acc{step} = nvgpu.warpgroup.mma %da{step}, %db{step}, {acc} {{transposeB}} : !descA, !descB, !acc -> !acc
+      gpu.barrier  // stage {s} read: free for the next load""")
+        acc = f"%acc{step}"
+        if step + stages < steps:
+            load(step + stages)
+    constants = "\n".join(
+        f"      %c{s} = arith.constant {s} : index"
+        for s in range(max(stages, 3))
+        if s not in (0, 1)
+    )
+    offsets = "\n".join(
+        f"      %k{step} = arith.constant {step * BK} : index" for step in range(steps)
+    )
+    return f"""{types}
+module attributes {{gpu.container_module}} {{
+  func.func @matmul(%a: memref<{m}x{k}xf16>, %b: memref<{k}x{n}xf16>, %out: memref<{m}x{n}xf32>) {{
+    %c1 = arith.constant 1 : index
+    %ctm = arith.constant {tm} : index
+    %ctn = arith.constant {tn} : index
+    %ck = arith.constant {BK} : index
+    %blocks_x = arith.constant {n // tn} : index
+    %blocks_y = arith.constant {m // tm} : index
+    %threads = arith.constant {WARPGROUP} : index
+    %ua = memref.cast %a : memref<{m}x{k}xf16> to memref<*xf16>
+    %ub = memref.cast %b : memref<{k}x{n}xf16> to memref<*xf16>
+    %mapA = nvgpu.tma.create.descriptor %ua box[%ctm, %ck] : memref<*xf16> -> !mapA
+    %mapB = nvgpu.tma.create.descriptor %ub box[%ck, %ctn] : memref<*xf16> -> !mapB
+    gpu.launch_func @kernels::@matmul_kernel blocks in (%blocks_x, %blocks_y, %c1) threads in (%threads, %c1, %c1) args(%mapA : !mapA, %mapB : !mapB, %out : memref<{m}x{n}xf32>)
+    return
+  }}
+  gpu.module @kernels {{
+    gpu.func @matmul_kernel(%mapA: !mapA, %mapB: !mapB, %out: memref<{m}x{n}xf32>) workgroup({buffers}, %tile : memref<{tm}x{tn}xf32, 3>) kernel {{
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+{constants}
+{offsets}
+      %tile_m = arith.constant {tm} : index
+      %tile_n = arith.constant {tn} : index
+      %tile_size = arith.constant {tm * tn} : index
+      %threads = arith.constant {WARPGROUP} : index
+      %bytes = arith.constant {bytes_per_step} : index
+      %ticks = arith.constant 10000000 : index
+      %false = arith.constant false
+      %true = arith.constant true
+      %tid = gpu.thread_id x
+      %bx = gpu.block_id x
+      %by = gpu.block_id y
+      %row0 = arith.muli %by, %tile_m : index
+      %col0 = arith.muli %bx, %tile_n : index
+      %first = arith.cmpi eq, %tid, %c0 : index
+      %bar = nvgpu.mbarrier.create -> !barriers
+      %zero = nvgpu.warpgroup.mma.init.accumulator -> !acc
+{chr(10).join(body)}
+      nvgpu.warpgroup.mma.store {acc}, %tile : !acc to memref<{tm}x{tn}xf32, 3>
+      gpu.barrier  // the tile stored
+      scf.for %e = %tid to %tile_size step %threads {{
+        %r = arith.divui %e, %tile_n : index
+        %c = arith.remui %e, %tile_n : index
+        %v = memref.load %tile[%r, %c] : memref<{tm}x{tn}xf32, 3>
+        %gr = arith.addi %row0, %r : index
+        %gc = arith.addi %col0, %c : index
+        memref.store %v, %out[%gr, %gc] : memref<{m}x{n}xf32>
+      }}
+      gpu.return
+    }}
+  }}
+}}
+"""
