@@ -93,7 +93,9 @@ def test_a_lowering_with_the_wrong_descriptor_fields_is_caught(monkeypatch):
 
 def test_the_lowered_kernel_takes_its_tensor_maps_by_value_and_aligns_its_tiles():
     text = printed(_lowered(matmul_module(64, 64, 128, 2), 2))
-    assert "affinec.shared_alignments = array<i64: 1024, 1024, 1024, 1024, 16, 16>" in text
+    assert (
+        "affinec.shared_alignments = array<i64: 1024, 1024, 1024, 1024, 16, 16>" in text
+    )
     assert "%bar : memref<2xi64, 3 : i64>" in text
     assert text.count("nvvm.wgmma.mma_async") == 8  # 2 steps x 4 of K=16
     llvm = printed(_lowered(matmul_module(64, 64, 128, 2)))

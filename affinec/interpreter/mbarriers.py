@@ -53,6 +53,7 @@ from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.gpu_ops import LANDED, SharedArray
 from affinec.interpreter.support import InterpreterError, describe, numpy_dtype
 from affinec.interpreter.warps import Wait
+from affinec.tensor_maps import TensorMapError, tensor_map_of
 from affinec.wgmma_layouts import TileLayout, swizzle_alignment
 
 _uids = itertools.count()
@@ -349,6 +350,8 @@ class TensorMap:
 
 
 def create_descriptor(op: nvgpu.TmaCreateDescriptorOp, array, box) -> TensorMap:
+    """The tensor map of `array`, checked by the driver's rules
+    (`affinec.tensor_maps`)."""
     t = op.tensorMap.type
     assert isinstance(t, nvgpu.TensorMapDescriptorType)
     expected = tuple(t.tensor.get_shape())
@@ -356,28 +359,14 @@ def create_descriptor(op: nvgpu.TmaCreateDescriptorOp, array, box) -> TensorMap:
     if box != expected:
         raise InterpreterError(f"a box of {box} for a tensor map of {expected}", op)
     array = np.asarray(array)
-    if array.ndim != len(box):
-        raise InterpreterError(
-            f"a tensor of {array.ndim} dimensions for a box of {len(box)}", op
-        )
     dtype = numpy_dtype(t.tensor.get_element_type())
     if array.dtype != dtype:
         raise InterpreterError(f"a tensor of {array.dtype} for a box of {dtype}", op)
-    if array.ndim > 1 and array.strides[-1] != array.itemsize:
-        raise InterpreterError(
-            "TMA reads tensors whose innermost dimension is contiguous", op
-        )
-    for d, stride in enumerate(array.strides[:-1]):
-        if stride % 16 or stride <= 0:
-            raise InterpreterError(
-                f"dimension {d} of the tensor is {stride} bytes apart; TMA needs "
-                "positive multiples of 16",
-                op,
-            )
-    fill = np.nan if t.oob.data == "nan" else 0
-    if fill != 0 and not np.issubdtype(dtype, np.floating):
-        raise InterpreterError("oob = nan needs a floating-point tensor", op)
-    return TensorMap(array, box, t.swizzle_span, fill)
+    try:
+        spec = tensor_map_of(t, array.shape, array.strides, array.dtype)
+    except TensorMapError as e:
+        raise InterpreterError(str(e), op) from None
+    return TensorMap(array, box, spec.swizzle, np.nan if spec.nan_fill else 0)
 
 
 def tma_load(ctx, op: Operation, tensor_map, coordinates, barrier: MBarrier,
