@@ -19,6 +19,9 @@
 #   splits    ResNet-50 at batch 1 and 32 with split-K tried on every layer (2, 4, 8)
 #   models    ResNet-50 and MobileNetV2 as torch models through affinec.torch.convert
 #             against torch's own, time per forward pass
+#   hopper    the TMA + mbarrier + wgmma matmul (affinec.hopper_matmul) on sm_90a:
+#             checked against float64, HGMMA in the SASS, timed against cuBLAS;
+#             then compute-sanitizer memcheck and racecheck on its smallest shape
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/affinec-gpu}
@@ -117,6 +120,16 @@ step_models() {
   run models 900 $PY benchmarks/torch_models.py --batch 1 32 \
     --json "$OUT/torch_models.json"
   tail -6 "$OUT/models.log"
+}
+
+step_hopper() {
+  run hopper 600 $PY scripts/gpu_hopper.py --json "$OUT/hopper.json"
+  tail -6 "$OUT/hopper.log"
+  for tool in memcheck racecheck; do
+    run "hopper-$tool" 600 compute-sanitizer --tool "$tool" $PY scripts/gpu_hopper.py \
+      --reps 1 --only 0
+    tail -3 "$OUT/hopper-$tool.log"
+  done
 }
 
 steps=("$@")

@@ -1,0 +1,209 @@
+"""Run the Hopper matmul (`affinec.hopper_matmul`) on an H100: TMA, mbarriers and
+wgmma from nvgpu IR through every level to sm_90a PTX, launched with its tensor
+maps, checked against float64 and timed against torch's (cuBLAS) f16 product in the
+same run.
+
+    scripts/gpu_python.sh scripts/gpu_hopper.py --json /tmp/hopper.json
+
+Prints, per shape: ptxas's registers and spills, the SASS's HGMMA count (when
+`cuobjdump` is on PATH or in $CUOBJDUMP), the relative error, the kernel time
+(CUDA events around repeated launches) and cuBLAS's. Written before any GPU ran it
+(2026-11-26): the tensor maps are encoded with cuda.bindings' cuTensorMapEncodeTiled
+and the kernel launched with cuLaunchKernel, the route checked on the H100 with a
+throw-away kernel; this script itself has not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from affinec.context import make_context
+from affinec.diagnostics import parse_module
+from affinec.dialects import gpu
+from affinec.emitter import to_ptx
+from affinec.hopper_matmul import BK, matmul_module
+from affinec.pipeline import Pipeline
+from affinec.ptxas import assemble
+from affinec.tensor_maps import TiledTensorMap
+
+STAGES = (
+    "nvvm-attach-target{chip=sm_90a},convert-nvgpu-to-nvvm,convert-scf-to-cf,"
+    "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}"
+)
+SHAPES = [  # m, n, k, stages, tile_m, tile_n
+    (64, 64, 64, 1, 64, 64),
+    (512, 512, 512, 3, 128, 64),
+    (4096, 4096, 1024, 4, 128, 64),
+]
+
+
+def _constant(value) -> int:
+    return value.owner.value.value.data
+
+
+def compiled(m, n, k, stages, tm, tn):
+    """The PTX and the launch (kernel name, grid, block, dynamic shared bytes)."""
+    module = parse_module(make_context(), matmul_module(m, n, k, stages, tm, tn))
+    Pipeline.parse(STAGES).run(module)
+    (launch,) = [o for o in module.walk() if isinstance(o, gpu.LaunchFuncOp)]
+    shared = launch.dynamicSharedMemorySize
+    return (
+        to_ptx(module, "sm_90a"),
+        launch.kernel_name,
+        tuple(_constant(v) for v in launch.grid_sizes),
+        tuple(_constant(v) for v in launch.block_sizes),
+        0 if shared is None else _constant(shared),
+    )
+
+
+def hgmma_count(ptx: str) -> int | None:
+    tool = os.environ.get("CUOBJDUMP") or shutil.which("cuobjdump")
+    ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
+    if tool is None or not os.path.exists(ptxas):
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        with open(f"{d}/k.ptx", "w") as f:
+            f.write(ptx)
+        subprocess.run(
+            [ptxas, "-arch=sm_90a", f"{d}/k.ptx", "-o", f"{d}/k.cubin"], check=True
+        )
+        sass = subprocess.run(
+            [tool, "-sass", f"{d}/k.cubin"], capture_output=True, text=True
+        ).stdout
+    return len(re.findall(r"\bHGMMA\.", sass))
+
+
+def _check(result) -> object:
+    from cuda.bindings import driver
+
+    status, *rest = result if isinstance(result, tuple) else (result,)
+    if status != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"CUDA driver: {status}")
+    return rest[0] if len(rest) == 1 else rest
+
+
+def run(shape, reps: int) -> dict:
+    import torch
+    from cuda.bindings import driver
+    from numba import cuda
+
+    m, n, k, stages, tm, tn = shape
+    ptx, name, grid, block, shared = compiled(*shape)
+    (resources,) = assemble(ptx, "sm_90a").values()
+    row = {
+        "shape": f"{m}x{n}x{k}",
+        "stages": stages,
+        "tile": f"{tm}x{tn}",
+        "registers": resources.registers,
+        "spills": resources.spill_stores,
+        "hgmma": hgmma_count(ptx),
+    }
+    cuda.current_context()  # numba's context, current for the driver calls below
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    da, db = cuda.to_device(a), cuda.to_device(b)
+    out = cuda.to_device(np.full((m, n), np.nan, np.float32))
+    address = lambda x: int(x.__cuda_array_interface__["data"][0])  # noqa: E731
+    map_a = TiledTensorMap.of(np.float16, (m, k), (k * 2, 2), (tm, BK), 128).encode(
+        address(da)
+    )
+    map_b = TiledTensorMap.of(np.float16, (k, n), (n * 2, 2), (BK, tn), tn * 2).encode(
+        address(db)
+    )
+    module = _check(driver.cuModuleLoadData(ptx.encode() + b"\0"))
+    function = _check(driver.cuModuleGetFunction(module, name.encode()))
+    if shared > 48 * 1024:
+        _check(
+            driver.cuFuncSetAttribute(
+                function,
+                driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                shared,
+            )
+        )
+    params = ((map_a, map_b, address(out)), (None, None, ctypes.c_void_p))
+
+    def launch() -> None:
+        _check(driver.cuLaunchKernel(function, *grid, *block, shared, 0, params, 0))
+
+    launch()
+    cuda.synchronize()
+    got = out.copy_to_host()
+    reference = a.astype(np.float64) @ b.astype(np.float64)
+    row["error"] = (
+        float(np.linalg.norm(got - reference) / np.linalg.norm(reference))
+        if np.isfinite(got).all()
+        else float("nan")
+    )
+    start, end = (
+        torch.cuda.Event(enable_timing=True),
+        torch.cuda.Event(enable_timing=True),
+    )
+    start.record()
+    for _ in range(reps):
+        launch()
+    end.record()
+    torch.cuda.synchronize()
+    row["ms"] = start.elapsed_time(end) / reps
+    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    torch.matmul(ta, tb)
+    start.record()
+    for _ in range(reps):
+        torch.matmul(ta, tb)
+    end.record()
+    torch.cuda.synchronize()
+    row["cublas_ms"] = start.elapsed_time(end) / reps
+    flops = 2 * m * n * k
+    row["tflops"] = flops / row["ms"] / 1e9
+    row["cublas_tflops"] = flops / row["cublas_ms"] / 1e9
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", help="write the table here")
+    parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument(
+        "--only", type=int, nargs="*", help="run these shapes (positions in SHAPES)"
+    )
+    args = parser.parse_args()
+    rows = []
+    chosen = [SHAPES[i] for i in args.only] if args.only is not None else SHAPES
+    for shape in chosen:
+        try:
+            rows.append(run(shape, args.reps))
+        except Exception as e:  # one shape's failure is a row, the others still run
+            rows.append({"shape": "x".join(map(str, shape[:3])), "failed": repr(e)})
+        print(json.dumps(rows[-1]), flush=True)
+    print(
+        f"\n{'shape':>16} {'tile':>7} {'st':>3} {'reg':>4} {'HGMMA':>5} "
+        f"{'error':>9} {'ms':>8} {'TFLOP/s':>8} {'cuBLAS':>8}"
+    )
+    for r in rows:
+        if "failed" in r:
+            print(f"{r['shape']:>16}  failed: {r['failed'][:90]}")
+            continue
+        print(
+            f"{r['shape']:>16} {r['tile']:>7} {r['stages']:>3} {r['registers']:>4} "
+            f"{r['hgmma'] if r['hgmma'] is not None else '-':>5} {r['error']:>9.2e} "
+            f"{r['ms']:>8.4f} {r['tflops']:>8.1f} {r['cublas_tflops']:>8.1f}"
+        )
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    ok = all("failed" not in r and r["error"] < 1e-3 for r in rows)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
