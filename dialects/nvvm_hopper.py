@@ -413,7 +413,8 @@ def accumulator_struct(n: int) -> LLVMStructType:
 class WgmmaMmaAsyncOp(PtxOp):
     """`nvvm.wgmma.mma_async`: one `wgmma.mma_async.sync.aligned.m64nNk16.f32` of the
     warpgroup, A and B from shared memory through their 64-bit descriptors, D =
-    A × B + C in each thread's N/2 registers."""
+    A × B + C in each thread's N/2 registers (D = A × B with `D[<f32>, <zero>, ...]`,
+    C's registers then unread)."""
 
     name = "nvvm.wgmma.mma_async"
     FEATURE: ClassVar[str] = "wgmma"
@@ -433,7 +434,15 @@ class WgmmaMmaAsyncOp(PtxOp):
     satfinite = opt_prop_def(MMAIntOverflowAttr)
     res = result_def(LLVMStructType)
 
-    def __init__(self, a: SSAValue, b: SSAValue, c: SSAValue, n: int, operands: str):
+    def __init__(
+        self,
+        a: SSAValue,
+        b: SSAValue,
+        c: SSAValue,
+        n: int,
+        operands: str,
+        accumulate: bool = True,
+    ):
         kind = WGMMATypeAttr(WGMMAType(operands))
         super().__init__(
             operands=[a, b, c],
@@ -442,7 +451,9 @@ class WgmmaMmaAsyncOp(PtxOp):
                 "typeA": kind,
                 "typeB": kind,
                 "typeD": WGMMATypeAttr(WGMMAType.F32),
-                "scaleD": WGMMAScaleOutAttr(WGMMAScaleOut.ONE),
+                "scaleD": WGMMAScaleOutAttr(
+                    WGMMAScaleOut.ONE if accumulate else WGMMAScaleOut.ZERO
+                ),
                 "scaleA": WGMMAScaleInAttr(WGMMAScaleIn.ONE),
                 "scaleB": WGMMAScaleInAttr(WGMMAScaleIn.ONE),
                 "layoutA": MMALayoutAttr(MMALayout.ROW),
@@ -455,6 +466,10 @@ class WgmmaMmaAsyncOp(PtxOp):
     @property
     def n(self) -> int:
         return self.shape.n.data
+
+    @property
+    def accumulates(self) -> bool:
+        return self.scaleD.data == WGMMAScaleOut.ONE
 
     @property
     def transposed_b(self) -> bool:

@@ -55,5 +55,7 @@ def test_the_interpreter_refuses_a_tensor_the_driver_would():
     module = parse_module(make_context(), matmul_module(64, 64, 64, 1))
     b = np.zeros((64, 64), np.float16)
     out = np.zeros((64, 64), np.float32)
-    with pytest.raises(InterpreterError, match="innermost dimension must be contiguous"):
+    with pytest.raises(
+        InterpreterError, match="innermost dimension must be contiguous"
+    ):
         Interpreter(module).run("matmul", np.zeros((64, 64), np.float16).T, b, out)

@@ -173,8 +173,9 @@ def nvvm_wgmma(op: nvvm.WgmmaMmaAsyncOp, lanes: list, state, base: int) -> list:
     state.thread = base
     matrix_a = _operand(op, a, WGMMA_M, True, 2, state, base)
     matrix_b = _operand(op, b, n, not op.transposed_b, 2, state, base)
-    c = np.empty((WGMMA_M, n), np.float64)
-    c[rows, cols] = np.array([lane[2] for lane in lanes], np.float64)
+    c = np.zeros((WGMMA_M, n), np.float64)
+    if op.accumulates:
+        c[rows, cols] = np.array([lane[2] for lane in lanes], np.float64)
     d = exact_dot(matrix_a, matrix_b.T, c)
     return [tuple(d[rows[t], cols[t]]) for t in range(WARPGROUP_SIZE)]
 

@@ -56,6 +56,7 @@ from xdsl.dialects.llvm import (
     LLVMPointerType,
     LLVMStructType,
     PtrToIntOp,
+    UndefOp,
     ZeroOp,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
@@ -316,12 +317,19 @@ class _HopperKernel:
         ops += [fields_a, fields_b]
         result = op.matrixC
         block_type = nvvm.accumulator_struct(n)
+        # From zeros, the first MMA of each block computes D = A x B (scale-d 0) on
+        # undefined registers: no instruction writes the accumulator between the
+        # fence and the MMAs (ptxas would serialize them, C7519).
+        from_zero = isinstance(op.matrixC.owner, nvgpu.WarpgroupMmaInitAccumulatorOp)
         for block in range(m // WGMMA_M):
-            extract = ExtractValueOp(
-                DenseArrayBase.from_list(i64, [block]), op.matrixC, block_type
-            )
-            ops.append(extract)
-            c = extract.res
+            if from_zero:
+                start = UndefOp(block_type)
+            else:
+                start = ExtractValueOp(
+                    DenseArrayBase.from_list(i64, [block]), op.matrixC, block_type
+                )
+            ops.append(start)
+            c = start.results[0]
             for k0 in range(0, layout_a.cols, _WGMMA_K):
                 offset_a = layout_a.m_offset(block * WGMMA_M) + layout_a.k_offset(
                     k0, True
@@ -329,7 +337,9 @@ class _HopperKernel:
                 offset_b = layout_b.k_offset(k0, False)
                 a, a_ops = _descriptor(op.descriptorA, offset_a, fields_a.result)
                 b, b_ops = _descriptor(op.descriptorB, offset_b, fields_b.result)
-                mma = nvvm.WgmmaMmaAsyncOp(a, b, c, n, kind)
+                mma = nvvm.WgmmaMmaAsyncOp(
+                    a, b, c, n, kind, accumulate=not (from_zero and k0 == 0)
+                )
                 ops += [*a_ops, *b_ops, mma]
                 c = mma.res
             insert = InsertValueOp(DenseArrayBase.from_list(i64, [block]), result, c)
