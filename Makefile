@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: demo test lint pytest lit docs gpu-test gpu-sanitize bench clean
+.PHONY: demo test lint pytest lit docs notebooks gpu-test gpu-sanitize bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ lit: $(STAMP)
 # The API reference from the docstrings, into docs/api (the tests build it too).
 docs: $(STAMP)
 	$(BIN)/python scripts/build_api_docs.py --out docs/api
+
+# The notebooks executed and stored with their outputs (the tests check they are).
+notebooks: $(STAMP)
+	$(BIN)/python scripts/execute_notebooks.py
 
 # On a machine with a CUDA GPU: the tests marked `gpu` (skipped elsewhere). Works
 # without network too (the H100 machines): see scripts/gpu_python.sh.

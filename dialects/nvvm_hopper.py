@@ -484,7 +484,12 @@ class WgmmaMmaAsyncOp(PtxOp):
         parser.parse_punctuation(",")
         c = parser.parse_unresolved_operand()
         parser.parse_punctuation(",")
+        pos = parser.pos
         m, n, k = (x.data for x in MMAShapeAttr.parse_parameters(parser))
+        if not (8 <= n <= 256 and n % 8 == 0):
+            parser.raise_error(
+                f"a wgmma's N is one of 8, 16, ..., 256, got {n}", pos, parser.pos
+            )
 
         def operand(letter: str, scale, third) -> tuple:
             parser.parse_punctuation(",")

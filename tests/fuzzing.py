@@ -42,7 +42,10 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from affinec.cli import main as affinec_main
 from affinec.config import config_for
+from affinec.context import make_context
+from affinec.diagnostics import parse_module
 from affinec.frontend import build
+from affinec.hopper_matmul import matmul_module
 from affinec.opt import main as opt_main
 from affinec.pipeline import Pipeline
 from affinec.pipelines import default_passes, pass_text
@@ -145,7 +148,32 @@ def seeds() -> tuple[Seed, ...]:
         routes.append((spec, default_passes(config_for(spec))))
     for spec, splits in SPLIT_SPECS:
         routes.append((spec, default_passes(config_for(spec, splits=splits))))
-    return tuple(seed for spec, passes in routes for seed in _seeds(spec, passes))
+    found = [seed for spec, passes in routes for seed in _seeds(spec, passes)]
+    return (*found, *_hopper_seeds())
+
+
+HOPPER_ROUTE = (
+    "nvvm-attach-target{chip=sm_90a},convert-nvgpu-to-nvvm,convert-scf-to-cf,"
+    "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}"
+)
+
+
+def _hopper_seeds() -> list[Seed]:
+    """The Hopper matmul (TMA, mbarriers, wgmma; two blocks, two stages) after each
+    pass of its lowering: seeds of the lowered, cf and llvm levels."""
+    text = matmul_module(128, 32, 128, 2, 64, 32)
+    passes = Pipeline.parse(HOPPER_ROUTE).passes
+    texts = [("hopper", text)]
+
+    def record(p: ModulePass, m, seconds: float) -> None:
+        texts.append((pass_text(p), str(m)))
+
+    Pipeline(passes).run(parse_module(make_context(), text), callback=record)
+    names = [pass_text(p) for p in passes]
+    return [
+        Seed("hopper matmul 128x32x128", after, printed, tuple(names[k:]))
+        for k, (after, printed) in enumerate(texts)
+    ]
 
 
 def _seeds(spec: Spec, passes: list[ModulePass]) -> list[Seed]:

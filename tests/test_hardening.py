@@ -632,3 +632,19 @@ def test_an_index_bitwidth_mark_other_than_32_or_64_is_refused(tmp_path):
         "convert-gpu-to-nvvm{index-bitwidth=0 use-bare-ptr-memref-call-conv=true}",
     )  # fmt: skip
     assert_error(outcome, "affinec.index_bitwidth must be 32 or 64, got 4294967296")
+
+
+# -- Hopper ---------------------------------------------------------------------------------
+
+
+def _hopper(after: str) -> str:
+    return next(s.text for s in seeds() if s.spec.startswith("hopper") and s.after == after)
+
+
+@pytest.mark.parametrize("n", ["99999999999999", "12", "0"])
+def test_a_wgmma_of_an_impossible_width_is_a_parse_error(tmp_path, n):
+    text = _hopper("convert-scf-to-cf")
+    first = text.index("<m = 64, n = 32, k = 16>")
+    text = text[:first] + f"<m = 64, n = {n}, k = 16>" + text[first + 24 :]
+    outcome = run(tmp_path, "affinec-opt", text)
+    assert_error(outcome, f"a wgmma's N is one of 8, 16, ..., 256, got {n}")
