@@ -638,7 +638,9 @@ def test_an_index_bitwidth_mark_other_than_32_or_64_is_refused(tmp_path):
 
 
 def _hopper(after: str) -> str:
-    return next(s.text for s in seeds() if s.spec.startswith("hopper") and s.after == after)
+    return next(
+        s.text for s in seeds() if s.spec.startswith("hopper") and s.after == after
+    )
 
 
 @pytest.mark.parametrize("n", ["99999999999999", "12", "0"])
