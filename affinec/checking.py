@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from xdsl.dialects import func
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
@@ -146,7 +147,8 @@ class Checker:
         why = f"{STEPS_PER_POINT} per point of the spec's work, at least {MIN_STEPS:,}"
         interpreter = Interpreter(module, self.max_steps, why)  # pyright: ignore
         inputs = [x.copy() for x in self.inputs]
-        interpreter.run(self.function, *inputs, out, *workspaces(module, self.function))
+        function = spec_function(module, self.function)
+        interpreter.run(function, *inputs, out, *workspaces(module, function))
         return out
 
     def check_pass(self, p: ModulePass, module: Operation) -> StageResult:
@@ -197,6 +199,21 @@ class Checker:
     def verdict(self, ok: bool) -> str:
         word = "ok" if ok else "FAILED"
         return f"{word}: every stage within {self.tolerance:g} of float64 ({self.precision})"
+
+
+def spec_function(module: Operation, name: str) -> str:
+    """The name of the function computing the spec: `name` (the frontend's), or the
+    module's one host function (`affinec-lower-linalg` keeps the name linalg's
+    function had)."""
+    if function_named(module, name) is not None:
+        return name
+    region = module.regions[0] if module.regions else None
+    hosts = [
+        op.sym_name.data
+        for op in (region.block.ops if region is not None and region.blocks else ())
+        if isinstance(op, func.FuncOp)
+    ]
+    return hosts[0] if len(hosts) == 1 else name
 
 
 def workspaces(module: Operation, function: str) -> list[np.ndarray]:

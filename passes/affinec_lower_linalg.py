@@ -1,5 +1,6 @@
-"""`affinec-lower-linalg`: MLIR's named linalg ops as the naive IR the pipeline starts
-from, with the spec recorded.
+"""`affinec-lower-linalg`: MLIR's named linalg ops and single-statement
+`linalg.generic` contractions as the naive IR the pipeline starts from, with the
+spec recorded.
 
 IR written by MLIR's front ends enters here: a function whose body is one
 `linalg.conv_2d_nhwc_hwcf`, `linalg.conv_2d_nchw_fchw` or `linalg.matmul` on
@@ -24,6 +25,15 @@ becomes
           affine.store ..., %y[%n, %oh, %ow, %k]
       ...
 
+A `linalg.generic` whose body is `out + in0 * in1` over two inputs (what MLIR's
+`--linalg-generalize-named-ops` makes of the named ops, or any contraction whose
+output map names each parallel dimension once) is read as a contraction
+(`affinec/transforms/affine/generic_import.py`): when it is a spec (a matrix product,
+a convolution in NHWC/RSCK or NCHW/KCRS, strides and dilations read off its maps),
+the spec is recorded as for the named op; otherwise its naive IR is built without a
+spec, and a remark says that `affinec-default` needs one. A fill may be the generic
+MLIR generalizes `linalg.fill` to.
+
 Differs from MLIR's meaning in one way, said as a remark: in f16 and bf16 the sum
 is taken in f32 and rounded once (linalg's body adds in the output's type).
 Refused by name, at the op: depthwise convolutions and batched products (no spec
@@ -47,7 +57,8 @@ from affinec.transforms.affine.linalg_import import import_linalg, module_spec
 
 @dataclass(frozen=True)
 class AffinecLowerLinalg(ModulePass):
-    """Turn a function of one named linalg op into the naive IR of its spec."""
+    """Turn a function of one named linalg op (or generic contraction) into the
+    naive IR of its spec."""
 
     name = "affinec-lower-linalg"
 

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mlir_opt import mlir_opt, needs_mlir_opt, same_ir
+from xdsl.utils.exceptions import DiagnosticException
 
 from affinec.context import make_context
 from affinec.diagnostics import (
@@ -216,3 +217,71 @@ def test_the_tensor_form_is_refused_where_it_is_read():
         parse_module(make_context(), text, "model.mlir")
     message = format_exception(info.value)
     assert "model.mlir:2:" in message and "bufferize to memrefs first" in message
+
+
+# -- linalg.generic ---------------------------------------------------------------------
+
+
+@needs_mlir_opt
+@settings(max_examples=max(5, settings().max_examples // 2))
+@given(f32_cases())
+def test_a_generalized_named_op_is_the_same_spec_and_the_same_naive_ir(spec):
+    # what MLIR's own generalization makes of the named op (the fill too) is read
+    # as the same spec, and becomes the same naive IR, bit for bit
+    text = linalg_text(spec)
+    generic = mlir_opt(text, "--linalg-generalize-named-ops")
+    assert "linalg.generic" in generic and "linalg.conv" not in generic
+    from_generic = lowered(generic)
+    assert read_spec(from_generic) == spec
+    np.testing.assert_array_equal(run(from_generic, spec), run(lowered(text), spec))
+
+
+GENERIC_TN = """#a = affine_map<(d0, d1, d2) -> (d2, d0)>
+#b = affine_map<(d0, d1, d2) -> (d2, d1)>
+#c = affine_map<(d0, d1, d2) -> (d1, d0)>
+func.func @f(%x: memref<16x8xf32>, %w: memref<16x4xf32>, %y: memref<4x8xf32>) {
+  %zero = arith.constant 0.0 : f32
+  linalg.fill ins(%zero : f32) outs(%y : memref<4x8xf32>)
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w : memref<16x8xf32>, memref<16x4xf32>) outs(%y : memref<4x8xf32>) {
+  ^bb0(%p: f32, %q: f32, %acc: f32):
+    %m = arith.mulf %q, %p : f32
+    %s = arith.addf %m, %acc : f32
+    linalg.yield %s : f32
+  }
+  func.return
+}
+"""
+
+
+def test_a_contraction_that_is_no_spec_still_becomes_its_naive_ir():
+    # y[j, i] = sum_p x[p, i] * w[p, j]: a product of transposes, no spec of affinec's
+    with collecting_remarks() as remarks:
+        module = lowered(GENERIC_TN)
+    assert read_spec(module, required=False) is None
+    assert any("is no spec affinec knows" in m for _, m in remarks)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    w = rng.standard_normal((16, 4)).astype(np.float32)
+    y = np.full((4, 8), np.nan, np.float32)
+    Interpreter(module).run("f", x, w, y)
+    expected = (w.astype(np.float64).T @ x.astype(np.float64)).astype(np.float32)
+    np.testing.assert_allclose(y, expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("%s = arith.addf %m, %acc", "%s = arith.subf %m, %acc", r"out \+ in0 \* in1"),
+        ("(d1, d0)>\nfunc", "(d1, d1)>\nfunc", "name each parallel dimension once"),
+        (
+            '"parallel", "parallel", "reduction"',
+            '"parallel", "reduction", "reduction"',
+            "name each parallel dimension once",
+        ),
+    ],
+)
+def test_a_generic_affinec_cannot_take_is_refused_at_it(old, new, message):
+    text = GENERIC_TN.replace(old, new, 1)
+    assert text != GENERIC_TN
+    with pytest.raises(DiagnosticException, match=message):
+        lowered(text)

@@ -35,13 +35,20 @@ from xdsl.dialects.builtin import (
     ModuleOp,
 )
 from xdsl.dialects.linalg import ops as xdsl_linalg
+from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from affinec.contraction import Contraction
 from affinec.diagnostics import PassError, remark
 from affinec.dialects import linalg
 from affinec.dialects.affinec import SPEC, read_spec, write_spec
-from affinec.frontend import build
+from affinec.frontend import build, build_naive
 from affinec.spec import ConvSpec, MatmulSpec, Spec
+from affinec.transforms.affine.generic_import import (
+    generic_contraction,
+    is_contraction,
+    spec_of_contraction,
+)
 
 DTYPES: dict[type[Attribute], str] = {
     Float32Type: "f32",
@@ -50,12 +57,21 @@ DTYPES: dict[type[Attribute], str] = {
 }
 
 
-def named_ops(module: ModuleOp) -> list[linalg.NamedStructuredOp]:
-    return [o for o in module.walk() if isinstance(o, linalg.NamedStructuredOp)]
+def named_ops(module: ModuleOp) -> list[Operation]:
+    """The module's named linalg ops and `linalg.generic` contractions."""
+    return [
+        o
+        for o in module.walk()
+        if isinstance(o, linalg.NamedStructuredOp) or is_contraction(o)
+    ]
 
 
-def spec_of(op: linalg.NamedStructuredOp) -> Spec:
-    """The spec `op` computes, or a `PassError` at it saying why there is none."""
+def spec_of(op: Operation) -> Spec | None:
+    """The spec `op` computes, or a `PassError` at it saying why there is none (a
+    `linalg.generic` contraction that is no spec: None)."""
+    if isinstance(op, GenericOp):
+        return spec_of_contraction(_generic_contraction(op))
+    assert isinstance(op, linalg.NamedStructuredOp)
     a, b, c = op.types()
     dtype = _dtype(op, a, b, c)
     if isinstance(op, linalg.Conv2DNhwcHwcfOp | linalg.Conv2DNchwFchwOp):
@@ -89,13 +105,30 @@ def spec_of(op: linalg.NamedStructuredOp) -> Spec:
 
 
 def module_spec(module: ModuleOp) -> Spec | None:
-    """The spec of the module's one named linalg op (None without one), checked as
-    `import_linalg` checks it."""
+    """The spec of the module's one named linalg op or generic contraction (None
+    without one, or for a contraction that is no spec), checked as `import_linalg`
+    checks it."""
     ops = named_ops(module)
     if not ops:
         return None
     _one_per_module(ops)
-    return spec_of(ops[0])
+    spec = spec_of(ops[0])
+    _function_of(ops[0])
+    return spec
+
+
+def _generic_contraction(op: GenericOp) -> Contraction:
+    types = [v.type for v in (*op.inputs, *op.outputs)]
+    dtype = _dtype(op, *types)  # pyright: ignore[reportArgumentType]
+    function = op.parent_op()
+    name = (
+        function.sym_name.data if isinstance(function, func.FuncOp) else "contraction"
+    )
+    names = [
+        v.name_hint or default
+        for v, default in zip((*op.inputs, *op.outputs), ("A", "B", "C"), strict=True)
+    ]
+    return generic_contraction(op, names, dtype, name)
 
 
 def import_linalg(module: ModuleOp) -> None:
@@ -106,9 +139,19 @@ def import_linalg(module: ModuleOp) -> None:
         return
     _one_per_module(ops)
     (op,) = ops
-    spec = spec_of(op)
     function = _function_of(op)
+    spec = spec_of(op)
     recorded = read_spec(module, required=False)
+    if spec is None:
+        assert isinstance(op, GenericOp)
+        contraction = _generic_contraction(op)
+        remark(
+            op,
+            f"is no spec affinec knows ({contraction}): its naive IR is built, but "
+            "affinec-default needs a spec; give the passes their options",
+        )
+        _replace(function, build_naive(contraction))
+        return
     if SPEC in module.attributes and recorded != spec:
         raise PassError(
             op,
@@ -121,7 +164,13 @@ def import_linalg(module: ModuleOp) -> None:
             f"sums in f32 and rounds once to {spec.dtype}, where linalg's body adds "
             f"in {spec.dtype}",
         )
-    naive = build(spec)
+    _replace(function, build(spec))
+    write_spec(module, spec)
+
+
+def _replace(function: func.FuncOp, naive: ModuleOp) -> None:
+    """Put the function of `naive` in `function`'s place, with its name and its
+    arguments' names."""
     (built,) = [o for o in naive.body.block.ops if isinstance(o, func.FuncOp)]
     built.detach()
     built.sym_name = function.sym_name
@@ -132,7 +181,6 @@ def import_linalg(module: ModuleOp) -> None:
     assert parent is not None
     parent.insert_op_before(built, function)
     parent.erase_op(function)
-    write_spec(module, spec)
 
 
 def _dtype(op: Operation, *types: MemRefType) -> str:
@@ -148,7 +196,7 @@ def _dtype(op: Operation, *types: MemRefType) -> str:
     return names[0]  # pyright: ignore[reportReturnType]
 
 
-def _function_of(op: linalg.NamedStructuredOp) -> func.FuncOp:
+def _function_of(op: Operation) -> func.FuncOp:
     """The function `op` is all of: the output filled with zeros, the op, a return,
     the op's operands the function's arguments in order. (A named op adds to what
     its output holds; the spec computes the convolution or product alone, which is
@@ -159,8 +207,8 @@ def _function_of(op: linalg.NamedStructuredOp) -> func.FuncOp:
     if not isinstance(function, func.FuncOp) or block is None:
         raise PassError(op, "affinec takes a named linalg op in a func.func")
     body = [o for o in block.ops if not _is_zero(o)]
-    fills = [o for o in body if isinstance(o, xdsl_linalg.FillOp)]
-    output = op.outputs[0]
+    fills = [o for o in body if _is_fill(o)]
+    output = op.outputs[0]  # pyright: ignore[reportAttributeAccessIssue]
     if not fills or not any(_fills_with_zero(f, output) for f in fills):
         raise PassError(
             op,
@@ -195,19 +243,35 @@ def _is_zero(op: Operation) -> bool:
     )
 
 
-def _fills_with_zero(fill: xdsl_linalg.FillOp, output: SSAValue) -> bool:
-    (value,) = fill.inputs
+def _is_fill(op: Operation) -> bool:
+    """`linalg.fill`, or the generic MLIR generalizes it to (a scalar yielded into
+    every element of the output)."""
+    if isinstance(op, xdsl_linalg.FillOp):
+        return True
+    if not isinstance(op, GenericOp) or len(op.inputs) != 1 or len(op.outputs) != 1:
+        return False
+    ops = list(op.body.block.ops)
     return (
-        list(fill.outputs) == [output]
+        not isinstance(op.inputs[0].type, MemRefType)
+        and len(ops) == 1
+        and list(ops[0].operands) == [op.body.block.args[0]]
+    )
+
+
+def _fills_with_zero(fill: Operation, output: SSAValue) -> bool:
+    (value,) = fill.inputs  # pyright: ignore[reportAttributeAccessIssue]
+    return (
+        list(fill.outputs) == [output]  # pyright: ignore[reportAttributeAccessIssue]
         and isinstance(value.owner, Operation)
         and _is_zero(value.owner)
     )
 
 
-def _one_per_module(ops: list[linalg.NamedStructuredOp]) -> None:
+def _one_per_module(ops: list[Operation]) -> None:
     if len(ops) > 1:
         raise PassError(
             ops[1],
-            f"a second named linalg op in the module: affinec compiles one spec a "
+            f"a second named linalg op in the module (or generic contraction): "
+            f"affinec compiles one spec a "
             f"module (the first is a {ops[0].name})",
         )
