@@ -29,8 +29,8 @@ as i32 registers (two bf16, or one tf32, each), with `multiplicandAPtxType` and
 This module is the dialect, `NVVM`, and the names of all its parts; they are defined
 by idea in `nvvm_intrinsics` (`IntrinsicOp`, special registers, `barrier0`),
 `nvvm_mma` (`ldmatrix`, `mma.sync` and their attributes), `nvvm_cp_async` (the
-asynchronous copies), `nvvm_hopper` (mbarriers, TMA, `wgmma`; `PtxOp`, the ops
-written as inline PTX) and `nvvm_target` (kernel attribute names, `#nvvm.target`).
+asynchronous copies), `nvvm_hopper` (mbarriers, TMA), `nvvm_wgmma` (warpgroup
+MMA) and `nvvm_target` (kernel attribute names, `#nvvm.target`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """The base of affinec's nvvm ops and the simplest of them: `IntrinsicOp` (an op that
-is one call of an LLVM intrinsic), the PTX special registers
+is one call of an LLVM intrinsic), `PtxOp` (an op written as inline PTX, where LLVM
+has no intrinsic), `required_feature` (what a chip must have for an op), the PTX
+special registers
 (`nvvm.read.ptx.sreg.tid.x`, ... with the bounds of their values) and `nvvm.barrier0`.
 """
 
@@ -9,7 +11,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects.builtin import IntegerType, i32
-from xdsl.ir import Attribute, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import IRDLOperation, irdl_op_definition, result_def
 
 
@@ -109,3 +111,19 @@ SPECIAL_REGISTERS: dict[tuple[str, str], type[SpecialRegisterOp]] = {
     ("grid_dim", "z"): GridDimZOp,
 }
 """The register behind each gpu id/size op, by (gpu op kind, dimension)."""
+
+
+def required_feature(op: Operation) -> str | None:
+    """The chip feature (`affinec.chips`) an op's instruction needs, if any: LLVM
+    stops the whole process on an intrinsic its target lacks, so the lowering and
+    the emitter ask first."""
+    return getattr(type(op), "FEATURE", None)
+
+
+class PtxOp(IRDLOperation):
+    """An op written as inline PTX: `ptx()` gives the assembly and the constraints;
+    the operands are the assembly's inputs in order (a struct's members one by
+    one), the result (a struct, or none) its outputs."""
+
+    def ptx(self) -> tuple[str, str]:
+        raise NotImplementedError
