@@ -11,8 +11,10 @@ two tensor maps and launches a grid of blocks, one warpgroup each, one
     thread 0    for the first `stages` K steps (64 wide):
                   arrive.expect_tx, TMA A[tile rows, step], TMA B[step, tile cols]
     every step  all wait for the step's barrier (parity: the step's round), the
-                warpgroup multiplies, gpu.barrier (the stage is free), thread 0
-                loads the step `stages` ahead into it
+                warpgroup multiplies (`waitGroup = 0`: done before going on; with
+                `in_flight`, `waitGroup = 1`: the previous step's MMAs are done),
+                gpu.barrier (a stage is free), thread 0 loads the step `stages`
+                ahead of the free one into it
     epilogue    each thread stores its registers into a shared f32 tile, then the
                 block copies the tile out
 
@@ -38,14 +40,21 @@ def matmul_module(
     stages: int = 1,
     tile_m: int | None = None,
     tile_n: int | None = None,
+    in_flight: bool = False,
 ) -> str:
-    """The module's text (MLIR's syntax); a ValueError for shapes it cannot take."""
+    """The module's text (MLIR's syntax); a ValueError for shapes it cannot take.
+
+    With `in_flight`, each step's MMAs stay in flight while the next step waits for
+    its tiles (`waitGroup = 1`): the stage a step read is free only after the next
+    step's MMAs are issued, so it is reloaded one step later (2 stages at least)."""
     tm, tn = tile_m or m, tile_n or n
     if tm % 64 or m % tm or tn * 2 not in _SWIZZLE or n % tn or k % BK or stages < 1:
         raise ValueError(
             f"a {m}x{n}x{k} product in {tm}x{tn} tiles: tile_m must be a multiple of "
             f"64 dividing m, tile_n one of 16, 32, 64 dividing n, k a multiple of {BK}"
         )
+    if in_flight and stages < 2:
+        raise ValueError("MMAs in flight need 2 stages at least")
     steps = k // BK
     bytes_per_step = (tm * BK + BK * tn) * 2
     types = f"""!barriers = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = {stages}>
@@ -79,17 +88,19 @@ def matmul_module(
     for step in range(min(stages, steps)):
         load(step)
     acc = "%zero"
+    lag = 1 if in_flight else 0  # the step whose stage is free after this one's MMAs
     for step in range(steps):
         s = step % stages
         parity = "%true" if (step // stages) % 2 else "%false"
+        free = (step - lag) % stages
         body.append(f"""      nvgpu.mbarrier.try_wait.parity %bar[%c{s}], {parity}, %ticks : !barriers
       %da{step} = nvgpu.warpgroup.generate.descriptor %sa{s}, %mapA : memref<{tm}x{BK}xf16, 3>, !mapA -> !descA
       %db{step} = nvgpu.warpgroup.generate.descriptor %sb{s}, %mapB : memref<{BK}x{tn}xf16, 3>, !mapB -> !descB
-      %acc{step} = nvgpu.warpgroup.mma %da{step}, %db{step}, {acc} {{transposeB}} : !descA, !descB, !acc -> !acc
-      gpu.barrier  // stage {s} read: free for the next load""")
+      %acc{step} = nvgpu.warpgroup.mma %da{step}, %db{step}, {acc} {{transposeB, waitGroup = {lag} : i64}} : !descA, !descB, !acc -> !acc
+      gpu.barrier  // stage {free} read: free for the next load""")
         acc = f"%acc{step}"
-        if step + stages < steps:
-            load(step + stages)
+        if step >= lag and step - lag + stages < steps:
+            load(step - lag + stages)
     constants = "\n".join(
         f"      %c{s} = arith.constant {s} : index"
         for s in range(max(stages, 3))

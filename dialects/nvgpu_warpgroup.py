@@ -161,8 +161,11 @@ class WarpgroupMmaInitAccumulatorOp(IRDLOperation):
 
 @irdl_op_definition
 class WarpgroupMmaOp(IRDLOperation):
-    """`%d = nvgpu.warpgroup.mma %a, %b, %c {transposeB} : !descA, !descB, !acc ->
-    !acc`: D = A × B + C by the warpgroup, as ⌈M/64⌉ × K/16 `wgmma` instructions."""
+    """`%d = nvgpu.warpgroup.mma %a, %b, %c {transposeB, waitGroup = 1} : !descA,
+    !descB, !acc -> !acc`: D = A × B + C by the warpgroup, as ⌈M/64⌉ × K/16 `wgmma`
+    instructions committed as one group, after which at most `waitGroup` groups
+    (1 by default, as in MLIR) are in flight: the result may feed the next
+    `warpgroup.mma` at once, and `warpgroup.mma.store` waits for all."""
 
     name = "nvgpu.warpgroup.mma"
     FEATURE: ClassVar[str] = "wgmma"
@@ -175,13 +178,29 @@ class WarpgroupMmaOp(IRDLOperation):
     transposeB = opt_prop_def(UnitAttr)
     matrixD = result_def(WarpgroupAccumulatorType)
 
-    def __init__(self, a, b, c, transpose_b: bool = True):
+    MAX_GROUPS: ClassVar[int] = 7
+
+    def __init__(
+        self, a, b, c, transpose_b: bool = True, wait_group: int | None = None
+    ):
         acc = SSAValue.get(c)
         super().__init__(
             operands=[a, b, acc],
-            properties={"transposeB": UnitAttr() if transpose_b else None},
+            properties={
+                "transposeB": UnitAttr() if transpose_b else None,
+                "waitGroup": None
+                if wait_group is None
+                else IntegerAttr(wait_group, i64),
+            },
             result_types=[acc.type],
         )
+
+    @property
+    def groups_in_flight(self) -> int:
+        """How many groups of `wgmma`s (this op's among them) may still run when the
+        op returns: `waitGroup`, 1 when absent (MLIR's default). Their reads of
+        shared memory go on until a later wait retires them."""
+        return 1 if self.waitGroup is None else self.waitGroup.value.data
 
     @classmethod
     def parse(cls, parser: Parser) -> WarpgroupMmaOp:
@@ -266,10 +285,12 @@ class WarpgroupMmaOp(IRDLOperation):
         wait = self.waitGroup
         if wait is not None and (
             not isinstance(wait, IntegerAttr)
-            or wait.value.data != 1
             or wait.type != i64
+            or not 0 <= wait.value.data <= self.MAX_GROUPS
         ):
-            raise VerifyException("waitGroup other than 1 is not supported")
+            raise VerifyException(
+                f"waitGroup is an i64 from 0 to {self.MAX_GROUPS}, got {wait}"
+            )
 
 
 @irdl_op_definition

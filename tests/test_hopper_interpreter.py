@@ -228,8 +228,13 @@ def test_the_tma_box_fills_what_lies_outside_the_tensor():
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [
-        ("{transposeB}", "", "set transposeB"),
-        ("{transposeB}", "{transposeB, transposeA}", "transposeA is not supported"),
+        ("{transposeB, ", "{", "set transposeB"),
+        ("{transposeB, ", "{transposeB, transposeA, ", "transposeA is not supported"),
+        (
+            "waitGroup = 0 : i64",
+            "waitGroup = 9 : i64",
+            "waitGroup is an i64 from 0 to 7",
+        ),
         ("vector<64x64xf32>", "vector<64x32xf32>", "the accumulator is 64x32"),
     ],
 )

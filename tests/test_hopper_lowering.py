@@ -18,7 +18,7 @@ from affinec.context import make_context
 from affinec.diagnostics import PassError, parse_module
 from affinec.emitter import EmitterError, to_ptx
 from affinec.hopper_matmul import matmul_module
-from affinec.interpreter import Interpreter
+from affinec.interpreter import Interpreter, InterpreterError
 from affinec.pipeline import Pipeline
 from affinec.ptxas import assemble, find_ptxas
 from affinec.wgmma_layouts import MatrixDescriptor, TileLayout
@@ -152,3 +152,28 @@ def test_mlir_opt_reads_the_nvvm_level_as_the_same_ir():
     text = printed(_lowered(matmul_module(128, 32, 128, 2), 2))
     theirs = mlir_opt(text, "--allow-unregistered-dialect")  # affinec.element_pointer
     assert same_ir(text, theirs, allow_unregistered=True)
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_mmas_left_in_flight_across_steps_compute_the_same_bits(stages):
+    # waitGroup = 1: a step's MMAs run while the next step waits for its tiles, and
+    # a stage is reloaded one step later than with waitGroup = 0
+    m, n, k = 128, 64, 384
+    text = matmul_module(m, n, k, stages, 64, 64, in_flight=True)
+    assert "waitGroup = 1 : i64" in text
+    waited = _run(_lowered(matmul_module(m, n, k, stages, 64, 64), 0), m, n, k)
+    for upto in (0, 2, len(STAGES)):
+        assert np.array_equal(_run(_lowered(text, upto), m, n, k), waited)
+    ptx = to_ptx(_lowered(text), "sm_90a")
+    assert "wgmma.wait_group.sync.aligned \t1;" in ptx
+
+
+@pytest.mark.parametrize("upto", [0, len(STAGES)])
+def test_a_stage_reloaded_while_its_mmas_are_in_flight_is_a_race(upto):
+    # MMAs left in flight, but each stage reloaded right after the barrier that
+    # follows them, as if they had finished
+    text = matmul_module(128, 64, 256, 2, 64, 64).replace(
+        "waitGroup = 0", "waitGroup = 1"
+    )
+    with pytest.raises(InterpreterError, match="may still be reading: no wgmma wait"):
+        _run(_lowered(text, upto), 128, 64, 256)

@@ -158,6 +158,17 @@ def claim(dst: SharedArray, run: slice | np.ndarray, copy: Copy, state) -> None:
         reader = dst.reader[k]
         who = "other threads" if reader == MANY_READERS else state.thread_name(reader)
         dst.race(k, f"{_overwrites(copy)} what {who} read")
+    for in_flight in state.wgmma_reads:
+        if (
+            in_flight.buffer is dst
+            and (hit := in_flight.overlap(positions)) is not None
+        ):
+            dst.race(
+                hit,
+                f"{_overwrites(copy)} what {in_flight.describe()} may still be "
+                "reading: no wgmma wait has retired its group",
+                barrier=False,
+            )
     dst.writer[run] = PENDING - copy.record
     dst.write_epoch[run] = e
 

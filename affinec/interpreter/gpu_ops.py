@@ -82,9 +82,16 @@ class BlockState:
         "kernel",
         "thread",
         "threads",
+        "wgmma_queues",
+        "wgmma_reads",
     )
 
     def __init__(self, kernel: str, block: tuple[int, int, int], threads: tuple):
+        self.wgmma_queues: dict[int, Any] = {}
+        """Each warpgroup's `wgmma`s in flight (`warpgroups.WgmmaQueue`)."""
+        self.wgmma_reads: list[Any] = []
+        """What the `wgmma` groups still in flight read (`warpgroups.InFlightRead`):
+        no copy may land there until a wait retires them."""
         self.buffers: list[SharedArray] = []
         """The block's shared buffers, at increasing addresses."""
         self.barriers: Any = None

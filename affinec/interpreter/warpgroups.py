@@ -28,7 +28,7 @@ from xdsl.ir import Operation
 from affinec.dialects import nvgpu, nvvm
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.gpu_ops import LANDED, MANY_READERS, SharedArray
-from affinec.interpreter.support import InterpreterError
+from affinec.interpreter.support import InterpreterError, describe
 from affinec.interpreter.warps import WarpCollective, exact_dot
 from affinec.wgmma_layouts import (
     WARPGROUP_SIZE,
@@ -120,7 +120,59 @@ def _operand(op: Operation, descriptor: MatrixDescriptor, rows: int, k_major: bo
                 buffer.conflict(k, f"reads ({op.name})", int(writer))
     buffer.read_epoch[positions] = epoch
     buffer.reader[positions] = MANY_READERS
+    read = InFlightRead(op, buffer, positions.reshape(-1))
+    _issued(state, base).open.append(read)
+    state.wgmma_reads.append(read)
     return buffer.data[positions].astype(np.float64)
+
+
+class InFlightRead:
+    """What one `wgmma` read of shared memory, until a wait retires its group."""
+
+    __slots__ = ("buffer", "op", "positions")
+
+    def __init__(self, op: Operation, buffer: SharedArray, positions: np.ndarray):
+        self.op = op
+        self.buffer = buffer
+        self.positions = positions
+
+    def overlap(self, positions: np.ndarray) -> int | None:
+        """An element of `positions` this read covers, if any."""
+        hit = np.isin(positions, self.positions)
+        return int(positions[np.argmax(hit)]) if hit.any() else None
+
+    def describe(self) -> str:
+        return f"the wgmma of {describe(self.op)}"
+
+
+class WgmmaQueue:
+    """A warpgroup's `wgmma`s in flight: those issued since its last commit, then its
+    committed groups, oldest first (PTX's `wgmma.commit_group`/`wait_group`)."""
+
+    __slots__ = ("groups", "open")
+
+    def __init__(self) -> None:
+        self.open: list[InFlightRead] = []
+        self.groups: list[list[InFlightRead]] = []
+
+    def commit(self) -> None:
+        self.groups.append(self.open)
+        self.open = []
+
+    def retire(self, state, pending: int) -> None:
+        """Wait until at most `pending` groups are in flight."""
+        while len(self.groups) > pending:
+            for read in self.groups.pop(0):
+                state.wgmma_reads.remove(read)
+
+
+def _issued(state, base: int) -> WgmmaQueue:
+    """The queue of the warpgroup of thread `base`."""
+    queues = state.wgmma_queues
+    queue = queues.get(base // WARPGROUP_SIZE)
+    if queue is None:
+        queue = queues[base // WARPGROUP_SIZE] = WgmmaQueue()
+    return queue
 
 
 def _same_for_all(op: Operation, values: list, what: str) -> None:
@@ -160,6 +212,9 @@ def warpgroup_mma(op: nvgpu.WarpgroupMmaOp, lanes: list, state, base: int) -> li
                          lb.element_bytes, state, base)  # fmt: skip
             c = exact_dot(a, b.T, c).astype(np.float64)
         out[:, block, :] = c[rows, cols]
+    queue = _issued(state, base)
+    queue.commit()
+    queue.retire(state, op.groups_in_flight)
     return list(out)
 
 
@@ -181,6 +236,9 @@ def nvvm_wgmma(op: nvvm.WgmmaMmaAsyncOp, lanes: list, state, base: int) -> list:
 
 
 def store_accumulator(ctx, op: nvgpu.WarpgroupMmaStoreOp, acc: np.ndarray, dst) -> None:
+    """The thread's registers to their places, once every `wgmma` of its warpgroup
+    has finished (a wait for all, as the lowering writes before the stores)."""
+    _issued(ctx.block, ctx.linear).retire(ctx.block, 0)
     thread = ctx.linear % WARPGROUP_SIZE
     n = 2 * acc.shape[1]
     rows, cols = accumulator_table(n)
@@ -235,11 +293,29 @@ def _nvvm_mma(op: nvvm.WgmmaMmaAsyncOp, w: FunctionWriter) -> None:
     )
 
 
-@emits(
-    nvvm.WgmmaFenceAlignedOp, nvvm.WgmmaGroupSyncAlignedOp, nvvm.WgmmaWaitGroupSyncOp
-)
-def _in_order(op: Operation, w: FunctionWriter) -> None:
-    w.line("pass  # the interpreter's wgmma has finished when it returns")
+@emits(nvvm.WgmmaFenceAlignedOp)
+def _fence(op: nvvm.WgmmaFenceAlignedOp, w: FunctionWriter) -> None:
+    w.line("pass  # the interpreter orders registers and wgmma itself")
+
+
+def _commit(op: nvvm.WgmmaGroupSyncAlignedOp, lanes: list, state, base: int) -> list:
+    _issued(state, base).commit()
+    return [None] * len(lanes)
+
+
+def _wait(op: nvvm.WgmmaWaitGroupSyncOp, lanes: list, state, base: int) -> list:
+    _issued(state, base).retire(state, op.group.value.data)
+    return [None] * len(lanes)
+
+
+@emits(nvvm.WgmmaGroupSyncAlignedOp, nvvm.WgmmaWaitGroupSyncOp)
+def _group(op: Operation, w: FunctionWriter) -> None:
+    """The warpgroup's groups, once for all its threads (`.sync.aligned`)."""
+    _context(w, op)
+    collective = w.global_(WarpCollective, "warp_collective")
+    fn = _commit if isinstance(op, nvvm.WgmmaGroupSyncAlignedOp) else _wait
+    fn_name = w.global_(fn, fn.__name__.strip("_"))
+    w.line(f"yield {collective}({w.op_ref(op)}, {fn_name}, (), {WARPGROUP_SIZE})")
 
 
 @emits(nvgpu.WarpgroupMmaStoreOp)

@@ -26,7 +26,8 @@ Then each op becomes its nvvm op on `affinec.element_pointer`s:
                                           ... one per 16 of K ...
                                           %d = llvm.insertvalue %d3, %c[0]
                                           nvvm.wgmma.commit.group.sync.aligned
-                                          nvvm.wgmma.wait.group.sync.aligned 0
+                                          nvvm.wgmma.wait.group.sync.aligned 1
+                                          (its waitGroup: groups left in flight)
 
 A kernel whose chip lacks the instructions (`wgmma`: sm_90a; TMA and transaction
 counts: sm_90) is refused here, with the op and the chip named, before LLVM sees
@@ -345,7 +346,10 @@ class _HopperKernel:
             insert = InsertValueOp(DenseArrayBase.from_list(i64, [block]), result, c)
             ops.append(insert)
             result = insert.res
-        ops += [nvvm.WgmmaGroupSyncAlignedOp(), nvvm.WgmmaWaitGroupSyncOp(0)]
+        ops += [
+            nvvm.WgmmaGroupSyncAlignedOp(),
+            nvvm.WgmmaWaitGroupSyncOp(op.groups_in_flight),
+        ]
         return ops, [result]
 
     def _layout(self, descriptor: SSAValue) -> TileLayout:
@@ -364,7 +368,7 @@ class _HopperKernel:
         t = op.dstMemref.type
         assert isinstance(t, MemRefType)
         m, n = t.get_shape()
-        ops: list[Operation] = []
+        ops: list[Operation] = [nvvm.WgmmaWaitGroupSyncOp(0)]  # every group done
 
         def index(value: int) -> SSAValue:
             c = arith.ConstantOp(IntegerAttr(value, _INDEX))
