@@ -7,7 +7,8 @@
 // C = A x B on Hopper, one warpgroup: thread 0 announces the bytes and starts the
 // TMA loads of A (64x64, K-major) and B (64x64, row-major: wgmma's transposed B),
 // both swizzled by 128 B; every thread waits for the barrier's phase, the warpgroup
-// multiplies from shared memory, each thread stores its accumulator registers.
+// multiplies from shared memory (one group left in flight, MLIR's default
+// waitGroup), each thread stores its accumulator registers (after a wait for all).
 
 !barriers = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = 1>
 !mapA = !nvgpu.tensormap.descriptor<tensor = memref<64x64xf16, 3>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
@@ -80,7 +81,9 @@ module attributes {gpu.container_module} {
 // NVVM:      nvvm.wgmma.fence.aligned
 // NVVM:      nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>, <wrapped>], A[<f16>, <one>, <row>], B[<f16>, <one>, <row>]
 // NVVM:      nvvm.wgmma.commit.group.sync.aligned
-// NVVM-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// NVVM-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
+// NVVM:      nvvm.wgmma.wait.group.sync.aligned 0
+// NVVM:      memref.store
 
 // LLVM: llvm.mlir.global internal @__shared_matmul_kernel_0() {addr_space = 3 : i32, alignment = 1024 : i64}
 // LLVM: llvm.func @matmul_kernel(%mapA: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}
@@ -94,6 +97,7 @@ module attributes {gpu.container_module} {
 // PTX:      wgmma.fence.sync.aligned
 // PTX-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16
 // PTX:      wgmma.commit_group.sync.aligned
+// PTX:      wgmma.wait_group.sync.aligned 1
 // PTX:      wgmma.wait_group.sync.aligned 0
 
 // SM90: error: 'nvgpu.warpgroup.mma' op needs sm_90a (wgmma); the kernel is compiled for sm_90
