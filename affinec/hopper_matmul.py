@@ -41,19 +41,26 @@ def matmul_module(
     tile_m: int | None = None,
     tile_n: int | None = None,
     in_flight: bool = False,
+    warp_specialized: bool = False,
 ) -> str:
     """The module's text (MLIR's syntax); a ValueError for shapes it cannot take.
 
     With `in_flight`, each step's MMAs stay in flight while the next step waits for
     its tiles (`waitGroup = 1`): the stage a step read is free only after the next
-    step's MMAs are issued, so it is reloaded one step later (2 stages at least)."""
+    step's MMAs are issued, so it is reloaded one step later (2 stages at least).
+
+    With `warp_specialized`, a block is two warpgroups: the first only loads (its
+    thread 0 waits for a stage to be handed back, on the stage's `empty` barrier,
+    then loads it), the second only multiplies (MMAs in flight, as above) and hands
+    each stage back by arriving on its `empty` barrier once the MMAs that read it
+    have finished; no `gpu.barrier` between them until the epilogue."""
     tm, tn = tile_m or m, tile_n or n
     if tm % 64 or m % tm or tn * 2 not in _SWIZZLE or n % tn or k % BK or stages < 1:
         raise ValueError(
             f"a {m}x{n}x{k} product in {tm}x{tn} tiles: tile_m must be a multiple of "
             f"64 dividing m, tile_n one of 16, 32, 64 dividing n, k a multiple of {BK}"
         )
-    if in_flight and stages < 2:
+    if (in_flight or warp_specialized) and stages < 2:
         raise ValueError("MMAs in flight need 2 stages at least")
     steps = k // BK
     bytes_per_step = (tm * BK + BK * tn) * 2
@@ -83,28 +90,46 @@ def matmul_module(
         f"        nvgpu.mbarrier.init %bar[%c{s}], %c1 : !barriers"
         for s in range(stages)
     ]
+    if warp_specialized:
+        body += [
+            f"        nvgpu.mbarrier.init %empty[%c{s}], %c1 : !barriers"
+            for s in range(stages)
+        ]
     body.append("      }")
     body.append("      gpu.barrier  // the barriers' init, visible to every thread")
-    for step in range(min(stages, steps)):
-        load(step)
-    acc = "%zero"
-    lag = 1 if in_flight else 0  # the step whose stage is free after this one's MMAs
-    for step in range(steps):
-        s = step % stages
-        parity = "%true" if (step // stages) % 2 else "%false"
-        free = (step - lag) % stages
-        body.append(f"""      nvgpu.mbarrier.try_wait.parity %bar[%c{s}], {parity}, %ticks : !barriers
+    if warp_specialized:
+        _warp_specialized(body, steps, stages, tm, tn)
+        acc = None
+    else:
+        for step in range(min(stages, steps)):
+            load(step)
+        acc = "%zero"
+        lag = 1 if in_flight else 0  # the step whose stage is free after this one's
+        for step in range(steps):
+            s = step % stages
+            parity = "%true" if (step // stages) % 2 else "%false"
+            free = (step - lag) % stages
+            body.append(f"""      nvgpu.mbarrier.try_wait.parity %bar[%c{s}], {parity}, %ticks : !barriers
       %da{step} = nvgpu.warpgroup.generate.descriptor %sa{s}, %mapA : memref<{tm}x{BK}xf16, 3>, !mapA -> !descA
       %db{step} = nvgpu.warpgroup.generate.descriptor %sb{s}, %mapB : memref<{BK}x{tn}xf16, 3>, !mapB -> !descB
       %acc{step} = nvgpu.warpgroup.mma %da{step}, %db{step}, {acc} {{transposeB, waitGroup = {lag} : i64}} : !descA, !descB, !acc -> !acc
       gpu.barrier  // stage {free} read: free for the next load""")
-        acc = f"%acc{step}"
-        if step >= lag and step - lag + stages < steps:
-            load(step - lag + stages)
+            acc = f"%acc{step}"
+            if step >= lag and step - lag + stages < steps:
+                load(step - lag + stages)
+        body.append(
+            f"      nvgpu.warpgroup.mma.store {acc}, %tile : !acc to memref<{tm}x{tn}xf32, 3>"
+        )
     constants = "\n".join(
         f"      %c{s} = arith.constant {s} : index"
         for s in range(max(stages, 3))
         if s not in (0, 1)
+    )
+    threads = 2 * WARPGROUP if warp_specialized else WARPGROUP
+    empty = (
+        "\n      %empty = nvgpu.mbarrier.create -> !barriers"
+        if warp_specialized
+        else ""
     )
     offsets = "\n".join(
         f"      %k{step} = arith.constant {step * BK} : index" for step in range(steps)
@@ -118,7 +143,7 @@ module attributes {{gpu.container_module}} {{
     %ck = arith.constant {BK} : index
     %blocks_x = arith.constant {n // tn} : index
     %blocks_y = arith.constant {m // tm} : index
-    %threads = arith.constant {WARPGROUP} : index
+    %threads = arith.constant {threads} : index
     %ua = memref.cast %a : memref<{m}x{k}xf16> to memref<*xf16>
     %ub = memref.cast %b : memref<{k}x{n}xf16> to memref<*xf16>
     %mapA = nvgpu.tma.create.descriptor %ua box[%ctm, %ck] : memref<*xf16> -> !mapA
@@ -135,7 +160,8 @@ module attributes {{gpu.container_module}} {{
       %tile_m = arith.constant {tm} : index
       %tile_n = arith.constant {tn} : index
       %tile_size = arith.constant {tm * tn} : index
-      %threads = arith.constant {WARPGROUP} : index
+      %threads = arith.constant {threads} : index
+      %c128 = arith.constant {WARPGROUP} : index
       %bytes = arith.constant {bytes_per_step} : index
       %ticks = arith.constant 10000000 : index
       %false = arith.constant false
@@ -146,10 +172,9 @@ module attributes {{gpu.container_module}} {{
       %row0 = arith.muli %by, %tile_m : index
       %col0 = arith.muli %bx, %tile_n : index
       %first = arith.cmpi eq, %tid, %c0 : index
-      %bar = nvgpu.mbarrier.create -> !barriers
+      %bar = nvgpu.mbarrier.create -> !barriers{empty}
       %zero = nvgpu.warpgroup.mma.init.accumulator -> !acc
 {chr(10).join(body)}
-      nvgpu.warpgroup.mma.store {acc}, %tile : !acc to memref<{tm}x{tn}xf32, 3>
       gpu.barrier  // the tile stored
       scf.for %e = %tid to %tile_size step %threads {{
         %r = arith.divui %e, %tile_n : index
@@ -164,3 +189,43 @@ module attributes {{gpu.container_module}} {{
   }}
 }}
 """
+
+
+def _warp_specialized(
+    body: list[str], steps: int, stages: int, tm: int, tn: int
+) -> None:
+    """The two warpgroups' roles: warpgroup 0's thread 0 loads every step, into a
+    stage once the consumer has handed it back; warpgroup 1 multiplies, leaving a
+    step's MMAs in flight, and hands back the previous step's stage."""
+    body.append("""      %warpgroup = arith.divui %tid, %c128 : index
+      %producer = arith.cmpi eq, %warpgroup, %c0 : index
+      %consumer_leader = arith.cmpi eq, %tid, %c128 : index
+      scf.if %producer {
+        scf.if %first {""")
+    for step in range(steps):
+        s, use = step % stages, step // stages
+        if use:  # the stage's previous use handed back: phase `use - 1` of %empty[s]
+            parity = "%true" if (use - 1) % 2 else "%false"
+            body.append(
+                f"          nvgpu.mbarrier.try_wait.parity %empty[%c{s}], {parity}, %ticks : !barriers"
+            )
+        body.append(f"""          nvgpu.mbarrier.arrive.expect_tx %bar[%c{s}], %bytes : !barriers
+          nvgpu.tma.async.load %mapA[%k{step}, %row0], %bar[%c{s}] to %sa{s} : !mapA, !barriers -> memref<{tm}x{BK}xf16, 3>
+          nvgpu.tma.async.load %mapB[%col0, %k{step}], %bar[%c{s}] to %sb{s} : !mapB, !barriers -> memref<{BK}x{tn}xf16, 3>""")
+    body.append("""        }
+      } else {""")
+    acc = "%zero"
+    for step in range(steps):
+        s = step % stages
+        parity = "%true" if (step // stages) % 2 else "%false"
+        body.append(f"""        nvgpu.mbarrier.try_wait.parity %bar[%c{s}], {parity}, %ticks : !barriers
+        %da{step} = nvgpu.warpgroup.generate.descriptor %sa{s}, %mapA : memref<{tm}x{BK}xf16, 3>, !mapA -> !descA
+        %db{step} = nvgpu.warpgroup.generate.descriptor %sb{s}, %mapB : memref<{BK}x{tn}xf16, 3>, !mapB -> !descB
+        %acc{step} = nvgpu.warpgroup.mma %da{step}, %db{step}, {acc} {{transposeB, waitGroup = 1 : i64}} : !descA, !descB, !acc -> !acc""")
+        acc = f"%acc{step}"
+        if step >= 1 and step - 1 + stages < steps:  # the previous step's MMAs are done
+            body.append(f"""        scf.if %consumer_leader {{
+          %handed{step} = nvgpu.mbarrier.arrive %empty[%c{(step - 1) % stages}] : !barriers -> !nvgpu.mbarrier.token
+        }}""")
+    body.append(f"""        nvgpu.warpgroup.mma.store {acc}, %tile : !acc to memref<{tm}x{tn}xf32, 3>
+      }}""")

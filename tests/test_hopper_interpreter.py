@@ -203,10 +203,15 @@ def test_a_barrier_used_before_its_init_is_visible_is_refused():
     _fails(text, "initialized with no gpu.barrier between")
 
 
-def test_a_tma_load_over_a_stage_still_being_read_is_a_race():
+def test_a_stage_reloaded_after_finished_mmas_needs_no_barrier():
+    # waitGroup = 0: the warpgroup's MMAs have finished when thread 0 goes on, so
+    # reloading their stage without a gpu.barrier is ordered (by thread 0's own
+    # program) and the product is right; MMAs left in flight are another matter
+    # (test_hopper_lowering: a stage reloaded while its MMAs are in flight)
     shape = {"m": 64, "n": 64, "k": 256, "stages": 2}
     text = _mutated("gpu.barrier  // stage 0 read", "// stage 0 not released", **shape)
-    _fails(text, "data race", "overwrites what other threads read", k=256)
+    out, ref = _run(text, 64, 64, 256)
+    assert _error(out, ref) < 1e-6
 
 
 def test_a_warpgroup_needs_128_threads():

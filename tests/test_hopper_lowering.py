@@ -177,3 +177,34 @@ def test_a_stage_reloaded_while_its_mmas_are_in_flight_is_a_race(upto):
     )
     with pytest.raises(InterpreterError, match="may still be reading: no wgmma wait"):
         _run(_lowered(text, upto), 128, 64, 256)
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_a_warp_specialized_kernel_computes_the_same_bits(stages):
+    # a loading warpgroup and a multiplying one, stages handed back on mbarriers
+    m, n, k = 128, 64, 384
+    text = matmul_module(m, n, k, stages, 64, 64, warp_specialized=True)
+    waited = _run(_lowered(matmul_module(m, n, k, stages, 64, 64), 0), m, n, k)
+    for upto in (0, 2, len(STAGES)):
+        assert np.array_equal(_run(_lowered(text, upto), m, n, k), waited)
+    (resources,) = assemble(to_ptx(_lowered(text), "sm_90a"), "sm_90a").values()
+    assert resources.spill_stores == 0
+
+
+@pytest.mark.parametrize(
+    ("mistake", "message"),
+    [
+        (
+            r"\n *nvgpu.mbarrier.try_wait.parity %empty\[[^\n]*",
+            "arrives on %bar[0] after",
+        ),
+        (r"%handed\d+ = nvgpu.mbarrier.arrive[^\n]*", "phase 0 of %empty[0] misses 1"),
+    ],
+    ids=["the producer does not wait for a stage", "the consumer never hands back"],
+)
+def test_a_warp_specialized_kernel_s_mistakes_are_named(mistake, message):
+    text = matmul_module(128, 64, 384, 2, 64, 64, warp_specialized=True)
+    wrong = re.sub(mistake, "", text)
+    assert wrong != text
+    with pytest.raises(InterpreterError, match=re.escape(message)):
+        _run(_lowered(wrong, 0), 128, 64, 384)

@@ -33,14 +33,16 @@ from xdsl.ir import Operation
 from affinec.dialects import nvgpu, nvvm
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.gpu_ops import (
-    MANY_READERS,
     PENDING,
+    RELEASED,
+    WARPGROUP_READER,
     SharedArray,
     in_grid_band,
 )
 from affinec.interpreter.memref_ops import checked_pointer, flat_pointer
 from affinec.interpreter.support import InterpreterError, describe
 from affinec.interpreter.warps import read_row
+from affinec.wgmma_layouts import WARPGROUP_SIZE
 
 _records = itertools.count()
 
@@ -147,17 +149,27 @@ def claim(dst: SharedArray, run: slice | np.ndarray, copy: Copy, state) -> None:
     t, e = copy.thread, state.epoch
     positions = np.arange(run.start, run.stop) if isinstance(run, slice) else run
     written = (dst.write_epoch[run] == e) & (dst.writer[run] != t)
-    read = (dst.read_epoch[run] == e) & (dst.reader[run] != t)
+    # the thread's warpgroup's own wgmma reads are done (those in flight: below)
+    own = WARPGROUP_READER - t // WARPGROUP_SIZE
+    read = (
+        (dst.read_epoch[run] == e) & (dst.reader[run] != t) & (dst.reader[run] != own)
+    )
     if written.any():
         writers = dst.writer[run]
         for writer in np.unique(writers[written]):
             k = int(positions[np.argmax(written & (writers == writer))])
-            dst.conflict(k, _overwrites(copy), int(writer))
+            dst.conflict(k, _overwrites(copy), int(writer), overwrite=True)
     if read.any():
         k = int(positions[np.argmax(read)])
-        reader = dst.reader[k]
-        who = "other threads" if reader == MANY_READERS else state.thread_name(reader)
-        dst.race(k, f"{_overwrites(copy)} what {who} read")
+        dst.race(k, f"{_overwrites(copy)} what {state.reader_name(dst.reader[k])} read")
+    released = dst.read_epoch[run] <= RELEASED
+    if released.any() and state.barriers is not None:
+        marks = dst.read_epoch[run]
+        for mark in np.unique(marks[released]):
+            why = state.barriers.unacquired(int(mark), t, e)
+            if why is not None:
+                k = int(positions[np.argmax(marks == mark)])
+                dst.race(k, f"{_overwrites(copy)} {why}", barrier=False)
     for in_flight in state.wgmma_reads:
         if (
             in_flight.buffer is dst

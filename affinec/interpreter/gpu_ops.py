@@ -68,6 +68,15 @@ class BarrierDivergenceError(InterpreterError):
 MANY_READERS = -2
 """A reader mark: more than one thread read the element in this interval."""
 
+WARPGROUP_READER = -(1 << 20)
+"""Reader marks at or below this are a warpgroup's collective reads (`wgmma`):
+warpgroup `WARPGROUP_READER - mark`."""
+
+RELEASED = -(1 << 40)
+"""`read_epoch` marks at or below this are reads an mbarrier arrival released
+(`mbarriers.BlockBarriers.releases`): a thread that waited for that arrival's phase
+may overwrite them in the same interval."""
+
 
 class BlockState:
     """What the shared buffers of the running block need to know: who runs now, and
@@ -102,6 +111,15 @@ class BlockState:
         self.thread = 0
         self.epoch = 0
         self.copies: dict[int, Any] = {}
+
+    def reader_name(self, reader: int) -> str:
+        """Who a reader mark says read an element."""
+        if reader == MANY_READERS:
+            return "other threads"
+        if reader <= WARPGROUP_READER:
+            warpgroup = WARPGROUP_READER - reader
+            return f"the warpgroup of {self.thread_name(warpgroup * 128)}"
+        return self.thread_name(reader)
 
     def thread_name(self, linear: int) -> str:
         bx, by, _ = self.threads
@@ -207,13 +225,15 @@ class SharedArray:
         run = slice(start, start + count)
         return self._read_vector(run, state.thread, state.epoch, f"reads ({what})")
 
-    def conflict(self, index, verb: str, writer: int) -> None:
+    def conflict(self, index, verb: str, writer: int, overwrite: bool = False) -> None:
         """Raise the race of the running thread's access `verb` ("reads") to an
         element last written in this interval by `writer` (a thread, a copy in
-        flight, or a TMA landing), unless the thread waited for that landing."""
+        flight, or a TMA landing), unless the thread waited for that landing (or,
+        for a copy `overwrite`-ing it, started the landed load itself: its bytes
+        have arrived)."""
         state = self.state
         if writer <= LANDED:
-            if state.barriers.visible(writer, state.thread):
+            if state.barriers.visible(writer, state.thread, overwrite):
                 return
             self.race(index, f"{verb} {state.barriers.unseen(writer)}", barrier=False)
         copy = state.copies.get(PENDING - writer) if writer <= PENDING else None
@@ -254,7 +274,7 @@ class SharedArray:
             self.conflict(index, "writes", self.writer[index])
         if self.read_epoch[index] == e and self.reader[index] != t:
             who = self.reader[index]
-            other = "other threads" if who == MANY_READERS else state.thread_name(who)
+            other = state.reader_name(who)
             self.race(index, f"writes what {other} read")
         self.write_epoch[index] = e
         self.writer[index] = t
@@ -284,9 +304,7 @@ class SharedArray:
         if read.any():
             k = _element(index, int(np.argmax(read)))
             who = self.reader[k]
-            other = (
-                "other threads" if who == MANY_READERS else self.state.thread_name(who)
-            )
+            other = self.state.reader_name(who)
             self.race(k, f"writes what {other} read")
         self.write_epoch[index] = e
         self.writer[index] = t

@@ -50,11 +50,11 @@ from xdsl.ir import Operation
 from affinec.dialects import nvgpu, nvvm
 from affinec.interpreter.async_copies import Copy, claim
 from affinec.interpreter.codegen import FunctionWriter, emits
-from affinec.interpreter.gpu_ops import LANDED, SharedArray
+from affinec.interpreter.gpu_ops import LANDED, RELEASED, WARPGROUP_READER, SharedArray
 from affinec.interpreter.support import InterpreterError, describe, numpy_dtype
 from affinec.interpreter.warps import Wait
 from affinec.tensor_maps import TensorMapError, tensor_map_of
-from affinec.wgmma_layouts import TileLayout, swizzle_alignment
+from affinec.wgmma_layouts import WARPGROUP_SIZE, TileLayout, swizzle_alignment
 
 _uids = itertools.count()
 
@@ -145,23 +145,45 @@ class BlockBarriers:
     """A block's barrier groups, by their `create` op, and the tiles that landed
     (by landing id: the barrier and phase that landed them, and the load)."""
 
-    __slots__ = ("at", "groups", "landings", "observed")
+    __slots__ = ("at", "groups", "landings", "observed", "releases")
 
     def __init__(self) -> None:
+        self.releases: dict[int, tuple[MBarrier, int, int, int]] = {}
+        """Release id -> the barrier, its phase, the interval and the thread of an
+        arrival that released the thread's (and its warpgroup's) reads."""
         self.groups: dict[Operation, BarrierGroup] = {}
         self.at: dict[tuple[int, int], MBarrier] = {}
         """nvvm's barriers, by (buffer, element)."""
-        self.landings: dict[int, tuple[MBarrier, int, Operation]] = {}
+        self.landings: dict[int, tuple[MBarrier, int, Operation, int]] = {}
         self.observed: dict[tuple[int, int], int] = {}
         """(thread, barrier uid) -> the phases of the barrier the thread saw end."""
 
-    def visible(self, mark: int, thread: int) -> bool:
-        """Whether `thread` waited for the phase that landed the tile marked `mark`."""
-        barrier, phase, _ = self.landings[LANDED - mark]
+    def visible(self, mark: int, thread: int, own_load: bool = False) -> bool:
+        """Whether `thread` waited for the phase that landed the tile marked `mark`
+        (with `own_load`, or started that load itself)."""
+        barrier, phase, op, loader = self.landings[LANDED - mark]
+        if own_load and loader == thread:
+            return True
         return self.observed.get((thread, barrier.uid), 0) > phase
 
+    def unacquired(self, mark: int, thread: int, epoch: int) -> str | None:
+        """Why `thread` may not overwrite, in interval `epoch`, what was read and
+        then released by the arrival `mark` (None: it waited for that phase)."""
+        barrier, phase, released_in, reader = self.releases[RELEASED - mark]
+        if (
+            released_in != epoch
+            or reader == thread  # its own reads, in its own order
+            or self.observed.get((thread, barrier.uid), 0) > phase
+        ):
+            return None
+        return (
+            f"what {barrier.name}'s phase {phase} released (read by thread "
+            f"{reader} and its warpgroup before it arrived): this thread has not "
+            "waited for that phase"
+        )
+
     def unseen(self, mark: int) -> str:
-        barrier, phase, op = self.landings[LANDED - mark]
+        barrier, phase, op, _ = self.landings[LANDED - mark]
         return (
             f"what the TMA load {describe(op)} landed with phase {phase} of "
             f"{barrier.name}, before waiting for that phase (try_wait.parity)"
@@ -190,7 +212,12 @@ class TmaCopy(Copy):
     def land(self, epoch: int) -> None:
         barriers = self.buffer.state.barriers
         landing = next(_uids)
-        barriers.landings[landing] = (self.barrier, self.barrier.phase, self.op)
+        barriers.landings[landing] = (
+            self.barrier,
+            self.barrier.phase,
+            self.op,
+            self.thread,
+        )
         self.buffer.data[self.run] = self.values
         self.buffer.writer[self.run] = LANDED - landing
         self.buffer.write_epoch[self.run] = epoch
@@ -271,14 +298,32 @@ def arrive_expect_tx(ctx, op, barrier: MBarrier, tx: int) -> None:
     if tx < 0:
         raise InterpreterError(f"announces {tx} bytes", op)
     barrier.tx += tx
+    _release(ctx, barrier)
     barrier.arrive(op, ctx.block)
 
 
 def arrive(ctx, op, barrier: MBarrier) -> int:
     _checked(ctx, op, barrier)
     phase = barrier.phase
+    _release(ctx, barrier)
     barrier.arrive(op, ctx.block)
     return phase
+
+
+def _release(ctx, barrier: MBarrier) -> None:
+    """An arrival releases what the thread, and its warpgroup's `wgmma`s, read in this
+    interval: a thread that waits for the phase may then overwrite it (a consumer
+    handing a stage back to the producer)."""
+    state = ctx.block
+    t, e = ctx.linear, state.epoch
+    readers = (t, WARPGROUP_READER - t // WARPGROUP_SIZE)
+    release = next(_uids)
+    block_barriers(state).releases[release] = (barrier, barrier.phase, e, t)
+    for buffer in state.buffers:
+        flat = buffer.flat_view()
+        mine = (flat.read_epoch == e) & np.isin(flat.reader, readers)
+        if mine.any():
+            flat.read_epoch[mine] = RELEASED - release
 
 
 class BarrierWait(Wait):

@@ -27,7 +27,7 @@ from xdsl.ir import Operation
 
 from affinec.dialects import nvgpu, nvvm
 from affinec.interpreter.codegen import FunctionWriter, emits
-from affinec.interpreter.gpu_ops import LANDED, MANY_READERS, SharedArray
+from affinec.interpreter.gpu_ops import LANDED, WARPGROUP_READER, SharedArray
 from affinec.interpreter.support import InterpreterError, describe
 from affinec.interpreter.warps import WarpCollective, exact_dot
 from affinec.wgmma_layouts import (
@@ -119,7 +119,7 @@ def _operand(op: Operation, descriptor: MatrixDescriptor, rows: int, k_major: bo
             else:
                 buffer.conflict(k, f"reads ({op.name})", int(writer))
     buffer.read_epoch[positions] = epoch
-    buffer.reader[positions] = MANY_READERS
+    buffer.reader[positions] = WARPGROUP_READER - base // WARPGROUP_SIZE
     read = InFlightRead(op, buffer, positions.reshape(-1))
     _issued(state, base).open.append(read)
     state.wgmma_reads.append(read)
