@@ -246,6 +246,13 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
         "added by a second kernel (split-K: for layers of few blocks)",
     )
     knobs.add_argument(
+        "--flatten-pixels",
+        action="store_true",
+        default=None,
+        help="compile a 1x1, stride-1, unpadded NHWC convolution as the matrix "
+        "product of its flattened pixels (the other knobs are the product's)",
+    )
+    knobs.add_argument(
         "--mma",
         action="store_true",
         default=None,
@@ -309,6 +316,7 @@ KNOBS = (
     "pad_channels",
     "stages",
     "splits",
+    "flatten_pixels",
     "mma",
     "warp_grid",
     "unroll_taps",
@@ -325,17 +333,20 @@ def config_from_args(
     args: argparse.Namespace, spec: Spec, arch: str
 ) -> KernelConfig | None:
     """The `KernelConfig` the knob flags describe, or None when none is given (the
-    compiler then picks one for the spec). `--tf32` and `--splits`, alone or
-    together, give the configuration `config_for` picks for the spec on tf32
-    tensor cores of `arch`, or with its reduction split."""
+    compiler then picks one for the spec). `--tf32`, `--splits` and
+    `--flatten-pixels`, alone or together, give the configuration `config_for` picks
+    for the spec on tf32 tensor cores of `arch`, with its reduction split, or as
+    the product of its flattened pixels."""
     given = {k: getattr(args, k) for k in KNOBS if getattr(args, k) is not None}
-    if given and set(given) <= {"tf32", "splits"} and given.get("tf32", True):
+    alone = {"tf32", "splits", "flatten_pixels"}
+    if given and set(given) <= alone and given.get("tf32", True):
         try:
             return config_for(
                 spec,
                 tf32=given.get("tf32", False),
                 arch=arch,
                 splits=given.get("splits", 1),
+                flatten_pixels=given.get("flatten_pixels", False),
             )
         except ValueError as e:
             raise UsageError(str(e)) from None

@@ -15,6 +15,7 @@ command line over this function (`affinec.cli`).
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -26,7 +27,8 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.passes import ModulePass
 
 from affinec.checking import arithmetic_tolerance
-from affinec.config import KernelConfig, config_for, with_knobs
+from affinec.config import KernelConfig, config_for, flattened_spec, with_knobs
+from affinec.contraction import contraction_of
 from affinec.diagnostics import (
     PassError,
     collecting_remarks,
@@ -89,6 +91,9 @@ class CompiledKernel:
     parameters: list[HostParameter] = field(default_factory=list)
     """The host function's array parameters, in order: what a caller passes (the
     workspaces, which the runtime provides, marked)."""
+    flattened_from: Spec | None = None
+    """The convolution compiled as the matrix product `spec` is of its flattened
+    pixels (`KernelConfig.flatten_pixels`): the runtime kernel takes its arrays."""
 
     def __post_init__(self) -> None:
         if not self.launches:
@@ -110,10 +115,19 @@ class CompiledKernel:
         host = self.parameters or [
             HostParameter(a.name, a.type, False) for a in self.launch.arguments
         ]
+        names = {p.name: p.name for p in host}
+        shapes = {p.name: p.shape for p in host}
+        if self.flattened_from is not None:
+            # the convolution's arrays, the same bytes as the product's
+            operands = contraction_of(self.flattened_from).operands
+            product = [p for p in host if not p.workspace]
+            for p, conv in zip(product, operands, strict=True):
+                assert math.prod(conv.shape) == math.prod(p.shape)
+                names[p.name], shapes[p.name] = conv.name, conv.shape
         parameters = [
             Parameter(
-                p.name,
-                p.shape,
+                names[p.name],
+                shapes[p.name],
                 p.dtype,
                 output=p.name in written and not p.workspace,
                 workspace=p.workspace,
@@ -126,7 +140,7 @@ class CompiledKernel:
                 r.grid,
                 r.block,
                 r.dynamic_shared_memory,
-                tuple(a.name for a in r.arguments),
+                tuple(names.get(a.name, a.name) for a in r.arguments),
             )
             for r in self.launches
         ]
@@ -135,7 +149,9 @@ class CompiledKernel:
             launches,
             parameters,
             info={
-                "spec": self.spec.to_text() if self.spec else None,
+                "spec": (self.flattened_from or self.spec).to_text()
+                if self.spec
+                else None,
                 "pipeline": self.pipeline,
                 "arch": self.arch,
                 "config": self.config.describe() if self.config else None,
@@ -174,12 +190,12 @@ def compile_to_ptx(
         raise ValueError(
             f"unknown GPU architecture '{arch}' (expected one of {', '.join(ARCHS)})"
         )
+    from affinec.frontend import build
+
     if isinstance(spec_or_module, ModuleOp):
         module = spec_or_module
         spec = read_spec(module, required=False)
     else:
-        from affinec.frontend import build
-
         spec = spec_or_module
         module = build(spec)
     source = (
@@ -190,6 +206,15 @@ def compile_to_ptx(
         else ("config_for" if spec is not None else "defaults")
     )
     config = _config(config, knobs, spec, arch)
+    flattened_from = None
+    if config.flatten_pixels:
+        if isinstance(spec_or_module, ModuleOp) or spec is None:
+            raise ValueError(
+                "flatten-pixels compiles a convolution's spec, not a module: give "
+                "the spec"
+            )
+        flattened_from, spec = spec, flattened_spec(spec)
+        module = build(spec)
     _set_target(module, arch)
     if pipeline is None:
         passes = default_passes(config)
@@ -249,6 +274,7 @@ def compile_to_ptx(
         ],
         launches=records,
         parameters=host_parameters(module, record.host),
+        flattened_from=flattened_from,
     )
 
 
@@ -305,6 +331,8 @@ def _config(
     if knobs:
         if config is not None:
             raise ValueError("give a KernelConfig or its fields, not both")
+        if knobs == {"flatten_pixels": True} and spec is not None:
+            return config_for(spec, arch=arch, flatten_pixels=True)
         return with_knobs(KernelConfig(), **knobs)
     if config is not None:
         return config

@@ -86,6 +86,10 @@ class KernelConfig:
     """Split the channel reduction into this many partial sums, each its own blocks,
     added by a second kernel (`affinec-split-reduction`; 1: not split). The
     reduction tile sizes are then those of one split's channels."""
+    flatten_pixels: bool = False
+    """Compile a 1x1, stride-1, unpadded NHWC convolution as the matrix product it is
+    over its flattened pixels (`flattened_spec`: M = N x H x W): its blocks tile M
+    freely, not a 7 x 7 image by rows. The other knobs are the product's."""
 
     def __post_init__(self) -> None:
         # Lists from callers become tuples, so configs hash and compare by value.
@@ -145,6 +149,7 @@ def config_for(
     tf32: bool = False,
     arch: str = DEFAULT_PLANNING_ARCH,
     splits: int = 1,
+    flatten_pixels: bool = False,
 ) -> KernelConfig:
     """A good configuration for `spec` without measuring. f16 and bf16 with at least
     `MMA_MIN_CHANNELS` input channels take the tensor cores (`_tensor_core_config`);
@@ -155,7 +160,11 @@ def config_for(
     summation. Tiles divide the extents where they can. Other specs (the outer
     product) get the passes' own defaults. The shared-memory budget is `arch`'s
     (`shared_budget`). With `splits`, the reduction is split (`split_spec`): the
-    blocks are as the spec's, the reduction's steps those of one split."""
+    blocks are as the spec's, the reduction's steps those of one split. With
+    `flatten_pixels`, the configuration is the product's (`flattened_spec`)."""
+    if flatten_pixels:
+        product = config_for(flattened_spec(spec), tf32=tf32, arch=arch, splits=splits)
+        return replace(product, flatten_pixels=True)
     if splits > 1:
         config = config_for(split_spec(spec, splits), tf32=tf32, arch=arch)
         if config.pad_channels > 1 or config.coalesce_reduction:
@@ -306,6 +315,45 @@ SHARED_ROW_PADDING = 16
 """Bytes `affinec-plan-shared-memory` adds to a tensor-core tile's rows: a 16-byte
 shift a row keeps ldmatrix's eight rows in distinct banks. tf32's filter tiles are
 read as 32-bit words four rows at a time and take twice that."""
+
+
+def flattened_spec(spec: Spec) -> MatmulSpec:
+    """The matrix product a 1x1, stride-1, unpadded, ungrouped NHWC/RSCK convolution
+    is over its pixels: `output[(n, h, w), k] = input[(n, h, w), c] x filter[c, k]`,
+    the arrays the same bytes; a ValueError naming what stops another spec."""
+    if not isinstance(spec, ConvSpec):
+        raise ValueError(f"flatten-pixels takes a convolution, not a {spec.kind}")
+    why = [
+        what
+        for what, bad in (
+            ("a 1x1 filter", (spec.r, spec.s) != (1, 1)),
+            ("stride 1", spec.stride != (1, 1)),
+            ("no padding", spec.padding != (0, 0)),
+            ("one group", spec.groups != 1),
+            (
+                "NHWC input and RSCK filter",
+                (spec.layout, spec.filter_layout) != ("nhwc", "rsck"),
+            ),
+        )
+        if bad
+    ]
+    if why:
+        raise ValueError(
+            f"flatten-pixels takes a convolution whose pixels are a matrix's rows: "
+            f"{', '.join(why)} (this one is {spec.to_text()})"
+        )
+    return MatmulSpec(
+        spec.n * spec.h * spec.w, spec.k, spec.c, spec.dtype, spec.epilogue
+    )
+
+
+def flattens(spec: Spec) -> bool:
+    """Whether `flattened_spec` takes `spec`."""
+    try:
+        flattened_spec(spec)
+    except ValueError:
+        return False
+    return True
 
 
 def split_spec(spec: Spec, splits: int) -> Spec:

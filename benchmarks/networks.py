@@ -53,6 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         help="also time each layer with its reduction split in N (split-K, "
         "config_for(spec, splits=N)) and keep the fastest",
     )
+    parser.add_argument(
+        "--flatten",
+        action="store_true",
+        help="also time each 1x1 layer compiled as the product of its flattened "
+        "pixels (config_for(spec, flatten_pixels=True)) and keep the fastest",
+    )
     parser.add_argument("--compile-only", action="store_true")
     parser.add_argument("--json")
     parser.add_argument("--plot")
@@ -68,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.network:
         for batch in args.batch:
             rows = []
+            variants = [(f"splits={n}", {"splits": n}) for n in args.splits]
+            if args.flatten:
+                variants.append(("flattened", {"flatten_pixels": True}))
             for layer in network(name, batch, args.dtype):
                 start = time.perf_counter()
                 compiled = _compiled(layer.spec, args.tuned, arch)
@@ -78,20 +87,20 @@ def main(argv: list[str] | None = None) -> int:
                     row |= {"registers": r.registers, "spills": r.spill_stores}
                     print(f"{name} {batch:3d} {layer.name:34s} {seconds:5.2f} s "
                           f"{r.registers} regs", flush=True)  # fmt: skip
-                    for splits in args.splits:
+                    for label, knobs in variants:
                         try:
-                            config = config_for(layer.spec, splits=splits)
+                            config = config_for(layer.spec, **knobs)
                         except ValueError:
                             continue
-                        split = compile_to_ptx(layer.spec, config, arch=arch)
-                        blocks = [launch.grid for launch in split.launches]
-                        print(f"    splits={splits}: grids {blocks}, "
-                              f"{split.resources().registers} regs")  # fmt: skip
+                        other = compile_to_ptx(layer.spec, config, arch=arch)
+                        blocks = [launch.grid for launch in other.launches]
+                        print(f"    {label}: grids {blocks}, "
+                              f"{other.resources().registers} regs")  # fmt: skip
                 else:
                     bench = bench_conv(layer.name, layer.spec, compiled=compiled)
-                    bench, splits = _fastest_split(layer, bench, args.splits, arch)
+                    bench, variant = _fastest(layer, bench, variants, arch)
                     row |= {
-                        "splits": splits,
+                        "variant": variant,
                         "ours_ms": bench.ours_ms,
                         "cudnn_ms": bench.cudnn_ms,
                         "ratio": bench.ratio,
@@ -138,23 +147,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
-def _fastest_split(layer, unsplit, counts: list[int], arch: str):
-    """The fastest of `unsplit` and the layer with its reduction split in each of
-    `counts` (where the channels allow), and its split count (1: unsplit)."""
-    best, best_splits = unsplit, 1
-    for splits in counts:
+def _fastest(layer, plain, variants: list[tuple[str, dict]], arch: str):
+    """The fastest of `plain` and the layer compiled as each of `variants` (label,
+    `config_for` knobs: a split reduction, the flattened pixels) where the layer
+    allows it, and the winner's label ("plain")."""
+    best, best_label = plain, "plain"
+    for label, knobs in variants:
         try:
-            config = config_for(layer.spec, splits=splits)
+            config = config_for(layer.spec, **knobs)
         except ValueError:
-            continue  # fewer channels than splits
+            continue  # fewer channels than splits, or not a 1x1 layer
         compiled = compile_to_ptx(layer.spec, config, arch=arch)
         bench = bench_conv(layer.name, layer.spec, compiled=compiled)
-        print(f"    splits={splits}: {bench.ours_ms} ms {bench.note}", flush=True)
+        print(f"    {label}: {bench.ours_ms} ms {bench.note}", flush=True)
         if bench.ours_ms is not None and (
             best.ours_ms is None or bench.ours_ms < best.ours_ms
         ):
-            best, best_splits = bench, splits
-    return best, best_splits
+            best, best_label = bench, label
+    return best, best_label
 
 
 def _plot(results: list[dict], path: str) -> None:

@@ -16,7 +16,8 @@
 #   differential  random specs x the tuner's configurations against float64
 #   networks  ResNet-50, VGG-16 and MobileNetV2 convolutions at batch 1 and 32
 #             against cuDNN
-#   splits    ResNet-50 at batch 1 and 32 with split-K tried on every layer (2, 4, 8)
+#   splits    ResNet-50 at batch 1 and 32 with split-K tried on every layer (2, 4, 8),
+#             and the 1x1 layers as products of their flattened pixels
 #   models    ResNet-50 and MobileNetV2 as torch models through affinec.torch.convert
 #             against torch's own, time per forward pass
 #   hopper    the TMA + mbarrier + wgmma matmul (affinec.hopper_matmul) on sm_90a:
@@ -112,7 +113,7 @@ step_networks() {
 
 step_splits() {
   run splits 900 $PY benchmarks/networks.py --network resnet50 --batch 1 32 \
-    --splits 2 4 8 --json "$OUT/splits.json"
+    --splits 2 4 8 --flatten --json "$OUT/splits.json"
   tail -5 "$OUT/splits.log"
 }
 

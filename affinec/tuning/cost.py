@@ -40,6 +40,7 @@ from affinec.tuning.problem import (
     MMA_N,
     Geometry,
     Problem,
+    as_compiled,
     ceil_div,
     geometry,
 )
@@ -248,6 +249,7 @@ def predict(
 ) -> Prediction:
     """The predicted time of `config` on `problem` (see the module's docstring);
     `g` is its geometry if the caller has it."""
+    problem = as_compiled(problem, config)
     g = g or geometry(problem, config)
     estimated = facts is None
     registers = facts.registers if facts else estimate_registers(problem, config, g)

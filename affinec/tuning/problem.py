@@ -18,6 +18,7 @@ from affinec.chips import MMA_SHAPES, WARP_SIZE
 from affinec.config import (
     SHARED_ROW_PADDING,
     KernelConfig,
+    flattened_spec,
     step_bytes,
     window_extent,
 )
@@ -222,11 +223,20 @@ def split_problem(problem: Problem, splits: int) -> Problem:
     return replace(problem, reduction_extents=tuple(extents))
 
 
+def as_compiled(problem: Problem, config: KernelConfig) -> Problem:
+    """The problem `config` compiles: the matrix product of the flattened pixels
+    with `flatten_pixels` (`flattened_spec`), else `problem`."""
+    if not config.flatten_pixels or not isinstance(problem.spec, ConvSpec):
+        return problem  # not flattened, or already
+    return problem_of(flattened_spec(problem.spec))
+
+
 def geometry(problem: Problem, config: KernelConfig) -> Geometry:
     """The geometry of `config` on `problem` (ValueError for a tile size that does not
     fit the problem: the passes would refuse it too). With `splits`, a block's
-    reduction is one split's and the grid has `splits` times the blocks."""
-    problem = split_problem(problem, config.splits)
+    reduction is one split's and the grid has `splits` times the blocks; with
+    `flatten_pixels`, the problem is the product's."""
+    problem = split_problem(as_compiled(problem, config), config.splits)
     extents = problem.extents
     if not config.tile_sizes:
         raise ValueError("the tuner's configurations give tile sizes")

@@ -51,6 +51,8 @@ from affinec.config import (
     MMA_MIN_CHANNELS,
     KernelConfig,
     config_for,
+    flattened_spec,
+    flattens,
     tensor_cores_take,
 )
 from affinec.spec import ConvSpec, Spec
@@ -176,6 +178,12 @@ def search_space(
         one = split_problem(problem, splits)
         made = _mma_configs(one) if baseline.mma else _simt_configs(one)
         generators[f"{route}/{splits}"] = (replace(c, splits=splits) for c in made)
+    if flattens(spec) and generators.get("mma") is not None:
+        # a 1x1 convolution as the product of its flattened pixels: its M tiled freely
+        product = problem_of(flattened_spec(spec))
+        generators["mma/flat"] = (
+            replace(c, flatten_pixels=True) for c in _mma_configs(product)
+        )
     routes.update({r: [] for r in generators if r not in routes})
     for route, configs in generators.items():
         for config in configs:
