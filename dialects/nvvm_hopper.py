@@ -59,20 +59,6 @@ from affinec.dialects.nvvm_wgmma import (
 _SHARED = LLVMPointerType(IntAttr(3))
 
 
-def _parse_operands_and_types(parser: Parser, count: int, types: int):
-    operands = [parser.parse_unresolved_operand()]
-    for _ in range(count - 1):
-        parser.parse_punctuation(",")
-        operands.append(parser.parse_unresolved_operand())
-    attributes = parser.parse_optional_attr_dict()
-    parser.parse_punctuation(":")
-    parsed = [parser.parse_type()]
-    for _ in range(types - 1):
-        parser.parse_punctuation(",")
-        parsed.append(parser.parse_type())
-    return operands, attributes, parsed
-
-
 @irdl_op_definition
 class MBarrierInitOp(IntrinsicOp):
     """`nvvm.mbarrier.init %bar, %count : !llvm.ptr<3>, i32`."""
@@ -146,28 +132,13 @@ class MBarrierTryWaitParityOp(PtxOp):
     addr = operand_def(LLVMPointerType)
     phase = operand_def(i32)
     ticks = operand_def(i32)
+    assembly_format = (
+        "$addr `,` $phase `,` $ticks attr-dict `:` type($addr) `,` type($phase) `,` "
+        "type($ticks)"
+    )
 
     def __init__(self, addr: SSAValue, phase: SSAValue, ticks: SSAValue):
         super().__init__(operands=[addr, phase, ticks])
-
-    @classmethod
-    def parse(cls, parser: Parser) -> MBarrierTryWaitParityOp:
-        operands, attributes, types = _parse_operands_and_types(parser, 3, 3)
-        op = cls(
-            *(
-                parser.resolve_operand(o, t)
-                for o, t in zip(operands, types, strict=True)
-            )
-        )
-        op.attributes |= attributes
-        return op
-
-    def print(self, printer: Printer) -> None:
-        printer.print_string(" ")
-        printer.print_list(self.operands, printer.print_ssa_value)
-        printer.print_op_attributes(self.attributes)
-        printer.print_string(" : ")
-        printer.print_list([v.type for v in self.operands], printer.print_attribute)
 
     def ptx(self) -> tuple[str, str]:
         return (
