@@ -55,18 +55,28 @@ def matmul_module(
     each stage back by arriving on its `empty` barrier once the MMAs that read it
     have finished; no `gpu.barrier` between them until the epilogue."""
     tm, tn = tile_m or m, tile_n or n
-    if tm % 64 or m % tm or tn * 2 not in _SWIZZLE or n % tn or k % BK or stages < 1:
+    if (
+        tm % 64
+        or m % tm
+        or tn not in (16, 32, 64, 128, 256)
+        or n % tn
+        or k % BK
+        or stages < 1
+    ):
         raise ValueError(
             f"a {m}x{n}x{k} product in {tm}x{tn} tiles: tile_m must be a multiple of "
-            f"64 dividing m, tile_n one of 16, 32, 64 dividing n, k a multiple of {BK}"
+            f"64 dividing m, tile_n one of 16, 32, 64, 128, 256 dividing n, k a "
+            f"multiple of {BK}"
         )
+    bn = min(tn, 64)  # B's TMA box: one swizzle row wide; a wider tile is slabs of it
+    slabs = tn // bn
     if (in_flight or warp_specialized) and stages < 2:
         raise ValueError("MMAs in flight need 2 stages at least")
     steps = k // BK
     bytes_per_step = (tm * BK + BK * tn) * 2
     types = f"""!barriers = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = {stages}>
 !mapA = !nvgpu.tensormap.descriptor<tensor = memref<{tm}x{BK}xf16, 3>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
-!mapB = !nvgpu.tensormap.descriptor<tensor = memref<{BK}x{tn}xf16, 3>, swizzle = {_SWIZZLE[tn * 2]}, l2promo = none, oob = zero, interleave = none>
+!mapB = !nvgpu.tensormap.descriptor<tensor = memref<{BK}x{bn}xf16, 3>, swizzle = {_SWIZZLE[bn * 2]}, l2promo = none, oob = zero, interleave = none>
 !descA = !nvgpu.warpgroup.descriptor<tensor = memref<{tm}x{BK}xf16, 3>>
 !descB = !nvgpu.warpgroup.descriptor<tensor = memref<{BK}x{tn}xf16, 3>>
 !acc = !nvgpu.warpgroup.accumulator<fragmented = vector<{tm}x{tn}xf32>>
@@ -82,7 +92,7 @@ def matmul_module(
         body.append(f"""      scf.if %first {{
         nvgpu.mbarrier.arrive.expect_tx %bar[%c{s}], %bytes : !barriers
         nvgpu.tma.async.load %mapA[%k{step}, %row0], %bar[%c{s}] to %sa{s} : !mapA, !barriers -> memref<{tm}x{BK}xf16, 3>
-        nvgpu.tma.async.load %mapB[%col0, %k{step}], %bar[%c{s}] to %sb{s} : !mapB, !barriers -> memref<{BK}x{tn}xf16, 3>
+{_b_loads(step, s, tn, bn, "        ")}
       }}""")
 
     body.append("      scf.if %first {")
@@ -98,7 +108,7 @@ def matmul_module(
     body.append("      }")
     body.append("      gpu.barrier  // the barriers' init, visible to every thread")
     if warp_specialized:
-        _warp_specialized(body, steps, stages, tm, tn)
+        _warp_specialized(body, steps, stages, tm, tn, bn)
         acc = None
     else:
         for step in range(min(stages, steps)):
@@ -126,6 +136,11 @@ def matmul_module(
         if s not in (0, 1)
     )
     threads = 2 * WARPGROUP if warp_specialized else WARPGROUP
+    slab_columns = "".join(
+        f"\n      %slab{j} = arith.constant {j * bn} : index"
+        f"\n      %col0_{j} = arith.addi %col0, %slab{j} : index"
+        for j in range(1, slabs)
+    )
     empty = (
         "\n      %empty = nvgpu.mbarrier.create -> !barriers"
         if warp_specialized
@@ -140,6 +155,7 @@ module attributes {{gpu.container_module}} {{
     %c1 = arith.constant 1 : index
     %ctm = arith.constant {tm} : index
     %ctn = arith.constant {tn} : index
+    %cbn = arith.constant {bn} : index
     %ck = arith.constant {BK} : index
     %blocks_x = arith.constant {n // tn} : index
     %blocks_y = arith.constant {m // tm} : index
@@ -147,7 +163,7 @@ module attributes {{gpu.container_module}} {{
     %ua = memref.cast %a : memref<{m}x{k}xf16> to memref<*xf16>
     %ub = memref.cast %b : memref<{k}x{n}xf16> to memref<*xf16>
     %mapA = nvgpu.tma.create.descriptor %ua box[%ctm, %ck] : memref<*xf16> -> !mapA
-    %mapB = nvgpu.tma.create.descriptor %ub box[%ck, %ctn] : memref<*xf16> -> !mapB
+    %mapB = nvgpu.tma.create.descriptor %ub box[%ck, %cbn] : memref<*xf16> -> !mapB
     gpu.launch_func @kernels::@matmul_kernel blocks in (%blocks_x, %blocks_y, %c1) threads in (%threads, %c1, %c1) args(%mapA : !mapA, %mapB : !mapB, %out : memref<{m}x{n}xf32>)
     return
   }}
@@ -170,7 +186,7 @@ module attributes {{gpu.container_module}} {{
       %bx = gpu.block_id x
       %by = gpu.block_id y
       %row0 = arith.muli %by, %tile_m : index
-      %col0 = arith.muli %bx, %tile_n : index
+      %col0 = arith.muli %bx, %tile_n : index{slab_columns}
       %first = arith.cmpi eq, %tid, %c0 : index
       %bar = nvgpu.mbarrier.create -> !barriers{empty}
       %zero = nvgpu.warpgroup.mma.init.accumulator -> !acc
@@ -191,8 +207,33 @@ module attributes {{gpu.container_module}} {{
 """
 
 
+def _b_loads(step: int, stage: int, tn: int, bn: int, indent: str) -> str:
+    """The TMA loads of B's tile for a step: one box, or (`tn` wider than a swizzle
+    row) one box a slab, into `memref.reinterpret_cast` views of the tile's buffer
+    at the slabs (64 x `bn` elements each, one after the other)."""
+    lines = []
+    for j in range(tn // bn):
+        target = f"%sb{stage}"
+        t = f"memref<{BK}x{tn}xf16, 3>"
+        if tn > bn:
+            at = j * BK * bn
+            view = f"memref<{BK}x{bn}xf16, strided<[{bn}, 1], offset: {at}>, 3>"
+            lines.append(
+                f"{indent}%sb{stage}_{step}_{j} = memref.reinterpret_cast %sb{stage} "
+                f"to offset: [{at}], sizes: [{BK}, {bn}], strides: [{bn}, 1] : {t} "
+                f"to {view}"
+            )
+            target, t = f"%sb{stage}_{step}_{j}", view
+        column = "%col0" if j == 0 else f"%col0_{j}"
+        lines.append(
+            f"{indent}nvgpu.tma.async.load %mapB[{column}, %k{step}], %bar[%c{stage}] "
+            f"to {target} : !mapB, !barriers -> {t}"
+        )
+    return "\n".join(lines)
+
+
 def _warp_specialized(
-    body: list[str], steps: int, stages: int, tm: int, tn: int
+    body: list[str], steps: int, stages: int, tm: int, tn: int, bn: int
 ) -> None:
     """The two warpgroups' roles: warpgroup 0's thread 0 loads every step, into a
     stage once the consumer has handed it back; warpgroup 1 multiplies, leaving a
@@ -211,7 +252,7 @@ def _warp_specialized(
             )
         body.append(f"""          nvgpu.mbarrier.arrive.expect_tx %bar[%c{s}], %bytes : !barriers
           nvgpu.tma.async.load %mapA[%k{step}, %row0], %bar[%c{s}] to %sa{s} : !mapA, !barriers -> memref<{tm}x{BK}xf16, 3>
-          nvgpu.tma.async.load %mapB[%col0, %k{step}], %bar[%c{s}] to %sb{s} : !mapB, !barriers -> memref<{BK}x{tn}xf16, 3>""")
+{_b_loads(step, s, tn, bn, "          ")}""")
     body.append("""        }
       } else {""")
     acc = "%zero"

@@ -188,9 +188,9 @@ class WarpgroupMmaOp(IRDLOperation):
             operands=[a, b, acc],
             properties={
                 "transposeB": UnitAttr() if transpose_b else None,
-                "waitGroup": None
-                if wait_group is None
-                else IntegerAttr(wait_group, i64),
+                # stored even at its default, 1, as MLIR stores it (the custom
+                # form leaves the default out)
+                "waitGroup": IntegerAttr(1 if wait_group is None else wait_group, i64),
             },
             result_types=[acc.type],
         )
@@ -227,6 +227,7 @@ class WarpgroupMmaOp(IRDLOperation):
         for key in ("transposeA", "waitGroup"):
             if key in attributes:
                 op.properties[key] = attributes.pop(key)
+
         attributes.pop("transposeB", None)
         op.attributes |= attributes
         return op
@@ -240,6 +241,8 @@ class WarpgroupMmaOp(IRDLOperation):
         for key in ("transposeA", "transposeB", "waitGroup"):
             if key in self.properties:
                 shown[key] = self.properties[key]
+        if self.groups_in_flight == 1:
+            shown.pop("waitGroup", None)  # the default, left out as MLIR does
         printer.print_op_attributes(shown)
         printer.print_string(" : ")
         printer.print_list(

@@ -42,12 +42,14 @@ STAGES = (
 )
 SHAPES = [  # m, n, k, stages, tile_m, tile_n, schedule
     (64, 64, 64, 1, 64, 64, "waited"),
-    (512, 512, 512, 3, 128, 64, "waited"),
-    (512, 512, 512, 3, 128, 64, "in flight"),
-    (512, 512, 512, 3, 128, 64, "specialized"),
-    (4096, 4096, 1024, 4, 128, 64, "waited"),
-    (4096, 4096, 1024, 4, 128, 64, "in flight"),
-    (4096, 4096, 1024, 4, 128, 64, "specialized"),
+    (512, 512, 512, 3, 128, 128, "waited"),
+    (512, 512, 512, 3, 128, 128, "in flight"),
+    (512, 512, 512, 3, 128, 128, "specialized"),
+    (4096, 4096, 1024, 3, 128, 64, "in flight"),
+    (4096, 4096, 1024, 4, 128, 128, "waited"),
+    (4096, 4096, 1024, 4, 128, 128, "in flight"),
+    (4096, 4096, 1024, 4, 128, 128, "specialized"),
+    (4096, 4096, 1024, 4, 64, 256, "in flight"),
 ]
 """`waited`: each step's MMAs finish before the next; `in flight`: they run while
 the next step waits for its tiles; `specialized`: a warpgroup that loads and one

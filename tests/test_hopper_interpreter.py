@@ -259,7 +259,7 @@ def test_a_swizzled_box_must_be_one_swizzle_row_wide():
 @needs_mlir_opt
 @pytest.mark.parametrize("generic", [False, True])
 def test_mlir_opt_reads_the_hopper_ops_as_the_same_ir(generic):
-    ours = matmul_module(128, 64, 128, 2)
+    ours = matmul_module(128, 128, 128, 2, in_flight=True)
     module = parse_module(make_context(), ours)
     from mlir_opt import printed
 

@@ -208,3 +208,29 @@ def test_a_warp_specialized_kernel_s_mistakes_are_named(mistake, message):
     assert wrong != text
     with pytest.raises(InterpreterError, match=re.escape(message)):
         _run(_lowered(wrong, 0), 128, 64, 384)
+
+
+@pytest.mark.parametrize(
+    ("tile", "schedule"),
+    [
+        ((128, 128), {}),
+        ((64, 256), {"in_flight": True}),
+        ((128, 128), {"warp_specialized": True}),
+    ],
+)
+def test_b_tiles_wider_than_a_swizzle_row_are_loaded_slab_by_slab(tile, schedule):
+    # B's TMA box is one 128-byte row wide; a 128- or 256-wide tile is loaded into
+    # memref.reinterpret_cast views of its slabs, and read as one MN-major operand
+    tm, tn = tile
+    m, n, k = 128, 256, 192
+    text = matmul_module(m, n, k, 3, tm, tn, **schedule)
+    assert "memref.reinterpret_cast" in text
+    first = _run(_lowered(text, 0), m, n, k)
+    assert np.array_equal(_run(_lowered(text), m, n, k), first)
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((m, k)).astype(np.float16)
+    b = rng.standard_normal((k, n)).astype(np.float16)
+    reference = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.linalg.norm(first - reference) < 1e-6 * np.linalg.norm(reference)
+    (resources,) = assemble(to_ptx(_lowered(text), "sm_90a"), "sm_90a").values()
+    assert resources.spill_stores == resources.stack_frame == 0

@@ -333,6 +333,35 @@ class SharedArray:
         )
 
 
+class SharedView:
+    """A view of a shared buffer (`memref.subview` of a workgroup buffer) as a TMA
+    destination takes it: the address of its first element. Read or written element
+    by element it is not interpreted."""
+
+    __slots__ = ("buffer", "offset", "shape")
+
+    def __init__(self, buffer: SharedArray, offset: int, shape: tuple[int, ...]):
+        self.buffer = buffer
+        self.offset = offset
+        self.shape = shape
+
+    def __getitem__(self, index):
+        raise InterpreterError(
+            f"reads a view of %{self.buffer.name}: the interpreter takes views of "
+            "shared memory as TMA destinations only"
+        )
+
+    __setitem__ = __getitem__
+
+
+def shared_subview(op, source: SharedArray, offsets, shape) -> SharedView:
+    """The view of `source` from element `offsets` (its first element's address)."""
+    flat = 0
+    for o, n in zip(offsets, source.shape, strict=True):
+        flat = flat * n + o
+    return SharedView(source.flat_view(), flat, tuple(shape))
+
+
 def _is_run(index) -> bool:
     """A vector access's index: a slice of the innermost dimension (alone, into a
     flat buffer, or ending a tuple)."""

@@ -50,7 +50,13 @@ from xdsl.ir import Operation
 from affinec.dialects import nvgpu, nvvm
 from affinec.interpreter.async_copies import Copy, claim
 from affinec.interpreter.codegen import FunctionWriter, emits
-from affinec.interpreter.gpu_ops import LANDED, RELEASED, WARPGROUP_READER, SharedArray
+from affinec.interpreter.gpu_ops import (
+    LANDED,
+    RELEASED,
+    WARPGROUP_READER,
+    SharedArray,
+    SharedView,
+)
 from affinec.interpreter.support import InterpreterError, describe, numpy_dtype
 from affinec.interpreter.warps import Wait
 from affinec.tensor_maps import TensorMapError, tensor_map_of
@@ -425,7 +431,12 @@ def tma_load(ctx, op: Operation, tensor_map, coordinates, barrier: MBarrier,
             op,
         )
     _checked(ctx, op, barrier)
-    buffer, offset = (dst, 0) if isinstance(dst, SharedArray) else dst
+    if isinstance(dst, SharedArray):
+        buffer, offset = dst, 0
+    elif isinstance(dst, SharedView):
+        buffer, offset = dst.buffer, dst.offset
+    else:
+        buffer, offset = dst
     if not isinstance(buffer, SharedArray):
         raise InterpreterError("TMA loads into shared memory", op)
     flat = buffer.flat_view()

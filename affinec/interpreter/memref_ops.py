@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 from xdsl.dialects import memref, vector
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -20,8 +21,10 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Operation
 
 from affinec.dialects.affinec import ElementPointerOp
+from affinec.dialects.gpu_common import WORKGROUP_ADDRESS_SPACE, memory_space
 from affinec.dialects.memref import CastOp as MemRefCastOp
 from affinec.interpreter.codegen import FunctionWriter, emits
+from affinec.interpreter.gpu_ops import SharedArray, SharedView, shared_subview
 from affinec.interpreter.support import (
     InterpreterError,
     memref_shape,
@@ -245,8 +248,46 @@ def _subview(op: memref.SubviewOp, w: FunctionWriter) -> None:
         f"{check}({w.op_ref(op)}, {source_shape}, [{', '.join(offsets)}], "
         f"[{', '.join(sizes)}], [{', '.join(strides)}])"
     )
+    if memory_space(memref_type(op, op.source)) == WORKGROUP_ADDRESS_SPACE:
+        # a block's shared buffer: the view is an address (a TMA destination)
+        fn = w.global_(shared_subview, "shared_subview")
+        w.line(
+            f"{w.define(op.result)} = {fn}({w.op_ref(op)}, {w[op.source]}, "
+            f"({', '.join(offsets)},), {result_shape})"
+        )
+        return
     view = f"{w[op.source]}[{', '.join(slices)}]"
     w.line(f"{w.define(op.result)} = {view}.reshape({result_shape})")
+
+
+@emits(memref.ReinterpretCastOp)
+def _reinterpret_cast(op: memref.ReinterpretCastOp, w: FunctionWriter) -> None:
+    """The same buffer at an offset, sizes and strides of its own: for a block's
+    shared buffer, an address (a TMA destination); else a numpy view of the
+    buffer's elements."""
+    (offset,) = _mixed(op.static_offsets.get_values(), w.names(op.offsets))
+    sizes = _mixed(op.static_sizes.get_values(), w.names(op.sizes))
+    strides = _mixed(op.static_strides.get_values(), w.names(op.strides))
+    fn = w.global_(_reinterpreted, "reinterpreted")
+    w.line(
+        f"{w.define(op.result)} = {fn}({w.op_ref(op)}, {w[op.source]}, {offset}, "
+        f"({', '.join(sizes)},), ({', '.join(strides)},))"
+    )
+
+
+def _reinterpreted(op, source, offset: int, sizes: tuple, strides: tuple):
+    flat = source.flat_view() if hasattr(source, "flat_view") else source.reshape(-1)
+    span = offset + sum((n - 1) * t for n, t in zip(sizes, strides, strict=True))
+    if offset < 0 or any(t < 0 for t in strides) or span >= len(flat):
+        raise InterpreterError(
+            f"views elements {offset} to {span} of a buffer of {len(flat)}", op
+        )
+    if isinstance(flat, SharedArray):
+        return SharedView(flat, offset, tuple(sizes))
+    e = flat.dtype.itemsize
+    return np.lib.stride_tricks.as_strided(
+        flat[offset:], shape=sizes, strides=tuple(t * e for t in strides)
+    )
 
 
 def _mixed(static: Sequence[int], dynamic: list[str]) -> list[str]:

@@ -40,6 +40,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     BFloat16Type,
     DenseArrayBase,
     Float32Type,
@@ -73,6 +74,7 @@ from affinec.dialects.affinec import (
 )
 from affinec.dialects.gpu_common import WORKGROUP_ATTRIBUTIONS
 from affinec.dialects.llvm import AddrSpaceCastOp
+from affinec.dialects.nvgpu_common import element_bitwidth
 from affinec.dialects.nvvm_target import chip_name_of
 from affinec.wgmma_layouts import (
     WARPGROUP_SIZE,
@@ -142,6 +144,12 @@ class _HopperKernel:
         for op in ops:
             if isinstance(op, nvgpu.MBarrierCreateOp):
                 Rewriter.erase_op(op)
+        for op in list(self.func.walk()):  # views only TMA loads took
+            if (
+                isinstance(op, memref.SubviewOp | memref.ReinterpretCastOp)
+                and not op.result.uses
+            ):
+                Rewriter.erase_op(op)
 
     # -- the kernel -------------------------------------------------------------------
 
@@ -199,15 +207,16 @@ class _HopperKernel:
         alignments = [16] * len(workgroup)
         for op in func.walk():
             if isinstance(op, nvgpu.TmaAsyncLoadOp):
-                if op.dst not in workgroup:
+                buffer, offset = _destination(op, workgroup)
+                k = workgroup.index(buffer)
+                need = max(swizzle_alignment(op.map_type.swizzle_span), 128)
+                if offset % need:
                     raise PassError(
                         op,
-                        "loads into a workgroup buffer of the kernel here (not a "
-                        "view of one)",
+                        f"loads {offset} bytes into %{buffer.name_hint or 'its buffer'}"
+                        f": a TMA tile swizzled so starts on a multiple of {need}",
                     )
-                k = workgroup.index(op.dst)
-                span = op.map_type.swizzle_span
-                alignments[k] = max(alignments[k], swizzle_alignment(span), 128)
+                alignments[k] = max(alignments[k], need)
         if any(a != 16 for a in alignments):
             func.attributes[SHARED_ALIGNMENTS] = DenseArrayBase.from_list(
                 i64, alignments
@@ -278,10 +287,16 @@ class _HopperKernel:
         tensor_map = op.tensorMapDescriptor
         if tensor_map not in self.func.arguments:
             raise PassError(op, "the tensor map must be a parameter of the kernel")
-        dst_type = op.dst.type
-        assert isinstance(dst_type, MemRefType)
-        zero = arith.ConstantOp(IntegerAttr(0, _INDEX))
-        dst = ElementPointerOp(op.dst, [zero.result] * dst_type.get_num_dims())
+        buffer, offset = _destination(op, list(self.func.workgroup_args))
+        t = buffer.type
+        assert isinstance(t, MemRefType)
+        element = offset * 8 // element_bitwidth(t.get_element_type())
+        first = []
+        for n in reversed(t.get_shape()):  # the element's indices, innermost last
+            element, i = divmod(element, n)
+            first.insert(0, i)
+        indices = [arith.ConstantOp(IntegerAttr(i, _INDEX)) for i in first]
+        dst = ElementPointerOp(buffer, indices)
         cluster = AddrSpaceCastOp(dst.result, LLVMPointerType(IntAttr(7)))
         barrier = self._barrier(op.barriers, op.mbarId)
         casts = [arith.IndexCastOp(c, i32) for c in op.coordinates]
@@ -289,7 +304,7 @@ class _HopperKernel:
         load = nvvm.CpAsyncBulkTensorGlobalToSharedClusterOp(
             cluster.res, pointer.results[0], barrier.result, [c.result for c in casts]
         )
-        return [zero, dst, cluster, barrier, *casts, pointer, load], []
+        return [*indices, dst, cluster, barrier, *casts, pointer, load], []
 
     # -- warpgroup MMA ------------------------------------------------------------------
 
@@ -409,6 +424,33 @@ _SHARED = IntegerAttr(3, i64)
 
 def _i64(value: int) -> arith.ConstantOp:
     return arith.ConstantOp(IntegerAttr(value, i64))
+
+
+def _destination(op: nvgpu.TmaAsyncLoadOp, workgroup: list) -> tuple[SSAValue, int]:
+    """The workgroup buffer a TMA load writes and the byte offset it starts at: the
+    buffer itself, or a static `memref.subview` or `memref.reinterpret_cast` of it
+    (whose first element is where the box goes, as MLIR's lowering takes it)."""
+    dst = op.dst
+    offset = 0
+    view = dst.owner
+    if isinstance(view, memref.SubviewOp | memref.ReinterpretCastOp) and (
+        view.source in workgroup
+    ):
+        statics = list(view.static_offsets.get_values())
+        if DYNAMIC_INDEX in statics:
+            raise PassError(op, "loads into a view of dynamic offsets")
+        t = view.source.type
+        assert isinstance(t, MemRefType)
+        flat = statics[0] if isinstance(view, memref.ReinterpretCastOp) else 0
+        if isinstance(view, memref.SubviewOp):
+            for o, n in zip(statics, t.get_shape(), strict=True):
+                flat = flat * n + o
+        dst, offset = view.source, flat * element_bitwidth(t.get_element_type()) // 8
+    if dst not in workgroup:
+        raise PassError(
+            op, "loads into a workgroup buffer of the kernel, or a static view of one"
+        )
+    return dst, offset
 
 
 def _descriptor(
