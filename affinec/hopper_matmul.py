@@ -122,7 +122,7 @@ def matmul_module(
             body.append(f"""      nvgpu.mbarrier.try_wait.parity %bar[%c{s}], {parity}, %ticks : !barriers
       %da{step} = nvgpu.warpgroup.generate.descriptor %sa{s}, %mapA : memref<{tm}x{BK}xf16, 3>, !mapA -> !descA
       %db{step} = nvgpu.warpgroup.generate.descriptor %sb{s}, %mapB : memref<{BK}x{tn}xf16, 3>, !mapB -> !descB
-      %acc{step} = nvgpu.warpgroup.mma %da{step}, %db{step}, {acc} {{transposeB, waitGroup = {lag} : i64}} : !descA, !descB, !acc -> !acc
+      %acc{step} = nvgpu.warpgroup.mma %da{step}, %db{step}, {acc} {{transposeB{", waitGroup = 0 : i64" if lag == 0 else ""}}} : !descA, !descB, !acc -> !acc
       gpu.barrier  // stage {free} read: free for the next load""")
             acc = f"%acc{step}"
             if step >= lag and step - lag + stages < steps:
@@ -262,7 +262,7 @@ def _warp_specialized(
         body.append(f"""        nvgpu.mbarrier.try_wait.parity %bar[%c{s}], {parity}, %ticks : !barriers
         %da{step} = nvgpu.warpgroup.generate.descriptor %sa{s}, %mapA : memref<{tm}x{BK}xf16, 3>, !mapA -> !descA
         %db{step} = nvgpu.warpgroup.generate.descriptor %sb{s}, %mapB : memref<{BK}x{tn}xf16, 3>, !mapB -> !descB
-        %acc{step} = nvgpu.warpgroup.mma %da{step}, %db{step}, {acc} {{transposeB, waitGroup = 1 : i64}} : !descA, !descB, !acc -> !acc""")
+        %acc{step} = nvgpu.warpgroup.mma %da{step}, %db{step}, {acc} {{transposeB}} : !descA, !descB, !acc -> !acc""")
         acc = f"%acc{step}"
         if step >= 1 and step - 1 + stages < steps:  # the previous step's MMAs are done
             body.append(f"""        scf.if %consumer_leader {{

@@ -188,9 +188,10 @@ class WarpgroupMmaOp(IRDLOperation):
             operands=[a, b, acc],
             properties={
                 "transposeB": UnitAttr() if transpose_b else None,
-                # stored even at its default, 1, as MLIR stores it (the custom
-                # form leaves the default out)
-                "waitGroup": IntegerAttr(1 if wait_group is None else wait_group, i64),
+                # absent: MLIR's default, 1 (given, kept, as MLIR keeps it)
+                "waitGroup": None
+                if wait_group is None
+                else IntegerAttr(wait_group, i64),
             },
             result_types=[acc.type],
         )

@@ -160,7 +160,7 @@ def test_mmas_left_in_flight_across_steps_compute_the_same_bits(stages):
     # a stage is reloaded one step later than with waitGroup = 0
     m, n, k = 128, 64, 384
     text = matmul_module(m, n, k, stages, 64, 64, in_flight=True)
-    assert "waitGroup = 1 : i64" in text
+    assert "waitGroup" not in text  # MLIR's default: one group left in flight
     waited = _run(_lowered(matmul_module(m, n, k, stages, 64, 64), 0), m, n, k)
     for upto in (0, 2, len(STAGES)):
         assert np.array_equal(_run(_lowered(text, upto), m, n, k), waited)
