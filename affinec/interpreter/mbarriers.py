@@ -26,8 +26,12 @@ phase, so any access before is a race naming the load and its barrier, and a loa
 onto what another thread read or wrote in the same barrier interval is one too. A
 landed tile carries the landing (`LANDED - id`) as its writer: a thread may read it
 in the same interval once it has waited on that barrier past that phase (its own
-`try_wait` is the synchronization), not before. An mbarrier initialized by one
-thread may be used by the others only after a `gpu.barrier`.
+`try_wait` is the synchronization), not before. An arrival releases what the
+arriving thread and its warpgroup's `wgmma`s read in the interval (`RELEASED`): a
+thread that waits for that phase may overwrite it (a consumer handing a stage back
+to a producer). An mbarrier initialized by one thread may be used by the others
+only after a `gpu.barrier`. nvvm's mbarrier and TMA ops run here too, their
+barriers found by pointer (one per i64 of a shared buffer).
 
     nvgpu.mbarrier.init %bar[%c0], %c1 : !barriers              // thread 0
     gpu.barrier
@@ -484,10 +488,6 @@ def _context(w: FunctionWriter, op: Operation) -> str:
 def _call(w: FunctionWriter, op: Operation, fn, *args: str, result: Any = None) -> None:
     call = f"{w.global_(fn, fn.__name__)}({', '.join(args)})"
     w.line(f"{w.define(result)} = {call}" if result is not None else call)
-
-
-def _optional(w: FunctionWriter, value) -> str:
-    return "None" if value is None else w[value]
 
 
 @emits(nvgpu.MBarrierCreateOp)

@@ -1,5 +1,6 @@
-"""Warpgroup MMA (`wgmma`) at the nvgpu level: matrix descriptors, accumulators
-spread over 128 threads, and the MMA read through the descriptors.
+"""Warpgroup MMA (`wgmma`) at the nvgpu and nvvm levels: matrix descriptors,
+accumulators spread over 128 threads, the MMA read through the descriptors, and
+the groups left in flight.
 
     nvgpu.warpgroup.generate.descriptor   thread: a `TileDescriptor` (the tile's
                                           buffer and layout)
@@ -7,6 +8,9 @@ spread over 128 threads, and the MMA read through the descriptors.
     nvgpu.warpgroup.mma                   the warpgroup together (a 128-wide
                                           `warps.WarpCollective`)
     nvgpu.warpgroup.mma.store             thread: its registers to their places
+                                          (after a wait for all groups)
+    nvvm.wgmma.mma_async                  the warpgroup together, on i64 descriptors
+    nvvm.wgmma.commit.group / wait.group  the warpgroup together
 
 The MMA runs as PTX does: one `wgmma.mma_async` m64nNk16 per 64 rows of A and 16 of
 K, each operand addressed by a real 64-bit descriptor (`wgmma_layouts`: the tile's
@@ -15,9 +19,12 @@ addresses computed from the fields and the swizzle), so a wrong offset or swizzl
 reads the wrong elements. Each instruction's D = A × B + C is its exact sum rounded
 once to f32, as `warps.mma` computes `mma.sync`.
 
-The tiles are read by the whole warpgroup: a write to them in the same barrier
-interval (by any thread, or a TMA load its threads have not all waited for) is a
-race, and the elements are marked read by many threads.
+The tiles are read by the whole warpgroup (marked read by it, `WARPGROUP_READER`):
+a write to them in the same barrier interval — by any thread, or a TMA load its
+threads have not all waited for — is a race. A group left in flight
+(`waitGroup`, `wgmma.wait_group N`) keeps its reads in flight
+(`BlockState.wgmma_reads`) until a wait retires it: a copy landing there before is
+a race whatever barriers stand between.
 """
 
 from __future__ import annotations
