@@ -29,12 +29,12 @@ import numpy as np
 
 from affinec.context import make_context
 from affinec.diagnostics import parse_module
-from affinec.dialects import gpu
+from affinec.dialects import gpu, nvgpu
 from affinec.emitter import to_ptx
-from affinec.hopper_matmul import BK, matmul_module
+from affinec.hopper_matmul import matmul_module
 from affinec.pipeline import Pipeline
 from affinec.ptxas import assemble
-from affinec.tensor_maps import TiledTensorMap
+from affinec.tensor_maps import tensor_map_of
 
 STAGES = (
     "nvvm-attach-target{chip=sm_90a},convert-nvgpu-to-nvvm,convert-scf-to-cf,"
@@ -61,7 +61,8 @@ def _constant(value) -> int:
 
 
 def compiled(m, n, k, stages, tm, tn, schedule):
-    """The PTX and the launch (kernel name, grid, block, dynamic shared bytes)."""
+    """The PTX, the launch (kernel name, grid, block, dynamic shared bytes) and the
+    types of the tensor maps the host function makes for A and B, in order."""
     text = matmul_module(
         m, n, k, stages, tm, tn,
         in_flight=schedule == "in flight",
@@ -71,12 +72,18 @@ def compiled(m, n, k, stages, tm, tn, schedule):
     Pipeline.parse(STAGES).run(module)
     (launch,) = [o for o in module.walk() if isinstance(o, gpu.LaunchFuncOp)]
     shared = launch.dynamicSharedMemorySize
+    maps = [
+        o.tensorMap.type
+        for o in module.walk()
+        if isinstance(o, nvgpu.TmaCreateDescriptorOp)
+    ]
     return (
         to_ptx(module, "sm_90a"),
         launch.kernel_name,
         tuple(_constant(v) for v in launch.grid_sizes),
         tuple(_constant(v) for v in launch.block_sizes),
         0 if shared is None else _constant(shared),
+        maps,
     )
 
 
@@ -112,7 +119,7 @@ def run(shape, reps: int) -> dict:
     from numba import cuda
 
     m, n, k, stages, tm, tn, schedule = shape
-    ptx, name, grid, block, shared = compiled(*shape)
+    ptx, name, grid, block, shared, map_types = compiled(*shape)
     (resources,) = assemble(ptx, "sm_90a").values()
     row = {
         "shape": f"{m}x{n}x{k}",
@@ -130,11 +137,9 @@ def run(shape, reps: int) -> dict:
     da, db = cuda.to_device(a), cuda.to_device(b)
     out = cuda.to_device(np.full((m, n), np.nan, np.float32))
     address = lambda x: int(x.__cuda_array_interface__["data"][0])  # noqa: E731
-    map_a = TiledTensorMap.of(np.float16, (m, k), (k * 2, 2), (tm, BK), 128).encode(
-        address(da)
-    )
-    map_b = TiledTensorMap.of(np.float16, (k, n), (n * 2, 2), (BK, tn), tn * 2).encode(
-        address(db)
+    map_a, map_b = (
+        tensor_map_of(t, x.shape, x.strides, x.dtype).encode(address(d))
+        for t, x, d in zip(map_types, (a, b), (da, db), strict=True)
     )
     module = _check(driver.cuModuleLoadData(ptx.encode() + b"\0"))
     function = _check(driver.cuModuleGetFunction(module, name.encode()))
@@ -184,16 +189,34 @@ def run(shape, reps: int) -> dict:
     return row
 
 
-def main() -> int:
+def compile_only(shapes) -> int:
+    """Without a GPU: each shape's kernel through ptxas (and cuobjdump, if there)."""
+    for shape in shapes:
+        ptx, name, grid, block, shared, _ = compiled(*shape)
+        (resources,) = assemble(ptx, "sm_90a").values()
+        print(
+            f"{shape}: grid {grid}, block {block}, {shared} B dynamic shared, "
+            f"{resources.registers} registers, {resources.spill_stores} B spilled, "
+            f"HGMMA {hgmma_count(ptx)}"
+        )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the table here")
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument(
         "--only", type=int, nargs="*", help="run these shapes (positions in SHAPES)"
     )
-    args = parser.parse_args()
+    parser.add_argument(
+        "--compile-only", action="store_true", help="no GPU: ptxas's report only"
+    )
+    args = parser.parse_args(argv)
     rows = []
     chosen = [SHAPES[i] for i in args.only] if args.only is not None else SHAPES
+    if args.compile_only:
+        return compile_only(chosen)
     for shape in chosen:
         try:
             rows.append(run(shape, args.reps))

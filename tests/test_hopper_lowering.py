@@ -234,3 +234,17 @@ def test_b_tiles_wider_than_a_swizzle_row_are_loaded_slab_by_slab(tile, schedule
     assert np.linalg.norm(first - reference) < 1e-6 * np.linalg.norm(reference)
     (resources,) = assemble(to_ptx(_lowered(text), "sm_90a"), "sm_90a").values()
     assert resources.spill_stores == resources.stack_frame == 0
+
+
+def test_the_gpu_script_compiles_its_kernels_without_a_gpu(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / "scripts" / "gpu_hopper.py"
+    spec = importlib.util.spec_from_file_location("gpu_hopper", path)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["--compile-only", "--only", "0", "3"]) == 0
+    report = capsys.readouterr().out
+    assert report.count("0 B spilled") == 2 and "block (256, 1, 1)" in report
