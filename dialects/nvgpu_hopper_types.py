@@ -36,6 +36,10 @@ from affinec.wgmma_layouts import SWIZZLE_SPANS
 
 T = TypeVar("T", bound=ParametrizedAttribute)
 
+MAX_BARRIERS = 232448 // 8
+"""The most barriers a group may have: as many as fit the largest block's shared
+memory (sm_90's 227 KiB), 8 bytes each."""
+
 TENSOR_MAP_BYTES = 128
 """A TMA descriptor (CUtensorMap) is 128 bytes, passed to a kernel by value..."""
 TENSOR_MAP_ALIGNMENT = 64
@@ -116,9 +120,10 @@ class MBarrierGroupType(ParametrizedAttribute, TypeAttribute):
         printer.print_string(">")
 
     def verify(self) -> None:
-        if self.count < 1:
+        if not 1 <= self.count <= MAX_BARRIERS:
             raise VerifyException(
-                f"a barrier group has at least one barrier, got {self.count}"
+                f"a barrier group has 1 to {MAX_BARRIERS} barriers (8 bytes of a "
+                f"block's shared memory each), got {self.count}"
             )
         space = self.memorySpace
         if space != AddressSpaceAttr(AddressSpace.WORKGROUP):

@@ -292,8 +292,9 @@ class WarpgroupMmaOp(IRDLOperation):
             or wait.type != i64
             or not 0 <= wait.value.data <= self.MAX_GROUPS
         ):
+            got = f", got {wait.value.data}" if isinstance(wait, IntegerAttr) else ""
             raise VerifyException(
-                f"waitGroup is an i64 from 0 to {self.MAX_GROUPS}, got {wait}"
+                f"waitGroup is an i64 from 0 to {self.MAX_GROUPS}{got}"
             )
 
 

@@ -650,3 +650,11 @@ def test_a_wgmma_of_an_impossible_width_is_a_parse_error(tmp_path, n):
     text = text[:first] + f"<m = 64, n = {n}, k = 16>" + text[first + 24 :]
     outcome = run(tmp_path, "affinec-opt", text)
     assert_error(outcome, f"a wgmma's N is one of 8, 16, ..., 256, got {n}")
+
+
+def test_a_barrier_group_too_large_for_shared_memory_is_refused(tmp_path):
+    text = _hopper("hopper").replace(
+        "num_barriers = 2>", "num_barriers = 9223372036854775807>"
+    )
+    outcome = run(tmp_path, "affinec-opt", text, "-p", "convert-nvgpu-to-nvvm")
+    assert_error(outcome, "a barrier group has 1 to 29056 barriers")
