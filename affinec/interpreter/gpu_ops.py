@@ -334,24 +334,45 @@ class SharedArray:
 
 
 class SharedView:
-    """A view of a shared buffer (`memref.subview` of a workgroup buffer) as a TMA
-    destination takes it: the address of its first element. Read or written element
-    by element it is not interpreted."""
+    """A view of a shared buffer (`memref.subview` or `memref.reinterpret_cast` of a
+    workgroup buffer): its first element (`offset` into the flat buffer, where a TMA
+    box or a wgmma tile starts) and row-major `strides`; elements are written
+    through it (an accumulator stored into part of a tile), not read."""
 
-    __slots__ = ("buffer", "offset", "shape")
+    __slots__ = ("buffer", "offset", "shape", "strides")
 
-    def __init__(self, buffer: SharedArray, offset: int, shape: tuple[int, ...]):
+    def __init__(
+        self,
+        buffer: SharedArray,
+        offset: int,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...] | None = None,
+    ):
         self.buffer = buffer
         self.offset = offset
         self.shape = shape
+        if strides is None:
+            strides = tuple(math.prod(shape[k + 1 :]) for k in range(len(shape)))
+        self.strides = strides
 
     def __getitem__(self, index):
         raise InterpreterError(
             f"reads a view of %{self.buffer.name}: the interpreter takes views of "
-            "shared memory as TMA destinations only"
+            "shared memory as TMA destinations, wgmma tiles and stores only"
         )
 
-    __setitem__ = __getitem__
+    def __setitem__(self, index, value) -> None:
+        if not isinstance(index, tuple) or any(
+            not 0 <= i < n for i, n in zip(index, self.shape, strict=True)
+        ):
+            raise InterpreterError(
+                f"writes element {index} of a view of %{self.buffer.name} of shape "
+                f"{self.shape}"
+            )
+        flat = self.offset + sum(
+            i * t for i, t in zip(index, self.strides, strict=True)
+        )
+        self.buffer[flat] = value
 
 
 def shared_subview(op, source: SharedArray, offsets, shape) -> SharedView:

@@ -283,7 +283,7 @@ def _reinterpreted(op, source, offset: int, sizes: tuple, strides: tuple):
             f"views elements {offset} to {span} of a buffer of {len(flat)}", op
         )
     if isinstance(flat, SharedArray):
-        return SharedView(flat, offset, tuple(sizes))
+        return SharedView(flat, offset, tuple(sizes), tuple(strides))
     e = flat.dtype.itemsize
     return np.lib.stride_tricks.as_strided(
         flat[offset:], shape=sizes, strides=tuple(t * e for t in strides)

@@ -34,7 +34,12 @@ from xdsl.ir import Operation
 
 from affinec.dialects import nvgpu, nvvm
 from affinec.interpreter.codegen import FunctionWriter, emits
-from affinec.interpreter.gpu_ops import LANDED, WARPGROUP_READER, SharedArray
+from affinec.interpreter.gpu_ops import (
+    LANDED,
+    WARPGROUP_READER,
+    SharedArray,
+    SharedView,
+)
 from affinec.interpreter.support import InterpreterError, describe
 from affinec.interpreter.warps import WarpCollective, exact_dot
 from affinec.wgmma_layouts import (
@@ -51,19 +56,21 @@ WGMMA_K = 16
 
 
 class TileDescriptor:
-    """A thread's `!nvgpu.warpgroup.descriptor`: the flat buffer of the tile and
-    its layout (the descriptor's fields follow from it)."""
+    """A thread's `!nvgpu.warpgroup.descriptor`: the flat buffer of the tile, the
+    byte address the tile starts at, and its layout (the descriptor's fields follow
+    from it)."""
 
-    __slots__ = ("buffer", "layout")
+    __slots__ = ("address", "buffer", "layout")
 
-    def __init__(self, buffer: SharedArray, layout: TileLayout):
+    def __init__(self, buffer: SharedArray, layout: TileLayout, offset: int = 0):
         self.buffer = buffer
         self.layout = layout
+        self.address = buffer.address + offset * buffer.dtype.itemsize
 
     def same(self, other: object) -> bool:
         return (
             isinstance(other, TileDescriptor)
-            and other.buffer.data is self.buffer.data
+            and other.address == self.address
             and other.layout == self.layout
         )
 
@@ -71,10 +78,10 @@ class TileDescriptor:
 def generate_descriptor(
     op: nvgpu.WarpgroupGenerateDescriptorOp, tile
 ) -> TileDescriptor:
+    if isinstance(tile, SharedView):
+        return TileDescriptor(tile.buffer, op.layout(), tile.offset)
     if not isinstance(tile, SharedArray):
-        raise InterpreterError(
-            "describes a whole workgroup buffer here (not a view of one)", op
-        )
+        raise InterpreterError("describes a tile of shared memory", op)
     return TileDescriptor(tile.flat_view(), op.layout())
 
 
@@ -207,12 +214,8 @@ def warpgroup_mma(op: nvgpu.WarpgroupMmaOp, lanes: list, state, base: int) -> li
         c = np.empty((WGMMA_M, n), np.float64)
         c[rows, cols] = acc[:, block, :]
         for k0 in range(0, la.cols, WGMMA_K):
-            at_a = (
-                tile_a.buffer.address
-                + la.m_offset(block * WGMMA_M)
-                + la.k_offset(k0, True)
-            )
-            at_b = tile_b.buffer.address + lb.k_offset(k0, False)
+            at_a = tile_a.address + la.m_offset(block * WGMMA_M) + la.k_offset(k0, True)
+            at_b = tile_b.address + lb.k_offset(k0, False)
             a = _operand(op, la.k_major().advanced(at_a), WGMMA_M, True,
                          la.element_bytes, state, base)  # fmt: skip
             b = _operand(op, lb.mn_major().advanced(at_b), n, False,
