@@ -91,6 +91,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return AffinecStageOutput
 
+    def _affinec_wgmma_gemm():
+        from affinec.passes.affinec_wgmma_gemm import AffinecWgmmaGemm
+
+        return AffinecWgmmaGemm
+
     def _affinec_plan_shared_memory():
         from affinec.passes.affinec_plan_shared_memory import AffinecPlanSharedMemory
 
@@ -170,6 +175,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-lower-linalg": _affinec_lower_linalg,
         "affinec-plan-shared-memory": _affinec_plan_shared_memory,
         "affinec-stage-output": _affinec_stage_output,
+        "affinec-wgmma-gemm": _affinec_wgmma_gemm,
         "affinec-place-buffers": _affinec_place_buffers,
         "affinec-insert-barriers": _affinec_insert_barriers,
         "affinec-map-threads": _affinec_map_threads,

@@ -1,0 +1,478 @@
+"""A matrix product as a Hopper kernel at the nvgpu level: TMA loads into swizzled
+shared tiles, an mbarrier pipeline, warpgroup MMA (`wgmma`) and the epilogue fused in
+the copy-out. `affinec-wgmma-gemm` writes the naive product of a spec this way; the
+hand-written test bed `affinec.hopper_matmul` is the same kernel with an f32 output.
+
+`GemmKernel` is the plan (shapes, element types, epilogue, tiles, stages, schedule)
+and `gemm_module_text(plan)` the module, in MLIR's syntax: a host function taking the
+arrays of the product (A m x k, B k x n, the epilogue's operands, C m x n) that makes
+the two tensor maps and launches a grid of blocks, one `tile_m` x `tile_n` tile of C
+a block:
+
+    thread 0    init the stages' barriers                      gpu.barrier
+    thread 0    for the first `stages` K steps (64 wide):
+                  arrive.expect_tx, TMA A[tile rows, step], TMA B[step, tile cols]
+    every step  all wait for the step's barrier (parity: the step's round), the
+                warpgroup multiplies (`waited`: `waitGroup = 0`, done before going
+                on; `in-flight`: `waitGroup = 1`, the previous step's MMAs are done),
+                gpu.barrier (a stage is free), thread 0 loads the step `stages`
+                ahead of the free one into it
+    epilogue    the accumulators into a shared f32 tile, then the block copies the
+                tile out, applying the epilogue (scale, bias, residual, ReLU) and
+                the conversion to C's type, element by element
+
+`specialized` makes a block two warpgroups: the first only loads (its thread 0 waits
+for a stage to be handed back on the stage's `empty` barrier, then loads it), the
+second only multiplies (MMAs in flight) and hands each stage back by arriving on its
+`empty` barrier once the MMAs that read it have finished.
+
+The edges are TMA's: a box past the end of A or B is filled with zeros (and still
+counts its whole size on the barrier), so m, n and k need not be multiples of the
+tiles; only the copy-out is guarded. TMA needs A's and B's rows 16 bytes apart (k
+and n multiples of 8 for 2-byte elements). B's tile is read as `wgmma`'s transposed B
+(row-major k x n), swizzled by its row (a 64-wide slab of a wider tile is one box);
+A's by 128 bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, UnitAttr
+
+from affinec.context import make_context
+from affinec.diagnostics import parse_module
+from affinec.dialects import gpu
+from affinec.dialects.affinec import LAUNCH, KernelArgument, LaunchRecord
+
+BK = 64
+"""The K of one step: one 128-byte swizzled row of f16."""
+
+WARPGROUP = 128
+
+SCHEDULES = ("waited", "in-flight", "specialized")
+TILE_M = (64, 128)
+TILE_N = (16, 32, 64, 128, 256)
+OPERAND_TYPES = ("f16", "bf16")
+EPILOGUE_STEPS = ("scale", "bias", "residual", "relu", "relu6")
+
+_SWIZZLE = {128: "swizzle_128b", 64: "swizzle_64b", 32: "swizzle_32b"}
+
+
+@dataclass(frozen=True)
+class GemmKernel:
+    """How one product becomes a Hopper kernel: `C = epilogue(A @ B)`, A m x k and
+    B k x n of `dtype`, C of `out_dtype`, in `tile_m` x `tile_n` blocks with
+    `stages` shared stages and a `schedule` of `SCHEDULES`."""
+
+    m: int
+    n: int
+    k: int
+    dtype: str = "f16"
+    out_dtype: str = "f16"
+    epilogue: tuple[str, ...] = ()
+    tile_m: int = 128
+    tile_n: int = 128
+    stages: int = 4
+    schedule: str = "in-flight"
+    function: str = "matmul"
+    names: tuple[str, str, str] = ("A", "B", "C")
+    """The host function's names of A, B and C (the epilogue's are its steps')."""
+
+    def problems(self, max_shared: int = 227 * 1024) -> list[str]:
+        """What stops this plan, in words (empty: it builds), on a chip that gives a
+        block at most `max_shared` bytes of shared memory."""
+        why = []
+        if self.dtype not in OPERAND_TYPES:
+            why.append(f"wgmma multiplies f16 or bf16 here, not {self.dtype}")
+        if self.out_dtype not in (*OPERAND_TYPES, "f32"):
+            why.append(f"an output of f16, bf16 or f32, not {self.out_dtype}")
+        if self.tile_m not in TILE_M:
+            why.append(f"tile_m is one of {TILE_M}, not {self.tile_m}")
+        if self.tile_n not in TILE_N:
+            why.append(f"tile_n is one of {TILE_N}, not {self.tile_n}")
+        if self.tile_m * self.tile_n > 128 * 128:
+            why.append(
+                f"a {self.tile_m}x{self.tile_n} tile is more accumulators than one "
+                "warpgroup holds without spilling (at most 128x128 or 64x256)"
+            )
+        if self.schedule not in SCHEDULES:
+            why.append(f"the schedule is one of {', '.join(SCHEDULES)}")
+        if self.stages < 1 or (self.schedule != "waited" and self.stages < 2):
+            why.append(
+                f"{self.stages} stages: at least 1, and 2 with MMAs in flight "
+                "(a stage is reloaded a step after it is read)"
+            )
+        for extent, what in ((self.k, "k"), (self.n, "n")):
+            if extent % 8:
+                why.append(
+                    f"{what} = {extent}: TMA needs the rows of {'A' if what == 'k' else 'B'} "
+                    "16 bytes apart (a multiple of 8 elements)"
+                )
+        for step in self.epilogue:
+            if step not in EPILOGUE_STEPS:
+                why.append(f"no epilogue step {step!r}")
+        if self.shared_bytes > max_shared:
+            why.append(
+                f"{self.shared_bytes} bytes of shared memory a block (the chip gives "
+                f"{max_shared}): fewer stages or a smaller tile"
+            )
+        return why
+
+    @property
+    def steps(self) -> int:
+        return math.ceil(self.k / BK)
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (math.ceil(self.n / self.tile_n), math.ceil(self.m / self.tile_m), 1)
+
+    @property
+    def threads(self) -> int:
+        return 2 * WARPGROUP if self.schedule == "specialized" else WARPGROUP
+
+    @property
+    def shared_bytes(self) -> int:
+        """The stages' tiles, the f32 output tile, the barriers (and alignment)."""
+        stage = (self.tile_m * BK + BK * self.tile_n) * 2
+        return self.stages * stage + self.tile_m * self.tile_n * 4 + 1024 + 16 * 8
+
+
+def gemm_module_text(g: GemmKernel) -> str:
+    """The module of plan `g` (MLIR's syntax); a ValueError naming what stops it."""
+    why = g.problems()
+    if why:
+        raise ValueError(
+            f"a {g.m}x{g.n}x{g.k} product in {g.tile_m}x{g.tile_n} tiles: "
+            + "; ".join(why)
+        )
+    tm, tn, elt, stages = g.tile_m, g.tile_n, g.dtype, g.stages
+    bn = min(tn, 64)  # B's TMA box: one swizzle row wide; a wider tile is slabs of it
+    steps = g.steps
+    bytes_per_step = (tm * BK + BK * tn) * 2
+    a_name, b_name, c_name = g.names
+    types = f"""!barriers = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = {stages}>
+!mapA = !nvgpu.tensormap.descriptor<tensor = memref<{tm}x{BK}x{elt}, 3>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
+!mapB = !nvgpu.tensormap.descriptor<tensor = memref<{BK}x{bn}x{elt}, 3>, swizzle = {_SWIZZLE[bn * 2]}, l2promo = none, oob = zero, interleave = none>
+!descA = !nvgpu.warpgroup.descriptor<tensor = memref<{tm}x{BK}x{elt}, 3>>
+!descB = !nvgpu.warpgroup.descriptor<tensor = memref<{BK}x{tn}x{elt}, 3>>
+!acc = !nvgpu.warpgroup.accumulator<fragmented = vector<{tm}x{tn}xf32>>
+"""
+    tile_a, tile_b = f"memref<{tm}x{BK}x{elt}, 3>", f"memref<{BK}x{tn}x{elt}, 3>"
+    buffers = ", ".join(f"%sa{s} : {tile_a}, %sb{s} : {tile_b}" for s in range(stages))
+    body: list[str] = []
+
+    def load(step: int, indent: str) -> None:
+        s = step % stages
+        body.append(f"""{indent}nvgpu.mbarrier.arrive.expect_tx %bar[%c{s}], %bytes : !barriers
+{indent}nvgpu.tma.async.load %mapA[%k{step}, %row0], %bar[%c{s}] to %sa{s} : !mapA, !barriers -> {tile_a}
+{_b_loads(step, s, tn, bn, elt, indent)}""")
+
+    def multiply(step: int, acc: str, indent: str, wait: bool) -> str:
+        s = step % stages
+        parity = "%true" if (step // stages) % 2 else "%false"
+        body.append(f"""{indent}nvgpu.mbarrier.try_wait.parity %bar[%c{s}], {parity}, %ticks : !barriers
+{indent}%da{step} = nvgpu.warpgroup.generate.descriptor %sa{s}, %mapA : {tile_a}, !mapA -> !descA
+{indent}%db{step} = nvgpu.warpgroup.generate.descriptor %sb{s}, %mapB : {tile_b}, !mapB -> !descB
+{indent}%acc{step} = nvgpu.warpgroup.mma %da{step}, %db{step}, {acc} {{transposeB{", waitGroup = 0 : i64" if wait else ""}}} : !descA, !descB, !acc -> !acc""")
+        return f"%acc{step}"
+
+    body.append("      scf.if %first {")
+    body += [
+        f"        nvgpu.mbarrier.init %bar[%c{s}], %c1 : !barriers"
+        for s in range(stages)
+    ]
+    if g.schedule == "specialized":
+        body += [
+            f"        nvgpu.mbarrier.init %empty[%c{s}], %c1 : !barriers"
+            for s in range(stages)
+        ]
+    body.append("      }")
+    body.append("      gpu.barrier  // the barriers' init, visible to every thread")
+    if g.schedule == "specialized":
+        body.append("""      %warpgroup = arith.divui %tid, %c128 : index
+      %producer = arith.cmpi eq, %warpgroup, %c0 : index
+      %consumer_leader = arith.cmpi eq, %tid, %c128 : index
+      scf.if %producer {
+        scf.if %first {""")
+        for step in range(steps):
+            s, use = step % stages, step // stages
+            if use:  # the stage's previous use handed back: phase `use - 1` of %empty
+                parity = "%true" if (use - 1) % 2 else "%false"
+                body.append(
+                    f"          nvgpu.mbarrier.try_wait.parity %empty[%c{s}], "
+                    f"{parity}, %ticks : !barriers"
+                )
+            load(step, "          ")
+        body.append("        }\n      } else {")
+        acc = "%zero"
+        for step in range(steps):
+            acc = multiply(step, acc, "        ", wait=False)
+            if step >= 1 and step - 1 + stages < steps:  # the previous step's are done
+                body.append(f"""        scf.if %consumer_leader {{
+          %handed{step} = nvgpu.mbarrier.arrive %empty[%c{(step - 1) % stages}] : !barriers -> !nvgpu.mbarrier.token
+        }}""")
+        body.append(f"""        nvgpu.warpgroup.mma.store {acc}, %tile : !acc to memref<{tm}x{tn}xf32, 3>
+      }}""")
+    else:
+        body.append("      scf.if %first {")
+        for step in range(min(stages, steps)):
+            load(step, "        ")
+        body.append("      }")
+        lag = (
+            0 if g.schedule == "waited" else 1
+        )  # the step whose stage frees after this
+        acc = "%zero"
+        for step in range(steps):
+            acc = multiply(step, acc, "      ", wait=lag == 0)
+            free = (step - lag) % stages
+            body.append(
+                f"      gpu.barrier  // stage {free} read: free for the next load"
+            )
+            if step >= lag and step - lag + stages < steps:
+                body.append("      scf.if %first {")
+                load(step - lag + stages, "        ")
+                body.append("      }")
+        body.append(
+            f"      nvgpu.warpgroup.mma.store {acc}, %tile : !acc to memref<{tm}x{tn}xf32, 3>"
+        )
+    constants = "\n".join(
+        f"      %c{s} = arith.constant {s} : index"
+        for s in range(max(stages, 3))
+        if s not in (0, 1)
+    )
+    slab_columns = "".join(
+        f"\n      %slab{j} = arith.constant {j * bn} : index"
+        f"\n      %col0_{j} = arith.addi %col0, %slab{j} : index"
+        for j in range(1, tn // bn)
+    )
+    empty = (
+        "\n      %empty = nvgpu.mbarrier.create -> !barriers"
+        if g.schedule == "specialized"
+        else ""
+    )
+    offsets = "\n".join(
+        f"      %k{step} = arith.constant {step * BK} : index" for step in range(steps)
+    )
+    operands = _epilogue_operands(g)
+    host_args = ", ".join(
+        [
+            f"%{a_name}: memref<{g.m}x{g.k}x{elt}>",
+            f"%{b_name}: memref<{g.k}x{g.n}x{elt}>",
+            *(f"%{name}: {t}" for name, t in operands),
+            f"%{c_name}: memref<{g.m}x{g.n}x{g.out_dtype}>",
+        ]
+    )
+    kernel_args = ", ".join(
+        ["%mapA: !mapA", "%mapB: !mapB"]
+        + [f"%{name}: {t}" for name, t in operands]
+        + [f"%{c_name}: memref<{g.m}x{g.n}x{g.out_dtype}>"]
+    )
+    launch_args = ", ".join(
+        ["%mapA : !mapA", "%mapB : !mapB"]
+        + [f"%{name} : {t}" for name, t in operands]
+        + [f"%{c_name} : memref<{g.m}x{g.n}x{g.out_dtype}>"]
+    )
+    grid = g.grid
+    return f"""{types}
+module attributes {{gpu.container_module}} {{
+  func.func @{g.function}({host_args}) {{
+    %c1 = arith.constant 1 : index
+    %ctm = arith.constant {tm} : index
+    %cbn = arith.constant {bn} : index
+    %ck = arith.constant {BK} : index
+    %blocks_x = arith.constant {grid[0]} : index
+    %blocks_y = arith.constant {grid[1]} : index
+    %threads = arith.constant {g.threads} : index
+    %ua = memref.cast %{a_name} : memref<{g.m}x{g.k}x{elt}> to memref<*x{elt}>
+    %ub = memref.cast %{b_name} : memref<{g.k}x{g.n}x{elt}> to memref<*x{elt}>
+    %mapA = nvgpu.tma.create.descriptor %ua box[%ctm, %ck] : memref<*x{elt}> -> !mapA
+    %mapB = nvgpu.tma.create.descriptor %ub box[%ck, %cbn] : memref<*x{elt}> -> !mapB
+    gpu.launch_func @kernels::@{g.function}_kernel blocks in (%blocks_x, %blocks_y, %c1) threads in (%threads, %c1, %c1) args({launch_args})
+    return
+  }}
+  gpu.module @kernels {{
+    gpu.func @{g.function}_kernel({kernel_args}) workgroup({buffers}, %tile : memref<{tm}x{tn}xf32, 3>) kernel {{
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+{constants}
+{offsets}
+      %tile_m = arith.constant {tm} : index
+      %tile_n = arith.constant {tn} : index
+      %tile_size = arith.constant {tm * tn} : index
+      %threads = arith.constant {g.threads} : index
+      %c128 = arith.constant {WARPGROUP} : index
+      %bytes = arith.constant {bytes_per_step} : index
+      %ticks = arith.constant 10000000 : index
+      %false = arith.constant false
+      %true = arith.constant true
+      %tid = gpu.thread_id x
+      %bx = gpu.block_id x
+      %by = gpu.block_id y
+      %row0 = arith.muli %by, %tile_m : index
+      %col0 = arith.muli %bx, %tile_n : index{slab_columns}
+      %first = arith.cmpi eq, %tid, %c0 : index
+      %bar = nvgpu.mbarrier.create -> !barriers{empty}
+      %zero = nvgpu.warpgroup.mma.init.accumulator -> !acc
+{chr(10).join(body)}
+      gpu.barrier  // the tile stored
+{_copy_out(g)}
+      gpu.return
+    }}
+  }}
+}}
+"""
+
+
+def _epilogue_operands(g: GemmKernel) -> list[tuple[str, str]]:
+    """The epilogue's arrays, in the spec's order: scale and bias one per column of
+    C, the residual shaped as C; all of the operands' type."""
+    return [
+        (
+            step,
+            f"memref<{g.m}x{g.n}x{g.dtype}>"
+            if step == "residual"
+            else f"memref<{g.n}x{g.dtype}>",
+        )
+        for step in g.epilogue
+        if step in ("scale", "bias", "residual")
+    ]
+
+
+def _copy_out(g: GemmKernel) -> str:
+    """The block's tile out of shared memory into C, element by element, through the
+    epilogue; rows and columns past C's edge skipped."""
+    c_name, out = g.names[2], g.out_dtype
+    lines = [
+        "      scf.for %e = %tid to %tile_size step %threads {",
+        "        %r = arith.divui %e, %tile_n : index",
+        "        %c = arith.remui %e, %tile_n : index",
+        "        %gr = arith.addi %row0, %r : index",
+        "        %gc = arith.addi %col0, %c : index",
+    ]
+    indent = "        "
+    guarded = g.m % g.tile_m or g.n % g.tile_n
+    if guarded:
+        lines += [
+            f"        %m = arith.constant {g.m} : index",
+            f"        %n = arith.constant {g.n} : index",
+            "        %in_m = arith.cmpi ult, %gr, %m : index",
+            "        %in_n = arith.cmpi ult, %gc, %n : index",
+            "        %inside = arith.andi %in_m, %in_n : i1",
+            "        scf.if %inside {",
+        ]
+        indent = "          "
+    lines.append(
+        f"{indent}%v = memref.load %tile[%r, %c] : memref<{g.tile_m}x{g.tile_n}xf32, 3>"
+    )
+    value = "%v"
+    for step in g.epilogue:
+        if step in ("scale", "bias", "residual"):
+            t, at = (
+                (f"memref<{g.m}x{g.n}x{g.dtype}>", "%gr, %gc")
+                if step == "residual"
+                else (f"memref<{g.n}x{g.dtype}>", "%gc")
+            )
+            lines += [
+                f"{indent}%{step}_v = memref.load %{step}[{at}] : {t}",
+                f"{indent}%{step}_f = arith.extf %{step}_v : {g.dtype} to f32",
+                f"{indent}%{step}_r = arith.{'mulf' if step == 'scale' else 'addf'} "
+                f"{value}, %{step}_f : f32",
+            ]
+            value = f"%{step}_r"
+        else:
+            lines += [
+                f"{indent}%zero_f = arith.constant 0.000000e+00 : f32",
+                f"{indent}%relu = arith.maximumf {value}, %zero_f : f32",
+            ]
+            value = "%relu"
+            if step == "relu6":
+                lines += [
+                    f"{indent}%six = arith.constant 6.000000e+00 : f32",
+                    f"{indent}%relu6 = arith.minimumf {value}, %six : f32",
+                ]
+                value = "%relu6"
+    if out != "f32":
+        lines.append(f"{indent}%o = arith.truncf {value} : f32 to {out}")
+        value = "%o"
+    lines.append(
+        f"{indent}memref.store {value}, %{c_name}[%gr, %gc] : memref<{g.m}x{g.n}x{out}>"
+    )
+    if guarded:
+        lines.append("        }")
+    lines.append("      }")
+    return "\n".join(lines)
+
+
+def _b_loads(step: int, stage: int, tn: int, bn: int, elt: str, indent: str) -> str:
+    """The TMA loads of B's tile for a step: one box, or (`tn` wider than a swizzle
+    row) one box a slab, into `memref.reinterpret_cast` views of the tile's buffer
+    at the slabs (64 x `bn` elements each, one after the other)."""
+    lines = []
+    for j in range(tn // bn):
+        target = f"%sb{stage}"
+        t = f"memref<{BK}x{tn}x{elt}, 3>"
+        if tn > bn:
+            at = j * BK * bn
+            view = f"memref<{BK}x{bn}x{elt}, strided<[{bn}, 1], offset: {at}>, 3>"
+            lines.append(
+                f"{indent}%sb{stage}_{step}_{j} = memref.reinterpret_cast %sb{stage} "
+                f"to offset: [{at}], sizes: [{BK}, {bn}], strides: [{bn}, 1] : {t} "
+                f"to {view}"
+            )
+            target, t = f"%sb{stage}_{step}_{j}", view
+        column = "%col0" if j == 0 else f"%col0_{j}"
+        lines.append(
+            f"{indent}nvgpu.tma.async.load %mapB[{column}, %k{step}], %bar[%c{stage}] "
+            f"to {target} : !mapB, !barriers -> {t}"
+        )
+    return "\n".join(lines)
+
+
+def replace_with_kernel(module: ModuleOp, fn: func.FuncOp, plan: GemmKernel) -> None:
+    """`fn` replaced by the host function and `gpu.module` of `plan`, the kernel
+    carrying its launch record (its tensor maps named after the arrays they map)."""
+    written = parse_module(make_context(), gemm_module_text(plan))
+    host, kernels = list(written.body.block.ops)
+    assert isinstance(host, func.FuncOp) and isinstance(kernels, gpu.ModuleOp)
+    (kernel,) = kernels.body.block.ops
+    launch = next(o for o in host.walk() if isinstance(o, gpu.LaunchFuncOp))
+    names = [a.name_hint or "" for a in host.body.block.args]
+    map_types = [a.type for a in kernel.body.block.args[:2]]
+    arguments = [
+        KernelArgument(names[0], map_types[0]),
+        KernelArgument(names[1], map_types[1]),
+        *(
+            KernelArgument(name, arg.type)
+            for name, arg in zip(names[2:], host.body.block.args[2:], strict=True)
+        ),
+    ]
+    record = LaunchRecord(
+        kernel=kernel.sym_name.data,
+        host=host.sym_name.data,
+        grid=plan.grid,
+        block=(plan.threads, 1, 1),
+        dynamic_shared_memory=0,
+        arguments=tuple(arguments),
+        outputs=(names[-1],),
+    )
+    kernel.attributes[LAUNCH] = record.to_attribute()
+    assert launch.kernel_name == kernel.sym_name.data
+    for o in (host, kernels):
+        o.detach()
+    module.body.block.insert_op_before(host, fn)
+    module.body.block.insert_op_after(kernels, host)
+    fn.detach()
+    fn.erase()
+    module.attributes["gpu.container_module"] = UnitAttr()
+
+
+__all__ = [
+    "BK",
+    "SCHEDULES",
+    "GemmKernel",
+    "gemm_module_text",
+    "replace_with_kernel",
+]

@@ -1,0 +1,136 @@
+"""`affinec-wgmma-gemm`: a naive matrix product as a Hopper kernel — TMA copies into
+swizzled shared tiles, an mbarrier pipeline of `stages`, warpgroup MMA (`wgmma`)
+reading both operands from shared memory, the epilogue fused in the copy-out
+(`affinec/transforms/gpu/wgmma_gemm.py` has the kernel, step by step).
+
+    func.func @matmul(%A, %B, %bias, %C) {
+      affine.parallel (%i, %j) = (0, 0) to (M, N) {
+        ... affine.for %p = 0 to K { acc += A[i, p] * B[p, j] } ...
+        affine.store relu(acc + bias[j]), %C[%i, %j]
+      }
+    }
+
+becomes
+
+    func.func @matmul(%A, %B, %bias, %C) {
+      %mapA = nvgpu.tma.create.descriptor ... box[128, 64]
+      %mapB = nvgpu.tma.create.descriptor ... box[64, 64]
+      gpu.launch_func @kernels::@matmul_kernel blocks in (N/128, M/128, 1)
+          threads in (128, 1, 1) args(%mapA, %mapB, %bias, %C)
+    }
+    gpu.module @kernels {
+      gpu.func @matmul_kernel(%mapA, %mapB, %bias, %C) workgroup(stages...) kernel {
+        mbarrier.init; TMA loads of the first stages; per K step: try_wait.parity,
+        warpgroup.generate.descriptor x 2, warpgroup.mma; reload the freed stage;
+        warpgroup.mma.store to a shared tile; copy out through the epilogue
+      }
+    }
+
+The product is recognized by the module's spec (`affinec.spec`, a matrix product
+of f16 or bf16) and the function must be the naive IR of that spec, untouched: the
+pass writes the kernel from the spec, so it refuses anything else. The chip must
+have `wgmma` (`nvvm-attach-target{chip=sm_90a}`). The kernel sums in `wgmma`'s
+order, so `Pipeline.run(check=True)` holds it to the dtype's tolerance. Next:
+`convert-nvgpu-to-nvvm`, `convert-scf-to-cf`, `convert-gpu-to-nvvm`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from affinec.context import require_affinec_dialects
+from affinec.diagnostics import PassError
+from affinec.dialects.affinec import function_named, required_spec
+from affinec.dialects.nvvm_target import chip_of
+from affinec.frontend import build
+from affinec.spec import MatmulSpec, epilogue_steps
+from affinec.transforms.gpu.wgmma_gemm import (
+    SCHEDULES,
+    GemmKernel,
+    replace_with_kernel,
+)
+
+
+@dataclass(frozen=True)
+class AffinecWgmmaGemm(ModulePass):
+    """Write the naive matrix product of the module's spec as a Hopper kernel
+    (TMA, mbarriers, wgmma)."""
+
+    name = "affinec-wgmma-gemm"
+
+    tile_sizes: tuple[int, ...] = (128, 128)
+    """A block's tile of C: rows (64 or 128) and columns (16 to 256, a power of 2;
+    at most 128 x 128 or 64 x 256 accumulators)."""
+    stages: int = 4
+    """Shared stages of the K pipeline (each 64 of K): 1 or more, 2 or more with MMAs
+    in flight."""
+    schedule: str = "in-flight"
+    """`waited` (each step's MMAs finish before the next step), `in-flight` (they run
+    while the next step's tiles are awaited), `specialized` (a loading warpgroup and
+    a multiplying one, stages handed back on mbarriers)."""
+
+    @property
+    def changes_rounding(self) -> bool:
+        return True
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_affinec_dialects(op)
+        if len(self.tile_sizes) != 2:
+            raise PassError(
+                op, f"tile-sizes takes two sizes (rows, columns), got {self.tile_sizes}"
+            )
+        if self.schedule not in SCHEDULES:
+            raise PassError(
+                op,
+                f"schedule must be one of {', '.join(SCHEDULES)}, got "
+                f"'{self.schedule}'",
+            )
+        target = chip_of(op)
+        if not target.has("wgmma"):
+            raise PassError(
+                op,
+                f"{self.name} writes wgmma, which {target.name} does not have: "
+                "nvvm-attach-target{chip=sm_90a} first",
+            )
+        spec = required_spec(op, self.name)
+        if not isinstance(spec, MatmulSpec):
+            raise PassError(
+                op,
+                f"{self.name} takes a matrix product, not a {spec.kind} (a 1x1 "
+                "convolution compiles as one with flatten-pixels)",
+            )
+        naive = build(spec)
+        (expected,) = (o for o in naive.body.block.ops if isinstance(o, func.FuncOp))
+        fn = function_named(op, expected.sym_name.data)
+        if fn is None or not fn.is_structurally_equivalent(
+            expected, {fn.parent: expected.parent}
+        ):
+            raise PassError(
+                fn or op,
+                f"{self.name} writes the kernel of the spec '{spec.to_text()}' and "
+                "needs that spec's naive IR, untouched (it runs first)",
+            )
+        a, b, *_, c = (arg.name_hint for arg in fn.body.block.args)
+        plan = GemmKernel(
+            spec.m,
+            spec.n,
+            spec.k,
+            spec.dtype,
+            spec.dtype,
+            epilogue_steps(spec.epilogue),
+            self.tile_sizes[0],
+            self.tile_sizes[1],
+            self.stages,
+            self.schedule,
+            function=expected.sym_name.data,
+            names=(a or "A", b or "B", c or "C"),
+        )
+        why = plan.problems(target.max_shared_per_block)
+        if why:
+            raise PassError(fn, f"{self.name}: " + "; ".join(why))
+        replace_with_kernel(op, fn, plan)
