@@ -259,6 +259,24 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
         help="accumulate on tensor cores (f16, bf16; f32 with --tf32)",
     )
     knobs.add_argument(
+        "--wgmma",
+        action="store_true",
+        default=None,
+        help="on sm_90a: the product as a Hopper kernel (TMA, mbarrier stages, "
+        "wgmma); f16/bf16 matrix products and 1x1 convolutions",
+    )
+    knobs.add_argument(
+        "--wgmma-tile",
+        type=_sizes,
+        help="with --wgmma: a block's tile of the output, ROWS,COLUMNS",
+    )
+    knobs.add_argument(
+        "--wgmma-schedule",
+        choices=("waited", "in-flight", "specialized"),
+        help="with --wgmma: MMAs waited for each step, left in flight, or a "
+        "loading and a multiplying warpgroup",
+    )
+    knobs.add_argument(
         "--warp-grid",
         type=_sizes,
         help="with --mma: warps along the block's pixels and output channels",
@@ -317,6 +335,9 @@ KNOBS = (
     "stages",
     "splits",
     "flatten_pixels",
+    "wgmma",
+    "wgmma_tile",
+    "wgmma_schedule",
     "mma",
     "warp_grid",
     "unroll_taps",
@@ -336,8 +357,13 @@ def config_from_args(
     compiler then picks one for the spec). `--tf32`, `--splits` and
     `--flatten-pixels`, alone or together, give the configuration `config_for` picks
     for the spec on tf32 tensor cores of `arch`, with its reduction split, or as
-    the product of its flattened pixels."""
+    the product of its flattened pixels; `--wgmma` alone, its Hopper kernel."""
     given = {k: getattr(args, k) for k in KNOBS if getattr(args, k) is not None}
+    if given.get("wgmma") and set(given) == {"wgmma"}:
+        try:
+            return config_for(spec, arch=arch, wgmma=True)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     alone = {"tf32", "splits", "flatten_pixels"}
     if given and set(given) <= alone and given.get("tf32", True):
         try:

@@ -19,7 +19,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -37,18 +37,21 @@ from affinec.diagnostics import (
     verify,
 )
 from affinec.dialects.affinec import (
+    KernelArgument,
     LaunchRecord,
     function_named,
     read_spec,
     workspace_flags,
 )
+from affinec.dialects.nvgpu_hopper_types import TensorMapDescriptorType
 from affinec.dialects.nvvm_target import TARGET, TargetAttr, target_attr
 from affinec.dtypes import numpy_dtype
 from affinec.emitter import ARCHS, DEFAULT_ARCH, emit
 from affinec.pipeline import Pipeline
 from affinec.pipelines import default_passes, pass_text, pipeline_text
 from affinec.ptxas import Resources, assemble
-from affinec.spec import Spec
+from affinec.spec import ConvSpec, Spec
+from affinec.tensor_maps import TiledTensorMap, tensor_map_of
 from affinec.transforms.gpu.outlining import find_kernels
 
 if TYPE_CHECKING:
@@ -134,6 +137,7 @@ class CompiledKernel:
             )
             for p in host
         ]
+        by_name = {p.name: p for p in host}
         launches = [
             Launch(
                 r.kernel,
@@ -141,6 +145,7 @@ class CompiledKernel:
                 r.block,
                 r.dynamic_shared_memory,
                 tuple(names.get(a.name, a.name) for a in r.arguments),
+                tuple(_tensor_map(a, by_name) for a in r.arguments),
             )
             for r in self.launches
         ]
@@ -206,6 +211,8 @@ def compile_to_ptx(
         else ("config_for" if spec is not None else "defaults")
     )
     config = _config(config, knobs, spec, arch)
+    if config.wgmma and isinstance(spec, ConvSpec) and not config.flatten_pixels:
+        config = replace(config, flatten_pixels=True)  # wgmma takes products
     flattened_from = None
     if config.flatten_pixels:
         if isinstance(spec_or_module, ModuleOp) or spec is None:
@@ -213,7 +220,12 @@ def compile_to_ptx(
                 "flatten-pixels compiles a convolution's spec, not a module: give "
                 "the spec"
             )
-        flattened_from, spec = spec, flattened_spec(spec)
+        try:
+            flattened_from, spec = spec, flattened_spec(spec)
+        except ValueError as e:
+            if not config.wgmma:
+                raise
+            raise ValueError(f"wgmma takes matrix products: {e}") from None
         module = build(spec)
     _set_target(module, arch)
     if pipeline is None:
@@ -296,6 +308,23 @@ class HostParameter:
         return numpy_dtype(self.type.get_element_type())
 
 
+def _tensor_map(
+    argument: KernelArgument, host: dict[str, HostParameter]
+) -> TiledTensorMap | None:
+    """The tensor map a kernel takes for `argument` (None: a pointer), over the host
+    array of its name, as the kernel sees it (a flattened convolution's arrays as
+    the product's matrices: the same bytes)."""
+    if not isinstance(argument.type, TensorMapDescriptorType):
+        return None
+    array = host[argument.name]
+    strides = [array.dtype.itemsize]
+    for extent in reversed(array.shape[1:]):
+        strides.append(strides[-1] * extent)
+    return tensor_map_of(
+        argument.type, array.shape, tuple(reversed(strides)), array.dtype
+    )
+
+
 def host_parameters(module: ModuleOp, host: str) -> list[HostParameter]:
     """The array parameters of the function `@host` of `module`, in order."""
     fn = function_named(module, host)
@@ -333,6 +362,8 @@ def _config(
             raise ValueError("give a KernelConfig or its fields, not both")
         if knobs == {"flatten_pixels": True} and spec is not None:
             return config_for(spec, arch=arch, flatten_pixels=True)
+        if knobs == {"wgmma": True} and spec is not None:
+            return config_for(spec, arch=arch, wgmma=True)
         return with_knobs(KernelConfig(), **knobs)
     if config is not None:
         return config

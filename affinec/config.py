@@ -90,6 +90,16 @@ class KernelConfig:
     """Compile a 1x1, stride-1, unpadded NHWC convolution as the matrix product it is
     over its flattened pixels (`flattened_spec`: M = N x H x W): its blocks tile M
     freely, not a 7 x 7 image by rows. The other knobs are the product's."""
+    wgmma: bool = False
+    """On a chip with `wgmma` (sm_90a): the product as a Hopper kernel
+    (`affinec-wgmma-gemm`): TMA copies, `stages` mbarrier stages of 64 of K,
+    warpgroup MMA from shared memory. f16 and bf16 matrix products, and 1x1
+    convolutions through their flattened pixels; the knobs of the other routes are
+    unused."""
+    wgmma_tile: tuple[int, ...] = (128, 128)
+    """With `wgmma`: a block's tile of the product's output (rows, columns)."""
+    wgmma_schedule: str = "in-flight"
+    """With `wgmma`: `waited`, `in-flight` or `specialized` (`affinec-wgmma-gemm`)."""
 
     def __post_init__(self) -> None:
         # Lists from callers become tuples, so configs hash and compare by value.
@@ -101,6 +111,10 @@ class KernelConfig:
             raise ValueError("tf32 multiplies on the tensor cores: it needs mma")
         if self.splits < 1:
             raise ValueError(f"splits must be 1 or more, got {self.splits}")
+        if self.wgmma and (self.mma or self.splits > 1):
+            raise ValueError(
+                "wgmma is its own route to the tensor cores: not with mma or splits"
+            )
         if self.splits > 1 and (self.pad_channels > 1 or self.coalesce_reduction):
             raise ValueError(
                 "splits cut the channels the padded or coalesced route needs whole "
@@ -150,6 +164,7 @@ def config_for(
     arch: str = DEFAULT_PLANNING_ARCH,
     splits: int = 1,
     flatten_pixels: bool = False,
+    wgmma: bool = False,
 ) -> KernelConfig:
     """A good configuration for `spec` without measuring. f16 and bf16 with at least
     `MMA_MIN_CHANNELS` input channels take the tensor cores (`_tensor_core_config`);
@@ -161,7 +176,10 @@ def config_for(
     product) get the passes' own defaults. The shared-memory budget is `arch`'s
     (`shared_budget`). With `splits`, the reduction is split (`split_spec`): the
     blocks are as the spec's, the reduction's steps those of one split. With
-    `flatten_pixels`, the configuration is the product's (`flattened_spec`)."""
+    `flatten_pixels`, the configuration is the product's (`flattened_spec`). With
+    `wgmma`, Hopper's kernel (`wgmma_config_for`)."""
+    if wgmma:
+        return wgmma_config_for(spec, arch)
     if flatten_pixels:
         product = config_for(flattened_spec(spec), tf32=tf32, arch=arch, splits=splits)
         return replace(product, flatten_pixels=True)
@@ -637,6 +655,46 @@ def _divisor_at_most(n: int, limit: int) -> int:
         if n % d == 0:
             return d
     return 1
+
+
+WGMMA_TILES = ((128, 128), (128, 64), (64, 64))
+"""The tiles `wgmma_config_for` tries, largest first."""
+
+
+def wgmma_config_for(spec: Spec, arch: str = "sm_90a") -> KernelConfig:
+    """Hopper's kernel for a product (or a 1x1 convolution, through its flattened
+    pixels) of f16 or bf16 on `arch`: the largest tile of `WGMMA_TILES` that still
+    gives every multiprocessor a block, 4 stages (3 for the widest tile's shared
+    memory with its output tile), MMAs in flight. A first rule, not yet measured; a
+    ValueError naming what stops the spec or the chip."""
+    target = chip(arch)
+    if not target.has("wgmma"):
+        raise ValueError(f"wgmma needs a chip that has it (sm_90a), not {arch}")
+    product = spec
+    if isinstance(spec, ConvSpec):
+        try:
+            product = flattened_spec(spec)
+        except ValueError as e:
+            raise ValueError(f"wgmma takes products: {e}") from None
+    if not isinstance(product, MatmulSpec):
+        raise ValueError(f"wgmma takes a matrix product, not a {spec.kind}")
+    if product.dtype not in ("f16", "bf16"):
+        raise ValueError(f"wgmma multiplies f16 or bf16 here, not {product.dtype}")
+    for tile in WGMMA_TILES:
+        blocks = math.ceil(product.m / tile[0]) * math.ceil(product.n / tile[1])
+        if blocks >= MULTIPROCESSORS:
+            break
+    return KernelConfig(
+        wgmma=True,
+        wgmma_tile=tile,
+        stages=3 if tile == (128, 128) and product.k <= 128 else 4,
+        wgmma_schedule="in-flight",
+        flatten_pixels=isinstance(spec, ConvSpec),
+    )
+
+
+MULTIPROCESSORS = 132
+"""The H100 SXM's: the blocks a grid needs to fill the chip once."""
 
 
 def with_knobs(config: KernelConfig, **knobs: object) -> KernelConfig:

@@ -47,6 +47,7 @@ from affinec.passes.affinec_sink import AffinecSinkPass
 from affinec.passes.affinec_split import AffinecSplitPass
 from affinec.passes.affinec_split_reduction import AffinecSplitReduction
 from affinec.passes.affinec_stage_output import AffinecStageOutput
+from affinec.passes.affinec_wgmma_gemm import AffinecWgmmaGemm
 from affinec.passes.convert_gpu_to_nvvm import ConvertGpuToNvvm
 from affinec.passes.convert_nvgpu_to_nvvm import ConvertNvgpuToNvvm
 from affinec.passes.convert_parallel_to_gpu import ConvertParallelToGpu
@@ -150,7 +151,24 @@ def gpu_to_nvvm_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass
 
 def default_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
     """The whole way: naive IR → a kernel ready for PTX."""
+    if config.wgmma:
+        return wgmma_passes(config)
     return [*affine_passes(config), *gpu_passes(config)]
+
+
+def wgmma_passes(config: KernelConfig) -> list[ModulePass]:
+    """Hopper's route: the naive product → a TMA + mbarrier + wgmma kernel
+    (`affinec-wgmma-gemm`) → llvm + nvvm."""
+    return [
+        AffinecWgmmaGemm(
+            tile_sizes=config.wgmma_tile,
+            stages=config.stages,
+            schedule=config.wgmma_schedule,
+        ),
+        ConvertNvgpuToNvvm(),
+        ConvertScfToCf(),
+        ConvertGpuToNvvm(use_bare_ptr_memref_call_conv=True),
+    ]
 
 
 def pass_text(p: ModulePass) -> str:

@@ -27,6 +27,7 @@ import numpy as np
 
 from affinec.chips import DEFAULT_SHARED_PER_BLOCK
 from affinec.dtypes import BFLOAT16
+from affinec.tensor_maps import TiledTensorMap
 
 
 class NoCudaGPU(RuntimeError):
@@ -309,6 +310,14 @@ class Launch:
     block: tuple[int, int, int]
     shared_memory: int
     arguments: tuple[str, ...]
+    tensor_maps: tuple[TiledTensorMap | None, ...] = ()
+    """Per argument (empty: none): None for a pointer to the array, or the TMA
+    tensor map the kernel takes over the array instead (by value, 128 bytes),
+    encoded at each launch for the array's address (`affinec.tensor_maps`)."""
+
+    @property
+    def takes_tensor_maps(self) -> bool:
+        return any(m is not None for m in self.tensor_maps)
 
 
 @dataclass
@@ -331,6 +340,8 @@ class Kernel:
     info: dict[str, Any] = field(default_factory=dict)
     """Whatever the compiler recorded: spec, pipeline, resources, IR."""
     _workspaces: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _encoded: dict[tuple[str, int, int], Any] = field(default_factory=dict, repr=False)
+    """Tensor maps already encoded, by kernel, argument position and address."""
 
     @classmethod
     def single(
@@ -426,6 +437,8 @@ class Kernel:
         require_gpu()
         from numba import cuda
 
+        if any(launch.takes_tensor_maps for launch in self.launches):
+            return _driver_functions(self.ptx, self.launches)
         module = cuda.current_context().create_module_ptx(self.ptx)
         loaded = {}
         for launch in self.launches:
@@ -469,6 +482,17 @@ class Kernel:
         for name, buffer in self.workspaces(stream).items():
             pointers[name] = buffer.__cuda_array_interface__["data"][0]
         for launch in self.launches:
+            if launch.takes_tensor_maps:
+                values = [
+                    pointers[a]
+                    if m is None
+                    else self._tensor_map(launch, k, m, pointers[a])
+                    for k, (a, m) in enumerate(
+                        zip(launch.arguments, launch.tensor_maps, strict=True)
+                    )
+                ]
+                _launch_by_driver(self.functions[launch.name], launch, values, stream)
+                continue
             _launch(
                 self.functions[launch.name],
                 launch.grid,
@@ -477,6 +501,15 @@ class Kernel:
                 [np.uint64(pointers[a]) for a in launch.arguments],
                 stream,
             )
+
+    def _tensor_map(
+        self, launch: Launch, position: int, tensor_map: TiledTensorMap, address: int
+    ) -> Any:
+        """The driver's CUtensorMap of an argument at `address`, encoded once."""
+        key = (launch.name, position, address)
+        if key not in self._encoded:
+            self._encoded[key] = tensor_map.encode(address)
+        return self._encoded[key]
 
     def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
         """Check the arguments, run the kernel, return the output array."""
@@ -504,6 +537,74 @@ def _launch(function, grid, block, shared_memory: int, args: list, stream) -> No
         grid=tuple(grid), block=tuple(block), shmem_size=shared_memory
     )
     launch(_to_core_stream(stream or 0), config, function.kernel, *args)
+
+
+def _driver_result(result: Any) -> Any:
+    """The values of a cuda.bindings driver call, or a RuntimeError naming its
+    status."""
+    from cuda.bindings import driver
+
+    status, *rest = result if isinstance(result, tuple) else (result,)
+    if status != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"CUDA driver: {status}")
+    return rest[0] if len(rest) == 1 else rest
+
+
+def _driver_functions(ptx: str, launches: Sequence[Launch]) -> dict[str, Any]:
+    """The kernels of `ptx` loaded by the driver itself (in numba's context), as
+    `cuLaunchKernel` takes them: kernels with by-value tensor maps are launched
+    through it, with a pointer to each parameter's bytes."""
+    from cuda.bindings import driver
+    from numba import cuda
+
+    cuda.current_context()  # numba's context, current for the calls below
+    module = _driver_result(driver.cuModuleLoadData(ptx.encode() + b"\0"))
+    loaded = {}
+    for launch in launches:
+        function = _driver_result(
+            driver.cuModuleGetFunction(module, launch.name.encode())
+        )
+        if launch.shared_memory > DEFAULT_SHARED_PER_BLOCK:
+            limit = _shared_memory_limit()
+            if limit is not None and launch.shared_memory > limit:
+                raise SharedMemoryError(
+                    f"kernel {launch.name} needs {launch.shared_memory} bytes of "
+                    f"shared memory per block; this GPU gives a block at most {limit}"
+                )
+            attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            _driver_result(
+                driver.cuFuncSetAttribute(function, attribute, launch.shared_memory)
+            )
+        loaded[launch.name] = function
+    return loaded
+
+
+def _launch_by_driver(function, launch: Launch, values: list, stream) -> None:
+    """`cuLaunchKernel` with each argument by value: a tensor map's 128 bytes, or an
+    array's address."""
+    import ctypes
+
+    from cuda.bindings import driver
+
+    types = tuple(
+        None if isinstance(v, driver.CUtensorMap) else ctypes.c_void_p for v in values
+    )
+    handle = 0
+    if stream is not None:
+        from numba.cuda.cudadrv.driver import _to_core_stream
+
+        handle = _to_core_stream(stream).handle
+    _driver_result(
+        driver.cuLaunchKernel(
+            function,
+            *launch.grid,
+            *launch.block,
+            launch.shared_memory,
+            handle,
+            (tuple(values), types),
+            0,
+        )
+    )
 
 
 def _shared_memory_limit() -> int | None:

@@ -102,8 +102,8 @@ class GemmKernel:
             why.append(f"the schedule is one of {', '.join(SCHEDULES)}")
         if self.stages < 1 or (self.schedule != "waited" and self.stages < 2):
             why.append(
-                f"{self.stages} stages: at least 1, and 2 with MMAs in flight "
-                "(a stage is reloaded a step after it is read)"
+                f"stages={self.stages}: 1 at least, 2 with MMAs in flight (a stage "
+                "is reloaded a step after it is read)"
             )
         for extent, what in ((self.k, "k"), (self.n, "n")):
             if extent % 8:

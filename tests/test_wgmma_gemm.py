@@ -1,0 +1,218 @@
+"""`affinec-wgmma-gemm`: a spec's naive matrix product as a Hopper kernel (TMA,
+mbarrier stages, wgmma), checked by the interpreter against the naive IR at every
+level of its lowering; compiled for sm_90a; launched with its tensor maps."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from affinec.compiler import compile_to_ptx
+from affinec.config import KernelConfig, config_for, wgmma_config_for
+from affinec.diagnostics import PassError
+from affinec.frontend import build
+from affinec.pipeline import Pipeline
+from affinec.pipelines import wgmma_passes
+from affinec.spec import ConvSpec, MatmulSpec
+from affinec.transforms.gpu.wgmma_gemm import GemmKernel, gemm_module_text
+
+TARGET = "nvvm-attach-target{chip=sm_90a}"
+
+
+def _checked(spec: MatmulSpec, config: KernelConfig) -> None:
+    module = build(spec)
+    Pipeline([*Pipeline.parse(TARGET).passes, *wgmma_passes(config)]).run(
+        module, check=True
+    )
+
+
+@settings(max_examples=6, deadline=None)
+@given(
+    m=st.integers(1, 140),
+    n=st.integers(1, 20).map(lambda x: 8 * x),
+    k=st.integers(1, 26).map(lambda x: 8 * x),
+    dtype=st.sampled_from(["f16", "bf16"]),
+    epilogue=st.sampled_from(["none", "bias-relu", "scale,bias,residual,relu6"]),
+    tile=st.sampled_from([(64, 16), (64, 64), (128, 32), (64, 128)]),
+    schedule=st.sampled_from(["waited", "in-flight", "specialized"]),
+    stages=st.integers(2, 4),
+)
+def test_the_kernel_computes_the_naive_product_at_every_level(
+    m, n, k, dtype, epilogue, tile, schedule, stages
+):
+    # edges: m, n and k need not be multiples of the tiles (TMA fills with zeros)
+    spec = MatmulSpec(m, n, k, dtype, epilogue)
+    config = KernelConfig(
+        wgmma=True, wgmma_tile=tile, stages=stages, wgmma_schedule=schedule
+    )
+    _checked(spec, config)
+
+
+@pytest.mark.parametrize("schedule", ["waited", "in-flight", "specialized"])
+def test_wide_tiles_and_more_steps_than_stages(schedule):
+    spec = MatmulSpec(130, 136, 320, "f16", "bias-relu")
+    _checked(
+        spec,
+        KernelConfig(
+            wgmma=True, wgmma_tile=(64, 256), stages=2, wgmma_schedule=schedule
+        ),
+    )
+
+
+def test_a_1x1_convolution_compiles_as_its_pixels_product_with_tensor_maps():
+    spec = ConvSpec(
+        n=2, c=64, h=5, w=7, k=72, r=1, s=1, layout="nhwc", filter_layout="rsck",
+        dtype="f16", epilogue="bias,residual,relu",
+    )  # fmt: skip
+    compiled = compile_to_ptx(spec, arch="sm_90a", wgmma=True, stages=2, check=True)
+    assert "wgmma.mma_async" in compiled.ptx
+    assert "cp.async.bulk.tensor" in compiled.ptx
+    resources = compiled.resources()
+    assert resources.spill_stores == 0 and resources.stack_frame == 0
+    kernel = compiled.runtime_kernel()
+    assert [p.name for p in kernel.arguments] == [
+        "input",
+        "filter",
+        "bias",
+        "residual",
+        "output",
+    ]
+    (launch,) = kernel.launches
+    a_map, b_map, *rest = launch.tensor_maps
+    assert rest == [None, None, None]
+    # the maps span the product's matrices: pixels x channels, channels x filters
+    assert (a_map.shape, a_map.box, a_map.swizzle) == ((70, 64), (128, 64), 128)
+    assert (b_map.shape, b_map.box) == ((64, 72), (64, 64))
+    assert launch.grid == (1, 1, 1) and launch.block == (128, 1, 1)
+
+
+def test_the_runtime_encodes_each_map_once_per_address(monkeypatch):
+    from affinec import runtime
+
+    compiled = compile_to_ptx(MatmulSpec(128, 64, 64, "f16"), arch="sm_90a", wgmma=True)
+    kernel = compiled.runtime_kernel()
+    encoded, launched = [], []
+    monkeypatch.setattr(
+        runtime.TiledTensorMap,
+        "encode",
+        lambda self, address: encoded.append((self.box, address)) or ("map", address),
+    )
+    monkeypatch.setattr(
+        runtime,
+        "_launch_by_driver",
+        lambda f, launch, values, s: launched.append(values),
+    )
+    monkeypatch.setitem(kernel.__dict__, "functions", {kernel.name: None})
+
+    class Arg:
+        def __init__(self, name, address):
+            self.parameter = dataclasses.replace(kernel.parameters[0], name=name)
+            self.span = (address, address + 1)
+
+    arguments = [Arg("A", 0x1000), Arg("B", 0x2000), Arg("C", 0x3000)]
+    kernel.launch(arguments)
+    kernel.launch(arguments)
+    assert encoded == [((64, 64), 0x1000), ((64, 64), 0x2000)]
+    assert launched == [[("map", 0x1000), ("map", 0x2000), 0x3000]] * 2
+
+
+@pytest.mark.parametrize(
+    ("spec", "knobs", "arch", "message"),
+    [
+        (MatmulSpec(64, 64, 64, "f16"), {}, "sm_90", "which sm_90 does not have"),
+        (MatmulSpec(64, 64, 64, "f32"), {}, "sm_90a", "f16 or bf16 here, not f32"),
+        (MatmulSpec(64, 64, 60, "f16"), {}, "sm_90a", "rows of A 16 bytes apart"),
+        (MatmulSpec(64, 60, 64, "f16"), {}, "sm_90a", "rows of B 16 bytes apart"),
+        (
+            MatmulSpec(64, 64, 64, "f16"),
+            {"wgmma_tile": (128, 256)},
+            "sm_90a",
+            "more accumulators than one warpgroup",
+        ),
+        (MatmulSpec(64, 64, 64, "f16"), {"wgmma_tile": (32, 64)}, "sm_90a", "tile_m"),
+        (MatmulSpec(64, 64, 64, "f16"), {"stages": 1}, "sm_90a", "2 with MMAs"),
+        (
+            MatmulSpec(64, 64, 64, "f16"),
+            {"stages": 9, "wgmma_tile": (128, 128)},
+            "sm_90a",
+            "bytes of shared memory a block",
+        ),
+        (
+            ConvSpec(1, 64, 8, 8, 64, 3, 3, dtype="f16"),
+            {},
+            "sm_90a",
+            "wgmma takes matrix products: .* a 1x1 filter",
+        ),
+    ],
+)
+def test_what_the_route_cannot_take_is_refused_with_the_reason(
+    spec, knobs, arch, message
+):
+    with pytest.raises((PassError, ValueError), match=message):
+        compile_to_ptx(spec, arch=arch, wgmma=True, **{"stages": 2, **knobs})
+
+
+def test_the_pass_refuses_ir_that_is_not_its_spec_s_naive_product():
+    module = build(MatmulSpec(64, 64, 64, "f16"))
+    Pipeline.parse(f"{TARGET},affine-loop-tile{{tile-sizes=16,16}}").run(module)
+    with pytest.raises(PassError, match="needs that spec's naive IR, untouched"):
+        Pipeline.parse("affinec-wgmma-gemm").run(module)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ("tile-sizes=64", "takes two sizes"),
+        ("schedule=eager", "schedule must be one of waited, in-flight, specialized"),
+    ],
+)
+def test_illegal_options_are_refused(options, message):
+    module = build(MatmulSpec(64, 64, 64, "f16"))
+    with pytest.raises(PassError, match=message):
+        Pipeline.parse(f"{TARGET},affinec-wgmma-gemm{{{options}}}").run(module)
+
+
+def test_config_for_takes_the_largest_tile_that_fills_the_chip():
+    big = MatmulSpec(4096, 4096, 1024, "f16")
+    assert wgmma_config_for(big).wgmma_tile == (128, 128)
+    small = MatmulSpec(1024, 512, 1024, "f16")  # 32 blocks of 128 x 128
+    assert wgmma_config_for(small).wgmma_tile == (64, 64)
+    conv = ConvSpec(
+        8, 256, 14, 14, 1024, 1, 1, layout="nhwc", filter_layout="rsck", dtype="f16"
+    )
+    config = config_for(conv, arch="sm_90a", wgmma=True)
+    assert config.flatten_pixels and config.wgmma
+    with pytest.raises(ValueError, match="not sm_80"):
+        config_for(big, arch="sm_80", wgmma=True)
+
+
+def test_the_test_bed_is_the_same_kernel():
+    from affinec.hopper_matmul import matmul_module
+
+    plan = GemmKernel(
+        128, 64, 256, "f16", "f32", (), 64, 64, 2, "in-flight",
+        names=("a", "b", "out"),
+    )  # fmt: skip
+    assert matmul_module(128, 64, 256, 2, 64, 64, in_flight=True) == gemm_module_text(
+        plan
+    )
+
+
+def test_the_command_lines_take_the_route(tmp_path, capsys):
+    from affinec.cli import main
+
+    out = tmp_path / "k.ptx"
+    code = main(
+        [
+            "compile", "matmul", "--m=200", "--n=64", "--k=128", "--dtype=f16",
+            "--arch=sm_90a", "--wgmma", "-o", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0 and "wgmma.mma_async" in out.read_text()
+    code = main(
+        ["compile", "matmul", "--m=64", "--n=64", "--k=64", "--dtype=f16", "--wgmma"]
+    )
+    assert code == 1 and "sm_80" in capsys.readouterr().err
