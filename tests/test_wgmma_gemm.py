@@ -216,3 +216,25 @@ def test_the_command_lines_take_the_route(tmp_path, capsys):
         ["compile", "matmul", "--m=64", "--n=64", "--k=64", "--dtype=f16", "--wgmma"]
     )
     assert code == 1 and "sm_80" in capsys.readouterr().err
+
+
+def test_the_tuner_s_space_on_sm_90a_has_hopper_kernels_that_compile():
+    from affinec.tuning.compiling import COMPILED, Compilation
+    from affinec.tuning.space import search_space
+
+    spec = MatmulSpec(512, 256, 256, "f16", "bias-relu")
+    space = search_space(spec, max_candidates=4, arch="sm_90a")
+    hopper = [c for c in space.configs if c.wgmma]
+    assert {c.wgmma_schedule for c in hopper} == {"in-flight", "specialized"}
+    assert len({c.wgmma_tile for c in hopper}) > 1
+    results = Compilation(spec.to_text(), tuple(hopper[:2]), "sm_90a", None).results()
+    assert all(r.status == COMPILED for r in results), [r.reason for r in results]
+    # not on chips without wgmma, nor for what is not a product
+    assert not any(c.wgmma for c in search_space(spec, max_candidates=4).configs)
+    three = ConvSpec(
+        1, 64, 14, 14, 64, 3, 3, padding=1, layout="nhwc", filter_layout="rsck",
+        dtype="f16",
+    )  # fmt: skip
+    assert not any(
+        c.wgmma for c in search_space(three, max_candidates=4, arch="sm_90a").configs
+    )

@@ -69,6 +69,10 @@ class Machine:
     """What one reduction step waits when nothing hides it: the copy's global load
     (a few hundred cycles from L2), the stores to shared memory and two barriers."""
     launch_seconds: float = 2e-6
+    wgmma_tflops: float = 700.0
+    """f16 `wgmma` rate (f32 accumulate) a pipelined kernel reaches: cuDNN's
+    `sm90_xmma` kernels were measured at 636-740 TFLOP/s on the H100; affinec's own
+    wgmma kernels are not measured yet."""
 
     @property
     def mma_cycles(self) -> float:
@@ -250,6 +254,8 @@ def predict(
     """The predicted time of `config` on `problem` (see the module's docstring);
     `g` is its geometry if the caller has it."""
     problem = as_compiled(problem, config)
+    if config.wgmma:
+        return _predict_wgmma(problem, config, facts, machine)
     g = g or geometry(problem, config)
     estimated = facts is None
     registers = facts.registers if facts else estimate_registers(problem, config, g)
@@ -455,3 +461,53 @@ def _round_cycles(
     alone = max(step.alone, step.shared, step.tensor)
     exposed = max(0.0, machine.step_latency_cycles - (g.stages - 1) * alone)
     return g.steps * max(busy, alone + exposed) + epilogue
+
+
+def _predict_wgmma(
+    problem: Problem, config: KernelConfig, facts: Facts | None, machine: Machine
+) -> Prediction:
+    """Hopper's kernel (`affinec-wgmma-gemm`) as a roofline: each block's product
+    (K padded to 64) at the multiprocessor's share of `machine.wgmma_tflops`, in
+    waves of resident blocks; its tiles through L2; the arrays through DRAM. No
+    instruction mix: the copies are TMA's, the MMAs read shared memory."""
+    from affinec.transforms.gpu.wgmma_gemm import BK, GemmKernel
+
+    (m, n), (k,) = problem.extents, problem.reduction_extents
+    tm, tn = config.wgmma_tile
+    plan = GemmKernel(m, n, k, tile_m=tm, tile_n=tn, stages=config.stages,
+                      schedule=config.wgmma_schedule)  # fmt: skip
+    blocks = ceil_div(m, tm) * ceil_div(n, tn)
+    depth = ceil_div(k, BK) * BK
+    estimated = facts is None
+    threads = facts.threads if facts and facts.threads else plan.threads
+    registers = facts.registers if facts else min(255, tm * tn // 128 + 48)
+    shared = facts.shared_bytes if facts else plan.shared_bytes
+    blocks_per_sm = resident_blocks(registers, threads, shared, machine.sm)
+    common = dict(
+        blocks_per_sm=blocks_per_sm,
+        occupancy=blocks_per_sm * ceil_div(threads, 32) / 64,
+        work_efficiency=problem.macs / (blocks * tm * tn * depth),
+        bytes_per_mac=(tm + tn) * problem.element_bytes / (tm * tn),
+        registers=registers,
+        estimated=estimated,
+    )
+    if blocks_per_sm == 0:
+        return Prediction(ms=math.inf, bound="does not fit a multiprocessor", **common)
+    per_sm = machine.wgmma_tflops * 1e12 / machine.multiprocessors
+    waves = ceil_div(blocks, machine.multiprocessors * blocks_per_sm)
+    # the resident blocks of a wave share their multiprocessor's tensor cores
+    resident = min(blocks, machine.multiprocessors * blocks_per_sm)
+    per_wave = ceil_div(resident, machine.multiprocessors) * 2 * tm * tn * depth
+    terms = {
+        "tensor cores": waves * per_wave / per_sm * 1e3,
+        "l2": blocks
+        * (tm + tn)
+        * depth
+        * problem.element_bytes
+        / machine.l2_bytes_per_s
+        * 1e3,
+        "dram": problem.dram_bytes() / machine.dram_bytes_per_s * 1e3,
+    }
+    bound = max(terms, key=lambda t: terms[t])
+    ms = terms[bound] + machine.launch_seconds * 1e3
+    return Prediction(ms=ms, bound=bound, terms=terms, **common)

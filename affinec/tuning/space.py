@@ -54,8 +54,9 @@ from affinec.config import (
     flattened_spec,
     flattens,
     tensor_cores_take,
+    wgmma_config_for,
 )
-from affinec.spec import ConvSpec, Spec
+from affinec.spec import ConvSpec, MatmulSpec, Spec
 from affinec.tuning.cost import H100, Prediction, predict
 from affinec.tuning.problem import (
     MMA_M,
@@ -149,6 +150,7 @@ def search_space(
         raise ValueError(f"max_candidates must be at least 1, got {max_candidates}")
     problem = problem_of(spec)
     baseline = config_for(spec, arch=arch)
+    given_capacity = capacity
     if capacity is None:
         capacity = shared_capacity(chip(arch))
     considered = over = 0
@@ -184,10 +186,21 @@ def search_space(
         generators["mma/flat"] = (
             replace(c, flatten_pixels=True) for c in _mma_configs(product)
         )
+    if chip(arch).has("wgmma"):
+        # one block a multiprocessor is how these kernels run: the chip's whole
+        # share of a block, unless a capacity was given
+        generators["wgmma"] = _wgmma_configs(
+            spec, given_capacity or chip(arch).max_shared_per_block
+        )
     routes.update({r: [] for r in generators if r not in routes})
     for route, configs in generators.items():
         for config in configs:
             considered += 1
+            if config.wgmma:
+                estimate = predict(problem, config)
+                if estimate.feasible:
+                    routes[route].append((config, estimate))
+                continue
             g = geometry(problem, config)
             if g.shared_bytes(problem.element_bytes) > capacity:
                 over += 1
@@ -203,6 +216,7 @@ def search_space(
     chosen = chosen_mma + _choose(problem, simt, budget - len(chosen_mma))
     if len(chosen) < budget:  # the SIMT route had fewer: give the rest back
         chosen += _choose(problem, mma, budget - len(chosen), skip=chosen)
+    chosen += _best_per_tile_and_schedule(routes.get("wgmma", []))
     candidates = [Candidate(baseline, "baseline", predict(problem, baseline))]
     candidates += [
         Candidate(c, "space", e)
@@ -210,6 +224,46 @@ def search_space(
         if c != baseline
     ]
     return Space(spec, tuple(candidates), considered, over)
+
+
+WGMMA_CANDIDATES = 10
+WGMMA_TILES = ((128, 128), (128, 64), (64, 256), (64, 128), (64, 64))
+WGMMA_SCHEDULES = ("in-flight", "specialized")
+
+
+def _best_per_tile_and_schedule(
+    scored: list[tuple[KernelConfig, Prediction]],
+) -> list[tuple[KernelConfig, Prediction]]:
+    """Hopper's kernels beside the others: the model's best stage count for each
+    tile and schedule (its roofline is not calibrated on a measurement yet, so it
+    keeps every shape of block for the measurement to decide)."""
+    best: dict[tuple, tuple[KernelConfig, Prediction]] = {}
+    for config, estimate in scored:
+        key = (config.wgmma_tile, config.wgmma_schedule)
+        if key not in best or estimate.ms < best[key][1].ms:
+            best[key] = (config, estimate)
+    return sorted(best.values(), key=lambda ce: ce[1].ms)[:WGMMA_CANDIDATES]
+
+
+def _wgmma_configs(spec: Spec, capacity: int) -> Iterator[KernelConfig]:
+    """Hopper's kernels for a product of f16 or bf16 (a 1x1 convolution through its
+    flattened pixels): tiles x schedules x 3 or 4 stages, each within `capacity`."""
+    from affinec.transforms.gpu.wgmma_gemm import GemmKernel
+
+    try:
+        base = wgmma_config_for(spec)
+    except ValueError:
+        return
+    product = flattened_spec(spec) if base.flatten_pixels else spec
+    assert isinstance(product, MatmulSpec)
+    for tile, schedule, stages in itertools.product(
+        WGMMA_TILES, WGMMA_SCHEDULES, (3, 4)
+    ):
+        plan = GemmKernel(product.m, product.n, product.k, product.dtype,
+                          tile_m=tile[0], tile_n=tile[1], stages=stages,
+                          schedule=schedule)  # fmt: skip
+        if not plan.problems(capacity):
+            yield replace(base, wgmma_tile=tile, wgmma_schedule=schedule, stages=stages)
 
 
 SPLITS = (2, 4, 8, 16)
