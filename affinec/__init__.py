@@ -81,8 +81,9 @@ def compile(  # shadows the builtin on purpose: affinec.compile, like torch.comp
     this GPU with this compiler (`affinec tune`; `cache` names the file, see
     `affinec.tuning.cache`), tuned on the spot first if `tune`, and else from
     `config_for` (picked without measuring); `kernel.info["config_source"]` says
-    which. `arch` is `"sm_80"` or `"sm_90"` (as `compile_to_ptx`, the tuner and
-    `--arch` name it; `target` is its older name); by default the current GPU's
+    which. `arch` is `"sm_80"`, `"sm_90"`, ... or `"sm_90a"` (Hopper's `wgmma` and
+    TMA route, `wgmma=True`, is asked for by name) as `compile_to_ptx`, the tuner
+    and `--arch` name it (`target` is its older name); by default the current GPU's
     (sm_80 without one: its PTX also runs on newer GPUs). See
     `affinec.compiler.compile_to_ptx`.
     """

@@ -59,6 +59,13 @@ def main(argv: list[str] | None = None) -> int:
         help="also time each 1x1 layer compiled as the product of its flattened "
         "pixels (config_for(spec, flatten_pixels=True)) and keep the fastest",
     )
+    parser.add_argument(
+        "--wgmma",
+        action="store_true",
+        help="also time each layer Hopper's kernel takes (products, 1x1 layers) "
+        "compiled for sm_90a with TMA and wgmma (config_for(spec, wgmma=True)) and "
+        "keep the fastest",
+    )
     parser.add_argument("--compile-only", action="store_true")
     parser.add_argument("--json")
     parser.add_argument("--plot")
@@ -77,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             variants = [(f"splits={n}", {"splits": n}) for n in args.splits]
             if args.flatten:
                 variants.append(("flattened", {"flatten_pixels": True}))
+            if args.wgmma:
+                variants.append(("wgmma", {"wgmma": True}))
             for layer in network(name, batch, args.dtype):
                 start = time.perf_counter()
                 compiled = _compiled(layer.spec, args.tuned, arch)
@@ -88,11 +97,12 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{name} {batch:3d} {layer.name:34s} {seconds:5.2f} s "
                           f"{r.registers} regs", flush=True)  # fmt: skip
                     for label, knobs in variants:
+                        target = _variant_arch(knobs, arch)
                         try:
-                            config = config_for(layer.spec, **knobs)
+                            config = config_for(layer.spec, arch=target, **knobs)
                         except ValueError:
                             continue
-                        other = compile_to_ptx(layer.spec, config, arch=arch)
+                        other = compile_to_ptx(layer.spec, config, arch=target)
                         blocks = [launch.grid for launch in other.launches]
                         print(f"    {label}: grids {blocks}, "
                               f"{other.resources().registers} regs")  # fmt: skip
@@ -153,11 +163,12 @@ def _fastest(layer, plain, variants: list[tuple[str, dict]], arch: str):
     allows it, and the winner's label ("plain")."""
     best, best_label = plain, "plain"
     for label, knobs in variants:
+        target = _variant_arch(knobs, arch)
         try:
-            config = config_for(layer.spec, **knobs)
+            config = config_for(layer.spec, arch=target, **knobs)
         except ValueError:
             continue  # fewer channels than splits, or not a 1x1 layer
-        compiled = compile_to_ptx(layer.spec, config, arch=arch)
+        compiled = compile_to_ptx(layer.spec, config, arch=target)
         bench = bench_conv(layer.name, layer.spec, compiled=compiled)
         print(f"    {label}: {bench.ours_ms} ms {bench.note}", flush=True)
         if bench.ours_ms is not None and (
@@ -165,6 +176,12 @@ def _fastest(layer, plain, variants: list[tuple[str, dict]], arch: str):
         ):
             best, best_label = bench, label
     return best, best_label
+
+
+def _variant_arch(knobs: dict, arch: str) -> str:
+    """The chip a variant compiles for: wgmma's is sm_90a (an H100 reports sm_90;
+    the `a` instructions are asked for by name)."""
+    return "sm_90a" if knobs.get("wgmma") else arch
 
 
 def _plot(results: list[dict], path: str) -> None:

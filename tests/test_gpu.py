@@ -404,3 +404,60 @@ def test_split_reductions_match_float64_and_are_deterministic(spec, splits):
         assert first.tobytes() == again.tobytes()
         error = relative_error(first, reference(spec, *inputs))
         assert error <= TOLERANCE[spec.dtype], f"{spec.to_text()}: {error:.3g}"
+
+
+def _hopper() -> bool:
+    from numba import cuda
+
+    return cuda.get_current_device().compute_capability == (9, 0)
+
+
+@pytest.mark.parametrize(
+    ("spec", "knobs"),
+    [
+        (MatmulSpec(512, 512, 512, "f16"), {}),
+        (MatmulSpec(300, 200, 328, "bf16", "bias-relu"), {}),  # edges in m, n, k
+        (
+            MatmulSpec(1000, 520, 776, "f16", "scale,bias,residual,relu6"),
+            {"wgmma_schedule": "specialized"},
+        ),
+        (MatmulSpec(4096, 1024, 1024, "f16"), {"wgmma_tile": (64, 256)}),
+        (MatmulSpec(256, 256, 1024, "f16"), {"wgmma_schedule": "waited"}),
+        (
+            ConvSpec(32, 256, 14, 14, 1024, 1, 1, dtype="f16", layout="nhwc",
+                     filter_layout="rsck", epilogue="bias-relu"),
+            {},
+        ),
+    ],
+)  # fmt: skip
+def test_hopper_kernels_match_float64(spec, knobs):
+    """TMA, mbarriers and wgmma (`affinec-wgmma-gemm`) on sm_90a: fresh inputs a run,
+    the output poisoned, the same bits on every run."""
+    from affinec.compiler import compile_to_ptx
+    from affinec.config import config_for
+
+    if not _hopper():
+        pytest.skip("wgmma needs an H100 (sm_90a)")
+    config = dataclasses.replace(config_for(spec, arch="sm_90a", wgmma=True), **knobs)
+    kernel = compile_to_ptx(spec, config, arch="sm_90a").runtime_kernel()
+    for seed in range(2):
+        inputs = random_inputs(spec, np.random.default_rng(seed))
+        first = kernel(*inputs, poisoned_output(spec))
+        assert first.tobytes() == kernel(*inputs, poisoned_output(spec)).tobytes()
+        error = relative_error(first, reference(spec, *inputs))
+        assert error <= TOLERANCE[spec.dtype], f"{spec.to_text()}: {error:.3g}"
+
+
+def test_hopper_kernels_take_torch_tensors():
+    torch = pytest.importorskip("torch")
+    if not _hopper():
+        pytest.skip("wgmma needs an H100 (sm_90a)")
+    spec = MatmulSpec(384, 256, 512, "bf16")
+    kernel = affinec.compile(spec, arch="sm_90a", wgmma=True)
+    a, b = random_inputs(spec, np.random.default_rng(0))
+    ta, tb = (_tensor(torch, x) for x in (a, b))
+    out = kernel(ta, tb)
+    assert isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16
+    expected = (ta.double() @ tb.double()).float()
+    error = float((out.float() - expected).norm() / expected.norm())
+    assert error <= TOLERANCE["bf16"]
