@@ -36,15 +36,17 @@ order, so `Pipeline.run(check=True)` holds it to the dtype's tolerance. Next:
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
+from xdsl.printer import Printer
 
-from affinec.context import require_affinec_dialects
-from affinec.diagnostics import PassError
+from affinec.context import make_context, require_affinec_dialects
+from affinec.diagnostics import PassError, parse_module
 from affinec.dialects.affinec import function_named, required_spec
 from affinec.dialects.nvvm_target import chip_of
 from affinec.frontend import build
@@ -104,12 +106,11 @@ class AffinecWgmmaGemm(ModulePass):
                 f"{self.name} takes a matrix product, not a {spec.kind} (a 1x1 "
                 "convolution compiles as one with flatten-pixels)",
             )
-        naive = build(spec)
-        (expected,) = (o for o in naive.body.block.ops if isinstance(o, func.FuncOp))
+        (expected,) = (
+            o for o in build(spec).body.block.ops if isinstance(o, func.FuncOp)
+        )
         fn = function_named(op, expected.sym_name.data)
-        if fn is None or not fn.is_structurally_equivalent(
-            expected, {fn.parent: expected.parent}
-        ):
+        if fn is None or not _same_function(fn, expected):
             raise PassError(
                 fn or op,
                 f"{self.name} writes the kernel of the spec '{spec.to_text()}' and "
@@ -134,3 +135,19 @@ class AffinecWgmmaGemm(ModulePass):
         if why:
             raise PassError(fn, f"{self.name}: " + "; ".join(why))
         replace_with_kernel(op, fn, plan)
+
+
+def _same_function(fn: func.FuncOp, expected: func.FuncOp) -> bool:
+    """Whether `fn` is `expected` up to the names of its values and the spelling of
+    its affine maps (both read back from their text: a map over reordered operands
+    prints as the same subscripts)."""
+    ctx = make_context()
+
+    def reread(f: func.FuncOp) -> func.FuncOp:
+        text = io.StringIO()
+        Printer(stream=text).print_op(f)
+        module = parse_module(ctx, f"builtin.module {{\n{text.getvalue()}\n}}")
+        return next(o for o in module.walk() if isinstance(o, func.FuncOp))
+
+    ours, theirs = reread(fn), reread(expected)
+    return ours.is_structurally_equivalent(theirs, {ours.parent: theirs.parent})
