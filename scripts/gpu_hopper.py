@@ -200,6 +200,7 @@ def run(shape, reps: int) -> dict:
 
 
 SPEC_ROUTE = [  # what users get: affinec-wgmma-gemm from a spec, (spec, knobs)
+    (MatmulSpec(300, 200, 328, "f16", "bias-relu"), {}),  # edges in m, n and k
     (MatmulSpec(4096, 4096, 1024, "f16"), {}),
     (MatmulSpec(4096, 4096, 1024, "f16"), {"wgmma_schedule": "specialized"}),
     (MatmulSpec(4096, 4096, 1024, "f16"), {"wgmma_tile": (64, 256)}),
@@ -270,7 +271,7 @@ def run_spec(spec, knobs, reps: int) -> dict:
     return row
 
 
-def compile_only(shapes) -> int:
+def compile_only(shapes, specs) -> int:
     """Without a GPU: each shape's kernel through ptxas (and cuobjdump, if there)."""
     for shape in shapes:
         ptx, name, grid, block, shared, _ = compiled(*shape)
@@ -280,7 +281,7 @@ def compile_only(shapes) -> int:
             f"{resources.registers} registers, {resources.spill_stores} B spilled, "
             f"HGMMA {hgmma_count(ptx)}"
         )
-    for spec, knobs in SPEC_ROUTE:
+    for spec, knobs in specs:
         kernel = spec_kernel(spec, knobs)
         (resources,) = assemble(kernel.ptx, "sm_90a").values()
         print(
@@ -300,13 +301,24 @@ def main(argv: list[str] | None = None) -> int:
         "--only", type=int, nargs="*", help="run these shapes (positions in SHAPES)"
     )
     parser.add_argument(
+        "--spec-only",
+        type=int,
+        nargs="*",
+        help="run these of the spec route (positions in SPEC_ROUTE)",
+    )
+    parser.add_argument(
         "--compile-only", action="store_true", help="no GPU: ptxas's report only"
     )
     args = parser.parse_args(argv)
     rows = []
     chosen = [SHAPES[i] for i in args.only] if args.only is not None else SHAPES
+    specs = (
+        [SPEC_ROUTE[i] for i in args.spec_only]
+        if args.spec_only is not None
+        else SPEC_ROUTE
+    )
     if args.compile_only:
-        return compile_only(chosen)
+        return compile_only(chosen, specs)
     for shape in chosen:
         try:
             rows.append(run(shape, args.reps))
@@ -314,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"shape": "x".join(map(str, shape[:3])), "failed": repr(e)})
         print(json.dumps(rows[-1]), flush=True)
     spec_rows = []
-    for spec, knobs in SPEC_ROUTE:
+    for spec, knobs in specs:
         try:
             spec_rows.append(run_spec(spec, knobs, args.reps))
         except Exception as e:  # one shape's failure is a row, the others still run

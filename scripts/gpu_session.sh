@@ -20,9 +20,11 @@
 #             and the 1x1 layers as products of their flattened pixels
 #   models    ResNet-50 and MobileNetV2 as torch models through affinec.torch.convert
 #             against torch's own, time per forward pass
-#   hopper    the TMA + mbarrier + wgmma matmul (affinec.hopper_matmul) on sm_90a:
-#             checked against float64, HGMMA in the SASS, timed against cuBLAS;
-#             then compute-sanitizer memcheck and racecheck on its smallest shape
+#   hopper    the TMA + mbarrier + wgmma kernels on sm_90a: the test bed
+#             (affinec.hopper_matmul) and the spec route (affinec-wgmma-gemm through
+#             the runtime) checked against float64, HGMMA in the SASS, timed against
+#             cuBLAS; compute-sanitizer memcheck and racecheck on the smallest of
+#             each; ResNet-50's 1x1 layers on the route against cuDNN
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/affinec-gpu}
@@ -128,9 +130,12 @@ step_hopper() {
   tail -6 "$OUT/hopper.log"
   for tool in memcheck racecheck; do
     run "hopper-$tool" 600 compute-sanitizer --tool "$tool" $PY scripts/gpu_hopper.py \
-      --reps 1 --only 0
+      --reps 1 --only 0 --spec-only 0
     tail -3 "$OUT/hopper-$tool.log"
   done
+  run hopper-networks 900 $PY benchmarks/networks.py --network resnet50 --batch 1 32 \
+    --wgmma --json "$OUT/hopper_networks.json"
+  tail -5 "$OUT/hopper-networks.log"
 }
 
 steps=("$@")
