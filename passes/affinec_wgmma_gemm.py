@@ -37,7 +37,7 @@ order, so `Pipeline.run(check=True)` holds it to the dtype's tolerance. Next:
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.context import Context
 from xdsl.dialects import func
@@ -46,7 +46,7 @@ from xdsl.passes import ModulePass
 from xdsl.printer import Printer
 
 from affinec.context import make_context, require_affinec_dialects
-from affinec.diagnostics import PassError, parse_module
+from affinec.diagnostics import PassError, parse_module, remark
 from affinec.dialects.affinec import function_named, required_spec
 from affinec.dialects.nvvm_target import chip_of
 from affinec.frontend import build
@@ -131,6 +131,14 @@ class AffinecWgmmaGemm(ModulePass):
             function=expected.sym_name.data,
             names=(a or "A", b or "B", c or "C"),
         )
+        used = plan.stages_in_flight
+        if used < plan.stages:
+            remark(
+                fn,
+                f"{plan.stages} stages asked for {plan.steps} steps of K: {used} "
+                "(no more can be in flight)",
+            )
+            plan = replace(plan, stages=used)
         why = plan.problems(target.max_shared_per_block)
         if why:
             raise PassError(fn, f"{self.name}: " + "; ".join(why))

@@ -135,7 +135,7 @@ def test_the_runtime_encodes_each_map_once_per_address(monkeypatch):
         (MatmulSpec(64, 64, 64, "f16"), {"wgmma_tile": (32, 64)}, "sm_90a", "tile_m"),
         (MatmulSpec(64, 64, 64, "f16"), {"stages": 1}, "sm_90a", "2 with MMAs"),
         (
-            MatmulSpec(64, 64, 64, "f16"),
+            MatmulSpec(64, 64, 1024, "f16"),
             {"stages": 9, "wgmma_tile": (128, 128)},
             "sm_90a",
             "bytes of shared memory a block",
@@ -238,3 +238,16 @@ def test_the_tuner_s_space_on_sm_90a_has_hopper_kernels_that_compile():
     assert not any(
         c.wgmma for c in search_space(three, max_candidates=4, arch="sm_90a").configs
     )
+
+
+def test_more_stages_than_steps_of_k_are_cut_with_a_remark():
+    spec = MatmulSpec(128, 64, 128, "f16")  # 2 steps of 64
+    compiled = compile_to_ptx(spec, arch="sm_90a", wgmma=True, stages=4)
+    (remark,) = compiled.remarks
+    assert "4 stages asked for 2 steps of K: 2 (no more can be in flight)" in remark
+    one_step = MatmulSpec(128, 64, 64, "f16")
+    compiled = compile_to_ptx(one_step, arch="sm_90a", wgmma=True, stages=4)
+    assert "4 stages asked for 1 steps of K: 2" in compiled.remarks[0]
+    # two stages of 128x64 + 64x128 f16 tiles, the 128x128 f32 tile, 2 barriers
+    stages = 2 * (128 * 64 + 64 * 128) * 2
+    assert compiled.launch.dynamic_shared_memory == stages + 128 * 128 * 4 + 2 * 8

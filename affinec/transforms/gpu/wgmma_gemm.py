@@ -126,6 +126,13 @@ class GemmKernel:
         return math.ceil(self.k / BK)
 
     @property
+    def stages_in_flight(self) -> int:
+        """The stages the pipeline can use: no more than the steps of K (2 at least
+        with MMAs in flight), as many as asked otherwise."""
+        least = 1 if self.schedule == "waited" else 2
+        return max(min(self.stages, self.steps), least) if self.stages >= 1 else 1
+
+    @property
     def grid(self) -> tuple[int, int, int]:
         return (math.ceil(self.n / self.tile_n), math.ceil(self.m / self.tile_m), 1)
 
