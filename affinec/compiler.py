@@ -27,7 +27,13 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.passes import ModulePass
 
 from affinec.checking import arithmetic_tolerance
-from affinec.config import KernelConfig, config_for, flattened_spec, with_knobs
+from affinec.config import (
+    KernelConfig,
+    config_for,
+    flattened_spec,
+    flattens,
+    with_knobs,
+)
 from affinec.contraction import contraction_of
 from affinec.diagnostics import (
     PassError,
@@ -211,8 +217,8 @@ def compile_to_ptx(
         else ("config_for" if spec is not None else "defaults")
     )
     config = _config(config, knobs, spec, arch)
-    if config.wgmma and isinstance(spec, ConvSpec) and not config.flatten_pixels:
-        config = replace(config, flatten_pixels=True)  # wgmma takes products
+    if config.wgmma and isinstance(spec, ConvSpec) and flattens(spec):
+        config = replace(config, flatten_pixels=True)  # a product of its pixels
     flattened_from = None
     if config.flatten_pixels:
         if isinstance(spec_or_module, ModuleOp) or spec is None:
@@ -220,12 +226,7 @@ def compile_to_ptx(
                 "flatten-pixels compiles a convolution's spec, not a module: give "
                 "the spec"
             )
-        try:
-            flattened_from, spec = spec, flattened_spec(spec)
-        except ValueError as e:
-            if not config.wgmma:
-                raise
-            raise ValueError(f"wgmma takes matrix products: {e}") from None
+        flattened_from, spec = spec, flattened_spec(spec)
         module = build(spec)
     _set_target(module, arch)
     if pipeline is None:

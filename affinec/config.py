@@ -662,34 +662,32 @@ WGMMA_TILES = ((128, 128), (128, 64), (64, 64))
 
 
 def wgmma_config_for(spec: Spec, arch: str = "sm_90a") -> KernelConfig:
-    """Hopper's kernel for a product (or a 1x1 convolution, through its flattened
-    pixels) of f16 or bf16 on `arch`: the largest tile of `WGMMA_TILES` that still
-    gives every multiprocessor a block, 4 stages (3 for the widest tile's shared
-    memory with its output tile), MMAs in flight. A first rule, not yet measured; a
-    ValueError naming what stops the spec or the chip."""
+    """Hopper's kernel for a product or a convolution of f16 or bf16 on `arch` (a 1x1
+    convolution through its flattened pixels, other stride-1 NHWC ones tap by tap):
+    the largest tile of `WGMMA_TILES` that still gives every multiprocessor a block,
+    4 stages (3 for the widest tile over at most 2 steps of K), MMAs in flight. A
+    first rule, not yet measured; a ValueError naming what stops the spec or the
+    chip."""
+    from affinec.transforms.gpu.wgmma_gemm import plan_of, route_refusal
+
     target = chip(arch)
     if not target.has("wgmma"):
         raise ValueError(f"wgmma needs a chip that has it (sm_90a), not {arch}")
-    product = spec
-    if isinstance(spec, ConvSpec):
-        try:
-            product = flattened_spec(spec)
-        except ValueError as e:
-            raise ValueError(f"wgmma takes products: {e}") from None
-    if not isinstance(product, MatmulSpec):
-        raise ValueError(f"wgmma takes a matrix product, not a {spec.kind}")
-    if product.dtype not in ("f16", "bf16"):
-        raise ValueError(f"wgmma multiplies f16 or bf16 here, not {product.dtype}")
+    flatten = isinstance(spec, ConvSpec) and flattens(spec)
+    routed = flattened_spec(spec) if flatten else spec
+    why = route_refusal(routed)
+    if why is not None:
+        raise ValueError(f"wgmma takes {why} ({spec.to_text()})")
     for tile in WGMMA_TILES:
-        blocks = math.ceil(product.m / tile[0]) * math.ceil(product.n / tile[1])
-        if blocks >= MULTIPROCESSORS:
+        plan = plan_of(routed, tile)
+        if plan.grid[0] * plan.grid[1] >= MULTIPROCESSORS:
             break
     return KernelConfig(
         wgmma=True,
         wgmma_tile=tile,
-        stages=3 if tile == (128, 128) and product.k <= 128 else 4,
+        stages=3 if tile == (128, 128) and plan.steps <= 2 else 4,
         wgmma_schedule="in-flight",
-        flatten_pixels=isinstance(spec, ConvSpec),
+        flatten_pixels=flatten,
     )
 
 

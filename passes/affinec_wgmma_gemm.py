@@ -50,11 +50,11 @@ from affinec.diagnostics import PassError, parse_module, remark
 from affinec.dialects.affinec import function_named, required_spec
 from affinec.dialects.nvvm_target import chip_of
 from affinec.frontend import build
-from affinec.spec import MatmulSpec, epilogue_steps
 from affinec.transforms.gpu.wgmma_gemm import (
     SCHEDULES,
-    GemmKernel,
+    plan_of,
     replace_with_kernel,
+    route_refusal,
 )
 
 
@@ -100,12 +100,9 @@ class AffinecWgmmaGemm(ModulePass):
                 "nvvm-attach-target{chip=sm_90a} first",
             )
         spec = required_spec(op, self.name)
-        if not isinstance(spec, MatmulSpec):
-            raise PassError(
-                op,
-                f"{self.name} takes a matrix product, not a {spec.kind} (a 1x1 "
-                "convolution compiles as one with flatten-pixels)",
-            )
+        why = route_refusal(spec)
+        if why is not None:
+            raise PassError(op, f"{self.name} takes {why} ({spec.to_text()})")
         (expected,) = (
             o for o in build(spec).body.block.ops if isinstance(o, func.FuncOp)
         )
@@ -117,15 +114,9 @@ class AffinecWgmmaGemm(ModulePass):
                 "needs that spec's naive IR, untouched (it runs first)",
             )
         a, b, *_, c = (arg.name_hint for arg in fn.body.block.args)
-        plan = GemmKernel(
-            spec.m,
-            spec.n,
-            spec.k,
-            spec.dtype,
-            spec.dtype,
-            epilogue_steps(spec.epilogue),
-            self.tile_sizes[0],
-            self.tile_sizes[1],
+        plan = plan_of(
+            spec,
+            (self.tile_sizes[0], self.tile_sizes[1]),
             self.stages,
             self.schedule,
             function=expected.sym_name.data,

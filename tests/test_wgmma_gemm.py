@@ -17,7 +17,7 @@ from affinec.frontend import build
 from affinec.pipeline import Pipeline
 from affinec.pipelines import wgmma_passes
 from affinec.spec import ConvSpec, MatmulSpec
-from affinec.transforms.gpu.wgmma_gemm import GemmKernel, gemm_module_text
+from affinec.transforms.gpu.wgmma_gemm import GemmKernel, gemm_module_text, pixel_box
 
 TARGET = "nvvm-attach-target{chip=sm_90a}"
 
@@ -49,6 +49,55 @@ def test_the_kernel_computes_the_naive_product_at_every_level(
         wgmma=True, wgmma_tile=tile, stages=stages, wgmma_schedule=schedule
     )
     _checked(spec, config)
+
+
+@st.composite
+def stride_one_convolutions(draw) -> ConvSpec:
+    r, s = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    padding = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+    least_h = dilation[0] * (r - 1) + 1 - 2 * padding[0]
+    least_w = dilation[1] * (s - 1) + 1 - 2 * padding[1]
+    return ConvSpec(
+        n=draw(st.integers(1, 2)),
+        c=draw(st.sampled_from([8, 16, 72])),
+        h=draw(st.integers(max(1, least_h), 12)),
+        w=draw(st.integers(max(1, least_w), 12)),
+        k=draw(st.sampled_from([8, 24, 40])),
+        r=r, s=s, padding=padding, dilation=dilation,
+        layout="nhwc", filter_layout="rsck",
+        dtype=draw(st.sampled_from(["f16", "bf16"])),
+        epilogue=draw(st.sampled_from(["none", "bias-relu", "bias,residual,relu"])),
+    )  # fmt: skip
+
+
+@settings(max_examples=5, deadline=None)
+@given(
+    spec=stride_one_convolutions(),
+    tile=st.sampled_from([(64, 16), (64, 64), (128, 32)]),
+    schedule=st.sampled_from(["waited", "in-flight", "specialized"]),
+    stages=st.integers(2, 3),
+)
+def test_a_convolution_tap_by_tap_computes_the_naive_one_at_every_level(
+    spec, tile, schedule, stages
+):
+    # the block's pixels are a box of the image, each tap's rows one 4-D TMA box
+    # at the tap's offset (the padding TMA's zero fill); the filter's channels past
+    # c are zeros too (a box of 64 over 8 or 16)
+    module = build(spec)
+    config = KernelConfig(
+        wgmma=True, wgmma_tile=tile, stages=stages, wgmma_schedule=schedule
+    )
+    Pipeline([*Pipeline.parse(TARGET).passes, *wgmma_passes(config)]).run(
+        module, check=True
+    )
+
+
+def test_the_block_s_pixels_are_the_box_with_the_least_waste():
+    assert pixel_box(14, 14, 128) == (8, 16)
+    assert pixel_box(7, 7, 64) == (8, 8)
+    assert pixel_box(56, 56, 128) == (8, 16)
+    assert pixel_box(1, 300, 64) == (1, 64)
 
 
 @pytest.mark.parametrize("schedule", ["waited", "in-flight", "specialized"])
@@ -123,9 +172,14 @@ def test_the_runtime_encodes_each_map_once_per_address(monkeypatch):
     ("spec", "knobs", "arch", "message"),
     [
         (MatmulSpec(64, 64, 64, "f16"), {}, "sm_90", "which sm_90 does not have"),
-        (MatmulSpec(64, 64, 64, "f32"), {}, "sm_90a", "f16 or bf16 here, not f32"),
-        (MatmulSpec(64, 64, 60, "f16"), {}, "sm_90a", "rows of A 16 bytes apart"),
-        (MatmulSpec(64, 60, 64, "f16"), {}, "sm_90a", "rows of B 16 bytes apart"),
+        (MatmulSpec(64, 64, 64, "f32"), {}, "sm_90a", "f16 or bf16 operands, not f32"),
+        (
+            MatmulSpec(64, 64, 60, "f16"),
+            {},
+            "sm_90a",
+            "k a multiple of 8 .TMA's rows 16 bytes apart., not 60",
+        ),
+        (MatmulSpec(64, 60, 64, "f16"), {}, "sm_90a", "n a multiple of 8"),
         (
             MatmulSpec(64, 64, 64, "f16"),
             {"wgmma_tile": (128, 256)},
@@ -144,7 +198,51 @@ def test_the_runtime_encodes_each_map_once_per_address(monkeypatch):
             ConvSpec(1, 64, 8, 8, 64, 3, 3, dtype="f16"),
             {},
             "sm_90a",
-            "wgmma takes matrix products: .* a 1x1 filter",
+            "takes an NHWC input and RSCK filters",
+        ),
+        (
+            ConvSpec(
+                1,
+                64,
+                8,
+                8,
+                64,
+                3,
+                3,
+                stride=2,
+                layout="nhwc",
+                filter_layout="rsck",
+                dtype="f16",
+            ),
+            {},
+            "sm_90a",
+            "stride 1 .this one has 2,2.",
+        ),
+        (
+            ConvSpec(
+                1,
+                64,
+                8,
+                8,
+                64,
+                3,
+                3,
+                groups=2,
+                layout="nhwc",
+                filter_layout="rsck",
+                dtype="f16",
+            ),
+            {},
+            "sm_90a",
+            "one group",
+        ),
+        (
+            ConvSpec(
+                1, 12, 8, 8, 64, 3, 3, layout="nhwc", filter_layout="rsck", dtype="f16"
+            ),
+            {},
+            "sm_90a",
+            "c a multiple of 8",
         ),
     ],
 )
@@ -229,14 +327,18 @@ def test_the_tuner_s_space_on_sm_90a_has_hopper_kernels_that_compile():
     assert len({c.wgmma_tile for c in hopper}) > 1
     results = Compilation(spec.to_text(), tuple(hopper[:2]), "sm_90a", None).results()
     assert all(r.status == COMPILED for r in results), [r.reason for r in results]
-    # not on chips without wgmma, nor for what is not a product
+    # not on chips without wgmma, nor for what the route does not take
     assert not any(c.wgmma for c in search_space(spec, max_candidates=4).configs)
     three = ConvSpec(
         1, 64, 14, 14, 64, 3, 3, padding=1, layout="nhwc", filter_layout="rsck",
         dtype="f16",
     )  # fmt: skip
-    assert not any(
+    assert any(
         c.wgmma for c in search_space(three, max_candidates=4, arch="sm_90a").configs
+    )
+    strided = dataclasses.replace(three, stride=(2, 2))
+    assert not any(
+        c.wgmma for c in search_space(strided, max_candidates=4, arch="sm_90a").configs
     )
 
 

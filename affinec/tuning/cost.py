@@ -470,14 +470,12 @@ def _predict_wgmma(
     (K padded to 64) at the multiprocessor's share of `machine.wgmma_tflops`, in
     waves of resident blocks; its tiles through L2; the arrays through DRAM. No
     instruction mix: the copies are TMA's, the MMAs read shared memory."""
-    from affinec.transforms.gpu.wgmma_gemm import BK, GemmKernel
+    from affinec.transforms.gpu.wgmma_gemm import BK, plan_of
 
-    (m, n), (k,) = problem.extents, problem.reduction_extents
     tm, tn = config.wgmma_tile
-    plan = GemmKernel(m, n, k, tile_m=tm, tile_n=tn, stages=config.stages,
-                      schedule=config.wgmma_schedule)  # fmt: skip
-    blocks = ceil_div(m, tm) * ceil_div(n, tn)
-    depth = ceil_div(k, BK) * BK
+    plan = plan_of(problem.spec, (tm, tn), config.stages, config.wgmma_schedule)
+    blocks = plan.grid[0] * plan.grid[1]
+    depth = plan.steps * BK
     estimated = facts is None
     threads = facts.threads if facts and facts.threads else plan.threads
     registers = facts.registers if facts else min(255, tm * tn // 128 + 48)

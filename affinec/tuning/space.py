@@ -56,7 +56,7 @@ from affinec.config import (
     tensor_cores_take,
     wgmma_config_for,
 )
-from affinec.spec import ConvSpec, MatmulSpec, Spec
+from affinec.spec import ConvSpec, Spec
 from affinec.tuning.cost import H100, Prediction, predict
 from affinec.tuning.problem import (
     MMA_M,
@@ -246,24 +246,24 @@ def _best_per_tile_and_schedule(
 
 
 def _wgmma_configs(spec: Spec, capacity: int) -> Iterator[KernelConfig]:
-    """Hopper's kernels for a product of f16 or bf16 (a 1x1 convolution through its
-    flattened pixels): tiles x schedules x 3 or 4 stages, each within `capacity`."""
-    from affinec.transforms.gpu.wgmma_gemm import GemmKernel
+    """Hopper's kernels for a product or a convolution the route takes (a 1x1 one
+    through its flattened pixels): tiles x schedules x 3 or 4 stages, each within
+    `capacity`."""
+    from affinec.transforms.gpu.wgmma_gemm import plan_of
 
     try:
         base = wgmma_config_for(spec)
     except ValueError:
         return
-    product = flattened_spec(spec) if base.flatten_pixels else spec
-    assert isinstance(product, MatmulSpec)
+    routed = flattened_spec(spec) if base.flatten_pixels else spec
     for tile, schedule, stages in itertools.product(
         WGMMA_TILES, WGMMA_SCHEDULES, (3, 4)
     ):
-        plan = GemmKernel(product.m, product.n, product.k, product.dtype,
-                          tile_m=tile[0], tile_n=tile[1], stages=stages,
-                          schedule=schedule)  # fmt: skip
-        if not plan.problems(capacity):
-            yield replace(base, wgmma_tile=tile, wgmma_schedule=schedule, stages=stages)
+        if not plan_of(routed, tile, stages, schedule).problems(capacity):
+            yield replace(
+                base, wgmma_tile=tile, wgmma_schedule=schedule,
+                stages=stages,
+            )  # fmt: skip
 
 
 SPLITS = (2, 4, 8, 16)

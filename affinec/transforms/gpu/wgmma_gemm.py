@@ -46,6 +46,7 @@ from affinec.context import make_context
 from affinec.diagnostics import parse_module
 from affinec.dialects import gpu
 from affinec.dialects.affinec import LAUNCH, KernelArgument, LaunchRecord
+from affinec.spec import ConvSpec, MatmulSpec, Spec, epilogue_steps
 
 BK = 64
 """The K of one step: one 128-byte swizzled row of f16."""
@@ -59,6 +60,64 @@ OPERAND_TYPES = ("f16", "bf16")
 EPILOGUE_STEPS = ("scale", "bias", "residual", "relu", "relu6")
 
 _SWIZZLE = {128: "swizzle_128b", 64: "swizzle_64b", 32: "swizzle_32b"}
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    """A stride-1 NHWC/RSCK convolution as the kernel sees it: the product of its
+    output pixels (M) by its filters (K) over its taps x channels, each tap's rows of
+    A one 4-D TMA box of the input (`box_h` x `box_w` pixels of one image x 64
+    channels) at the tap's offset — out of the image (the padding) TMA fills zeros —
+    and B a box of the filter's (1, 1, 64 channels, columns)."""
+
+    n: int
+    h: int
+    w: int
+    c: int
+    k: int
+    r: int
+    s: int
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+    box_h: int
+    box_w: int
+
+    @property
+    def out_h(self) -> int:
+        return self.h + 2 * self.padding[0] - self.dilation[0] * (self.r - 1)
+
+    @property
+    def out_w(self) -> int:
+        return self.w + 2 * self.padding[1] - self.dilation[1] * (self.s - 1)
+
+    @property
+    def channel_steps(self) -> int:
+        return math.ceil(self.c / BK)
+
+    @property
+    def blocks_h(self) -> int:
+        return math.ceil(self.out_h / self.box_h)
+
+    @property
+    def blocks_w(self) -> int:
+        return math.ceil(self.out_w / self.box_w)
+
+
+def pixel_box(out_h: int, out_w: int, tile_m: int) -> tuple[int, int]:
+    """The block's `box_h` x `box_w` output pixels (`tile_m` of them, `box_w` a power
+    of 2) that compute the fewest pixels past the image's edge; of those the
+    squarest (the fewest input pixels its taps read), then the wider."""
+    best = None
+    width = 1
+    while width <= tile_m:
+        height = tile_m // width
+        computed = math.ceil(out_h / height) * height * math.ceil(out_w / width) * width
+        key = (computed, height + width)
+        if height <= 256 and width <= 256 and (best is None or key <= best[0]):
+            best = (key, (height, width))
+        width *= 2
+    assert best is not None
+    return best[1]
 
 
 @dataclass(frozen=True)
@@ -80,6 +139,9 @@ class GemmKernel:
     function: str = "matmul"
     names: tuple[str, str, str] = ("A", "B", "C")
     """The host function's names of A, B and C (the epilogue's are its steps')."""
+    conv: ConvGeometry | None = None
+    """A convolution's geometry: A is its input, B its filter, C its output (m, n
+    and k are then its pixels, filters and taps x channels)."""
 
     def problems(self, max_shared: int = 227 * 1024) -> list[str]:
         """What stops this plan, in words (empty: it builds), on a chip that gives a
@@ -105,7 +167,8 @@ class GemmKernel:
                 f"stages={self.stages}: 1 at least, 2 with MMAs in flight (a stage "
                 "is reloaded a step after it is read)"
             )
-        for extent, what in ((self.k, "k"), (self.n, "n")):
+        rows = ((self.conv.c if self.conv else self.k, "k"), (self.n, "n"))
+        for extent, what in rows:
             if extent % 8:
                 why.append(
                     f"{what} = {extent}: TMA needs the rows of {'A' if what == 'k' else 'B'} "
@@ -123,6 +186,8 @@ class GemmKernel:
 
     @property
     def steps(self) -> int:
+        if self.conv:
+            return self.conv.r * self.conv.s * self.conv.channel_steps
         return math.ceil(self.k / BK)
 
     @property
@@ -134,6 +199,10 @@ class GemmKernel:
 
     @property
     def grid(self) -> tuple[int, int, int]:
+        if self.conv:
+            g = self.conv
+            rows = g.n * g.blocks_h * g.blocks_w
+            return (math.ceil(self.n / self.tile_n), rows, 1)
         return (math.ceil(self.n / self.tile_n), math.ceil(self.m / self.tile_m), 1)
 
     @property
@@ -145,6 +214,56 @@ class GemmKernel:
         """The stages' tiles, the f32 output tile, the barriers (and alignment)."""
         stage = (self.tile_m * BK + BK * self.tile_n) * 2
         return self.stages * stage + self.tile_m * self.tile_n * 4 + 1024 + 16 * 8
+
+
+def route_refusal(spec: Spec) -> str | None:
+    """Why `spec` cannot take the wgmma route, in words (None: it can): a matrix
+    product, or a stride-1 ungrouped NHWC/RSCK convolution, of f16 or bf16, whose
+    rows TMA can address (channels and filters multiples of 8)."""
+    if not isinstance(spec, MatmulSpec | ConvSpec):
+        return f"a matrix product or a convolution, not a {spec.kind}"
+    why = []
+    if spec.dtype not in OPERAND_TYPES:
+        why.append(f"f16 or bf16 operands, not {spec.dtype}")
+    if isinstance(spec, MatmulSpec):
+        rows = ((spec.k, "k"), (spec.n, "n"))
+    else:
+        if (spec.layout, spec.filter_layout) != ("nhwc", "rsck"):
+            why.append("an NHWC input and RSCK filters")
+        if spec.stride != (1, 1):
+            why.append(f"stride 1 (this one has {spec.stride[0]},{spec.stride[1]})")
+        if spec.groups != 1:
+            why.append("one group")
+        rows = ((spec.c, "c"), (spec.k, "k"))
+    for extent, what in rows:
+        if extent % 8:
+            why.append(
+                f"{what} a multiple of 8 (TMA's rows 16 bytes apart), not {extent}"
+            )
+    return "; ".join(why) or None
+
+
+def plan_of(
+    spec: Spec,
+    tile: tuple[int, int] = (128, 128),
+    stages: int = 4,
+    schedule: str = "in-flight",
+    function: str = "matmul",
+    names: tuple[str, str, str] = ("A", "B", "C"),
+) -> GemmKernel:
+    """The kernel of `spec` (which `route_refusal` takes) in `tile`s: a product's, or
+    a convolution's with the block's pixels `pixel_box` picks."""
+    conv = None
+    if isinstance(spec, ConvSpec):
+        box_h, box_w = pixel_box(spec.out_h, spec.out_w, tile[0])
+        conv = ConvGeometry(spec.n, spec.h, spec.w, spec.c, spec.k, spec.r, spec.s,
+                            spec.padding, spec.dilation, box_h, box_w)  # fmt: skip
+        m, n, k = spec.n * spec.out_h * spec.out_w, spec.k, spec.r * spec.s * spec.c
+    else:
+        assert isinstance(spec, MatmulSpec)
+        m, n, k = spec.m, spec.n, spec.k
+    return GemmKernel(m, n, k, spec.dtype, spec.dtype, epilogue_steps(spec.epilogue),
+                      tile[0], tile[1], stages, schedule, function, names, conv)  # fmt: skip
 
 
 def gemm_module_text(g: GemmKernel) -> str:
@@ -160,9 +279,16 @@ def gemm_module_text(g: GemmKernel) -> str:
     steps = g.steps
     bytes_per_step = (tm * BK + BK * tn) * 2
     a_name, b_name, c_name = g.names
+    conv = g.conv
+    if conv:
+        box_a = f"memref<1x{conv.box_h}x{conv.box_w}x{BK}x{elt}, 3>"
+        box_b = f"memref<1x1x{BK}x{bn}x{elt}, 3>"
+    else:
+        box_a = f"memref<{tm}x{BK}x{elt}, 3>"
+        box_b = f"memref<{BK}x{bn}x{elt}, 3>"
     types = f"""!barriers = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = {stages}>
-!mapA = !nvgpu.tensormap.descriptor<tensor = memref<{tm}x{BK}x{elt}, 3>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
-!mapB = !nvgpu.tensormap.descriptor<tensor = memref<{BK}x{bn}x{elt}, 3>, swizzle = {_SWIZZLE[bn * 2]}, l2promo = none, oob = zero, interleave = none>
+!mapA = !nvgpu.tensormap.descriptor<tensor = {box_a}, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
+!mapB = !nvgpu.tensormap.descriptor<tensor = {box_b}, swizzle = {_SWIZZLE[bn * 2]}, l2promo = none, oob = zero, interleave = none>
 !descA = !nvgpu.warpgroup.descriptor<tensor = memref<{tm}x{BK}x{elt}, 3>>
 !descB = !nvgpu.warpgroup.descriptor<tensor = memref<{BK}x{tn}x{elt}, 3>>
 !acc = !nvgpu.warpgroup.accumulator<fragmented = vector<{tm}x{tn}xf32>>
@@ -173,8 +299,13 @@ def gemm_module_text(g: GemmKernel) -> str:
 
     def load(step: int, indent: str) -> None:
         s = step % stages
-        body.append(f"""{indent}nvgpu.mbarrier.arrive.expect_tx %bar[%c{s}], %bytes : !barriers
-{indent}nvgpu.tma.async.load %mapA[%k{step}, %row0], %bar[%c{s}] to %sa{s} : !mapA, !barriers -> {tile_a}
+        body.append(
+            f"{indent}nvgpu.mbarrier.arrive.expect_tx %bar[%c{s}], %bytes : !barriers"
+        )
+        if conv:
+            body.append(_conv_loads(g, step, s, bn, indent))
+            return
+        body.append(f"""{indent}nvgpu.tma.async.load %mapA[%k{step}, %row0], %bar[%c{s}] to %sa{s} : !mapA, !barriers -> {tile_a}
 {_b_loads(step, s, tn, bn, elt, indent)}""")
 
     def multiply(step: int, acc: str, indent: str, wait: bool) -> str:
@@ -260,28 +391,43 @@ def gemm_module_text(g: GemmKernel) -> str:
         if g.schedule == "specialized"
         else ""
     )
-    offsets = "\n".join(
-        f"      %k{step} = arith.constant {step * BK} : index" for step in range(steps)
-    )
+    block_position = ""
+    if conv:
+        offsets = ""
+        block_position = "\n" + _conv_prologue(g, stages, bn, elt)
+    else:
+        offsets = "\n".join(
+            f"      %k{step} = arith.constant {step * BK} : index"
+            for step in range(steps)
+        )
     operands = _epilogue_operands(g)
+    a_type, b_type, c_type = _host_types(g)
     host_args = ", ".join(
         [
-            f"%{a_name}: memref<{g.m}x{g.k}x{elt}>",
-            f"%{b_name}: memref<{g.k}x{g.n}x{elt}>",
+            f"%{a_name}: {a_type}",
+            f"%{b_name}: {b_type}",
             *(f"%{name}: {t}" for name, t in operands),
-            f"%{c_name}: memref<{g.m}x{g.n}x{g.out_dtype}>",
+            f"%{c_name}: {c_type}",
         ]
     )
     kernel_args = ", ".join(
         ["%mapA: !mapA", "%mapB: !mapB"]
         + [f"%{name}: {t}" for name, t in operands]
-        + [f"%{c_name}: memref<{g.m}x{g.n}x{g.out_dtype}>"]
+        + [f"%{c_name}: {c_type}"]
     )
     launch_args = ", ".join(
         ["%mapA : !mapA", "%mapB : !mapB"]
         + [f"%{name} : {t}" for name, t in operands]
-        + [f"%{c_name} : memref<{g.m}x{g.n}x{g.out_dtype}>"]
+        + [f"%{c_name} : {c_type}"]
     )
+    if conv:
+        boxes = (
+            f"    %cbh = arith.constant {conv.box_h} : index\n"
+            f"    %cbw = arith.constant {conv.box_w} : index\n"
+        )
+        box_a_sizes, box_b_sizes = "%c1, %cbh, %cbw, %ck", "%c1, %c1, %ck, %cbn"
+    else:
+        boxes, box_a_sizes, box_b_sizes = "", "%ctm, %ck", "%ck, %cbn"
     grid = g.grid
     return f"""{types}
 module attributes {{gpu.container_module}} {{
@@ -293,10 +439,10 @@ module attributes {{gpu.container_module}} {{
     %blocks_x = arith.constant {grid[0]} : index
     %blocks_y = arith.constant {grid[1]} : index
     %threads = arith.constant {g.threads} : index
-    %ua = memref.cast %{a_name} : memref<{g.m}x{g.k}x{elt}> to memref<*x{elt}>
-    %ub = memref.cast %{b_name} : memref<{g.k}x{g.n}x{elt}> to memref<*x{elt}>
-    %mapA = nvgpu.tma.create.descriptor %ua box[%ctm, %ck] : memref<*x{elt}> -> !mapA
-    %mapB = nvgpu.tma.create.descriptor %ub box[%ck, %cbn] : memref<*x{elt}> -> !mapB
+{boxes}    %ua = memref.cast %{a_name} : {a_type} to memref<*x{elt}>
+    %ub = memref.cast %{b_name} : {b_type} to memref<*x{elt}>
+    %mapA = nvgpu.tma.create.descriptor %ua box[{box_a_sizes}] : memref<*x{elt}> -> !mapA
+    %mapB = nvgpu.tma.create.descriptor %ub box[{box_b_sizes}] : memref<*x{elt}> -> !mapB
     gpu.launch_func @kernels::@{g.function}_kernel blocks in (%blocks_x, %blocks_y, %c1) threads in (%threads, %c1, %c1) args({launch_args})
     return
   }}
@@ -318,8 +464,7 @@ module attributes {{gpu.container_module}} {{
       %tid = gpu.thread_id x
       %bx = gpu.block_id x
       %by = gpu.block_id y
-      %row0 = arith.muli %by, %tile_m : index
-      %col0 = arith.muli %bx, %tile_n : index{slab_columns}
+{"" if conv else "      %row0 = arith.muli %by, %tile_m : index" + chr(10)}      %col0 = arith.muli %bx, %tile_n : index{slab_columns}{block_position}
       %first = arith.cmpi eq, %tid, %c0 : index
       %bar = nvgpu.mbarrier.create -> !barriers{empty}
       %zero = nvgpu.warpgroup.mma.init.accumulator -> !acc
@@ -336,16 +481,126 @@ module attributes {{gpu.container_module}} {{
 def _epilogue_operands(g: GemmKernel) -> list[tuple[str, str]]:
     """The epilogue's arrays, in the spec's order: scale and bias one per column of
     C, the residual shaped as C; all of the operands' type."""
+    output = "x".join(map(str, _output_shape(g)))
     return [
         (
             step,
-            f"memref<{g.m}x{g.n}x{g.dtype}>"
+            f"memref<{output}x{g.dtype}>"
             if step == "residual"
             else f"memref<{g.n}x{g.dtype}>",
         )
         for step in g.epilogue
         if step in ("scale", "bias", "residual")
     ]
+
+
+def _output_shape(g: GemmKernel) -> tuple[int, ...]:
+    if g.conv:
+        return (g.conv.n, g.conv.out_h, g.conv.out_w, g.conv.k)
+    return (g.m, g.n)
+
+
+def _host_types(g: GemmKernel) -> tuple[str, str, str]:
+    """The types of A, B and C in the host function (a convolution's input, filter
+    and output)."""
+    e = g.dtype
+    output = "x".join(map(str, _output_shape(g)))
+    if g.conv:
+        c = g.conv
+        return (
+            f"memref<{c.n}x{c.h}x{c.w}x{c.c}x{e}>",
+            f"memref<{c.r}x{c.s}x{c.c}x{c.k}x{e}>",
+            f"memref<{output}x{g.out_dtype}>",
+        )
+    return (
+        f"memref<{g.m}x{g.k}x{e}>",
+        f"memref<{g.k}x{g.n}x{e}>",
+        f"memref<{output}x{g.out_dtype}>",
+    )
+
+
+def _conv_prologue(g: GemmKernel, stages: int, bn: int, elt: str) -> str:
+    """A convolution's kernel prologue: the block's image and first output pixel,
+    the input coordinates of each filter tap, the channel offsets, and the 4-D
+    views of the stages' tiles the boxes land in (the same bytes as the 2-D tiles
+    wgmma reads: a box's pixels are the tile's rows)."""
+    c = g.conv
+    assert c is not None
+    (ph, pw), (dh, dw) = c.padding, c.dilation
+    per_image = c.blocks_h * c.blocks_w
+    lines = [
+        f"      %per_image = arith.constant {per_image} : index",
+        f"      %blocks_w = arith.constant {c.blocks_w} : index",
+        f"      %box_h = arith.constant {c.box_h} : index",
+        f"      %box_w = arith.constant {c.box_w} : index",
+        "      %image = arith.divui %by, %per_image : index",
+        "      %in_image = arith.remui %by, %per_image : index",
+        "      %block_h = arith.divui %in_image, %blocks_w : index",
+        "      %block_w = arith.remui %in_image, %blocks_w : index",
+        "      %oh0 = arith.muli %block_h, %box_h : index",
+        "      %ow0 = arith.muli %block_w, %box_w : index",
+    ]
+    for r in range(c.r):
+        lines += [
+            f"      %dh{r} = arith.constant {r * dh - ph} : index",
+            f"      %ih{r} = arith.addi %oh0, %dh{r} : index",
+            f"      %tap_r{r} = arith.constant {r} : index",
+        ]
+    for t in range(c.s):
+        lines += [
+            f"      %dw{t} = arith.constant {t * dw - pw} : index",
+            f"      %iw{t} = arith.addi %ow0, %dw{t} : index",
+            f"      %tap_s{t} = arith.constant {t} : index",
+        ]
+    lines += [
+        f"      %ch{j} = arith.constant {j * BK} : index"
+        for j in range(c.channel_steps)
+    ]
+    tile_a = f"memref<{g.tile_m}x{BK}x{elt}, 3>"
+    view_a = f"memref<1x{c.box_h}x{c.box_w}x{BK}x{elt}, 3>"
+    tile_b = f"memref<{BK}x{g.tile_n}x{elt}, 3>"
+    for st in range(stages):
+        lines.append(
+            f"      %va{st} = memref.reinterpret_cast %sa{st} to offset: [0], sizes: "
+            f"[1, {c.box_h}, {c.box_w}, {BK}], strides: "
+            f"[{c.box_h * c.box_w * BK}, {c.box_w * BK}, {BK}, 1] : {tile_a} to "
+            f"{view_a}"
+        )
+        for j in range(g.tile_n // bn):
+            at = j * BK * bn
+            layout = f"strided<[{BK * bn}, {BK * bn}, {bn}, 1], offset: {at}>"
+            lines.append(
+                f"      %vb{st}_{j} = memref.reinterpret_cast %sb{st} to offset: "
+                f"[{at}], sizes: [1, 1, {BK}, {bn}], strides: [{BK * bn}, {BK * bn}, "
+                f"{bn}, 1] : {tile_b} to memref<1x1x{BK}x{bn}x{elt}, {layout}, 3>"
+            )
+    return "\n".join(lines)
+
+
+def _conv_loads(g: GemmKernel, step: int, stage: int, bn: int, indent: str) -> str:
+    """A convolution's TMA loads for a step (tap `r`, `s`, channels `j`): the input's
+    box of the block's pixels shifted by the tap, and the filter's box of the tap's
+    channels x the block's columns (slab by slab)."""
+    c = g.conv
+    assert c is not None
+    elt = g.dtype
+    tap, j = divmod(step, c.channel_steps)
+    r, t = divmod(tap, c.s)
+    view_a = f"memref<1x{c.box_h}x{c.box_w}x{BK}x{elt}, 3>"
+    lines = [
+        f"{indent}nvgpu.tma.async.load %mapA[%ch{j}, %iw{t}, %ih{r}, %image], "
+        f"%bar[%c{stage}] to %va{stage} : !mapA, !barriers -> {view_a}"
+    ]
+    for slab in range(g.tile_n // bn):
+        at = slab * BK * bn
+        layout = f"strided<[{BK * bn}, {BK * bn}, {bn}, 1], offset: {at}>"
+        column = "%col0" if slab == 0 else f"%col0_{slab}"
+        lines.append(
+            f"{indent}nvgpu.tma.async.load %mapB[{column}, %ch{j}, %tap_s{t}, "
+            f"%tap_r{r}], %bar[%c{stage}] to %vb{stage}_{slab} : !mapB, !barriers -> "
+            f"memref<1x1x{BK}x{bn}x{elt}, {layout}, 3>"
+        )
+    return "\n".join(lines)
 
 
 def _copy_out(g: GemmKernel) -> str:
@@ -356,12 +611,35 @@ def _copy_out(g: GemmKernel) -> str:
         "      scf.for %e = %tid to %tile_size step %threads {",
         "        %r = arith.divui %e, %tile_n : index",
         "        %c = arith.remui %e, %tile_n : index",
-        "        %gr = arith.addi %row0, %r : index",
         "        %gc = arith.addi %col0, %c : index",
     ]
     indent = "        "
-    guarded = g.m % g.tile_m or g.n % g.tile_n
-    if guarded:
+    conv = g.conv
+    if conv:
+        # the tile's row is a pixel of the block's box_h x box_w
+        lines += [
+            "        %i = arith.divui %r, %box_w : index",
+            "        %j = arith.remui %r, %box_w : index",
+            "        %oh = arith.addi %oh0, %i : index",
+            "        %ow = arith.addi %ow0, %j : index",
+            f"        %out_h = arith.constant {conv.out_h} : index",
+            f"        %out_w = arith.constant {conv.out_w} : index",
+            f"        %n = arith.constant {g.n} : index",
+            "        %in_h = arith.cmpi ult, %oh, %out_h : index",
+            "        %in_w = arith.cmpi ult, %ow, %out_w : index",
+            "        %in_n = arith.cmpi ult, %gc, %n : index",
+            "        %in_hw = arith.andi %in_h, %in_w : i1",
+            "        %inside = arith.andi %in_hw, %in_n : i1",
+            "        scf.if %inside {",
+        ]
+        indent = "          "
+        at = "%image, %oh, %ow, %gc"
+        guarded = True
+    else:
+        lines.append("        %gr = arith.addi %row0, %r : index")
+        at = "%gr, %gc"
+        guarded = bool(g.m % g.tile_m or g.n % g.tile_n)
+    if guarded and not conv:
         lines += [
             f"        %m = arith.constant {g.m} : index",
             f"        %n = arith.constant {g.n} : index",
@@ -371,19 +649,20 @@ def _copy_out(g: GemmKernel) -> str:
             "        scf.if %inside {",
         ]
         indent = "          "
+    output = f"memref<{'x'.join(map(str, _output_shape(g)))}x{out}>"
     lines.append(
         f"{indent}%v = memref.load %tile[%r, %c] : memref<{g.tile_m}x{g.tile_n}xf32, 3>"
     )
     value = "%v"
     for step in g.epilogue:
         if step in ("scale", "bias", "residual"):
-            t, at = (
-                (f"memref<{g.m}x{g.n}x{g.dtype}>", "%gr, %gc")
+            t, where = (
+                (output.replace(f"x{out}>", f"x{g.dtype}>"), at)
                 if step == "residual"
                 else (f"memref<{g.n}x{g.dtype}>", "%gc")
             )
             lines += [
-                f"{indent}%{step}_v = memref.load %{step}[{at}] : {t}",
+                f"{indent}%{step}_v = memref.load %{step}[{where}] : {t}",
                 f"{indent}%{step}_f = arith.extf %{step}_v : {g.dtype} to f32",
                 f"{indent}%{step}_r = arith.{'mulf' if step == 'scale' else 'addf'} "
                 f"{value}, %{step}_f : f32",
@@ -404,9 +683,7 @@ def _copy_out(g: GemmKernel) -> str:
     if out != "f32":
         lines.append(f"{indent}%o = arith.truncf {value} : f32 to {out}")
         value = "%o"
-    lines.append(
-        f"{indent}memref.store {value}, %{c_name}[%gr, %gc] : memref<{g.m}x{g.n}x{out}>"
-    )
+    lines.append(f"{indent}memref.store {value}, %{c_name}[{at}] : {output}")
     if guarded:
         lines.append("        }")
     lines.append("      }")
@@ -479,7 +756,11 @@ def replace_with_kernel(module: ModuleOp, fn: func.FuncOp, plan: GemmKernel) -> 
 __all__ = [
     "BK",
     "SCHEDULES",
+    "ConvGeometry",
     "GemmKernel",
+    "pixel_box",
+    "plan_of",
+    "route_refusal",
     "gemm_module_text",
     "replace_with_kernel",
 ]
