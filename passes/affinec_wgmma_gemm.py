@@ -1,4 +1,4 @@
-"""`affinec-wgmma-gemm`: a naive matrix product as a Hopper kernel — TMA copies into
+"""`affinec-wgmma-gemm`: a naive matrix product (or convolution) as a Hopper kernel — TMA copies into
 swizzled shared tiles, an mbarrier pipeline of `stages`, warpgroup MMA (`wgmma`)
 reading both operands from shared memory, the epilogue fused in the copy-out
 (`affinec/transforms/gpu/wgmma_gemm.py` has the kernel, step by step).
@@ -26,9 +26,15 @@ becomes
       }
     }
 
-The product is recognized by the module's spec (`affinec.spec`, a matrix product
-of f16 or bf16) and the function must be the naive IR of that spec, untouched: the
-pass writes the kernel from the spec, so it refuses anything else. The chip must
+A stride-1 NHWC/RSCK convolution is the same kernel over its taps x channels: a
+block's rows are a box of one image's output pixels, each tap's rows of A one 4-D
+TMA box of the input at the tap's offset (the padding is TMA's zero fill), B a box
+of the tap's filter (`wgmma_gemm.ConvGeometry`).
+
+The contraction is recognized by the module's spec (`affinec.spec`: a matrix
+product or such a convolution, of f16 or bf16; `route_refusal` says what else is
+refused) and the function must be the naive IR of that spec, untouched: the pass
+writes the kernel from the spec, so it refuses anything else. The chip must
 have `wgmma` (`nvvm-attach-target{chip=sm_90a}`). The kernel sums in `wgmma`'s
 order, so `Pipeline.run(check=True)` holds it to the dtype's tolerance. Next:
 `convert-nvgpu-to-nvvm`, `convert-scf-to-cf`, `convert-gpu-to-nvvm`.
@@ -60,8 +66,8 @@ from affinec.transforms.gpu.wgmma_gemm import (
 
 @dataclass(frozen=True)
 class AffinecWgmmaGemm(ModulePass):
-    """Write the naive matrix product of the module's spec as a Hopper kernel
-    (TMA, mbarriers, wgmma)."""
+    """Write the naive matrix product or convolution of the module's spec as a
+    Hopper kernel (TMA, mbarriers, wgmma)."""
 
     name = "affinec-wgmma-gemm"
 

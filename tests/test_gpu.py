@@ -428,6 +428,22 @@ def _hopper() -> bool:
                      filter_layout="rsck", epilogue="bias-relu"),
             {},
         ),
+        (  # tap by tap: each tap's pixels a 4-D TMA box, the padding its zero fill
+            ConvSpec(8, 256, 28, 28, 256, 3, 3, padding=1, dtype="f16",
+                     layout="nhwc", filter_layout="rsck", epilogue="bias-relu"),
+            {},
+        ),
+        (
+            ConvSpec(2, 72, 13, 11, 40, 5, 3, padding=(2, 0), dilation=(1, 2),
+                     dtype="bf16", layout="nhwc", filter_layout="rsck",
+                     epilogue="bias,residual,relu"),
+            {"wgmma_schedule": "specialized"},
+        ),
+        (
+            ConvSpec(1, 16, 7, 7, 24, 3, 3, padding=2, dtype="f16", layout="nhwc",
+                     filter_layout="rsck"),
+            {"wgmma_tile": (64, 32)},
+        ),
     ],
 )  # fmt: skip
 def test_hopper_kernels_match_float64(spec, knobs):

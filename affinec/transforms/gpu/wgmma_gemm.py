@@ -26,6 +26,13 @@ for a stage to be handed back on the stage's `empty` barrier, then loads it), th
 second only multiplies (MMAs in flight) and hands each stage back by arriving on its
 `empty` barrier once the MMAs that read it have finished.
 
+A convolution (`ConvGeometry`: stride 1, NHWC input, RSCK filters) is the same
+kernel over R x S x ceil(C / 64) steps: a block's M rows are `box_h` x `box_w`
+output pixels of one image, and a step's A tile is the 4-D box (1, box_h, box_w,
+64) of the input at the tap's offset (`oh0 + r * dh - ph`, `ow0 + s * dw - pw`),
+its B tile the box (1, 1, 64, columns) of the filter at (r, s): the padding, the
+image's edges and the channels past C are TMA's zero fill.
+
 The edges are TMA's: a box past the end of A or B is filled with zeros (and still
 counts its whole size on the barrier), so m, n and k need not be multiples of the
 tiles; only the copy-out is guarded. TMA needs A's and B's rows 16 bytes apart (k
