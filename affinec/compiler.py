@@ -151,7 +151,10 @@ class CompiledKernel:
                 r.block,
                 r.dynamic_shared_memory,
                 tuple(names.get(a.name, a.name) for a in r.arguments),
-                tuple(_tensor_map(a, by_name) for a in r.arguments),
+                tuple(
+                    _tensor_map(a, by_name, dict(r.tensor_map_shapes))
+                    for a in r.arguments
+                ),
             )
             for r in self.launches
         ]
@@ -310,20 +313,23 @@ class HostParameter:
 
 
 def _tensor_map(
-    argument: KernelArgument, host: dict[str, HostParameter]
+    argument: KernelArgument,
+    host: dict[str, HostParameter],
+    views: dict[str, tuple[int, ...]],
 ) -> TiledTensorMap | None:
     """The tensor map a kernel takes for `argument` (None: a pointer), over the host
     array of its name, as the kernel sees it (a flattened convolution's arrays as
-    the product's matrices: the same bytes)."""
+    the product's matrices, a strided convolution's input as steps and phases of
+    the stride: the same bytes)."""
     if not isinstance(argument.type, TensorMapDescriptorType):
         return None
     array = host[argument.name]
+    shape = views.get(argument.name, array.shape)
+    assert math.prod(shape) == math.prod(array.shape), (shape, array.shape)
     strides = [array.dtype.itemsize]
-    for extent in reversed(array.shape[1:]):
+    for extent in reversed(shape[1:]):
         strides.append(strides[-1] * extent)
-    return tensor_map_of(
-        argument.type, array.shape, tuple(reversed(strides)), array.dtype
-    )
+    return tensor_map_of(argument.type, shape, tuple(reversed(strides)), array.dtype)
 
 
 def host_parameters(module: ModuleOp, host: str) -> list[HostParameter]:

@@ -363,6 +363,9 @@ class LaunchRecord:
     arguments: tuple[KernelArgument, ...]
     outputs: tuple[str, ...] = ()
     """The arguments the kernel writes (the others it only reads)."""
+    tensor_map_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """A tensor-map argument's view of its array where it is not the array's own
+    shape (the same bytes, C-contiguous): (argument, shape)."""
 
     def to_attribute(self) -> DictionaryAttr:
         return DictionaryAttr(
@@ -375,6 +378,18 @@ class LaunchRecord:
                 "arguments": ArrayAttr([StringAttr(a.name) for a in self.arguments]),
                 "argument_types": ArrayAttr([a.type for a in self.arguments]),
                 "outputs": ArrayAttr([StringAttr(n) for n in self.outputs]),
+                **(
+                    {
+                        "tensor_map_shapes": DictionaryAttr(
+                            {
+                                name: DenseArrayBase.from_list(i64, shape)
+                                for name, shape in self.tensor_map_shapes
+                            }
+                        )
+                    }
+                    if self.tensor_map_shapes
+                    else {}
+                ),
             }
         )
 
@@ -396,6 +411,14 @@ class LaunchRecord:
                     KernelArgument(n, t) for n, t in zip(names, types, strict=True)
                 ),
                 outputs=tuple(a.data for a in d["outputs"].data),  # pyright: ignore
+                tensor_map_shapes=tuple(
+                    (name, tuple(shape.get_values()))  # pyright: ignore
+                    for name, shape in (
+                        d["tensor_map_shapes"].data.items()  # pyright: ignore
+                        if "tensor_map_shapes" in d
+                        else ()
+                    )
+                ),
             )
         except (KeyError, AttributeError, TypeError, ValueError) as e:
             raise ValueError(f"malformed '{LAUNCH}' attribute {attr}: {e}") from None

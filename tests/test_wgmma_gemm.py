@@ -52,19 +52,24 @@ def test_the_kernel_computes_the_naive_product_at_every_level(
 
 
 @st.composite
-def stride_one_convolutions(draw) -> ConvSpec:
+def routed_convolutions(draw) -> ConvSpec:
+    """Convolutions the route takes: strided ones on images the stride divides,
+    with a column stride on a multiple of 64 channels."""
     r, s = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    stride = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
     dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
     padding = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
     least_h = dilation[0] * (r - 1) + 1 - 2 * padding[0]
     least_w = dilation[1] * (s - 1) + 1 - 2 * padding[1]
+    sh, sw = stride
+    h = sh * draw(st.integers(max(1, -(-least_h // sh)), 12 // sh))
+    w = sw * draw(st.integers(max(1, -(-least_w // sw)), 12 // sw))
     return ConvSpec(
         n=draw(st.integers(1, 2)),
-        c=draw(st.sampled_from([8, 16, 72])),
-        h=draw(st.integers(max(1, least_h), 12)),
-        w=draw(st.integers(max(1, least_w), 12)),
+        c=draw(st.sampled_from([64, 128] if sw > 1 else [8, 16, 72])),
+        h=h, w=w,
         k=draw(st.sampled_from([8, 24, 40])),
-        r=r, s=s, padding=padding, dilation=dilation,
+        r=r, s=s, stride=stride, padding=padding, dilation=dilation,
         layout="nhwc", filter_layout="rsck",
         dtype=draw(st.sampled_from(["f16", "bf16"])),
         epilogue=draw(st.sampled_from(["none", "bias-relu", "bias,residual,relu"])),
@@ -73,7 +78,7 @@ def stride_one_convolutions(draw) -> ConvSpec:
 
 @settings(max_examples=5, deadline=None)
 @given(
-    spec=stride_one_convolutions(),
+    spec=routed_convolutions(),
     tile=st.sampled_from([(64, 16), (64, 64), (128, 32)]),
     schedule=st.sampled_from(["waited", "in-flight", "specialized"]),
     stages=st.integers(2, 3),
@@ -82,8 +87,8 @@ def test_a_convolution_tap_by_tap_computes_the_naive_one_at_every_level(
     spec, tile, schedule, stages
 ):
     # the block's pixels are a box of the image, each tap's rows one 4-D TMA box
-    # at the tap's offset (the padding TMA's zero fill); the filter's channels past
-    # c are zeros too (a box of 64 over 8 or 16)
+    # at the tap's offset (the padding TMA's zero fill), strided: one 5-D box of a
+    # phase of the stride; the filter's channels past c are zeros too
     module = build(spec)
     config = KernelConfig(
         wgmma=True, wgmma_tile=tile, stages=stages, wgmma_schedule=schedule
@@ -204,6 +209,24 @@ def test_the_runtime_encodes_each_map_once_per_address(monkeypatch):
             ConvSpec(
                 1,
                 64,
+                9,
+                8,
+                64,
+                3,
+                3,
+                stride=2,
+                layout="nhwc",
+                filter_layout="rsck",
+                dtype="f16",
+            ),
+            {},
+            "sm_90a",
+            "an image the stride divides .9x8 by 2,2",
+        ),
+        (
+            ConvSpec(
+                1,
+                32,
                 8,
                 8,
                 64,
@@ -216,7 +239,7 @@ def test_the_runtime_encodes_each_map_once_per_address(monkeypatch):
             ),
             {},
             "sm_90a",
-            "stride 1 .this one has 2,2.",
+            "with a column stride, c a multiple of 64",
         ),
         (
             ConvSpec(
@@ -336,7 +359,7 @@ def test_the_tuner_s_space_on_sm_90a_has_hopper_kernels_that_compile():
     assert any(
         c.wgmma for c in search_space(three, max_candidates=4, arch="sm_90a").configs
     )
-    strided = dataclasses.replace(three, stride=(2, 2))
+    strided = dataclasses.replace(three, h=15, stride=(2, 2))
     assert not any(
         c.wgmma for c in search_space(strided, max_candidates=4, arch="sm_90a").configs
     )
@@ -353,3 +376,21 @@ def test_more_stages_than_steps_of_k_are_cut_with_a_remark():
     # two stages of 128x64 + 64x128 f16 tiles, the 128x128 f32 tile, 2 barriers
     stages = 2 * (128 * 64 + 64 * 128) * 2
     assert compiled.launch.dynamic_shared_memory == stages + 128 * 128 * 4 + 2 * 8
+
+
+def test_a_strided_convolution_s_input_map_is_the_view_of_steps_and_phases():
+    from affinec.dialects.affinec import LaunchRecord
+
+    spec = ConvSpec(
+        n=2, c=64, h=10, w=12, k=40, r=3, s=3, stride=2, padding=1, layout="nhwc",
+        filter_layout="rsck", dtype="f16", epilogue="bias-relu",
+    )  # fmt: skip
+    compiled = compile_to_ptx(spec, arch="sm_90a", wgmma=True, stages=2)
+    record = compiled.launch
+    assert record.tensor_map_shapes == (("input", (2, 5, 2, 6, 128)),)
+    # the record survives its attribute (affinec-opt prints and reads it back)
+    assert LaunchRecord.from_attribute(record.to_attribute()) == record
+    (launch,) = compiled.runtime_kernel().launches
+    a_map = launch.tensor_maps[0]
+    assert a_map.shape == (2, 5, 2, 6, 128) and a_map.box == (1, 8, 1, 16, 64)
+    assert a_map.strides == (15360, 3072, 1536, 256, 2)

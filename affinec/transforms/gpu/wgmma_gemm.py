@@ -26,7 +26,7 @@ for a stage to be handed back on the stage's `empty` barrier, then loads it), th
 second only multiplies (MMAs in flight) and hands each stage back by arriving on its
 `empty` barrier once the MMAs that read it have finished.
 
-A convolution (`ConvGeometry`: stride 1, NHWC input, RSCK filters) is the same
+A convolution (`ConvGeometry`: NHWC input, RSCK filters) is the same
 kernel over R x S x ceil(C / 64) steps: a block's M rows are `box_h` x `box_w`
 output pixels of one image, and a step's A tile is the 4-D box (1, box_h, box_w,
 64) of the input at the tap's offset (`oh0 + r * dh - ph`, `ow0 + s * dw - pw`),
@@ -71,7 +71,7 @@ _SWIZZLE = {128: "swizzle_128b", 64: "swizzle_64b", 32: "swizzle_32b"}
 
 @dataclass(frozen=True)
 class ConvGeometry:
-    """A stride-1 NHWC/RSCK convolution as the kernel sees it: the product of its
+    """An NHWC/RSCK convolution as the kernel sees it: the product of its
     output pixels (M) by its filters (K) over its taps x channels, each tap's rows of
     A one 4-D TMA box of the input (`box_h` x `box_w` pixels of one image x 64
     channels) at the tap's offset — out of the image (the padding) TMA fills zeros —
@@ -88,14 +88,39 @@ class ConvGeometry:
     dilation: tuple[int, int]
     box_h: int
     box_w: int
+    stride: tuple[int, int] = (1, 1)
+    """With a stride, the input is seen as (N, H / sh, sh, W / sw, sw x C): an input
+    pixel's row and column split into a step of the stride and a phase within it,
+    the column's phase merged with the channels. Each tap then reads one phase: a
+    box of consecutive steps, as at stride 1 (`strided_input_shape`)."""
 
     @property
     def out_h(self) -> int:
-        return self.h + 2 * self.padding[0] - self.dilation[0] * (self.r - 1)
+        span = self.dilation[0] * (self.r - 1) + 1
+        return (self.h + 2 * self.padding[0] - span) // self.stride[0] + 1
 
     @property
     def out_w(self) -> int:
-        return self.w + 2 * self.padding[1] - self.dilation[1] * (self.s - 1)
+        span = self.dilation[1] * (self.s - 1) + 1
+        return (self.w + 2 * self.padding[1] - span) // self.stride[1] + 1
+
+    @property
+    def strided(self) -> bool:
+        return self.stride != (1, 1)
+
+    @property
+    def strided_input_shape(self) -> tuple[int, ...]:
+        """The input as the strided boxes see it: (N, H / sh, sh, W / sw, sw x C)."""
+        sh, sw = self.stride
+        return (self.n, self.h // sh, sh, self.w // sw, sw * self.c)
+
+    def tap_offsets(self, r: int, t: int) -> tuple[int, int, int, int]:
+        """Where tap (r, t) reads, relative to the block's first output pixel: the
+        row's step and phase, the column's step and phase (phase 0, step = the
+        offset at stride 1)."""
+        (sh, sw), (ph, pw), (dh, dw) = self.stride, self.padding, self.dilation
+        row, column = r * dh - ph, t * dw - pw
+        return (row // sh, row % sh, column // sw, column % sw)
 
     @property
     def channel_steps(self) -> int:
@@ -225,8 +250,9 @@ class GemmKernel:
 
 def route_refusal(spec: Spec) -> str | None:
     """Why `spec` cannot take the wgmma route, in words (None: it can): a matrix
-    product, or a stride-1 ungrouped NHWC/RSCK convolution, of f16 or bf16, whose
-    rows TMA can address (channels and filters multiples of 8)."""
+    product, or an ungrouped NHWC/RSCK convolution (strided: an image the stride
+    divides, and with a column stride a multiple of 64 channels), of f16 or bf16,
+    whose rows TMA can address (channels and filters multiples of 8)."""
     if not isinstance(spec, MatmulSpec | ConvSpec):
         return f"a matrix product or a convolution, not a {spec.kind}"
     why = []
@@ -237,8 +263,17 @@ def route_refusal(spec: Spec) -> str | None:
     else:
         if (spec.layout, spec.filter_layout) != ("nhwc", "rsck"):
             why.append("an NHWC input and RSCK filters")
-        if spec.stride != (1, 1):
-            why.append(f"stride 1 (this one has {spec.stride[0]},{spec.stride[1]})")
+        sh, sw = spec.stride
+        if spec.h % sh or spec.w % sw:
+            why.append(
+                f"an image the stride divides ({spec.h}x{spec.w} by {sh},{sw}: the "
+                "strided boxes see the input as steps of the stride)"
+            )
+        if sw > 1 and spec.c % BK:
+            why.append(
+                f"with a column stride, c a multiple of {BK} (a box of channels "
+                f"within one phase of the column), not {spec.c}"
+            )
         if spec.groups != 1:
             why.append("one group")
         rows = ((spec.c, "c"), (spec.k, "k"))
@@ -264,7 +299,8 @@ def plan_of(
     if isinstance(spec, ConvSpec):
         box_h, box_w = pixel_box(spec.out_h, spec.out_w, tile[0])
         conv = ConvGeometry(spec.n, spec.h, spec.w, spec.c, spec.k, spec.r, spec.s,
-                            spec.padding, spec.dilation, box_h, box_w)  # fmt: skip
+                            spec.padding, spec.dilation, box_h, box_w,
+                            spec.stride)  # fmt: skip
         m, n, k = spec.n * spec.out_h * spec.out_w, spec.k, spec.r * spec.s * spec.c
     else:
         assert isinstance(spec, MatmulSpec)
@@ -288,7 +324,7 @@ def gemm_module_text(g: GemmKernel) -> str:
     a_name, b_name, c_name = g.names
     conv = g.conv
     if conv:
-        box_a = f"memref<1x{conv.box_h}x{conv.box_w}x{BK}x{elt}, 3>"
+        box_a = _input_box(conv, elt)
         box_b = f"memref<1x1x{BK}x{bn}x{elt}, 3>"
     else:
         box_a = f"memref<{tm}x{BK}x{elt}, 3>"
@@ -427,12 +463,22 @@ def gemm_module_text(g: GemmKernel) -> str:
         + [f"%{name} : {t}" for name, t in operands]
         + [f"%{c_name} : {c_type}"]
     )
+    a_value, a_view = f"%{a_name}", a_type
     if conv:
         boxes = (
             f"    %cbh = arith.constant {conv.box_h} : index\n"
             f"    %cbw = arith.constant {conv.box_w} : index\n"
         )
         box_a_sizes, box_b_sizes = "%c1, %cbh, %cbw, %ck", "%c1, %c1, %ck, %cbn"
+        if conv.strided:
+            shape = conv.strided_input_shape
+            a_view = f"memref<{'x'.join(map(str, shape))}x{elt}>"
+            strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
+            boxes += (
+                f"    %strided = memref.reinterpret_cast %{a_name} to offset: [0], "
+                f"sizes: {list(shape)}, strides: {strides} : {a_type} to {a_view}\n"
+            )
+            a_value, box_a_sizes = "%strided", "%c1, %cbh, %c1, %cbw, %ck"
     else:
         boxes, box_a_sizes, box_b_sizes = "", "%ctm, %ck", "%ck, %cbn"
     grid = g.grid
@@ -446,7 +492,7 @@ module attributes {{gpu.container_module}} {{
     %blocks_x = arith.constant {grid[0]} : index
     %blocks_y = arith.constant {grid[1]} : index
     %threads = arith.constant {g.threads} : index
-{boxes}    %ua = memref.cast %{a_name} : {a_type} to memref<*x{elt}>
+{boxes}    %ua = memref.cast {a_value} : {a_view} to memref<*x{elt}>
     %ub = memref.cast %{b_name} : {b_type} to memref<*x{elt}>
     %mapA = nvgpu.tma.create.descriptor %ua box[{box_a_sizes}] : memref<*x{elt}> -> !mapA
     %mapB = nvgpu.tma.create.descriptor %ub box[{box_b_sizes}] : memref<*x{elt}> -> !mapB
@@ -533,7 +579,6 @@ def _conv_prologue(g: GemmKernel, stages: int, bn: int, elt: str) -> str:
     wgmma reads: a box's pixels are the tile's rows)."""
     c = g.conv
     assert c is not None
-    (ph, pw), (dh, dw) = c.padding, c.dilation
     per_image = c.blocks_h * c.blocks_w
     lines = [
         f"      %per_image = arith.constant {per_image} : index",
@@ -548,30 +593,39 @@ def _conv_prologue(g: GemmKernel, stages: int, bn: int, elt: str) -> str:
         "      %ow0 = arith.muli %block_w, %box_w : index",
     ]
     for r in range(c.r):
+        step, phase, _, _ = c.tap_offsets(r, 0)
         lines += [
-            f"      %dh{r} = arith.constant {r * dh - ph} : index",
+            f"      %dh{r} = arith.constant {step} : index",
             f"      %ih{r} = arith.addi %oh0, %dh{r} : index",
             f"      %tap_r{r} = arith.constant {r} : index",
+            f"      %phase_h{r} = arith.constant {phase} : index",
         ]
     for t in range(c.s):
+        _, _, step, phase = c.tap_offsets(0, t)
         lines += [
-            f"      %dw{t} = arith.constant {t * dw - pw} : index",
+            f"      %dw{t} = arith.constant {step} : index",
             f"      %iw{t} = arith.addi %ow0, %dw{t} : index",
             f"      %tap_s{t} = arith.constant {t} : index",
         ]
+        if c.strided:  # the column's phase picks its channels in the last dimension
+            lines += [
+                f"      %ch{t}_{j} = arith.constant {phase * c.c + j * BK} : index"
+                for j in range(c.channel_steps)
+            ]
     lines += [
         f"      %ch{j} = arith.constant {j * BK} : index"
         for j in range(c.channel_steps)
     ]
     tile_a = f"memref<{g.tile_m}x{BK}x{elt}, 3>"
-    view_a = f"memref<1x{c.box_h}x{c.box_w}x{BK}x{elt}, 3>"
+    view_a = _input_box(c, elt)
+    box_sizes = ([1, c.box_h, 1, c.box_w, BK] if c.strided
+                 else [1, c.box_h, c.box_w, BK])  # fmt: skip
+    box_strides = [math.prod(box_sizes[d + 1 :]) for d in range(len(box_sizes))]
     tile_b = f"memref<{BK}x{g.tile_n}x{elt}, 3>"
     for st in range(stages):
         lines.append(
             f"      %va{st} = memref.reinterpret_cast %sa{st} to offset: [0], sizes: "
-            f"[1, {c.box_h}, {c.box_w}, {BK}], strides: "
-            f"[{c.box_h * c.box_w * BK}, {c.box_w * BK}, {BK}, 1] : {tile_a} to "
-            f"{view_a}"
+            f"{box_sizes}, strides: {box_strides} : {tile_a} to {view_a}"
         )
         for j in range(g.tile_n // bn):
             at = j * BK * bn
@@ -584,6 +638,14 @@ def _conv_prologue(g: GemmKernel, stages: int, bn: int, elt: str) -> str:
     return "\n".join(lines)
 
 
+def _input_box(c: ConvGeometry, elt: str) -> str:
+    """The shared view a tap's box of the input lands in: (1, box_h, box_w, 64), or
+    strided (1, box_h, 1, box_w, 64): one phase of the row."""
+    if c.strided:
+        return f"memref<1x{c.box_h}x1x{c.box_w}x{BK}x{elt}, 3>"
+    return f"memref<1x{c.box_h}x{c.box_w}x{BK}x{elt}, 3>"
+
+
 def _conv_loads(g: GemmKernel, step: int, stage: int, bn: int, indent: str) -> str:
     """A convolution's TMA loads for a step (tap `r`, `s`, channels `j`): the input's
     box of the block's pixels shifted by the tap, and the filter's box of the tap's
@@ -593,10 +655,15 @@ def _conv_loads(g: GemmKernel, step: int, stage: int, bn: int, indent: str) -> s
     elt = g.dtype
     tap, j = divmod(step, c.channel_steps)
     r, t = divmod(tap, c.s)
-    view_a = f"memref<1x{c.box_h}x{c.box_w}x{BK}x{elt}, 3>"
+    view_a = _input_box(c, elt)
+    at = (
+        f"%ch{t}_{j}, %iw{t}, %phase_h{r}, %ih{r}, %image"
+        if c.strided
+        else f"%ch{j}, %iw{t}, %ih{r}, %image"
+    )
     lines = [
-        f"{indent}nvgpu.tma.async.load %mapA[%ch{j}, %iw{t}, %ih{r}, %image], "
-        f"%bar[%c{stage}] to %va{stage} : !mapA, !barriers -> {view_a}"
+        f"{indent}nvgpu.tma.async.load %mapA[{at}], %bar[%c{stage}] to %va{stage} : "
+        f"!mapA, !barriers -> {view_a}"
     ]
     for slab in range(g.tile_n // bn):
         at = slab * BK * bn
@@ -748,6 +815,11 @@ def replace_with_kernel(module: ModuleOp, fn: func.FuncOp, plan: GemmKernel) -> 
         dynamic_shared_memory=0,
         arguments=tuple(arguments),
         outputs=(names[-1],),
+        tensor_map_shapes=(
+            ((names[0], plan.conv.strided_input_shape),)
+            if plan.conv and plan.conv.strided
+            else ()
+        ),
     )
     kernel.attributes[LAUNCH] = record.to_attribute()
     assert launch.kernel_name == kernel.sym_name.data
