@@ -663,7 +663,7 @@ WGMMA_TILES = ((128, 128), (128, 64), (64, 64))
 
 def wgmma_config_for(spec: Spec, arch: str = "sm_90a") -> KernelConfig:
     """Hopper's kernel for a product or a convolution of f16 or bf16 on `arch` (a 1x1
-    convolution through its flattened pixels, other stride-1 NHWC ones tap by tap):
+    convolution through its flattened pixels, other NHWC ones tap by tap):
     the largest tile of `WGMMA_TILES` that still gives every multiprocessor a block,
     4 stages (3 for the widest tile over at most 2 steps of K), MMAs in flight. A
     first rule, not yet measured; a ValueError naming what stops the spec or the

@@ -26,10 +26,11 @@ becomes
       }
     }
 
-A stride-1 NHWC/RSCK convolution is the same kernel over its taps x channels: a
-block's rows are a box of one image's output pixels, each tap's rows of A one 4-D
-TMA box of the input at the tap's offset (the padding is TMA's zero fill), B a box
-of the tap's filter (`wgmma_gemm.ConvGeometry`).
+An NHWC/RSCK convolution is the same kernel over its taps x channels: a block's
+rows are a box of one image's output pixels, each tap's rows of A one 4-D TMA box
+of the input at the tap's offset (the padding is TMA's zero fill; with a stride,
+one 5-D box of a phase of the stride in the input seen as steps and phases), B a
+box of the tap's filter (`wgmma_gemm.ConvGeometry`).
 
 The contraction is recognized by the module's spec (`affinec.spec`: a matrix
 product or such a convolution, of f16 or bf16; `route_refusal` says what else is

@@ -444,6 +444,16 @@ def _hopper() -> bool:
                      filter_layout="rsck"),
             {"wgmma_tile": (64, 32)},
         ),
+        (  # strided: each tap's box one phase of the stride
+            ConvSpec(8, 256, 28, 28, 512, 3, 3, stride=2, padding=1, dtype="f16",
+                     layout="nhwc", filter_layout="rsck", epilogue="bias-relu"),
+            {},
+        ),
+        (
+            ConvSpec(4, 512, 28, 28, 1024, 1, 1, stride=2, dtype="bf16",
+                     layout="nhwc", filter_layout="rsck"),
+            {},
+        ),
     ],
 )  # fmt: skip
 def test_hopper_kernels_match_float64(spec, knobs):

@@ -31,7 +31,9 @@ kernel over R x S x ceil(C / 64) steps: a block's M rows are `box_h` x `box_w`
 output pixels of one image, and a step's A tile is the 4-D box (1, box_h, box_w,
 64) of the input at the tap's offset (`oh0 + r * dh - ph`, `ow0 + s * dw - pw`),
 its B tile the box (1, 1, 64, columns) of the filter at (r, s): the padding, the
-image's edges and the channels past C are TMA's zero fill.
+image's edges and the channels past C are TMA's zero fill. With a stride the input
+is seen as (N, H / sh, sh, W / sw, sw x C) and a tap reads one phase of it, a 5-D
+box of consecutive steps (the same bytes: a reshape, no element strides).
 
 The edges are TMA's: a box past the end of A or B is filled with zeros (and still
 counts its whole size on the barrier), so m, n and k need not be multiples of the
