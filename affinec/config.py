@@ -677,7 +677,7 @@ def wgmma_config_for(spec: Spec, arch: str = "sm_90a") -> KernelConfig:
     routed = flattened_spec(spec) if flatten else spec
     why = route_refusal(routed)
     if why is not None:
-        raise ValueError(f"wgmma takes {why} ({spec.to_text()})")
+        raise ValueError(f"the wgmma route needs {why} ({spec.to_text()})")
     for tile in WGMMA_TILES:
         plan = plan_of(routed, tile)
         if plan.grid[0] * plan.grid[1] >= MULTIPROCESSORS:

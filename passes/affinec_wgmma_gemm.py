@@ -109,7 +109,7 @@ class AffinecWgmmaGemm(ModulePass):
         spec = required_spec(op, self.name)
         why = route_refusal(spec)
         if why is not None:
-            raise PassError(op, f"{self.name} takes {why} ({spec.to_text()})")
+            raise PassError(op, f"{self.name} needs {why} ({spec.to_text()})")
         (expected,) = (
             o for o in build(spec).body.block.ops if isinstance(o, func.FuncOp)
         )

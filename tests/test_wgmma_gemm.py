@@ -203,7 +203,7 @@ def test_the_runtime_encodes_each_map_once_per_address(monkeypatch):
             ConvSpec(1, 64, 8, 8, 64, 3, 3, dtype="f16"),
             {},
             "sm_90a",
-            "takes an NHWC input and RSCK filters",
+            "needs an NHWC input and RSCK filters",
         ),
         (
             ConvSpec(
@@ -239,7 +239,7 @@ def test_the_runtime_encodes_each_map_once_per_address(monkeypatch):
             ),
             {},
             "sm_90a",
-            "with a column stride, c a multiple of 64",
+            "c a multiple of 64 with a column stride",
         ),
         (
             ConvSpec(

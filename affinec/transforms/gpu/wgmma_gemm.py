@@ -251,7 +251,7 @@ class GemmKernel:
 
 
 def route_refusal(spec: Spec) -> str | None:
-    """Why `spec` cannot take the wgmma route, in words (None: it can): a matrix
+    """What `spec` lacks for the wgmma route, in words (None: it takes it): a matrix
     product, or an ungrouped NHWC/RSCK convolution (strided: an image the stride
     divides, and with a column stride a multiple of 64 channels), of f16 or bf16,
     whose rows TMA can address (channels and filters multiples of 8)."""
@@ -273,7 +273,7 @@ def route_refusal(spec: Spec) -> str | None:
             )
         if sw > 1 and spec.c % BK:
             why.append(
-                f"with a column stride, c a multiple of {BK} (a box of channels "
+                f"c a multiple of {BK} with a column stride (a box of channels "
                 f"within one phase of the column), not {spec.c}"
             )
         if spec.groups != 1:
