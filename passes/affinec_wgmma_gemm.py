@@ -130,17 +130,16 @@ class AffinecWgmmaGemm(ModulePass):
             names=(a or "A", b or "B", c or "C"),
         )
         used = plan.stages_in_flight
+        why = replace(plan, stages=used).problems(target.max_shared_per_block)
+        if why:
+            raise PassError(fn, f"{self.name}: " + "; ".join(why))
         if used < plan.stages:
             remark(
                 fn,
                 f"{plan.stages} stages asked for {plan.steps} steps of K: {used} "
                 "(no more can be in flight)",
             )
-            plan = replace(plan, stages=used)
-        why = plan.problems(target.max_shared_per_block)
-        if why:
-            raise PassError(fn, f"{self.name}: " + "; ".join(why))
-        replace_with_kernel(op, fn, plan)
+        replace_with_kernel(op, fn, replace(plan, stages=used))
 
 
 def _same_function(fn: func.FuncOp, expected: func.FuncOp) -> bool:

@@ -191,7 +191,12 @@ def test_the_runtime_encodes_each_map_once_per_address(monkeypatch):
             "sm_90a",
             "more accumulators than one warpgroup",
         ),
-        (MatmulSpec(64, 64, 64, "f16"), {"wgmma_tile": (32, 64)}, "sm_90a", "tile_m"),
+        (
+            MatmulSpec(64, 64, 64, "f16"),
+            {"wgmma_tile": (32, 64)},
+            "sm_90a",
+            "64 or 128 rows, not 32",
+        ),
         (MatmulSpec(64, 64, 64, "f16"), {"stages": 1}, "sm_90a", "2 with MMAs"),
         (
             MatmulSpec(64, 64, 1024, "f16"),

@@ -186,9 +186,9 @@ class GemmKernel:
         if self.out_dtype not in (*OPERAND_TYPES, "f32"):
             why.append(f"an output of f16, bf16 or f32, not {self.out_dtype}")
         if self.tile_m not in TILE_M:
-            why.append(f"tile_m is one of {TILE_M}, not {self.tile_m}")
+            why.append(f"a tile of 64 or 128 rows, not {self.tile_m}")
         if self.tile_n not in TILE_N:
-            why.append(f"tile_n is one of {TILE_N}, not {self.tile_n}")
+            why.append(f"a tile of 16, 32, 64, 128 or 256 columns, not {self.tile_n}")
         if self.tile_m * self.tile_n > 128 * 128:
             why.append(
                 f"a {self.tile_m}x{self.tile_n} tile is more accumulators than one "
@@ -226,10 +226,10 @@ class GemmKernel:
 
     @property
     def stages_in_flight(self) -> int:
-        """The stages the pipeline can use: no more than the steps of K (2 at least
-        with MMAs in flight), as many as asked otherwise."""
+        """The stages the pipeline can use: those asked, but no more than the steps
+        of K (or 2, with MMAs in flight)."""
         least = 1 if self.schedule == "waited" else 2
-        return max(min(self.stages, self.steps), least) if self.stages >= 1 else 1
+        return min(self.stages, max(self.steps, least))
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -256,7 +256,7 @@ def route_refusal(spec: Spec) -> str | None:
     divides, and with a column stride a multiple of 64 channels), of f16 or bf16,
     whose rows TMA can address (channels and filters multiples of 8)."""
     if not isinstance(spec, MatmulSpec | ConvSpec):
-        return f"a matrix product or a convolution, not a {spec.kind}"
+        return f"a matrix product or a convolution, not an {spec.kind} product"
     why = []
     if spec.dtype not in OPERAND_TYPES:
         why.append(f"f16 or bf16 operands, not {spec.dtype}")

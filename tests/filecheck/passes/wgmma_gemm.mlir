@@ -58,4 +58,4 @@ builtin.module attributes {affinec.spec = "matmul m=100 n=64 k=128 dtype=f16 epi
 
 // SM90:       error: {{.*}}affinec-wgmma-gemm writes wgmma, which sm_90 does not have: nvvm-attach-target{chip=sm_90a} first
 
-// TILE:       error: {{.*}}tile_n is one of (16, 32, 64, 128, 256), not 512
+// TILE:       error: {{.*}}a tile of 16, 32, 64, 128 or 256 columns, not 512
