@@ -338,11 +338,17 @@ def write_json(path: str, rows: list[Row], extra: dict[str, Any]) -> None:
 
 
 def run_benchmarks(
-    only: list[str] | None, dtypes: list[str], layout: str, json_path: str | None
+    only: list[str] | None,
+    dtypes: list[str],
+    layout: str,
+    json_path: str | None,
+    wgmma: bool = False,
 ) -> int:
     """Run, print the table, write JSON; exit code 1 if any kernel was wrong. The
     dtype `tf32` is f32 storage on the tensor cores (`config_for(spec, tf32=True)`),
-    against cuDNN's TF32."""
+    against cuDNN's TF32. With `wgmma`, the convolutions the wgmma route takes are
+    compiled on it for sm_90a (`config_for(spec, wgmma=True)`), the others as
+    without."""
     from affinec.compiler import compile_to_ptx
     from affinec.runtime import current_arch, require_gpu
 
@@ -362,6 +368,13 @@ def run_benchmarks(
                 if tf32
                 else None
             )
+            if wgmma and not tf32:
+                try:
+                    config = config_for(stored, arch="sm_90a", wgmma=True)
+                except ValueError as e:
+                    print(f"{name} {dtype}: not on the wgmma route: {e}", flush=True)
+                else:
+                    compiled = compile_to_ptx(stored, config, arch="sm_90a")
             rows.append(bench_conv(name, stored, compiled=compiled))
             print(format_table(rows[-1:]).splitlines()[-1], flush=True)
     info = device_description()

@@ -251,7 +251,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """The five benchmark convolutions against cuDNN (see affinec.benchmark)."""
     from affinec.benchmark import run_benchmarks
 
-    return run_benchmarks(args.only, args.dtype, args.layout, args.json)
+    return run_benchmarks(args.only, args.dtype, args.layout, args.json, args.wgmma)
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
@@ -274,6 +274,12 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("nhwc", "nchw"),
         default="nhwc",
         help="our kernel's layout (cuDNN always gets channels_last)",
+    )
+    parser.add_argument(
+        "--wgmma",
+        action="store_true",
+        help="compile the convolutions the wgmma route takes on it, for sm_90a "
+        "(an H100: TMA, mbarriers, warpgroup MMA)",
     )
     parser.add_argument("--json", help="also write the results to this JSON file")
 

@@ -664,7 +664,9 @@ WGMMA_TILES = ((128, 128), (128, 64), (64, 64))
 def wgmma_config_for(spec: Spec, arch: str = "sm_90a") -> KernelConfig:
     """Hopper's kernel for a product or a convolution of f16 or bf16 on `arch` (a 1x1
     convolution through its flattened pixels, other NHWC ones tap by tap):
-    the largest tile of `WGMMA_TILES` that still gives every multiprocessor a block,
+    of the tiles of `WGMMA_TILES` that compute at most a quarter more columns than
+    there are (or the fewest), the largest that still gives every multiprocessor a
+    block,
     4 stages (3 for the widest tile over at most 2 steps of K), MMAs in flight. A
     first rule, not yet measured; a ValueError naming what stops the spec or the
     chip."""
@@ -678,7 +680,14 @@ def wgmma_config_for(spec: Spec, arch: str = "sm_90a") -> KernelConfig:
     why = route_refusal(routed)
     if why is not None:
         raise ValueError(f"the wgmma route needs {why} ({spec.to_text()})")
-    for tile in WGMMA_TILES:
+    columns = plan_of(routed, WGMMA_TILES[0]).n
+
+    def wasted(tile: tuple[int, int]) -> float:  # columns computed over those kept
+        return math.ceil(columns / tile[1]) * tile[1] / columns
+
+    least = min(wasted(t) for t in WGMMA_TILES)
+    tiles = [t for t in WGMMA_TILES if wasted(t) <= max(1.25, least)]
+    for tile in tiles:
         plan = plan_of(routed, tile)
         if plan.grid[0] * plan.grid[1] >= MULTIPROCESSORS:
             break

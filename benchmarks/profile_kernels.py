@@ -4,6 +4,7 @@ Compute, which reports what limits each kernel).
 
     ncu --section SpeedOfLight -k regex:^conv_kernel python benchmarks/profile_kernels.py
     python benchmarks/profile_kernels.py --dtype f16 --only conv3x3-128
+    python benchmarks/profile_kernels.py --dtype f16 --wgmma   # Hopper's route, sm_90a
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 
 from affinec.benchmark import DESIGN_CONVOLUTIONS, with_format
 from affinec.compiler import compile_to_ptx
+from affinec.config import config_for
 from affinec.reference import poisoned_output, random_inputs
 from affinec.runtime import current_arch
 from affinec.spec import DTYPES
@@ -23,6 +25,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtype", nargs="+", choices=DTYPES, default=["f32", "f16"])
     parser.add_argument("--only", nargs="+", choices=list(DESIGN_CONVOLUTIONS))
+    parser.add_argument(
+        "--wgmma",
+        action="store_true",
+        help="the wgmma route for sm_90a (config_for(spec, wgmma=True)) where the "
+        "convolution takes it",
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     for name, spec in DESIGN_CONVOLUTIONS.items():
@@ -30,7 +38,15 @@ def main() -> None:
             continue
         for dtype in args.dtype:
             s = with_format(spec, dtype)
-            compiled = compile_to_ptx(s, arch=current_arch())
+            if args.wgmma:
+                try:
+                    config = config_for(s, arch="sm_90a", wgmma=True)
+                except ValueError as e:
+                    print(f"{name} {dtype}: not on the wgmma route: {e}", flush=True)
+                    continue
+                compiled = compile_to_ptx(s, config, arch="sm_90a")
+            else:
+                compiled = compile_to_ptx(s, arch=current_arch())
             kernel = compiled.runtime_kernel()
             print(f"{name} {dtype}: {compiled.config.describe()}", flush=True)
             kernel(*random_inputs(s, rng), poisoned_output(s))

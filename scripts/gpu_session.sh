@@ -24,7 +24,9 @@
 #             (affinec.hopper_matmul) and the spec route (affinec-wgmma-gemm through
 #             the runtime) checked against float64, HGMMA in the SASS, timed against
 #             cuBLAS; compute-sanitizer memcheck and racecheck on the smallest of
-#             each; ResNet-50's 1x1 layers on the route against cuDNN
+#             each; the five benchmark convolutions and ResNet-50 and VGG-16 on
+#             the route against cuDNN; ncu on
+#             the five benchmark convolutions' wgmma kernels
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/affinec-gpu}
@@ -133,9 +135,18 @@ step_hopper() {
       --reps 1 --only 0 --spec-only 0
     tail -3 "$OUT/hopper-$tool.log"
   done
-  run hopper-networks 900 $PY benchmarks/networks.py --network resnet50 --batch 1 32 \
-    --wgmma --json "$OUT/hopper_networks.json"
+  run hopper-bench 600 $PY -m affinec bench --dtype f16 bf16 --wgmma \
+    --json "$OUT/hopper_bench.json"
+  tail -9 "$OUT/hopper-bench.log"
+  run hopper-networks 900 $PY benchmarks/networks.py --network resnet50 vgg16 \
+    --batch 1 32 --wgmma --json "$OUT/hopper_networks.json"
   tail -5 "$OUT/hopper-networks.log"
+  run hopper-profile 300 ncu --clock-control none --section SpeedOfLight \
+    --section Occupancy --section LaunchStats --section WarpStateStats \
+    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+    -k regex:conv_kernel $PY benchmarks/profile_kernels.py --dtype f16 bf16 --wgmma
+  grep -E "wgmma|Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Thr|Memory Thr|L2 Cache Thr|Block Limit Sh" \
+    "$OUT/hopper-profile.log" | head -80
 }
 
 steps=("$@")
