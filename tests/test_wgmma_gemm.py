@@ -17,7 +17,12 @@ from affinec.frontend import build
 from affinec.pipeline import Pipeline
 from affinec.pipelines import wgmma_passes
 from affinec.spec import ConvSpec, MatmulSpec
-from affinec.transforms.gpu.wgmma_gemm import GemmKernel, gemm_module_text, pixel_box
+from affinec.transforms.gpu.wgmma_gemm import (
+    SCHEDULES,
+    GemmKernel,
+    gemm_module_text,
+    pixel_box,
+)
 
 TARGET = "nvvm-attach-target{chip=sm_90a}"
 
@@ -37,7 +42,7 @@ def _checked(spec: MatmulSpec, config: KernelConfig) -> None:
     dtype=st.sampled_from(["f16", "bf16"]),
     epilogue=st.sampled_from(["none", "bias-relu", "scale,bias,residual,relu6"]),
     tile=st.sampled_from([(64, 16), (64, 64), (128, 32), (64, 128)]),
-    schedule=st.sampled_from(["waited", "in-flight", "specialized"]),
+    schedule=st.sampled_from(SCHEDULES),
     stages=st.integers(2, 4),
 )
 def test_the_kernel_computes_the_naive_product_at_every_level(
@@ -45,6 +50,8 @@ def test_the_kernel_computes_the_naive_product_at_every_level(
 ):
     # edges: m, n and k need not be multiples of the tiles (TMA fills with zeros)
     spec = MatmulSpec(m, n, k, dtype, epilogue)
+    if schedule == "cooperative":  # two consumers of 64 rows each
+        tile = (128, tile[1])
     config = KernelConfig(
         wgmma=True, wgmma_tile=tile, stages=stages, wgmma_schedule=schedule
     )
@@ -80,12 +87,14 @@ def routed_convolutions(draw) -> ConvSpec:
 @given(
     spec=routed_convolutions(),
     tile=st.sampled_from([(64, 16), (64, 64), (128, 32)]),
-    schedule=st.sampled_from(["waited", "in-flight", "specialized"]),
+    schedule=st.sampled_from(SCHEDULES),
     stages=st.integers(2, 3),
 )
 def test_a_convolution_tap_by_tap_computes_the_naive_one_at_every_level(
     spec, tile, schedule, stages
 ):
+    if schedule == "cooperative":  # two consumers, each its part of the pixels
+        tile = (128, tile[1])
     # the block's pixels are a box of the image, each tap's rows one 4-D TMA box
     # at the tap's offset (the padding TMA's zero fill), strided: one 5-D box of a
     # phase of the stride; the filter's channels past c are zeros too
@@ -103,6 +112,52 @@ def test_the_block_s_pixels_are_the_box_with_the_least_waste():
     assert pixel_box(7, 7, 64) == (8, 8)
     assert pixel_box(56, 56, 128) == (8, 16)
     assert pixel_box(1, 300, 64) == (1, 64)
+
+
+def test_the_cooperative_schedule_takes_128x256_tiles_without_spilling():
+    # two consumer warpgroups of 64 x 256 accumulators each (one would spill)
+    spec = MatmulSpec(130, 264, 200, "bf16", "scale,bias,residual,relu6")
+    config = KernelConfig(
+        wgmma=True, wgmma_tile=(128, 256), stages=2, wgmma_schedule="cooperative"
+    )
+    _checked(spec, config)
+    compiled = compile_to_ptx(spec, config, arch="sm_90a")
+    resources = compiled.resources()
+    assert compiled.launch.block == (384, 1, 1)
+    assert resources.spill_stores == 0 and resources.registers < 255
+
+
+def test_cooperative_consumers_hand_stages_back_together():
+    import re
+
+    import numpy as np
+
+    from affinec.context import make_context
+    from affinec.diagnostics import parse_module
+    from affinec.interpreter import Interpreter, InterpreterError
+
+    plan = GemmKernel(128, 64, 512, "f16", "f32", (), 128, 64, 2, "cooperative",
+                      names=("a", "b", "out"))  # fmt: skip
+    text = gemm_module_text(plan)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((128, 512)).astype(np.float16)
+    b = rng.standard_normal((512, 64)).astype(np.float16)
+
+    def run(module_text: str) -> np.ndarray:
+        out = np.full((128, 64), np.nan, np.float32)
+        Interpreter(parse_module(make_context(), module_text)).run("matmul", a, b, out)
+        return out
+
+    reference = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.abs(run(text) - reference).max() < 1e-4
+    # a stage freed by one consumer's arrival: the barriers' phases go wrong
+    one = re.sub(r"(init %empty\[%c\d\]), %c2", r"\1, %c1", text)
+    with pytest.raises(InterpreterError, match="waits forever"):
+        run(one)
+    # the producer not waiting for the consumers: it reloads a stage in use
+    eager = re.sub(r".*try_wait.parity %empty.*\n", "", text)
+    with pytest.raises(InterpreterError, match="arrives on %bar"):
+        run(eager)
 
 
 @pytest.mark.parametrize("schedule", ["waited", "in-flight", "specialized"])
@@ -351,7 +406,11 @@ def test_the_tuner_s_space_on_sm_90a_has_hopper_kernels_that_compile():
     spec = MatmulSpec(512, 256, 256, "f16", "bias-relu")
     space = search_space(spec, max_candidates=4, arch="sm_90a")
     hopper = [c for c in space.configs if c.wgmma]
-    assert {c.wgmma_schedule for c in hopper} == {"in-flight", "specialized"}
+    assert {c.wgmma_schedule for c in hopper} == {
+        "in-flight",
+        "specialized",
+        "cooperative",
+    }
     assert len({c.wgmma_tile for c in hopper}) > 1
     results = Compilation(spec.to_text(), tuple(hopper[:2]), "sm_90a", None).results()
     assert all(r.status == COMPILED for r in results), [r.reason for r in results]

@@ -226,9 +226,9 @@ def search_space(
     return Space(spec, tuple(candidates), considered, over)
 
 
-WGMMA_CANDIDATES = 10
-WGMMA_TILES = ((128, 128), (128, 64), (64, 256), (64, 128), (64, 64))
-WGMMA_SCHEDULES = ("in-flight", "specialized")
+WGMMA_CANDIDATES = 12
+WGMMA_TILES = ((128, 256), (128, 128), (128, 64), (64, 256), (64, 128), (64, 64))
+WGMMA_SCHEDULES = ("in-flight", "specialized", "cooperative")
 
 
 def _best_per_tile_and_schedule(
@@ -240,14 +240,16 @@ def _best_per_tile_and_schedule(
     best: dict[tuple, tuple[KernelConfig, Prediction]] = {}
     for config, estimate in scored:
         key = (config.wgmma_tile, config.wgmma_schedule)
-        if key not in best or estimate.ms < best[key][1].ms:
+        # the roofline does not see the pipeline: of equal estimates, more stages
+        rank = (estimate.ms, -config.stages)
+        if key not in best or rank < (best[key][1].ms, -best[key][0].stages):
             best[key] = (config, estimate)
     return sorted(best.values(), key=lambda ce: ce[1].ms)[:WGMMA_CANDIDATES]
 
 
 def _wgmma_configs(spec: Spec, capacity: int) -> Iterator[KernelConfig]:
     """Hopper's kernels for a product or a convolution the route takes (a 1x1 one
-    through its flattened pixels): tiles x schedules x 3 or 4 stages, each within
+    through its flattened pixels): tiles x schedules x 2 to 4 stages, each within
     `capacity`."""
     from affinec.transforms.gpu.wgmma_gemm import plan_of
 
@@ -257,7 +259,7 @@ def _wgmma_configs(spec: Spec, capacity: int) -> Iterator[KernelConfig]:
         return
     routed = flattened_spec(spec) if base.flatten_pixels else spec
     for tile, schedule, stages in itertools.product(
-        WGMMA_TILES, WGMMA_SCHEDULES, (3, 4)
+        WGMMA_TILES, WGMMA_SCHEDULES, (2, 3, 4)
     ):
         if not plan_of(routed, tile, stages, schedule).problems(capacity):
             yield replace(

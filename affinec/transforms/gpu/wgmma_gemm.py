@@ -46,6 +46,7 @@ A's by 128 bytes.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from xdsl.dialects import func
@@ -62,7 +63,7 @@ BK = 64
 
 WARPGROUP = 128
 
-SCHEDULES = ("waited", "in-flight", "specialized")
+SCHEDULES = ("waited", "in-flight", "specialized", "cooperative")
 TILE_M = (64, 128)
 TILE_N = (16, 32, 64, 128, 256)
 OPERAND_TYPES = ("f16", "bf16")
@@ -189,10 +190,16 @@ class GemmKernel:
             why.append(f"a tile of 64 or 128 rows, not {self.tile_m}")
         if self.tile_n not in TILE_N:
             why.append(f"a tile of 16, 32, 64, 128 or 256 columns, not {self.tile_n}")
-        if self.tile_m * self.tile_n > 128 * 128:
+        if self.schedule == "cooperative" and self.tile_m != 128:
+            why.append(
+                "the cooperative schedule's two consumers take 64 rows each: a tile "
+                f"of 128 rows, not {self.tile_m}"
+            )
+        elif self.tile_m // self.parts * self.tile_n > 128 * 128:
             why.append(
                 f"a {self.tile_m}x{self.tile_n} tile is more accumulators than one "
-                "warpgroup holds without spilling (at most 128x128 or 64x256)"
+                "warpgroup holds without spilling (at most 128x128 or 64x256 a "
+                "warpgroup: 128x256 takes the cooperative schedule)"
             )
         if self.schedule not in SCHEDULES:
             why.append(f"the schedule is one of {', '.join(SCHEDULES)}")
@@ -240,8 +247,27 @@ class GemmKernel:
         return (math.ceil(self.n / self.tile_n), math.ceil(self.m / self.tile_m), 1)
 
     @property
+    def part_box(self) -> tuple[int, int, int, int]:
+        """A consumer's pixels of a convolution's block box (height, width) and
+        where the next consumer's start (rows, columns): the box cut across its
+        rows, or (one row) across its columns."""
+        c = self.conv
+        assert c is not None
+        if c.box_h % self.parts == 0:
+            return (c.box_h // self.parts, c.box_w, c.box_h // self.parts, 0)
+        return (c.box_h, c.box_w // self.parts, 0, c.box_w // self.parts)
+
+    @property
+    def parts(self) -> int:
+        """Consumer warpgroups, each multiplying its rows of the tile (two with the
+        cooperative schedule, 64 rows each)."""
+        return 2 if self.schedule == "cooperative" else 1
+
+    @property
     def threads(self) -> int:
-        return 2 * WARPGROUP if self.schedule == "specialized" else WARPGROUP
+        if self.schedule in ("specialized", "cooperative"):
+            return (1 + self.parts) * WARPGROUP  # a loading warpgroup, consumers
+        return WARPGROUP
 
     @property
     def shared_bytes(self) -> int:
@@ -320,26 +346,35 @@ def gemm_module_text(g: GemmKernel) -> str:
             + "; ".join(why)
         )
     tm, tn, elt, stages = g.tile_m, g.tile_n, g.dtype, g.stages
+    rows = tm // g.parts  # a consumer warpgroup's rows of the tile
     bn = min(tn, 64)  # B's TMA box: one swizzle row wide; a wider tile is slabs of it
     steps = g.steps
     bytes_per_step = (tm * BK + BK * tn) * 2
     a_name, b_name, c_name = g.names
     conv = g.conv
     if conv:
-        box_a = _input_box(conv, elt)
+        box_a = _input_box(g)
         box_b = f"memref<1x1x{BK}x{bn}x{elt}, 3>"
     else:
-        box_a = f"memref<{tm}x{BK}x{elt}, 3>"
+        box_a = f"memref<{rows}x{BK}x{elt}, 3>"
         box_b = f"memref<{BK}x{bn}x{elt}, 3>"
     types = f"""!barriers = !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = {stages}>
 !mapA = !nvgpu.tensormap.descriptor<tensor = {box_a}, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
 !mapB = !nvgpu.tensormap.descriptor<tensor = {box_b}, swizzle = {_SWIZZLE[bn * 2]}, l2promo = none, oob = zero, interleave = none>
-!descA = !nvgpu.warpgroup.descriptor<tensor = memref<{tm}x{BK}x{elt}, 3>>
+!descA = !nvgpu.warpgroup.descriptor<tensor = memref<{rows}x{BK}x{elt}, 3>>
 !descB = !nvgpu.warpgroup.descriptor<tensor = memref<{BK}x{tn}x{elt}, 3>>
-!acc = !nvgpu.warpgroup.accumulator<fragmented = vector<{tm}x{tn}xf32>>
+!acc = !nvgpu.warpgroup.accumulator<fragmented = vector<{rows}x{tn}xf32>>
 """
-    tile_a, tile_b = f"memref<{tm}x{BK}x{elt}, 3>", f"memref<{BK}x{tn}x{elt}, 3>"
-    buffers = ", ".join(f"%sa{s} : {tile_a}, %sb{s} : {tile_b}" for s in range(stages))
+    tile_a, tile_b = f"memref<{rows}x{BK}x{elt}, 3>", f"memref<{BK}x{tn}x{elt}, 3>"
+    buffers = ", ".join(
+        ", ".join(f"{_part(f'%sa{s}', g, h)} : {tile_a}" for h in range(g.parts))
+        + f", %sb{s} : {tile_b}"
+        for s in range(stages)
+    )
+    out_tiles = ", ".join(
+        f"{_part('%tile', g, h, '')} : memref<{rows}x{tn}xf32, 3>"
+        for h in range(g.parts)
+    )
     body: list[str] = []
 
     def load(step: int, indent: str) -> None:
@@ -350,31 +385,40 @@ def gemm_module_text(g: GemmKernel) -> str:
         if conv:
             body.append(_conv_loads(g, step, s, bn, indent))
             return
-        body.append(f"""{indent}nvgpu.tma.async.load %mapA[%k{step}, %row0], %bar[%c{s}] to %sa{s} : !mapA, !barriers -> {tile_a}
-{_b_loads(step, s, tn, bn, elt, indent)}""")
+        body.extend(
+            f"{indent}nvgpu.tma.async.load %mapA[%k{step}, {_part('%row0', g, h, '_p')}"
+            f"], %bar[%c{s}] to {_part(f'%sa{s}', g, h)} : !mapA, !barriers -> "
+            f"{tile_a}"
+            for h in range(g.parts)
+        )
+        body.append(_b_loads(step, s, tn, bn, elt, indent))
 
-    def multiply(step: int, acc: str, indent: str, wait: bool) -> str:
+    def multiply(step: int, acc: str, indent: str, wait: bool, h: int = 0) -> str:
         s = step % stages
         parity = "%true" if (step // stages) % 2 else "%false"
+        da, db, out = (_part(f"%{x}{step}", g, h, "_p") for x in ("da", "db", "acc"))
         body.append(f"""{indent}nvgpu.mbarrier.try_wait.parity %bar[%c{s}], {parity}, %ticks : !barriers
-{indent}%da{step} = nvgpu.warpgroup.generate.descriptor %sa{s}, %mapA : {tile_a}, !mapA -> !descA
-{indent}%db{step} = nvgpu.warpgroup.generate.descriptor %sb{s}, %mapB : {tile_b}, !mapB -> !descB
-{indent}%acc{step} = nvgpu.warpgroup.mma %da{step}, %db{step}, {acc} {{transposeB{", waitGroup = 0 : i64" if wait else ""}}} : !descA, !descB, !acc -> !acc""")
-        return f"%acc{step}"
+{indent}{da} = nvgpu.warpgroup.generate.descriptor {_part(f"%sa{s}", g, h)}, %mapA : {tile_a}, !mapA -> !descA
+{indent}{db} = nvgpu.warpgroup.generate.descriptor %sb{s}, %mapB : {tile_b}, !mapB -> !descB
+{indent}{out} = nvgpu.warpgroup.mma {da}, {db}, {acc} {{transposeB{", waitGroup = 0 : i64" if wait else ""}}} : !descA, !descB, !acc -> !acc""")
+        return out
 
     body.append("      scf.if %first {")
     body += [
         f"        nvgpu.mbarrier.init %bar[%c{s}], %c1 : !barriers"
         for s in range(stages)
     ]
-    if g.schedule == "specialized":
+    if g.schedule in ("specialized", "cooperative"):
+        arrivals = "%c1" if g.parts == 1 else f"%c{g.parts}"  # each consumer's
         body += [
-            f"        nvgpu.mbarrier.init %empty[%c{s}], %c1 : !barriers"
+            f"        nvgpu.mbarrier.init %empty[%c{s}], {arrivals} : !barriers"
             for s in range(stages)
         ]
     body.append("      }")
     body.append("      gpu.barrier  // the barriers' init, visible to every thread")
-    if g.schedule == "specialized":
+    if g.schedule == "cooperative":
+        _cooperative(g, body, load, multiply)
+    elif g.schedule == "specialized":
         body.append("""      %warpgroup = arith.divui %tid, %c128 : index
       %producer = arith.cmpi eq, %warpgroup, %c0 : index
       %consumer_leader = arith.cmpi eq, %tid, %c128 : index
@@ -433,8 +477,14 @@ def gemm_module_text(g: GemmKernel) -> str:
     )
     empty = (
         "\n      %empty = nvgpu.mbarrier.create -> !barriers"
-        if g.schedule == "specialized"
+        if g.schedule in ("specialized", "cooperative")
         else ""
+    )
+    part_rows = "".join(
+        f"\n      %part_row{h} = arith.constant {h * rows} : index"
+        f"\n      %row0_p{h} = arith.addi %row0, %part_row{h} : index"
+        for h in range(1, g.parts)
+        if not conv
     )
     block_position = ""
     if conv:
@@ -467,9 +517,10 @@ def gemm_module_text(g: GemmKernel) -> str:
     )
     a_value, a_view = f"%{a_name}", a_type
     if conv:
+        part_h, part_w, _, _ = g.part_box
         boxes = (
-            f"    %cbh = arith.constant {conv.box_h} : index\n"
-            f"    %cbw = arith.constant {conv.box_w} : index\n"
+            f"    %cbh = arith.constant {part_h} : index\n"
+            f"    %cbw = arith.constant {part_w} : index\n"
         )
         box_a_sizes, box_b_sizes = "%c1, %cbh, %cbw, %ck", "%c1, %c1, %ck, %cbn"
         if conv.strided:
@@ -488,7 +539,7 @@ def gemm_module_text(g: GemmKernel) -> str:
 module attributes {{gpu.container_module}} {{
   func.func @{g.function}({host_args}) {{
     %c1 = arith.constant 1 : index
-    %ctm = arith.constant {tm} : index
+    %ctm = arith.constant {rows} : index
     %cbn = arith.constant {bn} : index
     %ck = arith.constant {BK} : index
     %blocks_x = arith.constant {grid[0]} : index
@@ -502,7 +553,7 @@ module attributes {{gpu.container_module}} {{
     return
   }}
   gpu.module @kernels {{
-    gpu.func @{g.function}_kernel({kernel_args}) workgroup({buffers}, %tile : memref<{tm}x{tn}xf32, 3>) kernel {{
+    gpu.func @{g.function}_kernel({kernel_args}) workgroup({buffers}, {out_tiles}) kernel {{
       %c0 = arith.constant 0 : index
       %c1 = arith.constant 1 : index
 {constants}
@@ -510,6 +561,7 @@ module attributes {{gpu.container_module}} {{
       %tile_m = arith.constant {tm} : index
       %tile_n = arith.constant {tn} : index
       %tile_size = arith.constant {tm * tn} : index
+      %part_size = arith.constant {rows * tn} : index
       %threads = arith.constant {g.threads} : index
       %c128 = arith.constant {WARPGROUP} : index
       %bytes = arith.constant {bytes_per_step} : index
@@ -519,18 +571,55 @@ module attributes {{gpu.container_module}} {{
       %tid = gpu.thread_id x
       %bx = gpu.block_id x
       %by = gpu.block_id y
-{"" if conv else "      %row0 = arith.muli %by, %tile_m : index" + chr(10)}      %col0 = arith.muli %bx, %tile_n : index{slab_columns}{block_position}
+{"" if conv else "      %row0 = arith.muli %by, %tile_m : index" + chr(10)}      %col0 = arith.muli %bx, %tile_n : index{slab_columns}{part_rows}{block_position}
       %first = arith.cmpi eq, %tid, %c0 : index
       %bar = nvgpu.mbarrier.create -> !barriers{empty}
       %zero = nvgpu.warpgroup.mma.init.accumulator -> !acc
 {chr(10).join(body)}
       gpu.barrier  // the tile stored
-{_copy_out(g)}
+{_copy_out(g) if g.parts == 1 else chr(10).join(_copy_out(g, h) for h in range(g.parts))}
       gpu.return
     }}
   }}
 }}
 """
+
+
+def _cooperative(g: GemmKernel, body: list[str], load, multiply) -> None:
+    """The cooperative schedule: warpgroup 0's thread 0 loads every step, into a
+    stage once both consumers have handed it back; warpgroups 1 and 2 multiply
+    their own rows of the tile (MMAs in flight) and each hands back the previous
+    step's stage (the stage's `empty` barrier completes with both arrivals). The
+    consumers' code is one branch each: a branch names its own tiles."""
+    steps, stages, rows, tn = g.steps, g.stages, g.tile_m // g.parts, g.tile_n
+    body.append("""      %warpgroup = arith.divui %tid, %c128 : index
+      %producer = arith.cmpi eq, %warpgroup, %c0 : index
+      %lane_of_group = arith.remui %tid, %c128 : index
+      %group_leader = arith.cmpi eq, %lane_of_group, %c0 : index
+      scf.if %producer {
+        scf.if %first {""")
+    for step in range(steps):
+        s, use = step % stages, step // stages
+        if use:  # both consumers handed the stage back: phase `use - 1` of %empty
+            parity = "%true" if (use - 1) % 2 else "%false"
+            body.append(
+                f"          nvgpu.mbarrier.try_wait.parity %empty[%c{s}], {parity}, "
+                "%ticks : !barriers"
+            )
+        load(step, "          ")
+    body.append("        }\n      }")
+    for h in range(g.parts):
+        body.append(f"""      %consumer{h} = arith.cmpi eq, %warpgroup, %c{h + 1} : index
+      scf.if %consumer{h} {{""")
+        acc = "%zero"
+        for step in range(steps):
+            acc = multiply(step, acc, "        ", wait=False, h=h)
+            if step >= 1 and step - 1 + stages < steps:  # the previous step's are done
+                body.append(f"""        scf.if %group_leader {{
+          %handed{step}_p{h} = nvgpu.mbarrier.arrive %empty[%c{(step - 1) % stages}] : !barriers -> !nvgpu.mbarrier.token
+        }}""")
+        body.append(f"""        nvgpu.warpgroup.mma.store {acc}, {_part("%tile", g, h, "")} : !acc to memref<{rows}x{tn}xf32, 3>
+      }}""")
 
 
 def _epilogue_operands(g: GemmKernel) -> list[tuple[str, str]]:
@@ -618,17 +707,33 @@ def _conv_prologue(g: GemmKernel, stages: int, bn: int, elt: str) -> str:
         f"      %ch{j} = arith.constant {j * BK} : index"
         for j in range(c.channel_steps)
     ]
-    tile_a = f"memref<{g.tile_m}x{BK}x{elt}, 3>"
-    view_a = _input_box(c, elt)
-    box_sizes = ([1, c.box_h, 1, c.box_w, BK] if c.strided
-                 else [1, c.box_h, c.box_w, BK])  # fmt: skip
+    tile_a = f"memref<{g.tile_m // g.parts}x{BK}x{elt}, 3>"
+    view_a = _input_box(g)
+    part_h, part_w, shift_h, shift_w = g.part_box
+    box_sizes = ([1, part_h, 1, part_w, BK] if c.strided
+                 else [1, part_h, part_w, BK])  # fmt: skip
     box_strides = [math.prod(box_sizes[d + 1 :]) for d in range(len(box_sizes))]
     tile_b = f"memref<{BK}x{g.tile_n}x{elt}, 3>"
+    for h in range(1, g.parts):  # a consumer's part of the box, at its pixels
+        lines += [
+            f"      %shift_h{h} = arith.constant {h * shift_h} : index",
+            f"      %shift_w{h} = arith.constant {h * shift_w} : index",
+        ]
+        lines += [
+            f"      %ih{r}_p{h} = arith.addi %ih{r}, %shift_h{h} : index"
+            for r in range(c.r)
+        ]
+        lines += [
+            f"      %iw{t}_p{h} = arith.addi %iw{t}, %shift_w{h} : index"
+            for t in range(c.s)
+        ]
     for st in range(stages):
-        lines.append(
-            f"      %va{st} = memref.reinterpret_cast %sa{st} to offset: [0], sizes: "
-            f"{box_sizes}, strides: {box_strides} : {tile_a} to {view_a}"
-        )
+        for h in range(g.parts):
+            lines.append(
+                f"      {_part(f'%va{st}', g, h)} = memref.reinterpret_cast "
+                f"{_part(f'%sa{st}', g, h)} to offset: [0], sizes: {box_sizes}, "
+                f"strides: {box_strides} : {tile_a} to {view_a}"
+            )
         for j in range(g.tile_n // bn):
             at = j * BK * bn
             layout = f"strided<[{BK * bn}, {BK * bn}, {bn}, 1], offset: {at}>"
@@ -640,12 +745,23 @@ def _conv_prologue(g: GemmKernel, stages: int, bn: int, elt: str) -> str:
     return "\n".join(lines)
 
 
-def _input_box(c: ConvGeometry, elt: str) -> str:
+def _input_box(g: GemmKernel) -> str:
     """The shared view a tap's box of the input lands in: (1, box_h, box_w, 64), or
-    strided (1, box_h, 1, box_w, 64): one phase of the row."""
-    if c.strided:
-        return f"memref<1x{c.box_h}x1x{c.box_w}x{BK}x{elt}, 3>"
-    return f"memref<1x{c.box_h}x{c.box_w}x{BK}x{elt}, 3>"
+    strided (1, box_h, 1, box_w, 64): one phase of the row (a consumer's part of
+    the box with the cooperative schedule)."""
+    assert g.conv is not None
+    h, w, _, _ = g.part_box
+    if g.conv.strided:
+        return f"memref<1x{h}x1x{w}x{BK}x{g.dtype}, 3>"
+    return f"memref<1x{h}x{w}x{BK}x{g.dtype}, 3>"
+
+
+def _part(name: str, g: GemmKernel, h: int, mark: str = "_") -> str:
+    """`name` of consumer `h`'s own copy (`%sa0_1`; the name alone with one
+    consumer, and for the first's coordinates)."""
+    if g.parts == 1 or (mark == "_p" and h == 0):
+        return name
+    return f"{name}{mark}{h}"
 
 
 def _conv_loads(g: GemmKernel, step: int, stage: int, bn: int, indent: str) -> str:
@@ -657,16 +773,19 @@ def _conv_loads(g: GemmKernel, step: int, stage: int, bn: int, indent: str) -> s
     elt = g.dtype
     tap, j = divmod(step, c.channel_steps)
     r, t = divmod(tap, c.s)
-    view_a = _input_box(c, elt)
-    at = (
-        f"%ch{t}_{j}, %iw{t}, %phase_h{r}, %ih{r}, %image"
-        if c.strided
-        else f"%ch{j}, %iw{t}, %ih{r}, %image"
-    )
-    lines = [
-        f"{indent}nvgpu.tma.async.load %mapA[{at}], %bar[%c{stage}] to %va{stage} : "
-        f"!mapA, !barriers -> {view_a}"
-    ]
+    view_a = _input_box(g)
+    lines = []
+    for h in range(g.parts):
+        ih, iw = _part(f"%ih{r}", g, h, "_p"), _part(f"%iw{t}", g, h, "_p")
+        at = (
+            f"%ch{t}_{j}, {iw}, %phase_h{r}, {ih}, %image"
+            if c.strided
+            else f"%ch{j}, {iw}, {ih}, %image"
+        )
+        lines.append(
+            f"{indent}nvgpu.tma.async.load %mapA[{at}], %bar[%c{stage}] to "
+            f"{_part(f'%va{stage}', g, h)} : !mapA, !barriers -> {view_a}"
+        )
     for slab in range(g.tile_n // bn):
         at = slab * BK * bn
         layout = f"strided<[{BK * bn}, {BK * bn}, {bn}, 1], offset: {at}>"
@@ -679,16 +798,26 @@ def _conv_loads(g: GemmKernel, step: int, stage: int, bn: int, indent: str) -> s
     return "\n".join(lines)
 
 
-def _copy_out(g: GemmKernel) -> str:
+def _copy_out(g: GemmKernel, part: int | None = None) -> str:
     """The block's tile out of shared memory into C, element by element, through the
-    epilogue; rows and columns past C's edge skipped."""
+    epilogue; rows and columns past C's edge skipped. With consumer warpgroups of
+    their own tiles (`part`: the cooperative schedule), the `part`-th one's rows,
+    its values' names suffixed."""
     c_name, out = g.names[2], g.out_dtype
+    rows = g.tile_m // g.parts
+    tile = "%tile" if part is None else f"%tile{part}"
     lines = [
-        "      scf.for %e = %tid to %tile_size step %threads {",
-        "        %r = arith.divui %e, %tile_n : index",
+        f"      scf.for %e = %tid to %{'tile' if part is None else 'part'}_size step "
+        "%threads {",
+        "        %lr = arith.divui %e, %tile_n : index",
         "        %c = arith.remui %e, %tile_n : index",
         "        %gc = arith.addi %col0, %c : index",
     ]
+    if part:
+        lines.append(f"        %first_row = arith.constant {part * rows} : index")
+        lines.append("        %r = arith.addi %lr, %first_row : index")
+    else:
+        lines[1] = "        %r = arith.divui %e, %tile_n : index"
     indent = "        "
     conv = g.conv
     if conv:
@@ -726,8 +855,10 @@ def _copy_out(g: GemmKernel) -> str:
         ]
         indent = "          "
     output = f"memref<{'x'.join(map(str, _output_shape(g)))}x{out}>"
+    local = "%r" if not part else "%lr"
     lines.append(
-        f"{indent}%v = memref.load %tile[%r, %c] : memref<{g.tile_m}x{g.tile_n}xf32, 3>"
+        f"{indent}%v = memref.load {tile}[{local}, %c] : "
+        f"memref<{rows}x{g.tile_n}xf32, 3>"
     )
     value = "%v"
     for step in g.epilogue:
@@ -763,7 +894,16 @@ def _copy_out(g: GemmKernel) -> str:
     if guarded:
         lines.append("        }")
     lines.append("      }")
-    return "\n".join(lines)
+    text = "\n".join(lines)
+    if part is None:
+        return text
+    # the loop's own values, renamed per part (the loops are siblings)
+    defined = set(re.findall(r"(%[a-z_0-9]+) = ", text)) | {"%e"}
+    return re.sub(
+        r"%[a-z_0-9]+\b",
+        lambda m: f"{m.group(0)}_p{part}" if m.group(0) in defined else m.group(0),
+        text,
+    )
 
 
 def _b_loads(step: int, stage: int, tn: int, bn: int, elt: str, indent: str) -> str:
