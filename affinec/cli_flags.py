@@ -272,9 +272,10 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
     )
     knobs.add_argument(
         "--wgmma-schedule",
-        choices=("waited", "in-flight", "specialized"),
-        help="with --wgmma: MMAs waited for each step, left in flight, or a "
-        "loading and a multiplying warpgroup",
+        choices=("waited", "in-flight", "specialized", "cooperative"),
+        help="with --wgmma: MMAs waited for each step, left in flight, a loading "
+        "and a multiplying warpgroup, or a loading one and two multiplying 64 rows "
+        "each (128x256 tiles)",
     )
     knobs.add_argument(
         "--warp-grid",

@@ -99,7 +99,8 @@ class KernelConfig:
     wgmma_tile: tuple[int, ...] = (128, 128)
     """With `wgmma`: a block's tile of the product's output (rows, columns)."""
     wgmma_schedule: str = "in-flight"
-    """With `wgmma`: `waited`, `in-flight` or `specialized` (`affinec-wgmma-gemm`)."""
+    """With `wgmma`: `waited`, `in-flight`, `specialized` or `cooperative`
+    (`affinec-wgmma-gemm`)."""
 
     def __post_init__(self) -> None:
         # Lists from callers become tuples, so configs hash and compare by value.

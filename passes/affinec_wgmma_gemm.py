@@ -74,14 +74,16 @@ class AffinecWgmmaGemm(ModulePass):
 
     tile_sizes: tuple[int, ...] = (128, 128)
     """A block's tile of C: rows (64 or 128) and columns (16 to 256, a power of 2;
-    at most 128 x 128 or 64 x 256 accumulators)."""
+    at most 128 x 128 or 64 x 256 accumulators a multiplying warpgroup)."""
     stages: int = 4
     """Shared stages of the K pipeline (each 64 of K): 1 or more, 2 or more with MMAs
     in flight."""
     schedule: str = "in-flight"
     """`waited` (each step's MMAs finish before the next step), `in-flight` (they run
     while the next step's tiles are awaited), `specialized` (a loading warpgroup and
-    a multiplying one, stages handed back on mbarriers)."""
+    a multiplying one, stages handed back on mbarriers), `cooperative` (a loading
+    warpgroup and two multiplying ones, 64 rows of a 128-row tile each: tiles up to
+    128 x 256)."""
 
     @property
     def changes_rounding(self) -> bool:

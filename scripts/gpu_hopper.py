@@ -204,6 +204,11 @@ SPEC_ROUTE = [  # what users get: affinec-wgmma-gemm from a spec, (spec, knobs)
     (MatmulSpec(4096, 4096, 1024, "f16"), {}),
     (MatmulSpec(4096, 4096, 1024, "f16"), {"wgmma_schedule": "specialized"}),
     (MatmulSpec(4096, 4096, 1024, "f16"), {"wgmma_tile": (64, 256)}),
+    (
+        MatmulSpec(4096, 4096, 1024, "f16"),
+        {"wgmma_tile": (128, 256), "wgmma_schedule": "cooperative", "stages": 2},
+    ),
+    (MatmulSpec(4096, 4096, 1024, "f16"), {"wgmma_schedule": "cooperative"}),
     (MatmulSpec(4096, 4096, 4096, "f16"), {}),
     (MatmulSpec(8192, 8192, 2048, "bf16", "bias-relu"), {}),
     (MatmulSpec(6272, 1024, 256, "f16", "bias-relu"), {}),  # ResNet-50 @14, batch 32

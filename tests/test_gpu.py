@@ -422,6 +422,10 @@ def _hopper() -> bool:
             {"wgmma_schedule": "specialized"},
         ),
         (MatmulSpec(4096, 1024, 1024, "f16"), {"wgmma_tile": (64, 256)}),
+        (
+            MatmulSpec(4096, 2048, 1024, "f16", "bias-relu"),
+            {"wgmma_tile": (128, 256), "wgmma_schedule": "cooperative", "stages": 2},
+        ),
         (MatmulSpec(256, 256, 1024, "f16"), {"wgmma_schedule": "waited"}),
         (
             ConvSpec(32, 256, 14, 14, 1024, 1, 1, dtype="f16", layout="nhwc",
@@ -443,6 +447,11 @@ def _hopper() -> bool:
             ConvSpec(1, 16, 7, 7, 24, 3, 3, padding=2, dtype="f16", layout="nhwc",
                      filter_layout="rsck"),
             {"wgmma_tile": (64, 32)},
+        ),
+        (  # two consumers, each its part of the pixel box
+            ConvSpec(8, 128, 28, 28, 256, 3, 3, padding=1, dtype="bf16",
+                     layout="nhwc", filter_layout="rsck", epilogue="bias-relu"),
+            {"wgmma_tile": (128, 128), "wgmma_schedule": "cooperative"},
         ),
         (  # strided: each tap's box one phase of the stride
             ConvSpec(8, 256, 28, 28, 512, 3, 3, stride=2, padding=1, dtype="f16",
