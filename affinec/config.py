@@ -112,10 +112,8 @@ class KernelConfig:
             raise ValueError("tf32 multiplies on the tensor cores: it needs mma")
         if self.splits < 1:
             raise ValueError(f"splits must be 1 or more, got {self.splits}")
-        if self.wgmma and (self.mma or self.splits > 1):
-            raise ValueError(
-                "wgmma is its own route to the tensor cores: not with mma or splits"
-            )
+        if self.wgmma and self.mma:
+            raise ValueError("wgmma is its own route to the tensor cores: not with mma")
         if self.splits > 1 and (self.pad_channels > 1 or self.coalesce_reduction):
             raise ValueError(
                 "splits cut the channels the padded or coalesced route needs whole "
@@ -180,7 +178,7 @@ def config_for(
     `flatten_pixels`, the configuration is the product's (`flattened_spec`). With
     `wgmma`, Hopper's kernel (`wgmma_config_for`)."""
     if wgmma:
-        return wgmma_config_for(spec, arch)
+        return replace(wgmma_config_for(spec, arch), splits=splits)
     if flatten_pixels:
         product = config_for(flattened_spec(spec), tf32=tf32, arch=arch, splits=splits)
         return replace(product, flatten_pixels=True)

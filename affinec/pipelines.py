@@ -164,6 +164,7 @@ def wgmma_passes(config: KernelConfig) -> list[ModulePass]:
             tile_sizes=config.wgmma_tile,
             stages=config.stages,
             schedule=config.wgmma_schedule,
+            splits=config.splits,
         ),
         ConvertNvgpuToNvvm(),
         ConvertScfToCf(),

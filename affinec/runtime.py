@@ -481,15 +481,16 @@ class Kernel:
         pointers = {a.parameter.name: a.span[0] for a in arguments}
         for name, buffer in self.workspaces(stream).items():
             pointers[name] = buffer.__cuda_array_interface__["data"][0]
+        # kernels that take tensor maps are loaded by the driver, their siblings too
+        by_driver = any(launch.takes_tensor_maps for launch in self.launches)
         for launch in self.launches:
-            if launch.takes_tensor_maps:
+            if by_driver:
+                maps = launch.tensor_maps or (None,) * len(launch.arguments)
                 values = [
                     pointers[a]
                     if m is None
                     else self._tensor_map(launch, k, m, pointers[a])
-                    for k, (a, m) in enumerate(
-                        zip(launch.arguments, launch.tensor_maps, strict=True)
-                    )
+                    for k, (a, m) in enumerate(zip(launch.arguments, maps, strict=True))
                 ]
                 _launch_by_driver(self.functions[launch.name], launch, values, stream)
                 continue

@@ -85,6 +85,12 @@ class AffinecWgmmaGemm(ModulePass):
     warpgroup and two multiplying ones, 64 rows of a 128-row tile each: tiles up to
     128 x 256)."""
 
+    splits: int = 1
+    """Split-K: the channel steps (of 64) cut into this many partial sums, each a
+    layer of blocks writing f32 partials to a workspace, added in a fixed order by a
+    second kernel that applies the epilogue (deterministic; for layers of few
+    blocks). A divisor of the steps a tap takes."""
+
     @property
     def changes_rounding(self) -> bool:
         return True
@@ -130,6 +136,7 @@ class AffinecWgmmaGemm(ModulePass):
             self.schedule,
             function=expected.sym_name.data,
             names=(a or "A", b or "B", c or "C"),
+            splits=self.splits,
         )
         used = plan.stages_in_flight
         why = replace(plan, stages=used).problems(target.max_shared_per_block)

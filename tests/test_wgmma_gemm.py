@@ -458,3 +458,88 @@ def test_a_strided_convolution_s_input_map_is_the_view_of_steps_and_phases():
     a_map = launch.tensor_maps[0]
     assert a_map.shape == (2, 5, 2, 6, 128) and a_map.box == (1, 8, 1, 16, 64)
     assert a_map.strides == (15360, 3072, 1536, 256, 2)
+
+
+@pytest.mark.parametrize(
+    ("spec", "tile", "schedule", "splits"),
+    [
+        (MatmulSpec(100, 72, 256, "f16", "bias-relu"), (64, 64), "in-flight", 2),
+        (MatmulSpec(64, 64, 512, "bf16", "scale,bias,residual,relu6"), (64, 32),
+         "specialized", 4),
+        (ConvSpec(n=1, c=128, h=5, w=5, k=40, r=3, s=3, padding=1, layout="nhwc",
+                  filter_layout="rsck", dtype="f16", epilogue="bias-relu"),
+         (64, 64), "waited", 2),
+        (ConvSpec(n=1, c=128, h=6, w=6, k=24, r=3, s=3, padding=1, stride=2,
+                  layout="nhwc", filter_layout="rsck", dtype="f16",
+                  epilogue="bias,residual,relu"),
+         (128, 32), "cooperative", 2),
+    ],
+)  # fmt: skip
+def test_split_k_partial_sums_are_added_by_a_second_kernel(
+    spec, tile, schedule, splits
+):
+    # each split a layer of blocks (grid z) over its channel steps, writing f32
+    # partials to the workspace; the sum kernel adds them in order, then the epilogue
+    config = KernelConfig(
+        wgmma=True, wgmma_tile=tile, stages=2, wgmma_schedule=schedule, splits=splits
+    )
+    _checked(spec, config)
+    compiled = compile_to_ptx(spec, config, arch="sm_90a")
+    first, second = compiled.launches
+    assert first.grid[2] == splits and second.block == (256, 1, 1)
+    assert [p.name for p in compiled.parameters if p.workspace] == ["partial"]
+    assert first.outputs == ("partial",) and second.arguments[0].name == "partial"
+
+
+def test_a_split_must_divide_the_channel_steps():
+    with pytest.raises(PassError, match="splits=3: a divisor of the 8 steps of 64"):
+        compile_to_ptx(
+            MatmulSpec(64, 64, 512, "f16"), arch="sm_90a", wgmma=True, splits=3,
+            stages=2,
+        )  # fmt: skip
+
+
+def test_split_kernels_launch_through_the_driver_with_the_workspace(monkeypatch):
+    from affinec import runtime
+
+    spec = MatmulSpec(64, 64, 256, "f16")
+    kernel = compile_to_ptx(
+        spec, arch="sm_90a", wgmma=True, stages=2, splits=2
+    ).runtime_kernel()
+    launched = []
+    monkeypatch.setattr(runtime.TiledTensorMap, "encode", lambda self, a: ("map", a))
+    monkeypatch.setattr(
+        runtime,
+        "_launch_by_driver",
+        lambda f, launch, values, s: launched.append((launch.name, values)),
+    )
+    monkeypatch.setitem(
+        kernel.__dict__, "functions", {launch.name: None for launch in kernel.launches}
+    )
+
+    class Buffer:
+        __cuda_array_interface__ = {"data": (0x9000, False)}
+
+    monkeypatch.setattr(kernel, "workspaces", lambda stream=None: {"partial": Buffer()})
+
+    class Arg:
+        def __init__(self, name, address):
+            self.parameter = dataclasses.replace(kernel.parameters[0], name=name)
+            self.span = (address, address + 1)
+
+    kernel.launch([Arg("A", 0x1000), Arg("B", 0x2000), Arg("C", 0x3000)])
+    assert launched == [
+        ("matmul_kernel", [("map", 0x1000), ("map", 0x2000), 0x9000]),
+        ("matmul_sum", [0x9000, 0x3000]),
+    ]
+
+
+def test_the_tuner_splits_deep_layers_of_few_blocks_on_the_route():
+    from affinec.tuning.space import search_space
+
+    deep = ConvSpec(
+        1, 512, 7, 7, 512, 3, 3, padding=1, layout="nhwc", filter_layout="rsck",
+        dtype="f16",
+    )  # fmt: skip
+    configs = search_space(deep, arch="sm_90a").configs
+    assert any(c.wgmma and c.splits > 1 for c in configs)

@@ -473,8 +473,9 @@ def _predict_wgmma(
     from affinec.transforms.gpu.wgmma_gemm import BK, plan_of
 
     tm, tn = config.wgmma_tile
-    plan = plan_of(problem.spec, (tm, tn), config.stages, config.wgmma_schedule)
-    blocks = plan.grid[0] * plan.grid[1]
+    plan = plan_of(problem.spec, (tm, tn), config.stages, config.wgmma_schedule,
+                   splits=config.splits)  # fmt: skip
+    blocks = plan.grid[0] * plan.grid[1] * plan.grid[2]
     depth = plan.steps * BK
     estimated = facts is None
     threads = facts.threads if facts and facts.threads else plan.threads
@@ -506,6 +507,10 @@ def _predict_wgmma(
         * 1e3,
         "dram": problem.dram_bytes() / machine.dram_bytes_per_s * 1e3,
     }
+    if config.splits > 1:  # the partial sums out and back in f32, a second kernel
+        partials = 2 * config.splits * plan.m * plan.n * 4
+        terms["dram"] += partials / machine.dram_bytes_per_s * 1e3
+        terms["dram"] += machine.launch_seconds * 1e3
     bound = max(terms, key=lambda t: terms[t])
     ms = terms[bound] + machine.launch_seconds * 1e3
     return Prediction(ms=ms, bound=bound, terms=terms, **common)

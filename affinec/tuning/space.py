@@ -239,7 +239,7 @@ def _best_per_tile_and_schedule(
     keeps every shape of block for the measurement to decide)."""
     best: dict[tuple, tuple[KernelConfig, Prediction]] = {}
     for config, estimate in scored:
-        key = (config.wgmma_tile, config.wgmma_schedule)
+        key = (config.wgmma_tile, config.wgmma_schedule, config.splits)
         # the roofline does not see the pipeline: of equal estimates, more stages
         rank = (estimate.ms, -config.stages)
         if key not in best or rank < (best[key][1].ms, -best[key][0].stages):
@@ -250,7 +250,7 @@ def _best_per_tile_and_schedule(
 def _wgmma_configs(spec: Spec, capacity: int) -> Iterator[KernelConfig]:
     """Hopper's kernels for a product or a convolution the route takes (a 1x1 one
     through its flattened pixels): tiles x schedules x 2 to 4 stages, each within
-    `capacity`."""
+    `capacity`, and split-K where the blocks are few."""
     from affinec.transforms.gpu.wgmma_gemm import plan_of
 
     try:
@@ -261,11 +261,21 @@ def _wgmma_configs(spec: Spec, capacity: int) -> Iterator[KernelConfig]:
     for tile, schedule, stages in itertools.product(
         WGMMA_TILES, WGMMA_SCHEDULES, (2, 3, 4)
     ):
-        if not plan_of(routed, tile, stages, schedule).problems(capacity):
-            yield replace(
-                base, wgmma_tile=tile, wgmma_schedule=schedule,
-                stages=stages,
-            )  # fmt: skip
+        plan = plan_of(routed, tile, stages, schedule)
+        if plan.problems(capacity):
+            continue
+        yield replace(base, wgmma_tile=tile, wgmma_schedule=schedule, stages=stages)
+        # few blocks: split-K, up to about two waves of the chip
+        blocks = plan.grid[0] * plan.grid[1]
+        for splits in SPLITS:
+            if blocks * splits > 2 * H100.multiprocessors:
+                break
+            split = plan_of(routed, tile, stages, schedule, splits=splits)
+            if not split.problems(capacity):
+                yield replace(
+                    base, wgmma_tile=tile, wgmma_schedule=schedule, stages=stages,
+                    splits=splits,
+                )  # fmt: skip
 
 
 SPLITS = (2, 4, 8, 16)

@@ -177,6 +177,10 @@ class GemmKernel:
     conv: ConvGeometry | None = None
     """A convolution's geometry: A is its input, B its filter, C its output (m, n
     and k are then its pixels, filters and taps x channels)."""
+    splits: int = 1
+    """Split-K: the channel steps cut into this many partial sums, each a layer of
+    blocks (grid z) writing f32 partials to a workspace, added in a fixed order by
+    a second kernel that applies the epilogue (1: no split)."""
 
     def problems(self, max_shared: int = 227 * 1024) -> list[str]:
         """What stops this plan, in words (empty: it builds), on a chip that gives a
@@ -218,6 +222,11 @@ class GemmKernel:
         for step in self.epilogue:
             if step not in EPILOGUE_STEPS:
                 why.append(f"no epilogue step {step!r}")
+        if self.splits < 1 or self.channel_steps % self.splits:
+            why.append(
+                f"splits={self.splits}: a divisor of the {self.channel_steps} steps "
+                f"of {BK} channels"
+            )
         if self.shared_bytes > max_shared:
             why.append(
                 f"{self.shared_bytes} bytes of shared memory a block (the chip gives "
@@ -226,10 +235,20 @@ class GemmKernel:
         return why
 
     @property
+    def channel_steps(self) -> int:
+        """Steps of 64 channels (of K, for a product) a tap takes, unsplit."""
+        return self.conv.channel_steps if self.conv else math.ceil(self.k / BK)
+
+    @property
+    def split_steps(self) -> int:
+        """Steps of 64 channels a tap takes in one split."""
+        return max(1, self.channel_steps // max(1, self.splits))
+
+    @property
     def steps(self) -> int:
-        if self.conv:
-            return self.conv.r * self.conv.s * self.conv.channel_steps
-        return math.ceil(self.k / BK)
+        """The steps of one block: taps x its split's channel steps."""
+        taps = self.conv.r * self.conv.s if self.conv else 1
+        return taps * self.split_steps
 
     @property
     def stages_in_flight(self) -> int:
@@ -243,8 +262,12 @@ class GemmKernel:
         if self.conv:
             g = self.conv
             rows = g.n * g.blocks_h * g.blocks_w
-            return (math.ceil(self.n / self.tile_n), rows, 1)
-        return (math.ceil(self.n / self.tile_n), math.ceil(self.m / self.tile_m), 1)
+            return (math.ceil(self.n / self.tile_n), rows, self.splits)
+        return (
+            math.ceil(self.n / self.tile_n),
+            math.ceil(self.m / self.tile_m),
+            self.splits,
+        )
 
     @property
     def part_box(self) -> tuple[int, int, int, int]:
@@ -320,6 +343,7 @@ def plan_of(
     schedule: str = "in-flight",
     function: str = "matmul",
     names: tuple[str, str, str] = ("A", "B", "C"),
+    splits: int = 1,
 ) -> GemmKernel:
     """The kernel of `spec` (which `route_refusal` takes) in `tile`s: a product's, or
     a convolution's with the block's pixels `pixel_box` picks."""
@@ -334,7 +358,8 @@ def plan_of(
         assert isinstance(spec, MatmulSpec)
         m, n, k = spec.m, spec.n, spec.k
     return GemmKernel(m, n, k, spec.dtype, spec.dtype, epilogue_steps(spec.epilogue),
-                      tile[0], tile[1], stages, schedule, function, names, conv)  # fmt: skip
+                      tile[0], tile[1], stages, schedule, function, names, conv,
+                      splits)  # fmt: skip
 
 
 def gemm_module_text(g: GemmKernel) -> str:
@@ -490,31 +515,54 @@ def gemm_module_text(g: GemmKernel) -> str:
     if conv:
         offsets = ""
         block_position = "\n" + _conv_prologue(g, stages, bn, elt)
-    else:
+    elif g.splits == 1:
         offsets = "\n".join(
             f"      %k{step} = arith.constant {step * BK} : index"
             for step in range(steps)
         )
+    else:  # the block's split starts `split_steps` steps further along K
+        offsets = "\n".join(
+            [_split_base(g)]
+            + [
+                f"      %k_local{step} = arith.constant {step * BK} : index\n"
+                f"      %k{step} = arith.addi %kbase, %k_local{step} : index"
+                for step in range(steps)
+            ]
+        )
     operands = _epilogue_operands(g)
     a_type, b_type, c_type = _host_types(g)
+    split = g.splits > 1
+    workspace = [("partial", _partial_type(g))] if split else []
     host_args = ", ".join(
         [
             f"%{a_name}: {a_type}",
             f"%{b_name}: {b_type}",
             *(f"%{name}: {t}" for name, t in operands),
             f"%{c_name}: {c_type}",
+            *(f"%{name}: {t} {{affinec.workspace}}" for name, t in workspace),
         ]
     )
+    # split, the MMA kernel writes the partial sums; the sum kernel, C
+    written = workspace or [*operands, (c_name, c_type)]
     kernel_args = ", ".join(
-        ["%mapA: !mapA", "%mapB: !mapB"]
-        + [f"%{name}: {t}" for name, t in operands]
-        + [f"%{c_name}: {c_type}"]
+        ["%mapA: !mapA", "%mapB: !mapB"] + [f"%{name}: {t}" for name, t in written]
     )
     launch_args = ", ".join(
-        ["%mapA : !mapA", "%mapB : !mapB"]
-        + [f"%{name} : {t}" for name, t in operands]
-        + [f"%{c_name} : {c_type}"]
+        ["%mapA : !mapA", "%mapB : !mapB"] + [f"%{name} : {t}" for name, t in written]
     )
+    sum_launch = sum_kernel = ""
+    if split:
+        sum_args = ", ".join(
+            f"%{name} : {t}" for name, t in [*workspace, *operands, (c_name, c_type)]
+        )
+        sum_blocks = math.ceil(g.m * g.n / SUM_THREADS)
+        sum_launch = (
+            f"\n    %sum_blocks = arith.constant {sum_blocks} : index"
+            f"\n    %sum_threads = arith.constant {SUM_THREADS} : index"
+            f"\n    gpu.launch_func @kernels::@{g.function}_sum blocks in (%sum_blocks, "
+            f"%c1, %c1) threads in (%sum_threads, %c1, %c1) args({sum_args})"
+        )
+        sum_kernel = "\n" + _sum_kernel(g, operands, c_type)
     a_value, a_view = f"%{a_name}", a_type
     if conv:
         part_h, part_w, _, _ = g.part_box
@@ -544,12 +592,13 @@ module attributes {{gpu.container_module}} {{
     %ck = arith.constant {BK} : index
     %blocks_x = arith.constant {grid[0]} : index
     %blocks_y = arith.constant {grid[1]} : index
+    %blocks_z = arith.constant {grid[2]} : index
     %threads = arith.constant {g.threads} : index
 {boxes}    %ua = memref.cast {a_value} : {a_view} to memref<*x{elt}>
     %ub = memref.cast %{b_name} : {b_type} to memref<*x{elt}>
     %mapA = nvgpu.tma.create.descriptor %ua box[{box_a_sizes}] : memref<*x{elt}> -> !mapA
     %mapB = nvgpu.tma.create.descriptor %ub box[{box_b_sizes}] : memref<*x{elt}> -> !mapB
-    gpu.launch_func @kernels::@{g.function}_kernel blocks in (%blocks_x, %blocks_y, %c1) threads in (%threads, %c1, %c1) args({launch_args})
+    gpu.launch_func @kernels::@{g.function}_kernel blocks in (%blocks_x, %blocks_y, %blocks_z) threads in (%threads, %c1, %c1) args({launch_args}){sum_launch}
     return
   }}
   gpu.module @kernels {{
@@ -579,7 +628,7 @@ module attributes {{gpu.container_module}} {{
       gpu.barrier  // the tile stored
 {_copy_out(g) if g.parts == 1 else chr(10).join(_copy_out(g, h) for h in range(g.parts))}
       gpu.return
-    }}
+    }}{sum_kernel}
   }}
 }}
 """
@@ -663,6 +712,17 @@ def _host_types(g: GemmKernel) -> tuple[str, str, str]:
     )
 
 
+def _split_base(g: GemmKernel) -> str:
+    """`%kbase`: the first channel of the block's split (grid z), 0 unsplit."""
+    if g.splits == 1:
+        return "      %kbase = arith.constant 0 : index"
+    return (
+        "      %split = gpu.block_id z\n"
+        f"      %split_k = arith.constant {g.split_steps * BK} : index\n"
+        "      %kbase = arith.muli %split, %split_k : index"
+    )
+
+
 def _conv_prologue(g: GemmKernel, stages: int, bn: int, elt: str) -> str:
     """A convolution's kernel prologue: the block's image and first output pixel,
     the input coordinates of each filter tap, the channel offsets, and the 4-D
@@ -672,6 +732,7 @@ def _conv_prologue(g: GemmKernel, stages: int, bn: int, elt: str) -> str:
     assert c is not None
     per_image = c.blocks_h * c.blocks_w
     lines = [
+        _split_base(g),
         f"      %per_image = arith.constant {per_image} : index",
         f"      %blocks_w = arith.constant {c.blocks_w} : index",
         f"      %box_h = arith.constant {c.box_h} : index",
@@ -700,12 +761,14 @@ def _conv_prologue(g: GemmKernel, stages: int, bn: int, elt: str) -> str:
         ]
         if c.strided:  # the column's phase picks its channels in the last dimension
             lines += [
-                f"      %ch{t}_{j} = arith.constant {phase * c.c + j * BK} : index"
-                for j in range(c.channel_steps)
+                f"      %ch_local{t}_{j} = arith.constant {phase * c.c + j * BK} : "
+                f"index\n      %ch{t}_{j} = arith.addi %kbase, %ch_local{t}_{j} : index"
+                for j in range(g.split_steps)
             ]
     lines += [
-        f"      %ch{j} = arith.constant {j * BK} : index"
-        for j in range(c.channel_steps)
+        f"      %ch_local{j} = arith.constant {j * BK} : index\n"
+        f"      %ch{j} = arith.addi %kbase, %ch_local{j} : index"
+        for j in range(g.split_steps)
     ]
     tile_a = f"memref<{g.tile_m // g.parts}x{BK}x{elt}, 3>"
     view_a = _input_box(g)
@@ -771,7 +834,7 @@ def _conv_loads(g: GemmKernel, step: int, stage: int, bn: int, indent: str) -> s
     c = g.conv
     assert c is not None
     elt = g.dtype
-    tap, j = divmod(step, c.channel_steps)
+    tap, j = divmod(step, g.split_steps)
     r, t = divmod(tap, c.s)
     view_a = _input_box(g)
     lines = []
@@ -803,7 +866,6 @@ def _copy_out(g: GemmKernel, part: int | None = None) -> str:
     epilogue; rows and columns past C's edge skipped. With consumer warpgroups of
     their own tiles (`part`: the cooperative schedule), the `part`-th one's rows,
     its values' names suffixed."""
-    c_name, out = g.names[2], g.out_dtype
     rows = g.tile_m // g.parts
     tile = "%tile" if part is None else f"%tile{part}"
     lines = [
@@ -854,13 +916,47 @@ def _copy_out(g: GemmKernel, part: int | None = None) -> str:
             "        scf.if %inside {",
         ]
         indent = "          "
-    output = f"memref<{'x'.join(map(str, _output_shape(g)))}x{out}>"
     local = "%r" if not part else "%lr"
     lines.append(
         f"{indent}%v = memref.load {tile}[{local}, %c] : "
         f"memref<{rows}x{g.tile_n}xf32, 3>"
     )
-    value = "%v"
+    if g.splits > 1:  # the split's partial sum, as it is: the sum kernel ends it
+        if conv:
+            lines += [
+                f"{indent}%pixels = arith.constant {conv.out_h * conv.out_w} : index",
+                f"{indent}%image_row = arith.muli %image, %pixels : index",
+                f"{indent}%row_of_oh = arith.muli %oh, %out_w : index",
+                f"{indent}%gm0 = arith.addi %image_row, %row_of_oh : index",
+                f"{indent}%gm = arith.addi %gm0, %ow : index",
+            ]
+        gm = "%gm" if conv else "%gr"
+        lines.append(
+            f"{indent}memref.store %v, %partial[%split, {gm}, %gc] : {_partial_type(g)}"
+        )
+    else:
+        lines += _epilogue_lines(g, "%v", at, indent)
+    if guarded:
+        lines.append("        }")
+    lines.append("      }")
+    text = "\n".join(lines)
+    if part is None:
+        return text
+    # the loop's own values, renamed per part (the loops are siblings)
+    defined = set(re.findall(r"(%[a-z_0-9]+) = ", text)) | {"%e"}
+    return re.sub(
+        r"%[a-z_0-9]+\b",
+        lambda m: f"{m.group(0)}_p{part}" if m.group(0) in defined else m.group(0),
+        text,
+    )
+
+
+def _epilogue_lines(g: GemmKernel, value: str, at: str, indent: str) -> list[str]:
+    """The epilogue of the f32 `value` of C's element at `at` (its column `%gc`),
+    converted and stored."""
+    c_name, out = g.names[2], g.out_dtype
+    output = f"memref<{'x'.join(map(str, _output_shape(g)))}x{out}>"
+    lines = []
     for step in g.epilogue:
         if step in ("scale", "bias", "residual"):
             t, where = (
@@ -891,19 +987,67 @@ def _copy_out(g: GemmKernel, part: int | None = None) -> str:
         lines.append(f"{indent}%o = arith.truncf {value} : f32 to {out}")
         value = "%o"
     lines.append(f"{indent}memref.store {value}, %{c_name}[{at}] : {output}")
-    if guarded:
-        lines.append("        }")
-    lines.append("      }")
-    text = "\n".join(lines)
-    if part is None:
-        return text
-    # the loop's own values, renamed per part (the loops are siblings)
-    defined = set(re.findall(r"(%[a-z_0-9]+) = ", text)) | {"%e"}
-    return re.sub(
-        r"%[a-z_0-9]+\b",
-        lambda m: f"{m.group(0)}_p{part}" if m.group(0) in defined else m.group(0),
-        text,
+    return lines
+
+
+def _partial_type(g: GemmKernel) -> str:
+    """The workspace of a split: each split's f32 sums of C's rows x columns."""
+    return f"memref<{g.splits}x{g.m}x{g.n}xf32>"
+
+
+SUM_THREADS = 256
+
+
+def _sum_kernel(g: GemmKernel, operands: list[tuple[str, str]], c_type: str) -> str:
+    """The second kernel of a split: each thread adds one element's partial sums in
+    the splits' order (deterministic), then the epilogue."""
+    c = g.conv
+    args = ", ".join(
+        [f"%partial: {_partial_type(g)}"]
+        + [f"%{name}: {t}" for name, t in operands]
+        + [f"%{g.names[2]}: {c_type}"]
     )
+    lines = [
+        f"    gpu.func @{g.function}_sum({args}) kernel {{",
+        "      %tid = gpu.thread_id x",
+        "      %bx = gpu.block_id x",
+        f"      %threads = arith.constant {SUM_THREADS} : index",
+        "      %first = arith.muli %bx, %threads : index",
+        "      %e = arith.addi %first, %tid : index",
+        f"      %total = arith.constant {g.m * g.n} : index",
+        f"      %columns = arith.constant {g.n} : index",
+        "      %inside = arith.cmpi ult, %e, %total : index",
+        "      scf.if %inside {",
+        "        %gm = arith.divui %e, %columns : index",
+        "        %gc = arith.remui %e, %columns : index",
+    ]
+    value = None
+    for z in range(g.splits):
+        lines += [
+            f"        %z{z} = arith.constant {z} : index",
+            f"        %p{z} = memref.load %partial[%z{z}, %gm, %gc] : "
+            f"{_partial_type(g)}",
+        ]
+        if value is None:
+            value = f"%p{z}"
+        else:
+            lines.append(f"        %s{z} = arith.addf {value}, %p{z} : f32")
+            value = f"%s{z}"
+    at = "%gm, %gc"
+    if c:
+        lines += [
+            f"        %pixels = arith.constant {c.out_h * c.out_w} : index",
+            f"        %out_w = arith.constant {c.out_w} : index",
+            "        %image = arith.divui %gm, %pixels : index",
+            "        %pixel = arith.remui %gm, %pixels : index",
+            "        %oh = arith.divui %pixel, %out_w : index",
+            "        %ow = arith.remui %pixel, %out_w : index",
+        ]
+        at = "%image, %oh, %ow, %gc"
+    assert value is not None
+    lines += _epilogue_lines(g, value, at, "        ")
+    lines += ["      }", "      gpu.return", "    }"]
+    return "\n".join(lines)
 
 
 def _b_loads(step: int, stage: int, tn: int, bn: int, elt: str, indent: str) -> str:
@@ -932,39 +1076,40 @@ def _b_loads(step: int, stage: int, tn: int, bn: int, elt: str, indent: str) -> 
 
 
 def replace_with_kernel(module: ModuleOp, fn: func.FuncOp, plan: GemmKernel) -> None:
-    """`fn` replaced by the host function and `gpu.module` of `plan`, the kernel
-    carrying its launch record (its tensor maps named after the arrays they map)."""
+    """`fn` replaced by the host function and `gpu.module` of `plan`, each kernel
+    carrying its launch record (its tensor maps named after the arrays they map;
+    with a split, the MMA kernel, then the one adding the partial sums)."""
     written = parse_module(make_context(), gemm_module_text(plan))
     host, kernels = list(written.body.block.ops)
     assert isinstance(host, func.FuncOp) and isinstance(kernels, gpu.ModuleOp)
-    (kernel,) = kernels.body.block.ops
-    launch = next(o for o in host.walk() if isinstance(o, gpu.LaunchFuncOp))
-    names = [a.name_hint or "" for a in host.body.block.args]
-    map_types = [a.type for a in kernel.body.block.args[:2]]
-    arguments = [
-        KernelArgument(names[0], map_types[0]),
-        KernelArgument(names[1], map_types[1]),
-        *(
-            KernelArgument(name, arg.type)
-            for name, arg in zip(names[2:], host.body.block.args[2:], strict=True)
-        ),
-    ]
-    record = LaunchRecord(
-        kernel=kernel.sym_name.data,
-        host=host.sym_name.data,
-        grid=plan.grid,
-        block=(plan.threads, 1, 1),
-        dynamic_shared_memory=0,
-        arguments=tuple(arguments),
-        outputs=(names[-1],),
-        tensor_map_shapes=(
-            ((names[0], plan.conv.strided_input_shape),)
-            if plan.conv and plan.conv.strided
-            else ()
-        ),
-    )
-    kernel.attributes[LAUNCH] = record.to_attribute()
-    assert launch.kernel_name == kernel.sym_name.data
+    launches = [o for o in host.walk() if isinstance(o, gpu.LaunchFuncOp)]
+    host_names = [a.name_hint or "" for a in host.body.block.args]
+    maps = {"mapA": host_names[0], "mapB": host_names[1]}
+    for kernel, launch in zip(kernels.body.block.ops, launches, strict=True):
+        assert isinstance(kernel, gpu.FuncOp)
+        assert launch.kernel_name == kernel.sym_name.data
+        parameters = kernel.body.block.args[: len(kernel.function_type.inputs)]
+        arguments = tuple(
+            KernelArgument(maps.get(a.name_hint or "", a.name_hint or ""), a.type)
+            for a in parameters
+        )
+        record = LaunchRecord(
+            kernel=kernel.sym_name.data,
+            host=host.sym_name.data,
+            grid=_constants(launch.grid_sizes),
+            block=_constants(launch.block_sizes),
+            dynamic_shared_memory=0,
+            arguments=arguments,
+            outputs=(arguments[-1].name,),
+            tensor_map_shapes=(
+                ((host_names[0], plan.conv.strided_input_shape),)
+                if plan.conv
+                and plan.conv.strided
+                and arguments[0].name in maps.values()
+                else ()
+            ),
+        )
+        kernel.attributes[LAUNCH] = record.to_attribute()
     for o in (host, kernels):
         o.detach()
     module.body.block.insert_op_before(host, fn)
@@ -972,6 +1117,12 @@ def replace_with_kernel(module: ModuleOp, fn: func.FuncOp, plan: GemmKernel) -> 
     fn.detach()
     fn.erase()
     module.attributes["gpu.container_module"] = UnitAttr()
+
+
+def _constants(values) -> tuple[int, int, int]:
+    """The values of three `arith.constant`s (a launch's grid or block)."""
+    x, y, z = (v.owner.value.value.data for v in values)
+    return (x, y, z)
 
 
 __all__ = [
