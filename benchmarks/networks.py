@@ -86,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
                 variants.append(("flattened", {"flatten_pixels": True}))
             if args.wgmma:
                 variants.append(("wgmma", {"wgmma": True}))
+                variants += [
+                    (f"wgmma splits={n}", {"wgmma": True, "splits": n})
+                    for n in args.splits
+                ]
             for layer in network(name, batch, args.dtype):
                 start = time.perf_counter()
                 compiled = _compiled(layer.spec, args.tuned, arch)

@@ -138,8 +138,8 @@ step_hopper() {
   run hopper-bench 600 $PY -m affinec bench --dtype f16 bf16 --wgmma \
     --json "$OUT/hopper_bench.json"
   tail -9 "$OUT/hopper-bench.log"
-  run hopper-networks 900 $PY benchmarks/networks.py --network resnet50 vgg16 \
-    --batch 1 32 --wgmma --json "$OUT/hopper_networks.json"
+  run hopper-networks 1500 $PY benchmarks/networks.py --network resnet50 vgg16 \
+    --batch 1 32 --wgmma --splits 2 4 --json "$OUT/hopper_networks.json"
   tail -5 "$OUT/hopper-networks.log"
   run hopper-profile 300 ncu --clock-control none --section SpeedOfLight \
     --section Occupancy --section LaunchStats --section WarpStateStats \

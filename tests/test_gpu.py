@@ -453,6 +453,11 @@ def _hopper() -> bool:
                      layout="nhwc", filter_layout="rsck", epilogue="bias-relu"),
             {"wgmma_tile": (128, 128), "wgmma_schedule": "cooperative"},
         ),
+        (  # split-K: 4 layers of blocks, their partials added by a second kernel
+            ConvSpec(1, 512, 7, 7, 512, 3, 3, padding=1, dtype="f16",
+                     layout="nhwc", filter_layout="rsck", epilogue="bias-relu"),
+            {"splits": 4},
+        ),
         (  # strided: each tap's box one phase of the stride
             ConvSpec(8, 256, 28, 28, 512, 3, 3, stride=2, padding=1, dtype="f16",
                      layout="nhwc", filter_layout="rsck", epilogue="bias-relu"),
