@@ -67,8 +67,7 @@ from affinec.transforms.gpu.wgmma_gemm import (
 
 @dataclass(frozen=True)
 class AffinecWgmmaGemm(ModulePass):
-    """Write the naive matrix product or convolution of the module's spec as a
-    Hopper kernel (TMA, mbarriers, wgmma)."""
+    """Write the spec's naive product or convolution as a TMA + wgmma kernel."""
 
     name = "affinec-wgmma-gemm"
 

@@ -37,7 +37,7 @@ builtin.module attributes {affinec.spec = "matmul m=100 n=64 k=128 dtype=f16 epi
 
 // CHECK:      func.func @matmul(%A: memref<100x128xf16>, %B: memref<128x64xf16>, %bias: memref<64xf16>, %C: memref<100x64xf16>)
 // CHECK:        %mapA = nvgpu.tma.create.descriptor %ua box[%ctm, %ck]
-// CHECK:        gpu.launch_func @kernels::@matmul_kernel blocks in (%blocks_x, %blocks_y, %c1) threads in (%threads, %c1, %c1) args(%mapA : {{.*}}, %mapB : {{.*}}, %bias : memref<64xf16>, %C : memref<100x64xf16>)
+// CHECK:        gpu.launch_func @kernels::@matmul_kernel blocks in (%blocks_x, %blocks_y, %blocks_z) threads in (%threads, %c1, %c1) args(%mapA : {{.*}}, %mapB : {{.*}}, %bias : memref<64xf16>, %C : memref<100x64xf16>)
 // CHECK:      gpu.func @matmul_kernel
 // CHECK-SAME:   affinec.launch = {kernel = "matmul_kernel", host = "matmul", grid = array<i64: 1, 2, 1>, block = array<i64: 128, 1, 1>
 // CHECK-SAME:   arguments = ["A", "B", "bias", "C"]
