@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mlir_opt import mlir_opt, needs_mlir_opt, printed, same_ir
 
 from affinec.compiler import compile_to_ptx
 from affinec.config import KernelConfig, config_for, wgmma_config_for
@@ -543,3 +544,21 @@ def test_the_tuner_splits_deep_layers_of_few_blocks_on_the_route():
     )  # fmt: skip
     configs = search_space(deep, arch="sm_90a").configs
     assert any(c.wgmma and c.splits > 1 for c in configs)
+
+
+@needs_mlir_opt
+def test_mlir_opt_reads_the_route_s_kernels_as_the_same_ir():
+    # a strided convolution, two consumers, split-K: host reshape, 5-D boxes,
+    # per-consumer tiles, a workspace and two kernels. (MLIR 22's verifier takes
+    # 128-byte swizzles only: B tiles of fewer than 64 columns are affinec's.)
+    spec = ConvSpec(
+        n=1, c=128, h=6, w=6, k=64, r=3, s=3, padding=1, stride=2, layout="nhwc",
+        filter_layout="rsck", dtype="f16", epilogue="bias-relu",
+    )  # fmt: skip
+    module = build(spec)
+    Pipeline.parse(
+        f"{TARGET},affinec-wgmma-gemm{{tile-sizes=128,64 stages=2 "
+        "schedule=cooperative splits=2}"
+    ).run(module)
+    text = printed(module)
+    assert same_ir(text, mlir_opt(text))
