@@ -36,6 +36,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=0, help="compiler processes")
     parser.add_argument("--compile-only", action="store_true")
+    parser.add_argument(
+        "--arch",
+        help="the chip to draw configurations for and compile to (default: this "
+        "GPU's; sm_90 without one); sm_90a adds the wgmma route's",
+    )
+    parser.add_argument(
+        "--wgmma-only",
+        action="store_true",
+        help="only the wgmma route's configurations (sm_90a)",
+    )
     parser.add_argument("--json", help="write every outcome here")
     args = parser.parse_args(argv)
     if args.pairs < 1:
@@ -43,8 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     run = not args.compile_only
     if run and not cuda_available():
         parser.error("no CUDA GPU: use --compile-only")
-    arch = current_arch() if run else "sm_90"
-    pairs = random_pairs(args.seed, args.pairs)
+    arch = args.arch or (current_arch() if run else "sm_90")
+    if args.wgmma_only and arch != "sm_90a":
+        parser.error("--wgmma-only draws the wgmma route's kernels: --arch sm_90a")
+    pairs = random_pairs(args.seed, args.pairs, arch=arch, wgmma_only=args.wgmma_only)
     import os
 
     jobs = args.jobs or max(1, (os.cpu_count() or 2) - 1)

@@ -107,6 +107,10 @@ step_differential() {  # PAIRS random pairs (1200 by default) against float64
   run differential 900 $PY scripts/gpu_differential.py --pairs "${PAIRS:-1200}" \
     --seed "${SEED:-1}" --json "$OUT/differential.json"
   tail -8 "$OUT/differential.log"
+  run differential-wgmma 600 $PY scripts/gpu_differential.py --arch sm_90a \
+    --wgmma-only --pairs "${WGMMA_PAIRS:-400}" --seed "${SEED:-1}" \
+    --json "$OUT/differential_wgmma.json"
+  tail -6 "$OUT/differential-wgmma.log"
 }
 
 step_networks() {

@@ -109,16 +109,28 @@ def random_spec(rng: random.Random) -> ConvSpec:
     )
 
 
-def random_pairs(seed: int, count: int, per_spec: int = 4) -> list[Pair]:
+def random_pairs(
+    seed: int,
+    count: int,
+    per_spec: int = 4,
+    arch: str = "sm_90",
+    wgmma_only: bool = False,
+) -> list[Pair]:
     """`count` (spec, configuration) pairs, `per_spec` configurations a spec drawn
-    from its search space (the first spec's baseline among them)."""
+    from its search space on `arch` (the first spec's baseline among them); with
+    `wgmma_only`, only the space's Hopper kernels (sm_90a), of the specs that have
+    some."""
     from affinec.tuning.space import search_space
 
     rng = random.Random(seed)
     pairs: list[Pair] = []
     while len(pairs) < count:
         spec = random_spec(rng)
-        configs = search_space(spec).configs
+        configs = search_space(spec, arch=arch).configs
+        if wgmma_only:
+            configs = tuple(c for c in configs if c.wgmma)
+            if not configs:
+                continue
         chosen = rng.sample(configs, min(per_spec, len(configs)))
         pairs += [Pair(spec, c) for c in chosen[: count - len(pairs)]]
     return pairs
@@ -191,11 +203,12 @@ def check_on_gpu(compiled: Outcome, seed: int = 0) -> Outcome:
     )
 
 
-def run_pair(pair: Pair, seed: int = 0) -> Outcome:
-    """Compile `pair` for this GPU, run it and check it against float64."""
+def run_pair(pair: Pair, seed: int = 0, arch: str | None = None) -> Outcome:
+    """Compile `pair` for `arch` (this GPU's by default), run it and check it
+    against float64."""
     from affinec.runtime import current_arch
 
-    return check_on_gpu(compile_pair(pair, current_arch()), seed)
+    return check_on_gpu(compile_pair(pair, arch or current_arch()), seed)
 
 
 def summary(outcomes: list[Outcome]) -> dict[str, int]:
