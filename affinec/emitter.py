@@ -18,11 +18,14 @@ knows LLVM's `bfloat`: `BFloatType` is it, and this module registers it for xDSL
 
 PTX comes from llvmlite's NVPTX target: the module is optimized at `-O3` and compiled
 for `sm_80` (default) or `sm_90` with PTX ISA 8.0 (`+ptx80`), a version CUDA 13.0's
-driver and ptxas accept; `to_ptx` checks the `.version` it got.
+driver and ptxas accept; `to_ptx` checks the `.version` it got. With
+`AFFINEC_FAST_CODEGEN=1` in the environment, NVPTX's code generation skips its
+straight-line strength reduction (see `FAST_CODEGEN`).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -63,6 +66,14 @@ DEFAULT_ARCH = "sm_80"
 PTX_FEATURES = "+ptx80"
 """PTX ISA 8.0: new enough for sm_90, old enough for CUDA 13.0's driver and ptxas."""
 MAX_PTX_MAJOR = 8
+
+FAST_CODEGEN = "AFFINEC_FAST_CODEGEN"
+"""The environment variable that, set to 1 before the first compilation of a process,
+makes NVPTX's code generation skip straight-line strength reduction: on the unrolled
+tensor-core kernels that pass takes 0.17-0.25 s of a 0.3 s code generation (its cost
+grows with the unrolled loop body), and without it the PTX differs (1-7 % more SASS
+instructions, ptxas 13.0). Off by default: what it costs the kernels is for a GPU run
+to measure (`scripts/gpu_session.sh codegen`)."""
 
 
 class EmitterError(OpError):
@@ -465,7 +476,19 @@ def _checked_arch(arch: str) -> str:
 
 
 @cache
+def _codegen_options() -> bool:
+    """Pass `FAST_CODEGEN`'s choice to LLVM, once; whether it skips the pass. LLVM's
+    pass gate is process-wide and read when a context first runs a pass, which is
+    why each module is parsed into a context of its own."""
+    fast = os.environ.get(FAST_CODEGEN, "") == "1"
+    if fast:
+        llvm_binding.set_option("affinec", "-opt-disable=slsr")
+    return fast
+
+
+@cache
 def _target_machine(arch: str, opt_level: int = 3) -> llvm_binding.TargetMachine:
+    _codegen_options()
     llvm_binding.initialize_all_targets()
     llvm_binding.initialize_all_asmprinters()
     target = llvm_binding.Target.from_triple(TRIPLE)
@@ -476,7 +499,7 @@ def llvm_ir_to_ptx(text: str, arch: str = DEFAULT_ARCH, opt_level: int = 3) -> s
     """Optimize LLVM IR text at `opt_level` and compile it to PTX for `arch`."""
     tm = _target_machine(_checked_arch(arch), opt_level)
     try:
-        parsed = llvm_binding.parse_assembly(text)
+        parsed = llvm_binding.parse_assembly(text, llvm_binding.create_context())
         parsed.verify()
     except RuntimeError as e:
         raise EmitterError(None, f"LLVM rejected the IR: {e}") from None

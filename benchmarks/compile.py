@@ -9,7 +9,9 @@ pipeline, LLVM IR translation, LLVM's -O3 and PTX code generation), the same dat
 `affinec-opt --mlir-timing`, over `--repeat` warm runs (the median is reported; the
 first, cold run is reported apart: it loads xDSL's dialects and LLVM's NVPTX target).
 With `--process`, also the wall time of a fresh `python -c` compile (imports included).
-Prints a table and writes JSON.
+Prints a table and writes JSON. `AFFINEC_FAST_CODEGEN=1 python benchmarks/compile.py`
+times LLVM's code generation without straight-line strength reduction (the JSON says
+which).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 from affinec.benchmark import DESIGN_CONVOLUTIONS, with_format
 from affinec.compiler import compile_to_ptx
 from affinec.config import config_for
+from affinec.emitter import FAST_CODEGEN
 from affinec.frontend import build
 from affinec.spec import ConvSpec
 
@@ -114,6 +117,13 @@ def main() -> None:
             f"  {label:<52} {r['total_s_median'] * 1000:10.1f} "
             f"{r['cold_total_s'] * 1000:9.1f} {process}"
         )
+    kernels = [r["total_s_median"] for label, r in results.items() if label != DEFAULT]
+    fast = os.environ.get(FAST_CODEGEN) == "1"
+    print(
+        f"\n  median over config_for's f16 kernels: "
+        f"{statistics.median(kernels) * 1000:.0f} ms (NVPTX code generation "
+        + ("without straight-line strength reduction)" if fast else "as it is)")
+    )
 
     payload = {
         "machine": {
@@ -122,6 +132,7 @@ def main() -> None:
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
         },
+        "fast_codegen": fast,
         "results": results,
     }
     path = Path(args.json)

@@ -27,6 +27,9 @@
 #             each; the five benchmark convolutions and ResNet-50 and VGG-16 on
 #             the route against cuDNN; ncu on
 #             the five benchmark convolutions' wgmma kernels
+#   codegen   affinec bench in f16 twice, LLVM's code generation as it is and with
+#             AFFINEC_FAST_CODEGEN=1 (no straight-line strength reduction: a third of
+#             the compile time): whether the kernels lose anything by it
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/affinec-gpu}
@@ -151,6 +154,14 @@ step_hopper() {
     -k regex:conv_kernel $PY benchmarks/profile_kernels.py --dtype f16 bf16 --wgmma
   grep -E "wgmma|Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Thr|Memory Thr|L2 Cache Thr|Block Limit Sh" \
     "$OUT/hopper-profile.log" | head -80
+}
+
+step_codegen() {
+  run codegen-default 420 $PY benchmarks/conv.py --dtype f16 \
+    --json "$OUT/codegen_default.json"
+  AFFINEC_FAST_CODEGEN=1 run codegen-fast 420 $PY benchmarks/conv.py --dtype f16 \
+    --json "$OUT/codegen_fast.json"
+  tail -9 "$OUT/codegen-default.log" "$OUT/codegen-fast.log"
 }
 
 steps=("$@")

@@ -71,15 +71,14 @@ class Copy:
     def restamp(self, epoch: int) -> None:
         """Keep the destination pending in a new barrier interval."""
         if isinstance(self.buffer, SharedArray):
-            self.buffer.write_epoch[self.run] = epoch
+            self.buffer.stamp_writes(self.run, None, epoch)
 
     def land(self, epoch: int) -> None:
         """Write the data, as the copying thread, in the current interval."""
         buffer = self.buffer
         if isinstance(buffer, SharedArray):
             buffer.data[self.run] = self.values
-            buffer.writer[self.run] = self.thread
-            buffer.write_epoch[self.run] = epoch
+            buffer.stamp_writes(self.run, self.thread, epoch)
         else:
             buffer[self.run] = self.values
 
@@ -181,8 +180,7 @@ def claim(dst: SharedArray, run: slice | np.ndarray, copy: Copy, state) -> None:
                 "reading: no wgmma wait has retired its group",
                 barrier=False,
             )
-    dst.writer[run] = PENDING - copy.record
-    dst.write_epoch[run] = e
+    dst.stamp_writes(run, PENDING - copy.record, e)
 
 
 def create_group(ctx) -> None:

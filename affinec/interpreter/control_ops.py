@@ -60,15 +60,39 @@ def write_cfg(w: FunctionWriter, region: Region, on_return: type[Operation]) -> 
         w.line(f"{state} = {index[target]}")
         w.line("continue")
 
+    def arm(k: int) -> None:
+        term = w.emit_block(blocks[k])
+        if term is None:
+            _emit_exit(w, term, on_return)
+            return
+        with w.at(term):
+            _emit_terminator(w, k, term, jump, on_return)
+
+    def dispatch(lo: int, hi: int) -> None:
+        """The arms of blocks[lo:hi], found by bisection: a chain of `elif`s made
+        each turn of an inner loop test every block before its own."""
+        if hi - lo == 1:
+            arm(lo)
+            return
+        if hi - lo <= _DISPATCH_CHAIN:
+            for k in range(lo, hi):
+                test = f"{state} == {k}" if k < hi - 1 else None
+                header = "else:" if test is None else ("if" if k == lo else "elif")
+                with w.indented(header if test is None else f"{header} {test}:"):
+                    arm(k)
+            return
+        middle = (lo + hi) // 2
+        with w.indented(f"if {state} < {middle}:"):
+            dispatch(lo, middle)
+        with w.indented("else:"):
+            dispatch(middle, hi)
+
     with w.indented("while True:"):
-        for k, b in enumerate(blocks):
-            with w.indented(f"{'if' if k == 0 else 'elif'} {state} == {k}:"):
-                term = w.emit_block(b)
-                if term is None:
-                    _emit_exit(w, term, on_return)
-                    continue
-                with w.at(term):
-                    _emit_terminator(w, k, term, jump, on_return)
+        dispatch(0, len(blocks))
+
+
+_DISPATCH_CHAIN = 4
+"""Up to this many blocks, the dispatch loop tests them one after the other."""
 
 
 def _emit_terminator(

@@ -178,6 +178,7 @@ class SharedArray:
         "state",
         "write_epoch",
         "writer",
+        "written_in",
     )
 
     def __init__(self, name: str, shape: tuple[int, ...], dtype: np.dtype, state):
@@ -191,6 +192,9 @@ class SharedArray:
         self.write_epoch = np.full(shape, -1, np.int64)
         self.reader = np.full(shape, -1, np.int64)
         self.read_epoch = np.full(shape, -1, np.int64)
+        self.written_in = [-1]
+        """The last interval whose `write_epoch` marks anything (shared with the flat
+        view): a read in another interval needs no look at the writer marks."""
         self._flat: SharedArray | None = None
         self.address = state.allocate(self)
         """The byte address of the buffer in the block's shared memory (the
@@ -210,6 +214,7 @@ class SharedArray:
             view.address = self.address
             for field in ("data", "writer", "write_epoch", "reader", "read_epoch"):
                 setattr(view, field, getattr(self, field).reshape(-1))
+            view.written_in = self.written_in
             view._flat = None
             self._flat = view
         return self._flat
@@ -250,24 +255,45 @@ class SharedArray:
     def __len__(self) -> int:
         return self.shape[0] if self.shape else 1
 
+    def stamp_writes(self, index, writer, epoch: int) -> None:
+        """Mark elements `index` written in interval `epoch` by `writer` (a thread, a
+        copy in flight, a TMA landing; None keeps each element's writer): every
+        write mark goes through here, so that `written_in` stays true."""
+        if writer is not None:
+            self.writer[index] = writer
+        self.write_epoch[index] = epoch
+        if epoch > self.written_in[0]:
+            self.written_in[0] = epoch
+
     def __getitem__(self, index):
+        # a scalar access's index is an int or a tuple of ints; a run ends in a slice
+        cls = index.__class__
+        if cls is slice or (cls is tuple and index and index[-1].__class__ is slice):
+            state = self.state
+            return self._read_vector(index, state.thread, state.epoch)
         state = self.state
         t, e = state.thread, state.epoch
-        if _is_run(index):
-            return self._read_vector(index, t, e)
-        if self.write_epoch[index] == e and self.writer[index] != t:
+        if (
+            self.written_in[0] == e
+            and self.write_epoch[index] == e
+            and self.writer[index] != t
+        ):
             self.conflict(index, "reads", self.writer[index])
-        if self.read_epoch[index] != e:
-            self.read_epoch[index] = e
+        read_epoch = self.read_epoch
+        if read_epoch[index] != e:
+            read_epoch[index] = e
             self.reader[index] = t
-        elif self.reader[index] != t:
-            self.reader[index] = MANY_READERS
+        else:
+            reader = self.reader
+            if (who := reader[index]) != t and who != MANY_READERS:
+                reader[index] = MANY_READERS
         return self.data[index]
 
     def __setitem__(self, index, value) -> None:
         state = self.state
         t, e = state.thread, state.epoch
-        if _is_run(index):
+        cls = index.__class__
+        if cls is slice or (cls is tuple and index and index[-1].__class__ is slice):
             self._write_vector(index, value, t, e)
             return
         if self.write_epoch[index] == e and self.writer[index] != t:
@@ -276,8 +302,7 @@ class SharedArray:
             who = self.reader[index]
             other = state.reader_name(who)
             self.race(index, f"writes what {other} read")
-        self.write_epoch[index] = e
-        self.writer[index] = t
+        self.stamp_writes(index, t, e)
         self.data[index] = value
 
     def _read_vector(
@@ -306,8 +331,7 @@ class SharedArray:
             who = self.reader[k]
             other = self.state.reader_name(who)
             self.race(k, f"writes what {other} read")
-        self.write_epoch[index] = e
-        self.writer[index] = t
+        self.stamp_writes(index, t, e)
         self.data[index] = value
 
     def _conflicts(self, index: tuple | slice, clash: np.ndarray, verb: str) -> None:
@@ -381,14 +405,6 @@ def shared_subview(op, source: SharedArray, offsets, shape) -> SharedView:
     for o, n in zip(offsets, source.shape, strict=True):
         flat = flat * n + o
     return SharedView(source.flat_view(), flat, tuple(shape))
-
-
-def _is_run(index) -> bool:
-    """A vector access's index: a slice of the innermost dimension (alone, into a
-    flat buffer, or ending a tuple)."""
-    if isinstance(index, tuple):
-        return bool(index) and isinstance(index[-1], slice)
-    return isinstance(index, slice)
 
 
 def _element(index: tuple | slice, k: int):

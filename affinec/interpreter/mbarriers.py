@@ -229,8 +229,7 @@ class TmaCopy(Copy):
             self.thread,
         )
         self.buffer.data[self.run] = self.values
-        self.buffer.writer[self.run] = LANDED - landing
-        self.buffer.write_epoch[self.run] = epoch
+        self.buffer.stamp_writes(self.run, LANDED - landing, epoch)
 
 
 # -- mbarrier ops --------------------------------------------------------------------

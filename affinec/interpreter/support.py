@@ -194,6 +194,9 @@ def poisoned(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return np.full(shape, np.iinfo(dtype).min, dtype)
 
 
+_float64_bytes = struct.Struct("<d").pack
+
+
 def fused_multiply_add(a, b, c):
     """`a * b + c` rounded once to the type of `a`, as the GPU's `fma` rounds it.
 
@@ -214,7 +217,8 @@ def fused_multiply_add(a, b, c):
         return to(s)
     v = s - p
     error = (p - (s - v)) + (z - v)
-    if error != 0.0 and not struct.unpack("<q", struct.pack("<d", s))[0] & 1:
+    # the last bit of the float64: the lowest of its little-endian bytes
+    if error != 0.0 and not _float64_bytes(s)[0] & 1:
         s = math.nextafter(s, math.inf if error > 0 else -math.inf)
     return to(s)
 
