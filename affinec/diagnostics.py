@@ -164,6 +164,8 @@ class LocatingParser(Parser):
         self._parser_state = ParserState(LinearLexer(Input(text, name)))
         self.line_offset = line_offset
         self._op_start: Span | None = None
+        self._first_uses: dict[str, Span] = {}
+        """Where each value not yet defined was first used (for MLIR's error there)."""
 
     def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
         if allow_implicit_module and self._current_token.kind == MLIRTokenKind.EOF:
@@ -172,7 +174,31 @@ class LocatingParser(Parser):
         try:
             return super().parse_module(allow_implicit_module)
         except Exception as e:
+            undefined = isinstance(e, ParseError) and e.msg.startswith(
+                "values used but not defined"
+            )
+            if undefined and (at_use := self._undefined_use()):
+                raise at_use from None
             raise self._as_parse_error(e, start) from e
+
+    def resolve_operand(self, operand, type):
+        if operand.operand_name not in self.ssa_values:
+            self._first_uses.setdefault(operand.operand_name, operand.span)
+        return super().resolve_operand(operand, type)
+
+    def _undefined_use(self) -> ParseError | None:
+        """MLIR's error for a value used and never defined, at its first use (xDSL
+        reports the names at the end of the input)."""
+        spans = [
+            self._first_uses[name]
+            for name in self.forward_ssa_references
+            if name in self._first_uses
+        ]
+        if not spans:
+            return None
+        return ParseError(
+            min(spans, key=lambda span: span.start), "use of undeclared SSA value name"
+        )
 
     def parse_optional_operation(self) -> Operation | None:
         start = self._current_token.span

@@ -44,6 +44,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return AffinecCanonicalizePass
 
+    def _canonicalize():
+        from affinec.passes.canonicalize import CanonicalizePass
+
+        return CanonicalizePass
+
     def _affine_data_copy_generate():
         from affinec.passes.affine_data_copy_generate import AffineDataCopyGenerate
 
@@ -165,6 +170,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-split": _affinec_split,
         "affinec-sink": _affinec_sink,
         "affinec-canonicalize": _affinec_canonicalize,
+        "canonicalize": _canonicalize,
         "affine-data-copy-generate": _affine_data_copy_generate,
         "affinec-coalesce-reduction": _affinec_coalesce_reduction,
         "affinec-contract-fma": _affinec_contract_fma,

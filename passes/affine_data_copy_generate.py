@@ -31,8 +31,11 @@ Options: `memrefs` (the arguments to copy, by name; all by default),
 `fast-mem-capacity` (KiB of shared memory a block may use, 48 by default: the static
 limit every CUDA GPU grants), `generate-dma` (16-byte asynchronous copies where the
 footprint's rows allow), `reduction-innermost` (lay the buffers out for a
-tensor-core consumer: the reduction's channel dimension innermost). Refuses, before rewriting, a footprint that is not a
-box with constant extents and copies that do not fit, naming the bytes.
+tensor-core consumer: the reduction's channel dimension innermost); MLIR's
+`fast-mem-space` and `slow-mem-space` are taken at their GPU values (3 and 0),
+`skip-non-unit-stride-loops` changes nothing (the copies sit at the compute band).
+Refuses, before rewriting, a footprint that is not a box with constant extents and
+copies that do not fit, naming the bytes.
 """
 
 from __future__ import annotations
@@ -74,6 +77,17 @@ class AffineDataCopyGenerate(ModulePass):
     `nvgpu.device_async_copy` (zero-filling outside the tensor), the compute band
     waits for them; other footprints are copied element by element."""
 
+    fast_mem_space: int = 3
+    """The memory space of the buffers: 3, a GPU block's shared memory (the only
+    fast memory it has; MLIR's default, 1, names none on a GPU)."""
+
+    slow_mem_space: int = 0
+    """The memory space copied from: 0, the GPU's global memory."""
+
+    skip_non_unit_stride_loops: bool = False
+    """MLIR's choice of the loop depth to copy at; this pass copies at the compute
+    band's depth whatever the strides, so the option changes nothing here."""
+
     reduction_innermost: bool = False
     """Lay each buffer out with the reduction's channel dimension innermost (what a
     tensor-core MMA reads along its k), whatever the tensor's layout: an NCHW input
@@ -88,6 +102,16 @@ class AffineDataCopyGenerate(ModulePass):
                 f"fast-mem-capacity must be between 1 and {MAX_CAPACITY_KIB} KiB, "
                 f"got {self.fast_mem_capacity}",
             )
+        for option, value, only in (
+            ("fast-mem-space", self.fast_mem_space, 3),
+            ("slow-mem-space", self.slow_mem_space, 0),
+        ):
+            if value != only:
+                raise PassError(
+                    op,
+                    f"{option}={value}: this pass copies from global memory (space "
+                    f"0) into a block's shared memory (space 3) only",
+                )
         # No more than the module's chip gives a block.
         capacity = min(self.fast_mem_capacity, chip_of(op).max_shared_per_block // KIB)
         plans = [

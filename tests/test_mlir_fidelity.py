@@ -788,6 +788,26 @@ def test_an_induction_variable_in_its_own_bound_is_a_located_error(tmp_path, cap
     )
 
 
+def test_an_undefined_value_is_reported_at_its_first_use(tmp_path, capsys):
+    """As mlir-opt reports it: at the use, so that `expected-error@+1` meets it, in
+    each chunk of a split file."""
+    chunk = (
+        "func.func @f() {{\n{expect}  %a = arith.addi %x, %y : i32\n"
+        "  %b = arith.addi %y, %a : i32\n  func.return\n}}\n"
+    )
+    path = tmp_path / "undefined.mlir"
+    path.write_text(chunk.format(expect=""))
+    code, _, err = opt([str(path)], capsys)
+    assert code == 1
+    assert err.startswith(f"{path}:2:19: error: use of undeclared SSA value name")
+    expect = "  // expected-error@+1 {{use of undeclared SSA value name}}\n"
+    path.write_text(
+        "func.func @g() {\n  func.return\n}\n// -----\n" + chunk.format(expect=expect)
+    )
+    code, _, err = opt([str(path), "-split-input-file", "-verify-diagnostics"], capsys)
+    assert (code, err) == (0, "")
+
+
 def test_an_internal_error_says_it_is_one(monkeypatch, tmp_path, capsys):
     """A Python exception that is no user error is reported as affinec's bug, not as
     a diagnostic about the input."""
@@ -881,6 +901,69 @@ def test_mlir_tiling_option_errors(pipeline, message):
     with pytest.raises(PassError) as info:
         Pipeline.parse(pipeline).run(parse(_band([4, 4], [1, 1], 0)))
     assert message in info.value.message
+
+
+FOLDABLE = """func.func @f() -> index {
+  %c = arith.constant 4 : index
+  %d = arith.addi %c, %c : index
+  %e = arith.muli %d, %c : index
+  func.return %e : index
+}"""
+
+
+@pytest.mark.parametrize(
+    ("options", "folded"),
+    [
+        ("", True),
+        ("{test-convergence}", True),
+        ("{top-down=false region-simplify=aggressive max-iterations=-1}", True),
+        ("{disable-patterns=SomePattern}", True),
+        ("{enable-patterns=SomePattern}", True),  # folding is no pattern
+        # from the end, the product is met before its operand folds: two sweeps
+        ("{top-down=false max-iterations=1}", False),
+        ("{top-down=false max-iterations=2 test-convergence=true}", True),
+        ("{max-num-rewrites=1}", False),
+    ],
+)
+def test_canonicalize_takes_mlirs_options(options, folded):
+    module = parse(FOLDABLE)
+    Pipeline.parse(f"canonicalize{options}").run(module)
+    assert ("arith.constant 32" in str(module)) == folded
+    assert ("arith.muli" in str(module)) != folded
+
+
+@pytest.mark.parametrize(
+    ("pipeline", "message"),
+    [
+        (
+            "canonicalize{top-down=false max-iterations=1 test-convergence}",
+            "did not converge in 1 iterations",
+        ),
+        ("canonicalize{region-simplify=always}", "region-simplify must be one of"),
+        ("canonicalize{max-iterations=0}", "max-iterations must be positive or -1"),
+        ("affine-data-copy-generate{fast-mem-space=1}", "fast-mem-space=1: this pass"),
+        ("affine-data-copy-generate{slow-mem-space=2}", "slow-mem-space=2: this pass"),
+    ],
+)
+def test_mlir_option_values_affinec_cannot_honour_are_refused(pipeline, message):
+    with pytest.raises(PassError) as info:
+        Pipeline.parse(pipeline).run(parse(FOLDABLE))
+    assert message in info.value.message
+
+
+def test_data_copy_generate_takes_mlirs_memory_space_options():
+    from affinec.frontend import build
+    from affinec.spec import ConvSpec
+
+    spec = ConvSpec(1, 4, 6, 6, 4, 3, 3, padding=1)
+    ours, mlirs = build(spec), build(spec)
+    tiling = "affine-loop-tile{tile-sizes=1,4,3,3},affinec-split,affinec-sink"
+    Pipeline.parse(f"{tiling},affine-data-copy-generate").run(ours)
+    Pipeline.parse(
+        f"{tiling},affine-data-copy-generate{{fast-mem-space=3 slow-mem-space=0 "
+        "skip-non-unit-stride-loops}"
+    ).run(mlirs)
+    assert str(ours) == str(mlirs)
 
 
 def test_tile_size_needs_an_affine_for_band():

@@ -305,14 +305,39 @@ class SharedArray:
         self.stamp_writes(index, t, e)
         self.data[index] = value
 
+    def read_rows(
+        self, starts: np.ndarray, count: int, threads: np.ndarray
+    ) -> np.ndarray | None:
+        """Runs of `count` elements of a flat view from each of `starts`, run k read
+        by thread `threads[k]` (the rows of one `ldmatrix`), all at once: the same
+        marks as `read_run` run after run (the threads distinct). None, having changed
+        nothing, where something may be wrong (a run out of bounds, an element
+        written in this interval): the caller then reads run by run, which says
+        what."""
+        if starts.min() < 0 or starts.max() > self.data.size - count:
+            return None
+        positions = (starts[:, None] + np.arange(count)).reshape(-1)
+        readers = np.repeat(threads, count)
+        e = self.state.epoch
+        if self.written_in[0] == e and (self.write_epoch[positions] == e).any():
+            return None
+        shared = (self.read_epoch[positions] == e) & (self.reader[positions] != readers)
+        self.read_epoch[positions] = e
+        self.reader[positions] = np.where(shared, MANY_READERS, readers)
+        if (np.diff(np.sort(starts)) < count).any():  # runs overlap
+            unique, times = np.unique(positions, return_counts=True)
+            self.reader[unique[times > 1]] = MANY_READERS
+        return self.data[positions].reshape(len(starts), count)
+
     def _read_vector(
         self, index: tuple | slice, t: int, e: int, verb: str = "reads"
     ) -> np.ndarray:
         """A run's elements (`index` a slice or ending in one), race-checked as
         `__getitem__` checks one."""
-        clash = (self.write_epoch[index] == e) & (self.writer[index] != t)
-        if clash.any():
-            self._conflicts(index, clash, verb)
+        if self.written_in[0] == e:
+            clash = (self.write_epoch[index] == e) & (self.writer[index] != t)
+            if clash.any():
+                self._conflicts(index, clash, verb)
         fresh = self.read_epoch[index] != e
         shared = ~fresh & (self.reader[index] != t)
         self.read_epoch[index] = e

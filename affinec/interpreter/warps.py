@@ -214,10 +214,21 @@ def ldmatrix(
     others are ignored, as on the GPU). Each row is read by its lane (thread
     `base + lane`), so shared memory reads are race-checked like any other.
     """
-    buffer = rows[0][0]
-    tiles = np.empty((num_tiles, LDMATRIX_ROWS, LDMATRIX_ROWS), buffer.dtype)
-    for lane in range(num_tiles * LDMATRIX_ROWS):
-        buffer, offset = rows[lane]
+    rows = rows[: num_tiles * LDMATRIX_ROWS]
+    tiles = _ldmatrix_rows_at_once(rows, state, base)
+    if tiles is None:
+        tiles = _ldmatrix_row_by_row(op, rows, state, base)
+    table = ldmatrix_table(transpose)
+    return tiles[:, table[..., 0], table[..., 1]].transpose(1, 0, 2)
+
+
+def _ldmatrix_row_by_row(
+    op: Operation, rows: Sequence[tuple[Any, int]], state, base: int
+) -> np.ndarray:
+    """The tiles of an `ldmatrix`, each row read (and checked) by its lane."""
+    lanes = len(rows)
+    tiles = np.empty((lanes, LDMATRIX_ROWS), rows[0][0].dtype)
+    for lane, (buffer, offset) in enumerate(rows):
         if buffer.dtype.itemsize != 2:
             raise InterpreterError(
                 f"ldmatrix reads 16-bit elements, lane {lane}'s "
@@ -230,10 +241,30 @@ def ldmatrix(
                 op,
             )
         state.thread = base + lane
-        tile, row = divmod(lane, LDMATRIX_ROWS)
-        tiles[tile, row] = read_row(op, buffer, offset, LDMATRIX_ROWS, lane)
-    table = ldmatrix_table(transpose)
-    return tiles[:, table[..., 0], table[..., 1]].transpose(1, 0, 2)
+        tiles[lane] = read_row(op, buffer, offset, LDMATRIX_ROWS, lane)
+    return tiles.reshape(lanes // LDMATRIX_ROWS, LDMATRIX_ROWS, LDMATRIX_ROWS)
+
+
+def _ldmatrix_rows_at_once(
+    rows: Sequence[tuple[Any, int]], state, base: int
+) -> np.ndarray | None:
+    """The tiles of an `ldmatrix` (num_tiles, 8, 8) read in one go from one shared
+    buffer, where that gives what reading row by row gives (`SharedArray.read_rows`);
+    else None (the rows are then read one by one, which names what is wrong)."""
+    buffer = rows[0][0]
+    if getattr(buffer, "read_rows", None) is None or buffer.dtype.itemsize != 2:
+        return None
+    if any(row[0] is not buffer for row in rows):
+        return None
+    starts = np.fromiter((row[1] for row in rows), np.int64, len(rows))
+    if (starts % LDMATRIX_ROWS).any():  # 16 bytes of 16-bit elements
+        return None
+    lanes = len(rows)
+    read = buffer.read_rows(starts, LDMATRIX_ROWS, np.arange(base, base + lanes))
+    if read is None:
+        return None
+    state.thread = base + lanes - 1  # as after reading row by row
+    return read.reshape(lanes // LDMATRIX_ROWS, LDMATRIX_ROWS, LDMATRIX_ROWS)
 
 
 # --------------------------------------------------------------------------------------
