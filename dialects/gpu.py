@@ -31,15 +31,19 @@ The generic form is MLIR 22's, both ways: a kernel is marked by the discardable
 eleven operand segments (async dependencies, grid, block and cluster sizes, dynamic
 shared memory) and `gpu.launch_func` its thirteen (those, the kernel operands and the
 async object). Also defined, as MLIR has them: `gpu.wait`, `gpu.shuffle`,
-`gpu.all_reduce` / `gpu.yield`, `gpu.subgroup_reduce`, `gpu.lane_id`,
-`gpu.subgroup_id`, `gpu.num_subgroups`, `gpu.subgroup_size`, and `gpu.module` with
-targets. affinec's lowering and interpreter handle only the ops its pipeline
+`gpu.rotate`, `gpu.all_reduce` / `gpu.yield`, `gpu.subgroup_reduce`,
+`gpu.subgroup_broadcast`, `gpu.warp_execute_on_lane_0`, `gpu.lane_id`,
+`gpu.subgroup_id`, `gpu.num_subgroups`, `gpu.subgroup_size`, `gpu.printf`, the host's
+`gpu.alloc`, `gpu.dealloc`, `gpu.memcpy`, `gpu.memset` and `gpu.set_default_device`,
+`gpu.module` with targets and `gpu.binary` with its `#gpu.object`s. affinec's lowering and interpreter handle only the ops its pipeline
 produces; its passes refuse the others by name.
 
 This module is the dialect, `Gpu`, and the names of all its parts; they are defined by
 idea in `gpu_common` (attribute names, memory spaces, the async and attribution
 syntax), `gpu_ops` (ids, sizes, barrier, terminators, wait), `gpu_reductions`
-(shuffle, all_reduce, subgroup_reduce), `gpu_module` (gpu.module, gpu.func) and
+(shuffle, all_reduce, subgroup_reduce), `gpu_subgroups` (rotate,
+subgroup_broadcast, warp_execute_on_lane_0, printf), `gpu_memory` (the host's
+memory ops), `gpu_module` (gpu.module, gpu.func), `gpu_binary` (gpu.binary) and
 `gpu_launch` (gpu.launch, gpu.launch_func).
 """
 
@@ -48,6 +52,7 @@ from __future__ import annotations
 from xdsl.dialects.gpu import AsyncTokenType, DimensionAttr, DimensionEnum
 from xdsl.ir import Dialect
 
+from affinec.dialects.gpu_binary import BinaryOp, ObjectAttr, SelectObjectAttr
 from affinec.dialects.gpu_common import (
     CONTAINER_MODULE,
     DIMENSIONS,
@@ -61,6 +66,13 @@ from affinec.dialects.gpu_common import (
     memory_space,
 )
 from affinec.dialects.gpu_launch import LaunchFuncOp, LaunchOp
+from affinec.dialects.gpu_memory import (
+    AllocOp,
+    DeallocOp,
+    MemcpyOp,
+    MemsetOp,
+    SetDefaultDeviceOp,
+)
 from affinec.dialects.gpu_module import FuncOp, ModuleOp
 from affinec.dialects.gpu_ops import (
     ID_OPS,
@@ -89,8 +101,30 @@ from affinec.dialects.gpu_reductions import (
     SubgroupReduceOp,
     YieldOp,
 )
+from affinec.dialects.gpu_subgroups import (
+    BroadcastType,
+    BroadcastTypeAttr,
+    PrintfOp,
+    RotateOp,
+    SubgroupBroadcastOp,
+    WarpExecuteOnLane0Op,
+)
 
 __all__ = [
+    "WarpExecuteOnLane0Op",
+    "SubgroupBroadcastOp",
+    "SetDefaultDeviceOp",
+    "SelectObjectAttr",
+    "RotateOp",
+    "PrintfOp",
+    "ObjectAttr",
+    "MemsetOp",
+    "MemcpyOp",
+    "DeallocOp",
+    "BroadcastTypeAttr",
+    "BroadcastType",
+    "BinaryOp",
+    "AllocOp",
     "CONTAINER_MODULE",
     "DIMENSIONS",
     "ID_OPS",
@@ -138,8 +172,18 @@ __all__ = [
 Gpu = Dialect(
     "gpu",
     [
+        AllocOp,
         AllReduceOp,
         BarrierOp,
+        BinaryOp,
+        DeallocOp,
+        MemcpyOp,
+        MemsetOp,
+        PrintfOp,
+        RotateOp,
+        SetDefaultDeviceOp,
+        SubgroupBroadcastOp,
+        WarpExecuteOnLane0Op,
         BlockDimOp,
         BlockIdOp,
         FuncOp,
@@ -160,5 +204,14 @@ Gpu = Dialect(
         WaitOp,
         YieldOp,
     ],
-    [AddressSpaceAttr, AllReduceOpAttr, AsyncTokenType, DimensionAttr, ShuffleModeAttr],
+    [
+        AddressSpaceAttr,
+        AllReduceOpAttr,
+        AsyncTokenType,
+        BroadcastTypeAttr,
+        DimensionAttr,
+        ObjectAttr,
+        SelectObjectAttr,
+        ShuffleModeAttr,
+    ],
 )

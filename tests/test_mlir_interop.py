@@ -24,7 +24,13 @@ from mlir_opt import (
     read_back_differently,
     same_ir,
 )
-from test_mlir_fidelity import _INVALID, AFFINE_OPS, GPU_OPS, _in_function
+from test_mlir_fidelity import (
+    _INVALID,
+    AFFINE_OPS,
+    GPU_OPS,
+    MORE_GPU_OPS,
+    _in_function,
+)
 from xdsl.utils.exceptions import ParseError
 
 from affinec import ConvSpec, build
@@ -137,6 +143,12 @@ def test_mlir_opt_reads_the_constructs_of_issue_10_as_the_same_ir():
     """Semi-affine maps, MLIR's affine and gpu ops (async and cluster launches,
     launch_func with i32/i64 sizes, targets, shuffles, reductions, subgroup ids)."""
     assert read_back_differently([SEMI_AFFINE, AFFINE_OPS, GPU_OPS]) == []
+
+
+def test_mlir_opt_reads_the_other_gpu_ops_as_the_same_ir():
+    """Binaries and their objects, the host's memory ops, rotate, broadcast,
+    warp_execute_on_lane_0, printf (issue 25)."""
+    assert read_back_differently([MORE_GPU_OPS]) == []
 
 
 @pytest.mark.parametrize(("body", "op", "message"), _INVALID)

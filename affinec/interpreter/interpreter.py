@@ -17,6 +17,7 @@ from affinec.interpreter import (  # noqa: F401
     affine_ops,
     arith_ops,
     async_copies,
+    gpu_memory_ops,
     gpu_ops,
     llvm_ops,
     math_ops,
