@@ -258,7 +258,14 @@ def test_opt_undefined_values_are_errors(conv_file, capsys):
     conv_file.write_text(conv_file.read_text().replace("mulf %a, %b", "mulf %a, %q"))
     assert affinec_opt([str(conv_file)]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"{conv_file}:") and "values used but not defined" in err
+    # at the use, in MLIR's words
+    line = next(
+        k
+        for k, text in enumerate(conv_file.read_text().splitlines(), 1)
+        if "%q" in text
+    )
+    assert err.startswith(f"{conv_file}:{line}:")
+    assert "error: use of undeclared SSA value name" in err
 
 
 @pytest.mark.parametrize(
