@@ -669,7 +669,7 @@ def wgmma_config_for(spec: Spec, arch: str = "sm_90a") -> KernelConfig:
     4 stages (3 for the widest tile over at most 2 steps of K), MMAs in flight. A
     first rule, not yet measured; a ValueError naming what stops the spec or the
     chip."""
-    from affinec.transforms.gpu.wgmma_gemm import plan_of, route_refusal
+    from affinec.transforms.gpu.wgmma_plan import plan_of, route_refusal
 
     target = chip(arch)
     if not target.has("wgmma"):

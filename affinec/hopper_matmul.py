@@ -1,5 +1,5 @@
 """The hand-written Hopper matrix product, the test bed of the Hopper levels: the
-kernel `affinec-wgmma-gemm` makes (`affinec.transforms.gpu.wgmma_gemm`, where the
+kernel `affinec-wgmma-gemm` makes (`affinec.transforms.gpu.wgmma_text`, where the
 kernel is described) with an f32 output, no epilogue and the names the tests use.
 
 `matmul_module(m, n, k, stages, tile_m, tile_n)` is a module with a host function
@@ -10,7 +10,8 @@ warp-specialized), one `tile_m` × `tile_n` tile of the output a block.
 
 from __future__ import annotations
 
-from affinec.transforms.gpu.wgmma_gemm import BK, GemmKernel, gemm_module_text
+from affinec.transforms.gpu.wgmma_plan import BK, GemmKernel
+from affinec.transforms.gpu.wgmma_text import gemm_module_text
 
 WARPGROUP = 128
 

@@ -1,7 +1,7 @@
 """`affinec-wgmma-gemm`: a naive matrix product (or convolution) as a Hopper kernel — TMA copies into
 swizzled shared tiles, an mbarrier pipeline of `stages`, warpgroup MMA (`wgmma`)
 reading both operands from shared memory, the epilogue fused in the copy-out
-(`affinec/transforms/gpu/wgmma_gemm.py` has the kernel, step by step).
+(`affinec/transforms/gpu/wgmma_text.py` has the kernel, step by step).
 
     func.func @matmul(%A, %B, %bias, %C) {
       affine.parallel (%i, %j) = (0, 0) to (M, N) {
@@ -30,7 +30,7 @@ An NHWC/RSCK convolution is the same kernel over its taps x channels: a block's
 rows are a box of one image's output pixels, each tap's rows of A one 4-D TMA box
 of the input at the tap's offset (the padding is TMA's zero fill; with a stride,
 one 5-D box of a phase of the stride in the input seen as steps and phases), B a
-box of the tap's filter (`wgmma_gemm.ConvGeometry`).
+box of the tap's filter (`wgmma_plan.ConvGeometry`).
 
 The contraction is recognized by the module's spec (`affinec.spec`: a matrix
 product or such a convolution, of f16 or bf16; `route_refusal` says what else is
@@ -57,12 +57,8 @@ from affinec.diagnostics import PassError, parse_module, remark
 from affinec.dialects.affinec import function_named, required_spec
 from affinec.dialects.nvvm_target import chip_of
 from affinec.frontend import build
-from affinec.transforms.gpu.wgmma_gemm import (
-    SCHEDULES,
-    plan_of,
-    replace_with_kernel,
-    route_refusal,
-)
+from affinec.transforms.gpu.wgmma_gemm import replace_with_kernel
+from affinec.transforms.gpu.wgmma_plan import SCHEDULES, plan_of, route_refusal
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,8 @@ from affinec.frontend import build
 from affinec.pipeline import Pipeline
 from affinec.pipelines import wgmma_passes
 from affinec.spec import ConvSpec, MatmulSpec
-from affinec.transforms.gpu.wgmma_gemm import (
-    SCHEDULES,
-    GemmKernel,
-    gemm_module_text,
-    pixel_box,
-)
+from affinec.transforms.gpu.wgmma_plan import SCHEDULES, GemmKernel, pixel_box
+from affinec.transforms.gpu.wgmma_text import gemm_module_text
 
 TARGET = "nvvm-attach-target{chip=sm_90a}"
 

@@ -470,7 +470,7 @@ def _predict_wgmma(
     (K padded to 64) at the multiprocessor's share of `machine.wgmma_tflops`, in
     waves of resident blocks; its tiles through L2; the arrays through DRAM. No
     instruction mix: the copies are TMA's, the MMAs read shared memory."""
-    from affinec.transforms.gpu.wgmma_gemm import BK, plan_of
+    from affinec.transforms.gpu.wgmma_plan import BK, plan_of
 
     tm, tn = config.wgmma_tile
     plan = plan_of(problem.spec, (tm, tn), config.stages, config.wgmma_schedule,

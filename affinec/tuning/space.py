@@ -251,7 +251,7 @@ def _wgmma_configs(spec: Spec, capacity: int) -> Iterator[KernelConfig]:
     """Hopper's kernels for a product or a convolution the route takes (a 1x1 one
     through its flattened pixels): tiles x schedules x 2 to 4 stages, each within
     `capacity`, and split-K where the blocks are few."""
-    from affinec.transforms.gpu.wgmma_gemm import plan_of
+    from affinec.transforms.gpu.wgmma_plan import plan_of
 
     try:
         base = wgmma_config_for(spec)
