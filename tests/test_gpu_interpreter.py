@@ -7,7 +7,8 @@ import pytest
 from affinec.context import make_context
 from affinec.diagnostics import parse_module, verify
 from affinec.interpreter import Interpreter, InterpreterError
-from affinec.interpreter.gpu_ops import BarrierDivergenceError, DataRaceError
+from affinec.interpreter.gpu_ops import BarrierDivergenceError
+from affinec.interpreter.shared_memory import DataRaceError
 
 
 def kernel_module(body: str, *, threads: int = 4, blocks: int = 2, n: int = 8) -> str:

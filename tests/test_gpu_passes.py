@@ -18,7 +18,7 @@ from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import THREAD, mapping_of
 from affinec.frontend import build
 from affinec.interpreter import Interpreter
-from affinec.interpreter.gpu_ops import DataRaceError
+from affinec.interpreter.shared_memory import DataRaceError
 from affinec.pipeline import Pipeline
 from affinec.reference import poisoned_output, random_inputs
 from affinec.spec import MatmulSpec

@@ -132,7 +132,7 @@ def test_shared_buffers_get_barriers_and_stay_exact():
 
 
 def test_without_its_barriers_the_shared_buffer_races():
-    from affinec.interpreter.gpu_ops import DataRaceError
+    from affinec.interpreter.shared_memory import DataRaceError
 
     module = parse((INPUTS / "matmul_shared.mlir").read_text())
     Pipeline.parse(

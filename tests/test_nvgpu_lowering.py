@@ -12,7 +12,7 @@ from affinec.context import make_context
 from affinec.diagnostics import PassError, parse_module, verify
 from affinec.emitter import to_ptx
 from affinec.interpreter import Interpreter
-from affinec.interpreter.gpu_ops import DataRaceError
+from affinec.interpreter.shared_memory import DataRaceError
 from affinec.pipeline import Pipeline
 from affinec.ptxas import PtxasError, assemble
 

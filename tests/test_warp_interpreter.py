@@ -12,7 +12,7 @@ from mma_kernels import MmaKernel
 from affinec.context import make_context
 from affinec.diagnostics import parse_module, verify
 from affinec.interpreter import Interpreter, InterpreterError
-from affinec.interpreter.gpu_ops import DataRaceError
+from affinec.interpreter.shared_memory import DataRaceError
 
 
 def relative_error(got: np.ndarray, want: np.ndarray) -> float:

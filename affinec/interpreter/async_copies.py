@@ -5,7 +5,7 @@ Each thread keeps its copies as PTX does (`ThreadCopies`): copies started since 
 last group, then its groups in the order they were made. A copy reads its source when
 it starts (the source is global memory, which nothing writes meanwhile) and marks its
 destination *pending*: the elements' writer becomes the copy itself
-(`gpu_ops.PENDING - record`), stamped with every new barrier interval, so that any
+(`shared_memory.PENDING - record`), stamped with every new barrier interval, so that any
 read or write of them by any thread — the copying one included — before the copy
 lands is reported by the shared buffer's ordinary race check, naming the copy's op.
 A copy that starts on elements another thread read or wrote in the same interval (a
@@ -32,14 +32,14 @@ from xdsl.ir import Operation
 
 from affinec.dialects import nvgpu, nvvm
 from affinec.interpreter.codegen import FunctionWriter, emits
-from affinec.interpreter.gpu_ops import (
+from affinec.interpreter.gpu_ops import in_grid_band
+from affinec.interpreter.memref_ops import checked_pointer, flat_pointer
+from affinec.interpreter.shared_memory import (
     PENDING,
     RELEASED,
     WARPGROUP_READER,
     SharedArray,
-    in_grid_band,
 )
-from affinec.interpreter.memref_ops import checked_pointer, flat_pointer
 from affinec.interpreter.support import InterpreterError, describe
 from affinec.interpreter.warps import read_row
 from affinec.wgmma_layouts import WARPGROUP_SIZE

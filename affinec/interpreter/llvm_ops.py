@@ -401,7 +401,7 @@ def _address_of(op: llvm.AddressOfOp, w: FunctionWriter) -> None:
 
 def shared_address(op: Operation, pointer) -> int:
     """The integer of a pointer: the interpreter gives shared memory addresses (each
-    block's buffers from 0, `gpu_ops.BlockState.allocate`), nothing else."""
+    block's buffers from 0, `shared_memory.BlockState.allocate`), nothing else."""
     buffer, offset = pointer
     address = getattr(buffer, "address", None)
     if address is None:

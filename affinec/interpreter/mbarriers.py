@@ -21,7 +21,7 @@ a thread that does not wait for them, or waits on the wrong phase, reads a tile
 still in flight. A wait nothing can end is an error naming the barrier, its missing
 arrivals and bytes.
 
-Races. A TMA tile is pending (`gpu_ops.PENDING`) from the load to the end of its
+Races. A TMA tile is pending (`shared_memory.PENDING`) from the load to the end of its
 phase, so any access before is a race naming the load and its barrier, and a load
 onto what another thread read or wrote in the same barrier interval is one too. A
 landed tile carries the landing (`LANDED - id`) as its writer: a thread may read it
@@ -54,7 +54,7 @@ from xdsl.ir import Operation
 from affinec.dialects import nvgpu, nvvm
 from affinec.interpreter.async_copies import Copy, claim
 from affinec.interpreter.codegen import FunctionWriter, emits
-from affinec.interpreter.gpu_ops import (
+from affinec.interpreter.shared_memory import (
     LANDED,
     RELEASED,
     WARPGROUP_READER,

@@ -24,7 +24,7 @@ from affinec.dialects.affinec import ElementPointerOp
 from affinec.dialects.gpu_common import WORKGROUP_ADDRESS_SPACE, memory_space
 from affinec.dialects.memref import CastOp as MemRefCastOp
 from affinec.interpreter.codegen import FunctionWriter, emits
-from affinec.interpreter.gpu_ops import SharedArray, SharedView, shared_subview
+from affinec.interpreter.shared_memory import SharedArray, SharedView, shared_subview
 from affinec.interpreter.support import (
     InterpreterError,
     memref_shape,

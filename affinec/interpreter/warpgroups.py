@@ -34,7 +34,7 @@ from xdsl.ir import Operation
 
 from affinec.dialects import nvgpu, nvvm
 from affinec.interpreter.codegen import FunctionWriter, emits
-from affinec.interpreter.gpu_ops import (
+from affinec.interpreter.shared_memory import (
     LANDED,
     WARPGROUP_READER,
     SharedArray,

@@ -1,0 +1,398 @@
+"""A block's shared memory as the interpreter keeps it: every element of a workgroup
+buffer (`SharedArray`) records which thread wrote it and which read it in the
+current barrier interval (`BlockState.epoch`), so that a thread reading what another
+wrote, writing what another read, or two threads writing one element, with no
+barrier between, raises `DataRaceError` — whatever order the simulation ran the
+threads in. Writers are threads, asynchronous copies in flight (`PENDING`) and TMA
+tiles an mbarrier phase landed (`LANDED`); readers are threads, several of them
+(`MANY_READERS`), a warpgroup's `wgmma`s (`WARPGROUP_READER`), or reads an arrival
+released (`RELEASED`). `SharedView` is a view of a buffer (a TMA destination, a
+`wgmma` tile, a store's destination).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NoReturn
+
+import numpy as np
+
+from affinec.interpreter.support import InterpreterError, poisoned
+
+
+class DataRaceError(InterpreterError):
+    """Two threads of a block touched one shared element with no barrier between."""
+
+
+MANY_READERS = -2
+"""A reader mark: more than one thread read the element in this interval."""
+
+WARPGROUP_READER = -(1 << 20)
+"""Reader marks at or below this are a warpgroup's collective reads (`wgmma`):
+warpgroup `WARPGROUP_READER - mark`."""
+
+RELEASED = -(1 << 40)
+"""`read_epoch` marks at or below this are reads an mbarrier arrival released
+(`mbarriers.BlockBarriers.releases`): a thread that waited for that arrival's phase
+may overwrite them in the same interval."""
+
+
+class BlockState:
+    """What the shared buffers of the running block need to know: who runs now, and
+    the asynchronous copies still in flight (by record number, see `async_copies`)."""
+
+    __slots__ = (
+        "barriers",
+        "block",
+        "buffers",
+        "copies",
+        "epoch",
+        "kernel",
+        "thread",
+        "threads",
+        "wgmma_queues",
+        "wgmma_reads",
+    )
+
+    def __init__(self, kernel: str, block: tuple[int, int, int], threads: tuple):
+        self.wgmma_queues: dict[int, Any] = {}
+        """Each warpgroup's `wgmma`s in flight (`warpgroups.WgmmaQueue`)."""
+        self.wgmma_reads: list[Any] = []
+        """What the `wgmma` groups still in flight read (`warpgroups.InFlightRead`):
+        no copy may land there until a wait retires them."""
+        self.buffers: list[SharedArray] = []
+        """The block's shared buffers, at increasing addresses."""
+        self.barriers: Any = None
+        """The block's mbarriers (`mbarriers.BlockBarriers`), made by the first."""
+        self.kernel = kernel
+        self.block = block
+        self.threads = threads
+        self.thread = 0
+        self.epoch = 0
+        self.copies: dict[int, Any] = {}
+
+    def reader_name(self, reader: int) -> str:
+        """Who a reader mark says read an element."""
+        if reader == MANY_READERS:
+            return "other threads"
+        if reader <= WARPGROUP_READER:
+            warpgroup = WARPGROUP_READER - reader
+            return f"the warpgroup of {self.thread_name(warpgroup * 128)}"
+        return self.thread_name(reader)
+
+    def thread_name(self, linear: int) -> str:
+        bx, by, _ = self.threads
+        x, y, z = linear % bx, linear // bx % by, linear // (bx * by)
+        return f"thread ({x}, {y}, {z})"
+
+    def allocate(self, buffer: SharedArray) -> int:
+        """A shared-memory address for `buffer`: after the others, on 1024 bytes
+        (what any tile may need)."""
+        end = 0
+        if self.buffers:
+            last = self.buffers[-1]
+            end = last.address + last.data.nbytes
+        self.buffers.append(buffer)
+        return -(-end // 1024) * 1024
+
+    def buffer_at(self, address: int) -> SharedArray | None:
+        """The shared buffer holding byte `address`, if any."""
+        for buffer in self.buffers:
+            if buffer.address <= address < buffer.address + buffer.data.nbytes:
+                return buffer
+        return None
+
+    def next_epoch(self) -> None:
+        """A barrier: a new interval begins; copies in flight stay in flight."""
+        self.epoch += 1
+        for copy in self.copies.values():
+            copy.restamp(self.epoch)
+
+
+PENDING = -3
+"""Writer marks at or below this (and above `LANDED`) are asynchronous copies in
+flight: record `PENDING - mark` of `BlockState.copies` will write the element."""
+
+LANDED = -(1 << 40)
+"""Writer marks at or below this are TMA tiles an mbarrier phase landed: landing
+`LANDED - mark` (`mbarriers.BlockBarriers`); a thread that waited for that phase may
+read them."""
+
+
+class SharedArray:
+    """A workgroup buffer of one block, checked for data races element by element."""
+
+    BOOKKEEPING = 32
+    """Bytes per element beyond the data: who wrote and read it, and when."""
+
+    __slots__ = (
+        "_flat",
+        "address",
+        "data",
+        "name",
+        "read_epoch",
+        "reader",
+        "shape",
+        "source_shape",
+        "state",
+        "write_epoch",
+        "writer",
+        "written_in",
+    )
+
+    def __init__(self, name: str, shape: tuple[int, ...], dtype: np.dtype, state):
+        self.name = name
+        self.shape = shape
+        self.source_shape = shape
+        """The shape errors name elements in (the buffer's own, for a flat view)."""
+        self.state: BlockState = state
+        self.data = poisoned(shape, dtype)
+        self.writer = np.full(shape, -1, np.int64)
+        self.write_epoch = np.full(shape, -1, np.int64)
+        self.reader = np.full(shape, -1, np.int64)
+        self.read_epoch = np.full(shape, -1, np.int64)
+        self.written_in = [-1]
+        """The last interval whose `write_epoch` marks anything (shared with the flat
+        view): a read in another interval needs no look at the writer marks."""
+        self._flat: SharedArray | None = None
+        self.address = state.allocate(self)
+        """The byte address of the buffer in the block's shared memory (the
+        interpreter's own layout, for `llvm.ptrtoint` and `wgmma` descriptors)."""
+
+    def flat_view(self) -> SharedArray:
+        """A one-dimensional view of the buffer (and of its race records), as a
+        pointer sees it; errors still name elements by the buffer's shape."""
+        if len(self.shape) == 1:
+            return self
+        if self._flat is None:
+            view = object.__new__(SharedArray)
+            view.name = self.name
+            view.shape = (self.data.size,)
+            view.source_shape = self.shape
+            view.state = self.state
+            view.address = self.address
+            for field in ("data", "writer", "write_epoch", "reader", "read_epoch"):
+                setattr(view, field, getattr(self, field).reshape(-1))
+            view.written_in = self.written_in
+            view._flat = None
+            self._flat = view
+        return self._flat
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    def read_run(self, start: int, count: int, what: str) -> np.ndarray:
+        """Elements [start, start + count) of a flat view, read by the running thread
+        (race-checked like `__getitem__`; `what` names the reading op)."""
+        state = self.state
+        run = slice(start, start + count)
+        return self._read_vector(run, state.thread, state.epoch, f"reads ({what})")
+
+    def conflict(self, index, verb: str, writer: int, overwrite: bool = False) -> None:
+        """Raise the race of the running thread's access `verb` ("reads") to an
+        element last written in this interval by `writer` (a thread, a copy in
+        flight, or a TMA landing), unless the thread waited for that landing (or,
+        for a copy `overwrite`-ing it, started the landed load itself: its bytes
+        have arrived)."""
+        state = self.state
+        if writer <= LANDED:
+            if state.barriers.visible(writer, state.thread, overwrite):
+                return
+            self.race(index, f"{verb} {state.barriers.unseen(writer)}", barrier=False)
+        copy = state.copies.get(PENDING - writer) if writer <= PENDING else None
+        if copy is not None:
+            self.race(
+                index,
+                f"{verb} what the asynchronous copy {copy.describe()} of "
+                f"{state.thread_name(copy.thread)} may still be writing: "
+                f"{copy.pending_reason()}",
+                barrier=False,
+            )
+        self.race(index, f"{verb} what {state.thread_name(writer)} wrote")
+
+    def __len__(self) -> int:
+        return self.shape[0] if self.shape else 1
+
+    def stamp_writes(self, index, writer, epoch: int) -> None:
+        """Mark elements `index` written in interval `epoch` by `writer` (a thread, a
+        copy in flight, a TMA landing; None keeps each element's writer): every
+        write mark goes through here, so that `written_in` stays true."""
+        if writer is not None:
+            self.writer[index] = writer
+        self.write_epoch[index] = epoch
+        if epoch > self.written_in[0]:
+            self.written_in[0] = epoch
+
+    def __getitem__(self, index):
+        # a scalar access's index is an int or a tuple of ints; a run ends in a slice
+        cls = index.__class__
+        if cls is slice or (cls is tuple and index and index[-1].__class__ is slice):
+            state = self.state
+            return self._read_vector(index, state.thread, state.epoch)
+        state = self.state
+        t, e = state.thread, state.epoch
+        if (
+            self.written_in[0] == e
+            and self.write_epoch[index] == e
+            and self.writer[index] != t
+        ):
+            self.conflict(index, "reads", self.writer[index])
+        read_epoch = self.read_epoch
+        if read_epoch[index] != e:
+            read_epoch[index] = e
+            self.reader[index] = t
+        else:
+            reader = self.reader
+            if (who := reader[index]) != t and who != MANY_READERS:
+                reader[index] = MANY_READERS
+        return self.data[index]
+
+    def __setitem__(self, index, value) -> None:
+        state = self.state
+        t, e = state.thread, state.epoch
+        cls = index.__class__
+        if cls is slice or (cls is tuple and index and index[-1].__class__ is slice):
+            self._write_vector(index, value, t, e)
+            return
+        if self.write_epoch[index] == e and self.writer[index] != t:
+            self.conflict(index, "writes", self.writer[index])
+        if self.read_epoch[index] == e and self.reader[index] != t:
+            who = self.reader[index]
+            other = state.reader_name(who)
+            self.race(index, f"writes what {other} read")
+        self.stamp_writes(index, t, e)
+        self.data[index] = value
+
+    def read_rows(
+        self, starts: np.ndarray, count: int, threads: np.ndarray
+    ) -> np.ndarray | None:
+        """Runs of `count` elements of a flat view from each of `starts`, run k read
+        by thread `threads[k]` (the rows of one `ldmatrix`), all at once: the same
+        marks as `read_run` run after run (the threads distinct). None, having changed
+        nothing, where something may be wrong (a run out of bounds, an element
+        written in this interval): the caller then reads run by run, which says
+        what."""
+        if starts.min() < 0 or starts.max() > self.data.size - count:
+            return None
+        positions = (starts[:, None] + np.arange(count)).reshape(-1)
+        readers = np.repeat(threads, count)
+        e = self.state.epoch
+        if self.written_in[0] == e and (self.write_epoch[positions] == e).any():
+            return None
+        shared = (self.read_epoch[positions] == e) & (self.reader[positions] != readers)
+        self.read_epoch[positions] = e
+        self.reader[positions] = np.where(shared, MANY_READERS, readers)
+        if (np.diff(np.sort(starts)) < count).any():  # runs overlap
+            unique, times = np.unique(positions, return_counts=True)
+            self.reader[unique[times > 1]] = MANY_READERS
+        return self.data[positions].reshape(len(starts), count)
+
+    def _read_vector(
+        self, index: tuple | slice, t: int, e: int, verb: str = "reads"
+    ) -> np.ndarray:
+        """A run's elements (`index` a slice or ending in one), race-checked as
+        `__getitem__` checks one."""
+        if self.written_in[0] == e:
+            clash = (self.write_epoch[index] == e) & (self.writer[index] != t)
+            if clash.any():
+                self._conflicts(index, clash, verb)
+        fresh = self.read_epoch[index] != e
+        shared = ~fresh & (self.reader[index] != t)
+        self.read_epoch[index] = e
+        self.reader[index] = np.where(fresh, t, np.where(shared, MANY_READERS, t))
+        return self.data[index].copy()
+
+    def _write_vector(self, index: tuple | slice, value, t: int, e: int) -> None:
+        """A vector store's elements (`index` ends in a slice), race-checked as
+        `__setitem__` checks one."""
+        clash = (self.write_epoch[index] == e) & (self.writer[index] != t)
+        if clash.any():
+            self._conflicts(index, clash, "writes")
+        read = (self.read_epoch[index] == e) & (self.reader[index] != t)
+        if read.any():
+            k = _element(index, int(np.argmax(read)))
+            who = self.reader[k]
+            other = self.state.reader_name(who)
+            self.race(k, f"writes what {other} read")
+        self.stamp_writes(index, t, e)
+        self.data[index] = value
+
+    def _conflicts(self, index: tuple | slice, clash: np.ndarray, verb: str) -> None:
+        """`conflict` for the first element of each writer among the clashing
+        elements of a run."""
+        writers = self.writer[index]
+        for writer in np.unique(writers[clash]):
+            k = _element(index, int(np.argmax(clash & (writers == writer))))
+            self.conflict(k, verb, int(writer))
+
+    def race(self, index, what: str, barrier: bool = True) -> NoReturn:
+        state = self.state
+        if isinstance(index, tuple):
+            where = [int(i) for i in index]
+        elif self.source_shape != self.shape:
+            where = [int(i) for i in np.unravel_index(int(index), self.source_shape)]
+        else:
+            where = [int(index)]
+        raise DataRaceError(
+            f"data race on shared memory %{self.name}{where} in block {state.block} "
+            f"of @{state.kernel}: {state.thread_name(state.thread)} {what}"
+            + (" with no gpu.barrier between them" if barrier else "")
+        )
+
+
+class SharedView:
+    """A view of a shared buffer (`memref.subview` or `memref.reinterpret_cast` of a
+    workgroup buffer): its first element (`offset` into the flat buffer, where a TMA
+    box or a wgmma tile starts) and row-major `strides`; elements are written
+    through it (an accumulator stored into part of a tile), not read."""
+
+    __slots__ = ("buffer", "offset", "shape", "strides")
+
+    def __init__(
+        self,
+        buffer: SharedArray,
+        offset: int,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...] | None = None,
+    ):
+        self.buffer = buffer
+        self.offset = offset
+        self.shape = shape
+        if strides is None:
+            strides = tuple(math.prod(shape[k + 1 :]) for k in range(len(shape)))
+        self.strides = strides
+
+    def __getitem__(self, index):
+        raise InterpreterError(
+            f"reads a view of %{self.buffer.name}: the interpreter takes views of "
+            "shared memory as TMA destinations, wgmma tiles and stores only"
+        )
+
+    def __setitem__(self, index, value) -> None:
+        if not isinstance(index, tuple) or any(
+            not 0 <= i < n for i, n in zip(index, self.shape, strict=True)
+        ):
+            raise InterpreterError(
+                f"writes element {index} of a view of %{self.buffer.name} of shape "
+                f"{self.shape}"
+            )
+        flat = self.offset + sum(
+            i * t for i, t in zip(index, self.strides, strict=True)
+        )
+        self.buffer[flat] = value
+
+
+def shared_subview(op, source: SharedArray, offsets, shape) -> SharedView:
+    """The view of `source` from element `offsets` (its first element's address)."""
+    flat = 0
+    for o, n in zip(offsets, source.shape, strict=True):
+        flat = flat * n + o
+    return SharedView(source.flat_view(), flat, tuple(shape))
+
+
+def _element(index: tuple | slice, k: int):
+    """Element `k` of the run `index` names."""
+    if isinstance(index, slice):
+        return index.start + k
+    return (*index[:-1], index[-1].start + k)
