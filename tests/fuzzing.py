@@ -22,6 +22,7 @@ test` runs) a small derandomized slice, `fuzz` for minutes.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import faulthandler
 import functools
 import io
@@ -48,7 +49,7 @@ from affinec.frontend import build
 from affinec.hopper_matmul import matmul_module
 from affinec.opt import main as opt_main
 from affinec.pipeline import Pipeline
-from affinec.pipelines import default_passes, pass_text
+from affinec.pipelines import default_passes, pass_text, wgmma_passes
 from affinec.spec import ConvSpec, MatmulSpec, OuterSpec, Spec
 
 SEED_SPECS: tuple[Spec, ...] = (
@@ -149,7 +150,7 @@ def seeds() -> tuple[Seed, ...]:
     for spec, splits in SPLIT_SPECS:
         routes.append((spec, default_passes(config_for(spec, splits=splits))))
     found = [seed for spec, passes in routes for seed in _seeds(spec, passes)]
-    return (*found, *_hopper_seeds())
+    return (*found, *_hopper_seeds(), *_wgmma_route_seeds())
 
 
 HOPPER_ROUTE = (
@@ -174,6 +175,28 @@ def _hopper_seeds() -> list[Seed]:
         Seed("hopper matmul 128x32x128", after, printed, tuple(names[k:]))
         for k, (after, printed) in enumerate(texts)
     ]
+
+
+WGMMA_SPEC = ConvSpec(
+    1, 128, 8, 8, 16, 3, 3, stride=2, padding=1, dtype="f16", layout="nhwc",
+    filter_layout="rsck", epilogue="bias-relu",
+)  # fmt: skip
+"""The seed of `affinec-wgmma-gemm`'s own route: a strided convolution tap by tap
+(5-D TMA boxes of the input's phases), two multiplying warpgroups (`cooperative`),
+split-K (the workspace and the kernel that adds the partial sums)."""
+
+
+def _wgmma_route_seeds() -> list[Seed]:
+    """The spec route after each of its passes (the nvvm target first)."""
+    config = config_for(WGMMA_SPEC, arch="sm_90a", wgmma=True, splits=2)
+    config = dataclasses.replace(
+        config, wgmma_tile=(128, 16), wgmma_schedule="cooperative"
+    )
+    passes = [
+        *Pipeline.parse("nvvm-attach-target{chip=sm_90a}").passes,
+        *wgmma_passes(config),
+    ]
+    return _seeds(WGMMA_SPEC, passes)
 
 
 def _seeds(spec: Spec, passes: list[ModulePass]) -> list[Seed]:
