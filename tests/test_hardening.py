@@ -5,6 +5,8 @@ way the fuzzer (`tests/fuzzing.py`) runs its inputs: in-process, time-bounded,
 tracebacks caught. Crashes the fuzzer finds are added here, named after their class.
 """
 
+import re
+
 import numpy as np
 import pytest
 from xdsl.dialects.builtin import AffineMapAttr, FileLineColLoc, IntAttr, StringAttr
@@ -105,6 +107,30 @@ def test_a_mapping_attribute_of_the_wrong_kind(tmp_path, tool):
     argv = ("-p", "affinec-split") if tool == "affinec-opt" else ()
     outcome = run(tmp_path, tool, text, *argv)
     assert_error(outcome, "'affinec.mapping' must be one of", line=4)
+
+
+def test_a_shared_alignment_that_is_no_power_of_two(tmp_path):
+    """Found by the fuzzer on the wgmma route's seed: an alignment of 0 divided by
+    zero in the shared-memory layout."""
+    from fuzzing import WGMMA_SPEC
+
+    text = level("cf", WGMMA_SPEC.to_text())
+    marked = re.search(r"shared_alignments = array<i64: ([^>]*)>", text)
+    assert marked is not None
+    for bad in ("0", "48"):
+        broken = text.replace(marked.group(1), marked.group(1).replace("16", bad, 1))
+        outcome = run(
+            tmp_path,
+            "affinec-opt",
+            broken,
+            "-p",
+            "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}",
+        )
+        assert_error(
+            outcome,
+            f"affinec.shared_alignments must be powers of two bytes, got {bad}",
+            line=line_of(broken, "gpu.func @conv_kernel"),
+        )
 
 
 # -- what the lowering and xDSL's backend once met as a KeyError ---------------------------

@@ -315,6 +315,10 @@ def dynamic_shared_offsets(func: gpu.FuncOp) -> list[int]:
     overlays = set(marked.get_values()) if isinstance(marked, DenseArrayBase) else set()
     planned = func.attributes.get(SHARED_OFFSETS)
     alignments = shared_alignments(func)
+    if bad := [a for a in alignments if a <= 0 or a & (a - 1)]:
+        raise PassError(
+            func, f"{SHARED_ALIGNMENTS} must be powers of two bytes, got {bad[0]}"
+        )
     if alignments and len(alignments) != len(types):
         raise PassError(
             func,
