@@ -39,6 +39,8 @@ from xdsl.printer import Printer
 from xdsl.traits import SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
 
+from affinec.dialects.nvvm_target import TargetAttr
+
 OBJECT_FORMATS = ("offload", "assembly", "bin", "fatbin")
 """How an object holds its code (MLIR's `gpu::CompilationTarget`); `fatbin` is the
 default, and not printed."""
@@ -125,6 +127,13 @@ class SelectObjectAttr(ParametrizedAttribute):
             target = parser.parse_attribute()
         parser.parse_punctuation(">")
         return (target,)
+
+    def verify(self) -> None:
+        if isinstance(self.target, IntegerAttr):
+            if self.target.value.data < 0:
+                raise VerifyException("the object index must be positive")
+        elif not isinstance(self.target, NoneAttr | TargetAttr):
+            raise VerifyException("the target attribute must be a GPU Target attribute")
 
     def print_parameters(self, printer: Printer) -> None:
         if isinstance(self.target, NoneAttr):

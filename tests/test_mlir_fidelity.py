@@ -589,6 +589,22 @@ def test_mlirs_other_gpu_ops_verify_as_mlir(line, message):
     assert message in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("handler", "message"),
+    [
+        ('"x"', "the target attribute must be a GPU Target attribute"),
+        ("-1", "the object index must be positive"),
+    ],
+)
+def test_a_binarys_handler_is_verified_as_mlir(handler, message):
+    text = (
+        f"gpu.binary @b <#gpu.select_object<{handler}>> "
+        '[#gpu.object<#nvvm.target, "x">]'
+    )
+    with pytest.raises(ParseError, match=message):
+        verify(parse(text))
+
+
 def test_the_host_memory_ops_run_in_the_interpreter():
     text = """func.func @host(%a: memref<4xf32>, %b: memref<4xf32>, %n: index) {
   %t0 = gpu.wait async
