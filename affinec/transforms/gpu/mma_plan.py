@@ -24,8 +24,8 @@ from affinec.dialects.affinec import BLOCK, mapping_of
 from affinec.dialects.nvvm_target import chip_of
 from affinec.dtypes import element_size
 from affinec.ir.affine_exprs import linear_form
-from affinec.transforms.affine.analysis import is_defined_inside
-from affinec.transforms.gpu.bands import Band, GridAnalysis, is_private
+from affinec.transforms.affine.analysis import compose_map, is_defined_inside
+from affinec.transforms.gpu.bands import Band, GridAnalysis, is_private, is_shared
 
 WARP = WARP_SIZE
 K_STEP = MMA_SHAPES["f16"][2]
@@ -441,3 +441,38 @@ def _padded_shape(operand: Operand, c_extent: int, k_padded: int) -> list[int]:
         shape[d] += k_padded - c_extent
     shape[-1] = -(-shape[-1] // 8) * 8
     return shape
+
+
+def fold_group_dimensions(analysis: GridAnalysis) -> None:
+    """A band dimension of one iteration that indexes both tiles of a product (a
+    grouped convolution's group, `%g1` in `%input_shared[.., %g1 * 16 + %c1]` and
+    `%filter_shared[.., %g1 * 16 + %k1]`) as the constant it is, in those loads:
+    the tiles are then indexed as an implicit GEMM's, which the plan reads. Nothing
+    else changes (a dimension of one iteration that one tile alone reads, an image
+    of the batch, stays as it is)."""
+    for phase in analysis.phases:
+        single = {
+            iv: dim.lower
+            for iv, dim in zip(phase.op.induction_variables, phase.dims, strict=True)
+            if dim.extent == 1 and dim.lower is not None
+        }
+        loads = [
+            o
+            for o in phase.op.walk()
+            if isinstance(o, affine.LoadOp) and is_shared(o.memref)
+        ]
+        shared = [
+            iv for iv in single if len({o.memref for o in loads if iv in o.indices}) > 1
+        ]
+        subst = {iv: (AffineExpr.constant(single[iv]), []) for iv in shared}
+        for load in [o for o in loads if any(v in subst for v in o.indices)]:
+            m, operands = compose_map(
+                load.map.data, list(load.indices), subst, fold_producers=False
+            )
+            new = affine.LoadOp(load.memref, operands, m)
+            new.result.name_hint = load.result.name_hint
+            block = load.parent_block()
+            assert block is not None
+            block.insert_op_before(new, load)
+            load.result.replace_all_uses_with(new.result)
+            block.erase_op(load)
