@@ -54,10 +54,10 @@ from affinec.config import (
     flattened_spec,
     flattens,
     tensor_cores_take,
-    wgmma_config_for,
 )
 from affinec.spec import ConvSpec, Spec
 from affinec.tuning.cost import H100, Prediction, predict
+from affinec.tuning.hopper_space import best_per_tile_and_schedule, wgmma_configs
 from affinec.tuning.problem import (
     MMA_M,
     MMA_N,
@@ -189,8 +189,8 @@ def search_space(
     if chip(arch).has("wgmma"):
         # one block a multiprocessor is how these kernels run: the chip's whole
         # share of a block, unless a capacity was given
-        generators["wgmma"] = _wgmma_configs(
-            spec, given_capacity or chip(arch).max_shared_per_block
+        generators["wgmma"] = wgmma_configs(
+            spec, given_capacity or chip(arch).max_shared_per_block, SPLITS
         )
     routes.update({r: [] for r in generators if r not in routes})
     for route, configs in generators.items():
@@ -216,7 +216,7 @@ def search_space(
     chosen = chosen_mma + _choose(problem, simt, budget - len(chosen_mma))
     if len(chosen) < budget:  # the SIMT route had fewer: give the rest back
         chosen += _choose(problem, mma, budget - len(chosen), skip=chosen)
-    chosen += _best_per_tile_and_schedule(routes.get("wgmma", []))
+    chosen += best_per_tile_and_schedule(routes.get("wgmma", []))
     candidates = [Candidate(baseline, "baseline", predict(problem, baseline))]
     candidates += [
         Candidate(c, "space", e)
@@ -224,58 +224,6 @@ def search_space(
         if c != baseline
     ]
     return Space(spec, tuple(candidates), considered, over)
-
-
-WGMMA_CANDIDATES = 12
-WGMMA_TILES = ((128, 256), (128, 128), (128, 64), (64, 256), (64, 128), (64, 64))
-WGMMA_SCHEDULES = ("in-flight", "specialized", "cooperative")
-
-
-def _best_per_tile_and_schedule(
-    scored: list[tuple[KernelConfig, Prediction]],
-) -> list[tuple[KernelConfig, Prediction]]:
-    """Hopper's kernels beside the others: the model's best stage count for each
-    tile and schedule (its roofline is not calibrated on a measurement yet, so it
-    keeps every shape of block for the measurement to decide)."""
-    best: dict[tuple, tuple[KernelConfig, Prediction]] = {}
-    for config, estimate in scored:
-        key = (config.wgmma_tile, config.wgmma_schedule, config.splits)
-        # the roofline does not see the pipeline: of equal estimates, more stages
-        rank = (estimate.ms, -config.stages)
-        if key not in best or rank < (best[key][1].ms, -best[key][0].stages):
-            best[key] = (config, estimate)
-    return sorted(best.values(), key=lambda ce: ce[1].ms)[:WGMMA_CANDIDATES]
-
-
-def _wgmma_configs(spec: Spec, capacity: int) -> Iterator[KernelConfig]:
-    """Hopper's kernels for a product or a convolution the route takes (a 1x1 one
-    through its flattened pixels): tiles x schedules x 2 to 4 stages, each within
-    `capacity`, and split-K where the blocks are few."""
-    from affinec.transforms.gpu.wgmma_plan import plan_of
-
-    try:
-        base = wgmma_config_for(spec)
-    except ValueError:
-        return
-    routed = flattened_spec(spec) if base.flatten_pixels else spec
-    for tile, schedule, stages in itertools.product(
-        WGMMA_TILES, WGMMA_SCHEDULES, (2, 3, 4)
-    ):
-        plan = plan_of(routed, tile, stages, schedule)
-        if plan.problems(capacity):
-            continue
-        yield replace(base, wgmma_tile=tile, wgmma_schedule=schedule, stages=stages)
-        # few blocks: split-K, up to about two waves of the chip
-        blocks = plan.grid[0] * plan.grid[1]
-        for splits in SPLITS:
-            if blocks * splits > 2 * H100.multiprocessors:
-                break
-            split = plan_of(routed, tile, stages, schedule, splits=splits)
-            if not split.problems(capacity):
-                yield replace(
-                    base, wgmma_tile=tile, wgmma_schedule=schedule, stages=stages,
-                    splits=splits,
-                )  # fmt: skip
 
 
 SPLITS = (2, 4, 8, 16)

@@ -1,0 +1,67 @@
+"""Hopper's part of the tuner's space: the `affinec-wgmma-gemm` kernels of a spec
+(tiles x schedules x stages within the chip's shared memory, split-K where the
+blocks are few), and the few of them the search keeps for the measurement.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+
+from affinec.config import KernelConfig, flattened_spec, wgmma_config_for
+from affinec.spec import Spec
+from affinec.tuning.cost import H100, Prediction
+
+WGMMA_CANDIDATES = 12
+WGMMA_TILES = ((128, 256), (128, 128), (128, 64), (64, 256), (64, 128), (64, 64))
+WGMMA_SCHEDULES = ("in-flight", "specialized", "cooperative")
+
+
+def best_per_tile_and_schedule(
+    scored: list[tuple[KernelConfig, Prediction]],
+) -> list[tuple[KernelConfig, Prediction]]:
+    """Hopper's kernels beside the others: the model's best stage count for each
+    tile and schedule (its roofline is not calibrated on a measurement yet, so it
+    keeps every shape of block for the measurement to decide)."""
+    best: dict[tuple, tuple[KernelConfig, Prediction]] = {}
+    for config, estimate in scored:
+        key = (config.wgmma_tile, config.wgmma_schedule, config.splits)
+        # the roofline does not see the pipeline: of equal estimates, more stages
+        rank = (estimate.ms, -config.stages)
+        if key not in best or rank < (best[key][1].ms, -best[key][0].stages):
+            best[key] = (config, estimate)
+    return sorted(best.values(), key=lambda ce: ce[1].ms)[:WGMMA_CANDIDATES]
+
+
+def wgmma_configs(
+    spec: Spec, capacity: int, split_counts: Sequence[int]
+) -> Iterator[KernelConfig]:
+    """Hopper's kernels for a product or a convolution the route takes (a 1x1 one
+    through its flattened pixels): tiles x schedules x 2 to 4 stages, each within
+    `capacity`, and split-K where the blocks are few."""
+    from affinec.transforms.gpu.wgmma_plan import plan_of
+
+    try:
+        base = wgmma_config_for(spec)
+    except ValueError:
+        return
+    routed = flattened_spec(spec) if base.flatten_pixels else spec
+    for tile, schedule, stages in itertools.product(
+        WGMMA_TILES, WGMMA_SCHEDULES, (2, 3, 4)
+    ):
+        plan = plan_of(routed, tile, stages, schedule)
+        if plan.problems(capacity):
+            continue
+        yield replace(base, wgmma_tile=tile, wgmma_schedule=schedule, stages=stages)
+        # few blocks: split-K, up to about two waves of the chip
+        blocks = plan.grid[0] * plan.grid[1]
+        for splits in split_counts:
+            if blocks * splits > 2 * H100.multiprocessors:
+                break
+            split = plan_of(routed, tile, stages, schedule, splits=splits)
+            if not split.problems(capacity):
+                yield replace(
+                    base, wgmma_tile=tile, wgmma_schedule=schedule, stages=stages,
+                    splits=splits,
+                )  # fmt: skip
