@@ -6,7 +6,7 @@ enough input sets rotate that they do not fit in the L2 cache together (at least
 twice its 50 MB), so repeated runs do not measure a warm cache; before timing, our
 output is poisoned and checked against torch's float64 convolution, and a wrong
 kernel is reported as such and never timed. Kernels are timed with
-`affinec.runtime.time_launches`: batches of back-to-back launches queued behind a
+`affinec.timing.time_launches`: batches of back-to-back launches queued behind a
 spin kernel, between two CUDA events, so the figure is GPU time and not Python's
 launch overhead; the median of 10 batches is reported. `benchmarks/timing_check.py`
 compares these figures with Nsight Compute's `gpu__time_duration`.
@@ -162,7 +162,7 @@ def time_cudnn(spec: ConvSpec, data: list, relu: bool, tf32: bool) -> float:
     `cudnn.benchmark` setting picks it)."""
     import torch
 
-    from affinec.runtime import time_launches
+    from affinec.timing import time_launches
 
     torch.backends.cudnn.allow_tf32 = tf32
     try:
@@ -192,7 +192,8 @@ def bench_conv(name: str, spec: ConvSpec, *, compiled=None, seed: int = 0) -> Ro
     import torch
 
     from affinec.compiler import compile_to_ptx
-    from affinec.runtime import current_arch, time_launches
+    from affinec.runtime import current_arch
+    from affinec.timing import time_launches
 
     torch.backends.cudnn.benchmark = True
     generator = torch.Generator(device="cuda").manual_seed(seed)

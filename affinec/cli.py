@@ -198,7 +198,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Compile a spec, run it on random data on the GPU, check it, time it."""
-    from affinec.runtime import current_arch, require_gpu, time_kernel
+    from affinec.runtime import current_arch, require_gpu
+    from affinec.timing import time_kernel
 
     spec = spec_from_args(args.kind, args)
     require_host_memory(spec)

@@ -18,7 +18,7 @@ checks run first, so they work (and are tested) without a GPU too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -26,6 +26,13 @@ from typing import Any
 import numpy as np
 
 from affinec.chips import DEFAULT_SHARED_PER_BLOCK
+from affinec.cuda_launch import (
+    allow_dynamic_shared_memory,
+    driver_result,
+    launch_by_driver,
+    launch_function,
+    shared_memory_limit,
+)
 from affinec.dtypes import BFLOAT16
 from affinec.tensor_maps import TiledTensorMap
 
@@ -444,14 +451,14 @@ class Kernel:
         for launch in self.launches:
             function = module.get_function(launch.name)
             if launch.shared_memory > DEFAULT_SHARED_PER_BLOCK:
-                limit = _shared_memory_limit()
+                limit = shared_memory_limit()
                 if limit is not None and launch.shared_memory > limit:
                     raise SharedMemoryError(
                         f"kernel {launch.name} needs {launch.shared_memory} bytes of "
                         f"shared memory per block; this GPU gives a block at most "
                         f"{limit}"
                     )
-                _allow_dynamic_shared_memory(function, launch.shared_memory)
+                allow_dynamic_shared_memory(function, launch.shared_memory)
             loaded[launch.name] = function
         return loaded
 
@@ -492,9 +499,9 @@ class Kernel:
                     else self._tensor_map(launch, k, m, pointers[a])
                     for k, (a, m) in enumerate(zip(launch.arguments, maps, strict=True))
                 ]
-                _launch_by_driver(self.functions[launch.name], launch, values, stream)
+                launch_by_driver(self.functions[launch.name], launch, values, stream)
                 continue
-            _launch(
+            launch_function(
                 self.functions[launch.name],
                 launch.grid,
                 launch.block,
@@ -529,28 +536,6 @@ class Kernel:
         return out.value
 
 
-def _launch(function, grid, block, shared_memory: int, args: list, stream) -> None:
-    """Launch through cuda.core, as numba-cuda 0.30 launches its own kernels."""
-    from cuda.core import LaunchConfig, launch
-    from numba.cuda.cudadrv.driver import _to_core_stream
-
-    config = LaunchConfig(
-        grid=tuple(grid), block=tuple(block), shmem_size=shared_memory
-    )
-    launch(_to_core_stream(stream or 0), config, function.kernel, *args)
-
-
-def _driver_result(result: Any) -> Any:
-    """The values of a cuda.bindings driver call, or a RuntimeError naming its
-    status."""
-    from cuda.bindings import driver
-
-    status, *rest = result if isinstance(result, tuple) else (result,)
-    if status != driver.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"CUDA driver: {status}")
-    return rest[0] if len(rest) == 1 else rest
-
-
 def _driver_functions(ptx: str, launches: Sequence[Launch]) -> dict[str, Any]:
     """The kernels of `ptx` loaded by the driver itself (in numba's context), as
     `cuLaunchKernel` takes them: kernels with by-value tensor maps are launched
@@ -559,175 +544,22 @@ def _driver_functions(ptx: str, launches: Sequence[Launch]) -> dict[str, Any]:
     from numba import cuda
 
     cuda.current_context()  # numba's context, current for the calls below
-    module = _driver_result(driver.cuModuleLoadData(ptx.encode() + b"\0"))
+    module = driver_result(driver.cuModuleLoadData(ptx.encode() + b"\0"))
     loaded = {}
     for launch in launches:
-        function = _driver_result(
+        function = driver_result(
             driver.cuModuleGetFunction(module, launch.name.encode())
         )
         if launch.shared_memory > DEFAULT_SHARED_PER_BLOCK:
-            limit = _shared_memory_limit()
+            limit = shared_memory_limit()
             if limit is not None and launch.shared_memory > limit:
                 raise SharedMemoryError(
                     f"kernel {launch.name} needs {launch.shared_memory} bytes of "
                     f"shared memory per block; this GPU gives a block at most {limit}"
                 )
             attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            _driver_result(
+            driver_result(
                 driver.cuFuncSetAttribute(function, attribute, launch.shared_memory)
             )
         loaded[launch.name] = function
     return loaded
-
-
-def _launch_by_driver(function, launch: Launch, values: list, stream) -> None:
-    """`cuLaunchKernel` with each argument by value: a tensor map's 128 bytes, or an
-    array's address."""
-    import ctypes
-
-    from cuda.bindings import driver
-
-    types = tuple(
-        None if isinstance(v, driver.CUtensorMap) else ctypes.c_void_p for v in values
-    )
-    handle = 0
-    if stream is not None:
-        from numba.cuda.cudadrv.driver import _to_core_stream
-
-        handle = _to_core_stream(stream).handle
-    _driver_result(
-        driver.cuLaunchKernel(
-            function,
-            *launch.grid,
-            *launch.block,
-            launch.shared_memory,
-            handle,
-            (tuple(values), types),
-            0,
-        )
-    )
-
-
-def _shared_memory_limit() -> int | None:
-    """The most shared memory a block may opt into on the current GPU (None if the
-    driver does not say)."""
-    from numba import cuda
-
-    device = cuda.get_current_device()
-    try:
-        return int(device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-    except AttributeError:
-        return None
-
-
-def _allow_dynamic_shared_memory(function, size: int) -> None:
-    """Kernels get 48 KiB of dynamic shared memory unless they ask for more first."""
-    from numba.cuda.cudadrv.driver import binding, driver
-
-    attribute = (
-        binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    )
-    driver.cuKernelSetAttribute(attribute, size, function.handle, function.device.id)
-
-
-_SPIN_PTX = """
-.version 8.0
-.target sm_80
-.address_size 64
-.visible .entry affinec_spin(.param .u64 cycles)
-{
-    .reg .pred %p;
-    .reg .b64 %rd<5>;
-    ld.param.u64 %rd1, [cycles];
-    mov.u64 %rd2, %clock64;
-WAIT:
-    mov.u64 %rd3, %clock64;
-    sub.u64 %rd4, %rd3, %rd2;
-    setp.lt.u64 %p, %rd4, %rd1;
-    @%p bra WAIT;
-    ret;
-}
-"""
-
-_spin_function = None
-
-
-def _spin(cycles: int) -> None:
-    """Keep the GPU busy for `cycles` clock cycles (one thread spinning on %clock64),
-    on the default stream."""
-    global _spin_function
-    if _spin_function is None:
-        from numba import cuda
-
-        module = cuda.current_context().create_module_ptx(_SPIN_PTX)
-        _spin_function = module.get_function("affinec_spin")
-    _launch(_spin_function, (1, 1, 1), (1, 1, 1), 0, [np.uint64(cycles)], None)
-
-
-SPIN_CLOCK_HZ = 2.0e9
-"""An upper bound of the SM clock (the H100's boost is 1.98 GHz): a spin of
-`seconds * SPIN_CLOCK_HZ` cycles lasts at least `seconds`."""
-
-
-def time_launches(
-    launch: Callable[[int], None],
-    sets: int = 1,
-    *,
-    rounds: int = 10,
-    target_ms: float = 20.0,
-    max_batch: int = 500,
-) -> float:
-    """GPU milliseconds per `launch(k)` (`k` rotating over `sets` input sets): the
-    median over `rounds` batches of back-to-back launches between two CUDA events.
-
-    Each batch is queued behind a spin kernel that keeps the GPU busy until the host
-    has queued the whole batch, so the launches run back to back and the events
-    measure GPU time, not Python's launch overhead (tens of microseconds, as long as
-    a small convolution). A batch whose spin ended before the host finished queuing
-    is timed again with a longer spin. Batches hold about `target_ms` of work.
-    """
-    import statistics
-    import time as clock
-
-    from numba import cuda
-
-    def timed(batch: int, spin_seconds: float) -> tuple[float, float, bool]:
-        start, end = cuda.event(), cuda.event()
-        cuda.synchronize()
-        _spin(int(spin_seconds * SPIN_CLOCK_HZ))
-        start.record()
-        host = clock.perf_counter()
-        for k in range(batch):
-            launch(k % sets)
-        host = clock.perf_counter() - host
-        starved = start.query()  # the spin ended before the batch was queued
-        end.record()
-        end.synchronize()
-        return cuda.event_elapsed_time(start, end) / batch, host, starved
-
-    first, host, _ = timed(1, 0.0)  # also loads modules, picks cuDNN's algorithm
-    batch = max(1, min(max_batch, round(target_ms / max(first, 1e-3))))
-    spin = 2 * host * batch + 1e-3
-    _, host, _ = timed(batch, spin)  # warm-up
-    spin = 2 * host + 1e-3
-    times = []
-    while len(times) < rounds:
-        ms, host, starved = timed(batch, spin)
-        if starved:
-            spin = 2 * spin
-            continue
-        times.append(ms)
-    return statistics.median(times)
-
-
-def time_kernel(
-    kernel: Kernel, inputs: Sequence[Any], repeat: int = 10, warmup: int = 3
-) -> float:
-    """Median GPU milliseconds of the kernel on `inputs` (copied to the device once);
-    see `time_launches`."""
-    arguments = kernel.check(*inputs)
-    for a in arguments:
-        a.to_device()
-    for _ in range(warmup):
-        kernel.launch(arguments)
-    return time_launches(lambda _: kernel.launch(arguments), rounds=repeat)

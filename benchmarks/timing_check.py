@@ -64,7 +64,7 @@ def _setup(name: str, dtype: str):
 
 
 def measure(path: str) -> None:
-    from affinec.runtime import time_launches
+    from affinec.timing import time_launches
 
     results = {}
     for name, dtype in CASES:

@@ -208,7 +208,7 @@ def test_the_runtime_encodes_each_map_once_per_address(monkeypatch):
     )
     monkeypatch.setattr(
         runtime,
-        "_launch_by_driver",
+        "launch_by_driver",
         lambda f, launch, values, s: launched.append(values),
     )
     monkeypatch.setitem(kernel.__dict__, "functions", {kernel.name: None})
@@ -507,7 +507,7 @@ def test_split_kernels_launch_through_the_driver_with_the_workspace(monkeypatch)
     monkeypatch.setattr(runtime.TiledTensorMap, "encode", lambda self, a: ("map", a))
     monkeypatch.setattr(
         runtime,
-        "_launch_by_driver",
+        "launch_by_driver",
         lambda f, launch, values, s: launched.append((launch.name, values)),
     )
     monkeypatch.setitem(

@@ -5,7 +5,7 @@ needs a GPU or times anything. `GpuMeasurer` is the real one, in process, with t
 method of `affinec.benchmark` (docs/BENCHMARKS.md): fresh random inputs on
 the GPU, enough input sets that they do not sit in L2 together, the output poisoned
 (NaN) and compared with torch's float64 result before anything is timed (a wrong
-configuration is reported and never picked), then `affinec.runtime.time_launches`:
+configuration is reported and never picked), then `affinec.timing.time_launches`:
 GPU time of back-to-back launches queued behind a spin kernel, the median of a few
 batches. Screening takes few short batches; the finalists are timed again with the
 benchmark's ten.
@@ -161,7 +161,7 @@ class GpuMeasurer:
 
         import torch
 
-        from affinec.runtime import time_launches
+        from affinec.timing import time_launches
 
         start = time.perf_counter()
         try:
