@@ -109,6 +109,27 @@ def test_a_mapping_attribute_of_the_wrong_kind(tmp_path, tool):
     assert_error(outcome, "'affinec.mapping' must be one of", line=4)
 
 
+def test_a_block_band_with_an_empty_dimension_is_refused_at_the_band(tmp_path):
+    """Found by the fuzzer: a band whose first dimension runs from 1 to 1 left no
+    thread at all, and the share of each divided by zero."""
+    seed = next(
+        s
+        for s in seeds()
+        if s.after == "affinec-place-buffers"
+        and s.spec.startswith("conv")
+        and "affinec.workspace" in s.text
+    )
+    band = re.search(r"= \(0, 0, 0, 0\) to \(1, 3, 4, 4\)", seed.text)
+    assert band is not None
+    text = seed.text.replace(band.group(0), "= (1, 0, 0, 0) to (1, 3, 4, 4)", 1)
+    outcome = run(tmp_path, "affinec-opt", text, "-p", ",".join(seed.rest))
+    assert_error(
+        outcome,
+        "a band of 0x3x4x4 iterations runs none",
+        line=line_of(text, "= (1, 0, 0, 0) to (1, 3, 4, 4)"),
+    )
+
+
 def test_a_shared_alignment_that_is_no_power_of_two(tmp_path):
     """Found by the fuzzer on the wgmma route's seed: an alignment of 0 divided by
     zero in the shared-memory layout."""

@@ -73,6 +73,12 @@ def plan_threads(
 ) -> ThreadPlan:
     """The threads of each block and how the phases share them; refuses a band
     already mapped and a register tile that does not fit the accumulator phases."""
+    if empty := next((p for p in analysis.phases if p.total == 0), None):
+        raise PassError(
+            empty.op,
+            f"a band of {'x'.join(map(str, empty.extents))} iterations runs none: "
+            "no thread would do its work",
+        )
     mapped = [p for p in analysis.phases if mapping_of(p.op) != BLOCK]
     if mapped:
         return _plan_beside_thread_bands(
