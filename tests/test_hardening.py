@@ -109,7 +109,7 @@ def test_a_mapping_attribute_of_the_wrong_kind(tmp_path, tool):
     assert_error(outcome, "'affinec.mapping' must be one of", line=4)
 
 
-def test_a_block_band_with_an_empty_dimension_is_refused_at_the_band(tmp_path):
+def test_a_register_tile_over_a_band_that_never_runs_is_refused(tmp_path):
     """Found by the fuzzer: a band whose first dimension runs from 1 to 1 left no
     thread at all, and the share of each divided by zero."""
     seed = next(
@@ -125,7 +125,7 @@ def test_a_block_band_with_an_empty_dimension_is_refused_at_the_band(tmp_path):
     outcome = run(tmp_path, "affinec-opt", text, "-p", ",".join(seed.rest))
     assert_error(
         outcome,
-        "a band of 0x3x4x4 iterations runs none",
+        "register-tile over a band of 0x3x4x4 iterations, which runs none",
         line=line_of(text, "= (1, 0, 0, 0) to (1, 3, 4, 4)"),
     )
 

@@ -73,12 +73,6 @@ def plan_threads(
 ) -> ThreadPlan:
     """The threads of each block and how the phases share them; refuses a band
     already mapped and a register tile that does not fit the accumulator phases."""
-    if empty := next((p for p in analysis.phases if p.total == 0), None):
-        raise PassError(
-            empty.op,
-            f"a band of {'x'.join(map(str, empty.extents))} iterations runs none: "
-            "no thread would do its work",
-        )
     mapped = [p for p in analysis.phases if mapping_of(p.op) != BLOCK]
     if mapped:
         return _plan_beside_thread_bands(
@@ -120,6 +114,12 @@ def plan_threads(
         -(-e // r) for e, r in zip(extents, register_tile, strict=True)
     )
     threads = math.prod(thread_extents)
+    if threads == 0:  # a band that never runs has no threads to tile for
+        raise PassError(
+            phases[0].op,
+            f"register-tile over a band of {'x'.join(map(str, extents))} "
+            "iterations, which runs none",
+        )
     if threads_per_block and threads_per_block != threads:
         raise PassError(
             phases[0].op,
