@@ -130,6 +130,23 @@ def test_a_register_tile_over_a_band_that_never_runs_is_refused(tmp_path):
     )
 
 
+def test_a_launch_of_a_negative_block_is_refused_at_the_launch(tmp_path):
+    """Found by the fuzzer: a block of -1 threads made the shared-memory hazard
+    check ask numpy for an array of negative size."""
+    text = level("gpu", CONV)
+    threads = re.search(r"threads\([^)]*\) in \(%\w+ = (%\w+)", text)
+    assert threads is not None
+    size = re.search(rf"{threads.group(1)} = arith.constant (\d+) : index", text)
+    assert size is not None
+    broken = text.replace(size.group(0), size.group(0).replace(size.group(1), "-1"))
+    outcome = run(tmp_path, "affinec-opt", broken, "-p", "gpu-kernel-outlining")
+    assert_error(
+        outcome,
+        "every size must be positive",
+        line=line_of(broken, "gpu.launch"),
+    )
+
+
 def test_a_shared_alignment_that_is_no_power_of_two(tmp_path):
     """Found by the fuzzer on the wgmma route's seed: an alignment of 0 divided by
     zero in the shared-memory layout."""

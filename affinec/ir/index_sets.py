@@ -92,7 +92,7 @@ def index_sets(
     extents = []
     for r in free:
         span = value_range(r, ranges)
-        if span is None:
+        if span is None or span[1] < span[0]:  # unbounded, or code that never runs
             return None
         extents.append(span)
     if math.prod(hi - lo + 1 for lo, hi in extents) > MAX_POINTS:

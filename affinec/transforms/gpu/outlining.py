@@ -37,6 +37,13 @@ def check_outlinable(launch: gpu.LaunchOp, taken: set[str]) -> None:
             "has clusters, which affinec's gpu-kernel-outlining does not outline "
             "(affinec has no gpu.cluster_id / gpu.cluster_dim ops)",
         )
+    for what, sizes in (("grid", launch.grid_sizes), ("block", launch.block_sizes)):
+        known = _constants(sizes)
+        if known is not None and any(n <= 0 for n in known):
+            raise PassError(
+                launch,
+                f"its {what} is {'x'.join(map(str, known))}: every size must be positive",
+            )
     module = launch.kernelModule
     if module is not None and module.root_reference.data in taken:
         raise PassError(
