@@ -498,18 +498,30 @@ def _target_machine(arch: str, opt_level: int = 3) -> llvm_binding.TargetMachine
 def llvm_ir_to_ptx(text: str, arch: str = DEFAULT_ARCH, opt_level: int = 3) -> str:
     """Optimize LLVM IR text at `opt_level` and compile it to PTX for `arch`."""
     tm = _target_machine(_checked_arch(arch), opt_level)
+    # The module's own context (see `_codegen_options`), disposed right after the
+    # module: left to the garbage collector, the two may go in either order, and a
+    # module disposed after its context crashes LLVM.
+    context = llvm_binding.create_context()
     try:
-        parsed = llvm_binding.parse_assembly(text, llvm_binding.create_context())
-        parsed.verify()
+        parsed = llvm_binding.parse_assembly(text, context)
     except RuntimeError as e:
+        context.close()
         raise EmitterError(None, f"LLVM rejected the IR: {e}") from None
-    parsed.triple = TRIPLE
-    parsed.data_layout = str(tm.target_data)
-    if opt_level:
-        pto = llvm_binding.create_pipeline_tuning_options(opt_level)
-        pb = llvm_binding.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(parsed, pb)
-    ptx = tm.emit_assembly(parsed)
+    try:
+        try:
+            parsed.verify()
+        except RuntimeError as e:
+            raise EmitterError(None, f"LLVM rejected the IR: {e}") from None
+        parsed.triple = TRIPLE
+        parsed.data_layout = str(tm.target_data)
+        if opt_level:
+            pto = llvm_binding.create_pipeline_tuning_options(opt_level)
+            pb = llvm_binding.create_pass_builder(tm, pto)
+            pb.getModulePassManager().run(parsed, pb)
+        ptx = tm.emit_assembly(parsed)
+    finally:
+        parsed.close()
+        context.close()
     check_ptx_version(ptx)
     return ptx
 

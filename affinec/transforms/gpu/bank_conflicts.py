@@ -18,9 +18,12 @@ one iteration to the next: the loops shift all lanes' addresses alike).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, VectorType
 from xdsl.ir import Block, Operation, SSAValue
@@ -125,17 +128,25 @@ def cost(
 def lane_indices(op: Operation, indices: list) -> list[list[int]] | None:
     """The index the access uses in each of its lanes (every other variable at its
     first value), or None when some index cannot be evaluated. It does not depend
-    on the buffer's layout: `best_padding` evaluates it once for all paddings."""
+    on the buffer's layout: `best_padding` evaluates it once for all paddings.
+
+    The lanes are evaluated together: the thread variable is the vector of the
+    lanes, and the expressions (`+`, `*`, `floordiv`, `mod`, min and max) are
+    numpy's, elementwise."""
     band = _thread_band(op)
     assert band is not None
-    out = []
-    for lane in _lanes(op):
-        env: dict[SSAValue, int] = {band.induction_variables[0]: lane}
-        try:
-            out.append([_index(v, env) for v in indices])
-        except _Unknown:
-            return None
-    return out
+    lanes = np.array(_lanes(op), dtype=np.int64)
+    env: dict[SSAValue, Any] = {band.induction_variables[0]: lanes}
+    try:
+        columns = [
+            np.broadcast_to(np.asarray(_index(v, env), dtype=np.int64), lanes.shape)
+            for v in indices
+        ]
+    except (_Unknown, OverflowError):  # an index past 64 bits: no address to model
+        return None
+    if not columns:
+        return [[] for _ in lanes]
+    return np.stack(columns, axis=1).tolist()
 
 
 def _wavefronts(
@@ -176,7 +187,7 @@ def _lanes(op: Operation) -> list[int]:
     return list(range(WARP))
 
 
-def _index(v, env: dict[SSAValue, int]) -> int:
+def _index(v, env: dict[SSAValue, Any]) -> Any:
     if isinstance(v, tuple):  # ("map", op, k): result k of an access's own map
         _, op, k = v
         m = op.map.data
@@ -185,7 +196,7 @@ def _index(v, env: dict[SSAValue, int]) -> int:
     return _value(v, env)
 
 
-def _value(v: SSAValue, env: dict[SSAValue, int]) -> int:
+def _value(v: SSAValue, env: dict[SSAValue, Any]) -> Any:
     if v in env:
         return env[v]
     owner = v.owner
@@ -193,7 +204,7 @@ def _value(v: SSAValue, env: dict[SSAValue, int]) -> int:
         parent = owner.parent_op()
         if isinstance(parent, affine.ForOp):
             env[v] = _bound(
-                parent.lowerBoundMap.data, parent.lowerBoundOperands, env, max
+                parent.lowerBoundMap.data, parent.lowerBoundOperands, env, np.maximum
             )
             return env[v]
         if isinstance(parent, affine.ParallelOp):
@@ -203,17 +214,18 @@ def _value(v: SSAValue, env: dict[SSAValue, int]) -> int:
     if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
         return owner.value.value.data
     if isinstance(owner, affine.ApplyOp):
-        return _bound(owner.map.data, owner.mapOperands, env, max)
+        return _bound(owner.map.data, owner.mapOperands, env, np.maximum)
     if isinstance(owner, affine.MinOp | affine.MaxOp):
-        fold = min if isinstance(owner, affine.MinOp) else max
+        fold = np.minimum if isinstance(owner, affine.MinOp) else np.maximum
         return _bound(owner.map.data, owner.mapOperands, env, fold)
     raise _Unknown
 
 
-def _bound(m, operands, env, fold) -> int:
+def _bound(m, operands, env, fold) -> Any:
+    """The results of map `m` over `operands`, folded elementwise by `fold`."""
     values = [_value(x, env) for x in operands]
     results = [e.eval(values[: m.num_dims], values[m.num_dims :]) for e in m.results]
-    return fold(results)
+    return functools.reduce(fold, results)
 
 
 def conflicts(root: Operation) -> list[SharedAccess]:
