@@ -76,9 +76,9 @@ def write_cfg(w: FunctionWriter, region: Region, on_return: type[Operation]) -> 
             return
         if hi - lo <= _DISPATCH_CHAIN:
             for k in range(lo, hi):
-                test = f"{state} == {k}" if k < hi - 1 else None
-                header = "else:" if test is None else ("if" if k == lo else "elif")
-                with w.indented(header if test is None else f"{header} {test}:"):
+                keyword = "if" if k == lo else "elif"
+                test = "else:" if k == hi - 1 else f"{keyword} {state} == {k}:"
+                with w.indented(test):
                     arm(k)
             return
         middle = (lo + hi) // 2
