@@ -155,6 +155,7 @@ class CompiledKernel:
                     _tensor_map(a, by_name, dict(r.tensor_map_shapes))
                     for a in r.arguments
                 ),
+                r.batch_grid,
             )
             for r in self.launches
         ]
@@ -305,7 +306,8 @@ class HostParameter:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.type.get_shape())
+        """The shape, a dynamic size (the batch) as -1."""
+        return tuple(max(d, -1) for d in self.type.get_shape())
 
     @property
     def dtype(self) -> np.dtype:

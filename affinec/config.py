@@ -34,6 +34,21 @@ REDUCTION_STEP = 8
 """Input channels (the GEMM's K) copied into shared memory per step."""
 
 
+def batch_config_for(
+    spec: ConvSpec, *, tf32: bool = False, arch: str = DEFAULT_PLANNING_ARCH
+) -> KernelConfig:
+    """The configuration of a convolution of any batch: `config_for`'s for the
+    fixed batch `spec.n` where it takes one image a block (the grid then grows with
+    the batch and nothing in a block depends on it), else `config_for`'s for one
+    image (the configuration of the batch bucket below every other)."""
+    fixed = config_for(replace(spec, dynamic_batch=False), tf32=tf32, arch=arch)
+    if fixed.tile_sizes[:1] in ((), (1,)) and not (
+        fixed.flatten_pixels or fixed.splits > 1 or fixed.wgmma
+    ):
+        return fixed
+    return config_for(replace(spec, n=1, dynamic_batch=False), tf32=tf32, arch=arch)
+
+
 def config_for(
     spec: Spec,
     *,
@@ -54,7 +69,16 @@ def config_for(
     (`shared_budget`). With `splits`, the reduction is split (`split_spec`): the
     blocks are as the spec's, the reduction's steps those of one split. With
     `flatten_pixels`, the configuration is the product's (`flattened_spec`). With
-    `wgmma`, Hopper's kernel (`wgmma_config_for`)."""
+    `wgmma`, Hopper's kernel (`wgmma_config_for`). A spec of any batch
+    (`dynamic_batch`) is configured for its `n` with one image a block
+    (`batch_config_for`)."""
+    if isinstance(spec, ConvSpec) and spec.dynamic_batch:
+        if wgmma or splits > 1 or flatten_pixels:
+            raise ValueError(
+                "a convolution of any batch (batch=dynamic) compiles with one image "
+                "a block: no wgmma, splits or flatten-pixels yet"
+            )
+        return batch_config_for(spec, tf32=tf32, arch=arch)
     if wgmma:
         return replace(wgmma_config_for(spec, arch), splits=splits)
     if flatten_pixels:

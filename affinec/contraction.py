@@ -63,6 +63,10 @@ class Contraction:
     epilogue_operands: tuple[Access, ...] = ()
     """The operands of the epilogue's steps that read one (scale, bias, residual), in
     that order, named after their step and indexed by output dims only."""
+    dynamic: tuple[str, ...] = ()
+    """Output dimensions whose extent is known only at run time (a dynamic batch):
+    the outermost one, at most; an operand indexed by it alone there has a dynamic
+    size (`memref<?x...>`) and the extent is read off the first such operand."""
 
     def __post_init__(self) -> None:
         if not self.factors:
@@ -76,6 +80,26 @@ class Contraction:
         names = [a.name for a in self.operands]
         if len(set(names)) != len(names):
             raise ValueError(f"operand names must differ, got {names}")
+        if self.dynamic and (
+            len(self.dynamic) > 1 or self.dynamic[0] != self.output_index[0][0]
+        ):
+            raise ValueError(
+                f"only the outermost output dimension can be dynamic, got {self.dynamic}"
+            )
+        if self.dynamic and not any(self.dynamic_dims(a) for a in self.inputs):
+            raise ValueError(
+                f"the dynamic dimension {self.dynamic[0]} indexes no input by itself"
+            )
+
+    def dynamic_dims(self, access: Access) -> tuple[int, ...]:
+        """The dimensions of `access` whose size is dynamic: indexed by a dynamic
+        output dimension alone."""
+        dims = {
+            AffineExpr.dimension(k)
+            for k, (name, _) in enumerate(self.output_index)
+            if name in self.dynamic
+        }
+        return tuple(j for j, e in enumerate(access.indices) if e in dims)
 
     @property
     def steps(self) -> tuple[str, ...]:
@@ -176,6 +200,7 @@ def conv_contraction(spec: ConvSpec) -> Contraction:
         epilogue_operands=_epilogue_operands(
             spec.epilogue, (spec.k,), (k_out,), spec.output_shape, out
         ),
+        dynamic=("n",) if spec.dynamic_batch else (),
     )
 
 

@@ -14,9 +14,12 @@ from collections.abc import Sequence
 
 from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     AnyFloat,
     Float32Type,
     FloatAttr,
+    IndexType,
+    IntegerAttr,
     MemRefType,
     ModuleOp,
     f32,
@@ -31,14 +34,16 @@ from affinec.dtypes import storage_type
 from affinec.spec import Spec
 
 
-def _memref(access: Access, element: AnyFloat) -> MemRefType:
-    return MemRefType(element, access.shape)
+def _memref(c: Contraction, access: Access, element: AnyFloat) -> MemRefType:
+    dynamic = c.dynamic_dims(access)
+    shape = [DYNAMIC_INDEX if j in dynamic else n for j, n in enumerate(access.shape)]
+    return MemRefType(element, shape)
 
 
 def build_naive(c: Contraction, spec: Spec | None = None) -> ModuleOp:
     """The naive IR of `c`, as a module with one function named `c.name`."""
     storage: AnyFloat = storage_type(c.dtype)
-    arg_types = [_memref(a, storage) for a in c.operands]
+    arg_types = [_memref(c, a, storage) for a in c.operands]
     entry = Block(arg_types=arg_types)
     args = dict(zip((a.name for a in c.operands), entry.args, strict=True))
     for a in c.operands:
@@ -78,8 +83,10 @@ def build_naive(c: Contraction, spec: Spec | None = None) -> ModuleOp:
         used = sorted(m.used_dims())
         m = _compress_dims(m, used)
         operands = [ivs[d] for d in used]
-        op: Operation = (PaddedLoadOp if padded else affine.LoadOp)(
-            args[access.name], operands, m
+        op: Operation = (
+            PaddedLoadOp(args[access.name], operands, m, c.dynamic_dims(access))
+            if padded
+            else affine.LoadOp(args[access.name], operands, m)
         )
         op.results[0].name_hint = hint
         block.add_op(op)
@@ -121,7 +128,10 @@ def build_naive(c: Contraction, spec: Spec | None = None) -> ModuleOp:
     body.add_op(affine.YieldOp())
 
     extents = [e for _, e in c.output_index]
-    entry.add_op(affine.ParallelOp.from_extents(extents, body))
+    if c.dynamic:
+        entry.add_op(_runtime_band(c, entry, args, body))
+    else:
+        entry.add_op(affine.ParallelOp.from_extents(extents, body))
     entry.add_op(func.ReturnOp())
 
     fn = func.FuncOp(c.name, (arg_types, []), Region(entry))
@@ -129,6 +139,35 @@ def build_naive(c: Contraction, spec: Spec | None = None) -> ModuleOp:
     if spec is not None:
         write_spec(module, spec)
     return module
+
+
+def _runtime_band(
+    c: Contraction, entry: Block, args: dict[str, SSAValue], body: Block
+) -> affine.ParallelOp:
+    """The output band with its outermost extent read off the first input whose
+    size is that extent (`memref.dim`, a symbol of the band's upper bound):
+
+        %batch = memref.dim %input, %c0 : memref<?x6x6x8xf16>
+        affine.parallel (%n, ...) = (0, ...) to (symbol(%batch), ...) {"""
+    source = next(a for a in c.inputs if c.dynamic_dims(a))
+    dim = c.dynamic_dims(source)[0]
+    index = arith.ConstantOp(IntegerAttr(dim, IndexType()))
+    size = memref.DimOp.from_source_and_index(args[source.name], index.result)
+    size.result.name_hint = "batch"
+    entry.add_ops([index, size])
+    n = len(c.output_index)
+    zeros = AffineMap(0, 0, tuple(AffineExpr.constant(0) for _ in range(n)))
+    uppers = AffineMap(
+        0,
+        1,
+        (
+            AffineExpr.symbol(0),
+            *(AffineExpr.constant(e) for _, e in c.output_index[1:]),
+        ),
+    )
+    return affine.ParallelOp(
+        zeros, [1] * n, uppers, [1] * n, body, upper_operands=[size.result]
+    )
 
 
 def _compress_dims(m: AffineMap, used: Sequence[int]) -> AffineMap:

@@ -19,9 +19,9 @@ checks run first, so they work (and are tested) without a GPU too.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +35,12 @@ from affinec.cuda_launch import (
 )
 from affinec.dtypes import BFLOAT16
 from affinec.tensor_maps import TiledTensorMap
+
+if TYPE_CHECKING:
+    from xdsl.ir.affine import AffineMap
+
+MAX_GRID_X = (1 << 31) - 1
+"""The most blocks a grid has along x."""
 
 
 class NoCudaGPU(RuntimeError):
@@ -102,6 +108,17 @@ class Parameter:
     reduction's partial sums), not an argument of the call."""
 
     @property
+    def batched(self) -> bool:
+        """Whether the outermost size is the batch, given at each call (-1)."""
+        return bool(self.shape) and self.shape[0] < 0
+
+    def for_batch(self, batch: int) -> Parameter:
+        """The parameter of a call over `batch` images (itself, if not batched)."""
+        if not self.batched:
+            return self
+        return replace(self, shape=(batch, *self.shape[1:]))
+
+    @property
     def nbytes(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
@@ -115,7 +132,8 @@ class Parameter:
         return tuple(reversed(strides))
 
     def describe(self) -> str:
-        return f"an array of shape {self.shape} and dtype {self.dtype}"
+        shape = ", ".join("any" if d < 0 else str(d) for d in self.shape)
+        return f"an array of shape ({shape}{',' * (len(self.shape) == 1)}) and dtype {self.dtype}"
 
 
 @dataclass
@@ -199,6 +217,17 @@ def _check_layout(p: Parameter, shape, dtype, strides, what: str) -> None:
             f"argument '{p.name}': expected a C-contiguous array (strides "
             f"{p.strides}), got strides {tuple(strides)}"
         )
+
+
+def _shape_of(value: Any) -> tuple[int, ...] | None:
+    """The shape of a numpy or device array, None for anything else."""
+    if isinstance(value, np.ndarray):
+        return value.shape
+    try:
+        interface = getattr(value, "__cuda_array_interface__", None)
+    except Exception:
+        return None
+    return tuple(interface["shape"]) if isinstance(interface, dict) else None
 
 
 def _check(p: Parameter, value: Any) -> _Argument:
@@ -321,6 +350,16 @@ class Launch:
     """Per argument (empty: none): None for a pointer to the array, or the TMA
     tensor map the kernel takes over the array instead (by value, 128 bytes),
     encoded at each launch for the array's address (`affinec.tensor_maps`)."""
+    batch_grid: AffineMap | None = None
+    """For a kernel of any batch: the grid's x as a function of the batch (`grid`
+    then holds 0 there)."""
+
+    def grid_for(self, batch: int | None) -> tuple[int, int, int]:
+        """The grid of a launch over `batch` images."""
+        if self.batch_grid is None or batch is None:
+            return self.grid
+        (blocks,) = self.batch_grid.eval([batch], [])
+        return (blocks, self.grid[1], self.grid[2])
 
     @property
     def takes_tensor_maps(self) -> bool:
@@ -391,8 +430,47 @@ class Kernel:
 
     def signature(self) -> str:
         return ", ".join(
-            f"{p.name}: {'x'.join(map(str, p.shape))}x{p.dtype}" for p in self.arguments
+            f"{p.name}: {'x'.join('?' if d < 0 else str(d) for d in p.shape)}x{p.dtype}"
+            for p in self.arguments
         )
+
+    @property
+    def batched(self) -> bool:
+        """Whether the kernel takes any batch (its batched parameters agree)."""
+        return any(p.batched for p in self.parameters)
+
+    def _batch(self, values: dict[str, Any]) -> int | None:
+        """The batch of a call: the outermost size of every batched array given,
+        which must agree (and be at least 1)."""
+        batch, first = None, None
+        for p in self.arguments:
+            value = values.get(p.name)
+            if not p.batched or value is None:
+                continue
+            shape = _shape_of(value)
+            if not shape:
+                continue  # _check says what is wrong with it
+            if batch is None:
+                batch, first = shape[0], p.name
+            elif shape[0] != batch:
+                raise KernelArgumentError(
+                    f"argument '{p.name}': its batch (outermost size) is {shape[0]}, "
+                    f"'{first}''s is {batch}: a kernel of any batch takes one batch "
+                    "for all its arrays"
+                )
+        if batch is not None and batch < 1:
+            raise KernelArgumentError(
+                f"argument '{first}': a batch of {batch}; the kernel runs at least one"
+            )
+        if batch is not None:
+            for launch in self.launches:
+                blocks = launch.grid_for(batch)[0]
+                if blocks > MAX_GRID_X:
+                    raise KernelArgumentError(
+                        f"a batch of {batch} needs {blocks} blocks, more than a grid "
+                        f"holds ({MAX_GRID_X})"
+                    )
+        return batch
 
     # -- arguments ------------------------------------------------------------------------
 
@@ -418,13 +496,19 @@ class Kernel:
             if key in values:
                 raise KernelArgumentError(f"argument '{key}' given twice")
             values[key] = value
+        batch = self._batch(values)
+        if self.batched and batch is None:
+            raise KernelArgumentError(
+                f"kernel {self.name} takes any batch: give at least one batched "
+                f"input ({self.signature()})"
+            )
         given = [v for v in values.values() if v is not None]
         # Any numpy input makes the call a host call (its output comes back).
         like = next((v for v in given if isinstance(v, np.ndarray)), None)
         if like is None and given:
             like = given[0]
         checked: list[_Argument] = []
-        for p in parameters:
+        for p in (p.for_batch(batch) if batch is not None else p for p in parameters):
             if values.get(p.name) is None:
                 if not p.output:
                     raise KernelArgumentError(
@@ -486,6 +570,11 @@ class Kernel:
         """Launch every kernel in order on checked arguments already on the device
         (asynchronously; the workspaces are the kernel object's)."""
         pointers = {a.parameter.name: a.span[0] for a in arguments}
+        batched = {p.name for p in self.parameters if p.batched}
+        batch = next(
+            (a.parameter.shape[0] for a in arguments if a.parameter.name in batched),
+            None,
+        )
         for name, buffer in self.workspaces(stream).items():
             pointers[name] = buffer.__cuda_array_interface__["data"][0]
         # kernels that take tensor maps are loaded by the driver, their siblings too
@@ -499,11 +588,12 @@ class Kernel:
                     else self._tensor_map(launch, k, m, pointers[a])
                     for k, (a, m) in enumerate(zip(launch.arguments, maps, strict=True))
                 ]
-                launch_by_driver(self.functions[launch.name], launch, values, stream)
+                sized = replace(launch, grid=launch.grid_for(batch))
+                launch_by_driver(self.functions[launch.name], sized, values, stream)
                 continue
             launch_function(
                 self.functions[launch.name],
-                launch.grid,
+                launch.grid_for(batch),
                 launch.block,
                 launch.shared_memory,
                 [np.uint64(pointers[a]) for a in launch.arguments],

@@ -140,6 +140,9 @@ class ConvSpec:
     given (`bias,residual,relu`); scale and bias one per output channel, residual
     an array in the output's layout."""
     groups: int = 1
+    dynamic_batch: bool = False
+    """Compile one kernel for any batch (`memref<?x...>`, the grid computed at
+    launch); `n` is then the batch it is configured and checked for."""
 
     kind: ClassVar[str] = "conv"
 
@@ -158,6 +161,10 @@ class ConvSpec:
         _choice("ConvSpec", "dtype", self.dtype, DTYPES)
         object.__setattr__(self, "epilogue", _epilogue("ConvSpec", self.epilogue))
         _positive("ConvSpec", "groups", self.groups)
+        if not isinstance(self.dynamic_batch, bool):
+            raise ValueError(
+                f"ConvSpec.dynamic_batch must be True or False, got {self.dynamic_batch!r}"
+            )
         if self.c % self.groups or self.k % self.groups:
             raise ValueError(
                 f"ConvSpec.groups: {self.groups} groups do not divide the {self.c} "
@@ -237,12 +244,14 @@ class ConvSpec:
             f"layout={self.layout} filter-layout={self.filter_layout} "
             f"dtype={self.dtype} epilogue={self.epilogue}"
             + (f" groups={self.groups}" if self.groups > 1 else "")
+            + (" batch=dynamic" if self.dynamic_batch else "")
         )
 
     def describe(self) -> str:
         """A short human label: `1x8x8x8 * 8x3x3 s1 p1 f32`."""
         extra = f" +{self.epilogue}" if self.epilogue != "none" else ""
         extra += f" g{self.groups}" if self.groups > 1 else ""
+        extra += " (any batch)" if self.dynamic_batch else ""
         return (
             f"{self.n}x{self.c}x{self.h}x{self.w} * {self.k}x{self.r}x{self.s} "
             f"s{_text_pair(self.stride, 'x')} p{_text_pair(self.padding, 'x')} "
@@ -322,7 +331,13 @@ SPEC_KINDS: dict[str, type[Spec]] = {
     "outer": OuterSpec,
 }
 
-_TEXT_FIELDS = {"pad": "padding", "filter-layout": "filter_layout"}
+_TEXT_FIELDS = {
+    "pad": "padding",
+    "filter-layout": "filter_layout",
+    "batch": "dynamic_batch",
+}
+BATCH_KINDS = {"dynamic": True, "static": False}
+"""`batch=dynamic`: one kernel for any batch."""
 
 
 def _text_pair(pair: tuple[int, int], sep: str = ",") -> str:
@@ -344,7 +359,14 @@ def parse_spec(text: str) -> Spec:
         name = _TEXT_FIELDS.get(key, key.replace("-", "_"))
         if not eq or name not in fields:
             raise ValueError(f"unknown {cls.kind} spec field {key!r} in {text!r}")
-        if name in ("stride", "padding", "dilation"):
+        if name == "dynamic_batch":
+            if raw not in BATCH_KINDS:
+                raise ValueError(
+                    f"{cls.__name__}.batch must be one of {', '.join(BATCH_KINDS)}, "
+                    f"got {raw!r}"
+                )
+            values[name] = BATCH_KINDS[raw]
+        elif name in ("stride", "padding", "dilation"):
             try:
                 values[name] = tuple(int(v) for v in raw.split(","))
             except ValueError:

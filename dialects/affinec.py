@@ -33,10 +33,12 @@ Attribute names that passes read and write:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects.builtin import (
+    AffineMapAttr,
     ArrayAttr,
     DenseArrayBase,
     DictionaryAttr,
@@ -50,6 +52,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.dialects.llvm import LLVMPointerType
 from xdsl.ir import Attribute, Dialect, Operation, SSAValue
+from xdsl.ir.affine import AffineMap
 from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
@@ -247,9 +250,52 @@ def enclosing_mappings(op: Operation) -> list[str]:
 
 @irdl_op_definition
 class PaddedLoadOp(AffineLoadBase):
-    """An `affine.load` that reads zero wherever the access falls outside the memref."""
+    """An `affine.load` that reads zero wherever the access falls outside the memref.
+
+    `{in_bounds = array<i64: 0>}` (as MLIR's `vector.transfer_read` says it) lists
+    the dimensions whose index is known to lie inside: those are never tested. A
+    kernel cannot test an index against a size it is not told (the dynamic batch
+    of a bare-pointer memref), so such a dimension must be listed; the interpreter
+    checks the claim on every access."""
 
     name = "affinec.padded_load"
+
+    def __init__(
+        self,
+        memref: SSAValue,
+        indices: Sequence[SSAValue],
+        m: AffineMap | None = None,
+        in_bounds: Sequence[int] = (),
+    ):
+        super().__init__(memref, indices, m)
+        if in_bounds:
+            self.attributes[IN_BOUNDS] = DenseArrayBase.from_list(
+                i64, sorted(in_bounds)
+            )
+
+    @property
+    def in_bounds(self) -> frozenset[int]:
+        """The dimensions whose index is known to be inside the memref."""
+        attr = self.attributes.get(IN_BOUNDS)
+        if not isinstance(attr, DenseArrayBase):
+            return frozenset()
+        return frozenset(attr.get_values())  # pyright: ignore[reportArgumentType]
+
+    def verify_(self) -> None:
+        super().verify_()
+        attr = self.attributes.get(IN_BOUNDS)
+        if attr is None:
+            return
+        rank = len(self.map.data.results)
+        if not isinstance(attr, DenseArrayBase) or not all(
+            isinstance(d, int) and 0 <= d < rank for d in attr.get_values()
+        ):
+            raise VerifyException(
+                f"{IN_BOUNDS} must be an array<i64> of dimensions below {rank}, got {attr}"
+            )
+
+
+IN_BOUNDS = "in_bounds"
 
 
 GLOBAL_POINTER_SPACE = 1
@@ -267,7 +313,8 @@ def pointer_space(t: MemRefType) -> int:
 @irdl_op_definition
 class ElementPointerOp(IRDLOperation):
     """`affinec.element_pointer %buf[%i, %j] : memref<...> -> !llvm.ptr<N>`: the
-    address of one element of a row-major, statically shaped memref. Computing it
+    address of one element of a row-major memref, statically shaped but perhaps for
+    its outermost size. Computing it
     reads nothing (like `getelementptr`, the indices are not bounds-checked)."""
 
     name = "affinec.element_pointer"
@@ -293,9 +340,11 @@ class ElementPointerOp(IRDLOperation):
     def verify_(self) -> None:
         t = self.memref.type
         assert isinstance(t, MemRefType)
-        if not isinstance(t.layout, NoneAttr) or any(d < 0 for d in t.get_shape()):
+        # the outermost size may be dynamic (a batch): no stride depends on it
+        if not isinstance(t.layout, NoneAttr) or any(d < 0 for d in t.get_shape()[1:]):
             raise VerifyException(
-                f"expected a statically shaped row-major memref, got {t}"
+                "expected a row-major memref, statically shaped but for its "
+                f"outermost size, got {t}"
             )
         if len(self.indices) != t.get_num_dims():
             raise VerifyException(
@@ -306,6 +355,18 @@ class ElementPointerOp(IRDLOperation):
             raise VerifyException(
                 f"the elements of {t} are at {expected}, got {self.result.type}"
             )
+
+
+def _batch_grid(attr: Attribute | None) -> AffineMap | None:
+    if attr is None:
+        return None
+    if not isinstance(attr, AffineMapAttr) or (
+        attr.data.num_dims,
+        attr.data.num_symbols,
+        len(attr.data.results),
+    ) != (1, 0, 1):
+        raise ValueError(f"batch_grid must be a map (d0) -> (blocks), got {attr}")
+    return attr.data
 
 
 # -- the launch record ------------------------------------------------------------------
@@ -366,6 +427,19 @@ class LaunchRecord:
     tensor_map_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()
     """A tensor-map argument's view of its array where it is not the array's own
     shape (the same bytes, C-contiguous): (argument, shape)."""
+    batch_grid: AffineMap | None = None
+    """For a kernel of any batch (the outermost size of its dynamic arguments): the
+    grid's blocks along x as a function of the batch (`(d0) -> (d0 * 36)`); `grid`
+    then holds 0 there."""
+
+    def grid_for(self, batch: int | None) -> tuple[int, int, int]:
+        """The grid of a launch over `batch` images (None: the kernel's own)."""
+        if self.batch_grid is None:
+            return self.grid
+        if batch is None:
+            raise ValueError(f"kernel {self.kernel} needs a batch to size its grid")
+        (blocks,) = self.batch_grid.eval([batch], [])
+        return (blocks, self.grid[1], self.grid[2])
 
     def to_attribute(self) -> DictionaryAttr:
         return DictionaryAttr(
@@ -388,6 +462,11 @@ class LaunchRecord:
                         )
                     }
                     if self.tensor_map_shapes
+                    else {}
+                ),
+                **(
+                    {"batch_grid": AffineMapAttr(self.batch_grid)}
+                    if self.batch_grid is not None
                     else {}
                 ),
             }
@@ -419,6 +498,7 @@ class LaunchRecord:
                         else ()
                     )
                 ),
+                batch_grid=_batch_grid(d.get("batch_grid")),
             )
         except (KeyError, AttributeError, TypeError, ValueError) as e:
             raise ValueError(f"malformed '{LAUNCH}' attribute {attr}: {e}") from None

@@ -34,8 +34,11 @@ def memory_space_of(t: MemRefType) -> int:
 def check_row_major(what: str, t: MemRefType) -> None:
     if not isinstance(t.layout, NoneAttr):
         raise VerifyException(f"{what} must be row-major (identity layout), got {t}")
-    if any(d < 0 for d in t.get_shape()):
-        raise VerifyException(f"{what} must have a static shape, got {t}")
+    if any(d < 0 for d in t.get_shape()[1:]):
+        # the outermost size (a dynamic batch) is the only one no stride depends on
+        raise VerifyException(
+            f"{what} may have a dynamic size only in its outermost dimension, got {t}"
+        )
 
 
 def check_indices(what: str, t: MemRefType, indices: Sequence[SSAValue]) -> None:

@@ -27,8 +27,8 @@ from affinec.interpreter.memref_ops import (
 )
 from affinec.interpreter.support import (
     InterpreterError,
+    access_shape,
     maximumf,
-    memref_shape,
     minimumf,
     numpy_dtype,
 )
@@ -79,7 +79,7 @@ def _access(
     m: AffineMap,
     indices: Sequence[SSAValue],
 ):
-    shape = memref_shape(memref_type(op, memref))
+    shape = access_shape(memref_type(op, memref), w[memref])
     return map_results(w, m, indices), map_ranges(w, m, indices), shape
 
 
@@ -92,7 +92,9 @@ def _load(op: affine.LoadOp, w: FunctionWriter) -> None:
 @emits(PaddedLoadOp)
 def _padded_load(op: PaddedLoadOp, w: FunctionWriter) -> None:
     exprs, ranges, shape = _access(w, op, op.memref, op.map.data, op.indices)
-    emit_load(w, op, w[op.memref], exprs, ranges, shape, padded=True)
+    emit_load(
+        w, op, w[op.memref], exprs, ranges, shape, padded=True, in_bounds=op.in_bounds
+    )
 
 
 @emits(affine.StoreOp)

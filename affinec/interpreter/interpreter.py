@@ -34,21 +34,29 @@ from affinec.interpreter.support import (
     InterpreterError,
     StepBudget,
     errors_at,
-    memref_shape,
     numpy_dtype,
 )
+
+
+def _dynamic_text(shape: tuple[int, ...]) -> str:
+    return f"({', '.join('?' if d < 0 else str(d) for d in shape)})"
 
 
 def _check_argument(k: int, name: str, t: Attribute, value: Any) -> Any:
     """`value` as the function's parameter `k` of type `t` takes it, or an error."""
     what = f"argument {k} (%{name})" if name else f"argument {k}"
     if isinstance(t, MemRefType):
-        shape, dtype = memref_shape(t), numpy_dtype(t.get_element_type())
+        dtype = numpy_dtype(t.get_element_type())
         if not isinstance(value, np.ndarray):
             raise InterpreterError(
                 f"{what}: expected a numpy array for {t}, got {type(value).__name__}"
             )
-        if value.shape != shape or value.dtype != dtype:
+        static = tuple(t.get_shape())
+        fits = value.ndim == len(static) and all(
+            d < 0 or d == n for d, n in zip(static, value.shape, strict=False)
+        )  # a dynamic size takes the array's own
+        if not fits or value.dtype != dtype:
+            shape = static if min(static, default=0) >= 0 else _dynamic_text(static)
             raise InterpreterError(
                 f"{what}: expected an array of shape {shape} and dtype {dtype} for "
                 f"{t}, got shape {value.shape} and dtype {value.dtype}"

@@ -56,10 +56,12 @@ from affinec.interpreter.affine_ops import (
 from affinec.interpreter.codegen import FunctionWriter
 from affinec.interpreter.memref_ops import named_indices, proven_inside
 from affinec.interpreter.support import (
+    access_shape,
     memref_shape,
     numpy_dtype,
     out_of_bounds,
     poisoned,
+    shape_text,
 )
 from affinec.ir import ranges
 from affinec.ir.affine_exprs import grouped
@@ -364,7 +366,7 @@ def _alloca(lanes: _LaneWriter, op: memref.AllocaOp) -> None:
 def _access(lanes: _LaneWriter, op: affine.LoadOp | PaddedLoadOp | affine.StoreOp):
     w, plan = lanes.w, lanes.plan
     t = op.memref.type
-    shape = memref_shape(t)  # pyright: ignore[reportArgumentType]
+    shape = access_shape(t, w[op.memref])  # pyright: ignore[reportArgumentType]
     names = named_indices(w, map_results(w, op.map.data, op.indices))
     known = map_ranges(w, op.map.data, op.indices)
     dims = tuple(
@@ -374,9 +376,12 @@ def _access(lanes: _LaneWriter, op: affine.LoadOp | PaddedLoadOp | affine.StoreO
     )
     index = f"({', '.join(names)}{',' * (len(names) == 1)})"
     padded = isinstance(op, PaddedLoadOp)
-    if dims and not padded:
+    # a padded load's `in_bounds` dimensions are checked as an unpadded access's
+    strict = tuple(k for k in dims if not padded or k in op.in_bounds)  # pyright: ignore
+    dims = tuple(k for k in dims if k not in strict)
+    if strict:
         check = w.global_(check_lanes, "check_lanes")
-        w.line(f"{check}({w.op_ref(op)}, {shape}, {index}, {dims})")
+        w.line(f"{check}({w.op_ref(op)}, {shape_text(shape)}, {index}, {strict})")
     array = w[op.memref]
     if op.memref in plan.private:
         # Lane by lane, or a slice of every lane where the rest is the same for all.

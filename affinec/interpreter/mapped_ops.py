@@ -23,9 +23,11 @@ import math
 
 from xdsl.dialects import memref
 from xdsl.ir import Operation
+from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap, AffineSymExpr
 
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import GRID, THREAD, mapping_of
+from affinec.interpreter.affine_ops import map_results
 from affinec.interpreter.codegen import FunctionWriter
 from affinec.interpreter.gpu_ops import run_grid
 from affinec.interpreter.support import (
@@ -44,7 +46,7 @@ def is_thread_mapped_grid(op: affine.ParallelOp) -> bool:
 
 
 def emit_thread_mapped_grid(op: affine.ParallelOp, w: FunctionWriter) -> None:
-    extents, lowers, steps = _constant_band(op, "grid")
+    extents, lowers, steps = _grid_band(op, w)
     threads = _block_size(op)
     body = op.body.block
     shared = [
@@ -91,7 +93,7 @@ def emit_thread_mapped_grid(op: affine.ParallelOp, w: FunctionWriter) -> None:
     name = repr(f"{_function_name(op)} (grid band)")
     w.line(
         f"{w.global_(run_grid, 'run_grid')}({kernel}, {name}, "
-        f"({math.prod(extents)}, 1, 1), ({threads}, 1, 1), (), "
+        f"({' * '.join(map(str, extents))}, 1, 1), ({threads}, 1, 1), (), "
         f"{w.global_(workgroup, 'workgroup')}, {w.program.budget_name})"
     )
 
@@ -109,6 +111,36 @@ def emit_thread_band(op: affine.ParallelOp, w: FunctionWriter) -> None:
             index = f"({index}) % {extents[k]}"
         w.line(f"{w.define(iv)} = {index}")
     w.emit_block(op.body.block)
+
+
+def _grid_band(op: affine.ParallelOp, w: FunctionWriter) -> tuple[list, list, list]:
+    """A grid band's extents, lower bounds and steps. The outermost extent may be
+    known only at run time (a dynamic batch, `to (symbol(%n), ...)`): it is then
+    the name of a local computed here."""
+    lower, upper = op.lowerBoundsMap.data, op.upperBoundsMap.data
+    n = len(op.induction_variables)
+    if (
+        lower.num_dims + lower.num_symbols
+        or len(lower.results) != n
+        or len(upper.results) != n
+        or not _uses_operands(upper.results[0])
+        or any(_uses_operands(e) for e in upper.results[1:])
+    ):
+        return _constant_band(op, "grid")
+    lowers = [e.eval([], []) for e in lower.results]
+    steps = list(op.step_values)
+    outer = AffineMap(upper.num_dims, upper.num_symbols, upper.results[:1])
+    (bound,) = map_results(w, outer, op.upper_bound_operands)
+    first = w.fresh("grid_extent")
+    w.line(f"{first} = max(0, -(-(({bound}) - {lowers[0]}) // {steps[0]}))")
+    extents: list = [first]
+    for e, lo, step in zip(upper.results[1:], lowers[1:], steps[1:], strict=True):
+        extents.append(max(0, -(-(e.eval([], []) - lo) // step)))
+    return extents, lowers, steps
+
+
+def _uses_operands(e: AffineExpr) -> bool:
+    return any(isinstance(x, AffineDimExpr | AffineSymExpr) for x in e.dfs())
 
 
 def _constant_band(op: affine.ParallelOp, what: str) -> tuple[list, list, list]:

@@ -27,10 +27,13 @@ from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.shared_memory import SharedArray, SharedView, shared_subview
 from affinec.interpreter.support import (
     InterpreterError,
+    Size,
+    access_shape,
     memref_shape,
     numpy_dtype,
     out_of_bounds,
     poisoned,
+    shape_text,
 )
 from affinec.ir.affine_exprs import Interval
 from affinec.ir.ranges import value_range
@@ -41,33 +44,34 @@ def index_tuple(
     op: Operation,
     indices: Sequence[str],
     ranges: Sequence[Interval | None],
-    shape: Sequence[int],
+    shape: Sequence[Size],
     *,
     padded: bool = False,
+    in_bounds: frozenset[int] = frozenset(),
 ) -> tuple[str, str | None]:
     """Write the index computation of an access; return the numpy index and the
     in-bounds condition (None when always in bounds).
 
     Unpadded accesses get a check that raises; for padded ones the caller uses the
-    returned condition to read zero instead.
+    returned condition to read zero instead, except along the dimensions a padded
+    load claims `in_bounds`, where the claim is checked as an unpadded access.
     """
     names = named_indices(w, indices)
-    conditions = [
-        f"0 <= {name} < {dim}"
-        for name, known, dim in zip(names, ranges, shape, strict=True)
-        if not proven_inside(known, dim)
-    ]
-    index = f"({', '.join(names)}{',' * (len(names) == 1)})" if names else "()"
-    if not conditions:
-        return index, None
-    condition = " and ".join(conditions)
-    if not padded:
-        with w.indented(f"if not ({condition}):"):
-            w.line(
-                f"{w.global_(out_of_bounds, 'oob')}({w.op_ref(op)}, {index}, {tuple(shape)})"
+    strict: list[str] = []
+    conditions: list[str] = []
+    for k, (name, known, dim) in enumerate(zip(names, ranges, shape, strict=True)):
+        if not proven_inside(known, dim):
+            (strict if not padded or k in in_bounds else conditions).append(
+                f"0 <= {name} < {dim}"
             )
-        return index, None
-    return index, condition
+    index = f"({', '.join(names)}{',' * (len(names) == 1)})" if names else "()"
+    if strict:
+        with w.indented(f"if not ({' and '.join(strict)}):"):
+            w.line(
+                f"{w.global_(out_of_bounds, 'oob')}({w.op_ref(op)}, {index}, "
+                f"{shape_text(shape)})"
+            )
+    return index, " and ".join(conditions) if conditions else None
 
 
 def named_indices(w: FunctionWriter, indices: Sequence[str]) -> list[str]:
@@ -83,9 +87,12 @@ def named_indices(w: FunctionWriter, indices: Sequence[str]) -> list[str]:
     return names
 
 
-def proven_inside(known: Interval | None, dim: int) -> bool:
-    """Whether an index of range `known` lies in `[0, dim)` (no check needed)."""
-    return known is not None and known[0] >= 0 and known[1] < dim
+def proven_inside(known: Interval | None, dim: Size) -> bool:
+    """Whether an index of range `known` lies in `[0, dim)` (no check needed; a
+    dynamic size proves nothing)."""
+    return (
+        isinstance(dim, int) and known is not None and known[0] >= 0 and known[1] < dim
+    )
 
 
 def emit_load(
@@ -94,12 +101,15 @@ def emit_load(
     array: str,
     indices: Sequence[str],
     ranges: Sequence[Interval | None],
-    shape: Sequence[int],
+    shape: Sequence[Size],
     *,
     padded: bool = False,
+    in_bounds: frozenset[int] = frozenset(),
 ) -> None:
     """`result = array[indices]`, checked (or reading zero, when padded)."""
-    index, condition = index_tuple(w, op, indices, ranges, shape, padded=padded)
+    index, condition = index_tuple(
+        w, op, indices, ranges, shape, padded=padded, in_bounds=in_bounds
+    )
     result = w.define(op.results[0])
     if condition is None:
         w.line(f"{result} = {array}[{index}]")
@@ -115,7 +125,7 @@ def emit_store(
     array: str,
     indices: Sequence[str],
     ranges: Sequence[Interval | None],
-    shape: Sequence[int],
+    shape: Sequence[Size],
 ) -> None:
     index, _ = index_tuple(w, op, indices, ranges, shape)
     w.line(f"{array}[{index}] = {value}")
@@ -127,7 +137,7 @@ def emit_vector_access(
     array: str,
     indices: Sequence[str],
     ranges: Sequence[Interval | None],
-    shape: Sequence[int],
+    shape: Sequence[Size],
     width: int,
     value: str | None = None,
 ) -> None:
@@ -140,7 +150,8 @@ def emit_vector_access(
     with w.indented(f"if not {first}[-1] + {width} <= {shape[-1]}:"):
         last = f"{first}[:-1] + ({first}[-1] + {width - 1},)"
         w.line(
-            f"{w.global_(out_of_bounds, 'oob')}({w.op_ref(op)}, {last}, {tuple(shape)})"
+            f"{w.global_(out_of_bounds, 'oob')}({w.op_ref(op)}, {last}, "
+            f"{shape_text(shape)})"
         )
     run = f"{first}[:-1] + (slice({first}[-1], {first}[-1] + {width}),)"
     if value is None:
@@ -169,7 +180,7 @@ def _indexed(w: FunctionWriter, op: Operation, ref, indices) -> tuple:
     indices (memref.load/store, vector.store)."""
     t = memref_type(op, ref)
     ranges = [value_range(v, w.ranges) for v in indices]
-    return w[ref], w.names(indices), ranges, memref_shape(t)
+    return w[ref], w.names(indices), ranges, access_shape(t, w[ref])
 
 
 @emits(memref.LoadOp)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -97,10 +97,28 @@ def numpy_dtype(t: Attribute) -> np.dtype:
 
 
 def memref_shape(t: MemRefType) -> tuple[int, ...]:
+    """The static shape of a buffer the interpreter allocates itself."""
     shape = tuple(t.get_shape())
     if any(d < 0 for d in shape):
         raise InterpreterError(f"dynamic shapes are not supported: {t}")
     return shape
+
+
+Size = int | str
+"""A size as generated code reads it: a number, or the expression reading a
+dynamic size off the array (`input.shape[0]`)."""
+
+
+def access_shape(t: MemRefType, array: str) -> tuple[Size, ...]:
+    """The shape an access to `array` (a memref of type `t`) is checked against."""
+    return tuple(
+        f"{array}.shape[{k}]" if d < 0 else d for k, d in enumerate(t.get_shape())
+    )
+
+
+def shape_text(shape: Sequence[Size]) -> str:
+    """A shape as a Python tuple in generated code."""
+    return f"({', '.join(map(str, shape))}{',' * (len(shape) == 1)})"
 
 
 # -- limits ---------------------------------------------------------------------------------

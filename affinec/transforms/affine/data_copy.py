@@ -45,7 +45,14 @@ from xdsl.ir.affine import (
 
 from affinec.diagnostics import PassError
 from affinec.dialects import affine, gpu, nvgpu
-from affinec.dialects.affinec import BLOCK, GRID, MAPPING, PaddedLoadOp, mapping_of
+from affinec.dialects.affinec import (
+    BLOCK,
+    GRID,
+    IN_BOUNDS,
+    MAPPING,
+    PaddedLoadOp,
+    mapping_of,
+)
 from affinec.dtypes import element_size
 from affinec.ir.affine_exprs import ge0, linear_form
 from affinec.transforms.affine.footprint import Footprint, NoFootprint, footprint
@@ -296,6 +303,20 @@ def dma_width(f: Footprint, order: tuple[int, ...]) -> int:
     return 0
 
 
+def known_inside(f: Footprint) -> frozenset[int]:
+    """The dynamic dimensions of the footprint's tensor along which every access
+    it covers is known to be inside (an `affine.load`, or a padded load listing the
+    dimension `in_bounds`): so is their bounding box, and the copy tests nothing
+    there (it could not: a kernel is not told a dynamic size)."""
+    t = f.memref.type
+    assert isinstance(t, MemRefType)
+    inside = {k for k, size in enumerate(t.get_shape()) if size < 0}
+    for op, _ in f.offsets:
+        if isinstance(op, PaddedLoadOp):
+            inside &= op.in_bounds
+    return frozenset(inside)
+
+
 def _dma_band(f: Footprint, buffer: SSAValue, width: int) -> affine.ParallelOp:
     """A block band over the footprint's `width`-element chunks, each copied by one
     `nvgpu.device_async_copy`: a chunk outside the tensor (padding, a partial
@@ -313,11 +334,16 @@ def _dma_band(f: Footprint, buffer: SSAValue, width: int) -> affine.ParallelOp:
     operands = [*f.outer, *body.args]
     ops: list[Operation] = []
     source, clamped = [], []
+    inside = known_inside(f)
+    _refuse_unknown_sizes(f, shape, inside)
     for k, (o, size) in enumerate(zip(f.origin, shape, strict=True)):
         at = o + dims[k] * f.stride(k)
         index = affine.ApplyOp(operands, AffineMap(n + rank, 0, (at,)))
         ops.append(index)
         source.append(index.result)
+        if k in inside:
+            clamped.append(index.result)
+            continue
         top = size - (width if k == rank - 1 else 1)
         low = affine.MaxOp(
             [index.result],
@@ -335,6 +361,7 @@ def _dma_band(f: Footprint, buffer: SSAValue, width: int) -> affine.ParallelOp:
         tuple(
             c
             for k, size in enumerate(shape)
+            if k not in inside
             for c in (
                 ge0(AffineExpr.dimension(k)),
                 ge0(AffineExpr.constant(size - 1) - AffineExpr.dimension(k)),
@@ -377,6 +404,19 @@ def _dma_band(f: Footprint, buffer: SSAValue, width: int) -> affine.ParallelOp:
     return band
 
 
+def _refuse_unknown_sizes(f: Footprint, shape, inside: frozenset[int]) -> None:
+    for k, size in enumerate(shape):
+        if size < 0 and k not in inside:
+            op = f.offsets[0][0]
+            raise PassError(
+                op,
+                f"cannot copy the footprint of %{f.memref.name_hint or 'a buffer'}: "
+                f"dimension {k} of {f.memref.type} has a dynamic size, and not every "
+                "access is known to lie inside it (a padded load without "
+                f"{IN_BOUNDS} = [{k}])",
+            )
+
+
 def _allocate(grid: affine.ParallelOp, memref: SSAValue, t: MemRefType) -> SSAValue:
     from xdsl.dialects import memref as memref_dialect
 
@@ -406,7 +446,11 @@ def _copy_band(
             for k, o in enumerate(f.origin)
         ),
     )
-    load = PaddedLoadOp(f.memref, [*f.outer, *body.args], src_map)
+    inside = known_inside(f)
+    t = f.memref.type
+    assert isinstance(t, MemRefType)
+    _refuse_unknown_sizes(f, t.get_shape(), inside)
+    load = PaddedLoadOp(f.memref, [*f.outer, *body.args], src_map, sorted(inside))
     load.result.name_hint = f.memref.name_hint
     store = affine.StoreOp(load.result, buffer, [body.args[d] for d in order])
     body.add_ops([load, store, affine.YieldOp()])

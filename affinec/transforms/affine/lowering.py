@@ -45,7 +45,7 @@ from affinec.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affine import REDUCTION_IDENTITY
 from affinec.dialects.affine_syntax import format_expr
-from affinec.dialects.affinec import PaddedLoadOp, mapping_of
+from affinec.dialects.affinec import IN_BOUNDS, PaddedLoadOp, mapping_of
 from affinec.ir.affine_exprs import Interval, expr_range, grouped
 from affinec.ir.ranges import value_range
 from affinec.semi_affine import divide, multiply
@@ -437,10 +437,16 @@ def _padded_load(em: IndexBuilder, op: PaddedLoadOp) -> SSAValue:
     assert isinstance(t, MemRefType)
     indices = em.map_results(op.map.data, op.indices)
     checks: SSAValue | None = None
-    for index, size in zip(indices, t.get_shape(), strict=True):
+    for k, (index, size) in enumerate(zip(indices, t.get_shape(), strict=True)):
         r = em.range_of(index)
-        if r is not None and r[0] >= 0 and r[1] < size:
+        if k in op.in_bounds or (r is not None and r[0] >= 0 and r[1] < size):
             continue
+        if size < 0:
+            raise PassError(
+                op,
+                f"cannot test index {k} against the dynamic size of {t}: list the "
+                f"dimension in {IN_BOUNDS} where it is known to be inside",
+            )
         # One unsigned comparison: a negative index is a huge unsigned one.
         test = em.add(arith.CmpiOp(index, em.index(size), "ult"))
         checks = test if checks is None else em.add(arith.AndIOp(checks, test))

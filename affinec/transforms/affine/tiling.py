@@ -10,8 +10,9 @@ from xdsl.dialects.builtin import (
     UnitAttr,
 )
 from xdsl.ir import Attribute, Operation
-from xdsl.ir.affine import AffineExpr, AffineMap
+from xdsl.ir.affine import AffineExpr, AffineMap, AffineSymExpr
 
+from affinec.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affinec import TILE
 from affinec.ir.affine_exprs import (
@@ -57,6 +58,13 @@ def tile_parallel(
     upper = map_slots(op)[1]
     um = upper.map
     groups = grouped(um.results, op.upper_groups)
+    for k, (group, t) in enumerate(zip(groups, sizes, strict=True)):
+        if t > 1 and any(_reads_symbols(e) for e in group):
+            raise PassError(
+                op,
+                f"dimension {k} runs to a bound known only at run time (a dynamic "
+                f"batch): it takes a tile size of 1, got {t}",
+            )
 
     outer_results = [
         simplify_expr(e.ceil_div(t), um.num_dims, um.num_symbols)
@@ -86,8 +94,11 @@ def tile_parallel(
     inner_groups: list[int] = []
     for k, (group, t) in enumerate(zip(groups, sizes, strict=True)):
         tile_start = AffineExpr.dimension(k) * t
+        # A tile of one point is never partial: the outer band runs only over
+        # tiles that hold a point (this keeps a symbolic extent out of the block).
         results = [AffineExpr.constant(t)] + [
-            e.replace_dims_and_symbols(shift, []) - tile_start for e in group
+            e.replace_dims_and_symbols(shift, []) - tile_start
+            for e in (group if t > 1 else [])
         ]
         inner_results += results
         inner_groups.append(len(results))
@@ -260,3 +271,7 @@ def drop_leading_unit_dimension(op: affine.ParallelOp) -> affine.ParallelOp:
     op.detach()
     op.erase()
     return new
+
+
+def _reads_symbols(e: AffineExpr) -> bool:
+    return any(isinstance(x, AffineSymExpr) for x in e.dfs())

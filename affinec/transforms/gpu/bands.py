@@ -16,6 +16,7 @@ short (`min(16, 50 - %i * 16)`) as guards.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, memref
@@ -57,6 +58,10 @@ class Dim:
     guards: list[AffineExpr]
     """Upper bounds (over the band's upper-bound operands, as dims) that can cut the
     dimension short: `iv < bound`."""
+    runtime_upper: AffineExpr | None = None
+    """For the outermost dimension of a grid band whose bound is known only at run
+    time (a dynamic batch): that bound, over the band's upper-bound operands as
+    dims. `extent` is then the most the grid's block limit allows."""
 
 
 @dataclass
@@ -67,6 +72,12 @@ class Band:
     @property
     def total(self) -> int:
         return math.prod(d.extent for d in self.dims)
+
+    @property
+    def runtime_sized(self) -> bool:
+        """Whether the band's trip count is known only at run time (its outermost
+        dimension's `runtime_upper`)."""
+        return self.dims[0].runtime_upper is not None if self.dims else False
 
     @property
     def extents(self) -> list[int]:
@@ -151,6 +162,12 @@ def band_of(op: affine.ParallelOp, known: dict[SSAValue, Interval], what: str) -
     for k, (lows, ups, step) in enumerate(
         zip(lowers, uppers, op.step_values, strict=True)
     ):
+        if runtime := _runtime_upper(what, k, lows, ups, upper_operands, known):
+            dims.append(
+                Dim(0, AffineMap(lower_map.num_dims, 0, tuple(lows)), step, 0, [])
+            )
+            dims[-1].runtime_upper = runtime
+            continue
         differences: list[list[Interval]] = []
         for u in ups:
             row: list[Interval] = []
@@ -183,7 +200,32 @@ def band_of(op: affine.ParallelOp, known: dict[SSAValue, Interval], what: str) -
                 guards,
             )
         )
+    if dims and dims[0].runtime_upper is not None:
+        # the trip count is bounded by the grid's block limit, all it can be
+        others = math.prod(d.extent for d in dims[1:])
+        dims[0].extent = MAX_GRID_BLOCKS // max(others, 1)
     return Band(op, dims)
+
+
+def _runtime_upper(
+    what: str,
+    k: int,
+    lows: list[AffineExpr],
+    ups: list[AffineExpr],
+    upper_operands: Sequence[SSAValue],
+    known: dict[SSAValue, Interval],
+) -> AffineExpr | None:
+    """The bound of a grid band's outermost dimension when only the run time knows
+    it (a dynamic batch: `to (symbol(%n))`), else None. Only the outermost
+    dimension can be so: the block index is split into the others by their
+    extents, and the outermost one takes what is left."""
+    if what != "grid" or k != 0 or len(ups) != 1 or len(lows) != 1:
+        return None
+    if lows[0].used_dims() or lows[0].eval([], []) != 0:
+        return None
+    if difference_range(ups[0], upper_operands, lows[0], [], known) is not None:
+        return None
+    return ups[0]
 
 
 def band_ivs(

@@ -39,6 +39,7 @@ from affinec.dialects.affinec import (
 )
 from affinec.dialects.nvvm_target import chip_of
 from affinec.transforms.gpu.bands import (
+    Band,
     GridAnalysis,
     band_ivs,
     byte_size,
@@ -107,7 +108,11 @@ def build_launch(analysis: GridAnalysis, threads: int) -> gpu.LaunchOp:
     assert host is not None
     sizes: list[Operation] = []
     one = _constant(1, sizes)
-    grid_size = _constant(grid.total, sizes)
+    grid_size = (
+        _runtime_grid_size(grid, sizes)
+        if grid.runtime_sized
+        else _constant(grid.total, sizes)
+    )
     block_size_value = _constant(threads, sizes)
     host.insert_ops_before(sizes, grid_op)
 
@@ -183,6 +188,23 @@ def _inline_thread_band(band: affine.ParallelOp, thread_id: SSAValue) -> None:
         op.detach()
         block.insert_op_before(op, band)
     erase_op(band)
+
+
+def _runtime_grid_size(grid: Band, out: list[Operation]) -> SSAValue:
+    """The number of blocks of a grid whose outermost trip count is known at run
+    time: `ceildiv(bound, step) * (the other dimensions' blocks)`, on the host."""
+    outer = grid.dims[0]
+    assert outer.runtime_upper is not None
+    others = math.prod(d.extent for d in grid.dims[1:])
+    trips = outer.runtime_upper
+    if outer.step > 1:
+        trips = trips.ceil_div(outer.step)
+    blocks = trips * others if others > 1 else trips
+    operands = list(grid.op.upper_bound_operands)
+    apply = affine.ApplyOp(operands, AffineMap(len(operands), 0, (blocks,)))
+    apply.result.name_hint = "blocks"
+    out.append(apply)
+    return apply.result
 
 
 def _constant(value: int, out: list[Operation]) -> SSAValue:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects import arith, llvm
+from xdsl.dialects import arith, llvm, memref
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, SymbolRefAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.traits import Pure
 
 from affinec.diagnostics import PassError
-from affinec.dialects import gpu
+from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import (
     LAUNCH,
     OVERLAY,
@@ -97,6 +98,7 @@ def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
 
     grid = _constants(launch.grid_sizes)
     block = _constants(launch.block_sizes)
+    batch_grid = _batch_grid(launch.grid_sizes, host_func)
     prologue: list[Operation] = []
     for k, arg in enumerate(old_entry.args[:12]):
         if not arg.uses:
@@ -151,8 +153,11 @@ def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
             kernel.attributes[planned] = launch.attributes[planned]
     shared_dynamic = launch.dynamicSharedMemorySize
     is_async = launch.asyncToken is not None or bool(launch.asyncDependencies)
+    record_grid = grid
+    if batch_grid is not None:
+        record_grid = (0, *batch_grid[1])
     if (
-        grid is not None
+        record_grid is not None
         and block is not None
         and shared_dynamic is None
         and not is_async
@@ -169,7 +174,16 @@ def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
                 for a, karg in zip(arguments, entry.args, strict=False)
                 if karg in written
             )
-            record = LaunchRecord(name, host, grid, block, 0, tuple(arguments), outputs)
+            record = LaunchRecord(
+                name,
+                host,
+                record_grid,
+                block,
+                0,
+                tuple(arguments),
+                outputs,
+                batch_grid=batch_grid[0] if batch_grid is not None else None,
+            )
             kernel.attributes[LAUNCH] = record.to_attribute()
     host_block = launch.parent_block()
     assert host_block is not None
@@ -233,6 +247,48 @@ def _order_inputs(
 
 def _replace_inside(old: SSAValue, new: SSAValue, launch: Operation) -> None:
     old.replace_uses_with_if(new, lambda use: launch.is_ancestor(use.operation))
+
+
+def _batch_grid(
+    sizes: Sequence[SSAValue], host_func: Operation | None
+) -> tuple[AffineMap, tuple[int, int]] | None:
+    """A grid whose x is a function of the outermost size of one of the host
+    function's memrefs (a dynamic batch: `memref.dim %input, %c0`, or an
+    `affine.apply` of it) and whose y and z are constants: that function, as a map
+    of the size, and y and z."""
+    rest = [_constant(v) for v in sizes[1:]]
+    if host_func is None or None in rest or not host_func.regions:
+        return None
+    args = list(host_func.regions[0].block.args)
+    x = sizes[0].owner
+    blocks = AffineMap.identity(1)
+    if isinstance(x, affine.ApplyOp) and len(x.mapOperands) == 1:
+        m = x.map.data
+        one = [AffineExpr.dimension(0)]
+        blocks = AffineMap(
+            1,
+            0,
+            tuple(
+                e.replace_dims_and_symbols(one[: m.num_dims], one[: m.num_symbols])
+                for e in m.results
+            ),
+        )
+        x = x.mapOperands[0].owner
+    if not (
+        isinstance(x, memref.DimOp)
+        and x.source in args
+        and _constant(x.index) == 0
+        and len(blocks.results) == 1
+    ):
+        return None
+    return blocks, (rest[0], rest[1])  # pyright: ignore[reportReturnType]
+
+
+def _constant(value: SSAValue) -> int | None:
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return owner.value.value.data
+    return None
 
 
 def _constants(values: Sequence[SSAValue]) -> tuple[int, int, int] | None:

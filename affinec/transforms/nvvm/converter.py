@@ -92,8 +92,12 @@ def check_convertible(func: gpu.FuncOp) -> None:
 
 def _check_type(op: Operation, t: Attribute) -> None:
     if isinstance(t, MemRefType):
-        if any(s < 0 for s in t.get_shape()):
-            raise PassError(op, f"dynamic shapes are not supported: {t}")
+        # a bare pointer keeps no sizes: every stride must be static, which leaves
+        # the outermost size (a dynamic batch) free
+        if any(s < 0 for s in t.get_shape()[1:]):
+            raise PassError(
+                op, f"only the outermost size of a memref may be dynamic, got {t}"
+            )
         if not isinstance(t.layout, NoneAttr):
             raise PassError(op, f"only row-major (identity layout) memrefs: {t}")
 
