@@ -180,7 +180,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.resources:
         for launch in compiled.launches:
             print(
-                f"{launch.kernel}: grid {launch.grid}, block {launch.block}, "
+                f"{launch.kernel}: grid {launch.grid_text}, block {launch.block}, "
                 f"{launch.dynamic_shared_memory} bytes dynamic shared memory",
                 file=sys.stderr,
             )
@@ -221,7 +221,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ok = checked.ok
     print(f"spec: {spec.to_text()}")
     geometry = "; then ".join(
-        f"grid {r.grid}, block {r.block}" for r in compiled.launches
+        f"grid {r.grid_text}, block {r.block}" for r in compiled.launches
     )
     print(f"compiled for {compiled.arch} in {compiled.seconds:.2f} s: {geometry}")
     if compiled.config is not None:

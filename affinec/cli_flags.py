@@ -82,6 +82,12 @@ def add_conv_arguments(p: argparse.ArgumentParser) -> None:
         default=1,
         help="groups of channels: each filter sees C/G of them (G = C = K: depthwise)",
     )
+    p.add_argument(
+        "--dynamic-batch",
+        action="store_true",
+        help="one kernel for any batch (memref<?x...>, the grid sized at launch); "
+        "--n is then the batch it is configured and checked for",
+    )
 
 
 def add_matmul_arguments(p: argparse.ArgumentParser) -> None:
@@ -128,6 +134,7 @@ def spec_from_args(kind: str, args: argparse.Namespace) -> Spec:
             dtype=args.dtype,
             epilogue=args.epilogue,
             groups=args.groups,
+            dynamic_batch=args.dynamic_batch,
         )
     if kind == "matmul":
         return MatmulSpec(args.m, args.n, args.k, args.dtype, args.epilogue)

@@ -34,6 +34,15 @@ REDUCTION_STEP = 8
 """Input channels (the GEMM's K) copied into shared memory per step."""
 
 
+def takes_any_batch(config: KernelConfig) -> bool:
+    """Whether `config` compiles a convolution of any batch: one image a block,
+    and none of the routes that tile the batch otherwise (split-K's workspace,
+    flattened pixels, wgmma's kernel)."""
+    return config.tile_sizes[:1] in ((), (1,)) and not (
+        config.flatten_pixels or config.splits > 1 or config.wgmma
+    )
+
+
 def batch_config_for(
     spec: ConvSpec, *, tf32: bool = False, arch: str = DEFAULT_PLANNING_ARCH
 ) -> KernelConfig:
@@ -42,9 +51,7 @@ def batch_config_for(
     the batch and nothing in a block depends on it), else `config_for`'s for one
     image (the configuration of the batch bucket below every other)."""
     fixed = config_for(replace(spec, dynamic_batch=False), tf32=tf32, arch=arch)
-    if fixed.tile_sizes[:1] in ((), (1,)) and not (
-        fixed.flatten_pixels or fixed.splits > 1 or fixed.wgmma
-    ):
+    if takes_any_batch(fixed):
         return fixed
     return config_for(replace(spec, n=1, dynamic_batch=False), tf32=tf32, arch=arch)
 

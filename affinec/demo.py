@@ -79,7 +79,7 @@ def run_demo(spec: ConvSpec = DEFAULT_CONV, out: TextIO | None = None) -> bool:
     except Exception as e:  # no ptxas here: the PTX is still printed above
         say(f"ptxas: not run ({e})")
     for launch in compiled.launches:
-        say(f"launch: grid {launch.grid}, block {launch.block}\n")
+        say(f"launch: grid {launch.grid_text}, block {launch.block}\n")
 
     say("== the interpreter after every pass, against numpy in float64\n")
     say(f"{'stage':<44} {'rel. error':>10}  vs previous stage")

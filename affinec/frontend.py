@@ -152,7 +152,7 @@ def _runtime_band(
     source = next(a for a in c.inputs if c.dynamic_dims(a))
     dim = c.dynamic_dims(source)[0]
     index = arith.ConstantOp(IntegerAttr(dim, IndexType()))
-    size = memref.DimOp.from_source_and_index(args[source.name], index.result)
+    size = memref.DimOp(args[source.name], index.result)
     size.result.name_hint = "batch"
     entry.add_ops([index, size])
     n = len(c.output_index)

@@ -70,9 +70,12 @@ def epilogues(draw) -> str:
 
 
 @st.composite
-def conv_specs(draw, max_channels: int = 4, max_image: int = 9) -> ConvSpec:
+def conv_specs(
+    draw, max_channels: int = 4, max_image: int = 9, dynamic_batch: bool = False
+) -> ConvSpec:
     """Convolutions of every layout, dtype, stride (1-2), padding (0-2), dilation
-    (1-2), filter (1-3 × 1-3) and epilogue, small enough to interpret quickly."""
+    (1-2), filter (1-3 × 1-3) and epilogue, small enough to interpret quickly; with
+    `dynamic_batch`, of any batch (`batch=dynamic`) too."""
     r = draw(st.integers(1, 3))
     s = draw(st.integers(1, 3))
     stride = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
@@ -102,6 +105,7 @@ def conv_specs(draw, max_channels: int = 4, max_image: int = 9) -> ConvSpec:
         dtype=draw(st.sampled_from(DTYPES)),
         epilogue=draw(epilogues()),
         groups=groups,
+        dynamic_batch=draw(st.booleans()) if dynamic_batch else False,
     )
 
 

@@ -432,6 +432,16 @@ class LaunchRecord:
     grid's blocks along x as a function of the batch (`(d0) -> (d0 * 36)`); `grid`
     then holds 0 there."""
 
+    @property
+    def grid_text(self) -> str:
+        """The grid as the command lines print it: `(36, 1, 1)`, or with the
+        batch's share spelled out (`(batch * 36, 1, 1)`)."""
+        if self.batch_grid is None:
+            return str(self.grid)
+        (x,) = self.batch_grid.results
+        blocks = str(x).replace("d0", "batch")
+        return f"({blocks}, {self.grid[1]}, {self.grid[2]})"
+
     def grid_for(self, batch: int | None) -> tuple[int, int, int]:
         """The grid of a launch over `batch` images (None: the kernel's own)."""
         if self.batch_grid is None:

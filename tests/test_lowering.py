@@ -390,16 +390,26 @@ func.func @f(%A: memref<8xf32>) {
     )
 
 
-def test_a_grid_band_with_dynamic_bounds_is_refused():
+def test_a_grid_band_with_dynamic_bounds_is_refused_but_in_its_outermost_dimension():
     text = """
 func.func @f(%A: memref<8xf32>, %n: index) {
-  affine.parallel (%i) = (0) to (symbol(%n)) {
+  affine.parallel (%i, %j) = (0, 0) to (3, symbol(%n)) {
     affine.parallel (%t) = (0) to (4) {
     } {affinec.mapping = "block"}
   } {affinec.mapping = "grid"}
   func.return
 }"""
     _refused(text, "affinec-place-buffers", "no static bound")
+    # the outermost dimension takes what the block index leaves (a dynamic batch)
+    module = parse(text.replace("(3, symbol(%n))", "(symbol(%n), 3)"))
+    Pipeline.parse(
+        "affinec-place-buffers,affinec-map-threads,affinec-convert-parallel-to-gpu"
+    ).run(module)
+    text = str(module)
+    assert "%blocks = affine.apply affine_map<(d0) -> (d0 * 3)>(%n)" in text
+    assert "blocks(%bx, %2, %3) in (%4 = %blocks," in text
+    assert "%i = affine.apply affine_map<(d0) -> (d0 floordiv 3)>(%bx)" in text
+    assert "%j = affine.apply affine_map<(d0) -> (d0 mod 3)>(%bx)" in text
 
 
 def test_index_bitwidth_must_be_32_64_or_0():

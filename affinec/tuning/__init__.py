@@ -30,6 +30,7 @@ from affinec.tuning.cache import (
     TuningCache,
     compiler_version,
     default_path,
+    tuning_key,
 )
 from affinec.tuning.log import write_log
 from affinec.tuning.measure import GpuMeasurer, Measurement, Measurer
@@ -67,7 +68,7 @@ def entry_of(result: TuneResult) -> Entry | None:
         return None
     baseline = result.baseline
     return Entry(
-        spec=result.spec.to_text(),
+        spec=tuning_key(result.spec),
         gpu=result.gpu,
         compiler=compiler_version(),
         arch=result.arch,
@@ -116,7 +117,7 @@ def cached_entry(
         if not cuda_available():
             return None
         gpu = gpu_name()
-    entry = (cache or TuningCache()).lookup(spec.to_text(), gpu)
+    entry = (cache or TuningCache()).lookup(tuning_key(spec), gpu)
     return entry if entry is not None and entry.arch == arch else None
 
 

@@ -30,12 +30,13 @@ import json
 import os
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from affinec.config import KernelConfig
+from affinec.spec import ConvSpec, Spec
 from affinec.tuning.compiling import config_from_json, config_to_json
 
 SCHEMA = 1
@@ -92,6 +93,20 @@ def compiler_version() -> str:
 
 def cache_key(spec_text: str, gpu: str, compiler: str) -> str:
     return f"{spec_text} | {gpu} | {compiler}"
+
+
+def batch_bucket(n: int) -> int:
+    """The batch a kernel of any batch is tuned for when called with `n`: the
+    largest power of two not over it (1, 2, 4, ..., 32, 64, ...)."""
+    return 1 << (max(n, 1).bit_length() - 1)
+
+
+def tuning_key(spec: Spec) -> str:
+    """The spec's text as the cache knows it: a convolution of any batch by its
+    batch bucket (`batch_bucket`), so one tuning serves the batches of a bucket."""
+    if isinstance(spec, ConvSpec) and spec.dynamic_batch:
+        spec = replace(spec, n=batch_bucket(spec.n))
+    return spec.to_text()
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from affinec.spec import Spec
-from affinec.tuning.cache import Entry, TuningCache
+from affinec.tuning.cache import Entry, TuningCache, tuning_key
 from affinec.tuning.compiling import make_pool
 from affinec.tuning.log import write_log
 from affinec.tuning.measure import Measurer
@@ -58,7 +58,9 @@ def tune_specs(
     done: dict[Spec, SpecTuning] = {}
     for spec in specs:
         entry = (
-            None if force or measurer_for is None else cache.lookup(spec.to_text(), gpu)
+            None
+            if force or measurer_for is None
+            else cache.lookup(tuning_key(spec), gpu)
         )
         if entry is not None and entry.arch == options.arch:
             done[spec] = SpecTuning(spec, "cached", entry=entry)

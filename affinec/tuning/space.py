@@ -53,6 +53,7 @@ from affinec.config import (
     config_for,
     flattened_spec,
     flattens,
+    takes_any_batch,
     tensor_cores_take,
 )
 from affinec.spec import ConvSpec, Spec
@@ -193,9 +194,12 @@ def search_space(
             spec, given_capacity or chip(arch).max_shared_per_block, SPLITS
         )
     routes.update({r: [] for r in generators if r not in routes})
+    any_batch = isinstance(spec, ConvSpec) and spec.dynamic_batch
     for route, configs in generators.items():
         for config in configs:
             considered += 1
+            if any_batch and not takes_any_batch(config):
+                continue
             if config.wgmma:
                 estimate = predict(problem, config)
                 if estimate.feasible:
