@@ -17,6 +17,7 @@ and MLIR's messages, located at the operator; affinec's parser uses it for
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from xdsl.ir.affine import (
@@ -162,11 +163,75 @@ def divide(kind: AffineBinaryOpKind, lhs: AffineExpr, rhs: AffineExpr) -> Affine
         if kind == AffineBinaryOpKind.CeilDiv:
             return AffineExpr.constant(-(-lc // rc))
         return AffineExpr.constant(lc % rc)
+    if (simpler := _simplified_division(kind, lhs, rc)) is not None:
+        return simpler
     if kind == AffineBinaryOpKind.FloorDiv:
         return lhs // rc
     if kind == AffineBinaryOpKind.CeilDiv:
         return lhs.ceil_div(rc)
     return lhs % rc
+
+
+def _simplified_division(
+    kind: AffineBinaryOpKind, lhs: AffineExpr, c: int
+) -> AffineExpr | None:
+    """MLIR's rules for a division by a nonzero constant `c` (its `simplifyFloorDiv`,
+    `simplifyCeilDiv`, `simplifyMod`), or None: a division by 1 vanishes, `(e * 128)
+    floordiv 64` is `e * 2`, `(e + f * 128) floordiv 32` is `e floordiv 32 + f * 4`,
+    `(e * 128) mod 64` is 0, `(e + f * 128) mod 32` is `e mod 32`, and `(e mod 64)
+    mod 32` is `e mod 32`."""
+    if kind != AffineBinaryOpKind.FloorDiv and c < 1:
+        return None
+    if c == 1 and kind != AffineBinaryOpKind.Mod:
+        return lhs
+    if kind == AffineBinaryOpKind.Mod:
+        if largest_known_divisor(lhs) % c == 0:
+            return AffineExpr.constant(0)
+        if _is(lhs, AffineBinaryOpKind.Add):
+            assert isinstance(lhs, AffineBinaryOpExpr)
+            if largest_known_divisor(lhs.lhs) % c == 0:
+                return divide(kind, lhs.rhs, AffineExpr.constant(c))
+            if largest_known_divisor(lhs.rhs) % c == 0:
+                return divide(kind, lhs.lhs, AffineExpr.constant(c))
+        if _is(lhs, AffineBinaryOpKind.Mod):
+            assert isinstance(lhs, AffineBinaryOpExpr)
+            inner = _constant(lhs.rhs)
+            if inner is not None and inner >= 1 and inner % c == 0:
+                return divide(kind, lhs.lhs, AffineExpr.constant(c))
+        return None
+    if _is(lhs, AffineBinaryOpKind.Mul):
+        assert isinstance(lhs, AffineBinaryOpExpr)
+        factor = _constant(lhs.rhs)
+        if factor is not None and factor % c == 0:
+            return multiply(lhs.lhs, AffineExpr.constant(factor // c))
+    if kind == AffineBinaryOpKind.FloorDiv and _is(lhs, AffineBinaryOpKind.Add):
+        assert isinstance(lhs, AffineBinaryOpExpr)
+        if largest_known_divisor(lhs.lhs) % c == 0 or (
+            largest_known_divisor(lhs.rhs) % c == 0
+        ):
+            divisor = AffineExpr.constant(c)
+            return add(divide(kind, lhs.lhs, divisor), divide(kind, lhs.rhs, divisor))
+    return None
+
+
+def largest_known_divisor(e: AffineExpr) -> int:
+    """The largest integer known to divide every value of `e` (MLIR's
+    `getLargestKnownDivisor`): a constant's magnitude, a product's factors'
+    product, the gcd of a sum's (or a remainder's) terms, a quotient's where the
+    divisor divides it; 1 for a dim or a symbol."""
+    if isinstance(e, AffineConstantExpr):
+        return abs(e.value)
+    if not isinstance(e, AffineBinaryOpExpr):
+        return 1
+    left, right = largest_known_divisor(e.lhs), largest_known_divisor(e.rhs)
+    if e.kind == AffineBinaryOpKind.Mul:
+        return left * right
+    if e.kind in (AffineBinaryOpKind.Add, AffineBinaryOpKind.Mod):
+        return math.gcd(left, right)
+    c = _constant(e.rhs)
+    if c is not None and c != 0 and left % c == 0:
+        return left // abs(c)
+    return 1
 
 
 def mlir_form(e: AffineExpr) -> AffineExpr:

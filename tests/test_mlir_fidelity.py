@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from xdsl.ir.affine import AffineBinaryOpKind, AffineExpr, AffineMap
+from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineExpr, AffineMap
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import ParseError
 
@@ -124,6 +124,98 @@ def test_semi_affine_maps_print_stably_and_mean_the_same(expr, dims, syms):
     reparsed = _apply_map(text)
     assert format_map(reparsed) == text
     assert reparsed.eval(list(dims), list(syms)) == m.eval(list(dims), list(syms))
+
+
+# (what is written, what mlir-opt 22 prints back): MLIR simplifies a division by
+# a constant as it builds it (a multiple of the divisor leaves a sum, a product or
+# a remainder), and affinec's parser builds the same tree.
+MLIR_DIVISIONS = [
+    ("(d0 + d1 * 128) floordiv 32 mod 3", "(d0 floordiv 32 + d1 * 4) mod 3"),
+    ("(d0 * 128) floordiv 64", "d0 * 2"),
+    ("(d0 * 128) mod 64", "0"),
+    ("(d0 + d1 * 64) mod 32", "d0 mod 32"),
+    ("(d0 * 64 + d1) mod 32", "d1 mod 32"),
+    ("(d0 mod 64) mod 32", "d0 mod 32"),
+    ("(d0 mod 48) mod 32", "(d0 mod 48) mod 32"),
+    ("(d0 * 6) ceildiv 3", "d0 * 2"),
+    ("(d0 + d1 * 6) ceildiv 3", "(d0 + d1 * 6) ceildiv 3"),
+    ("(d0 + 4) floordiv 2", "d0 floordiv 2 + 2"),
+    ("(d0 * 4 + d1 * 8) floordiv -2", "d0 * -2 - d1 * 4"),
+    ("((d0 floordiv 4) * 8) mod 16", "((d0 floordiv 4) * 8) mod 16"),
+    ("d0 floordiv 1 + d1 ceildiv 1 + (d0 + 3) mod 1", "d0 + d1"),
+]
+
+
+def _raw_exprs():
+    """Trees as written, nothing simplified: sums, products and divisions by
+    constants (multiples of one another, so MLIR's rules apply often)."""
+    leaves = st.one_of(
+        st.sampled_from([-4, -1, 0, 2, 3, 8, 64]).map(AffineExpr.constant),
+        st.integers(0, 1).map(AffineExpr.dimension),
+        st.integers(0, 1).map(AffineExpr.symbol),
+    )
+    constants = st.sampled_from([-2, 1, 2, 3, 4, 8, 16, 32, 128]).map(
+        AffineExpr.constant
+    )
+    kinds = st.sampled_from(
+        [
+            AffineBinaryOpKind.Mul,
+            AffineBinaryOpKind.FloorDiv,
+            AffineBinaryOpKind.CeilDiv,
+            AffineBinaryOpKind.Mod,
+        ]
+    )
+
+    def divided(t) -> AffineExpr:
+        """`(x * c * k + y) op c` or `(y + x * c * k) op c`: a term the divisor
+        divides, as MLIR's rules look for."""
+        kind, x, y, c, k, swap = t
+        term = AffineBinaryOpExpr(AffineBinaryOpKind.Mul, x, AffineExpr.constant(c * k))
+        total = AffineBinaryOpExpr(
+            AffineBinaryOpKind.Add, *((y, term) if swap else (term, y))
+        )
+        return AffineBinaryOpExpr(kind, total, AffineExpr.constant(c))
+
+    def extend(children):
+        return st.one_of(
+            st.tuples(children, children).map(
+                lambda t: AffineBinaryOpExpr(AffineBinaryOpKind.Add, *t)
+            ),
+            st.tuples(kinds, children, constants)
+            .filter(lambda t: t[0] != AffineBinaryOpKind.Mod or t[2].value > 0)
+            .map(lambda t: AffineBinaryOpExpr(*t)),
+            st.tuples(
+                kinds.filter(lambda k: k != AffineBinaryOpKind.Mul),
+                children,
+                children,
+                st.sampled_from([2, 3, 32]),
+                st.sampled_from([-1, 1, 4]),
+                st.booleans(),
+            ).map(divided),
+        )
+
+    return st.recursive(leaves, extend, max_leaves=7)
+
+
+@given(
+    _raw_exprs(),
+    st.lists(st.integers(-300, 300), min_size=4, max_size=4),
+)
+def test_mlirs_simplifications_keep_the_value(expr, point):
+    """What the parser builds from a written tree (MLIR's rules) means what the
+    tree means, and prints as it is held."""
+    written = format_map(AffineMap(2, 2, (expr,)))  # printed: MLIR's form
+    simplified = _apply_map(written)
+    raw = AffineMap(2, 2, (expr,))
+    assert simplified.eval(point[:2], point[2:]) == raw.eval(point[:2], point[2:])
+    assert _apply_map(format_map(simplified)) == simplified
+
+
+@pytest.mark.parametrize(("written", "mlirs"), MLIR_DIVISIONS)
+def test_divisions_by_constants_are_simplified_as_mlir_does(written, mlirs):
+    ours = _apply_map(f"(d0, d1)[s0, s1] -> ({written})")
+    assert ours == _apply_map(f"(d0, d1)[s0, s1] -> ({mlirs})")
+    assert _apply_map(format_map(ours)) == ours  # printed as it is held
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,7 @@ from test_mlir_fidelity import (
 from xdsl.utils.exceptions import ParseError
 
 from affinec import ConvSpec, build
+from affinec.config import config_for
 from affinec.diagnostics import verify
 from affinec.interpreter import Interpreter
 from affinec.pipeline import Pipeline
@@ -45,15 +46,17 @@ FILECHECK = Path(__file__).parent / "filecheck"
 
 
 @functools.cache
-def _levels() -> list[tuple[str, str]]:
-    """(pass, IR after it) for every level of the default pipeline, naive first."""
-    module = build(ConvSpec(1, 2, 4, 4, 2, 3, 3, padding=1))
+def _levels(spec: ConvSpec | None = None) -> list[tuple[str, str]]:
+    """(pass, IR after it) for every level of the default pipeline, naive first:
+    with the default configuration, or `config_for`'s of `spec`."""
+    module = build(spec or ConvSpec(1, 2, 4, 4, 2, 3, 3, padding=1))
     levels = [("naive", printed(module))]
 
     def keep(p, m, seconds) -> None:
         levels.append((p.name, printed(m)))
 
-    Pipeline(default_passes()).run(module, callback=keep)
+    passes = default_passes() if spec is None else default_passes(config_for(spec))
+    Pipeline(passes).run(module, callback=keep)
     return levels
 
 
@@ -70,6 +73,52 @@ def test_mlir_opt_reads_every_level_of_the_default_pipeline_as_the_same_ir():
     assert len(levels) > 10
     differ = read_back_differently([text for _, text in levels])
     assert [levels[k][0] for k in differ] == []
+
+
+@pytest.mark.parametrize("dynamic_batch", [False, True])
+def test_mlir_opt_reads_every_level_of_the_tensor_core_route_as_the_same_ir(
+    dynamic_batch,
+):
+    """config_for's tensor-core route (its copies' maps divide and take remainders
+    MLIR simplifies as it reads them), and a kernel of any batch: `memref<?x...>`,
+    the batch a symbol of the band, the grid a function of it."""
+    spec = ConvSpec(
+        2, 16, 4, 4, 16, 3, 3, padding=1, layout="nhwc", filter_layout="rsck",
+        dtype="f16", dynamic_batch=dynamic_batch,
+    )  # fmt: skip
+    levels = [(n, t) for n, t in _levels(spec) if n != LLVM_LEVEL and not _uses_nvvm(t)]
+    assert len(levels) > 10
+    assert ("to (symbol(%batch), 4, 4, 16)" in levels[0][1]) == dynamic_batch
+    differ = read_back_differently([text for _, text in levels])
+    assert [levels[k][0] for k in differ] == []
+
+
+DIVISIONS = [
+    "(d0 + d1 * 128) floordiv 32 mod 3",
+    "(d0 * 128) floordiv 64",
+    "(d0 * 128) mod 64",
+    "(d0 + d1 * 64) mod 32",
+    "(d0 * 64 + d1) mod 32",
+    "(d0 mod 64) mod 32",
+    "(d0 mod 48) mod 32",
+    "(d0 * 6) ceildiv 3",
+    "(d0 + d1 * 6) ceildiv 3",
+    "(d0 + 4) floordiv 2",
+    "(d0 * 4 + d1 * 8) floordiv -2",
+    "((d0 floordiv 4) * 8) mod 16",
+    "d0 floordiv 1 + d1 ceildiv 1 + (d0 + 3) mod 1",
+]
+
+
+def test_mlir_opt_reads_simplified_divisions_as_affinec_does():
+    """MLIR simplifies a division by a constant as it builds it; so does affinec's
+    parser (and its printer prints that form)."""
+    texts = [
+        f"func.func @f(%a: index, %b: index) {{\n  %0 = affine.apply "
+        f"affine_map<(d0, d1) -> ({e})>(%a, %b)\n  return\n}}"
+        for e in DIVISIONS
+    ]
+    assert read_back_differently(texts) == []
 
 
 @pytest.mark.xfail(
