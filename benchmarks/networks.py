@@ -29,10 +29,10 @@ from affinec.networks import NETWORKS, network
 def _compiled(spec, tuned: bool, arch: str):
     config = None
     if tuned:
-        from affinec.tuning.cache import TuningCache
+        from affinec.tuning.cache import TuningCache, tuning_key
         from affinec.tuning.measure import gpu_name
 
-        entry = TuningCache().lookup(spec.to_text(), gpu_name())
+        entry = TuningCache().lookup(tuning_key(spec), gpu_name())
         config = entry.config if entry is not None else None
     return compile_to_ptx(spec, config or config_for(spec), arch=arch)
 

@@ -45,6 +45,7 @@ from pathlib import Path
 from affinec.benchmark import DESIGN_CONVOLUTIONS, geomean, with_format
 from affinec.spec import DTYPES, ConvSpec, parse_spec
 from affinec.tuning import TuningCache, entry_of
+from affinec.tuning.cache import tuning_key
 from affinec.tuning.compiling import default_jobs, make_pool
 from affinec.tuning.log import read_log, records_by_spec, write_log
 from affinec.tuning.measure import Measurer
@@ -128,7 +129,7 @@ def run(
     todo = [
         (name, spec)
         for name, spec in specs
-        if args.force or cache.lookup(spec.to_text(), gpu) is None
+        if args.force or cache.lookup(tuning_key(spec), gpu) is None
     ]
     for name, spec in specs:
         if (name, spec) not in todo:

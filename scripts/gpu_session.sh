@@ -27,6 +27,8 @@
 #             each; the five benchmark convolutions and ResNet-50 and VGG-16 on
 #             the route against cuDNN; ncu on
 #             the five benchmark convolutions' wgmma kernels
+#   dynamic   ResNet-50's layers at batch 1, 8 and 32: a kernel of any batch against
+#             the same configuration compiled for the fixed batch, and cuDNN
 #   codegen   affinec bench in f16 twice, LLVM's code generation as it is and with
 #             AFFINEC_FAST_CODEGEN=1 (no straight-line strength reduction: a third of
 #             the compile time): whether the kernels lose anything by it
@@ -154,6 +156,12 @@ step_hopper() {
     -k regex:conv_kernel $PY benchmarks/profile_kernels.py --dtype f16 bf16 --wgmma
   grep -E "wgmma|Duration|Registers Per|Achieved Occupancy|Compute \(SM\) Thr|Memory Thr|L2 Cache Thr|Block Limit Sh" \
     "$OUT/hopper-profile.log" | head -80
+}
+
+step_dynamic() {
+  run dynamic 900 $PY benchmarks/dynamic_batch.py --network resnet50 --batch 1 8 32 \
+    --json "$OUT/dynamic_batch.json"
+  tail -6 "$OUT/dynamic.log"
 }
 
 step_codegen() {

@@ -19,8 +19,8 @@
 // CHECK-NEXT:   %[[ACC:.*]] = memref.alloca() : memref<4xf32>
 // CHECK-NEXT:   affine.for %[[J:.*]] = 0 to 4 {
 // CHECK:          %[[K1:.*]] = affine.apply affine_map<(d0, d1) -> ((d0 + d1 * 8) floordiv 16)>(%[[TX]], %[[J]])
-// CHECK-NEXT:     %[[OH1:.*]] = affine.apply affine_map<(d0, d1) -> ((d0 + d1 * 8) floordiv 4 mod 4)>(%[[TX]], %[[J]])
-// CHECK-NEXT:     %[[OW1:.*]] = affine.apply affine_map<(d0, d1) -> ((d0 + d1 * 8) mod 4)>(%[[TX]], %[[J]])
+// CHECK-NEXT:     %[[OH1:.*]] = affine.apply affine_map<(d0, d1) -> ((d0 floordiv 4 + d1 * 2) mod 4)>(%[[TX]], %[[J]])
+// CHECK-NEXT:     %[[OW1:.*]] = affine.apply affine_map<(d0, d1) -> (d0 mod 4)>(%[[TX]], %[[J]])
 // CHECK-NEXT:     affine.if affine_set<(d0, d1, d2, d3, d4, d5) : (-d0 - d1 * 2 + 2 >= 0, d2 * -4 - d4 + 4 >= 0, d3 * -4 - d5 + 4 >= 0)>(%[[K1]], %[[K0]], %[[OH0]], %[[OW0]], %[[OH1]], %[[OW1]]) {
 // CHECK-NEXT:       affine.store %{{.*}}, %[[ACC]][%[[J]]] : memref<4xf32>
 // CHECK-NEXT:     }
