@@ -17,6 +17,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import NoReturn
 
 import numpy as np
@@ -62,7 +63,7 @@ from affinec.reference import (
     verdict,
 )
 from affinec.runtime import KernelArgumentError, NoCudaGPU, SharedMemoryError
-from affinec.spec import DTYPES, Spec
+from affinec.spec import DTYPES, ConvSpec, Spec
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -202,7 +203,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     from affinec.timing import time_kernel
 
     spec = spec_from_args(args.kind, args)
-    require_host_memory(spec)
+    batches = getattr(args, "batches", None) or []
+    if batches and not (isinstance(spec, ConvSpec) and spec.dynamic_batch):
+        raise UsageError("--batches runs a kernel of any batch: add --dynamic-batch")
+    if any(b < 1 for b in batches):
+        raise UsageError(f"--batches: every batch must be at least 1, got {batches}")
+    runs = [replace(spec, n=b) for b in batches] or [spec]  # pyright: ignore
+    for each in runs:
+        require_host_memory(each)
     require_gpu()
     arch = args.arch or current_arch()
     config = config_from_args(args, spec, arch)
@@ -213,12 +221,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         compiled = compile_to_ptx(spec, config, pipeline=args.passes, arch=arch)
     kernel = compiled.runtime_kernel()
-    inputs = random_inputs(spec, np.random.default_rng(args.seed))
-    out = kernel(*inputs, poisoned_output(spec))
-    checked = verdict(
-        spec, relative_error(out, reference(spec, *inputs)), compiled.tolerance
-    )
-    ok = checked.ok
     print(f"spec: {spec.to_text()}")
     geometry = "; then ".join(
         f"grid {r.grid_text}, block {r.block}" for r in compiled.launches
@@ -226,13 +228,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"compiled for {compiled.arch} in {compiled.seconds:.2f} s: {geometry}")
     if compiled.config is not None:
         print(f"config: {compiled.config.describe()} ({compiled.config_source})")
-    print(f"against float64: {checked.describe()}")
-    if ok:
-        ms = time_kernel(kernel, inputs, repeat=args.repeat)
-        print(
-            f"time: {ms:.3f} ms (median of {args.repeat} batches), "
-            f"{spec.flops / (ms * 1e-3) / 1e12:.2f} TFLOP/s"
+    ok = True
+    for each in runs:  # one kernel; with --batches, each batch in turn
+        inputs = random_inputs(each, np.random.default_rng(args.seed))
+        out = kernel(*inputs, poisoned_output(each))
+        checked = verdict(
+            each, relative_error(out, reference(each, *inputs)), compiled.tolerance
         )
+        ok = ok and checked.ok
+        at = f"batch {each.n}: " if batches else ""  # pyright: ignore
+        print(f"{at}against float64: {checked.describe()}")
+        if checked.ok:
+            ms = time_kernel(kernel, inputs, repeat=args.repeat)
+            print(
+                f"{at}time: {ms:.3f} ms (median of {args.repeat} batches), "
+                f"{each.flops / (ms * 1e-3) / 1e12:.2f} TFLOP/s"
+            )
     return 0 if ok else 1
 
 
@@ -345,6 +356,14 @@ def build_parser() -> argparse.ArgumentParser:
         add_compile_arguments(sub)
         sub.add_argument("--repeat", type=_count(1), default=10, help="timed batches")
         sub.add_argument("--seed", type=_count(0), default=0, help="seed of the inputs")
+        if sub.prog.endswith(" conv"):
+            sub.add_argument(
+                "--batches",
+                type=int,
+                nargs="+",
+                metavar="B",
+                help="with --dynamic-batch: run the one compiled kernel at each batch",
+            )
     run.set_defaults(run=cmd_run)
 
     tune = commands.add_parser(

@@ -191,3 +191,29 @@ def test_the_benchmark_compiles_a_layer_both_ways(tmp_path, capsys):
     ] * 2
     assert all(r["fixed_registers"] > 0 and r["dynamic_registers"] > 0 for r in rows)
     assert "any/fixed" in capsys.readouterr().out
+
+
+def test_the_command_lines_take_any_batch(tmp_path, capsys):
+    from affinec.cli import main as affinec
+    from affinec.opt import main as affinec_opt
+
+    flags = ["--n", "2", "--c", "16", "--h", "6", "--w", "6", "--k", "16", "--r", "3"]
+    flags += ["--s", "3", "--pad", "1", "--dtype", "f16", "--layout", "nhwc"]
+    flags += ["--filter-layout", "rsck", "--dynamic-batch"]
+    naive = tmp_path / "any.mlir"
+    assert affinec(["gen", "conv", *flags, "-o", str(naive)]) == 0
+    assert "memref<?x6x6x16xf16>" in naive.read_text()
+    assert affinec(["check", str(naive), "-p", "affinec-default"]) == 0
+    assert "ok: every stage" in capsys.readouterr().out
+    assert affinec_opt([str(naive), "-p", "affinec-default"]) == 0
+    assert "batch_grid = affine_map<(d0) -> (d0)>" in capsys.readouterr().out
+    ptx = tmp_path / "any.ptx"
+    assert affinec(["compile", "conv", *flags, "--resources", "-o", str(ptx)]) == 0
+    assert "grid (batch, 1, 1)" in capsys.readouterr().err
+    assert ".entry conv_kernel" in ptx.read_text()
+    # `affinec run --batches`: refused, before any GPU work, where it cannot run
+    static = [f for f in flags if f != "--dynamic-batch"]
+    assert affinec(["run", "conv", *static, "--batches", "1", "3"]) == 1
+    assert "add --dynamic-batch" in capsys.readouterr().err
+    assert affinec(["run", "conv", *flags, "--batches", "0", "3"]) == 1
+    assert "at least 1, got [0, 3]" in capsys.readouterr().err
