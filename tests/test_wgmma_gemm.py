@@ -558,3 +558,25 @@ def test_mlir_opt_reads_the_route_s_kernels_as_the_same_ir():
     ).run(module)
     text = printed(module)
     assert same_ir(text, mlir_opt(text))
+
+
+def test_the_copy_out_moves_16_bytes_a_thread_through_the_epilogue():
+    """Eight f16 outputs a thread: two 16-byte loads of the f32 tile, the epilogue's
+    operands read 16 bytes at a time, one 16-byte store; checked by the interpreter
+    at every level, then in the PTX."""
+    import re
+
+    spec = ConvSpec(
+        1, 16, 4, 4, 32, 1, 1, layout="nhwc", filter_layout="rsck", dtype="f16",
+        epilogue="bias,residual,relu6",
+    )  # fmt: skip
+    config = dataclasses.replace(wgmma_config_for(spec, "sm_90a"), wgmma_tile=(64, 32))
+    module = build(spec)
+    Pipeline([*Pipeline.parse(TARGET).passes, *wgmma_passes(config)]).run(
+        module, check=True
+    )
+    ptx = compile_to_ptx(spec, config, arch="sm_90a").ptx
+    stores = re.findall(r"\bst\.global\.[.a-z0-9]+", ptx)
+    assert stores == ["st.global.v4.b32"]
+    assert len(re.findall(r"\bld\.shared\.v4\.b32", ptx)) == 2  # 8 f32 of the tile
+    assert len(re.findall(r"\bld\.global\.nc\.v4\.b32", ptx)) == 2  # bias, residual

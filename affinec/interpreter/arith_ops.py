@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IntegerAttr,
+    VectorType,
+)
 from xdsl.ir import Operation
 
 from affinec.interpreter import scalars
@@ -17,9 +22,13 @@ from affinec.interpreter.support import (
     CMPI_PREDICATES,
     InterpreterError,
     maximumf,
+    maximumf_lanes,
     maxnumf,
+    maxnumf_lanes,
     minimumf,
+    minimumf_lanes,
     minnumf,
+    minnumf_lanes,
     numpy_dtype,
 )
 
@@ -65,9 +74,18 @@ _FLOAT_HELPERS = {
 }
 
 
+_VECTOR_HELPERS = {
+    arith.MaximumfOp: maximumf_lanes,
+    arith.MinimumfOp: minimumf_lanes,
+    arith.MaxnumfOp: maxnumf_lanes,
+    arith.MinnumfOp: minnumf_lanes,
+}
+
+
 @emits(*_FLOAT_HELPERS)
 def _float_helper(op: arith.FloatingPointLikeBinaryOperation, w: FunctionWriter):
-    fn = _FLOAT_HELPERS[type(op)]  # pyright: ignore[reportArgumentType]
+    vector = isinstance(op.result.type, VectorType)
+    fn = (_VECTOR_HELPERS if vector else _FLOAT_HELPERS)[type(op)]  # pyright: ignore
     helper = w.global_(fn, fn.__name__)
     w.line(f"{w.define(op.result)} = {helper}({w[op.lhs]}, {w[op.rhs]})")
 

@@ -57,7 +57,9 @@ from affinec.interpreter.codegen import FunctionWriter
 from affinec.interpreter.memref_ops import named_indices, proven_inside
 from affinec.interpreter.support import (
     access_shape,
+    maximumf_lanes,
     memref_shape,
+    minimumf_lanes,
     numpy_dtype,
     out_of_bounds,
     poisoned,
@@ -131,22 +133,6 @@ def padded_gather(array: np.ndarray, index: tuple, dims: tuple[int, ...], zero):
     return np.where(_inside(index, array.shape, dims), array[tuple(clipped)], zero)
 
 
-def maximumf(a, b):
-    """`arith.maximumf` lane by lane (`support.maximumf`'s NaN and signed zeros)."""
-    same = np.where(np.signbit(a), b, a)
-    return np.where(
-        a != a, a, np.where(b != b, b, np.where(a == b, same, np.maximum(a, b)))
-    )
-
-
-def minimumf(a, b):
-    """`arith.minimumf` lane by lane (`support.minimumf`'s NaN and signed zeros)."""
-    same = np.where(np.signbit(a), a, b)
-    return np.where(
-        a != a, a, np.where(b != b, b, np.where(a == b, same, np.minimum(a, b)))
-    )
-
-
 # -- which bands run as lanes ---------------------------------------------------------------
 
 
@@ -174,7 +160,7 @@ _FLOAT_BINARY = {
     arith.MulfOp: "*",
     arith.DivfOp: "/",
 }
-_FLOAT_HELPERS = {arith.MaximumfOp: maximumf, arith.MinimumfOp: minimumf}
+_FLOAT_HELPERS = {arith.MaximumfOp: maximumf_lanes, arith.MinimumfOp: minimumf_lanes}
 _ELEMENTWISE = (
     *_FLOAT_BINARY,
     *_FLOAT_HELPERS,

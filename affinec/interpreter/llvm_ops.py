@@ -40,9 +40,13 @@ from affinec.interpreter.support import (
     InterpreterError,
     fused_multiply_add,
     maximumf,
+    maximumf_lanes,
     maxnumf,
+    maxnumf_lanes,
     minimumf,
+    minimumf_lanes,
     minnumf,
+    minnumf_lanes,
     numpy_dtype,
     poisoned,
 )
@@ -319,15 +323,27 @@ _INTRINSICS = {
 }
 
 
+_LANE_INTRINSICS = {
+    "llvm.maximum": maximumf_lanes,
+    "llvm.minimum": minimumf_lanes,
+    "llvm.maxnum": maxnumf_lanes,
+    "llvm.minnum": minnumf_lanes,
+}
+
+
 @emits(llvm.CallIntrinsicOp)
 def _intrinsic(op: llvm.CallIntrinsicOp, w: FunctionWriter) -> None:
     name = op.intrin.data
     family = name.rsplit(".", 1)[0]
     if family not in _INTRINSICS:
         raise InterpreterError(f"the interpreter lacks {name}", op)
-    fn = _INTRINSICS[family]
-    args = ", ".join(w.names(op.args))
     assert op.ress is not None
+    fn = _INTRINSICS[family]
+    if isinstance(op.ress.type, VectorType):
+        if family not in _LANE_INTRINSICS:
+            raise InterpreterError(f"the interpreter lacks {name} on vectors", op)
+        fn = _LANE_INTRINSICS[family]
+    args = ", ".join(w.names(op.args))
     w.line(f"{w.define(op.ress)} = {w.global_(fn, fn.__name__)}({args})")
 
 

@@ -291,6 +291,32 @@ def minnumf(a, b):
     return minimumf(a, b)
 
 
+def maximumf_lanes(a, b):
+    """`maximumf` lane by lane (NaN and signed zeros as one lane's)."""
+    same = np.where(np.signbit(a), b, a)
+    return np.where(
+        a != a, a, np.where(b != b, b, np.where(a == b, same, np.maximum(a, b)))
+    )
+
+
+def minimumf_lanes(a, b):
+    """`minimumf` lane by lane (NaN and signed zeros as one lane's)."""
+    same = np.where(np.signbit(a), a, b)
+    return np.where(
+        a != a, a, np.where(b != b, b, np.where(a == b, same, np.minimum(a, b)))
+    )
+
+
+def maxnumf_lanes(a, b):
+    """`maxnumf` lane by lane."""
+    return np.where(a != a, b, np.where(b != b, a, maximumf_lanes(a, b)))
+
+
+def minnumf_lanes(a, b):
+    """`minnumf` lane by lane."""
+    return np.where(a != a, b, np.where(b != b, a, minimumf_lanes(a, b)))
+
+
 def _unordered(a, b) -> bool:
     return bool(a != a or b != b)
 

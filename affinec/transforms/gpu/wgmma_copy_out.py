@@ -17,25 +17,57 @@ def output_shape(g: GemmKernel) -> tuple[int, ...]:
     return (g.m, g.n)
 
 
+STORE_BYTES = 16
+"""The widest store a thread makes (`st.global.v4.b32`)."""
+
+ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
+
+
+def store_width(g: GemmKernel) -> int:
+    """The elements of C one thread moves at a time: a 16-byte vector's worth where
+    the tile's rows and C's rows are made of whole vectors (so a vector is wholly
+    inside C or wholly outside, and 16-byte aligned), else 1; 1 for a split's
+    partial sums (the sum kernel writes C)."""
+    width = STORE_BYTES // ELEMENT_BYTES[g.out_dtype]
+    if g.splits > 1 or g.tile_n % width or g.n % width:
+        return 1
+    return width
+
+
 def copy_out(g: GemmKernel, part: int | None = None) -> str:
-    """The block's tile out of shared memory into C, element by element, through the
-    epilogue; rows and columns past C's edge skipped. With consumer warpgroups of
-    their own tiles (`part`: the cooperative schedule), the `part`-th one's rows,
-    its values' names suffixed."""
+    """The block's tile out of shared memory into C, `store_width(g)` elements a
+    thread at a time (16-byte loads of the f32 tile, the epilogue on the vector,
+    one 16-byte store), or element by element; rows and columns past C's edge
+    skipped. With consumer warpgroups of their own tiles (`part`: the cooperative
+    schedule), the `part`-th one's rows, its values' names suffixed."""
     rows = g.tile_m // g.parts
     tile = "%tile" if part is None else f"%tile{part}"
-    lines = [
-        f"      scf.for %e = %tid to %{'tile' if part is None else 'part'}_size step "
-        "%threads {",
-        "        %lr = arith.divui %e, %tile_n : index",
-        "        %c = arith.remui %e, %tile_n : index",
-        "        %gc = arith.addi %col0, %c : index",
-    ]
+    width = store_width(g)
+    if width == 1:
+        lines = [
+            f"      scf.for %e = %tid to %{'tile' if part is None else 'part'}_size "
+            "step %threads {",
+            "        %lr = arith.divui %e, %tile_n : index",
+            "        %c = arith.remui %e, %tile_n : index",
+            "        %gc = arith.addi %col0, %c : index",
+        ]
+    else:
+        lines = [
+            f"      %vectors = arith.constant {rows * g.tile_n // width} : index",
+            f"      %row_vectors = arith.constant {g.tile_n // width} : index",
+            f"      %width = arith.constant {width} : index",
+            "      scf.for %e = %tid to %vectors step %threads {",
+            "        %lr = arith.divui %e, %row_vectors : index",
+            "        %cv = arith.remui %e, %row_vectors : index",
+            "        %c = arith.muli %cv, %width : index",
+            "        %gc = arith.addi %col0, %c : index",
+        ]
+    first_loop_line = 1 if width == 1 else 4
     if part:
         lines.append(f"        %first_row = arith.constant {part * rows} : index")
         lines.append("        %r = arith.addi %lr, %first_row : index")
     else:
-        lines[1] = "        %r = arith.divui %e, %tile_n : index"
+        lines[first_loop_line] = lines[first_loop_line].replace("%lr", "%r")
     indent = "        "
     conv = g.conv
     if conv:
@@ -73,10 +105,14 @@ def copy_out(g: GemmKernel, part: int | None = None) -> str:
         ]
         indent = "          "
     local = "%r" if not part else "%lr"
-    lines.append(
-        f"{indent}%v = memref.load {tile}[{local}, %c] : "
-        f"memref<{rows}x{g.tile_n}xf32, 3>"
-    )
+    tile_type = f"memref<{rows}x{g.tile_n}xf32, 3>"
+    if width == 1:
+        lines.append(f"{indent}%v = memref.load {tile}[{local}, %c] : {tile_type}")
+    else:
+        lines.append(
+            f"{indent}%v = vector.load {tile}[{local}, %c] : {tile_type}, "
+            f"vector<{width}xf32>"
+        )
     if g.splits > 1:  # the split's partial sum, as it is: the sum kernel ends it
         if conv:
             lines += [
@@ -91,7 +127,7 @@ def copy_out(g: GemmKernel, part: int | None = None) -> str:
             f"{indent}memref.store %v, %partial[%split, {gm}, %gc] : {partial_type(g)}"
         )
     else:
-        lines += epilogue_lines(g, "%v", at, indent)
+        lines += epilogue_lines(g, "%v", at, indent, width)
     if guarded:
         lines.append("        }")
     lines.append("      }")
@@ -107,11 +143,33 @@ def copy_out(g: GemmKernel, part: int | None = None) -> str:
     )
 
 
-def epilogue_lines(g: GemmKernel, value: str, at: str, indent: str) -> list[str]:
+def epilogue_lines(
+    g: GemmKernel, value: str, at: str, indent: str, width: int = 1
+) -> list[str]:
     """The epilogue of the f32 `value` of C's element at `at` (its column `%gc`),
-    converted and stored."""
+    converted and stored; of the `width` elements from there, as vectors, where
+    `width` > 1."""
     c_name, out = g.names[2], g.out_dtype
     output = f"memref<{'x'.join(map(str, output_shape(g)))}x{out}>"
+
+    def typed(element: str) -> str:
+        return element if width == 1 else f"vector<{width}x{element}>"
+
+    def load(buffer: str, t: str, where: str, element: str) -> str:
+        if width == 1:
+            return f"memref.load {buffer}[{where}] : {t}"
+        return f"vector.load {buffer}[{where}] : {t}, {typed(element)}"
+
+    def constant(name: str, number: str) -> list[str]:
+        scalar = f"{indent}{name} = arith.constant {number} : f32"
+        if width == 1:
+            return [scalar]
+        return [
+            scalar.replace(f"{name} =", f"{name}_s ="),
+            f"{indent}{name} = vector.broadcast {name}_s : f32 to {typed('f32')}",
+        ]
+
+    f32 = typed("f32")
     lines = []
     for step in g.epilogue:
         if step in ("scale", "bias", "residual"):
@@ -121,28 +179,33 @@ def epilogue_lines(g: GemmKernel, value: str, at: str, indent: str) -> list[str]
                 else (f"memref<{g.n}x{g.dtype}>", "%gc")
             )
             lines += [
-                f"{indent}%{step}_v = memref.load %{step}[{where}] : {t}",
-                f"{indent}%{step}_f = arith.extf %{step}_v : {g.dtype} to f32",
+                f"{indent}%{step}_v = {load(f'%{step}', t, where, g.dtype)}",
+                f"{indent}%{step}_f = arith.extf %{step}_v : {typed(g.dtype)} to {f32}",
                 f"{indent}%{step}_r = arith.{'mulf' if step == 'scale' else 'addf'} "
-                f"{value}, %{step}_f : f32",
+                f"{value}, %{step}_f : {f32}",
             ]
             value = f"%{step}_r"
         else:
             lines += [
-                f"{indent}%zero_f = arith.constant 0.000000e+00 : f32",
-                f"{indent}%relu = arith.maximumf {value}, %zero_f : f32",
+                *constant("%zero_f", "0.000000e+00"),
+                f"{indent}%relu = arith.maximumf {value}, %zero_f : {f32}",
             ]
             value = "%relu"
             if step == "relu6":
                 lines += [
-                    f"{indent}%six = arith.constant 6.000000e+00 : f32",
-                    f"{indent}%relu6 = arith.minimumf {value}, %six : f32",
+                    *constant("%six", "6.000000e+00"),
+                    f"{indent}%relu6 = arith.minimumf {value}, %six : {f32}",
                 ]
                 value = "%relu6"
     if out != "f32":
-        lines.append(f"{indent}%o = arith.truncf {value} : f32 to {out}")
+        lines.append(f"{indent}%o = arith.truncf {value} : {f32} to {typed(out)}")
         value = "%o"
-    lines.append(f"{indent}memref.store {value}, %{c_name}[{at}] : {output}")
+    if width == 1:
+        lines.append(f"{indent}memref.store {value}, %{c_name}[{at}] : {output}")
+    else:
+        lines.append(
+            f"{indent}vector.store {value}, %{c_name}[{at}] : {output}, {typed(out)}"
+        )
     return lines
 
 
@@ -206,4 +269,11 @@ def sum_kernel(g: GemmKernel, operands: list[tuple[str, str]], c_type: str) -> s
     return "\n".join(lines)
 
 
-__all__ = ["SUM_THREADS", "copy_out", "output_shape", "partial_type", "sum_kernel"]
+__all__ = [
+    "SUM_THREADS",
+    "copy_out",
+    "output_shape",
+    "partial_type",
+    "store_width",
+    "sum_kernel",
+]
