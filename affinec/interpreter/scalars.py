@@ -31,6 +31,7 @@ from affinec.interpreter.support import (
     float_converter,
     numpy_dtype,
 )
+from affinec.ir.ranges import value_range
 
 INDEX_BITS = 64
 """The width of `index` values (wrapped like an i64)."""
@@ -199,8 +200,29 @@ def emit_int_binary(
     w: FunctionWriter, kind: str, result: SSAValue, a: SSAValue, b: SSAValue
 ) -> None:
     """`result = a <kind> b`, for a `kind` of `INT_BINARY`."""
-    expr = INT_BINARY[kind](w, w[a], w[b], int_width(result.type))
+    bits = int_width(result.type)
+    expr = None
+    if kind in ("divu", "remu"):
+        expr = _unsigned_by_constant(w, kind, a, w[b], bits)
+    if expr is None:
+        expr = INT_BINARY[kind](w, w[a], w[b], bits)
     w.line(f"{w.define(result)} = {expr}")
+
+
+def _unsigned_by_constant(
+    w: FunctionWriter, kind: str, a: SSAValue, b: str, bits: int
+) -> str | None:
+    """An unsigned quotient or remainder by a constant from 2 to half the range,
+    inline (the index arithmetic of every thread divides by tile extents): its
+    result is never negative as a signed value, so it needs no wrapping, and a
+    dividend known to be a non-negative signed value needs no masking."""
+    text = b.strip("()")
+    if not text.lstrip("-").isdigit() or not 2 <= int(text) < 1 << (bits - 1):
+        return None
+    known = value_range(a, w.ranges)
+    inside = known is not None and known[0] >= 0 and known[1] < 1 << (bits - 1)
+    dividend = w[a] if inside else unsigned_expr(w[a], bits)
+    return f"({dividend} {'//' if kind == 'divu' else '%'} {text})"
 
 
 def emit_float_binary(

@@ -61,7 +61,7 @@ def _insert(op: vector.InsertOp, w: FunctionWriter) -> None:
 
 
 def _broadcast(value, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    return np.array(np.broadcast_to(np.asarray(value, dtype), shape))
+    return np.full(shape, value, dtype)
 
 
 @emits(vector.BroadcastOp)
