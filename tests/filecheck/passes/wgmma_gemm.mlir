@@ -48,13 +48,17 @@ builtin.module attributes {affinec.spec = "matmul m=100 n=64 k=128 dtype=f16 epi
 // CHECK:        %acc1 = nvgpu.warpgroup.mma %da1, %db1, %acc0 {transposeB}
 // CHECK:        nvgpu.warpgroup.mma.store %acc1, %tile
 // CHECK:        %inside = arith.andi %in_m, %in_n : i1
-// CHECK:        %relu = arith.maximumf %bias_r, %zero_f : f32
-// CHECK:        memref.store %o, %C[%gr, %gc] : memref<100x64xf16>
+// CHECK:        %v = vector.load %tile[%r, %c] : memref<64x64xf32, 3 : i64>, vector<8xf32>
+// CHECK:        %bias_v = vector.load %bias[%gc] : memref<64xf16>, vector<8xf16>
+// CHECK:        %relu = arith.maximumf %bias_r, %zero_f : vector<8xf32>
+// CHECK:        vector.store %o, %C[%gr, %gc] : memref<100x64xf16>, vector<8xf16>
 
 // PTX:        .target sm_90a
 // PTX:        .param .align 64 .b8 matmul_kernel_param_0[128]
 // PTX:        cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes
 // PTX:        wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16
+// PTX:        ld.shared.v4.b32
+// PTX:        st.global.v4.b32
 
 // SM90:       error: {{.*}}affinec-wgmma-gemm writes wgmma, which sm_90 does not have: nvvm-attach-target{chip=sm_90a} first
 
