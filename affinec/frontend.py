@@ -153,6 +153,7 @@ def _runtime_band(
     dim = c.dynamic_dims(source)[0]
     index = arith.ConstantOp(IntegerAttr(dim, IndexType()))
     size = memref.DimOp(args[source.name], index.result)
+    index.result.name_hint = "c0"
     size.result.name_hint = "batch"
     entry.add_ops([index, size])
     n = len(c.output_index)
