@@ -30,6 +30,7 @@ import functools
 import operator
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -171,14 +172,26 @@ def filter_for(weight: torch.Tensor, layout: str) -> torch.Tensor:
     return weight.contiguous()
 
 
+def kernel_spec(spec: ConvSpec, any_batch: bool) -> ConvSpec:
+    """The spec whose kernel runs `spec`: itself, or with `any_batch` the kernel of
+    any batch configured for its batch bucket (`affinec.tuning.cache.batch_bucket`:
+    batches 8 to 15 share one), so a new batch compiles nothing."""
+    if not any_batch:
+        return spec
+    from affinec.tuning.cache import batch_bucket
+
+    return replace(spec, n=batch_bucket(spec.n), dynamic_batch=True)
+
+
 def _run(
     spec: ConvSpec,
     input: torch.Tensor,
     filter: torch.Tensor,
     bias: torch.Tensor | None,
     residual: torch.Tensor | None,
+    any_batch: bool = False,
 ) -> torch.Tensor:
-    kernel = _kernel(spec, input.device.index or 0)
+    kernel = _kernel(kernel_spec(spec, any_batch), input.device.index or 0)
     out = torch.empty(
         (spec.n, spec.k, spec.out_h, spec.out_w),
         dtype=input.dtype,
@@ -227,10 +240,23 @@ def conv2d(
     padding: str | int | Sequence[int] = 0,
     dilation: int | Sequence[int] = 1,
     groups: int = 1,
+    *,
+    any_batch: bool = False,
 ) -> torch.Tensor:
     """`torch.nn.functional.conv2d` on affinec's kernels (see the module docstring);
-    the output in the input's memory format."""
-    return _conv2d(input, weight, bias, stride, padding, dilation, groups, None)
+    the output in the input's memory format. With `any_batch`, one kernel serves
+    every batch of a batch bucket (`kernel_spec`)."""
+    return _conv2d(
+        input,
+        weight,
+        bias,
+        stride,
+        padding,
+        dilation,
+        groups,
+        None,
+        any_batch=any_batch,
+    )
 
 
 def _conv2d(
@@ -244,6 +270,7 @@ def _conv2d(
     activation,
     residual=None,
     filter=None,
+    any_batch=False,
 ) -> torch.Tensor:
     args = (input, weight, bias, stride, padding, dilation, groups, activation)
     try:
@@ -254,7 +281,7 @@ def _conv2d(
         return _torch_conv(*args, residual)
     if filter is None:
         filter = filter_for(weight, spec.layout)
-    return _run(spec, input, filter, bias, residual)
+    return _run(spec, input, filter, bias, residual, any_batch)
 
 
 class AffinecConv2d(nn.Module):
@@ -268,8 +295,10 @@ class AffinecConv2d(nn.Module):
         weight: torch.Tensor,
         bias: torch.Tensor | None,
         activation: str | None = None,
+        any_batch: bool = False,
     ) -> None:
         super().__init__()
+        self.any_batch = any_batch
         self.stride, self.padding = conv.stride, conv.padding
         self.dilation, self.groups = conv.dilation, conv.groups
         self.activation = activation
@@ -283,6 +312,7 @@ class AffinecConv2d(nn.Module):
             f"{c * self.groups}, {k}, kernel_size=({r}, {s}), stride={self.stride}, "
             f"padding={self.padding}, groups={self.groups}, "
             f"activation={self.activation}"
+            + (", any_batch=True" if self.any_batch else "")
         )
 
     def forward(
@@ -307,6 +337,7 @@ class AffinecConv2d(nn.Module):
             self.activation,
             residual,
             filter=self._filters[key],
+            any_batch=self.any_batch,
         )
 
 
@@ -378,11 +409,14 @@ def _only_user(node: fx.Node) -> fx.Node | None:
     return users[0] if len(users) == 1 else None
 
 
-def convert(model: nn.Module) -> fx.GraphModule:
+def convert(model: nn.Module, *, any_batch: bool = False) -> fx.GraphModule:
     """`model` (in eval mode) with every `nn.Conv2d` on affinec: a batch norm that
     follows one folded into it, an addition of a skip connection and a ReLU or
-    ReLU6 after that fused (see the module docstring). A convolution affinec cannot take as such (a padding mode other
-    than zeros) is left to torch, with a warning."""
+    ReLU6 after that fused (see the module docstring). A convolution affinec cannot
+    take as such (a padding mode other than zeros) is left to torch, with a
+    warning. With `any_batch`, each convolution runs kernels of any batch, one per
+    batch bucket (`kernel_spec`): a new batch size compiles nothing new within its
+    bucket."""
     model = model.eval()
     graph_module = fx.symbolic_trace(model)
     modules = dict(graph_module.named_modules())
@@ -422,7 +456,7 @@ def convert(model: nn.Module) -> fx.GraphModule:
         if activation is not None:
             absorbed.append(user)
             tail = user
-        replacement = AffinecConv2d(conv, weight, bias, activation)
+        replacement = AffinecConv2d(conv, weight, bias, activation, any_batch)
         _set_module(graph_module, str(node.target), replacement)
         fused = node
         if residual is not None:

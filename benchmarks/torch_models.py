@@ -11,7 +11,10 @@ batch norms folded and ReLUs fused; the rest — pooling, additions, the classif
 still torch's). The converted model is run once first, which compiles every shape
 (timed apart). The time per forward pass is the median of `--repeat` passes between
 CUDA events; affinec's runtime synchronizes after each of its kernels, so its figure
-includes that. The outputs are compared with the model's in float64.
+includes that. The outputs are compared with the model's in float64. With
+`--any-batch`, the converted model runs kernels of any batch (`affinec.torch.convert(
+model, any_batch=True)`): give batches of one bucket (`--batch 8 12 15`) to see the
+later ones compile nothing.
 """
 
 from __future__ import annotations
@@ -48,6 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--batch", nargs="+", type=int, default=[1, 32])
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument(
+        "--any-batch",
+        action="store_true",
+        help="convert with kernels of any batch (one per batch bucket: a new batch "
+        "in a bucket compiles nothing; see the first pass's time)",
+    )
     parser.add_argument("--json")
     args = parser.parse_args(argv)
 
@@ -67,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         half = TORCH_NETWORKS[name]()
         half.load_state_dict(model.state_dict())
         half = half.eval().cuda().half().to(memory_format=torch.channels_last)
-        fast = at.convert(half)
+        fast = at.convert(half, any_batch=args.any_batch)
         for batch in args.batch:
             x = torch.randn(batch, 3, 224, 224, device="cuda")
             x16 = x.half().to(memory_format=torch.channels_last)
@@ -84,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             row = {
                 "model": name,
                 "batch": batch,
+                "any_batch": args.any_batch,
                 "affinec_ms": _forward_ms(fast, x16, args.repeat),
                 "torch_ms": _forward_ms(half, x16, args.repeat),
                 "first_pass_s": compile_s,

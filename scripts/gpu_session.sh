@@ -28,7 +28,8 @@
 #             the route against cuDNN; ncu on
 #             the five benchmark convolutions' wgmma kernels
 #   dynamic   ResNet-50's layers at batch 1, 8 and 32: a kernel of any batch against
-#             the same configuration compiled for the fixed batch, and cuDNN
+#             the same configuration compiled for the fixed batch, and cuDNN; the
+#             torch model converted with any_batch at 8, 12, 15 (one compile)
 #   codegen   affinec bench in f16 twice, LLVM's code generation as it is and with
 #             AFFINEC_FAST_CODEGEN=1 (no straight-line strength reduction: a third of
 #             the compile time): whether the kernels lose anything by it
@@ -162,6 +163,9 @@ step_dynamic() {
   run dynamic 900 $PY benchmarks/dynamic_batch.py --network resnet50 --batch 1 8 32 \
     --json "$OUT/dynamic_batch.json"
   tail -6 "$OUT/dynamic.log"
+  run dynamic-models 600 $PY benchmarks/torch_models.py --model resnet50 \
+    --batch 8 12 15 --any-batch --json "$OUT/torch_models_any_batch.json"
+  tail -4 "$OUT/dynamic-models.log"
 }
 
 step_codegen() {

@@ -195,3 +195,45 @@ def test_a_skip_connection_is_the_kernels_residual_input():
         at.spec_of(x, w, None, residual=out)  # unpadded: a 7x7 output
     with pytest.raises(at.Unsupported, match="not in the input's memory format"):
         at.spec_of(x, w, None, padding=1, residual=out.to(memory_format=CL))
+
+
+def test_kernels_of_any_batch_are_one_per_batch_bucket():
+    """`any_batch`: the batches of a bucket share one compiled kernel (it compiles
+    on the CPU too; the GPU case below runs it)."""
+    from affinec.compiler import compile_to_ptx
+
+    x, w = torch.empty(5, 16, 7, 7).to(memory_format=CL), torch.empty(32, 16, 3, 3)
+    spec = at.spec_of(x, w, None, padding=1)
+    assert at.kernel_spec(spec, any_batch=False) == spec
+    shared = {
+        at.kernel_spec(dataclasses.replace(spec, n=n), any_batch=True)
+        for n in (4, 5, 7)
+    }
+    assert shared == {dataclasses.replace(spec, n=4, dynamic_batch=True)}
+    (any_batch,) = shared
+    assert compile_to_ptx(any_batch).launches[0].batch_grid is not None
+    fast = at.convert(torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3)), any_batch=True)
+    (module,) = at.convolutions(fast)
+    assert module.any_batch and "any_batch=True" in repr(module)
+    with pytest.warns(UserWarning, match="on the CPU"):  # torch's, on the CPU
+        assert fast(torch.randn(3, 16, 7, 7)).shape == (3, 32, 5, 5)
+
+
+@pytest.mark.gpu
+def test_a_model_of_any_batch_compiles_once_per_bucket():
+    import copy
+
+    model = randomize_batch_norms(resnet50()).eval().cuda()
+    reference = copy.deepcopy(model).double()
+    fast = at.convert(model.half(), any_batch=True).to(memory_format=CL)
+    compiled = []
+    for batch in (4, 5, 7):
+        x = torch.randn(batch, 3, 224, 224, device="cuda")
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("error")  # no fallback
+            got = fast(x.half().to(memory_format=CL))
+            expected = reference(x.double())
+        error = (got.double() - expected).norm() / expected.norm()
+        assert float(error) < 2e-2, batch
+        compiled.append(at._kernel.cache_info().currsize)
+    assert compiled[0] == compiled[1] == compiled[2]  # 5 and 7 compiled nothing
