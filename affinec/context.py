@@ -3,6 +3,7 @@ of the ones we re-syntax."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from xdsl.context import Context
@@ -103,16 +104,26 @@ def require_affinec_dialects(module: ModuleOp) -> None:
     """
     from affinec.diagnostics import PassError
 
-    for name in _RESYNTAXED:
-        ours = set(AFFINEC_DIALECTS[name]().operations)
-        for op in module.walk():
-            if op.dialect_name() == name and type(op) not in ours:
-                raise PassError(
-                    op,
-                    f"comes from xDSL's '{name}' dialect, which affinec's passes do "
-                    "not rewrite: run them with affinec-opt (or parse with "
-                    "affinec.context.make_context())",
-                )
+    ours = _resyntaxed_operations()
+    for op in module.walk():
+        name = op.dialect_name()
+        allowed = ours.get(name)
+        if allowed is not None and type(op) not in allowed:
+            raise PassError(
+                op,
+                f"comes from xDSL's '{name}' dialect, which affinec's passes do "
+                "not rewrite: run them with affinec-opt (or parse with "
+                "affinec.context.make_context())",
+            )
+
+
+@functools.cache
+def _resyntaxed_operations() -> dict[str, frozenset[type]]:
+    """The op classes of each dialect of ours that xDSL also defines (one walk of
+    the module checks them all; the dialects are built once)."""
+    return {
+        name: frozenset(AFFINEC_DIALECTS[name]().operations) for name in _RESYNTAXED
+    }
 
 
 _EXTENDED = {"llvm"}
