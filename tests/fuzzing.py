@@ -149,8 +149,17 @@ def seeds() -> tuple[Seed, ...]:
         routes.append((spec, default_passes(config_for(spec))))
     for spec, splits in SPLIT_SPECS:
         routes.append((spec, default_passes(config_for(spec, splits=splits))))
+    routes.append((DYNAMIC_SPEC, default_passes(config_for(DYNAMIC_SPEC))))
     found = [seed for spec, passes in routes for seed in _seeds(spec, passes)]
     return (*found, *_hopper_seeds(), *_wgmma_route_seeds())
+
+
+DYNAMIC_SPEC = ConvSpec(
+    2, 16, 4, 4, 16, 3, 3, padding=1, dtype="f16", layout="nhwc",
+    filter_layout="rsck", epilogue="bias,residual,relu", dynamic_batch=True,
+)  # fmt: skip
+"""A convolution of any batch on the tensor cores: `memref<?x...>`, the batch a
+symbol, `in_bounds` on the padded loads, a grid sized by `memref.dim`."""
 
 
 HOPPER_ROUTE = (

@@ -6,6 +6,7 @@ as a function of the batch, the runtime's checks of a call's arrays, and the
 refusals of what one image a block cannot compile."""
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -219,3 +220,31 @@ def test_the_command_lines_take_any_batch(tmp_path, capsys):
     assert "add --dynamic-batch" in capsys.readouterr().err
     assert affinec(["run", "conv", *flags, "--batches", "0", "3"]) == 1
     assert "at least 1, got [0, 3]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            ("in_bounds = array<i64: 0>", "in_bounds = array<i64: 7>"),
+            "of dimensions below 4",
+        ),
+        (("in_bounds = array<i64: 0>", "in_bounds = 3"), "must be an array<i64>"),
+        (
+            ("memref<?x6x6x16xf16>", "memref<?x?x6x16xf16>"),
+            "dimension 1 of memref<\\?x\\?x6x16xf16> has a dynamic size",
+        ),
+    ],
+)
+def test_malformed_ir_of_any_batch_is_refused_where_it_is_wrong(
+    change, message, tmp_path, capsys
+):
+    from affinec.opt import main as affinec_opt
+
+    text = str(build(dataclasses.replace(NHWC, epilogue="none"))).replace(*change)
+    path = tmp_path / "bad.mlir"
+    path.write_text(text)
+    assert affinec_opt([str(path), "-p", "affinec-default"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"{path}:") and " error: " in err
+    assert re.search(message, err), err
