@@ -34,6 +34,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering, SwitchLowering
 
 from affinec.diagnostics import PassError
+from affinec.ir.unrolling import check_unrolling
 
 
 class AnnotatedForLowering(ForLowering):
@@ -78,6 +79,7 @@ class ConvertScfToCf(ModulePass):
                     "is not lowered by affinec's convert-scf-to-cf (it lowers "
                     "scf.for, scf.if and scf.index_switch; MLIR's lowers this op too)",
                 )
+        check_unrolling(op)
         PatternRewriteWalker(
             GreedyRewritePatternApplier(
                 [SwitchLowering(), IfLowering(), AnnotatedForLowering()]

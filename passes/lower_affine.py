@@ -47,6 +47,7 @@ from xdsl.passes import ModulePass
 from affinec.context import require_affinec_dialects
 from affinec.dialects import affine
 from affinec.dialects.affinec import PaddedLoadOp
+from affinec.ir.unrolling import check_unrolling
 from affinec.transforms.affine.lowering import check_lowerable, lower_op
 
 _LOWERED = (
@@ -77,6 +78,7 @@ class LowerAffine(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
+        check_unrolling(op)
         todo = [o for o in op.walk() if isinstance(o, _LOWERED)]
         for o in todo:
             check_lowerable(o)

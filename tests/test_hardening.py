@@ -722,3 +722,42 @@ def test_a_barrier_group_too_large_for_shared_memory_is_refused(tmp_path):
     )
     outcome = run(tmp_path, "affinec-opt", text, "-p", "convert-nvgpu-to-nvvm")
     assert_error(outcome, "a barrier group has 1 to 29056 barriers")
+
+
+def test_a_full_unroll_of_too_many_copies_is_refused_before_llvm(tmp_path, capsys):
+    """Found by the fuzzer: a tap loop's bound of 3 mutated to 65,536 inside two
+    other unrolled loops asked LLVM for 196,608 copies of an MMA body (its -O3 then
+    ran for hours). `lower-affine` and `convert-scf-to-cf` refuse the hint."""
+    from affinec.ir.unrolling import MAX_UNROLLED_COPIES
+    from affinec.opt import main as affinec_opt
+
+    def module(outer: int, inner: int, op: str) -> str:
+        loops = {
+            "affine": (
+                f"affine.for %i = 0 to {outer} {{\n"
+                f"    affine.for %j = 0 to {inner} {{\n"
+                "      affine.store %x, %A[%j] : memref<8xf32>\n"
+                "    } {affinec.unroll}\n  } {affinec.unroll}"
+            ),
+            "scf": (
+                f"%c0 = arith.constant 0 : index\n  %c1 = arith.constant 1 : index\n"
+                f"  %n = arith.constant {outer * inner} : index\n"
+                "  scf.for %i = %c0 to %n step %c1 {\n"
+                "    memref.store %x, %A[%c0] : memref<8xf32>\n  } {affinec.unroll}"
+            ),
+        }[op]
+        return (
+            "func.func @f(%A: memref<8xf32>, %x: f32) {\n  "
+            + loops
+            + "\n  func.return\n}\n"
+        )
+
+    for op, pipeline in (("affine", "lower-affine"), ("scf", "convert-scf-to-cf")):
+        path = tmp_path / f"{op}.mlir"
+        path.write_text(module(8, MAX_UNROLLED_COPIES // 8, op))  # just allowed
+        assert affinec_opt([str(path), "-p", pipeline]) == 0
+        capsys.readouterr()
+        path.write_text(module(8, MAX_UNROLLED_COPIES // 8 + 1, op))
+        assert affinec_opt([str(path), "-p", pipeline]) == 1
+        err = capsys.readouterr().err
+        assert f"{path}:" in err and "copies of this loop's body" in err, err
