@@ -3,12 +3,15 @@ the kernels users get (config_for's tensor-core configurations of the five bench
 convolutions in f16), on one core; Triton takes 0.4-0.8 s per kernel.
 
     python benchmarks/compile.py [--repeat 5] [--json benchmarks/results/compile.json]
+    python benchmarks/compile.py --network resnet50 --batch 32 --repeat 1
 
 Times every stage of `compile_to_ptx` (the frontend, each pass of the default
 pipeline, LLVM IR translation, LLVM's -O3 and PTX code generation), the same data as
 `affinec-opt --mlir-timing`, over `--repeat` warm runs (the median is reported; the
 first, cold run is reported apart: it loads xDSL's dialects and LLVM's NVPTX target).
 With `--process`, also the wall time of a fresh `python -c` compile (imports included).
+With `--network`, also `config_for`'s configuration of each distinct layer of the
+network at `--batch` (`affinec.networks`), and the stages' mean over those layers.
 Prints a table and writes JSON. `AFFINEC_FAST_CODEGEN=1 python benchmarks/compile.py`
 times LLVM's code generation without straight-line strength reduction (the JSON says
 which).
@@ -31,6 +34,7 @@ from affinec.compiler import compile_to_ptx
 from affinec.config import config_for
 from affinec.emitter import FAST_CODEGEN
 from affinec.frontend import build
+from affinec.networks import NETWORKS, network
 from affinec.spec import ConvSpec
 
 DEFAULT = "default: 1x8x8x8 * 8x3x3 p1 f32"
@@ -93,10 +97,21 @@ def main() -> None:
     parser.add_argument(
         "--process", action="store_true", help="also time a fresh process (imports)"
     )
+    parser.add_argument(
+        "--network", choices=NETWORKS, help="also every distinct layer of a network"
+    )
+    parser.add_argument("--batch", type=int, default=32, help="the network's batch")
     args = parser.parse_args()
 
+    specs = dict(SPECS)
+    layers = []
+    if args.network:
+        for layer in network(args.network, args.batch):
+            label = f"{args.network} {layer.name} (batch {args.batch})"
+            specs[label] = layer.spec
+            layers.append(label)
     results = {}
-    for label, spec in SPECS.items():
+    for label, spec in specs.items():
         r = measure(spec, args.repeat, args.arch)
         if args.process:
             r["process_wall_s"] = process_wall_time(spec, args.arch)
@@ -117,13 +132,27 @@ def main() -> None:
             f"  {label:<52} {r['total_s_median'] * 1000:10.1f} "
             f"{r['cold_total_s'] * 1000:9.1f} {process}"
         )
-    kernels = [r["total_s_median"] for label, r in results.items() if label != DEFAULT]
+    kernels = [r["total_s_median"] for label, r in results.items() if label in SPECS]
+    kernels = kernels[1:]  # not the default convolution
     fast = os.environ.get(FAST_CODEGEN) == "1"
+    how = "without straight-line strength reduction)" if fast else "as it is)"
     print(
         f"\n  median over config_for's f16 kernels: "
-        f"{statistics.median(kernels) * 1000:.0f} ms (NVPTX code generation "
-        + ("without straight-line strength reduction)" if fast else "as it is)")
+        f"{statistics.median(kernels) * 1000:.0f} ms (NVPTX code generation {how}"
     )
+    if layers:
+        totals = [results[label]["total_s_median"] for label in layers]
+        print(
+            f"  median over {args.network}'s {len(layers)} layers at batch "
+            f"{args.batch}: {statistics.median(totals) * 1000:.0f} ms (from "
+            f"{min(totals) * 1000:.0f} to {max(totals) * 1000:.0f}); mean per stage:"
+        )
+        stages = results[layers[0]]["stages_s_median"]
+        for name in stages:
+            mean = statistics.mean(
+                results[label]["stages_s_median"].get(name, 0.0) for label in layers
+            )
+            print(f"    {name:<56} {mean * 1000:8.1f}")
 
     payload = {
         "machine": {
