@@ -412,6 +412,8 @@ class Kernel:
 
     @property
     def grid(self) -> tuple[int, int, int]:
+        """The first kernel's grid; for a kernel of any batch, 0 along x (its grid
+        over a batch is `launches[0].grid_for(batch)`)."""
         return self.launches[0].grid
 
     @property
