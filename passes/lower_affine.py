@@ -47,8 +47,8 @@ from xdsl.passes import ModulePass
 from affinec.context import require_affinec_dialects
 from affinec.dialects import affine
 from affinec.dialects.affinec import PaddedLoadOp
-from affinec.ir.unrolling import check_unrolling
 from affinec.transforms.affine.lowering import check_lowerable, lower_op
+from affinec.transforms.affine.unrolling import check_unrolling
 
 _LOWERED = (
     affine.ApplyOp,

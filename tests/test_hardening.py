@@ -728,8 +728,8 @@ def test_a_full_unroll_of_too_many_copies_is_refused_before_llvm(tmp_path, capsy
     """Found by the fuzzer: a tap loop's bound of 3 mutated to 65,536 inside two
     other unrolled loops asked LLVM for 196,608 copies of an MMA body (its -O3 then
     ran for hours). `lower-affine` and `convert-scf-to-cf` refuse the hint."""
-    from affinec.ir.unrolling import MAX_UNROLLED_COPIES
     from affinec.opt import main as affinec_opt
+    from affinec.transforms.affine.unrolling import MAX_UNROLLED_COPIES
 
     def module(outer: int, inner: int, op: str) -> str:
         loops = {

@@ -20,15 +20,12 @@ from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.support import (
     CMPF_PREDICATES,
     CMPI_PREDICATES,
+    LANEWISE,
     InterpreterError,
     maximumf,
-    maximumf_lanes,
     maxnumf,
-    maxnumf_lanes,
     minimumf,
-    minimumf_lanes,
     minnumf,
-    minnumf_lanes,
     numpy_dtype,
 )
 
@@ -74,18 +71,11 @@ _FLOAT_HELPERS = {
 }
 
 
-_VECTOR_HELPERS = {
-    arith.MaximumfOp: maximumf_lanes,
-    arith.MinimumfOp: minimumf_lanes,
-    arith.MaxnumfOp: maxnumf_lanes,
-    arith.MinnumfOp: minnumf_lanes,
-}
-
-
 @emits(*_FLOAT_HELPERS)
 def _float_helper(op: arith.FloatingPointLikeBinaryOperation, w: FunctionWriter):
-    vector = isinstance(op.result.type, VectorType)
-    fn = (_VECTOR_HELPERS if vector else _FLOAT_HELPERS)[type(op)]  # pyright: ignore
+    fn = _FLOAT_HELPERS[type(op)]  # pyright: ignore[reportArgumentType]
+    if isinstance(op.result.type, VectorType):
+        fn = LANEWISE[fn]
     helper = w.global_(fn, fn.__name__)
     w.line(f"{w.define(op.result)} = {helper}({w[op.lhs]}, {w[op.rhs]})")
 

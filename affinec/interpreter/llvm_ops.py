@@ -37,16 +37,13 @@ from affinec.interpreter.control_ops import write_body
 from affinec.interpreter.support import (
     CMPF_PREDICATES,
     CMPI_PREDICATES,
+    LANEWISE,
     InterpreterError,
     fused_multiply_add,
     maximumf,
-    maximumf_lanes,
     maxnumf,
-    maxnumf_lanes,
     minimumf,
-    minimumf_lanes,
     minnumf,
-    minnumf_lanes,
     numpy_dtype,
     poisoned,
 )
@@ -323,14 +320,6 @@ _INTRINSICS = {
 }
 
 
-_LANE_INTRINSICS = {
-    "llvm.maximum": maximumf_lanes,
-    "llvm.minimum": minimumf_lanes,
-    "llvm.maxnum": maxnumf_lanes,
-    "llvm.minnum": minnumf_lanes,
-}
-
-
 @emits(llvm.CallIntrinsicOp)
 def _intrinsic(op: llvm.CallIntrinsicOp, w: FunctionWriter) -> None:
     name = op.intrin.data
@@ -340,9 +329,9 @@ def _intrinsic(op: llvm.CallIntrinsicOp, w: FunctionWriter) -> None:
     assert op.ress is not None
     fn = _INTRINSICS[family]
     if isinstance(op.ress.type, VectorType):
-        if family not in _LANE_INTRINSICS:
+        if fn not in LANEWISE:
             raise InterpreterError(f"the interpreter lacks {name} on vectors", op)
-        fn = _LANE_INTRINSICS[family]
+        fn = LANEWISE[fn]
     args = ", ".join(w.names(op.args))
     w.line(f"{w.define(op.ress)} = {w.global_(fn, fn.__name__)}({args})")
 

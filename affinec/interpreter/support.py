@@ -317,6 +317,15 @@ def minnumf_lanes(a, b):
     return np.where(a != a, b, np.where(b != b, a, minimumf_lanes(a, b)))
 
 
+LANEWISE = {
+    maximumf: maximumf_lanes,
+    minimumf: minimumf_lanes,
+    maxnumf: maxnumf_lanes,
+    minnumf: minnumf_lanes,
+}
+"""Each scalar float helper's lane-by-lane form (for vectors)."""
+
+
 def _unordered(a, b) -> bool:
     return bool(a != a or b != b)
 

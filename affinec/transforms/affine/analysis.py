@@ -179,7 +179,8 @@ Substitution = tuple[AffineExpr, Sequence[SSAValue]]
 %i1])` replaces an induction variable by its tiled form."""
 
 
-def _constant_index(value: SSAValue) -> int | None:
+def constant_index(value: SSAValue) -> int | None:
+    """The value of an `index` constant (`arith.constant`), else None."""
     if isinstance(value, OpResult) and isinstance(value.op, arith.ConstantOp):
         attr = value.op.value
         if isinstance(attr, IntegerAttr) and isinstance(attr.type, IndexType):
@@ -220,7 +221,7 @@ def compose_map(
             e, values = subst[v]
             return e.replace_dims_and_symbols([leaf(x, as_symbol) for x in values], [])
         if fold_producers:
-            if (c := _constant_index(v)) is not None:
+            if (c := constant_index(v)) is not None:
                 return AffineExpr.constant(c)
             if isinstance(v, OpResult) and isinstance(v.op, affine.ApplyOp):
                 inner = v.op.map.data

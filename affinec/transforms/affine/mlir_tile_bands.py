@@ -14,8 +14,6 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 from xdsl.ir.affine import (
-    AffineBinaryOpExpr,
-    AffineBinaryOpKind,
     AffineConstantExpr,
     AffineExpr,
     AffineMap,
@@ -23,6 +21,7 @@ from xdsl.ir.affine import (
 
 from affinec.dialects import affine
 from affinec.dialects.affinec import PaddedLoadOp
+from affinec.semi_affine import largest_known_divisor
 from affinec.transforms.affine.analysis import (
     compose_map,
     is_defined_inside,
@@ -111,22 +110,6 @@ def constant_trip_count(loop: affine.ForOp) -> int | None:
     if len(values) != len(counts[0]):
         return None
     return max(0, min(values))
-
-
-def largest_known_divisor(e: AffineExpr) -> int:
-    """MLIR's `AffineExpr::getLargestKnownDivisor`."""
-    if isinstance(e, AffineConstantExpr):
-        return abs(e.value)
-    if not isinstance(e, AffineBinaryOpExpr):
-        return 1
-    lhs = largest_known_divisor(e.lhs)
-    if e.kind in (AffineBinaryOpKind.FloorDiv, AffineBinaryOpKind.CeilDiv):
-        divisor = e.rhs.value if isinstance(e.rhs, AffineConstantExpr) else 0
-        return abs(lhs // divisor) if divisor and lhs % divisor == 0 else 1
-    rhs = largest_known_divisor(e.rhs)
-    if e.kind == AffineBinaryOpKind.Mul:
-        return lhs * rhs
-    return math.gcd(lhs, rhs)
 
 
 def largest_divisor_of_trip_count(loop: affine.ForOp) -> int:

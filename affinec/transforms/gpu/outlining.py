@@ -28,6 +28,7 @@ from affinec.dialects.affinec import (
 from affinec.dialects.nvvm import KERNEL
 from affinec.dialects.nvvm_target import TARGET
 from affinec.ir.effects import writes
+from affinec.transforms.affine.analysis import constant_index
 
 
 def check_outlinable(launch: gpu.LaunchOp, taken: set[str]) -> None:
@@ -256,7 +257,7 @@ def _batch_grid(
     function's memrefs (a dynamic batch: `memref.dim %input, %c0`, or an
     `affine.apply` of it) and whose y and z are constants: that function, as a map
     of the size, and y and z."""
-    rest = [_constant(v) for v in sizes[1:]]
+    rest = [constant_index(v) for v in sizes[1:]]
     if host_func is None or None in rest or not host_func.regions:
         return None
     args = list(host_func.regions[0].block.args)
@@ -277,18 +278,11 @@ def _batch_grid(
     if not (
         isinstance(x, memref.DimOp)
         and x.source in args
-        and _constant(x.index) == 0
+        and constant_index(x.index) == 0
         and len(blocks.results) == 1
     ):
         return None
     return blocks, (rest[0], rest[1])  # pyright: ignore[reportReturnType]
-
-
-def _constant(value: SSAValue) -> int | None:
-    owner = value.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return owner.value.value.data
-    return None
 
 
 def _constants(values: Sequence[SSAValue]) -> tuple[int, int, int] | None:

@@ -43,11 +43,13 @@ def copy_out(g: GemmKernel, part: int | None = None) -> str:
     rows = g.tile_m // g.parts
     tile = "%tile" if part is None else f"%tile{part}"
     width = store_width(g)
+    # the row within the part's tiles; the tile's row is offset by the part's first
+    row = "%lr" if part else "%r"
     if width == 1:
         lines = [
             f"      scf.for %e = %tid to %{'tile' if part is None else 'part'}_size "
             "step %threads {",
-            "        %lr = arith.divui %e, %tile_n : index",
+            f"        {row} = arith.divui %e, %tile_n : index",
             "        %c = arith.remui %e, %tile_n : index",
             "        %gc = arith.addi %col0, %c : index",
         ]
@@ -57,17 +59,14 @@ def copy_out(g: GemmKernel, part: int | None = None) -> str:
             f"      %row_vectors = arith.constant {g.tile_n // width} : index",
             f"      %width = arith.constant {width} : index",
             "      scf.for %e = %tid to %vectors step %threads {",
-            "        %lr = arith.divui %e, %row_vectors : index",
+            f"        {row} = arith.divui %e, %row_vectors : index",
             "        %cv = arith.remui %e, %row_vectors : index",
             "        %c = arith.muli %cv, %width : index",
             "        %gc = arith.addi %col0, %c : index",
         ]
-    first_loop_line = 1 if width == 1 else 4
     if part:
         lines.append(f"        %first_row = arith.constant {part * rows} : index")
         lines.append("        %r = arith.addi %lr, %first_row : index")
-    else:
-        lines[first_loop_line] = lines[first_loop_line].replace("%lr", "%r")
     indent = "        "
     conv = g.conv
     if conv:
@@ -104,13 +103,12 @@ def copy_out(g: GemmKernel, part: int | None = None) -> str:
             "        scf.if %inside {",
         ]
         indent = "          "
-    local = "%r" if not part else "%lr"
     tile_type = f"memref<{rows}x{g.tile_n}xf32, 3>"
     if width == 1:
-        lines.append(f"{indent}%v = memref.load {tile}[{local}, %c] : {tile_type}")
+        lines.append(f"{indent}%v = memref.load {tile}[{row}, %c] : {tile_type}")
     else:
         lines.append(
-            f"{indent}%v = vector.load {tile}[{local}, %c] : {tile_type}, "
+            f"{indent}%v = vector.load {tile}[{row}, %c] : {tile_type}, "
             f"vector<{width}xf32>"
         )
     if g.splits > 1:  # the split's partial sum, as it is: the sum kernel ends it

@@ -12,13 +12,14 @@ the limit leaves ample room.
 
 from __future__ import annotations
 
-from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import IntegerAttr
-from xdsl.ir import Operation, SSAValue
+from xdsl.dialects import scf
+from xdsl.ir import Operation
 
 from affinec.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affinec import UNROLL
+from affinec.transforms.affine.analysis import constant_index
+from affinec.transforms.affine.mlir_tile_bands import constant_trip_count
 
 MAX_UNROLLED_COPIES = 4096
 """The most copies of a loop body the full-unroll hints may ask for."""
@@ -50,30 +51,12 @@ def _marked(op: Operation) -> bool:
 
 
 def trip_count(op: Operation) -> int | None:
-    """The trip count of an `affine.for` or `scf.for` with constant bounds and
-    step, else None."""
+    """The trip count of an `affine.for` or `scf.for` when it is a constant."""
     if isinstance(op, affine.ForOp):
-        lower, upper = op.lowerBoundMap.data, op.upperBoundMap.data
-        if lower.num_dims + lower.num_symbols or upper.num_dims + upper.num_symbols:
-            return None
-        if len(lower.results) != 1 or len(upper.results) != 1:
-            return None
-        low, high = lower.results[0].eval([], []), upper.results[0].eval([], [])
-        step = op.step.value.data
-    elif isinstance(op, scf.ForOp):
-        bounds = [_constant(v) for v in (op.lb, op.ub, op.step)]
-        if None in bounds:
-            return None
-        low, high, step = bounds  # pyright: ignore[reportAssignmentType]
-    else:
+        return constant_trip_count(op)
+    if not isinstance(op, scf.ForOp):
         return None
-    if step <= 0:  # pyright: ignore[reportOptionalOperand]
+    low, high, step = (constant_index(v) for v in (op.lb, op.ub, op.step))
+    if low is None or high is None or step is None or step <= 0:
         return None
-    return max(0, -(-(high - low) // step))  # pyright: ignore[reportOperatorIssue]
-
-
-def _constant(value: SSAValue) -> int | None:
-    owner = value.owner
-    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return owner.value.value.data
-    return None
+    return max(0, -(-(high - low) // step))
