@@ -248,6 +248,11 @@ def enclosing_mappings(op: Operation) -> list[str]:
     return found
 
 
+def in_grid_band(op: Operation) -> bool:
+    """Whether `op` lies in a band mapped to the grid (not yet to threads)."""
+    return GRID in enclosing_mappings(op)
+
+
 @irdl_op_definition
 class PaddedLoadOp(AffineLoadBase):
     """An `affine.load` that reads zero wherever the access falls outside the memref.

@@ -31,8 +31,8 @@ import numpy as np
 from xdsl.ir import Operation
 
 from affinec.dialects import nvgpu, nvvm
+from affinec.dialects.affinec import in_grid_band
 from affinec.interpreter.codegen import FunctionWriter, emits
-from affinec.interpreter.gpu_ops import in_grid_band
 from affinec.interpreter.memref_ops import checked_pointer, flat_pointer
 from affinec.interpreter.shared_memory import (
     PENDING,
@@ -40,11 +40,14 @@ from affinec.interpreter.shared_memory import (
     WARPGROUP_READER,
     SharedArray,
 )
-from affinec.interpreter.support import InterpreterError, describe
+from affinec.interpreter.support import InterpreterError, describe, out_of_bounds
 from affinec.interpreter.warps import read_row
 from affinec.wgmma_layouts import WARPGROUP_SIZE
 
 _records = itertools.count()
+
+NOT_LANDED = "no device_async_wait (cp.async.wait_group) has landed it yet"
+"""Why a copy in flight is still in flight."""
 
 
 class Copy:
@@ -64,9 +67,13 @@ class Copy:
     def describe(self) -> str:
         return describe(self.op)
 
+    def owner(self, index) -> int:
+        """The thread that started the copy of the destination element `index`."""
+        return self.thread
+
     def pending_reason(self) -> str:
         """Why the copy has not landed yet."""
-        return "no device_async_wait (cp.async.wait_group) has landed it yet"
+        return NOT_LANDED
 
     def restamp(self, epoch: int) -> None:
         """Keep the destination pending in a new barrier interval."""
@@ -138,15 +145,25 @@ def start_copy(
 
 def _overwrites(copy: Copy) -> str:
     # printed only for a race: printing every copy took a fifth of a check
-    return f"starts the asynchronous copy {copy.describe()}, which overwrites"
+    return _overwrites_text(copy.op)
+
+
+def _overwrites_text(op: Operation) -> str:
+    return f"starts the asynchronous copy {describe(op)}, which overwrites"
 
 
 def claim(dst: SharedArray, run: slice | np.ndarray, copy: Copy, state) -> None:
     """Mark `run` (a slice of a flat buffer, or its element positions) pending for
     `copy`, unless another access of this interval (or a copy in flight) holds one
     of its elements."""
+    dst.mark_lane_reads()
     t, e = copy.thread, state.epoch
     positions = np.arange(run.start, run.stop) if isinstance(run, slice) else run
+
+    def copying(k: int) -> int:
+        state.thread = copy.owner(k)  # who the race names: the element's copier
+        return k
+
     written = (dst.write_epoch[run] == e) & (dst.writer[run] != t)
     # the thread's warpgroup's own wgmma reads are done (those in flight: below)
     own = WARPGROUP_READER - t // WARPGROUP_SIZE
@@ -156,10 +173,10 @@ def claim(dst: SharedArray, run: slice | np.ndarray, copy: Copy, state) -> None:
     if written.any():
         writers = dst.writer[run]
         for writer in np.unique(writers[written]):
-            k = int(positions[np.argmax(written & (writers == writer))])
+            k = copying(int(positions[np.argmax(written & (writers == writer))]))
             dst.conflict(k, _overwrites(copy), int(writer), overwrite=True)
     if read.any():
-        k = int(positions[np.argmax(read)])
+        k = copying(int(positions[np.argmax(read)]))
         dst.race(k, f"{_overwrites(copy)} what {state.reader_name(dst.reader[k])} read")
     released = dst.read_epoch[run] <= RELEASED
     if released.any() and state.barriers is not None:
@@ -192,6 +209,151 @@ def create_group(ctx) -> None:
 def wait_groups(ctx, pending: int) -> None:
     """Land the thread's oldest groups until at most `pending` are in flight."""
     copies = _copies(ctx)
+    state = ctx.block
+    while len(copies.groups) > pending:
+        for copy in copies.groups.pop(0):
+            copy.land(state.epoch)
+            del state.copies[copy.record]
+
+
+# -- a block's threads in lockstep ----------------------------------------------------------
+
+
+class LaneCopy(Copy):
+    """The copies one `device_async_copy` starts for a block's threads in lockstep
+    (`affinec.interpreter.lockstep`): one record, `run` the destination elements of
+    every lane (lane-major), `thread` the thread of each."""
+
+    __slots__ = ()
+
+    def owner(self, index) -> int:
+        flat = (
+            int(np.ravel_multi_index(index, self.buffer.source_shape))
+            if (isinstance(index, tuple))
+            else int(index)
+        )
+        return int(self.thread[int(np.argmax(self.run == flat))])
+
+
+class LaneCopies:
+    """The copies of a block's threads in lockstep, grouped as each thread's would
+    be: every thread makes its groups and waits together (a divergent branch holds
+    copies only), so one list serves them all."""
+
+    __slots__ = ("groups", "open")
+
+    def __init__(self) -> None:
+        self.open: list[LaneCopy] = []
+        self.groups: list[list[LaneCopy]] = []
+
+
+def start_lane_copies(
+    ctx,
+    threads: np.ndarray,
+    op: Operation,
+    dst,
+    dst_indices,
+    src,
+    src_indices,
+    count: int,
+    valid,
+) -> None:
+    """`device_async_copy` for `threads` of a block in lockstep (`ctx`): the indices
+    of each (arrays over the lanes, or one for all) checked as `_memref_copy` checks
+    one thread's, the source only where something is read from it."""
+    n = len(threads)
+    lanes = np.arange(n)
+    valid = np.broadcast_to(count if valid is None else valid, (n,))
+
+    def fail(k, message: str):
+        ctx.block.thread = int(threads[k])
+        raise InterpreterError(message, op)
+
+    reads = valid > 0
+    offsets = []
+    for array, indices, checked in (
+        (dst, dst_indices, True),
+        (src, src_indices, reads),
+    ):
+        index = [np.broadcast_to(i, (n,)) for i in indices]
+        inside = np.ones(n, bool)
+        for i, d in zip(index, array.shape, strict=True):
+            inside &= (i >= 0) & (i < d)
+        if (bad := checked & ~inside).any():
+            k = int(np.argmax(bad))
+            ctx.block.thread = int(threads[k])
+            out_of_bounds(op, tuple(int(i[k]) for i in index), tuple(array.shape))
+        offset = np.zeros(n, np.int64)
+        for i, d in zip(index, array.shape, strict=True):
+            offset = offset * d + i
+        offsets.append(offset)
+    dst_offset, src_offset = offsets
+    if ((valid < 0) | (valid > count)).any():
+        k = int(np.argmax((valid < 0) | (valid > count)))
+        fail(k, f"{int(valid[k])} source elements for a copy of {count}")
+    if src.dtype != dst.dtype:
+        raise InterpreterError(f"copies {src.dtype} into a buffer of {dst.dtype}", op)
+    size = count * dst.dtype.itemsize
+    for what, offset in (("source", src_offset), ("destination", dst_offset)):
+        if (bad := (offset * dst.dtype.itemsize % size != 0)).any():
+            k = int(np.argmax(bad))
+            fail(
+                k,
+                f"the {what} (element {int(offset[k])}) is not aligned to the "
+                f"copy's {size} bytes",
+            )
+    dst_flat = dst.flat_view()
+    if (bad := dst_offset > dst_flat.data.size - count).any():
+        k = int(np.argmax(bad))
+        start = int(dst_offset[k])
+        fail(
+            k,
+            f"writes elements [{start}, {start + count}) "
+            f"of a buffer of {dst_flat.data.size} elements",
+        )
+    src_flat = src.reshape(-1)
+    if (bad := reads & (src_offset > src_flat.size - valid)).any():
+        k = int(np.argmax(bad))
+        start = int(src_offset[k])
+        fail(
+            k,
+            f"lane {int(threads[k]) % 32} reads elements [{start}, "
+            f"{start + int(valid[k])}) of a buffer of {src_flat.size} elements",
+        )
+    within = np.arange(count)
+    taken = within < valid[:, None]
+    source = np.where(taken, src_offset[:, None] + within, 0)
+    values = np.where(taken, src_flat[source], np.zeros((), dst.dtype))
+    run = (dst_offset[:, None] + within).reshape(-1)
+    owners = np.repeat(threads, count)
+    order = np.sort(dst_offset)
+    if n > 1 and (np.diff(order) < count).any():
+        k = int(np.argmax(np.diff(order) < count))
+        first = int(lanes[dst_offset == order[k]][0])
+        second = int(lanes[dst_offset == order[k + 1]][-1])
+        ctx.block.thread = int(threads[second])
+        dst_flat.race(
+            int(order[k + 1]),
+            f"{_overwrites_text(op)} what the asynchronous copy "
+            f"{describe(op)} of {ctx.block.thread_name(int(threads[first]))} may "
+            f"still be writing: {NOT_LANDED}",
+            barrier=False,
+        )
+    copy = LaneCopy(op, owners, dst_flat, run, values.reshape(-1))
+    claim(dst_flat, run, copy, ctx.block)
+    ctx.block.copies[copy.record] = copy
+    ctx.copies.open.append(copy)
+
+
+def create_lane_group(ctx) -> None:
+    copies = ctx.copies
+    copies.groups.append(copies.open)
+    copies.open = []
+
+
+def wait_lane_groups(ctx, pending: int) -> None:
+    """Land the block's oldest groups until at most `pending` are in flight."""
+    copies = ctx.copies
     state = ctx.block
     while len(copies.groups) > pending:
         for copy in copies.groups.pop(0):

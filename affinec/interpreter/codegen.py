@@ -60,10 +60,17 @@ class ProgramWriter:
     """The Python module being written: one function per IR function, and the
     namespace of constants and helpers they share."""
 
-    def __init__(self, budget: StepBudget, lanes: bool = True) -> None:
+    def __init__(
+        self, budget: StepBudget, lanes: bool = True, lockstep: bool = True
+    ) -> None:
         self.lanes = lanes
         """Whether bands whose bodies allow it run all their iterations at once
         (`affinec.interpreter.lanes`); else iteration by iteration."""
+        self.lockstep = lockstep
+        """Whether kernels that allow it run a block's threads together
+        (`affinec.interpreter.lockstep`); else thread by thread."""
+        self.kernel_plans: dict[Operation, Any] = {}
+        """Each kernel's lockstep plan (or None), made once."""
         self.namespace: dict[str, Any] = {}
         self.sources: list[str] = []
         self.line_ops: list[Operation | None] = []

@@ -39,11 +39,17 @@ from xdsl.ir import Operation
 from xdsl.traits import SymbolTable
 
 from affinec.dialects import gpu
-from affinec.dialects.affinec import GRID, enclosing_mappings
+from affinec.dialects.affinec import in_grid_band
 from affinec.dialects.nvvm import KERNEL
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source, emits
 from affinec.interpreter.control_ops import function_global, write_body
 from affinec.interpreter.llvm_ops import dynamic_spec, pointer_arguments, shared_spec
+from affinec.interpreter.lockstep import (
+    KernelPlan,
+    plan_lockstep,
+    run_block,
+    write_lockstep_kernel,
+)
 from affinec.interpreter.shared_memory import (
     BlockState,
     SharedArray,
@@ -90,9 +96,12 @@ def run_grid(
     args: Sequence[Any],
     workgroup: WorkgroupSpec,
     budget: StepBudget,
+    lockstep: bool = False,
 ) -> None:
     """Run `kernel` for every thread of every block of the grid: a block of at most
-    `MAX_THREADS_PER_BLOCK` threads, every thread charged to `budget` up front."""
+    `MAX_THREADS_PER_BLOCK` threads, every thread charged to `budget` up front. A
+    `lockstep` kernel runs each block once, its threads together
+    (`affinec.interpreter.lockstep`)."""
     for what, dims in (("grid", grid), ("block", block)):
         if any(d <= 0 for d in dims):
             raise InterpreterError(
@@ -113,6 +122,10 @@ def run_grid(
     for bz, by, bx in itertools.product(range(gz), range(gy), range(gx)):
         state = BlockState(name, (bx, by, bz), block)
         shared = [SharedArray(n, s, d, state) for n, s, d in workgroup]
+        if lockstep:
+            ids = (bx, by, bz, 0, 0, 0, gx, gy, gz, sx, sy, sz)
+            run_block(kernel, ids, state, args, shared)
+            continue
         contexts = [
             ThreadContext((bx, by, bz, tx, ty, tz, gx, gy, gz, sx, sy, sz), state, t)
             for t, (tz, ty, tx) in enumerate(
@@ -181,10 +194,23 @@ def kernel_global(module_name: str, kernel_name: str) -> str:
     return function_global(f"{module_name}::{kernel_name}")
 
 
+def lockstep_plan(program: ProgramWriter, kernel: gpu.FuncOp) -> KernelPlan | None:
+    """How `kernel` runs in lockstep, or None where it runs thread by thread."""
+    if not program.lockstep:
+        return None
+    if kernel not in program.kernel_plans:
+        program.kernel_plans[kernel] = plan_lockstep(kernel)
+    return program.kernel_plans[kernel]
+
+
 def write_kernel(
     program: ProgramWriter, module: gpu.ModuleOp, op: gpu.FuncOp
 ) -> Source:
-    """The Python function running one thread of the `gpu.func` `op`."""
+    """The Python function running one thread of the `gpu.func` `op`, or one block
+    of it in lockstep."""
+    name = kernel_global(module.sym_name.data, op.sym_name.data)
+    if (plan := lockstep_plan(program, op)) is not None:
+        return write_lockstep_kernel(program, op, plan, name)
     w = FunctionWriter(program)
     ctx = w.fresh("gpu")
     w.gpu_context = ctx
@@ -197,7 +223,6 @@ def write_kernel(
             f"{w.global_(numpy_dtype(t.get_element_type()), 'dtype')})"
         )
     write_body(w, op.body, on_return=gpu.ReturnOp)
-    name = kernel_global(module.sym_name.data, op.sym_name.data)
     return w.function(f"def {name}({', '.join([ctx, *params])}):")
 
 
@@ -236,10 +261,6 @@ def _barrier(op: gpu.BarrierOp, w: FunctionWriter) -> None:
         return
     _context(w, op)
     w.line(f"yield {w.op_ref(op)}")
-
-
-def in_grid_band(op: Operation) -> bool:
-    return GRID in enclosing_mappings(op)
 
 
 def _context(w: FunctionWriter, op: Operation) -> str:
@@ -302,8 +323,10 @@ def _launch_func(op: gpu.LaunchFuncOp, w: FunctionWriter) -> None:
     kernel = SymbolTable.lookup_symbol(op, op.kernel)
     names = w.names(op.kernelOperands)
     args = f"({', '.join(names)}{',' * (len(names) == 1)})"
+    lockstep = False
     if isinstance(kernel, gpu.FuncOp) and kernel.kernel is not None:
         spec = workgroup_spec(kernel.workgroup_args)
+        lockstep = lockstep_plan(w.program, kernel) is not None
     elif isinstance(kernel, llvm.FuncOp) and KERNEL in kernel.attributes:
         module = kernel.parent_op()
         assert isinstance(module, gpu.ModuleOp)
@@ -317,5 +340,6 @@ def _launch_func(op: gpu.LaunchFuncOp, w: FunctionWriter) -> None:
         f"{w.global_(run_grid, 'run_grid')}("
         f"{kernel_global(op.module_name, op.kernel_name)}, {op.kernel_name!r}, "
         f"{_sizes(w, op.grid_sizes)}, {_sizes(w, op.block_sizes)}, "
-        f"{args}, {w.global_(spec, 'workgroup')}, {w.program.budget_name})"
+        f"{args}, {w.global_(spec, 'workgroup')}, {w.program.budget_name}, "
+        f"{lockstep})"
     )

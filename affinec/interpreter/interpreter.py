@@ -90,15 +90,19 @@ class Interpreter:
         max_steps: int = DEFAULT_MAX_STEPS,
         why: str = "the interpreter's limit",
         lanes: bool = True,
+        lockstep: bool = True,
     ) -> None:
         """Decode `module`; each run may take `max_steps` loop iterations and
         simulated threads (`why` says where that limit comes from, for its error).
         With `lanes`, a band whose body allows it runs all its iterations at once
         as numpy vectors (`affinec.interpreter.lanes`: the same results, bit for
-        bit, as iteration by iteration, which `lanes=False` keeps)."""
+        bit, as iteration by iteration, which `lanes=False` keeps). With `lockstep`,
+        a kernel that allows it runs a block's threads together
+        (`affinec.interpreter.lockstep`: the same results, bit for bit, as thread by
+        thread, which `lockstep=False` keeps)."""
         self.module = module
         self.budget = StepBudget(max_steps, why)
-        self._program = program = ProgramWriter(self.budget, lanes)
+        self._program = program = ProgramWriter(self.budget, lanes, lockstep)
         self.functions: dict[str, func.FuncOp] = {}
         for op in module.body.block.ops:
             if isinstance(op, func.FuncOp) and op.body.blocks:

@@ -29,12 +29,12 @@ iteration by iteration as before (`plan_lanes` says which).
 
 from __future__ import annotations
 
-import math
+import math as pymath
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from xdsl.dialects import arith, memref
+from xdsl.dialects import arith, math, memref
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
@@ -57,6 +57,7 @@ from affinec.interpreter.codegen import FunctionWriter
 from affinec.interpreter.memref_ops import named_indices, proven_inside
 from affinec.interpreter.support import (
     access_shape,
+    fused_multiply_add_lanes,
     maximumf_lanes,
     memref_shape,
     minimumf_lanes,
@@ -66,7 +67,7 @@ from affinec.interpreter.support import (
     shape_text,
 )
 from affinec.ir import ranges
-from affinec.ir.affine_exprs import grouped
+from affinec.ir.affine_exprs import Interval, grouped
 
 LANES = 1 << 14
 """The iterations run together: enough to amortize numpy's cost per call, few enough
@@ -147,7 +148,7 @@ class LanePlan:
     @property
     def lanes(self) -> int:
         """How many iterations run together: `LANES`, fewer for large buffers."""
-        bytes_per_lane = sum(_buffer_bytes(b.type) for b in self.private)
+        bytes_per_lane = sum(buffer_bytes(b.type) for b in self.private)
         return max(1, min(LANES, PRIVATE_BYTES // max(1, bytes_per_lane)))
 
     def differ(self, values: Sequence[SSAValue]) -> bool:
@@ -161,12 +162,13 @@ _FLOAT_BINARY = {
     arith.DivfOp: "/",
 }
 _FLOAT_HELPERS = {arith.MaximumfOp: maximumf_lanes, arith.MinimumfOp: minimumf_lanes}
-_ELEMENTWISE = (
+ELEMENTWISE = (
     *_FLOAT_BINARY,
     *_FLOAT_HELPERS,
     arith.NegfOp,
     arith.ExtFOp,
     arith.TruncFOp,
+    math.FmaOp,
 )
 """Float ops computed lane by lane; negation and conversions by their ordinary
 emitters, whose `-x` and `to(x)` take arrays as they take scalars."""
@@ -202,17 +204,17 @@ def _op_takes_lanes(op: Operation, plan: LanePlan) -> bool:
             if op.dynamic_sizes or op.symbol_operands:
                 return False
             plan.private.add(op.memref)
-            bytes_per_lane = sum(_buffer_bytes(b.type) for b in plan.private)
+            bytes_per_lane = sum(buffer_bytes(b.type) for b in plan.private)
             return bytes_per_lane <= MAX_PRIVATE_BYTES_PER_LANE
         case affine.LoadOp() | PaddedLoadOp() | affine.StoreOp():
-            if not _indices_fit(op.map.data, op.indices):
+            if not indices_fit(op.map.data, op.indices):
                 return False
             if op.memref in plan.private or plan.differ(op.indices):
                 plan.varying.update(op.results)
             return True
         case affine.ApplyOp() | affine.MinOp() | affine.MaxOp():
             if plan.differ(op.mapOperands):
-                if not _indices_fit(op.map.data, op.mapOperands):
+                if not indices_fit(op.map.data, op.mapOperands):
                     return False
                 plan.varying.add(op.result)
             return True
@@ -220,24 +222,29 @@ def _op_takes_lanes(op: Operation, plan: LanePlan) -> bool:
         return False
     if not plan.differ(op.operands):
         return True  # the same for every lane: computed once, by its ordinary emitter
-    if isinstance(op, _ELEMENTWISE):
+    if isinstance(op, ELEMENTWISE):
         plan.varying.update(op.results)
         return True
     return False
 
 
-def _buffer_bytes(t) -> int:
+def buffer_bytes(t) -> int:
     """The bytes of a static memref type (numpy's element size)."""
     shape = memref_shape(t)
-    return math.prod(shape) * numpy_dtype(t.get_element_type()).itemsize
+    return pymath.prod(shape) * numpy_dtype(t.get_element_type()).itemsize
 
 
-def _indices_fit(m: AffineMap, operands: Sequence[SSAValue]) -> bool:
+def indices_fit(
+    m: AffineMap,
+    operands: Sequence[SSAValue],
+    known: dict[SSAValue, Interval] | None = None,
+) -> bool:
     """Whether every result of `m` stays within numpy's int64, dividing by positive
-    constants only (numpy's `//` and `%` then floor as Python's do)."""
+    constants only (numpy's `//` and `%` then floor as Python's do); `known`: ranges
+    the caller knows."""
     if any(_divides_by_non_constant(e) for e in m.results):
         return False
-    for r in ranges.map_ranges(m, operands, {}):
+    for r in ranges.map_ranges(m, operands, dict(known or {})):
         if r is None or not -SAFE_INDEX < r[0] <= r[1] < SAFE_INDEX:
             return False
     return True
@@ -283,7 +290,7 @@ def emit_band(band: affine.ParallelOp, w: FunctionWriter) -> bool:
     w.line(f"{total} = {' * '.join(f'{counts}[{k}]' for k in range(len(steps)))}")
     # Charged as the iterations would be, once; the chunks themselves are free.
     w.line(f"{w.program.spend}(0, {total})")
-    lanes = _LaneWriter(w, plan)
+    lanes = LaneWriter(w, plan)
     chunk = plan.lanes
     with w.indented(f"for {start} in range(0, {total}, {chunk}):"):
         stop = f"min({start} + {chunk}, {total})"
@@ -296,7 +303,7 @@ def emit_band(band: affine.ParallelOp, w: FunctionWriter) -> bool:
     return True
 
 
-class _LaneWriter:
+class LaneWriter:
     """Writes a body's ops for lanes: what differs between lanes as arrays, the
     rest by the ordinary emitters."""
 
@@ -314,7 +321,7 @@ class _LaneWriter:
                     self.op(op)
 
     def op(self, op: Operation) -> None:
-        emit = _LANE_EMITTERS.get(type(op))
+        emit = LANE_EMITTERS.get(type(op))
         if emit is not None and (
             isinstance(op, affine.ForOp | affine.IfOp | memref.AllocaOp)
             or any(v in self.plan.private for v in op.operands)
@@ -325,13 +332,13 @@ class _LaneWriter:
             self.w.emit_op(op)
 
 
-def _for(lanes: _LaneWriter, op: affine.ForOp) -> None:
+def _for(lanes: LaneWriter, op: affine.ForOp) -> None:
     w = lanes.w
     with w.for_range(w.define(op.induction_variable), for_bounds(op, w)):
         lanes.block(op.body.block)
 
 
-def _if(lanes: _LaneWriter, op: affine.IfOp) -> None:
+def _if(lanes: LaneWriter, op: affine.IfOp) -> None:
     w = lanes.w
     with w.indented(f"if {if_condition(op, w)}:"):
         lanes.block(op.then_region.block)
@@ -340,7 +347,7 @@ def _if(lanes: _LaneWriter, op: affine.IfOp) -> None:
             lanes.block(op.else_region.block)
 
 
-def _alloca(lanes: _LaneWriter, op: memref.AllocaOp) -> None:
+def _alloca(lanes: LaneWriter, op: memref.AllocaOp) -> None:
     w = lanes.w
     t = op.memref.type
     shape = memref_shape(t)  # pyright: ignore[reportArgumentType]
@@ -349,7 +356,7 @@ def _alloca(lanes: _LaneWriter, op: memref.AllocaOp) -> None:
     w.line(f"{w.define(op.memref)} = {buffer}(({lanes.count},) + {shape}, {dtype})")
 
 
-def _access(lanes: _LaneWriter, op: affine.LoadOp | PaddedLoadOp | affine.StoreOp):
+def _access(lanes: LaneWriter, op: affine.LoadOp | PaddedLoadOp | affine.StoreOp):
     w, plan = lanes.w, lanes.plan
     t = op.memref.type
     shape = access_shape(t, w[op.memref])  # pyright: ignore[reportArgumentType]
@@ -391,7 +398,7 @@ def _access(lanes: _LaneWriter, op: affine.LoadOp | PaddedLoadOp | affine.StoreO
         w.line(f"{w.define(op.result)} = {array}[{full}].copy()")
 
 
-def _map_op(lanes: _LaneWriter, op: affine.ApplyOp | affine.MinOp | affine.MaxOp):
+def _map_op(lanes: LaneWriter, op: affine.ApplyOp | affine.MinOp | affine.MaxOp):
     w = lanes.w
     exprs = map_results(w, op.map.data, op.mapOperands)
     text = exprs[0]
@@ -403,7 +410,7 @@ def _map_op(lanes: _LaneWriter, op: affine.ApplyOp | affine.MinOp | affine.MaxOp
     w.line(f"{w.define(op.result)} = {text}")
 
 
-def _float_binary(lanes: _LaneWriter, op: Operation) -> None:
+def _float_binary(lanes: LaneWriter, op: Operation) -> None:
     w = lanes.w
     a, b = w.names(op.operands)
     result = w.define(op.results[0])
@@ -413,7 +420,14 @@ def _float_binary(lanes: _LaneWriter, op: Operation) -> None:
         w.line(f"{result} = {a} {_FLOAT_BINARY[type(op)]} {b}")  # pyright: ignore
 
 
-_LANE_EMITTERS: dict[type[Operation], Callable[[_LaneWriter, Operation], None]] = {
+def _fma(lanes: LaneWriter, op: math.FmaOp) -> None:
+    w = lanes.w
+    a, b, c = w.names(op.operands)
+    fn = w.global_(fused_multiply_add_lanes, "fma_lanes")
+    w.line(f"{w.define(op.result)} = {fn}({a}, {b}, {c})")
+
+
+LANE_EMITTERS: dict[type[Operation], Callable[[LaneWriter, Operation], None]] = {
     affine.ForOp: _for,  # pyright: ignore[reportAssignmentType]
     affine.IfOp: _if,  # pyright: ignore[reportAssignmentType]
     memref.AllocaOp: _alloca,  # pyright: ignore[reportAssignmentType]
@@ -423,6 +437,7 @@ _LANE_EMITTERS: dict[type[Operation], Callable[[_LaneWriter, Operation], None]] 
     affine.ApplyOp: _map_op,  # pyright: ignore[reportAssignmentType]
     affine.MinOp: _map_op,  # pyright: ignore[reportAssignmentType]
     affine.MaxOp: _map_op,  # pyright: ignore[reportAssignmentType]
+    math.FmaOp: _fma,  # pyright: ignore[reportAssignmentType]
     **{t: _float_binary for t in (*_FLOAT_BINARY, *_FLOAT_HELPERS)},
 }
 """The ops written differently for lanes; the others' ordinary emitters serve."""

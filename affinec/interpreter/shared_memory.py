@@ -37,6 +37,11 @@ RELEASED = -(1 << 40)
 may overwrite them in the same interval."""
 
 
+MAX_LANE_READS = 1 << 12
+"""How many lockstep reads of a buffer wait for their marks before they are marked
+(`SharedArray.mark_lane_reads`): a bound on what the log holds."""
+
+
 class BlockState:
     """What the shared buffers of the running block need to know: who runs now, and
     the asynchronous copies still in flight (by record number, see `async_copies`)."""
@@ -105,6 +110,8 @@ class BlockState:
     def next_epoch(self) -> None:
         """A barrier: a new interval begins; copies in flight stay in flight."""
         self.epoch += 1
+        for buffer in self.buffers:
+            buffer.lane_reads.clear()
         for copy in self.copies.values():
             copy.restamp(self.epoch)
 
@@ -129,6 +136,7 @@ class SharedArray:
         "_flat",
         "address",
         "data",
+        "lane_reads",
         "name",
         "read_epoch",
         "reader",
@@ -151,6 +159,10 @@ class SharedArray:
         self.write_epoch = np.full(shape, -1, np.int64)
         self.reader = np.full(shape, -1, np.int64)
         self.read_epoch = np.full(shape, -1, np.int64)
+        self.lane_reads: list[tuple[np.ndarray, np.ndarray]] = []
+        """Reads of the block's threads in lockstep not yet marked (`read_lanes`):
+        their marks are only needed by a write in the same interval, which marks
+        them first (`mark_lane_reads`); a barrier forgets them."""
         self.written_in = [-1]
         """The last interval whose `write_epoch` marks anything (shared with the flat
         view): a read in another interval needs no look at the writer marks."""
@@ -174,6 +186,7 @@ class SharedArray:
             for field in ("data", "writer", "write_epoch", "reader", "read_epoch"):
                 setattr(view, field, getattr(self, field).reshape(-1))
             view.written_in = self.written_in
+            view.lane_reads = self.lane_reads
             view._flat = None
             self._flat = view
         return self._flat
@@ -205,7 +218,7 @@ class SharedArray:
             self.race(
                 index,
                 f"{verb} what the asynchronous copy {copy.describe()} of "
-                f"{state.thread_name(copy.thread)} may still be writing: "
+                f"{state.thread_name(copy.owner(index))} may still be writing: "
                 f"{copy.pending_reason()}",
                 barrier=False,
             )
@@ -287,6 +300,82 @@ class SharedArray:
             unique, times = np.unique(positions, return_counts=True)
             self.reader[unique[times > 1]] = MANY_READERS
         return self.data[positions].reshape(len(starts), count)
+
+    def read_lanes(self, positions, threads: np.ndarray) -> np.ndarray:
+        """The elements at flat `positions` (one per lane, or one for all), lane k
+        read by thread `threads[k]` (distinct threads), all at once
+        (`affinec.interpreter.lockstep`). A read of what another thread wrote in
+        this interval is a race at once; the reader marks wait in `lane_reads`."""
+        f = self.flat_view()
+        pos = _per_lane(positions, threads)
+        e = self.state.epoch
+        if self.written_in[0] == e:
+            clash = (f.write_epoch[pos] == e) & (f.writer[pos] != threads)
+            if clash.any():
+                k = int(np.argmax(clash))
+                self.state.thread = int(threads[k])
+                f.conflict(int(pos[k]), "reads", int(f.writer[pos[k]]))
+        log = self.lane_reads
+        log.append((pos, threads))
+        if len(log) > MAX_LANE_READS:
+            self.mark_lane_reads()
+        return f.data[pos]
+
+    def mark_lane_reads(self) -> None:
+        """Mark the reads waiting in `lane_reads` as their threads' reads one after
+        the other would: an element read by one thread names it, by several
+        `MANY_READERS`."""
+        log = self.lane_reads
+        if not log:
+            return
+        f = self.flat_view()
+        e = self.state.epoch
+        pos = np.concatenate([p for p, _ in log])
+        threads = np.concatenate([t for _, t in log])
+        log.clear()
+        order = np.argsort(pos, kind="stable")
+        pos, threads = pos[order], threads[order]
+        starts = np.flatnonzero(np.r_[True, pos[1:] != pos[:-1]])
+        first = threads[starts]
+        sizes = np.diff(np.r_[starts, len(pos)])
+        mixed = np.logical_or.reduceat(threads != np.repeat(first, sizes), starts)
+        where = pos[starts]
+        fresh = f.read_epoch[where] != e
+        same = ~mixed & (fresh | (f.reader[where] == first))
+        f.read_epoch[where] = e
+        f.reader[where] = np.where(same, first, MANY_READERS)
+
+    def write_lanes(self, positions, values, threads: np.ndarray) -> None:
+        """`values` written to flat `positions` (one per lane, or one for all), lane
+        k by thread `threads[k]` (distinct threads), race-checked as the lanes'
+        writes one after the other would be."""
+        f = self.flat_view()
+        pos = _per_lane(positions, threads)
+        self.mark_lane_reads()
+        state = self.state
+        e = state.epoch
+        clash = (f.write_epoch[pos] == e) & (f.writer[pos] != threads)
+        if clash.any():
+            k = int(np.argmax(clash))
+            state.thread = int(threads[k])
+            f.conflict(int(pos[k]), "writes", int(f.writer[pos[k]]))
+        read = (f.read_epoch[pos] == e) & (f.reader[pos] != threads)
+        if read.any():
+            k = int(np.argmax(read))
+            state.thread = int(threads[k])
+            other = state.reader_name(int(f.reader[pos[k]]))
+            f.race(int(pos[k]), f"writes what {other} read")
+        if len(pos) > 1:
+            order = np.argsort(pos, kind="stable")
+            same = pos[order[1:]] == pos[order[:-1]]
+            if same.any():
+                k = int(np.argmax(same))
+                first, second = order[k], order[k + 1]
+                state.thread = int(threads[second])
+                other = state.thread_name(int(threads[first]))
+                f.race(int(pos[second]), f"writes what {other} wrote")
+        f.stamp_writes(pos, threads, e)
+        f.data[pos] = values
 
     def _read_vector(
         self, index: tuple | slice, t: int, e: int, verb: str = "reads"
@@ -389,6 +478,13 @@ def shared_subview(op, source: SharedArray, offsets, shape) -> SharedView:
     for o, n in zip(offsets, source.shape, strict=True):
         flat = flat * n + o
     return SharedView(source.flat_view(), flat, tuple(shape))
+
+
+def _per_lane(positions, threads: np.ndarray) -> np.ndarray:
+    """Flat positions one per lane: `positions` as they are, or one for all."""
+    if positions.__class__ is np.ndarray and positions.shape == threads.shape:
+        return positions
+    return np.full(threads.shape, positions, np.int64)
 
 
 def _element(index: tuple | slice, k: int):

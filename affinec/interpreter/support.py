@@ -173,6 +173,12 @@ class StepBudget:
             self._exhausted()
         return trips
 
+    def spend_each(self, threads: int, lower: int, upper: int, step: int = 1) -> range:
+        """`spend` for a loop that each of `threads` threads runs (in lockstep)."""
+        trips = self.spend(lower, upper, step)
+        self.threads(len(trips) * (threads - 1))
+        return trips
+
     def tick(self) -> None:
         self.left -= 1
         if self.left < 0:
@@ -239,6 +245,23 @@ def fused_multiply_add(a, b, c):
     if error != 0.0 and not _float64_bytes(s)[0] & 1:
         s = math.nextafter(s, math.inf if error > 0 else -math.inf)
     return to(s)
+
+
+def fused_multiply_add_lanes(a, b, c):
+    """`fused_multiply_add` on arrays (any of `a`, `b`, `c` may be a scalar): the same
+    rounding to odd in float64, lane by lane, then one rounding to the operands'
+    type."""
+    p = np.multiply(a, b, dtype=np.float64)
+    s = np.add(p, c, dtype=np.float64)
+    v = s - p
+    error = (p - (s - v)) + (np.asarray(c, np.float64) - v)
+    nudge = error != 0.0
+    if nudge.any():
+        nudge &= np.isfinite(s) & ((s.view(np.int64) & 1) == 0)
+        s = np.where(nudge, np.nextafter(s, np.where(error > 0, np.inf, -np.inf)), s)
+    if a.dtype == dtypes.BFLOAT16:
+        return dtypes.round_to_bfloat16(s)
+    return s.astype(a.dtype)
 
 
 def float_converter(source: Attribute, target: Attribute) -> Any:

@@ -1,0 +1,288 @@
+"""Kernels in lockstep (`affinec.interpreter.lockstep`): a block's threads run
+together as numpy vectors with the same bits as thread by thread, the same races
+found, and the kernels it does not take still run thread by thread."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from affinec.compiler import compile_to_ptx
+from affinec.context import make_context
+from affinec.contraction import contraction_of
+from affinec.diagnostics import parse_module, verify
+from affinec.dialects import gpu
+from affinec.interpreter import Interpreter, InterpreterError
+from affinec.interpreter.lockstep import plan_lockstep
+from affinec.interpreter.shared_memory import DataRaceError
+from affinec.interpreter.support import StepLimitError
+from affinec.pipelines import pass_text
+from affinec.reference import poisoned_output, random_inputs
+from affinec.testing import kernel_configs, specs
+
+
+def _with_nans(arrays: list[np.ndarray], seed: int) -> list[np.ndarray]:
+    """Some elements of the float arrays NaN, so NaN propagation is compared too."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for a in arrays:
+        a = a.copy()
+        a[rng.random(a.shape) < 0.03] = np.nan
+        out.append(a)
+    return out
+
+
+def _kernels(module) -> list[gpu.FuncOp]:
+    return [op for op in module.walk() if isinstance(op, gpu.FuncOp)]
+
+
+def _gpu_level(spec, config):
+    """`spec` compiled with `config` up to its outlined kernel (the gpu level)."""
+    levels = {}
+
+    def keep(p, module, _seconds) -> None:
+        if pass_text(p).startswith("gpu-kernel-outlining"):
+            levels["gpu"] = module.clone()
+
+    compile_to_ptx(spec, config, callback=keep)
+    return levels["gpu"]
+
+
+@given(data=st.data(), seed=st.integers(0, 2**16))
+@settings(max_examples=12, deadline=None)
+def test_the_gpu_level_in_lockstep_is_bit_identical(data, seed):
+    """Random specs (layouts, dtypes, strides, groups, epilogues) and
+    configurations: promoted tiles, asynchronous copies, partial tiles."""
+    spec = data.draw(specs())
+    config = data.draw(kernel_configs(spec))
+    module = _gpu_level(spec, config)
+    assert all(plan_lockstep(k) is not None for k in _kernels(module))
+    outputs = []
+    for lockstep in (True, False):
+        inputs = _with_nans(random_inputs(spec, np.random.default_rng(seed)), seed)
+        out = poisoned_output(spec)
+        Interpreter(module, lockstep=lockstep).run(
+            contraction_of(spec).name, *inputs, out
+        )
+        outputs.append(out)
+    assert outputs[0].tobytes() == outputs[1].tobytes()
+
+
+def kernel(body: str, threads: int = 8, blocks: int = 2) -> str:
+    """A host function launching one kernel whose body (with `%tx`, `%bx`, the
+    buffer `%a: memref<16xf32>` and the shared `%tile: memref<8xf32, 3>`) is
+    `body`."""
+    return f"""
+builtin.module attributes {{gpu.container_module}} {{
+  func.func @f(%a: memref<16xf32>) {{
+    %c1 = arith.constant 1 : index
+    %cb = arith.constant {blocks} : index
+    %ct = arith.constant {threads} : index
+    gpu.launch_func @k::@k blocks in (%cb, %c1, %c1) threads in (%ct, %c1, %c1) args(%a : memref<16xf32>)
+    func.return
+  }}
+  gpu.module @k {{
+    gpu.func @k(%a: memref<16xf32>) workgroup(%tile : memref<8xf32, 3>) kernel {{
+      %tx = gpu.thread_id x
+      %bx = gpu.block_id x
+{body}
+      gpu.return
+    }}
+  }}
+}}
+"""
+
+
+def _module(text: str):
+    module = parse_module(make_context(), text)
+    verify(module)
+    return module
+
+
+def _both(text: str, a: np.ndarray) -> list[np.ndarray | InterpreterError]:
+    """What the kernel leaves in `a` (or the error it raises) in lockstep and
+    thread by thread."""
+    module = _module(text)
+    results: list[np.ndarray | InterpreterError] = []
+    for lockstep in (True, False):
+        out = a.copy()
+        try:
+            Interpreter(module, lockstep=lockstep).run("f", out)
+            results.append(out)
+        except InterpreterError as e:
+            results.append(e)
+    return results
+
+
+EXCHANGE = """
+      %v = affine.load %a[%bx * 8 + %tx] : memref<16xf32>
+      affine.store %v, %tile[%tx] : memref<8xf32, 3>
+      gpu.barrier
+      %w = affine.load %tile[(%tx + 1) mod 8] : memref<8xf32, 3>
+      affine.if affine_set<(d0) : (d0 - 5 >= 0)>(%tx) {
+        %d = arith.addf %w, %w : f32
+        affine.store %d, %a[%bx * 8 + %tx] : memref<16xf32>
+      } else {
+        affine.store %w, %a[%bx * 8 + %tx] : memref<16xf32>
+      }
+"""
+
+
+def test_an_exchange_through_shared_memory_with_a_divergent_branch():
+    module = _module(kernel(EXCHANGE))
+    assert plan_lockstep(_kernels(module)[0]) is not None
+    a = np.arange(16, dtype=np.float32)
+    lockstep, threads = _both(kernel(EXCHANGE), a)
+    expected = np.concatenate([np.roll(a[:8], -1), np.roll(a[8:], -1)])
+    expected[[5, 6, 7, 13, 14, 15]] *= 2
+    np.testing.assert_array_equal(lockstep, expected)
+    np.testing.assert_array_equal(threads, expected)
+
+
+SELECT = """
+      %one = arith.constant 1.0 : f32
+      %v = affine.load %a[%bx * 8 + %tx] : memref<16xf32>
+      %r = affine.if affine_set<(d0) : (d0 mod 2 == 0)>(%tx) -> f32 {
+        %s = affine.if affine_set<(d0) : (d0 - 4 >= 0)>(%tx) -> f32 {
+          %t = arith.addf %v, %one : f32
+          affine.yield %t : f32
+        } else {
+          affine.yield %one : f32
+        }
+        affine.yield %s : f32
+      } else {
+        affine.yield %v : f32
+      }
+      affine.store %r, %a[%bx * 8 + %tx] : memref<16xf32>
+"""
+
+
+def test_nested_divergent_branches_with_results():
+    a = np.arange(16, dtype=np.float32) * 10
+    lockstep, threads = _both(kernel(SELECT), a)
+    expected = a.copy()
+    for k in range(16):
+        if k % 8 % 2 == 0:
+            expected[k] = a[k] + 1 if k % 8 >= 4 else 1
+    np.testing.assert_array_equal(lockstep, expected)
+    np.testing.assert_array_equal(threads, expected)
+
+
+RACES = {
+    "two threads write one element": """
+      %v = affine.load %a[%tx] : memref<16xf32>
+      affine.store %v, %tile[%tx floordiv 2] : memref<8xf32, 3>
+""",
+    "a read of another thread's write": """
+      %v = affine.load %a[%tx] : memref<16xf32>
+      affine.store %v, %tile[%tx] : memref<8xf32, 3>
+      %w = affine.load %tile[(%tx + 1) mod 8] : memref<8xf32, 3>
+      affine.store %w, %a[%tx] : memref<16xf32>
+""",
+    "a write of what another thread read": """
+      %v = affine.load %a[%tx] : memref<16xf32>
+      affine.store %v, %tile[%tx] : memref<8xf32, 3>
+      gpu.barrier
+      %w = affine.load %tile[(%tx + 1) mod 8] : memref<8xf32, 3>
+      affine.store %w, %tile[%tx] : memref<8xf32, 3>
+""",
+    "a read of what a copy may still be writing": """
+      %t = nvgpu.device_async_copy %a[%tx], %tile[%tx], 1 : memref<16xf32> to memref<8xf32, 3>
+      gpu.barrier
+      %w = affine.load %tile[%tx] : memref<8xf32, 3>
+      affine.store %w, %a[%tx] : memref<16xf32>
+""",
+    "two copies to one element": """
+      %half = affine.apply affine_map<(d0) -> (d0 floordiv 2)>(%tx)
+      affine.if affine_set<(d0) : (d0 - 2 >= 0)>(%tx) {
+        %t = nvgpu.device_async_copy %a[%tx], %tile[%half], 1 : memref<16xf32> to memref<8xf32, 3>
+      }
+""",
+}
+
+
+@pytest.mark.parametrize("body", RACES.values(), ids=RACES.keys())
+def test_a_race_is_found_in_lockstep_as_thread_by_thread(body):
+    module = _module(kernel(body))
+    assert plan_lockstep(_kernels(module)[0]) is not None
+    lockstep, threads = _both(kernel(body), np.zeros(16, np.float32))
+    assert isinstance(lockstep, DataRaceError)
+    assert isinstance(threads, DataRaceError)
+
+
+COPY = """
+      %g0 = affine.apply affine_map<(d0, d1) -> (d0 * 8 + d1)>(%bx, %tx)
+      %t = nvgpu.device_async_copy %a[%g0], %tile[%tx], 1 : memref<16xf32> to memref<8xf32, 3>
+      %g = nvgpu.device_async_create_group %t
+      nvgpu.device_async_wait %g {numGroups = 0 : i32}
+      gpu.barrier
+      %w = affine.load %tile[7 - %tx] : memref<8xf32, 3>
+      gpu.barrier
+      affine.store %w, %a[%bx * 8 + %tx] : memref<16xf32>
+"""
+
+
+def test_asynchronous_copies_land_at_the_wait():
+    a = np.arange(16, dtype=np.float32)
+    lockstep, threads = _both(kernel(COPY), a)
+    expected = np.concatenate([a[7::-1], a[:7:-1]])
+    np.testing.assert_array_equal(lockstep, expected)
+    np.testing.assert_array_equal(threads, expected)
+
+
+OUT_OF_BOUNDS = """
+      %v = affine.load %tile[%tx + 1] : memref<8xf32, 3>
+"""
+
+
+def test_an_access_out_of_bounds_is_the_same_error():
+    lockstep, threads = _both(kernel(OUT_OF_BOUNDS), np.zeros(16, np.float32))
+    assert isinstance(lockstep, InterpreterError)
+    assert str(lockstep) == str(threads)
+    assert "index [8] is out of bounds for a memref of shape [8]" in str(lockstep)
+
+
+def test_the_step_budget_counts_every_thread():
+    body = """
+      affine.for %i = 0 to 100 {
+        affine.store %cst, %a[%tx] : memref<16xf32>
+      }
+"""
+    text = kernel("      %cst = arith.constant 1.0 : f32\n" + body)
+    module = _module(text)
+    for lockstep in (True, False):
+        # 2 blocks x 8 threads x 100 iterations
+        Interpreter(module, max_steps=1_700, lockstep=lockstep).run(
+            "f", np.zeros(16, np.float32)
+        )
+        with pytest.raises(StepLimitError):
+            Interpreter(module, max_steps=1_500, lockstep=lockstep).run(
+                "f", np.zeros(16, np.float32)
+            )
+
+
+NOT_IN_LOCKSTEP = {
+    "a barrier some threads skip": """
+      affine.if affine_set<(d0) : (d0 - 100 >= 0)>(%tx) {
+        gpu.barrier
+      }
+      %v = affine.load %a[%tx] : memref<16xf32>
+      affine.store %v, %a[%tx + 8] : memref<16xf32>
+""",
+    "a loop bound that differs between threads": """
+      %v = affine.load %a[%tx] : memref<16xf32>
+      affine.for %i = 0 to affine_map<(d0) -> (d0)>(%tx) {
+        affine.store %v, %a[%tx + 8] : memref<16xf32>
+      }
+""",
+}
+
+
+@pytest.mark.parametrize("body", NOT_IN_LOCKSTEP.values(), ids=NOT_IN_LOCKSTEP.keys())
+def test_a_kernel_lockstep_does_not_take_runs_thread_by_thread(body):
+    module = _module(kernel(body, blocks=1))
+    assert plan_lockstep(_kernels(module)[0]) is None
+    a = np.arange(16, dtype=np.float32)
+    lockstep, threads = _both(kernel(body, blocks=1), a)
+    assert isinstance(lockstep, np.ndarray)
+    np.testing.assert_array_equal(lockstep, threads)
