@@ -9,7 +9,8 @@ NHWC one, each run as lanes (`affinec.interpreter.lanes`, the default) and itera
 by iteration. Then one convolution (N=1, C=K=16, 8×8, 3×3, pad 1: 147,456
 multiply-adds) through `config_for`'s pipeline on both routes — the tensor cores
 (f16, NHWC/RSCK) and SIMT (f32) — interpreted at four levels: naive, tiled (after
-the affine passes), gpu (after `gpu-kernel-outlining`) and llvm (the end).
+the affine passes), gpu (after `gpu-kernel-outlining`; a block's threads in
+lockstep where the kernel allows it, and thread by thread) and llvm (the end).
 """
 
 from __future__ import annotations
@@ -60,9 +61,11 @@ LEVELS = {"tiled": "affinec-insert-barriers", "gpu": "gpu-kernel-outlining"}
 """The pass after which each middle level is interpreted."""
 
 
-def measure(module, spec: ConvSpec, repeat: int, lanes: bool = True) -> dict:
+def measure(
+    module, spec: ConvSpec, repeat: int, lanes: bool = True, lockstep: bool = True
+) -> dict:
     start = time.perf_counter()
-    interpreter = Interpreter(module, lanes=lanes)
+    interpreter = Interpreter(module, lanes=lanes, lockstep=lockstep)
     decode = time.perf_counter() - start
     inputs = random_inputs(spec, np.random.default_rng(0))
     name = contraction_of(spec).name
@@ -93,7 +96,10 @@ def levels(spec: ConvSpec, repeat: int) -> dict[str, dict]:
 
     kernel = compile_to_ptx(spec, callback=keep)
     modules = {"naive": build(spec), **modules, "llvm": kernel.module}
-    return {level: measure(m, spec, repeat) for level, m in modules.items()}
+    measured = {level: measure(m, spec, repeat) for level, m in modules.items()}
+    # the gpu level thread by thread too (the coroutines lockstep replaces)
+    measured["gpu threads"] = measure(modules["gpu"], spec, repeat, lockstep=False)
+    return measured
 
 
 def main() -> None:
