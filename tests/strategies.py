@@ -1,6 +1,64 @@
 """The spec strategies the tests draw from: affinec's public ones
-(`affinec.testing`), which users testing their own passes use too."""
+(`affinec.testing`), which users testing their own passes use too, and the
+tensor-core cases several test files share."""
 
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from affinec.config import KernelConfig
+from affinec.contraction import contraction_of
+from affinec.spec import ConvSpec, MatmulSpec
 from affinec.testing import conv_specs, matmul_specs, outer_specs, specs
 
-__all__ = ["conv_specs", "matmul_specs", "outer_specs", "specs"]
+__all__ = ["conv_specs", "matmul_specs", "mma_cases", "outer_specs", "specs"]
+
+
+@st.composite
+def mma_cases(draw):
+    """A spec the tensor cores take and a configuration of the mma route for it."""
+    # The tensor cores' operands: f16, bf16, and f32 taken as tf32.
+    dtype = draw(st.sampled_from(["f16", "bf16", "f32"]))
+    spec = draw(
+        st.one_of(
+            conv_specs(max_channels=20, max_image=6).map(
+                lambda s: ConvSpec(**{**s.__dict__, "dtype": dtype})
+            ),
+            matmul_specs(20).map(
+                lambda s: MatmulSpec(s.m, s.n, s.k, dtype, s.epilogue)
+            ),
+        )
+    )
+    # Grouped convolutions take the tensor cores in NHWC with an RSCK filter only
+    # (the group's channels innermost); others are refused, as config_for knows.
+    assume(
+        not isinstance(spec, ConvSpec)
+        or spec.groups == 1
+        or (spec.layout, spec.filter_layout) == ("nhwc", "rsck")
+    )
+    c = contraction_of(spec)
+    names = [n for n, _ in c.output_index]
+    extents = [e for _, e in c.output_index]
+    tiles = [draw(st.integers(1, min(e, 8))) for e in extents]
+    if "g" in names:  # a block within one group (the MMA's k and n are its own)
+        tiles[names.index("g")] = 1
+    channel = names.index("k" if "k" in names else "j")
+    tiles[channel] = min(extents[channel], draw(st.sampled_from([8, 16])))
+    reductions = [e for _, e in c.reduction_index]
+    order = [n for n, _ in c.reduction_index]
+    # An order-keeping step: leading tiles of 1, the channel loop cut (or whole).
+    step = draw(st.integers(2, 20))
+    # A channel loop of one step folds away: tensor cores need at least two.
+    assume(reductions[order.index("c" if "c" in order else "p")] >= 2)
+    rtiles = []
+    ch = order.index("c" if "c" in order else "p")
+    for k, e in enumerate(reductions):
+        rtiles.append(1 if k < ch else (min(step, e) if k == ch else e))
+    warps = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    return spec, KernelConfig(
+        tile_sizes=tuple(tiles),
+        reduction_tile_sizes=tuple(rtiles),
+        mma=True,
+        warp_grid=warps,
+        tf32=dtype == "f32",
+        stage_output=draw(st.booleans()),
+    )

@@ -19,6 +19,7 @@ from affinec.interpreter.support import StepLimitError
 from affinec.pipelines import pass_text
 from affinec.reference import poisoned_output, random_inputs
 from affinec.testing import kernel_configs, specs
+from strategies import mma_cases
 
 
 def _with_nans(arrays: list[np.ndarray], seed: int) -> list[np.ndarray]:
@@ -36,16 +37,52 @@ def _kernels(module) -> list[gpu.FuncOp]:
     return [op for op in module.walk() if isinstance(op, gpu.FuncOp)]
 
 
-def _gpu_level(spec, config):
-    """`spec` compiled with `config` up to its outlined kernel (the gpu level)."""
+LOCKSTEP_LEVELS = (
+    "affinec-map-threads",
+    "affinec-plan-shared-memory",
+    "affinec-convert-parallel-to-gpu",
+    "gpu-kernel-outlining",
+    "affinec-narrow-indices",
+    "lower-affine",
+    "cse",
+)
+"""The passes after which blocks run in lockstep: thread-mapped grid bands, a
+`gpu.launch`, outlined kernels, in affine and after `lower-affine` (scf, integer
+arithmetic)."""
+
+
+def _levels(spec, config) -> dict[str, object]:
+    """`spec` compiled with `config`, the module after each of `LOCKSTEP_LEVELS`."""
     levels = {}
 
     def keep(p, module, _seconds) -> None:
-        if pass_text(p).startswith("gpu-kernel-outlining"):
-            levels["gpu"] = module.clone()
+        name = pass_text(p).split("{")[0]
+        if name in LOCKSTEP_LEVELS:
+            levels[name] = module.clone()
 
     compile_to_ptx(spec, config, callback=keep)
-    return levels["gpu"]
+    return levels
+
+
+def _same_in_lockstep(spec, config, seed: int) -> None:
+    """Every level from the thread mapping to the outlined kernel runs in
+    lockstep, with the bits it gives thread by thread."""
+    levels = _levels(spec, config)
+    for name, module in levels.items():
+        assert ".lanes" in Interpreter(module).source, name
+    assert all(
+        plan_lockstep(k) is not None for k in _kernels(levels["gpu-kernel-outlining"])
+    )
+    for module in levels.values():
+        outputs = []
+        for lockstep in (True, False):
+            inputs = random_inputs(spec, np.random.default_rng(seed))
+            out = poisoned_output(spec)
+            Interpreter(module, lockstep=lockstep).run(
+                contraction_of(spec).name, *_with_nans(inputs, seed), out
+            )
+            outputs.append(out)
+        assert outputs[0].tobytes() == outputs[1].tobytes()
 
 
 @given(data=st.data(), seed=st.integers(0, 2**16))
@@ -54,18 +91,16 @@ def test_the_gpu_level_in_lockstep_is_bit_identical(data, seed):
     """Random specs (layouts, dtypes, strides, groups, epilogues) and
     configurations: promoted tiles, asynchronous copies, partial tiles."""
     spec = data.draw(specs())
-    config = data.draw(kernel_configs(spec))
-    module = _gpu_level(spec, config)
-    assert all(plan_lockstep(k) is not None for k in _kernels(module))
-    outputs = []
-    for lockstep in (True, False):
-        inputs = _with_nans(random_inputs(spec, np.random.default_rng(seed)), seed)
-        out = poisoned_output(spec)
-        Interpreter(module, lockstep=lockstep).run(
-            contraction_of(spec).name, *inputs, out
-        )
-        outputs.append(out)
-    assert outputs[0].tobytes() == outputs[1].tobytes()
+    _same_in_lockstep(spec, data.draw(kernel_configs(spec)), seed)
+
+
+@given(case=mma_cases(), seed=st.integers(0, 2**16))
+@settings(max_examples=8, deadline=None)
+def test_the_tensor_core_route_in_lockstep_is_bit_identical(case, seed):
+    """The mma route's gpu level: `ldmatrix`, `mma.sync`, fragments as vectors,
+    the staged output's 16-byte copies, f16, bf16 and tf32."""
+    spec, config = case
+    _same_in_lockstep(spec, config, seed)
 
 
 def kernel(body: str, threads: int = 8, blocks: int = 2) -> str:
@@ -286,3 +321,89 @@ def test_a_kernel_lockstep_does_not_take_runs_thread_by_thread(body):
     lockstep, threads = _both(kernel(body, blocks=1), a)
     assert isinstance(lockstep, np.ndarray)
     np.testing.assert_array_equal(lockstep, threads)
+
+
+INTEGER_OPS = [
+    "addi",
+    "subi",
+    "muli",
+    "andi",
+    "ori",
+    "xori",
+    "shli",
+    "shrsi",
+    "shrui",
+    "divsi",
+    "remsi",
+    "floordivsi",
+    "ceildivsi",
+    "divui",
+    "remui",
+    "minsi",
+    "maxsi",
+]
+
+
+def _integer_kernel(op: str, t: str) -> str:
+    """A kernel of 32 threads: c[tx] = a[tx] <op> b[tx], and d[tx] the
+    comparisons and a select on them."""
+    widen = (
+        "%w = arith.extsi %s : i32 to i64"
+        if t == "i32"
+        else "%w = arith.addi %s, %s : i64"
+    )
+    return f"""
+builtin.module attributes {{gpu.container_module}} {{
+  func.func @f(%a: memref<32x{t}>, %b: memref<32x{t}>, %c: memref<32x{t}>, %d: memref<32xi64>) {{
+    %c1 = arith.constant 1 : index
+    %c32 = arith.constant 32 : index
+    gpu.launch_func @k::@k blocks in (%c1, %c1, %c1) threads in (%c32, %c1, %c1) args(%a : memref<32x{t}>, %b : memref<32x{t}>, %c : memref<32x{t}>, %d : memref<32xi64>)
+    func.return
+  }}
+  gpu.module @k {{
+    gpu.func @k(%a: memref<32x{t}>, %b: memref<32x{t}>, %c: memref<32x{t}>, %d: memref<32xi64>) kernel {{
+      %tx = gpu.thread_id x
+      %x = memref.load %a[%tx] : memref<32x{t}>
+      %y = memref.load %b[%tx] : memref<32x{t}>
+      %z = arith.{op} %x, %y : {t}
+      memref.store %z, %c[%tx] : memref<32x{t}>
+      %lt = arith.cmpi ult, %x, %y : {t}
+      %ge = arith.cmpi sge, %x, %y : {t}
+      %s = arith.select %lt, %x, %y : {t}
+      {widen}
+      %e = arith.extui %ge : i1 to i64
+      %v = arith.addi %w, %e : i64
+      memref.store %v, %d[%tx] : memref<32xi64>
+      gpu.return
+    }}
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize("op", INTEGER_OPS)
+@given(data=st.data())
+@settings(max_examples=10, deadline=None)
+def test_integer_arithmetic_in_lockstep_is_thread_by_thread(op, data):
+    """Every arith integer op on values that differ between threads, i32 and i64:
+    extremes, zeros and negative values; a division by zero or a shift past the
+    width is the same error."""
+    t, bits = data.draw(st.sampled_from([("i32", 32), ("i64", 64)]))
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    values = st.one_of(
+        st.sampled_from([0, 1, -1, low, high, 2, bits - 1]), st.integers(low, high)
+    )
+    dtype = np.int32 if bits == 32 else np.int64
+    a = np.array(data.draw(st.lists(values, min_size=32, max_size=32)), dtype)
+    b = np.array(data.draw(st.lists(values, min_size=32, max_size=32)), dtype)
+    module = _module(_integer_kernel(op, t))
+    assert plan_lockstep(_kernels(module)[0]) is not None
+    results = []
+    for lockstep in (True, False):
+        c, d = np.zeros(32, dtype), np.zeros(32, np.int64)
+        try:
+            Interpreter(module, lockstep=lockstep).run("f", a.copy(), b.copy(), c, d)
+            results.append((c.tobytes(), d.tobytes()))
+        except InterpreterError as e:
+            results.append(str(e).split(": ")[-1])
+    assert results[0] == results[1]

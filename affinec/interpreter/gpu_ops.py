@@ -46,8 +46,10 @@ from affinec.interpreter.control_ops import function_global, write_body
 from affinec.interpreter.llvm_ops import dynamic_spec, pointer_arguments, shared_spec
 from affinec.interpreter.lockstep import (
     KernelPlan,
+    plan_launch,
     plan_lockstep,
     run_block,
+    write_launch_body,
     write_lockstep_kernel,
 )
 from affinec.interpreter.shared_memory import (
@@ -279,19 +281,23 @@ def _launch(op: gpu.LaunchOp, w: FunctionWriter) -> None:
     block = w.single_block(op.body)
     workgroup = [w.define(a) for a in op.workgroup_args]
     outer = w.gpu_context
+    plan = plan_launch(op) if w.program.lockstep else None
     with w.indented(f"def {kernel}({', '.join([ctx, *workgroup])}):"):
         w.gpu_context = ctx
-        for k, arg in enumerate(block.args[:12]):
-            if arg.uses:
-                w.line(f"{w.define(arg)} = {ctx}.ids[{k}]")
-        write_body(w, op.body, on_return=gpu.TerminatorOp)
+        if plan is not None:
+            write_launch_body(w, op, plan, ctx)
+        else:
+            for k, arg in enumerate(block.args[:12]):
+                if arg.uses:
+                    w.line(f"{w.define(arg)} = {ctx}.ids[{k}]")
+            write_body(w, op.body, on_return=gpu.TerminatorOp)
     w.gpu_context = outer
     spec = w.global_(workgroup_spec(op.workgroup_args), "workgroup")
     name = repr(_launch_name(op))
     w.line(
         f"{w.global_(run_grid, 'run_grid')}({kernel}, {name}, "
         f"{_sizes(w, op.grid_sizes)}, {_sizes(w, op.block_sizes)}, (), {spec}, "
-        f"{w.program.budget_name})"
+        f"{w.program.budget_name}, {plan is not None})"
     )
 
 

@@ -30,7 +30,7 @@ iteration by iteration as before (`plan_lanes` says which).
 from __future__ import annotations
 
 import math as pymath
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -315,7 +315,11 @@ class LaneWriter:
         """The lanes' own numbers, 0 to L - 1, indexing their private buffers."""
 
     def block(self, block: Block) -> None:
-        for op in block.ops:
+        self.block_of(block.ops)
+
+    def block_of(self, ops: Iterable[Operation]) -> None:
+        """The ops (of one block) but its `affine.yield`."""
+        for op in ops:
             if not isinstance(op, affine.YieldOp):
                 with self.w.at(op):
                     self.op(op)

@@ -182,7 +182,9 @@ def _load(op: Operation, pointer):
     buffer, offset = pointer
     if not 0 <= offset < len(buffer):
         _out_of_bounds(op, buffer, offset)
-    return buffer[offset]
+    value = buffer[offset]
+    # integers are Python ints (`scalars`), not numpy's, which overflow
+    return value.item() if value.dtype.kind in "iub" else value
 
 
 def _load_vector(op: Operation, pointer, size: int):

@@ -35,20 +35,22 @@ one (`Interpreter(lockstep=False)` keeps the coroutines, to compare).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import memref
-from xdsl.dialects.builtin import IndexType, IntegerType, MemRefType
+from xdsl.dialects import arith, memref, scf, vector
+from xdsl.dialects.builtin import IndexType, IntegerType, MemRefType, VectorType
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.traits import is_side_effect_free
 
 from affinec.dialects import affine, gpu, nvgpu
-from affinec.dialects.affinec import PaddedLoadOp
-from affinec.interpreter import async_copies
+from affinec.dialects.affinec import THREAD, PaddedLoadOp, mapping_of
+from affinec.dialects.nvgpu import WARP_SIZE
+from affinec.interpreter import async_copies, lane_scalars
 from affinec.interpreter.affine_ops import (
     for_bounds,
     if_condition,
@@ -66,18 +68,23 @@ from affinec.interpreter.lanes import (
     indices_fit,
 )
 from affinec.interpreter.memref_ops import named_indices, proven_inside
+from affinec.interpreter.scalars import int_width
 from affinec.interpreter.shared_memory import BlockState, SharedArray
 from affinec.interpreter.support import (
+    CMPI_PREDICATES,
     MAX_THREADS_PER_BLOCK,
     InterpreterError,
     access_shape,
     memref_shape,
     numpy_dtype,
+    out_of_bounds,
     poisoned,
     shape_text,
 )
+from affinec.interpreter.warps import ldmatrix, mma
 from affinec.ir import ranges
 from affinec.ir.affine_exprs import Interval, to_python
+from affinec.ir.mma_layouts import LDMATRIX_ROWS
 
 # -- which kernels run in lockstep ----------------------------------------------------------
 
@@ -92,6 +99,8 @@ class KernelPlan(LanePlan):
     known: dict[SSAValue, Interval] = field(default_factory=dict)
     """The ranges of thread and block ids that say nothing of their own (the
     limits of any launch), for `indices_fit`."""
+    threads: int = 0
+    """A thread-mapped grid band's block size (its thread bands' iterations)."""
 
 
 def plan_lockstep(kernel: gpu.FuncOp) -> KernelPlan | None:
@@ -115,6 +124,73 @@ def plan_lockstep(kernel: gpu.FuncOp) -> KernelPlan | None:
     return plan if _block_takes(block, plan, False) else None
 
 
+def plan_mapped_grid(
+    grid: affine.ParallelOp, shared: Sequence[SSAValue]
+) -> KernelPlan | None:
+    """The lockstep plan of a thread-mapped grid band (its body a block, `shared`
+    its workgroup buffers), or None where it runs thread by thread
+    (`mapped_ops`)."""
+    body = grid.body.block
+    inside = {v for op in grid.walk() for v in (*op.results, *_block_args(op))}
+    used = {v for op in grid.walk() for v in op.operands}
+    plan = KernelPlan(
+        shared=set(shared),
+        arrays={v for v in used - inside if isinstance(v.type, MemRefType)},
+    )
+    sizes = {
+        math.prod(_thread_extents(band) or (0,))
+        for band in grid.walk()
+        if isinstance(band, affine.ParallelOp) and mapping_of(band) == THREAD
+    }
+    if len(sizes) != 1 or 0 in sizes:
+        return None
+    plan.threads = sizes.pop()
+    ops = [op for op in body.ops if getattr(op, "memref", None) not in plan.shared]
+    return plan if all(_op_takes(op, plan, False) for op in ops) else None
+
+
+def plan_launch(launch: gpu.LaunchOp) -> KernelPlan | None:
+    """The lockstep plan of a `gpu.launch`'s body, or None where it runs thread by
+    thread."""
+    if len(launch.body.blocks) != 1 or launch.private_args:
+        return None
+    block = launch.body.block
+    if not isinstance(block.last_op, gpu.TerminatorOp):
+        return None
+    inside = {v for op in launch.walk() for v in (*op.results, *_block_args(op))}
+    used = {v for op in launch.walk() for v in op.operands}
+    plan = KernelPlan(
+        shared=set(launch.workgroup_args),
+        arrays={v for v in used - inside if isinstance(v.type, MemRefType)},
+    )
+    ids = block.args[:12]
+    plan.varying.update(ids[3:6])
+    for k, arg in enumerate(ids):
+        if ranges.value_range(arg) is None:
+            plan.known[arg] = _LAUNCH_ARG_RANGES[k // 3]
+    return plan if _block_takes(block, plan, False) else None
+
+
+def _block_args(op: Operation) -> list[SSAValue]:
+    return [a for r in op.regions for b in r.blocks for a in b.args]
+
+
+def _thread_extents(band: affine.ParallelOp) -> tuple[int, ...] | None:
+    """The extents of a thread band from 0 by 1 to constants, or None."""
+    lower, upper = band.lowerBoundsMap.data, band.upperBoundsMap.data
+    n = len(band.induction_variables)
+    if (
+        band.results
+        or lower.num_dims + lower.num_symbols + upper.num_dims + upper.num_symbols
+        or len(lower.results) != n
+        or len(upper.results) != n
+        or any(s != 1 for s in band.step_values)
+        or any(e.eval([], []) != 0 for e in lower.results)
+    ):
+        return None
+    return tuple(e.eval([], []) for e in upper.results)
+
+
 MAX_GRID_BLOCKS = (1 << 31) - 1
 """The most blocks a launch has along a dimension (a lockstep block's ids must fit
 the ranges its index arithmetic was checked against)."""
@@ -124,6 +200,16 @@ _ID_RANGES = {
     gpu.BlockIdOp: (0, MAX_GRID_BLOCKS - 1),
     gpu.GlobalIdOp: (0, MAX_GRID_BLOCKS * MAX_THREADS_PER_BLOCK - 1),
 }
+
+
+_LAUNCH_ARG_RANGES = (
+    _ID_RANGES[gpu.BlockIdOp],
+    _ID_RANGES[gpu.ThreadIdOp],
+    (1, MAX_GRID_BLOCKS),
+    (1, MAX_THREADS_PER_BLOCK),
+)
+"""The ranges of a `gpu.launch` body's arguments, three each: block ids, thread
+ids, grid sizes, block sizes."""
 
 
 def _small(t) -> bool:
@@ -144,6 +230,8 @@ def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
     match op:
         case gpu.ReturnOp():
             return isinstance(op.parent_op(), gpu.FuncOp)
+        case gpu.TerminatorOp():
+            return isinstance(op.parent_op(), gpu.LaunchOp)
         case affine.YieldOp():
             return True
         case gpu.ThreadIdOp() | gpu.GlobalIdOp():
@@ -175,10 +263,24 @@ def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
             if differs or plan.differ(yields):
                 plan.varying.update(op.results)
             return True
-        case memref.AllocaOp():
-            if divergent or not _small(op.memref.type):
+        case memref.AllocaOp() | memref.AllocOp():
+            if divergent or op.memref in plan.shared or not _small(op.memref.type):
                 return False
             plan.private.add(op.memref)
+            return True
+        case affine.ParallelOp():
+            extents = _thread_extents(op)
+            if mapping_of(op) != THREAD or extents is None:
+                return False
+            if math.prod(extents) != plan.threads:
+                return False
+            plan.varying.update(op.induction_variables)
+            return _block_takes(op.body.block, plan, divergent)
+        case memref.LoadOp() | memref.StoreOp():
+            if op.memref not in plan.shared | plan.private | plan.arrays:
+                return False
+            if op.memref not in plan.arrays or plan.differ(op.indices):
+                plan.varying.update(op.results)
             return True
         case affine.LoadOp() | PaddedLoadOp() | affine.StoreOp():
             known = plan.shared | plan.private | plan.arrays
@@ -191,6 +293,79 @@ def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
             if op.memref not in plan.arrays or plan.differ(op.indices):
                 plan.varying.update(op.results)
             return True
+        case (
+            affine.VectorLoadOp()
+            | affine.VectorStoreOp()
+            | vector.LoadOp()
+            | vector.StoreOp()
+        ):
+            buffer, value, _ = _vector_operands(op)
+            t = value.type
+            if buffer not in plan.shared | plan.arrays or not (
+                isinstance(t, VectorType) and t.get_num_dims() == 1
+            ):
+                return False
+            affine_access = isinstance(op, affine.VectorLoadOp | affine.VectorStoreOp)
+            if affine_access and not indices_fit(op.map.data, op.indices, plan.known):
+                return False
+            if buffer in plan.shared or plan.differ(op.indices):
+                plan.varying.update(op.results)
+            return True
+        case vector.ExtractOp() | vector.InsertOp() | vector.BroadcastOp():
+            if (
+                isinstance(op, vector.ExtractOp | vector.InsertOp)
+                and op.dynamic_position
+            ):
+                return not plan.differ(op.operands) and is_side_effect_free(op)
+            if plan.differ(op.operands):
+                plan.varying.update(op.results)
+            return True
+        case nvgpu.LdMatrixOp():
+            if divergent or op.srcMemref not in plan.shared | plan.arrays:
+                return False
+            plan.varying.add(op.res)
+            return True
+        case nvgpu.MmaSyncOp():
+            if divergent:
+                return False
+            plan.varying.update(op.results)
+            return True
+        case scf.ForOp():
+            bounds = (op.lb, op.ub, op.step)
+            if plan.differ(bounds):
+                return False
+            body = op.body.block
+            carried = body.args[1:]
+            for arg, init in zip(carried, op.iter_args, strict=True):
+                if init in plan.varying:
+                    plan.varying.add(arg)
+            while True:  # until what the iterations carry is known to differ or not
+                if not _block_takes(body, plan, divergent):
+                    return False
+                yielded = _yielded(body)
+                newly = [
+                    arg
+                    for arg, value in zip(carried, yielded, strict=True)
+                    if value in plan.varying and arg not in plan.varying
+                ]
+                if not newly:
+                    break
+                plan.varying.update(newly)
+            for result, arg in zip(op.results, carried, strict=True):
+                if arg in plan.varying:
+                    plan.varying.add(result)
+            return True
+        case scf.IfOp():
+            differs = plan.differ((op.cond,))
+            regions = [r.block for r in (op.true_region, op.false_region) if r.blocks]
+            if not all(_block_takes(b, plan, divergent or differs) for b in regions):
+                return False
+            yields = [v for b in regions for v in _yielded(b)]
+            if differs or plan.differ(yields):
+                plan.varying.update(op.results)
+            return True
+        case scf.YieldOp():
+            return True
         case affine.ApplyOp() | affine.MinOp() | affine.MaxOp():
             if plan.differ(op.mapOperands):
                 if not indices_fit(op.map.data, op.mapOperands, plan.known):
@@ -199,9 +374,17 @@ def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
             return True
     if op.regions or any(isinstance(v.type, MemRefType) for v in op.operands):
         return False
+    integer = isinstance(op, (*_INT_BINARY, *_INT_CASTS, arith.CmpiOp, arith.SelectOp))
     if not plan.differ(op.operands):
-        return is_side_effect_free(op)  # the same for every thread: computed once
+        # the same for every thread: computed once (a division by zero raises
+        # as it would for each thread)
+        return integer or is_side_effect_free(op)
     if isinstance(op, ELEMENTWISE):
+        plan.varying.update(op.results)
+        return True
+    if integer:
+        if any(isinstance(v.type, VectorType) for v in op.operands[-2:]):
+            return isinstance(op, arith.SelectOp) and not plan.differ((op.cond,))
         plan.varying.update(op.results)
         return True
     return False
@@ -250,6 +433,106 @@ def thread_ids(lanes: np.ndarray, block: tuple[int, ...], dim: int) -> np.ndarra
     return lanes // sx % sy if dim == 1 else lanes // (sx * sy)
 
 
+def whole_warps(op: Operation, lanes: np.ndarray) -> None:
+    """Refuse a warp-collective op where the block is not whole warps."""
+    if len(lanes) % WARP_SIZE:
+        raise InterpreterError(
+            f"a warp-collective op in a block of {len(lanes)} threads: its last warp "
+            f"has {len(lanes) % WARP_SIZE} of {WARP_SIZE} lanes",
+            op,
+        )
+
+
+def ldmatrix_lanes(
+    op: nvgpu.LdMatrixOp, array, index: tuple, lanes: np.ndarray, state: BlockState
+) -> np.ndarray:
+    """`nvgpu.ldmatrix` for a block's threads (whole warps, in order): each warp's
+    rows as `warps.ldmatrix` reads them, the addresses of the lanes that give one
+    (the first 8 of each tile) checked as `checked_pointer` checks them."""
+    whole_warps(op, lanes)
+    n = len(lanes)
+    used = op.num_tiles * LDMATRIX_ROWS
+    shape = tuple(array.shape)
+    index = [np.broadcast_to(i, (n,)) for i in index]
+    inside = np.ones(n, bool)
+    for i, d in zip(index, shape, strict=True):
+        inside &= (i >= 0) & (i < d)
+    if (bad := ~inside & (lanes % WARP_SIZE < used)).any():
+        k = int(np.argmax(bad))
+        out_of_bounds(op, tuple(int(i[k]) for i in index), shape)
+    offsets = np.zeros(n, np.int64)
+    for i, d in zip(index, shape, strict=True):
+        offsets = offsets * d + i
+    flat = array.flat_view() if isinstance(array, SharedArray) else array.reshape(-1)
+    out = np.empty((n, op.num_tiles, 2), flat.dtype)
+    for first in range(0, n, WARP_SIZE):
+        rows = [(flat, int(offsets[first + k])) for k in range(used)]
+        base = int(lanes[first])
+        tiles = ldmatrix(op, rows, op.num_tiles, op.is_transposed, state, base)
+        out[first : first + WARP_SIZE] = tiles
+    return out
+
+
+def mma_lanes(op: nvgpu.MmaSyncOp, a, b, c, lanes: np.ndarray) -> np.ndarray:
+    """`nvgpu.mma.sync` for a block's threads (whole warps, in order): each warp's
+    fragments as `warps.mma` takes them."""
+    whole_warps(op, lanes)
+    n = len(lanes)
+    fragments = [
+        np.broadcast_to(x, (n, *shape))
+        for x, shape in zip(
+            (a, b, c),
+            (op.kind.a_fragment, op.kind.b_fragment, op.kind.c_fragment),
+            strict=True,
+        )
+    ]
+    return np.concatenate(
+        [
+            mma(op.kind, *(f[w : w + WARP_SIZE] for f in fragments))
+            for w in range(0, n, WARP_SIZE)
+        ]
+    )
+
+
+def lanes_of(value, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """A fresh array of `shape` (lanes first) holding `value`, the same for every
+    lane or each lane's own (its trailing dimensions lined up with `shape`'s)."""
+    out = np.empty(shape, dtype)
+    value = np.asarray(value)
+    if value.ndim and value.shape[0] == shape[0] and value.ndim < len(shape):
+        value = value.reshape(
+            shape[:1] + (1,) * (len(shape) - value.ndim) + value.shape[1:]
+        )
+    out[...] = value
+    return out
+
+
+def gather_runs(array: np.ndarray, index: tuple, width: int) -> np.ndarray:
+    """Each lane's run of `width` elements from `index` along the last dimension
+    of a global array: (lanes, width)."""
+    run = np.arange(width)
+    full = tuple(np.asarray(i)[..., None] for i in index[:-1]) + (
+        np.asarray(index[-1])[..., None] + run,
+    )
+    return array[full]
+
+
+def scatter_runs(array: np.ndarray, index: tuple, width: int, values) -> None:
+    """`gather_runs`' elements written: each lane's `values` (or one for all)."""
+    run = np.arange(width)
+    full = tuple(np.asarray(i)[..., None] for i in index[:-1]) + (
+        np.asarray(index[-1])[..., None] + run,
+    )
+    array[full] = values
+
+
+def run_positions(start, count: int, width: int) -> np.ndarray:
+    """The flat positions of each lane's run of `width` elements from `start` (lane
+    by lane, or one for all), lane after lane."""
+    starts = np.broadcast_to(np.asarray(start, np.int64), (count,))
+    return (starts[:, None] + np.arange(width)).reshape(-1)
+
+
 # -- writing a kernel in lockstep -----------------------------------------------------------
 
 
@@ -261,14 +544,40 @@ def write_lockstep_kernel(
     ctx = w.fresh("gpu")
     w.gpu_context = ctx
     params = [w.define(a) for a in (*op.arguments, *op.workgroup_args)]
-    writer = _KernelWriter(w, plan, ctx)
-    w.line(f"{writer.lane} = {ctx}.lanes")
-    w.line(f"{writer.count} = len({writer.lane})")
+    writer = start_lockstep_block(w, plan, ctx)
     for arg in op.private_args:
         writer.private_buffer(arg)
     writer.block(op.body.block)
     w.line("return ()")
     return w.function(f"def {name}({', '.join([ctx, *params])}):")
+
+
+def write_launch_body(
+    w: FunctionWriter, launch: gpu.LaunchOp, plan: KernelPlan, ctx: str
+) -> None:
+    """The body of the function running one block of `launch` in lockstep."""
+    writer = start_lockstep_block(w, plan, ctx)
+    ids = w.global_(thread_ids, "thread_ids")
+    for k, arg in enumerate(launch.body.block.args[:12]):
+        if not arg.uses:
+            continue
+        if 3 <= k < 6:
+            w.line(f"{w.define(arg)} = {ids}({writer.lane}, {ctx}.ids[9:12], {k - 3})")
+        else:
+            w.line(f"{w.define(arg)} = {ctx}.ids[{k}]")
+    writer.block(launch.body.block)
+    w.line("return ()")
+
+
+def start_lockstep_block(
+    w: FunctionWriter, plan: KernelPlan, ctx: str
+) -> _KernelWriter:
+    """Begin the body of a function running a block in lockstep (`ctx` names its
+    `LockstepContext`); the returned writer writes the ops."""
+    writer = _KernelWriter(w, plan, ctx)
+    w.line(f"{writer.lane} = {ctx}.lanes")
+    w.line(f"{writer.count} = len({writer.lane})")
+    return writer
 
 
 class _KernelWriter(LaneWriter):
@@ -284,8 +593,8 @@ class _KernelWriter(LaneWriter):
         emit = _KERNEL_EMITTERS.get(type(op))
         if emit is not None:
             emit(self, op)
-        elif isinstance(op, gpu.ReturnOp):
-            pass  # the function's own `return`, after the body
+        elif isinstance(op, gpu.ReturnOp | gpu.TerminatorOp | scf.YieldOp):
+            pass  # the function's own `return`; a yield its op writes
         else:
             super().op(op)
 
@@ -322,9 +631,35 @@ class _KernelWriter(LaneWriter):
             w.line(f"{w.define(v)} = {old[v]}[{taken}]")
         return old
 
+    def lanes_of(self, result: SSAValue, value: SSAValue) -> str:
+        """`value` as `result` holds it: an array over the lanes where `result`
+        differs between threads (a uniform `value` repeated)."""
+        w = self.w
+        if result not in self.kernel_plan.varying or value in self.kernel_plan.varying:
+            return w[value]
+        shape = f"({self.count},) + {_vector_shape(result)}"
+        dtype = f"{w.global_(np.asarray, 'asarray')}({w[value]}).dtype"
+        return f"{w.global_(lanes_of, 'lanes_of')}({w[value]}, {shape}, {dtype})"
+
     def restore(self, old: dict[SSAValue, str]) -> None:
         for v, name in old.items():
             self.w.alias(v, name)
+
+    @contextmanager
+    def on(self, taken: str, region: Block) -> Iterator[None]:
+        """Write `region`'s ops for the lanes `taken` (positions among the lanes
+        running now) only."""
+        w = self.w
+        old = self.on_lanes(taken, region)
+        lane, count = self.lane, self.count
+        self.lane, self.count = w.fresh("lane"), w.fresh("lane_count")
+        w.line(f"{self.lane} = {lane}[{taken}]")
+        w.line(f"{self.count} = {taken}.size")
+        try:
+            yield
+        finally:
+            self.lane, self.count = lane, count
+            self.restore(old)
 
 
 def _thread_id(kw: _KernelWriter, op: gpu.ThreadIdOp | gpu.GlobalIdOp) -> None:
@@ -359,10 +694,7 @@ def _if(kw: _KernelWriter, op: affine.IfOp) -> None:
             with w.indented(f"if {if_condition(op, w)}:" if k == 0 else "else:"):
                 kw.block(block)
                 for result, value in zip(op.results, _yielded(block), strict=True):
-                    text = w[value]
-                    if result in plan.varying and value not in plan.varying:
-                        text = f"{w.global_(np.full, 'full')}({kw.count}, {text})"
-                    w.line(f"{w[result]} = {text}")
+                    w.line(f"{w[result]} = {kw.lanes_of(result, value)}")
         return
     s = op.condition.data
     names = w.names(op.args)
@@ -374,57 +706,78 @@ def _if(kw: _KernelWriter, op: affine.IfOp) -> None:
     condition = w.fresh("condition")
     broadcast = w.global_(np.broadcast_to, "broadcast_to")
     w.line(f"{condition} = {broadcast}({' & '.join(tests) or 'True'}, ({kw.count},))")
-    for result in op.results:
+    _divergent(kw, condition, op.results, regions)
+
+
+def _divergent(
+    kw: _KernelWriter, condition: str, results: Sequence[SSAValue], regions: list[Block]
+) -> None:
+    """A branch the threads take apart (`condition` one per lane): each region on
+    the lanes that take it, its results scattered back into arrays over all."""
+    w = kw.w
+    for result in results:
         t = result.type
-        dtype = np.dtype(np.int64) if isinstance(t, IndexType | IntegerType) else None
-        dtype = w.global_(dtype or numpy_dtype(t), "dtype")
-        empty = w.global_(poisoned, "poisoned")
-        w.line(f"{w.define(result)} = {empty}(({kw.count},), {dtype})")
+        element = t.get_element_type() if isinstance(t, VectorType) else t
+        index = isinstance(element, IndexType | IntegerType)
+        bits = int_width(element) if index else 0
+        dtype = np.dtype(bool if bits == 1 else np.int64) if index else None
+        dtype = w.global_(dtype or numpy_dtype(element), "dtype")
+        shape = f"({kw.count},) + {_vector_shape(result)}"
+        w.line(
+            f"{w.define(result)} = {w.global_(poisoned, 'poisoned')}({shape}, {dtype})"
+        )
     nonzero = w.global_(np.flatnonzero, "flatnonzero")
     for k, block in enumerate(regions):
         taken = w.fresh("taken")
         w.line(f"{taken} = {nonzero}({'~' if k else ''}{condition})")
-        with w.indented(f"if {taken}.size:"):
-            old = kw.on_lanes(taken, block)
-            lane, count = kw.lane, kw.count
-            kw.lane, kw.count = w.fresh("lane"), w.fresh("lane_count")
-            w.line(f"{kw.lane} = {lane}[{taken}]")
-            w.line(f"{kw.count} = {taken}.size")
+        with w.indented(f"if {taken}.size:"), kw.on(taken, block):
             kw.block(block)
-            for result, value in zip(op.results, _yielded(block), strict=True):
+            for result, value in zip(results, _yielded(block), strict=True):
                 w.line(f"{w[result]}[{taken}] = {w[value]}")
-            kw.lane, kw.count = lane, count
-            kw.restore(old)
 
 
-def _yielded(block: Block) -> Sequence[SSAValue]:
-    term = block.last_op
-    assert isinstance(term, affine.YieldOp)
-    return term.operands
+def _alloca(kw: _KernelWriter, op: memref.AllocaOp | memref.AllocOp) -> None:
+    if op.memref not in kw.kernel_plan.shared:  # a shared one is the block's
+        kw.private_buffer(op.memref)
 
 
-def _alloca(kw: _KernelWriter, op: memref.AllocaOp) -> None:
-    kw.private_buffer(op.memref)
+def _thread_band(kw: _KernelWriter, op: affine.ParallelOp) -> None:
+    """The band's one iteration of each thread: its ids from the thread's number."""
+    w = kw.w
+    extents = _thread_extents(op)
+    assert extents is not None
+    for k, iv in enumerate(op.induction_variables):
+        stride = math.prod(extents[k + 1 :])
+        index = kw.lane if stride == 1 else f"{kw.lane} // {stride}"
+        if k > 0:
+            index = f"({index}) % {extents[k]}"
+        w.line(f"{w.define(iv)} = {index}")
+    kw.block(op.body.block)
 
 
-def _access(kw: _KernelWriter, op: affine.LoadOp | PaddedLoadOp | affine.StoreOp):
+Access = affine.LoadOp | PaddedLoadOp | affine.StoreOp | memref.LoadOp | memref.StoreOp
+
+
+def _access(kw: _KernelWriter, op: Access) -> None:
     w, plan = kw.w, kw.kernel_plan
-    if op.memref in plan.arrays:
-        # global memory: as a band's lanes (a gather, a scatter), or once where the
-        # access is the same for every thread
-        if plan.differ((*op.operands, *op.results)):
-            LaneWriter.op(kw, op)
-        else:
-            w.emit_op(op)
+    if op.memref in plan.arrays and not plan.differ((*op.operands, *op.results)):
+        w.emit_op(op)  # the same element for every thread: read or written once
+        return
+    if op.memref in plan.arrays and not isinstance(op, memref.LoadOp | memref.StoreOp):
+        LaneWriter.op(kw, op)  # a gather or a scatter, as a band's lanes do
         return
     t = op.memref.type
     assert isinstance(t, MemRefType)
     shape = access_shape(t, w[op.memref])
-    names = named_indices(w, map_results(w, op.map.data, op.indices))
-    ranges = map_ranges(w, op.map.data, op.indices)
+    if isinstance(op, memref.LoadOp | memref.StoreOp):
+        names = w.names(op.indices)
+        known = [ranges.value_range(v, w.ranges) for v in op.indices]
+    else:
+        names = named_indices(w, map_results(w, op.map.data, op.indices))
+        known = map_ranges(w, op.map.data, op.indices)
     dims = tuple(
         k
-        for k, (r, dim) in enumerate(zip(ranges, shape, strict=True))
+        for k, (r, dim) in enumerate(zip(known, shape, strict=True))
         if not proven_inside(r, dim)
     )
     index = _tuple(names)
@@ -432,19 +785,28 @@ def _access(kw: _KernelWriter, op: affine.LoadOp | PaddedLoadOp | affine.StoreOp
         check = w.global_(check_lanes, "check_lanes")
         w.line(f"{check}({w.op_ref(op)}, {shape_text(shape)}, {index}, {dims})")
     array = w[op.memref]
+    store = isinstance(op, affine.StoreOp | memref.StoreOp)
+    if op.memref in plan.arrays:  # a memref.load or store of global memory
+        if not store:
+            w.line(f"{w.define(op.results[0])} = {array}[{index}]")
+        elif plan.differ(op.indices):
+            w.line(f"{array}[{index}] = {w[op.value]}")
+        else:  # every thread writes the one element: the last one's value stays
+            w.line(f"{array}[{index}] = {w[op.value]}[-1]")
+        return
     if op.memref in plan.private:
         full = ", ".join([kw.lane, *names])
-        if isinstance(op, affine.StoreOp):
+        if store:
             w.line(f"{array}[{full}] = {w[op.value]}")
         else:
-            w.line(f"{w.define(op.result)} = {array}[{full}]")
+            w.line(f"{w.define(op.results[0])} = {array}[{full}]")
         return
     position = w.fresh("position")
     w.line(f"{position} = {_row_major(names, shape)}")
-    if isinstance(op, affine.StoreOp):
+    if store:
         w.line(f"{array}.write_lanes({position}, {w[op.value]}, {kw.lane})")
     else:
-        w.line(f"{w.define(op.result)} = {array}.read_lanes({position}, {kw.lane})")
+        w.line(f"{w.define(op.results[0])} = {array}.read_lanes({position}, {kw.lane})")
 
 
 def _row_major(names: Sequence[str], shape: Sequence[Any]) -> str:
@@ -453,6 +815,234 @@ def _row_major(names: Sequence[str], shape: Sequence[Any]) -> str:
     for name, dim in zip(names[1:], shape[1:], strict=True):
         text = f"({text}) * {dim} + {name}"
     return text
+
+
+VectorAccess = (
+    affine.VectorLoadOp | affine.VectorStoreOp | vector.LoadOp | vector.StoreOp
+)
+
+
+def _vector_operands(op: VectorAccess) -> tuple[SSAValue, SSAValue, bool]:
+    """The memref a vector access reads or writes, the vector, and whether it
+    stores."""
+    match op:
+        case affine.VectorLoadOp():
+            return op.memref, op.result, False
+        case affine.VectorStoreOp():
+            return op.memref, op.value, True
+        case vector.LoadOp():
+            return op.base, op.result, False
+        case vector.StoreOp():
+            return op.base, op.vector, True
+
+
+def _vector_access(kw: _KernelWriter, op: VectorAccess) -> None:
+    w, plan = kw.w, kw.kernel_plan
+    buffer, value, store = _vector_operands(op)
+    if buffer in plan.arrays and not plan.differ((*op.operands, *op.results)):
+        w.emit_op(op)  # one run for every thread: read or written once
+        return
+    t = buffer.type
+    assert isinstance(t, MemRefType) and isinstance(value.type, VectorType)
+    width = value.type.get_shape()[0]
+    shape = access_shape(t, w[buffer])
+    if isinstance(op, vector.LoadOp | vector.StoreOp):
+        names = w.names(op.indices)
+        known = [ranges.value_range(v, w.ranges) for v in op.indices]
+    else:
+        names = named_indices(w, map_results(w, op.map.data, op.indices))
+        known = map_ranges(w, op.map.data, op.indices)
+    check = w.global_(check_lanes, "check_lanes")
+    dims = tuple(
+        k
+        for k, (r, dim) in enumerate(zip(known, shape, strict=True))
+        if not proven_inside(r, dim)
+    )
+    if dims:
+        w.line(f"{check}({w.op_ref(op)}, {shape_text(shape)}, {_tuple(names)}, {dims})")
+    last = _tuple([*names[:-1], f"{names[-1]} + {width - 1}"])
+    last_dim = len(names) - 1
+    w.line(f"{check}({w.op_ref(op)}, {shape_text(shape)}, {last}, ({last_dim},))")
+    array = w[buffer]
+    if buffer in plan.arrays:
+        if not store:
+            gather = w.global_(gather_runs, "gather_runs")
+            w.line(f"{w.define(value)} = {gather}({array}, {_tuple(names)}, {width})")
+            return
+        values = w[value]
+        if not plan.differ(op.indices):
+            # every thread writes the one run: the last one's values stay
+            w.line(
+                f"{array}[{_tuple([*names[:-1], f'slice({names[-1]}, {names[-1]} + {width})'])}] = {values}[-1]"
+            )
+            return
+        scatter = w.global_(scatter_runs, "scatter_runs")
+        w.line(f"{scatter}({array}, {_tuple(names)}, {width}, {values})")
+        return
+    position = w.fresh("position")
+    runs = w.global_(run_positions, "run_positions")
+    w.line(f"{position} = {runs}({_row_major(names, shape)}, {kw.count}, {width})")
+    threads = f"{w.global_(np.repeat, 'repeat')}({kw.lane}, {width})"
+    if store:
+        values = f"{w.global_(np.broadcast_to, 'broadcast_to')}({w[value]}, ({kw.count}, {width}))"
+        w.line(f"{array}.write_lanes({position}, {values}.reshape(-1), {threads})")
+    else:
+        w.line(
+            f"{w.define(value)} = {array}.read_lanes({position}, "
+            f"{threads}).reshape({kw.count}, {width})"
+        )
+
+
+def _vector_shape(value: SSAValue) -> tuple[int, ...]:
+    t = value.type
+    return tuple(t.get_shape()) if isinstance(t, VectorType) else ()
+
+
+def _vector_op(
+    kw: _KernelWriter, op: vector.ExtractOp | vector.InsertOp | vector.BroadcastOp
+):
+    w, plan = kw.w, kw.kernel_plan
+    if not plan.differ(op.operands):
+        w.emit_op(op)
+        return
+    result = op.results[0]
+    shape = f"({kw.count},) + {_vector_shape(result)}"
+    match op:
+        case vector.ExtractOp():
+            position = [str(p) for p in op.get_mixed_position()]
+            w.line(
+                f"{w.define(result)} = {w[op.vector]}[{', '.join([':', *position])}]"
+            )
+        case vector.InsertOp():
+            t = result.type
+            assert isinstance(t, VectorType)
+            dtype = w.global_(numpy_dtype(t.get_element_type()), "dtype")
+            fresh = w.global_(lanes_of, "lanes_of")
+            name = w.define(result)
+            w.line(f"{name} = {fresh}({w[op.dest]}, {shape}, {dtype})")
+            position = [str(p) for p in op.get_mixed_position()]
+            w.line(f"{name}[{', '.join([':', *position])}] = {w[op.source]}")
+        case vector.BroadcastOp():
+            t = result.type
+            assert isinstance(t, VectorType)
+            dtype = w.global_(numpy_dtype(t.get_element_type()), "dtype")
+            fresh = w.global_(lanes_of, "lanes_of")
+            w.line(f"{w.define(result)} = {fresh}({w[op.source]}, {shape}, {dtype})")
+
+
+def _ldmatrix(kw: _KernelWriter, op: nvgpu.LdMatrixOp) -> None:
+    w = kw.w
+    fn = w.global_(ldmatrix_lanes, "ldmatrix_lanes")
+    w.line(
+        f"{w.define(op.res)} = {fn}({w.op_ref(op)}, {w[op.srcMemref]}, "
+        f"{_tuple(w.names(op.indices))}, {kw.lane}, {kw.ctx}.block)"
+    )
+
+
+def _mma(kw: _KernelWriter, op: nvgpu.MmaSyncOp) -> None:
+    w = kw.w
+    fn = w.global_(mma_lanes, "mma_lanes")
+    a, b, c = w.names((op.matrixA, op.matrixB, op.matrixC))
+    w.line(
+        f"{w.define(op.results[0])} = {fn}({w.op_ref(op)}, {a}, {b}, {c}, {kw.lane})"
+    )
+
+
+def _scf_for(kw: _KernelWriter, op: scf.ForOp) -> None:
+    w = kw.w
+    body = op.body.block
+    iv = w.define(body.args[0])
+    carried = [w.define(a) for a in body.args[1:]]
+    inits = zip(body.args[1:], op.iter_args, strict=True)
+    w.assign(carried, [kw.lanes_of(a, init) for a, init in inits])
+    spend = w.global_(w.program.budget.spend_each, "spend_each")
+    bounds = f"{w[op.lb]}, {w[op.ub]}, {w[op.step]}"
+    with w.indented(f"for {iv} in {spend}({kw.count}, {bounds}):"):
+        kw.block(body)
+        yielded = zip(body.args[1:], _yielded(body), strict=True)
+        w.assign(carried, [kw.lanes_of(a, v) for a, v in yielded])
+    for result, value in zip(op.results, carried, strict=True):
+        w.alias(result, value)
+
+
+def _scf_if(kw: _KernelWriter, op: scf.IfOp) -> None:
+    w, plan = kw.w, kw.kernel_plan
+    regions = [r.block for r in (op.true_region, op.false_region) if r.blocks]
+    if not plan.differ((op.cond,)):
+        for result in op.results:
+            w.define(result)
+        for k, block in enumerate(regions):
+            with w.indented(f"if {w[op.cond]}:" if k == 0 else "else:"):
+                kw.block(block)
+                for result, value in zip(op.results, _yielded(block), strict=True):
+                    w.line(f"{w[result]} = {kw.lanes_of(result, value)}")
+        return
+    _divergent(kw, w[op.cond], op.results, regions)
+
+
+def _yielded(block: Block) -> Sequence[SSAValue]:
+    term = block.last_op
+    assert isinstance(term, affine.YieldOp | scf.YieldOp)
+    return term.operands
+
+
+def _int_op(kw: _KernelWriter, op: Operation) -> None:
+    w, plan = kw.w, kw.kernel_plan
+    if not plan.differ(op.operands):
+        w.emit_op(op)
+        return
+    result = op.results[0]
+    names = w.names(op.operands)
+    if isinstance(op, arith.SelectOp):
+        cond, a, b = names
+        extra = len(_vector_shape(result))
+        if extra and plan.differ((op.cond,)):
+            cond = f"{cond}.reshape(({kw.count},) + (1,) * {extra})"
+        where = w.global_(np.where, "where")
+        w.line(f"{w.define(result)} = {where}({cond}, {a}, {b})")
+        return
+    if isinstance(op, arith.CmpiOp):
+        predicate = CMPI_PREDICATES[op.predicate.value.data]
+        bits = int_width(op.lhs.type)
+        fn = w.global_(lane_scalars.compare, "compare")
+        w.line(
+            f"{w.define(result)} = {fn}({predicate!r}, {names[0]}, {names[1]}, {bits})"
+        )
+        return
+    if isinstance(op, _INT_CASTS):
+        source, target = int_width(op.operands[0].type), int_width(result.type)
+        signed = not isinstance(op, arith.ExtUIOp)
+        fn = w.global_(lane_scalars.cast, "cast")
+        w.line(f"{w.define(result)} = {fn}({names[0]}, {source}, {target}, {signed})")
+        return
+    kind = _INT_BINARY[type(op)]
+    fn = w.global_(lane_scalars.INT_BINARY[kind], f"lanes_{kind}")
+    bits = int_width(result.type)
+    w.line(f"{w.define(result)} = {fn}({names[0]}, {names[1]}, {bits})")
+
+
+_INT_BINARY = {
+    arith.AddiOp: "add",
+    arith.SubiOp: "sub",
+    arith.MuliOp: "mul",
+    arith.AndIOp: "and",
+    arith.OrIOp: "or",
+    arith.XOrIOp: "xor",
+    arith.ShLIOp: "shl",
+    arith.ShRSIOp: "shrs",
+    arith.ShRUIOp: "shru",
+    arith.DivSIOp: "divs",
+    arith.RemSIOp: "rems",
+    arith.FloorDivSIOp: "floordivs",
+    arith.CeilDivSIOp: "ceildivs",
+    arith.DivUIOp: "divu",
+    arith.RemUIOp: "remu",
+    arith.MinSIOp: "mins",
+    arith.MaxSIOp: "maxs",
+}
+"""arith's integer operations by `lane_scalars.INT_BINARY` name."""
+
+_INT_CASTS = (arith.IndexCastOp, arith.ExtSIOp, arith.TruncIOp, arith.ExtUIOp)
 
 
 def _tuple(names: Sequence[str]) -> str:
@@ -490,9 +1080,25 @@ _KERNEL_EMITTERS: dict[type[Operation], Callable[[_KernelWriter, Any], None]] = 
     affine.ForOp: _for,
     affine.IfOp: _if,
     memref.AllocaOp: _alloca,
+    memref.AllocOp: _alloca,
+    affine.ParallelOp: _thread_band,
+    scf.ForOp: _scf_for,
+    scf.IfOp: _scf_if,
+    **{t: _int_op for t in (*_INT_BINARY, *_INT_CASTS, arith.CmpiOp, arith.SelectOp)},
     affine.LoadOp: _access,
     PaddedLoadOp: _access,
     affine.StoreOp: _access,
+    memref.LoadOp: _access,
+    memref.StoreOp: _access,
+    affine.VectorLoadOp: _vector_access,
+    affine.VectorStoreOp: _vector_access,
+    vector.LoadOp: _vector_access,
+    vector.StoreOp: _vector_access,
+    vector.ExtractOp: _vector_op,
+    vector.InsertOp: _vector_op,
+    vector.BroadcastOp: _vector_op,
+    nvgpu.LdMatrixOp: _ldmatrix,
+    nvgpu.MmaSyncOp: _mma,
     nvgpu.DeviceAsyncCopyOp: _async_copy,
     nvgpu.DeviceAsyncCreateGroupOp: _create_group,
     nvgpu.DeviceAsyncWaitOp: _wait,

@@ -30,6 +30,7 @@ from affinec.dialects.affinec import GRID, THREAD, mapping_of
 from affinec.interpreter.affine_ops import map_results
 from affinec.interpreter.codegen import FunctionWriter
 from affinec.interpreter.gpu_ops import run_grid
+from affinec.interpreter.lockstep import plan_mapped_grid, start_lockstep_block
 from affinec.interpreter.support import (
     InterpreterError,
     memref_shape,
@@ -68,6 +69,9 @@ def emit_thread_mapped_grid(op: affine.ParallelOp, w: FunctionWriter) -> None:
     kernel, ctx = w.fresh("block"), w.fresh("gpu")
     params = [w.define(a.memref) for a in shared]
     outer = w.gpu_context
+    plan = None
+    if w.program.lockstep:
+        plan = plan_mapped_grid(op, [a.memref for a in shared])
     with w.indented(f"def {kernel}({', '.join([ctx, *params])}):"):
         w.gpu_context = ctx
         linear = f"{ctx}.ids[0]"
@@ -77,10 +81,13 @@ def emit_thread_mapped_grid(op: affine.ParallelOp, w: FunctionWriter) -> None:
             if k > 0:
                 index = f"({index}) % {extents[k]}"
             w.line(f"{w.define(iv)} = {lowers[k]} + {steps[k]} * ({index})")
-        for inner in body.ops:
-            if inner in shared or isinstance(inner, affine.YieldOp):
-                continue
-            w.emit_op(inner)
+        ops = [o for o in body.ops if o not in shared]
+        if plan is not None:
+            start_lockstep_block(w, plan, ctx).block_of(ops)
+        else:
+            for inner in ops:
+                if not isinstance(inner, affine.YieldOp):
+                    w.emit_op(inner)
     w.gpu_context = outer
     workgroup = [
         (
@@ -94,7 +101,8 @@ def emit_thread_mapped_grid(op: affine.ParallelOp, w: FunctionWriter) -> None:
     w.line(
         f"{w.global_(run_grid, 'run_grid')}({kernel}, {name}, "
         f"({' * '.join(map(str, extents))}, 1, 1), ({threads}, 1, 1), (), "
-        f"{w.global_(workgroup, 'workgroup')}, {w.program.budget_name})"
+        f"{w.global_(workgroup, 'workgroup')}, {w.program.budget_name}, "
+        f"{plan is not None})"
     )
 
 

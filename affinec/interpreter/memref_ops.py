@@ -14,6 +14,8 @@ import numpy as np
 from xdsl.dialects import memref, vector
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
+    IndexType,
+    IntegerType,
     MemRefType,
     UnrankedMemRefType,
     VectorType,
@@ -24,6 +26,7 @@ from affinec.dialects.affinec import ElementPointerOp
 from affinec.dialects.gpu_common import WORKGROUP_ADDRESS_SPACE, memory_space
 from affinec.dialects.memref import CastOp as MemRefCastOp
 from affinec.interpreter.codegen import FunctionWriter, emits
+from affinec.interpreter.scalars import int_width
 from affinec.interpreter.shared_memory import SharedArray, SharedView, shared_subview
 from affinec.interpreter.support import (
     InterpreterError,
@@ -111,11 +114,15 @@ def emit_load(
         w, op, indices, ranges, shape, padded=padded, in_bounds=in_bounds
     )
     result = w.define(op.results[0])
+    read = f"{array}[{index}]"
+    if isinstance(op.results[0].type, IntegerType | IndexType):
+        # integers are Python ints (`scalars`), not numpy's, which overflow
+        read = f"{'bool' if int_width(op.results[0].type) == 1 else 'int'}({read})"
     if condition is None:
-        w.line(f"{result} = {array}[{index}]")
+        w.line(f"{result} = {read}")
     else:
         zero = w.global_(numpy_dtype(op.results[0].type).type(0), "zero")
-        w.line(f"{result} = {array}[{index}] if {condition} else {zero}")
+        w.line(f"{result} = {read} if {condition} else {zero}")
 
 
 def emit_store(
