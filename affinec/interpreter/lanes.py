@@ -40,8 +40,10 @@ from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
     AffineConstantExpr,
+    AffineDimExpr,
     AffineExpr,
     AffineMap,
+    AffineSymExpr,
 )
 
 from affinec.dialects import affine
@@ -154,6 +156,19 @@ class LanePlan:
     def differ(self, values: Sequence[SSAValue]) -> bool:
         return any(v in self.varying for v in values)
 
+    def varies(self, m: AffineMap, operands: Sequence[SSAValue]) -> bool:
+        """Whether a result of `m` applied to `operands` differs between lanes:
+        whether an operand it uses does (`(d0) -> (0)` of a lane's index does
+        not)."""
+        used = set()
+        for e in m.results:
+            for x in e.dfs():
+                if isinstance(x, AffineDimExpr):
+                    used.add(x.position)
+                elif isinstance(x, AffineSymExpr):
+                    used.add(m.num_dims + x.position)
+        return any(operands[k] in self.varying for k in used)
+
 
 _FLOAT_BINARY = {
     arith.AddfOp: "+",
@@ -209,11 +224,11 @@ def _op_takes_lanes(op: Operation, plan: LanePlan) -> bool:
         case affine.LoadOp() | PaddedLoadOp() | affine.StoreOp():
             if not indices_fit(op.map.data, op.indices):
                 return False
-            if op.memref in plan.private or plan.differ(op.indices):
+            if op.memref in plan.private or plan.varies(op.map.data, op.indices):
                 plan.varying.update(op.results)
             return True
         case affine.ApplyOp() | affine.MinOp() | affine.MaxOp():
-            if plan.differ(op.mapOperands):
+            if plan.varies(op.map.data, op.mapOperands):
                 if not indices_fit(op.map.data, op.mapOperands):
                     return False
                 plan.varying.add(op.result)
@@ -382,14 +397,14 @@ def _access(lanes: LaneWriter, op: affine.LoadOp | PaddedLoadOp | affine.StoreOp
     array = w[op.memref]
     if op.memref in plan.private:
         # Lane by lane, or a slice of every lane where the rest is the same for all.
-        first = lanes.lane if plan.differ(op.indices) else ":"
+        first = lanes.lane if plan.varies(op.map.data, op.indices) else ":"
         full = f"{first}, {', '.join(names)}" if names else first
     else:
         full = index
     if isinstance(op, affine.StoreOp):
         value = w[op.value]
         if plan.differ((op.value,)) and not (
-            op.memref in plan.private or plan.differ(op.indices)
+            op.memref in plan.private or plan.varies(op.map.data, op.indices)
         ):
             value = f"{value}[-1]"  # all lanes store to one place: the last one stays
         w.line(f"{array}[{full}] = {value}")

@@ -249,11 +249,8 @@ def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
                 return False
             return _block_takes(op.body.block, plan, divergent)
         case affine.IfOp():
-            s = op.condition.data
-            condition = AffineMap(
-                s.num_dims, s.num_symbols, tuple(c.lhs - c.rhs for c in s.constraints)
-            )
-            differs = plan.differ(op.args)
+            condition = _condition_map(op)
+            differs = plan.varies(condition, op.args)
             if differs and not indices_fit(condition, op.args, plan.known):
                 return False
             regions = [r.block for r in (op.then_region, op.else_region) if r.blocks]
@@ -290,7 +287,7 @@ def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
                 return False
             if isinstance(op, PaddedLoadOp) and op.memref not in plan.arrays:
                 return False
-            if op.memref not in plan.arrays or plan.differ(op.indices):
+            if op.memref not in plan.arrays or plan.varies(op.map.data, op.indices):
                 plan.varying.update(op.results)
             return True
         case (
@@ -308,7 +305,12 @@ def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
             affine_access = isinstance(op, affine.VectorLoadOp | affine.VectorStoreOp)
             if affine_access and not indices_fit(op.map.data, op.indices, plan.known):
                 return False
-            if buffer in plan.shared or plan.differ(op.indices):
+            varies = (
+                plan.varies(op.map.data, op.indices)
+                if affine_access
+                else plan.differ(op.indices)
+            )
+            if buffer in plan.shared or varies:
                 plan.varying.update(op.results)
             return True
         case vector.ExtractOp() | vector.InsertOp() | vector.BroadcastOp():
@@ -367,7 +369,7 @@ def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
         case scf.YieldOp():
             return True
         case affine.ApplyOp() | affine.MinOp() | affine.MaxOp():
-            if plan.differ(op.mapOperands):
+            if plan.varies(op.map.data, op.mapOperands):
                 if not indices_fit(op.map.data, op.mapOperands, plan.known):
                     return False
                 plan.varying.add(op.result)
@@ -684,10 +686,18 @@ def _for(kw: _KernelWriter, op: affine.ForOp) -> None:
         kw.block(op.body.block)
 
 
+def _condition_map(op: affine.IfOp) -> AffineMap:
+    """The left-hand sides of an `affine.if`'s constraints, as a map."""
+    s = op.condition.data
+    return AffineMap(
+        s.num_dims, s.num_symbols, tuple(c.lhs - c.rhs for c in s.constraints)
+    )
+
+
 def _if(kw: _KernelWriter, op: affine.IfOp) -> None:
     w, plan = kw.w, kw.kernel_plan
     regions = [r.block for r in (op.then_region, op.else_region) if r.blocks]
-    if not plan.differ(op.args):
+    if not plan.varies(_condition_map(op), op.args):
         for result in op.results:
             w.define(result)
         for k, block in enumerate(regions):
@@ -870,7 +880,12 @@ def _vector_access(kw: _KernelWriter, op: VectorAccess) -> None:
             w.line(f"{w.define(value)} = {gather}({array}, {_tuple(names)}, {width})")
             return
         values = w[value]
-        if not plan.differ(op.indices):
+        uniform = (
+            not plan.varies(op.map.data, op.indices)
+            if isinstance(op, affine.VectorStoreOp)
+            else not plan.differ(op.indices)
+        )
+        if uniform:
             # every thread writes the one run: the last one's values stay
             w.line(
                 f"{array}[{_tuple([*names[:-1], f'slice({names[-1]}, {names[-1]} + {width})'])}] = {values}[-1]"
