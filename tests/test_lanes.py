@@ -145,3 +145,23 @@ def test_large_private_buffers_run_in_fewer_lanes():
     band = next(op for op in module.walk() if op.name == "affine.parallel")
     plan = plan_lanes(band)  # pyright: ignore[reportArgumentType]
     assert plan is not None and plan.lanes > 1000
+
+
+def test_a_map_that_ignores_the_band_index_is_the_same_for_every_lane():
+    # (d0) -> (0) of the band's index: one element for all lanes (the last stays)
+    module = _module(
+        "affine.parallel (%i) = (0) to (5) {\n"
+        "  %z = affine.apply affine_map<(d0) -> (0)>(%i)\n"
+        "  %v = affine.load %A[%i] : memref<5xf32>\n"
+        "  affine.store %v, %B[%z] : memref<1xf32>\n}\nfunc.return",
+        "%A: memref<5xf32>, %B: memref<1xf32>",
+    )
+    band = next(op for op in module.walk() if op.name == "affine.parallel")
+    plan = plan_lanes(band)  # pyright: ignore[reportArgumentType]
+    assert plan is not None
+    results = []
+    for lanes in (True, False):
+        out = np.zeros(1, np.float32)
+        Interpreter(module, lanes=lanes).run("f", np.arange(5, dtype=np.float32), out)
+        results.append(out)
+    assert results[0][0] == results[1][0] == 4.0

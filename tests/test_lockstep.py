@@ -13,7 +13,7 @@ from affinec.contraction import contraction_of
 from affinec.diagnostics import parse_module, verify
 from affinec.dialects import gpu
 from affinec.interpreter import Interpreter, InterpreterError
-from affinec.interpreter.lockstep import plan_lockstep
+from affinec.interpreter.lockstep_plan import plan_lockstep
 from affinec.interpreter.shared_memory import DataRaceError
 from affinec.interpreter.support import StepLimitError
 from affinec.pipelines import pass_text

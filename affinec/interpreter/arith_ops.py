@@ -101,7 +101,7 @@ def _select(op: arith.SelectOp, w: FunctionWriter) -> None:
     scalars.emit_select(w, op.result, op.cond, op.lhs, op.rhs)
 
 
-_INT_BINARY = {
+INT_BINARY_OPS = {
     arith.AddiOp: "add",
     arith.SubiOp: "sub",
     arith.MuliOp: "mul",
@@ -120,11 +120,12 @@ _INT_BINARY = {
     arith.MinSIOp: "mins",
     arith.MaxSIOp: "maxs",
 }
+"""arith's integer operations by their `scalars.INT_BINARY` name."""
 
 
-@emits(*_INT_BINARY)
+@emits(*INT_BINARY_OPS)
 def _int_binary(op: Operation, w: FunctionWriter) -> None:
-    kind = _INT_BINARY[type(op)]  # pyright: ignore[reportArgumentType]
+    kind = INT_BINARY_OPS[type(op)]  # pyright: ignore[reportArgumentType]
     scalars.emit_int_binary(w, kind, op.results[0], *op.operands)
 
 

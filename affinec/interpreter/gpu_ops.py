@@ -45,13 +45,11 @@ from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source, e
 from affinec.interpreter.control_ops import function_global, write_body
 from affinec.interpreter.llvm_ops import dynamic_spec, pointer_arguments, shared_spec
 from affinec.interpreter.lockstep import (
-    KernelPlan,
-    plan_launch,
-    plan_lockstep,
     run_block,
     write_launch_body,
     write_lockstep_kernel,
 )
+from affinec.interpreter.lockstep_plan import KernelPlan, plan_launch, plan_lockstep
 from affinec.interpreter.shared_memory import (
     BlockState,
     SharedArray,

@@ -17,12 +17,19 @@ per thread. The rest of the kernel, uniform, is written by the ordinary emitters
     gpu.barrier                              next_epoch()
     %a = affine.load %s[%tx]                 a = s.read_lanes(tx, lanes)
 
-An `affine.if` whose condition differs between threads runs each branch on the
-threads that take it: their values gathered, the branch sees shorter arrays, and its
-results are scattered back. Barriers, copy groups and waits must be reached by all
-the block's threads at once (outside such a branch), and loop bounds must be the same
-for every thread; a kernel that does not allow this, or holds an op without a
-lockstep form here, runs thread by thread (`plan_lockstep` says which).
+The same holds for every level from the thread mapping down to `lower-affine`: a
+thread-mapped grid band (its thread bands' iterations taken from the lanes), a
+`gpu.launch` body and a `gpu.func`, with affine or scf control flow, arith's
+integers (`lane_scalars`), vectors over lanes (lanes first), and the warp
+collectives `ldmatrix` and `mma.sync`, computed once per warp.
+
+An `affine.if` or `scf.if` whose condition differs between threads runs each branch
+on the threads that take it: their values gathered, the branch sees shorter arrays,
+and its results are scattered back. Barriers, copy groups, waits and warp
+collectives must be reached by all the block's threads at once (outside such a
+branch), and loop bounds must be the same for every thread; a kernel that does not
+allow this, or holds an op without a lockstep form here, runs thread by thread
+(`lockstep_plan` says which). The llvm level (branches between blocks) always does.
 
 Shared memory keeps its race records: a vector of accesses marks each element as the
 threads' accesses one after the other would (`SharedArray.read_lanes`,
@@ -37,18 +44,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from xdsl.dialects import arith, memref, scf, vector
 from xdsl.dialects.builtin import IndexType, IntegerType, MemRefType, VectorType
 from xdsl.ir import Block, Operation, SSAValue
-from xdsl.ir.affine import AffineMap
-from xdsl.traits import is_side_effect_free
 
 from affinec.dialects import affine, gpu, nvgpu
-from affinec.dialects.affinec import THREAD, PaddedLoadOp, mapping_of
+from affinec.dialects.affinec import PaddedLoadOp
 from affinec.dialects.nvgpu import WARP_SIZE
 from affinec.interpreter import async_copies, lane_scalars
 from affinec.interpreter.affine_ops import (
@@ -57,22 +61,27 @@ from affinec.interpreter.affine_ops import (
     map_ranges,
     map_results,
 )
+from affinec.interpreter.arith_ops import INT_BINARY_OPS
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source
 from affinec.interpreter.lanes import (
-    ELEMENTWISE,
-    MAX_PRIVATE_BYTES_PER_LANE,
-    LanePlan,
     LaneWriter,
-    buffer_bytes,
     check_lanes,
-    indices_fit,
+)
+from affinec.interpreter.lockstep_plan import (
+    INT_CASTS,
+    MAX_GRID_BLOCKS,
+    KernelPlan,
+    VectorAccess,
+    condition_map,
+    thread_extents,
+    vector_operands,
+    yielded,
 )
 from affinec.interpreter.memref_ops import named_indices, proven_inside
 from affinec.interpreter.scalars import int_width
 from affinec.interpreter.shared_memory import BlockState, SharedArray
 from affinec.interpreter.support import (
     CMPI_PREDICATES,
-    MAX_THREADS_PER_BLOCK,
     InterpreterError,
     access_shape,
     memref_shape,
@@ -83,314 +92,8 @@ from affinec.interpreter.support import (
 )
 from affinec.interpreter.warps import ldmatrix, mma
 from affinec.ir import ranges
-from affinec.ir.affine_exprs import Interval, to_python
+from affinec.ir.affine_exprs import to_python
 from affinec.ir.mma_layouts import LDMATRIX_ROWS
-
-# -- which kernels run in lockstep ----------------------------------------------------------
-
-
-@dataclass
-class KernelPlan(LanePlan):
-    """A `LanePlan` over a block's threads, with the kernel's shared buffers and
-    its global arrays (the kernel's arguments)."""
-
-    shared: set[SSAValue] = field(default_factory=set)
-    arrays: set[SSAValue] = field(default_factory=set)
-    known: dict[SSAValue, Interval] = field(default_factory=dict)
-    """The ranges of thread and block ids that say nothing of their own (the
-    limits of any launch), for `indices_fit`."""
-    threads: int = 0
-    """A thread-mapped grid band's block size (its thread bands' iterations)."""
-
-
-def plan_lockstep(kernel: gpu.FuncOp) -> KernelPlan | None:
-    """The lockstep plan of `kernel`, or None where it runs thread by thread."""
-    if len(kernel.body.blocks) != 1:
-        return None
-    block = kernel.body.block
-    if not isinstance(block.last_op, gpu.ReturnOp) or block.last_op.operands:
-        return None
-    plan = KernelPlan(
-        private=set(kernel.private_args),
-        shared=set(kernel.workgroup_args),
-        arrays={a for a in kernel.arguments if isinstance(a.type, MemRefType)},
-    )
-    if any(not _small(a.type) for a in kernel.private_args):
-        return None
-    for op in kernel.walk():
-        ids = isinstance(op, gpu.ThreadIdOp | gpu.BlockIdOp | gpu.GlobalIdOp)
-        if ids and ranges.value_range(op.result) is None:
-            plan.known[op.result] = _ID_RANGES[type(op)]
-    return plan if _block_takes(block, plan, False) else None
-
-
-def plan_mapped_grid(
-    grid: affine.ParallelOp, shared: Sequence[SSAValue]
-) -> KernelPlan | None:
-    """The lockstep plan of a thread-mapped grid band (its body a block, `shared`
-    its workgroup buffers), or None where it runs thread by thread
-    (`mapped_ops`)."""
-    body = grid.body.block
-    inside = {v for op in grid.walk() for v in (*op.results, *_block_args(op))}
-    used = {v for op in grid.walk() for v in op.operands}
-    plan = KernelPlan(
-        shared=set(shared),
-        arrays={v for v in used - inside if isinstance(v.type, MemRefType)},
-    )
-    sizes = {
-        math.prod(_thread_extents(band) or (0,))
-        for band in grid.walk()
-        if isinstance(band, affine.ParallelOp) and mapping_of(band) == THREAD
-    }
-    if len(sizes) != 1 or 0 in sizes:
-        return None
-    plan.threads = sizes.pop()
-    ops = [op for op in body.ops if getattr(op, "memref", None) not in plan.shared]
-    return plan if all(_op_takes(op, plan, False) for op in ops) else None
-
-
-def plan_launch(launch: gpu.LaunchOp) -> KernelPlan | None:
-    """The lockstep plan of a `gpu.launch`'s body, or None where it runs thread by
-    thread."""
-    if len(launch.body.blocks) != 1 or launch.private_args:
-        return None
-    block = launch.body.block
-    if not isinstance(block.last_op, gpu.TerminatorOp):
-        return None
-    inside = {v for op in launch.walk() for v in (*op.results, *_block_args(op))}
-    used = {v for op in launch.walk() for v in op.operands}
-    plan = KernelPlan(
-        shared=set(launch.workgroup_args),
-        arrays={v for v in used - inside if isinstance(v.type, MemRefType)},
-    )
-    ids = block.args[:12]
-    plan.varying.update(ids[3:6])
-    for k, arg in enumerate(ids):
-        if ranges.value_range(arg) is None:
-            plan.known[arg] = _LAUNCH_ARG_RANGES[k // 3]
-    return plan if _block_takes(block, plan, False) else None
-
-
-def _block_args(op: Operation) -> list[SSAValue]:
-    return [a for r in op.regions for b in r.blocks for a in b.args]
-
-
-def _thread_extents(band: affine.ParallelOp) -> tuple[int, ...] | None:
-    """The extents of a thread band from 0 by 1 to constants, or None."""
-    lower, upper = band.lowerBoundsMap.data, band.upperBoundsMap.data
-    n = len(band.induction_variables)
-    if (
-        band.results
-        or lower.num_dims + lower.num_symbols + upper.num_dims + upper.num_symbols
-        or len(lower.results) != n
-        or len(upper.results) != n
-        or any(s != 1 for s in band.step_values)
-        or any(e.eval([], []) != 0 for e in lower.results)
-    ):
-        return None
-    return tuple(e.eval([], []) for e in upper.results)
-
-
-MAX_GRID_BLOCKS = (1 << 31) - 1
-"""The most blocks a launch has along a dimension (a lockstep block's ids must fit
-the ranges its index arithmetic was checked against)."""
-
-_ID_RANGES = {
-    gpu.ThreadIdOp: (0, MAX_THREADS_PER_BLOCK - 1),
-    gpu.BlockIdOp: (0, MAX_GRID_BLOCKS - 1),
-    gpu.GlobalIdOp: (0, MAX_GRID_BLOCKS * MAX_THREADS_PER_BLOCK - 1),
-}
-
-
-_LAUNCH_ARG_RANGES = (
-    _ID_RANGES[gpu.BlockIdOp],
-    _ID_RANGES[gpu.ThreadIdOp],
-    (1, MAX_GRID_BLOCKS),
-    (1, MAX_THREADS_PER_BLOCK),
-)
-"""The ranges of a `gpu.launch` body's arguments, three each: block ids, thread
-ids, grid sizes, block sizes."""
-
-
-def _small(t) -> bool:
-    return (
-        isinstance(t, MemRefType)
-        and min(t.get_shape(), default=0) >= 0
-        and buffer_bytes(t) <= MAX_PRIVATE_BYTES_PER_LANE
-    )
-
-
-def _block_takes(block: Block, plan: KernelPlan, divergent: bool) -> bool:
-    return all(_op_takes(op, plan, divergent) for op in block.ops)
-
-
-def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
-    """Whether `op` runs in lockstep (`divergent`: inside a branch some threads
-    skip), recording in `plan` the values that differ between threads."""
-    match op:
-        case gpu.ReturnOp():
-            return isinstance(op.parent_op(), gpu.FuncOp)
-        case gpu.TerminatorOp():
-            return isinstance(op.parent_op(), gpu.LaunchOp)
-        case affine.YieldOp():
-            return True
-        case gpu.ThreadIdOp() | gpu.GlobalIdOp():
-            plan.varying.add(op.result)
-            return True
-        case gpu.BarrierOp() | nvgpu.DeviceAsyncCreateGroupOp():
-            return not divergent
-        case nvgpu.DeviceAsyncWaitOp():
-            return not divergent
-        case nvgpu.DeviceAsyncCopyOp():
-            return op.dst in plan.shared and op.src in plan.arrays
-        case affine.ForOp():
-            bounds = (*op.lowerBoundOperands, *op.upperBoundOperands)
-            if op.iter_args or plan.differ(bounds):
-                return False
-            return _block_takes(op.body.block, plan, divergent)
-        case affine.IfOp():
-            condition = _condition_map(op)
-            differs = plan.varies(condition, op.args)
-            if differs and not indices_fit(condition, op.args, plan.known):
-                return False
-            regions = [r.block for r in (op.then_region, op.else_region) if r.blocks]
-            if not all(_block_takes(b, plan, divergent or differs) for b in regions):
-                return False
-            yields = [v for b in regions for v in b.last_op.operands]  # pyright: ignore
-            if differs or plan.differ(yields):
-                plan.varying.update(op.results)
-            return True
-        case memref.AllocaOp() | memref.AllocOp():
-            if divergent or op.memref in plan.shared or not _small(op.memref.type):
-                return False
-            plan.private.add(op.memref)
-            return True
-        case affine.ParallelOp():
-            extents = _thread_extents(op)
-            if mapping_of(op) != THREAD or extents is None:
-                return False
-            if math.prod(extents) != plan.threads:
-                return False
-            plan.varying.update(op.induction_variables)
-            return _block_takes(op.body.block, plan, divergent)
-        case memref.LoadOp() | memref.StoreOp():
-            if op.memref not in plan.shared | plan.private | plan.arrays:
-                return False
-            if op.memref not in plan.arrays or plan.differ(op.indices):
-                plan.varying.update(op.results)
-            return True
-        case affine.LoadOp() | PaddedLoadOp() | affine.StoreOp():
-            known = plan.shared | plan.private | plan.arrays
-            if op.memref not in known or not indices_fit(
-                op.map.data, op.indices, plan.known
-            ):
-                return False
-            if isinstance(op, PaddedLoadOp) and op.memref not in plan.arrays:
-                return False
-            if op.memref not in plan.arrays or plan.varies(op.map.data, op.indices):
-                plan.varying.update(op.results)
-            return True
-        case (
-            affine.VectorLoadOp()
-            | affine.VectorStoreOp()
-            | vector.LoadOp()
-            | vector.StoreOp()
-        ):
-            buffer, value, _ = _vector_operands(op)
-            t = value.type
-            if buffer not in plan.shared | plan.arrays or not (
-                isinstance(t, VectorType) and t.get_num_dims() == 1
-            ):
-                return False
-            affine_access = isinstance(op, affine.VectorLoadOp | affine.VectorStoreOp)
-            if affine_access and not indices_fit(op.map.data, op.indices, plan.known):
-                return False
-            varies = (
-                plan.varies(op.map.data, op.indices)
-                if affine_access
-                else plan.differ(op.indices)
-            )
-            if buffer in plan.shared or varies:
-                plan.varying.update(op.results)
-            return True
-        case vector.ExtractOp() | vector.InsertOp() | vector.BroadcastOp():
-            if (
-                isinstance(op, vector.ExtractOp | vector.InsertOp)
-                and op.dynamic_position
-            ):
-                return not plan.differ(op.operands) and is_side_effect_free(op)
-            if plan.differ(op.operands):
-                plan.varying.update(op.results)
-            return True
-        case nvgpu.LdMatrixOp():
-            if divergent or op.srcMemref not in plan.shared | plan.arrays:
-                return False
-            plan.varying.add(op.res)
-            return True
-        case nvgpu.MmaSyncOp():
-            if divergent:
-                return False
-            plan.varying.update(op.results)
-            return True
-        case scf.ForOp():
-            bounds = (op.lb, op.ub, op.step)
-            if plan.differ(bounds):
-                return False
-            body = op.body.block
-            carried = body.args[1:]
-            for arg, init in zip(carried, op.iter_args, strict=True):
-                if init in plan.varying:
-                    plan.varying.add(arg)
-            while True:  # until what the iterations carry is known to differ or not
-                if not _block_takes(body, plan, divergent):
-                    return False
-                yielded = _yielded(body)
-                newly = [
-                    arg
-                    for arg, value in zip(carried, yielded, strict=True)
-                    if value in plan.varying and arg not in plan.varying
-                ]
-                if not newly:
-                    break
-                plan.varying.update(newly)
-            for result, arg in zip(op.results, carried, strict=True):
-                if arg in plan.varying:
-                    plan.varying.add(result)
-            return True
-        case scf.IfOp():
-            differs = plan.differ((op.cond,))
-            regions = [r.block for r in (op.true_region, op.false_region) if r.blocks]
-            if not all(_block_takes(b, plan, divergent or differs) for b in regions):
-                return False
-            yields = [v for b in regions for v in _yielded(b)]
-            if differs or plan.differ(yields):
-                plan.varying.update(op.results)
-            return True
-        case scf.YieldOp():
-            return True
-        case affine.ApplyOp() | affine.MinOp() | affine.MaxOp():
-            if plan.varies(op.map.data, op.mapOperands):
-                if not indices_fit(op.map.data, op.mapOperands, plan.known):
-                    return False
-                plan.varying.add(op.result)
-            return True
-    if op.regions or any(isinstance(v.type, MemRefType) for v in op.operands):
-        return False
-    integer = isinstance(op, (*_INT_BINARY, *_INT_CASTS, arith.CmpiOp, arith.SelectOp))
-    if not plan.differ(op.operands):
-        # the same for every thread: computed once (a division by zero raises
-        # as it would for each thread)
-        return integer or is_side_effect_free(op)
-    if isinstance(op, ELEMENTWISE):
-        plan.varying.update(op.results)
-        return True
-    if integer:
-        if any(isinstance(v.type, VectorType) for v in op.operands[-2:]):
-            return isinstance(op, arith.SelectOp) and not plan.differ((op.cond,))
-        plan.varying.update(op.results)
-        return True
-    return False
-
 
 # -- what the generated code calls ----------------------------------------------------------
 
@@ -686,24 +389,16 @@ def _for(kw: _KernelWriter, op: affine.ForOp) -> None:
         kw.block(op.body.block)
 
 
-def _condition_map(op: affine.IfOp) -> AffineMap:
-    """The left-hand sides of an `affine.if`'s constraints, as a map."""
-    s = op.condition.data
-    return AffineMap(
-        s.num_dims, s.num_symbols, tuple(c.lhs - c.rhs for c in s.constraints)
-    )
-
-
 def _if(kw: _KernelWriter, op: affine.IfOp) -> None:
     w, plan = kw.w, kw.kernel_plan
     regions = [r.block for r in (op.then_region, op.else_region) if r.blocks]
-    if not plan.varies(_condition_map(op), op.args):
+    if not plan.varies(condition_map(op), op.args):
         for result in op.results:
             w.define(result)
         for k, block in enumerate(regions):
             with w.indented(f"if {if_condition(op, w)}:" if k == 0 else "else:"):
                 kw.block(block)
-                for result, value in zip(op.results, _yielded(block), strict=True):
+                for result, value in zip(op.results, yielded(block), strict=True):
                     w.line(f"{w[result]} = {kw.lanes_of(result, value)}")
         return
     s = op.condition.data
@@ -742,7 +437,7 @@ def _divergent(
         w.line(f"{taken} = {nonzero}({'~' if k else ''}{condition})")
         with w.indented(f"if {taken}.size:"), kw.on(taken, block):
             kw.block(block)
-            for result, value in zip(results, _yielded(block), strict=True):
+            for result, value in zip(results, yielded(block), strict=True):
                 w.line(f"{w[result]}[{taken}] = {w[value]}")
 
 
@@ -754,7 +449,7 @@ def _alloca(kw: _KernelWriter, op: memref.AllocaOp | memref.AllocOp) -> None:
 def _thread_band(kw: _KernelWriter, op: affine.ParallelOp) -> None:
     """The band's one iteration of each thread: its ids from the thread's number."""
     w = kw.w
-    extents = _thread_extents(op)
+    extents = thread_extents(op)
     assert extents is not None
     for k, iv in enumerate(op.induction_variables):
         stride = math.prod(extents[k + 1 :])
@@ -827,28 +522,9 @@ def _row_major(names: Sequence[str], shape: Sequence[Any]) -> str:
     return text
 
 
-VectorAccess = (
-    affine.VectorLoadOp | affine.VectorStoreOp | vector.LoadOp | vector.StoreOp
-)
-
-
-def _vector_operands(op: VectorAccess) -> tuple[SSAValue, SSAValue, bool]:
-    """The memref a vector access reads or writes, the vector, and whether it
-    stores."""
-    match op:
-        case affine.VectorLoadOp():
-            return op.memref, op.result, False
-        case affine.VectorStoreOp():
-            return op.memref, op.value, True
-        case vector.LoadOp():
-            return op.base, op.result, False
-        case vector.StoreOp():
-            return op.base, op.vector, True
-
-
 def _vector_access(kw: _KernelWriter, op: VectorAccess) -> None:
     w, plan = kw.w, kw.kernel_plan
-    buffer, value, store = _vector_operands(op)
+    buffer, value, store = vector_operands(op)
     if buffer in plan.arrays and not plan.differ((*op.operands, *op.results)):
         w.emit_op(op)  # one run for every thread: read or written once
         return
@@ -974,8 +650,8 @@ def _scf_for(kw: _KernelWriter, op: scf.ForOp) -> None:
     bounds = f"{w[op.lb]}, {w[op.ub]}, {w[op.step]}"
     with w.indented(f"for {iv} in {spend}({kw.count}, {bounds}):"):
         kw.block(body)
-        yielded = zip(body.args[1:], _yielded(body), strict=True)
-        w.assign(carried, [kw.lanes_of(a, v) for a, v in yielded])
+        values = zip(body.args[1:], yielded(body), strict=True)
+        w.assign(carried, [kw.lanes_of(a, v) for a, v in values])
     for result, value in zip(op.results, carried, strict=True):
         w.alias(result, value)
 
@@ -989,16 +665,10 @@ def _scf_if(kw: _KernelWriter, op: scf.IfOp) -> None:
         for k, block in enumerate(regions):
             with w.indented(f"if {w[op.cond]}:" if k == 0 else "else:"):
                 kw.block(block)
-                for result, value in zip(op.results, _yielded(block), strict=True):
+                for result, value in zip(op.results, yielded(block), strict=True):
                     w.line(f"{w[result]} = {kw.lanes_of(result, value)}")
         return
     _divergent(kw, w[op.cond], op.results, regions)
-
-
-def _yielded(block: Block) -> Sequence[SSAValue]:
-    term = block.last_op
-    assert isinstance(term, affine.YieldOp | scf.YieldOp)
-    return term.operands
 
 
 def _int_op(kw: _KernelWriter, op: Operation) -> None:
@@ -1024,40 +694,16 @@ def _int_op(kw: _KernelWriter, op: Operation) -> None:
             f"{w.define(result)} = {fn}({predicate!r}, {names[0]}, {names[1]}, {bits})"
         )
         return
-    if isinstance(op, _INT_CASTS):
+    if isinstance(op, INT_CASTS):
         source, target = int_width(op.operands[0].type), int_width(result.type)
         signed = not isinstance(op, arith.ExtUIOp)
         fn = w.global_(lane_scalars.cast, "cast")
         w.line(f"{w.define(result)} = {fn}({names[0]}, {source}, {target}, {signed})")
         return
-    kind = _INT_BINARY[type(op)]
+    kind = INT_BINARY_OPS[type(op)]
     fn = w.global_(lane_scalars.INT_BINARY[kind], f"lanes_{kind}")
     bits = int_width(result.type)
     w.line(f"{w.define(result)} = {fn}({names[0]}, {names[1]}, {bits})")
-
-
-_INT_BINARY = {
-    arith.AddiOp: "add",
-    arith.SubiOp: "sub",
-    arith.MuliOp: "mul",
-    arith.AndIOp: "and",
-    arith.OrIOp: "or",
-    arith.XOrIOp: "xor",
-    arith.ShLIOp: "shl",
-    arith.ShRSIOp: "shrs",
-    arith.ShRUIOp: "shru",
-    arith.DivSIOp: "divs",
-    arith.RemSIOp: "rems",
-    arith.FloorDivSIOp: "floordivs",
-    arith.CeilDivSIOp: "ceildivs",
-    arith.DivUIOp: "divu",
-    arith.RemUIOp: "remu",
-    arith.MinSIOp: "mins",
-    arith.MaxSIOp: "maxs",
-}
-"""arith's integer operations by `lane_scalars.INT_BINARY` name."""
-
-_INT_CASTS = (arith.IndexCastOp, arith.ExtSIOp, arith.TruncIOp, arith.ExtUIOp)
 
 
 def _tuple(names: Sequence[str]) -> str:
@@ -1099,7 +745,7 @@ _KERNEL_EMITTERS: dict[type[Operation], Callable[[_KernelWriter, Any], None]] = 
     affine.ParallelOp: _thread_band,
     scf.ForOp: _scf_for,
     scf.IfOp: _scf_if,
-    **{t: _int_op for t in (*_INT_BINARY, *_INT_CASTS, arith.CmpiOp, arith.SelectOp)},
+    **{t: _int_op for t in (*INT_BINARY_OPS, *INT_CASTS, arith.CmpiOp, arith.SelectOp)},
     affine.LoadOp: _access,
     PaddedLoadOp: _access,
     affine.StoreOp: _access,

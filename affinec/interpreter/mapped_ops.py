@@ -30,7 +30,8 @@ from affinec.dialects.affinec import GRID, THREAD, mapping_of
 from affinec.interpreter.affine_ops import map_results
 from affinec.interpreter.codegen import FunctionWriter
 from affinec.interpreter.gpu_ops import run_grid
-from affinec.interpreter.lockstep import plan_mapped_grid, start_lockstep_block
+from affinec.interpreter.lockstep import start_lockstep_block
+from affinec.interpreter.lockstep_plan import plan_mapped_grid
 from affinec.interpreter.support import (
     InterpreterError,
     memref_shape,
