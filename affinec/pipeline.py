@@ -17,6 +17,7 @@ import difflib
 import sys
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, fields
 from typing import IO
 
@@ -34,6 +35,7 @@ from affinec.ir.affine_exprs import semi_affine_op
 from affinec.pipelines import NAMED_PIPELINES, pipeline_text
 from affinec.spec import Spec
 from affinec.transforms.affine.linalg_import import module_spec
+from affinec.transforms.gpu.shared_memory_hazards import hazards_checked_once
 
 
 class PipelineError(Exception):
@@ -246,7 +248,9 @@ class Pipeline:
         """Apply the passes to `module` in place and return it.
 
         With `verify_each`, the verifier runs after every pass (the first op that
-        fails raises `VerificationError`). With `check`, the module is interpreted on
+        fails raises `VerificationError`), and so do the GPU passes' checks of
+        shared-memory hazards; without, the verifier is the caller's to run and the
+        hazards are checked once, by `gpu-kernel-outlining`. With `check`, the module is interpreted on
         random inputs before the first pass and after every pass, and the first pass
         whose result differs raises `CheckFailure` naming it: bit for bit, since
         affinec passes keep the order of summation. A pass that may reorder it (one
@@ -270,7 +274,8 @@ class Pipeline:
         for p in self.passes:
             start = time.perf_counter()
             try:
-                p.apply(ctx, module)
+                with nullcontext() if verify_each else hazards_checked_once():
+                    p.apply(ctx, module)
             except Exception as e:
                 raise pass_failure(p, module, e) from e
             seconds = time.perf_counter() - start

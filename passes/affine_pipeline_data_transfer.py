@@ -45,7 +45,7 @@ from xdsl.passes import ModulePass
 from affinec.context import require_affinec_dialects
 from affinec.diagnostics import remark
 from affinec.transforms.affine.pipelining import pipeline, plan_pipelines
-from affinec.transforms.gpu.shared_memory_hazards import check_shared_memory_hazards
+from affinec.transforms.gpu.shared_memory_hazards import check_after_pass
 from affinec.transforms.mapped_bands import grid_loops
 
 
@@ -73,4 +73,4 @@ class AffinePipelineDataTransfer(ModulePass):
                     f"{used} stages (no more can be in flight)",
                 )
             pipeline(plan, self.stages)
-        check_shared_memory_hazards(op, barriers=False)
+        check_after_pass(op, barriers=False)

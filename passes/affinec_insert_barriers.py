@@ -39,7 +39,7 @@ from affinec.context import require_affinec_dialects
 from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.gpu.bands import analyze_grid, grid_parallels, require_placed
 from affinec.transforms.gpu.barriers import insert_barriers, plan_barriers
-from affinec.transforms.gpu.shared_memory_hazards import check_shared_memory_hazards
+from affinec.transforms.gpu.shared_memory_hazards import check_after_pass
 
 
 @dataclass(frozen=True)
@@ -56,4 +56,4 @@ class AffinecInsertBarriers(ModulePass):
             require_placed(analysis, self.name)
         for sites in [plan_barriers(a) for a in analyses]:
             insert_barriers(sites)
-        check_shared_memory_hazards(op)
+        check_after_pass(op)

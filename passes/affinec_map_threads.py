@@ -50,7 +50,7 @@ from affinec.context import require_affinec_dialects
 from affinec.diagnostics import PassError
 from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.gpu.bands import analyze_grid, grid_parallels, require_placed
-from affinec.transforms.gpu.shared_memory_hazards import check_shared_memory_hazards
+from affinec.transforms.gpu.shared_memory_hazards import check_after_pass
 from affinec.transforms.gpu.thread_plan import accumulator_phases
 from affinec.transforms.gpu.threads import (
     MAX_UNROLLED_STEPS,
@@ -116,4 +116,4 @@ class AffinecMapThreads(ModulePass):
             work.append((analysis, plan))
         for analysis, plan in work:
             map_to_threads(analysis, plan)
-        check_shared_memory_hazards(op)
+        check_after_pass(op)

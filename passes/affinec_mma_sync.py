@@ -46,7 +46,7 @@ from affinec.transforms.gpu.mma import (
     plan_mma,
     rewrite_mma,
 )
-from affinec.transforms.gpu.shared_memory_hazards import check_shared_memory_hazards
+from affinec.transforms.gpu.shared_memory_hazards import check_after_pass
 from affinec.transforms.gpu.thread_plan import accumulator_phases
 
 
@@ -110,4 +110,4 @@ class AffinecMmaSync(ModulePass):
             )
         for plan in plans:
             rewrite_mma(plan)
-        check_shared_memory_hazards(op)
+        check_after_pass(op)

@@ -40,7 +40,7 @@ from affinec.context import require_affinec_dialects
 from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.gpu.bands import analyze_grid, grid_parallels
 from affinec.transforms.gpu.conversion import block_size, build_launch
-from affinec.transforms.gpu.shared_memory_hazards import check_shared_memory_hazards
+from affinec.transforms.gpu.shared_memory_hazards import check_after_pass
 
 
 @dataclass(frozen=True)
@@ -58,4 +58,4 @@ class ConvertParallelToGpu(ModulePass):
             work.append((analysis, block_size(analysis)))
         for analysis, threads in work:
             build_launch(analysis, threads)
-        check_shared_memory_hazards(op)
+        check_after_pass(op)

@@ -13,6 +13,7 @@ while accepting the kernels the passes make (every test that compiles runs it).
 from __future__ import annotations
 
 import dataclasses
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -291,3 +292,27 @@ def test_the_compiler_says_what_it_lowered():
         for r in kernel.remarks
     )
     assert all(": remark: " in r or r.startswith("remark: ") for r in kernel.remarks)
+
+
+def test_without_verify_each_the_hazards_are_checked_once_by_the_outlining():
+    """As the verifier: after every pass when verifying each, else once, by
+    `gpu-kernel-outlining` (the last level with structured kernels)."""
+    passes = default_passes(CONFIG)
+    after = next(k for k, p in enumerate(passes) if p.name == LEVELS["block"]) + 1
+    stop = next(k for k, p in enumerate(passes) if p.name == LEVELS["kernel"])
+    for verify_each, first_done in ((True, []), (False, passes[after:stop])):
+        module = _kernel("block")
+        op = _loop_wait(module).next_op
+        while not isinstance(op, gpu.BarrierOp):
+            op = op.next_op  # pyright: ignore
+        _erase(op)
+        done: list = []
+        with pytest.raises(PassError, match="with no gpu.barrier between"):
+            Pipeline(passes[after : stop + 1]).run(
+                module, verify_each=verify_each, callback=partial(_record, done)
+            )
+        assert done == first_done
+
+
+def _record(done: list, p, _module, _seconds) -> None:
+    done.append(p)

@@ -45,6 +45,8 @@ is a mechanical lowering of what was checked.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from xdsl.dialects import memref
@@ -136,6 +138,28 @@ class _State:
         yield from self.ungrouped
         for group in self.groups:
             yield from group
+
+
+_AFTER_EACH_PASS: ContextVar[bool] = ContextVar("hazards_after_each_pass", default=True)
+
+
+@contextmanager
+def hazards_checked_once() -> Iterator[None]:
+    """Within: the passes' own hazard checks (`check_after_pass`) are left to the
+    one `gpu-kernel-outlining` makes on the kernels (the last structured level),
+    as the verifier is left to the end when not run after each pass."""
+    token = _AFTER_EACH_PASS.set(False)
+    try:
+        yield
+    finally:
+        _AFTER_EACH_PASS.reset(token)
+
+
+def check_after_pass(root: Operation, *, barriers: bool = True) -> None:
+    """A pass's check of its own result (`check_shared_memory_hazards`), unless
+    checks are made once (`hazards_checked_once`)."""
+    if _AFTER_EACH_PASS.get():
+        check_shared_memory_hazards(root, barriers=barriers)
 
 
 def check_shared_memory_hazards(root: Operation, *, barriers: bool = True) -> None:
