@@ -33,6 +33,7 @@ from xdsl.ir import Operation
 from affinec.dialects import nvgpu, nvvm
 from affinec.dialects.affinec import in_grid_band
 from affinec.interpreter.codegen import FunctionWriter, emits
+from affinec.interpreter.lanes import checked_offsets
 from affinec.interpreter.memref_ops import checked_pointer, flat_pointer
 from affinec.interpreter.shared_memory import (
     PENDING,
@@ -40,7 +41,7 @@ from affinec.interpreter.shared_memory import (
     WARPGROUP_READER,
     SharedArray,
 )
-from affinec.interpreter.support import InterpreterError, describe, out_of_bounds
+from affinec.interpreter.support import InterpreterError, describe
 from affinec.interpreter.warps import read_row
 from affinec.wgmma_layouts import WARPGROUP_SIZE
 
@@ -270,23 +271,13 @@ def start_lane_copies(
         raise InterpreterError(message, op)
 
     reads = valid > 0
-    offsets = []
-    for array, indices, checked in (
-        (dst, dst_indices, True),
-        (src, src_indices, reads),
-    ):
-        index = [np.broadcast_to(i, (n,)) for i in indices]
-        inside = np.ones(n, bool)
-        for i, d in zip(index, array.shape, strict=True):
-            inside &= (i >= 0) & (i < d)
-        if (bad := checked & ~inside).any():
-            k = int(np.argmax(bad))
-            ctx.block.thread = int(threads[k])
-            out_of_bounds(op, tuple(int(i[k]) for i in index), tuple(array.shape))
-        offset = np.zeros(n, np.int64)
-        for i, d in zip(index, array.shape, strict=True):
-            offset = offset * d + i
-        offsets.append(offset)
+    offsets = [
+        checked_offsets(op, indices, tuple(array.shape), n, checked)
+        for array, indices, checked in (
+            (dst, dst_indices, True),
+            (src, src_indices, reads),
+        )
+    ]
     dst_offset, src_offset = offsets
     if ((valid < 0) | (valid > count)).any():
         k = int(np.argmax((valid < 0) | (valid > count)))

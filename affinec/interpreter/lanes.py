@@ -115,6 +115,25 @@ def _inside(index: tuple, shape: tuple[int, ...], dims: tuple[int, ...]):
     return inside
 
 
+def checked_offsets(
+    op: Operation, index: Sequence, shape: tuple[int, ...], lanes: int, checked=True
+) -> np.ndarray:
+    """The row-major offset of each lane's element `index` (arrays over `lanes`
+    lanes, or numbers) in `shape`, the lanes `checked` (a mask, or all) refused
+    with the out-of-bounds error of the first whose index leaves it."""
+    index = [np.broadcast_to(i, (lanes,)) for i in index]
+    inside = np.ones(lanes, bool)
+    for i, d in zip(index, shape, strict=True):
+        inside &= (i >= 0) & (i < d)
+    if (bad := checked & ~inside).any():
+        k = int(np.argmax(bad))
+        out_of_bounds(op, tuple(int(i[k]) for i in index), shape)
+    offsets = np.zeros(lanes, np.int64)
+    for i, d in zip(index, shape, strict=True):
+        offsets = offsets * d + i
+    return offsets
+
+
 def check_lanes(
     op: Operation, shape: tuple[int, ...], index: tuple, dims: tuple[int, ...]
 ) -> None:

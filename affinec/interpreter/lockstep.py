@@ -66,6 +66,7 @@ from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source
 from affinec.interpreter.lanes import (
     LaneWriter,
     check_lanes,
+    checked_offsets,
 )
 from affinec.interpreter.lockstep_plan import (
     INT_CASTS,
@@ -86,7 +87,6 @@ from affinec.interpreter.support import (
     access_shape,
     memref_shape,
     numpy_dtype,
-    out_of_bounds,
     poisoned,
     shape_text,
 )
@@ -157,17 +157,8 @@ def ldmatrix_lanes(
     whole_warps(op, lanes)
     n = len(lanes)
     used = op.num_tiles * LDMATRIX_ROWS
-    shape = tuple(array.shape)
-    index = [np.broadcast_to(i, (n,)) for i in index]
-    inside = np.ones(n, bool)
-    for i, d in zip(index, shape, strict=True):
-        inside &= (i >= 0) & (i < d)
-    if (bad := ~inside & (lanes % WARP_SIZE < used)).any():
-        k = int(np.argmax(bad))
-        out_of_bounds(op, tuple(int(i[k]) for i in index), shape)
-    offsets = np.zeros(n, np.int64)
-    for i, d in zip(index, shape, strict=True):
-        offsets = offsets * d + i
+    rows_given = lanes % WARP_SIZE < used
+    offsets = checked_offsets(op, index, tuple(array.shape), n, rows_given)
     flat = array.flat_view() if isinstance(array, SharedArray) else array.reshape(-1)
     out = np.empty((n, op.num_tiles, 2), flat.dtype)
     for first in range(0, n, WARP_SIZE):
@@ -212,23 +203,22 @@ def lanes_of(value, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return out
 
 
-def gather_runs(array: np.ndarray, index: tuple, width: int) -> np.ndarray:
-    """Each lane's run of `width` elements from `index` along the last dimension
-    of a global array: (lanes, width)."""
-    run = np.arange(width)
-    full = tuple(np.asarray(i)[..., None] for i in index[:-1]) + (
-        np.asarray(index[-1])[..., None] + run,
+def _runs(index: tuple, width: int) -> tuple:
+    """The index of each lane's run of `width` elements from `index` along the
+    last dimension: (lanes, width) after broadcasting."""
+    return tuple(np.asarray(i)[..., None] for i in index[:-1]) + (
+        np.asarray(index[-1])[..., None] + np.arange(width),
     )
-    return array[full]
+
+
+def gather_runs(array: np.ndarray, index: tuple, width: int) -> np.ndarray:
+    """Each lane's run of `width` elements of a global array: (lanes, width)."""
+    return array[_runs(index, width)]
 
 
 def scatter_runs(array: np.ndarray, index: tuple, width: int, values) -> None:
     """`gather_runs`' elements written: each lane's `values` (or one for all)."""
-    run = np.arange(width)
-    full = tuple(np.asarray(i)[..., None] for i in index[:-1]) + (
-        np.asarray(index[-1])[..., None] + run,
-    )
-    array[full] = values
+    array[_runs(index, width)] = values
 
 
 def run_positions(start, count: int, width: int) -> np.ndarray:
