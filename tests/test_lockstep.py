@@ -38,6 +38,7 @@ def _kernels(module) -> list[gpu.FuncOp]:
 
 
 LOCKSTEP_LEVELS = (
+    "affinec-mma-sync",
     "affinec-map-threads",
     "affinec-plan-shared-memory",
     "affinec-convert-parallel-to-gpu",
@@ -46,8 +47,9 @@ LOCKSTEP_LEVELS = (
     "lower-affine",
     "cse",
 )
-"""The passes after which blocks run in lockstep: thread-mapped grid bands, a
-`gpu.launch`, outlined kernels, in affine and after `lower-affine` (scf, integer
+"""The passes after which blocks run in lockstep: thread-mapped grid bands (with
+block bands beside their thread bands after `affinec-mma-sync`), a `gpu.launch`,
+outlined kernels, in affine and after `lower-affine` (scf, integer
 arithmetic)."""
 
 
@@ -407,3 +409,43 @@ def test_integer_arithmetic_in_lockstep_is_thread_by_thread(op, data):
         except InterpreterError as e:
             results.append(str(e).split(": ")[-1])
     assert results[0] == results[1]
+
+
+def _mapped(barrier: str) -> str:
+    """A thread-mapped grid band: eight threads read a shared tile, then a block
+    band (thread 0) writes it, with `barrier` between."""
+    return f"""
+func.func @f(%a: memref<16xf32>) {{
+  affine.parallel (%b) = (0) to (2) {{
+    %tile = memref.alloc() : memref<8xf32, 3>
+    affine.parallel (%i) = (0) to (8) {{
+      %c = arith.constant 1.5 : f32
+      affine.store %c, %tile[%i] : memref<8xf32, 3>
+    }} {{affinec.mapping = "block"}}
+    gpu.barrier
+    affine.parallel (%t) = (0) to (8) {{
+      %v = affine.load %tile[7 - %t] : memref<8xf32, 3>
+      affine.store %v, %a[%b * 8 + %t] : memref<16xf32>
+    }} {{affinec.mapping = "thread"}}
+    {barrier}
+    affine.parallel (%i) = (0) to (8) {{
+      %c = arith.constant 2.5 : f32
+      affine.store %c, %tile[%i] : memref<8xf32, 3>
+    }} {{affinec.mapping = "block"}}
+  }} {{affinec.mapping = "grid"}}
+  func.return
+}}
+"""
+
+
+def test_a_block_band_beside_thread_bands_runs_on_thread_zero():
+    for barrier, fine in (("gpu.barrier", True), ("", False)):
+        module = _module(_mapped(barrier))
+        assert ".lanes" in Interpreter(module).source
+        lockstep, threads = _both(_mapped(barrier), np.zeros(16, np.float32))
+        if fine:
+            np.testing.assert_array_equal(lockstep, np.full(16, 1.5, np.float32))
+            np.testing.assert_array_equal(threads, lockstep)
+        else:  # thread 0 overwrites what the others read, with no barrier between
+            assert isinstance(lockstep, DataRaceError)
+            assert isinstance(threads, DataRaceError)

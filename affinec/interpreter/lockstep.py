@@ -52,7 +52,7 @@ from xdsl.dialects.builtin import IndexType, IntegerType, MemRefType, VectorType
 from xdsl.ir import Block, Operation, SSAValue
 
 from affinec.dialects import affine, gpu, nvgpu
-from affinec.dialects.affinec import PaddedLoadOp
+from affinec.dialects.affinec import BLOCK, PaddedLoadOp, mapping_of
 from affinec.dialects.nvgpu import WARP_SIZE
 from affinec.interpreter import async_copies, lane_scalars
 from affinec.interpreter.affine_ops import (
@@ -436,6 +436,64 @@ def _alloca(kw: _KernelWriter, op: memref.AllocaOp | memref.AllocOp) -> None:
         kw.private_buffer(op.memref)
 
 
+def _parallel(kw: _KernelWriter, op: affine.ParallelOp) -> None:
+    if mapping_of(op) == BLOCK:
+        _block_band(kw, op)
+    else:
+        _thread_band(kw, op)
+
+
+class ThreadZero:
+    """Thread 0 of a block in lockstep as a thread's context (`gpu_ops`'s emitters
+    take it): the block's ids and state, its copies those of the block."""
+
+    __slots__ = ("block", "copies", "ids", "linear")
+
+    def __init__(self, ctx: LockstepContext) -> None:
+        self.ids = ctx.ids
+        self.block = ctx.block
+        self.copies = ctx.copies
+        self.linear = 0
+
+
+def as_thread_zero(ctx: LockstepContext) -> ThreadZero:
+    """Thread 0's context, its lanes' reads marked (its own accesses are checked
+    one by one against them) and named as the running thread."""
+    for buffer in ctx.block.buffers:
+        buffer.mark_lane_reads()
+    ctx.block.thread = 0
+    return ThreadZero(ctx)
+
+
+def _block_band(kw: _KernelWriter, op: affine.ParallelOp) -> None:
+    """A block band beside thread bands: all its iterations on thread 0, one
+    after the other, written by the ordinary emitters (as thread by thread)."""
+    w = kw.w
+    zero = w.fresh("thread_zero")
+    w.line(f"{zero} = {w.global_(as_thread_zero, 'as_thread_zero')}({kw.ctx})")
+    old = {}
+    inside = {r for o in op.walk() for r in o.results}
+    for v in {v for o in op.walk() for v in o.operands}:
+        if v in kw.kernel_plan.varying and v not in inside and v not in old:
+            old[v] = w[v]
+            w.line(f"{w.define(v)} = {_lane_zero(v, old[v])}")
+    outer, w.gpu_context = w.gpu_context, zero
+    try:
+        w.emit_op(op)
+    finally:
+        w.gpu_context = outer
+        kw.restore(old)
+
+
+def _lane_zero(value: SSAValue, name: str) -> str:
+    """Thread 0's element of `value` (lane 0: the block's lanes in order), as a
+    thread's value of its type: a Python int or bool, a numpy float, a vector."""
+    t = value.type
+    if isinstance(t, IndexType | IntegerType):
+        return f"{'bool' if int_width(t) == 1 else 'int'}({name}[0])"
+    return f"{name}[0]"
+
+
 def _thread_band(kw: _KernelWriter, op: affine.ParallelOp) -> None:
     """The band's one iteration of each thread: its ids from the thread's number."""
     w = kw.w
@@ -732,7 +790,7 @@ _KERNEL_EMITTERS: dict[type[Operation], Callable[[_KernelWriter, Any], None]] = 
     affine.IfOp: _if,
     memref.AllocaOp: _alloca,
     memref.AllocOp: _alloca,
-    affine.ParallelOp: _thread_band,
+    affine.ParallelOp: _parallel,
     scf.ForOp: _scf_for,
     scf.IfOp: _scf_if,
     **{t: _int_op for t in (*INT_BINARY_OPS, *INT_CASTS, arith.CmpiOp, arith.SelectOp)},

@@ -22,7 +22,7 @@ from xdsl.ir.affine import AffineMap
 from xdsl.traits import is_side_effect_free
 
 from affinec.dialects import affine, gpu, nvgpu
-from affinec.dialects.affinec import THREAD, PaddedLoadOp, mapping_of
+from affinec.dialects.affinec import BLOCK, THREAD, PaddedLoadOp, mapping_of
 from affinec.interpreter.arith_ops import INT_BINARY_OPS
 from affinec.interpreter.lanes import (
     ELEMENTWISE,
@@ -212,6 +212,17 @@ def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
                 return False
             plan.private.add(op.memref)
             return True
+        case affine.ParallelOp() if mapping_of(op) == BLOCK:
+            # beside thread bands: all its iterations on thread 0, thread by thread
+            # (`lockstep._block_band`), so nothing in it may wait for the others
+            # nor touch a buffer private to each thread
+            bounds = (*op.lower_bound_operands, *op.upper_bound_operands)
+            inner = [v for o in op.walk() for v in o.operands]
+            if divergent or op.results or plan.differ(bounds):
+                return False
+            if any(v in plan.private for v in inner):
+                return False
+            return _block_takes(op.body.block, plan, True)
         case affine.ParallelOp():
             extents = thread_extents(op)
             if mapping_of(op) != THREAD or extents is None:
