@@ -225,8 +225,9 @@ def folded(exprs: list[str], fold: str) -> str:
     return exprs[0] if len(exprs) == 1 else f"{fold}({', '.join(exprs)})"
 
 
-def if_condition(op: affine.IfOp, w: FunctionWriter) -> str:
-    """The Python condition of an `affine.if`'s integer set."""
+def if_condition(op: affine.IfOp, w: FunctionWriter, lanes: bool = False) -> str:
+    """The Python condition of an `affine.if`'s integer set (with `lanes`, of
+    arrays over lanes: each test in parentheses, joined by `&`)."""
     s = op.condition.data
     names = w.names(op.args)
     dims, syms = names[: s.num_dims], names[s.num_dims :]
@@ -234,6 +235,8 @@ def if_condition(op: affine.IfOp, w: FunctionWriter) -> str:
         f"{to_python(c.lhs - c.rhs, dims, syms)} {c.kind.value} 0"
         for c in s.constraints
     ]
+    if lanes:
+        return " & ".join(f"({t})" for t in tests) or "True"
     return " and ".join(tests) or "True"
 
 

@@ -41,7 +41,7 @@ from affinec.interpreter.shared_memory import (
     WARPGROUP_READER,
     SharedArray,
 )
-from affinec.interpreter.support import InterpreterError, describe
+from affinec.interpreter.support import InterpreterError, describe, tuple_text
 from affinec.interpreter.warps import read_row
 from affinec.wgmma_layouts import WARPGROUP_SIZE
 
@@ -92,7 +92,8 @@ class Copy:
 
 
 class ThreadCopies:
-    """One thread's copies: those not yet in a group, then its groups, oldest first."""
+    """One thread's copies: those not yet in a group, then its groups, oldest first
+    (or a lockstep block's, whose threads all group and wait together)."""
 
     __slots__ = ("groups", "open")
 
@@ -236,18 +237,6 @@ class LaneCopy(Copy):
         return int(self.thread[int(np.argmax(self.run == flat))])
 
 
-class LaneCopies:
-    """The copies of a block's threads in lockstep, grouped as each thread's would
-    be: every thread makes its groups and waits together (a divergent branch holds
-    copies only), so one list serves them all."""
-
-    __slots__ = ("groups", "open")
-
-    def __init__(self) -> None:
-        self.open: list[LaneCopy] = []
-        self.groups: list[list[LaneCopy]] = []
-
-
 def start_lane_copies(
     ctx,
     threads: np.ndarray,
@@ -336,22 +325,6 @@ def start_lane_copies(
     ctx.copies.open.append(copy)
 
 
-def create_lane_group(ctx) -> None:
-    copies = ctx.copies
-    copies.groups.append(copies.open)
-    copies.open = []
-
-
-def wait_lane_groups(ctx, pending: int) -> None:
-    """Land the block's oldest groups until at most `pending` are in flight."""
-    copies = ctx.copies
-    state = ctx.block
-    while len(copies.groups) > pending:
-        for copy in copies.groups.pop(0):
-            copy.land(state.epoch)
-            del state.copies[copy.record]
-
-
 # -- emitters --------------------------------------------------------------------------
 
 
@@ -371,10 +344,6 @@ def _memref_copy(ctx, op, dst, dst_indices, src, src_indices, count, valid) -> N
     start_copy(ctx, op, dst_buffer, dst_offset, src_buffer, src_offset, count, valid)
 
 
-def _tuple(names: list[str]) -> str:
-    return f"({', '.join(names)}{',' * (len(names) == 1)})"
-
-
 @emits(nvgpu.DeviceAsyncCopyOp)
 def _device_async_copy(op: nvgpu.DeviceAsyncCopyOp, w: FunctionWriter) -> None:
     valid = "None" if op.srcElements is None else w[op.srcElements]
@@ -383,16 +352,16 @@ def _device_async_copy(op: nvgpu.DeviceAsyncCopyOp, w: FunctionWriter) -> None:
         # a copy may as well land at once (its group and wait then do nothing).
         w.line(
             f"{w.global_(_sync_copy, 'sync_copy')}({w.op_ref(op)}, "
-            f"{w[op.dst]}, {_tuple(w.names(op.dstIndices))}, {w[op.src]}, "
-            f"{_tuple(w.names(op.srcIndices))}, {op.elements}, {valid})"
+            f"{w[op.dst]}, {tuple_text(w.names(op.dstIndices))}, {w[op.src]}, "
+            f"{tuple_text(w.names(op.srcIndices))}, {op.elements}, {valid})"
         )
         w.alias(op.asyncToken, "None")
         return
     ctx = _context(w, op)
     w.line(
         f"{w.global_(_memref_copy, 'async_copy')}({ctx}, {w.op_ref(op)}, "
-        f"{w[op.dst]}, {_tuple(w.names(op.dstIndices))}, {w[op.src]}, "
-        f"{_tuple(w.names(op.srcIndices))}, {op.elements}, {valid})"
+        f"{w[op.dst]}, {tuple_text(w.names(op.dstIndices))}, {w[op.src]}, "
+        f"{tuple_text(w.names(op.srcIndices))}, {op.elements}, {valid})"
     )
     w.alias(op.asyncToken, "None")
 

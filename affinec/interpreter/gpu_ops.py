@@ -45,6 +45,7 @@ from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source, e
 from affinec.interpreter.control_ops import function_global, write_body
 from affinec.interpreter.llvm_ops import dynamic_spec, pointer_arguments, shared_spec
 from affinec.interpreter.lockstep import (
+    check_grid,
     run_block,
     write_launch_body,
     write_lockstep_kernel,
@@ -119,6 +120,8 @@ def run_grid(
     generator = inspect.isgeneratorfunction(kernel)
     gx, gy, gz = grid
     sx, sy, sz = block
+    if lockstep:
+        check_grid(name, grid)
     for bz, by, bx in itertools.product(range(gz), range(gy), range(gx)):
         state = BlockState(name, (bx, by, bz), block)
         shared = [SharedArray(n, s, d, state) for n, s, d in workgroup]

@@ -21,7 +21,9 @@ import numpy as np
 from xdsl.dialects import llvm
 from xdsl.dialects.builtin import (
     FloatAttr,
+    IndexType,
     IntegerAttr,
+    IntegerType,
     UnrealizedConversionCastOp,
     VectorType,
 )
@@ -182,9 +184,7 @@ def _load(op: Operation, pointer):
     buffer, offset = pointer
     if not 0 <= offset < len(buffer):
         _out_of_bounds(op, buffer, offset)
-    value = buffer[offset]
-    # integers are Python ints (`scalars`), not numpy's, which overflow
-    return value.item() if value.dtype.kind in "iub" else value
+    return buffer[offset]
 
 
 def _load_vector(op: Operation, pointer, size: int):
@@ -371,10 +371,11 @@ def _llvm_load(op: llvm.LoadOp, w: FunctionWriter) -> None:
             f"{w.op_ref(op)}, {w[op.ptr]}, {t.get_shape()[0]})"
         )
         return
-    w.line(
-        f"{w.define(op.dereferenced_value)} = {w.global_(_load, 'load')}("
-        f"{w.op_ref(op)}, {w[op.ptr]})"
-    )
+    read = f"{w.global_(_load, 'load')}({w.op_ref(op)}, {w[op.ptr]})"
+    if isinstance(t, IntegerType | IndexType):
+        # integers are Python ints (`scalars`), not numpy's, which overflow
+        read = f"{scalars.python_int(t)}({read})"
+    w.line(f"{w.define(op.dereferenced_value)} = {read}")
 
 
 @emits(llvm.StoreOp)

@@ -70,16 +70,18 @@ from affinec.interpreter.lanes import (
 )
 from affinec.interpreter.lockstep_plan import (
     INT_CASTS,
+    INTEGER_OPS,
     MAX_GRID_BLOCKS,
     KernelPlan,
     VectorAccess,
+    captured,
     condition_map,
     thread_extents,
     vector_operands,
     yielded,
 )
 from affinec.interpreter.memref_ops import named_indices, proven_inside
-from affinec.interpreter.scalars import int_width
+from affinec.interpreter.scalars import int_width, python_int
 from affinec.interpreter.shared_memory import BlockState, SharedArray
 from affinec.interpreter.support import (
     CMPI_PREDICATES,
@@ -89,10 +91,10 @@ from affinec.interpreter.support import (
     numpy_dtype,
     poisoned,
     shape_text,
+    tuple_text,
 )
 from affinec.interpreter.warps import ldmatrix, mma
 from affinec.ir import ranges
-from affinec.ir.affine_exprs import to_python
 from affinec.ir.mma_layouts import LDMATRIX_ROWS
 
 # -- what the generated code calls ----------------------------------------------------------
@@ -101,7 +103,8 @@ from affinec.ir.mma_layouts import LDMATRIX_ROWS
 class LockstepContext:
     """A block in lockstep: `ids` as a thread's context has them (the thread ids
     unused), `lanes` the threads running now, `block` the `BlockState`, `copies`
-    the block's asynchronous copies (`async_copies.LaneCopies`)."""
+    the block's asynchronous copies (`async_copies.ThreadCopies`: its threads
+    make groups and wait together)."""
 
     __slots__ = ("block", "copies", "ids", "lanes")
 
@@ -109,7 +112,17 @@ class LockstepContext:
         self.ids = ids
         self.block = block
         self.lanes = lanes
-        self.copies = async_copies.LaneCopies()
+        self.copies = async_copies.ThreadCopies()
+
+
+def check_grid(name: str, grid: tuple[int, int, int]) -> None:
+    """Refuse a grid whose block ids leave the ranges a lockstep kernel's index
+    arithmetic was checked against (no GPU launches such a grid)."""
+    if max(grid) > MAX_GRID_BLOCKS:
+        raise InterpreterError(
+            f"@{name}: a grid of {grid} blocks; a GPU launches at most "
+            f"{MAX_GRID_BLOCKS} along a dimension"
+        )
 
 
 def run_block(
@@ -121,11 +134,6 @@ def run_block(
 ) -> None:
     """Run one block of `kernel` in lockstep (`gpu_ops.run_grid` checked the
     launch and made the block's state and shared buffers)."""
-    if max(ids[6:9]) > MAX_GRID_BLOCKS:
-        raise InterpreterError(
-            f"@{state.kernel}: a grid of {ids[6:9]} blocks; a GPU launches at most "
-            f"{MAX_GRID_BLOCKS} along a dimension"
-        )
     lanes = np.arange(math.prod(state.threads), dtype=np.int64)
     kernel(LockstepContext(ids, state, lanes), *args, *shared)
 
@@ -303,27 +311,14 @@ class _KernelWriter(LaneWriter):
         buffer = w.global_(poisoned, "poisoned")
         w.line(f"{w.define(value)} = {buffer}(({self.count},) + {shape}, {dtype})")
 
-    def on_lanes(self, taken: str, region: Block) -> dict[SSAValue, str]:
-        """Rebind every value the region uses that differs between threads to its
-        lanes `taken`; return the old names (for `restore`)."""
-        w, plan = self.w, self.kernel_plan
-        inside = {r for op in region.walk() for r in op.results} | {
-            a
-            for op in region.walk()
-            for r in op.regions
-            for b in r.blocks
-            for a in b.args
-        }
-        used = {
-            v
-            for op in region.walk()
-            for v in op.operands
-            if v in plan.varying and v not in inside
-        }
-        old = {}
+    def rebind(self, root: Operation | Block, pick: Callable[[SSAValue, str], str]):
+        """Rebind every value `root` uses from outside that differs between threads
+        to `pick(value, name)`; return the old names (for `restore`)."""
+        w, old = self.w, {}
+        used = [v for v in captured(root) if v in self.kernel_plan.varying]
         for v in sorted(used, key=lambda v: w[v]):
             old[v] = w[v]
-            w.line(f"{w.define(v)} = {old[v]}[{taken}]")
+            w.line(f"{w.define(v)} = {pick(v, old[v])}")
         return old
 
     def lanes_of(self, result: SSAValue, value: SSAValue) -> str:
@@ -345,7 +340,7 @@ class _KernelWriter(LaneWriter):
         """Write `region`'s ops for the lanes `taken` (positions among the lanes
         running now) only."""
         w = self.w
-        old = self.on_lanes(taken, region)
+        old = self.rebind(region, lambda _, name: f"{name}[{taken}]")
         lane, count = self.lane, self.count
         self.lane, self.count = w.fresh("lane"), w.fresh("lane_count")
         w.line(f"{self.lane} = {lane}[{taken}]")
@@ -383,25 +378,27 @@ def _if(kw: _KernelWriter, op: affine.IfOp) -> None:
     w, plan = kw.w, kw.kernel_plan
     regions = [r.block for r in (op.then_region, op.else_region) if r.blocks]
     if not plan.varies(condition_map(op), op.args):
-        for result in op.results:
-            w.define(result)
-        for k, block in enumerate(regions):
-            with w.indented(f"if {if_condition(op, w)}:" if k == 0 else "else:"):
-                kw.block(block)
-                for result, value in zip(op.results, yielded(block), strict=True):
-                    w.line(f"{w[result]} = {kw.lanes_of(result, value)}")
+        _uniform(kw, if_condition(op, w), op.results, regions)
         return
-    s = op.condition.data
-    names = w.names(op.args)
-    dims, syms = names[: s.num_dims], names[s.num_dims :]
-    tests = [
-        f"({to_python(c.lhs - c.rhs, dims, syms)} {c.kind.value} 0)"
-        for c in s.constraints
-    ]
     condition = w.fresh("condition")
     broadcast = w.global_(np.broadcast_to, "broadcast_to")
-    w.line(f"{condition} = {broadcast}({' & '.join(tests) or 'True'}, ({kw.count},))")
+    tests = if_condition(op, w, lanes=True)
+    w.line(f"{condition} = {broadcast}({tests}, ({kw.count},))")
     _divergent(kw, condition, op.results, regions)
+
+
+def _uniform(
+    kw: _KernelWriter, condition: str, results: Sequence[SSAValue], regions: list[Block]
+) -> None:
+    """A branch every thread takes the same way: a Python `if` on `condition`."""
+    w = kw.w
+    for result in results:
+        w.define(result)
+    for k, block in enumerate(regions):
+        with w.indented(f"if {condition}:" if k == 0 else "else:"):
+            kw.block(block)
+            for result, value in zip(results, yielded(block), strict=True):
+                w.line(f"{w[result]} = {kw.lanes_of(result, value)}")
 
 
 def _divergent(
@@ -412,11 +409,10 @@ def _divergent(
     w = kw.w
     for result in results:
         t = result.type
-        element = t.get_element_type() if isinstance(t, VectorType) else t
-        index = isinstance(element, IndexType | IntegerType)
-        bits = int_width(element) if index else 0
-        dtype = np.dtype(bool if bits == 1 else np.int64) if index else None
-        dtype = w.global_(dtype or numpy_dtype(element), "dtype")
+        dtype = numpy_dtype(t.get_element_type() if isinstance(t, VectorType) else t)
+        if dtype.kind == "i":
+            dtype = np.dtype(np.int64)  # integers on lanes are int64 (`lane_scalars`)
+        dtype = w.global_(dtype, "dtype")
         shape = f"({kw.count},) + {_vector_shape(result)}"
         w.line(
             f"{w.define(result)} = {w.global_(poisoned, 'poisoned')}({shape}, {dtype})"
@@ -471,12 +467,7 @@ def _block_band(kw: _KernelWriter, op: affine.ParallelOp) -> None:
     w = kw.w
     zero = w.fresh("thread_zero")
     w.line(f"{zero} = {w.global_(as_thread_zero, 'as_thread_zero')}({kw.ctx})")
-    old = {}
-    inside = {r for o in op.walk() for r in o.results}
-    for v in {v for o in op.walk() for v in o.operands}:
-        if v in kw.kernel_plan.varying and v not in inside and v not in old:
-            old[v] = w[v]
-            w.line(f"{w.define(v)} = {_lane_zero(v, old[v])}")
+    old = kw.rebind(op, _lane_zero)
     outer, w.gpu_context = w.gpu_context, zero
     try:
         w.emit_op(op)
@@ -490,7 +481,7 @@ def _lane_zero(value: SSAValue, name: str) -> str:
     thread's value of its type: a Python int or bool, a numpy float, a vector."""
     t = value.type
     if isinstance(t, IndexType | IntegerType):
-        return f"{'bool' if int_width(t) == 1 else 'int'}({name}[0])"
+        return f"{python_int(t)}({name}[0])"
     return f"{name}[0]"
 
 
@@ -522,21 +513,8 @@ def _access(kw: _KernelWriter, op: Access) -> None:
     t = op.memref.type
     assert isinstance(t, MemRefType)
     shape = access_shape(t, w[op.memref])
-    if isinstance(op, memref.LoadOp | memref.StoreOp):
-        names = w.names(op.indices)
-        known = [ranges.value_range(v, w.ranges) for v in op.indices]
-    else:
-        names = named_indices(w, map_results(w, op.map.data, op.indices))
-        known = map_ranges(w, op.map.data, op.indices)
-    dims = tuple(
-        k
-        for k, (r, dim) in enumerate(zip(known, shape, strict=True))
-        if not proven_inside(r, dim)
-    )
-    index = _tuple(names)
-    if dims:
-        check = w.global_(check_lanes, "check_lanes")
-        w.line(f"{check}({w.op_ref(op)}, {shape_text(shape)}, {index}, {dims})")
+    names = _checked_indices(kw, op, shape)
+    index = tuple_text(names)
     array = w[op.memref]
     store = isinstance(op, affine.StoreOp | memref.StoreOp)
     if op.memref in plan.arrays:  # a memref.load or store of global memory
@@ -562,6 +540,30 @@ def _access(kw: _KernelWriter, op: Access) -> None:
         w.line(f"{w.define(op.results[0])} = {array}.read_lanes({position}, {kw.lane})")
 
 
+def _checked_indices(kw: _KernelWriter, op: Operation, shape: Sequence[Any]) -> list:
+    """The names of an access's indices (an affine map's results, or SSA indices),
+    each lane's checked inside `shape` where the loop bounds do not prove it."""
+    w = kw.w
+    indices = op.indices  # pyright: ignore[reportAttributeAccessIssue]
+    if hasattr(op, "map"):
+        m = op.map.data  # pyright: ignore[reportAttributeAccessIssue]
+        names = named_indices(w, map_results(w, m, indices))
+        known = map_ranges(w, m, indices)
+    else:
+        names = w.names(indices)
+        known = [ranges.value_range(v, w.ranges) for v in indices]
+    dims = tuple(
+        k
+        for k, (r, dim) in enumerate(zip(known, shape, strict=True))
+        if not proven_inside(r, dim)
+    )
+    if dims:
+        check = w.global_(check_lanes, "check_lanes")
+        index = tuple_text(names)
+        w.line(f"{check}({w.op_ref(op)}, {shape_text(shape)}, {index}, {dims})")
+    return names
+
+
 def _row_major(names: Sequence[str], shape: Sequence[Any]) -> str:
     """The row-major position of the element at `names` in `shape`."""
     text = names[0] if names else "0"
@@ -580,28 +582,18 @@ def _vector_access(kw: _KernelWriter, op: VectorAccess) -> None:
     assert isinstance(t, MemRefType) and isinstance(value.type, VectorType)
     width = value.type.get_shape()[0]
     shape = access_shape(t, w[buffer])
-    if isinstance(op, vector.LoadOp | vector.StoreOp):
-        names = w.names(op.indices)
-        known = [ranges.value_range(v, w.ranges) for v in op.indices]
-    else:
-        names = named_indices(w, map_results(w, op.map.data, op.indices))
-        known = map_ranges(w, op.map.data, op.indices)
+    names = _checked_indices(kw, op, shape)
     check = w.global_(check_lanes, "check_lanes")
-    dims = tuple(
-        k
-        for k, (r, dim) in enumerate(zip(known, shape, strict=True))
-        if not proven_inside(r, dim)
-    )
-    if dims:
-        w.line(f"{check}({w.op_ref(op)}, {shape_text(shape)}, {_tuple(names)}, {dims})")
-    last = _tuple([*names[:-1], f"{names[-1]} + {width - 1}"])
+    last = tuple_text([*names[:-1], f"{names[-1]} + {width - 1}"])
     last_dim = len(names) - 1
     w.line(f"{check}({w.op_ref(op)}, {shape_text(shape)}, {last}, ({last_dim},))")
     array = w[buffer]
     if buffer in plan.arrays:
         if not store:
             gather = w.global_(gather_runs, "gather_runs")
-            w.line(f"{w.define(value)} = {gather}({array}, {_tuple(names)}, {width})")
+            w.line(
+                f"{w.define(value)} = {gather}({array}, {tuple_text(names)}, {width})"
+            )
             return
         values = w[value]
         uniform = (
@@ -612,11 +604,11 @@ def _vector_access(kw: _KernelWriter, op: VectorAccess) -> None:
         if uniform:
             # every thread writes the one run: the last one's values stay
             w.line(
-                f"{array}[{_tuple([*names[:-1], f'slice({names[-1]}, {names[-1]} + {width})'])}] = {values}[-1]"
+                f"{array}[{tuple_text([*names[:-1], f'slice({names[-1]}, {names[-1]} + {width})'])}] = {values}[-1]"
             )
             return
         scatter = w.global_(scatter_runs, "scatter_runs")
-        w.line(f"{scatter}({array}, {_tuple(names)}, {width}, {values})")
+        w.line(f"{scatter}({array}, {tuple_text(names)}, {width}, {values})")
         return
     position = w.fresh("position")
     runs = w.global_(run_positions, "run_positions")
@@ -652,21 +644,17 @@ def _vector_op(
             w.line(
                 f"{w.define(result)} = {w[op.vector]}[{', '.join([':', *position])}]"
             )
-        case vector.InsertOp():
+        case vector.InsertOp() | vector.BroadcastOp():
             t = result.type
             assert isinstance(t, VectorType)
             dtype = w.global_(numpy_dtype(t.get_element_type()), "dtype")
             fresh = w.global_(lanes_of, "lanes_of")
+            start = op.dest if isinstance(op, vector.InsertOp) else op.source
             name = w.define(result)
-            w.line(f"{name} = {fresh}({w[op.dest]}, {shape}, {dtype})")
-            position = [str(p) for p in op.get_mixed_position()]
-            w.line(f"{name}[{', '.join([':', *position])}] = {w[op.source]}")
-        case vector.BroadcastOp():
-            t = result.type
-            assert isinstance(t, VectorType)
-            dtype = w.global_(numpy_dtype(t.get_element_type()), "dtype")
-            fresh = w.global_(lanes_of, "lanes_of")
-            w.line(f"{w.define(result)} = {fresh}({w[op.source]}, {shape}, {dtype})")
+            w.line(f"{name} = {fresh}({w[start]}, {shape}, {dtype})")
+            if isinstance(op, vector.InsertOp):
+                position = [str(p) for p in op.get_mixed_position()]
+                w.line(f"{name}[{', '.join([':', *position])}] = {w[op.source]}")
 
 
 def _ldmatrix(kw: _KernelWriter, op: nvgpu.LdMatrixOp) -> None:
@@ -674,7 +662,7 @@ def _ldmatrix(kw: _KernelWriter, op: nvgpu.LdMatrixOp) -> None:
     fn = w.global_(ldmatrix_lanes, "ldmatrix_lanes")
     w.line(
         f"{w.define(op.res)} = {fn}({w.op_ref(op)}, {w[op.srcMemref]}, "
-        f"{_tuple(w.names(op.indices))}, {kw.lane}, {kw.ctx}.block)"
+        f"{tuple_text(w.names(op.indices))}, {kw.lane}, {kw.ctx}.block)"
     )
 
 
@@ -708,13 +696,7 @@ def _scf_if(kw: _KernelWriter, op: scf.IfOp) -> None:
     w, plan = kw.w, kw.kernel_plan
     regions = [r.block for r in (op.true_region, op.false_region) if r.blocks]
     if not plan.differ((op.cond,)):
-        for result in op.results:
-            w.define(result)
-        for k, block in enumerate(regions):
-            with w.indented(f"if {w[op.cond]}:" if k == 0 else "else:"):
-                kw.block(block)
-                for result, value in zip(op.results, yielded(block), strict=True):
-                    w.line(f"{w[result]} = {kw.lanes_of(result, value)}")
+        _uniform(kw, w[op.cond], op.results, regions)
         return
     _divergent(kw, w[op.cond], op.results, regions)
 
@@ -754,31 +736,25 @@ def _int_op(kw: _KernelWriter, op: Operation) -> None:
     w.line(f"{w.define(result)} = {fn}({names[0]}, {names[1]}, {bits})")
 
 
-def _tuple(names: Sequence[str]) -> str:
-    return f"({', '.join(names)}{',' * (len(names) == 1)})"
-
-
 def _async_copy(kw: _KernelWriter, op: nvgpu.DeviceAsyncCopyOp) -> None:
     w = kw.w
     valid = "None" if op.srcElements is None else w[op.srcElements]
     start = w.global_(async_copies.start_lane_copies, "lane_copies")
     w.line(
         f"{start}({kw.ctx}, {kw.lane}, {w.op_ref(op)}, {w[op.dst]}, "
-        f"{_tuple(w.names(op.dstIndices))}, {w[op.src]}, "
-        f"{_tuple(w.names(op.srcIndices))}, {op.elements}, {valid})"
+        f"{tuple_text(w.names(op.dstIndices))}, {w[op.src]}, "
+        f"{tuple_text(w.names(op.srcIndices))}, {op.elements}, {valid})"
     )
     w.alias(op.asyncToken, "None")
 
 
 def _create_group(kw: _KernelWriter, op: nvgpu.DeviceAsyncCreateGroupOp) -> None:
     kw.w.alias(op.results[0], "None")
-    kw.w.line(
-        f"{kw.w.global_(async_copies.create_lane_group, 'create_group')}({kw.ctx})"
-    )
+    kw.w.line(f"{kw.w.global_(async_copies.create_group, 'create_group')}({kw.ctx})")
 
 
 def _wait(kw: _KernelWriter, op: nvgpu.DeviceAsyncWaitOp) -> None:
-    wait = kw.w.global_(async_copies.wait_lane_groups, "wait_groups")
+    wait = kw.w.global_(async_copies.wait_groups, "wait_groups")
     kw.w.line(f"{wait}({kw.ctx}, {op.groups})")
 
 
@@ -793,7 +769,7 @@ _KERNEL_EMITTERS: dict[type[Operation], Callable[[_KernelWriter, Any], None]] = 
     affine.ParallelOp: _parallel,
     scf.ForOp: _scf_for,
     scf.IfOp: _scf_if,
-    **{t: _int_op for t in (*INT_BINARY_OPS, *INT_CASTS, arith.CmpiOp, arith.SelectOp)},
+    **dict.fromkeys(INTEGER_OPS, _int_op),
     affine.LoadOp: _access,
     PaddedLoadOp: _access,
     affine.StoreOp: _access,

@@ -77,12 +77,9 @@ def plan_mapped_grid(
     """The lockstep plan of a thread-mapped grid band (its body a block, `shared`
     its workgroup buffers), or None where it runs thread by thread
     (`mapped_ops`)."""
-    body = grid.body.block
-    inside = {v for op in grid.walk() for v in (*op.results, *_block_args(op))}
-    used = {v for op in grid.walk() for v in op.operands}
     plan = KernelPlan(
         shared=set(shared),
-        arrays={v for v in used - inside if isinstance(v.type, MemRefType)},
+        arrays={v for v in captured(grid) if isinstance(v.type, MemRefType)},
     )
     sizes = {
         math.prod(thread_extents(band) or (0,))
@@ -92,8 +89,7 @@ def plan_mapped_grid(
     if len(sizes) != 1 or 0 in sizes:
         return None
     plan.threads = sizes.pop()
-    ops = [op for op in body.ops if getattr(op, "memref", None) not in plan.shared]
-    return plan if all(_op_takes(op, plan, False) for op in ops) else None
+    return plan if _block_takes(grid.body.block, plan, False) else None
 
 
 def plan_launch(launch: gpu.LaunchOp) -> KernelPlan | None:
@@ -104,11 +100,9 @@ def plan_launch(launch: gpu.LaunchOp) -> KernelPlan | None:
     block = launch.body.block
     if not isinstance(block.last_op, gpu.TerminatorOp):
         return None
-    inside = {v for op in launch.walk() for v in (*op.results, *_block_args(op))}
-    used = {v for op in launch.walk() for v in op.operands}
     plan = KernelPlan(
         shared=set(launch.workgroup_args),
-        arrays={v for v in used - inside if isinstance(v.type, MemRefType)},
+        arrays={v for v in captured(launch) if isinstance(v.type, MemRefType)},
     )
     ids = block.args[:12]
     plan.varying.update(ids[3:6])
@@ -118,8 +112,14 @@ def plan_launch(launch: gpu.LaunchOp) -> KernelPlan | None:
     return plan if _block_takes(block, plan, False) else None
 
 
-def _block_args(op: Operation) -> list[SSAValue]:
-    return [a for r in op.regions for b in r.blocks for a in b.args]
+def captured(root: Operation | Block) -> set[SSAValue]:
+    """The values the ops in `root` use and do not define (its own results and
+    block arguments count as defined)."""
+    ops = list(root.walk())
+    defined = {v for op in ops for v in op.results} | {
+        a for op in ops for r in op.regions for b in r.blocks for a in b.args
+    }
+    return {v for op in ops for v in op.operands} - defined
 
 
 def thread_extents(band: affine.ParallelOp) -> tuple[int, ...] | None:
@@ -184,9 +184,11 @@ def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
         case gpu.ThreadIdOp() | gpu.GlobalIdOp():
             plan.varying.add(op.result)
             return True
-        case gpu.BarrierOp() | nvgpu.DeviceAsyncCreateGroupOp():
-            return not divergent
-        case nvgpu.DeviceAsyncWaitOp():
+        case (
+            gpu.BarrierOp()
+            | nvgpu.DeviceAsyncCreateGroupOp()
+            | nvgpu.DeviceAsyncWaitOp()
+        ):
             return not divergent
         case nvgpu.DeviceAsyncCopyOp():
             return op.dst in plan.shared and op.src in plan.arrays
@@ -203,12 +205,14 @@ def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
             regions = [r.block for r in (op.then_region, op.else_region) if r.blocks]
             if not all(_block_takes(b, plan, divergent or differs) for b in regions):
                 return False
-            yields = [v for b in regions for v in b.last_op.operands]  # pyright: ignore
+            yields = [v for b in regions for v in yielded(b)]
             if differs or plan.differ(yields):
                 plan.varying.update(op.results)
             return True
         case memref.AllocaOp() | memref.AllocOp():
-            if divergent or op.memref in plan.shared or not _small(op.memref.type):
+            if op.memref in plan.shared:
+                return True  # a grid band's shared buffer: the block's, made apart
+            if divergent or not _small(op.memref.type):
                 return False
             plan.private.add(op.memref)
             return True
@@ -217,10 +221,9 @@ def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
             # (`lockstep._block_band`), so nothing in it may wait for the others
             # nor touch a buffer private to each thread
             bounds = (*op.lower_bound_operands, *op.upper_bound_operands)
-            inner = [v for o in op.walk() for v in o.operands]
             if divergent or op.results or plan.differ(bounds):
                 return False
-            if any(v in plan.private for v in inner):
+            if any(v in plan.private for v in captured(op)):
                 return False
             return _block_takes(op.body.block, plan, True)
         case affine.ParallelOp():
@@ -334,9 +337,7 @@ def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
             return True
     if op.regions or any(isinstance(v.type, MemRefType) for v in op.operands):
         return False
-    integer = isinstance(
-        op, (*INT_BINARY_OPS, *INT_CASTS, arith.CmpiOp, arith.SelectOp)
-    )
+    integer = isinstance(op, INTEGER_OPS)
     if not plan.differ(op.operands):
         # the same for every thread: computed once (a division by zero raises
         # as it would for each thread)
@@ -387,3 +388,6 @@ def vector_operands(op: VectorAccess) -> tuple[SSAValue, SSAValue, bool]:
 
 INT_CASTS = (arith.IndexCastOp, arith.ExtSIOp, arith.TruncIOp, arith.ExtUIOp)
 """arith's integer casts (`lane_scalars.cast`)."""
+
+INTEGER_OPS = (*INT_BINARY_OPS, *INT_CASTS, arith.CmpiOp, arith.SelectOp)
+"""arith's ops on integers (and `select`), with `lane_scalars`' forms."""

@@ -26,7 +26,7 @@ from affinec.dialects.affinec import ElementPointerOp
 from affinec.dialects.gpu_common import WORKGROUP_ADDRESS_SPACE, memory_space
 from affinec.dialects.memref import CastOp as MemRefCastOp
 from affinec.interpreter.codegen import FunctionWriter, emits
-from affinec.interpreter.scalars import int_width
+from affinec.interpreter.scalars import python_int
 from affinec.interpreter.shared_memory import SharedArray, SharedView, shared_subview
 from affinec.interpreter.support import (
     InterpreterError,
@@ -117,7 +117,7 @@ def emit_load(
     read = f"{array}[{index}]"
     if isinstance(op.results[0].type, IntegerType | IndexType):
         # integers are Python ints (`scalars`), not numpy's, which overflow
-        read = f"{'bool' if int_width(op.results[0].type) == 1 else 'int'}({read})"
+        read = f"{python_int(op.results[0].type)}({read})"
     if condition is None:
         w.line(f"{result} = {read}")
     else:

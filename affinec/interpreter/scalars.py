@@ -55,6 +55,12 @@ def int_width(t: Attribute) -> int:
     raise InterpreterError(f"expected an integer or index type, got {t}")
 
 
+def python_int(t: Attribute) -> str:
+    """The Python type the values of integer or index type `t` are kept as (its
+    name, for generated code): `bool` for i1, else `int`."""
+    return "bool" if int_width(t) == 1 else "int"
+
+
 # -- helpers the generated code calls -------------------------------------------------------
 
 

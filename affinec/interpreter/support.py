@@ -116,9 +116,14 @@ def access_shape(t: MemRefType, array: str) -> tuple[Size, ...]:
     )
 
 
+def tuple_text(items: Sequence[object]) -> str:
+    """A Python tuple of `items` (source texts, or numbers) in generated code."""
+    return f"({', '.join(map(str, items))}{',' * (len(items) == 1)})"
+
+
 def shape_text(shape: Sequence[Size]) -> str:
     """A shape as a Python tuple in generated code."""
-    return f"({', '.join(map(str, shape))}{',' * (len(shape) == 1)})"
+    return tuple_text(shape)
 
 
 # -- limits ---------------------------------------------------------------------------------
