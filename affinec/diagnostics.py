@@ -40,6 +40,7 @@ from xdsl.utils.exceptions import (
 from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 
+from affinec.mlir_wording import parser_message, verifier_message
 from affinec.semi_affine import MLIRAffineParser
 
 
@@ -205,6 +206,8 @@ class LocatingParser(Parser):
         self._op_start = start
         try:
             op = super().parse_optional_operation()
+        except ParseError as e:
+            raise _in_custom_op(e, start) from e
         except Exception as e:
             raise self._as_parse_error(e, start) from e
         if op is None:
@@ -314,6 +317,31 @@ class LocatingParser(Parser):
         return ParseError(op_start, xdsl_failure(error))
 
 
+_CUSTOM_OP_NAME = re.compile(
+    r"(?:%[\w$.-]+(?::\d+)?\s*(?:,\s*%[\w$.-]+(?::\d+)?\s*)*=\s*)?"
+    r"(?P<name>[A-Za-z_][\w$]*\.[\w$.]+)"
+)
+_NOT_THE_OPS_OWN = (
+    "unregistered operation",
+    "use of undeclared",
+    "region entry argument",
+    "redefinition of",
+    "custom op '",
+)
+
+
+def _in_custom_op(error: ParseError, op_start: Span) -> ParseError:
+    """`error`, raised while parsing the op at `op_start`, prefixed `custom op
+    'name'` as MLIR prefixes what an op's own parser reports, when the op is
+    written in its custom form (the innermost such op: outer ones see the prefix)."""
+    if error.msg.startswith(_NOT_THE_OPS_OWN):
+        return error
+    match = _CUSTOM_OP_NAME.match(op_start.input.content, op_start.start)
+    if match is None:
+        return error
+    return ParseError(error.span, f"custom op '{match['name']}' {error.msg}")
+
+
 class _UnnamedBlock(Block):
     """A block whose label (`^0`) is no name xDSL takes: the printer numbers it."""
 
@@ -372,6 +400,10 @@ def location_of(op: Operation | None) -> SourceLocation | None:
     return None
 
 
+_TERMINATOR = "terminates block in"
+"""xDSL's check that the op ending a block is a terminator (its text)."""
+
+
 def verify(module: ModuleOp) -> None:
     """Verify `module`, raising `VerificationError` at the first op that fails (with
     a verifier's `VerifyException`, or any exception xDSL's verifiers raise), or
@@ -381,10 +413,22 @@ def verify(module: ModuleOp) -> None:
     for op in module.walk():
         try:
             op.verify(verify_nested_ops=False)
+        except OpError as e:
+            if e.op is None:
+                raise VerificationError(op, e.message) from e
+            raise VerificationError(e.op, e.message) from e
         except Exception as e:
             if not is_user_error(e):
                 raise
-            raise VerificationError(op, xdsl_failure(e)) from e
+            if _TERMINATOR in str(e):
+                # MLIR checks an op before the block it ends: its own error first.
+                try:
+                    op.verify_()
+                except Exception as own:
+                    if not is_user_error(own):
+                        raise
+                    e = own
+            raise VerificationError(op, verifier_message(op, xdsl_failure(e))) from e
         for k, operand in enumerate(op.operands):
             if not dominance.dominates(operand, op):
                 raise VerificationError(op, f"operand #{k} does not dominate this use")
@@ -515,7 +559,7 @@ def locate_exception(
         location = SourceLocation(
             where.file or "<stdin>", where.line + line_offset, where.col
         )
-        return location, error.msg
+        return location, parser_message(error.msg)
     if isinstance(error, OpError) and error.op is not None:
         if not error.names_op:  # the message describes the op itself
             return location_of(error.op), str(error)

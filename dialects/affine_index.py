@@ -68,7 +68,7 @@ class _MapOp(IRDLOperation):
     def verify_(self) -> None:
         verify_map_operands(self, self.map.data, self.mapOperands)
         if not self.map.data.results:
-            raise VerifyException("needs a map with at least one result")
+            raise VerifyException("affine map expect at least one result")
 
     @classmethod
     def parse(cls, parser: Parser):

@@ -23,6 +23,7 @@ from xdsl.printer import Printer
 from xdsl.traits import IsTerminator, Pure, RecursiveMemoryEffect
 from xdsl.utils.exceptions import VerifyException
 
+from affinec.diagnostics import OpError
 from affinec.dialects.affine_syntax import (
     parse_map_and_operands,
     parse_operand_lists,
@@ -81,10 +82,18 @@ def verify_yield(op: Operation, region: Region, types: Sequence[Attribute]) -> N
     term = region.block.last_op
     if not isinstance(term, YieldOp):
         raise VerifyException("region must end in 'affine.yield'")
+    if len(term.arguments) != len(types):
+        raise OpError(
+            term,
+            "parent of yield must have same number of results as the yield operands",
+        )
     if tuple(term.arguments.types) != tuple(types):
-        raise VerifyException(
-            f"yields ({', '.join(map(str, term.arguments.types))}) but "
-            f"its results are ({', '.join(map(str, types))})"
+        # At the yield, as MLIR reports it.
+        raise OpError(
+            term,
+            "types mismatch between yield op and its parent (it yields "
+            f"({', '.join(map(str, term.arguments.types))}), the results are "
+            f"({', '.join(map(str, types))}))",
         )
 
 
@@ -102,7 +111,11 @@ def _parse_for_bound(parser: Parser, keyword: str) -> tuple[AffineMap, list[SSAV
         return AffineMap.constant_map(value), []
     attr, operands = parse_map_and_operands(parser)
     if len(attr.data.results) > 1 and not prefixed:
-        parser.raise_error(f"a bound with several results needs '{keyword}'")
+        which = "lower" if keyword == "max" else "upper"
+        parser.raise_error(
+            f"{which} loop bound affine map with multiple results requires "
+            f"'{keyword}' prefix"
+        )
     return attr.data, operands
 
 
@@ -191,8 +204,14 @@ class ForOp(IRDLOperation):
             verify_dims_and_symbols(self, operands, m.num_dims)
         if self.step.value.data <= 0:
             raise VerifyException(f"step must be positive, got {self.step.value.data}")
-        if not self.lowerBoundMap.data.results or not self.upperBoundMap.data.results:
-            raise VerifyException("bound maps need at least one result")
+        for which, m in (
+            ("lower", self.lowerBoundMap.data),
+            ("upper", self.upperBoundMap.data),
+        ):
+            if not m.results:
+                raise VerifyException(
+                    f"expected {which} bound map to have at least one result"
+                )
         arg_types = tuple(self.body.block.arg_types)
         expected = (IndexType(), *self.inits.types)
         if arg_types != expected:
@@ -209,14 +228,18 @@ class ForOp(IRDLOperation):
         iv = parser.parse_argument(expect_type=False)
         parser.parse_punctuation("=")
         lower, lower_operands = _parse_for_bound(parser, "max")
-        parser.parse_keyword("to")
+        if parser.parse_optional_keyword("to") is None:
+            parser.raise_error("expected 'to' between bounds")
         upper, upper_operands = _parse_for_bound(parser, "min")
         step = 1
         if parser.parse_optional_keyword("step") is not None:
             pos = parser.pos
             step = parser.parse_integer(allow_boolean=False)
             if step <= 0:
-                parser.raise_error("the step must be a positive integer", pos)
+                parser.raise_error(
+                    "expected step to be representable as a positive signed integer",
+                    pos,
+                )
         iter_args: list[Parser.Argument] = []
         inits: list[SSAValue] = []
         if parser.parse_optional_keyword("iter_args") is not None:
@@ -231,7 +254,7 @@ class ForOp(IRDLOperation):
             types = parse_type_list(parser)
             if len(types) != len(pairs):
                 parser.raise_error(
-                    f"{len(pairs)} iter_args but {len(types)} result types"
+                    "mismatch between the number of loop-carried values and results"
                 )
             for (arg, init), t in zip(pairs, types, strict=True):
                 iter_args.append(arg.resolve(t))

@@ -85,6 +85,16 @@ stores its reductions as."""
 REDUCTION_NAMES = {v: k for k, v in REDUCTION_ENUM.items()}
 
 REDUCTION_KINDS = tuple(REDUCTION_ENUM)
+
+
+def _count_mismatch(ivs: int, lower: int, upper: int, steps: int) -> str:
+    return (
+        f"the number of region arguments ({ivs}) and the number of map groups for "
+        f"lower ({lower}) and upper bound ({upper}), and the number of steps "
+        f"({steps}) must all match"
+    )
+
+
 """Every reduction MLIR's syntax names (the verifier checks which fits a type)."""
 
 _FLOAT_REDUCTIONS = {"addf", "mulf", "maximumf", "maxnumf", "minimumf", "minnumf"}
@@ -272,31 +282,28 @@ class ParallelOp(IRDLOperation):
         verify_dims_and_symbols(self, self.lower_bound_operands, lower.num_dims)
         verify_dims_and_symbols(self, self.upper_bound_operands, upper.num_dims)
         n = len(self.body.block.args)
+        counts = (n, len(self.lower_groups), len(self.upper_groups), len(self.steps))
+        if len(set(counts)) != 1:
+            raise VerifyException(_count_mismatch(*counts))
         for what, groups, m in (
             ("lower", self.lower_groups, lower),
             ("upper", self.upper_groups, upper),
         ):
-            if len(groups) != n:
+            if any(g == 0 for g in groups):
                 raise VerifyException(
-                    f"has {n} induction variables but {len(groups)} {what} bound groups"
+                    f"expected {what} bound map to have at least one result"
                 )
-            if any(g <= 0 for g in groups) or sum(groups) != len(m.results):
+            if any(g < 0 for g in groups) or sum(groups) != len(m.results):
                 raise VerifyException(
                     f"{what} bound groups {groups} do not cover "
                     f"the {len(m.results)} results of its {what} bounds map"
                 )
-        if len(self.steps) != n:
-            raise VerifyException(
-                f"has {n} induction variables but {len(self.steps)} steps"
-            )
         if any(s <= 0 for s in self.step_values):
             raise VerifyException(f"steps must be positive, got {self.step_values}")
         if any(not isinstance(t, IndexType) for t in self.body.block.arg_types):
             raise VerifyException("induction variables must be of index type")
         if len(self.reductions) != len(self.res):
-            raise VerifyException(
-                f"has {len(self.res)} results but {len(self.reductions)} reductions"
-            )
+            raise VerifyException("reduction must be specified for each output")
         for r, kind, t in zip(
             self.reductions.data, self.reduction_kinds, self.result_types, strict=True
         ):
@@ -310,6 +317,7 @@ class ParallelOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> ParallelOp:
+        start = parser.pos
         ivs = parser.parse_comma_separated_list(
             Parser.Delimiter.PAREN, lambda: parser.parse_argument(expect_type=False)
         )
@@ -317,21 +325,20 @@ class ParallelOp(IRDLOperation):
         lower, lower_groups, lower_operands = _parse_bound_list(parser, "max")
         parser.parse_keyword("to")
         upper, upper_groups, upper_operands = _parse_bound_list(parser, "min")
-        for what, groups in (("lower", lower_groups), ("upper", upper_groups)):
-            if len(groups) != len(ivs):
-                parser.raise_error(
-                    f"{len(ivs)} induction variables but {len(groups)} {what} bounds"
-                )
         steps = [1] * len(ivs)
         if parser.parse_optional_keyword("step") is not None:
             pos = parser.pos
             steps = parser.parse_comma_separated_list(
                 Parser.Delimiter.PAREN, lambda: parser.parse_integer(False)
             )
-            if len(steps) != len(ivs) or any(s <= 0 for s in steps):
+            if any(s <= 0 for s in steps):
                 parser.raise_error(
-                    f"expected {len(ivs)} positive steps, got {steps}", pos
+                    "expected step to be representable as a positive signed integer",
+                    pos,
                 )
+        counts = (len(ivs), len(lower_groups), len(upper_groups), len(steps))
+        if len(set(counts)) != 1:
+            parser.raise_error(_count_mismatch(*counts), start)
         reductions: list[str] = []
         result_types: list[Attribute] = []
         if parser.parse_optional_keyword("reduce") is not None:
@@ -342,12 +349,14 @@ class ParallelOp(IRDLOperation):
             for r in reductions:
                 if r not in REDUCTION_KINDS:
                     parser.raise_error(
-                        f"unknown reduction '{r}' (expected one of "
+                        f'invalid reduction value: "{r}" (expected one of '
                         f"{', '.join(REDUCTION_KINDS)})",
                         pos,
                     )
             parser.parse_punctuation("->")
             result_types = parse_type_list(parser)
+        elif parser.parse_optional_punctuation("->") is not None:
+            result_types = parse_type_list(parser)  # the verifier wants reductions
         body = parser.parse_region([iv.resolve(IndexType()) for iv in ivs])
         ensure_yield(body.block)
         op = cls(

@@ -294,8 +294,9 @@ def parse_operand_lists(parser: Parser, num_dims: int, num_symbols: int, pos: in
     dims, syms = dims or [], syms or []
     if len(dims) != num_dims or len(syms) != num_symbols:
         parser.raise_error(
-            f"the map takes {num_dims} dims and {num_symbols} symbols, "
-            f"but {len(dims)} and {len(syms)} operands were given",
+            "operand count and affine map dimension and symbol count must match "
+            f"(the map takes {num_dims} dims and {num_symbols} symbols, "
+            f"{len(dims)} and {len(syms)} were given)",
             pos,
         )
     return [*dims, *syms]

@@ -181,11 +181,20 @@ def verify_index_operands(op: Operation, operands: Sequence[SSAValue], what: str
 # --------------------------------------------------------------------------------------
 
 
-def verify_map_operands(op: Operation, m: AffineMap, operands: Sequence[SSAValue]):
+OPERAND_COUNT = "operand count and affine map dimension and symbol count must match"
+"""MLIR's words for a map given more or fewer operands than it takes."""
+
+
+def verify_map_operands(
+    op: Operation,
+    m: AffineMap,
+    operands: Sequence[SSAValue],
+    mismatch: str = OPERAND_COUNT,
+):
     if len(operands) != m.num_dims + m.num_symbols:
         raise VerifyException(
-            f"map takes {m.num_dims + m.num_symbols} operands "
-            f"({m.num_dims} dims, {m.num_symbols} symbols), got {len(operands)}"
+            f"{mismatch} (the map takes {m.num_dims} dims and {m.num_symbols} "
+            f"symbols, {len(operands)} operands were given)"
         )
     verify_divisors(m.results)
 
@@ -226,7 +235,10 @@ def verify_memref_access(
     rank = memref.type.get_num_dims()
     if len(m.results) != rank:
         raise VerifyException(
-            f"map has {len(m.results)} results but the memref has rank {rank}"
+            "affine map num results must equal memref rank (the map has "
+            f"{len(m.results)} results, the memref rank {rank})"
         )
-    verify_map_operands(op, m, indices)
+    verify_map_operands(
+        op, m, indices, "expects as many subscripts as affine map inputs"
+    )
     verify_dims_and_symbols(op, indices, m.num_dims)

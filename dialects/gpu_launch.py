@@ -13,6 +13,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     IntegerType,
+    StringAttr,
     SymbolRefAttr,
     i32,
     i64,
@@ -37,7 +38,9 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 from affinec.dialects.gpu_common import (
+    CONTAINER_MODULE,
     DIMENSIONS,
+    KERNEL,
     PRIVATE_ADDRESS_SPACE,
     WORKGROUP_ADDRESS_SPACE,
     WORKGROUP_ATTRIBUTIONS,
@@ -340,6 +343,17 @@ class LaunchOp(_LaunchSizes, IRDLOperation):
 _LAUNCH_SIZE_TYPES = (IndexType, IntegerType)
 
 
+def _symbol(table: Operation, name: str) -> Operation | None:
+    """The op of `table`'s body named `name` (`sym_name`), if any."""
+    if not table.regions or not table.regions[0].blocks:
+        return None
+    for op in table.regions[0].blocks.first.ops:
+        sym = op.properties.get("sym_name") or op.attributes.get("sym_name")
+        if isinstance(sym, StringAttr) and sym.data == name:
+            return op
+    return None
+
+
 @irdl_op_definition
 class LaunchFuncOp(_LaunchSizes, IRDLOperation):
     """`gpu.launch_func [async [%t]] @m::@k [clusters in (..)] blocks in (..)
@@ -417,6 +431,48 @@ class LaunchFuncOp(_LaunchSizes, IRDLOperation):
             raise VerifyException(f"launch sizes must be index, i32 or i64, not {t}")
         if any(v.type != t for v in sizes):
             raise VerifyException("all launch sizes must have the same type")
+        self._verify_kernel_reference()
+
+    def _verify_kernel_reference(self) -> None:
+        """MLIR's checks of the kernel a launch names, in its words: the closest
+        module holds kernels (`gpu.container_module`), the container is a
+        `gpu.module` (or a `gpu.binary`), the kernel is a function marked
+        `gpu.kernel` there, taking as many operands as the launch passes."""
+        module = self.parent_op()
+        while module is not None and module.name != "builtin.module":
+            module = module.parent_op()
+        if module is None:
+            return  # a launch being built, not yet in a module
+        if CONTAINER_MODULE not in module.attributes:
+            raise VerifyException(
+                "expected the closest surrounding module to have the "
+                f"'{CONTAINER_MODULE}' attribute"
+            )
+        container = _symbol(module, self.module_name)
+        if container is None:
+            raise VerifyException(f"kernel container '{self.module_name}' is undefined")
+        if container.name == "gpu.binary":
+            return
+        if container.name != "gpu.module":
+            raise VerifyException(f"kernel module '{self.module_name}' is undefined")
+        kernel = _symbol(container, self.kernel_name)
+        if kernel is None:
+            raise VerifyException(f"kernel function '{self.kernel}' is undefined")
+        if kernel.name not in ("gpu.func", "llvm.func", "func.func"):
+            raise VerifyException(
+                f"referenced kernel '{self.kernel}' is not a function"
+            )
+        if KERNEL not in kernel.attributes:
+            raise VerifyException(
+                f"kernel function is missing the '{KERNEL}' attribute"
+            )
+        if kernel.name == "gpu.func":
+            expected = len(kernel.function_type.inputs)
+            if len(self.kernelOperands) != expected:
+                raise VerifyException(
+                    f"got {len(self.kernelOperands)} kernel operands but expected "
+                    f"{expected}"
+                )
 
     @classmethod
     def parse(cls, parser: Parser) -> LaunchFuncOp:

@@ -7,10 +7,12 @@
 from __future__ import annotations
 
 from xdsl.dialects.builtin import (
+    AnyFloat,
     FunctionType,
     IntegerAttr,
     IntegerType,
     UnitAttr,
+    VectorType,
     i1,
     i32,
 )
@@ -137,8 +139,8 @@ class ShuffleOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        if self.shuffleResult.type != self.value.type:
-            raise VerifyException("the result must have the value's type")
+        check_shuffled_value(self)
+        check_same_type(self.value, self.shuffleResult, "value, shuffleResult")
 
     @classmethod
     def parse(cls, parser: Parser) -> ShuffleOp:
@@ -168,10 +170,41 @@ class ShuffleOp(IRDLOperation):
 def _check_reduction_kind(kind: AllReduceOpAttr | None, t: Attribute) -> None:
     if kind is None:
         return
-    allowed = _INTEGER_REDUCTIONS if isinstance(t, IntegerType) else _FLOAT_REDUCTIONS
-    if kind.data.value not in allowed:
+    element = t.element_type if isinstance(t, VectorType) else t
+    integer = isinstance(element, IntegerType)
+    if kind.data.value not in (_INTEGER_REDUCTIONS if integer else _FLOAT_REDUCTIONS):
         raise VerifyException(
-            f"'{kind.data.value}' reduction operation is not compatible with type {t}"
+            f"`{kind.data.value}` reduction operation is not compatible with "
+            f"type '{element}'"
+        )
+
+
+SCALAR = "Integer or Float"
+SCALAR_OR_VECTOR = f"{SCALAR} or fixed-length vector of {SCALAR} values of ranks 1"
+
+
+def check_shuffled_value(op: Operation, vectors: bool = True) -> None:
+    """Operand #0 is an integer or a float, or (where `vectors`) a 1-D vector of
+    fixed length of them: what MLIR's subgroup ops move between lanes."""
+    t = op.operands[0].type
+    scalar = isinstance(t, IntegerType | AnyFloat)
+    vector = (
+        vectors
+        and isinstance(t, VectorType)
+        and t.get_num_dims() == 1
+        and not any(t.get_scalable_dims())
+        and isinstance(t.element_type, IntegerType | AnyFloat)
+    )
+    if not (scalar or vector):
+        what = SCALAR_OR_VECTOR if vectors else SCALAR
+        raise VerifyException(f"operand #0 must be {what}, but got '{t}'")
+
+
+def check_same_type(value: SSAValue, result: SSAValue, names: str) -> None:
+    """MLIR's `AllTypesMatch` constraint, in its words."""
+    if value.type != result.type:
+        raise VerifyException(
+            f"failed to verify that all of {{{names}}} have same type"
         )
 
 
@@ -218,19 +251,27 @@ class AllReduceOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        if self.result.type != self.value.type:
-            raise VerifyException("the result must have the value's type")
+        check_shuffled_value(self, vectors=False)
+        check_same_type(self.value, self.result, "result, value")
         if (self.op is None) == (not self.body.blocks):
             raise VerifyException("expected either an op attribute or a non-empty body")
         _check_reduction_kind(self.op, self.value.type)
         if self.body.blocks:
             t = self.value.type
+            if len(self.body.block.args) != 2:
+                raise VerifyException("expected two region arguments")
             if tuple(self.body.block.arg_types) != (t, t):
-                raise VerifyException(f"the body takes two arguments of type {t}")
+                raise VerifyException("incorrect region argument type")
             for b in self.body.blocks:
                 term = b.last_op
-                if isinstance(term, YieldOp) and tuple(term.values.types) != (t,):
-                    raise VerifyException(f"the body must yield one {t}")
+                if not isinstance(term, YieldOp):
+                    if term is None or not term.has_trait(IsTerminator):
+                        raise VerifyException("expected gpu.yield op in region")
+                    continue
+                if len(term.values) != 1:
+                    raise VerifyException("expected one gpu.yield operand")
+                if term.values[0].type != t:
+                    raise VerifyException("incorrect gpu.yield type")
 
     @classmethod
     def parse(cls, parser: Parser) -> AllReduceOp:
@@ -303,9 +344,13 @@ class SubgroupReduceOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        if self.result.type != self.value.type:
-            raise VerifyException("the result must have the value's type")
+        check_shuffled_value(self)
+        check_same_type(self.value, self.result, "result, value")
         _check_reduction_kind(self.op, self.value.type)
+        if self.cluster_size is None and self.cluster_stride.value.data != 1:
+            raise VerifyException(
+                "cluster stride can only be specified if cluster size is specified"
+            )
         for what, attr in (
             ("cluster size", self.cluster_size),
             ("cluster stride", self.cluster_stride),

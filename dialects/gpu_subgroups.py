@@ -49,7 +49,11 @@ from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
-from affinec.dialects.gpu_reductions import YieldOp
+from affinec.dialects.gpu_reductions import (
+    YieldOp,
+    check_same_type,
+    check_shuffled_value,
+)
 
 
 @irdl_op_definition
@@ -78,11 +82,19 @@ class RotateOp(IRDLOperation):
     def verify_(self) -> None:
         width, offset = self.width.value.data, self.offset.value.data
         if width <= 0 or width & (width - 1):
-            raise VerifyException("width must be a power of two")
-        if not 0 <= offset < width:
-            raise VerifyException("offset must be in the range [0, width)")
-        if self.rotateResult.type != self.value.type:
-            raise VerifyException("the result must have the value's type")
+            raise VerifyException(
+                "attribute 'width' failed to satisfy constraint: 32-bit signless "
+                "integer attribute whose value is a power of two > 0"
+            )
+        if offset < 0:
+            raise VerifyException(
+                "attribute 'offset' failed to satisfy constraint: 32-bit signless "
+                "integer attribute whose minimum value is 0"
+            )
+        if offset >= width:
+            raise VerifyException(f"offset must be in the range [0, {width})")
+        check_shuffled_value(self)
+        check_same_type(self.value, self.rotateResult, "value, rotateResult")
 
     @classmethod
     def parse(cls, parser: Parser) -> RotateOp:
@@ -213,13 +225,15 @@ class WarpExecuteOnLane0Op(IRDLOperation):
         block = self.warpRegion.block
         if len(block.args) != len(self.args):
             raise VerifyException(
-                "expected same number of region arguments as op arguments"
+                "expected same number op arguments and block arguments."
             )
         term = block.last_op
         if not isinstance(term, YieldOp):
             raise VerifyException("the region must end in gpu.yield")
         if len(term.values) != len(self.results_):
-            raise VerifyException("expected same number of yield operands and results")
+            raise VerifyException(
+                "expected same number of yield operands and return values."
+            )
 
     @classmethod
     def parse(cls, parser: Parser) -> WarpExecuteOnLane0Op:

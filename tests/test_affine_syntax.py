@@ -2,6 +2,7 @@
 round-trips in custom and generic form, and malformed ops get verifier errors."""
 
 import io
+import re
 
 import numpy as np
 import pytest
@@ -165,11 +166,11 @@ def test_naive_ir_round_trips(spec):
     [
         (
             "%v = affine.load %A[%i] : memref<8x8xf32>",
-            "map has 1 results but the memref has rank 2",
+            "affine map num results must equal memref rank (the map has 1",
         ),
         (
             "%v = affinec.padded_load %A[%i, %i, %i] : memref<8x8xf32>",
-            "map has 3 results but the memref has rank 2",
+            "affine map num results must equal memref rank (the map has 3",
         ),
         (
             '"affine.for"() <{lowerBoundMap = affine_map<() -> (0)>, upperBoundMap = '
@@ -181,7 +182,8 @@ def test_naive_ir_round_trips(spec):
         (
             '"affine.apply"(%i) <{map = affine_map<(d0, d1) -> (d0)>}> : '
             "(index) -> index",
-            "map takes 2 operands",
+            "operand count and affine map dimension and symbol count must match "
+            "(the map takes 2 dims and 0 symbols, 1 operands were given)",
         ),
         (
             '"affine.parallel"() <{reductions = [16 : i64], lowerBoundsMap = '
@@ -199,7 +201,7 @@ def test_malformed_ops_fail_verification_with_a_reason(text, message):
         make_context(),
         "func.func @f(%A: memref<8x8xf32>, %i: index) {\n" + text + "\nfunc.return\n}",
     )
-    with pytest.raises(VerificationError, match=message) as info:
+    with pytest.raises(VerificationError, match=re.escape(message)) as info:
         verify(module)
     assert info.value.op is not None
 

@@ -654,7 +654,11 @@ def test_mlirs_other_gpu_ops_round_trip():
     ("line", "message"),
     [
         ("%r, %ok = gpu.rotate %v, 32, 32 : i32", "offset must be in the range"),
-        ("%r, %ok = gpu.rotate %v, 1, 24 : i32", "width must be a power of two"),
+        (
+            "%r, %ok = gpu.rotate %v, 1, 24 : i32",
+            "attribute 'width' failed to satisfy constraint: 32-bit signless integer "
+            "attribute whose value is a power of two > 0",
+        ),
         (
             '%s = "gpu.subgroup_broadcast"(%v) <{broadcast_type = '
             "#gpu<broadcast specific_lane>}> : (i32) -> i32",

@@ -1,0 +1,105 @@
+"""xDSL's generic verifier and parser messages in MLIR's words.
+
+MLIR's `expected-error` lines (and users who know MLIR) look for MLIR's text: an
+operand of the wrong type is "operand #0 must be index, but got 'i32'" where xDSL
+says "operand 'mapOperands' at position 0 does not verify: ...", a missing
+property is "requires attribute 'kernel'", a misplaced op "expects parent op
+'gpu.module'". `verifier_message` rewrites the messages of xDSL's own checks (the
+ones every op gets from its IRDL definition and traits); `parser_message` the
+parser's (`Expected '='` is "expected '='"). The dialects' own verifiers are
+written in MLIR's words where MLIR has one, so they pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+
+from xdsl.dialects.builtin import IndexType
+from xdsl.ir import Attribute, Operation
+from xdsl.irdl import (
+    BaseAttr,
+    EqAttrConstraint,
+    RangeLengthConstraint,
+    RangeOf,
+    SingleOf,
+)
+
+_ARGUMENT = re.compile(
+    r"^(?P<kind>operand|result) '(?P<name>\w+)' at positions? (?P<first>\d+)"
+    r"(?: to (?P<last>\d+))? does not verify"
+)
+_MISSING = re.compile(r"^(?:property|attribute) '(?P<name>\w+)' expected in operation")
+_PARENT = re.compile(r"^'[\w.]+' (?P<rest>expects parent op .*)")
+
+_DESCRIPTIONS: dict[type[Attribute], str] = {IndexType: "index"}
+"""What MLIR's operand definitions say of the types xDSL's constraints name."""
+
+
+def verifier_message(op: Operation, text: str) -> str:
+    """`text`, a message of one of xDSL's generic checks of `op`, in MLIR's words
+    where there is a rule for it (else `text`)."""
+    if match := _PARENT.match(text):
+        return match["rest"]
+    if match := _MISSING.match(text):
+        return f"requires attribute '{match['name']}'"
+    if match := _ARGUMENT.match(text):
+        return _argument_message(op, match) or text
+    return text
+
+
+def _argument_message(op: Operation, match: re.Match[str]) -> str | None:
+    """`operand #k must be <description>, but got '<type>'`, for the first value of
+    the failing definition whose type the constraint refuses."""
+    kind = match["kind"]
+    definition = op.get_irdl_definition()
+    defs = dict(definition.operands if kind == "operand" else definition.results)
+    constraint = defs[match["name"]].constr
+    variadic = isinstance(constraint, RangeOf)
+    if isinstance(constraint, RangeLengthConstraint):
+        constraint = constraint.constraint  # a single value, as a range of one
+    single = constraint.constr if isinstance(constraint, RangeOf | SingleOf) else None
+    description = _description(single)
+    if single is None or description is None:
+        return None
+    if variadic:
+        description = f"variadic of {description}"
+    values = op.operands if kind == "operand" else op.results
+    first, last = int(match["first"]), int(match["last"] or match["first"])
+    for k in range(first, min(last + 1, len(values))):
+        if not single.verifies(values[k].type):
+            return f"{kind} #{k} must be {description}, but got '{values[k].type}'"
+    return None
+
+
+def _description(constraint: object) -> str | None:
+    if isinstance(constraint, BaseAttr):
+        return _DESCRIPTIONS.get(constraint.attr)
+    if isinstance(constraint, EqAttrConstraint):
+        return _DESCRIPTIONS.get(type(constraint.attr))
+    return None
+
+
+_CUSTOM_OP = re.compile(r"^(?P<prefix>custom op '[^']*' )(?P<rest>.*)$", re.DOTALL)
+_EXPECTED = re.compile(r"^Expected (?P<rest>.*?)!?$")
+_QUOTED_EXPECTED = re.compile(r"^(?P<token>'[^']*') expected$")
+_PARSER_WORDS = {
+    "Expected region": "expected '{' to begin a region",
+    "Expected primary expression": "expected affine expression",
+    "Expected integer literal": "expected attribute value",
+    "attribute expected": "expected attribute value",
+}
+
+
+def parser_message(text: str) -> str:
+    """A message of xDSL's parser in MLIR's words: `'[' expected` and
+    `Expected '='` are "expected '['" and "expected '='"."""
+    if match := _CUSTOM_OP.match(text):
+        return match["prefix"] + parser_message(match["rest"])
+    stripped = text.rstrip("!").rstrip(".")
+    if stripped in _PARSER_WORDS:
+        return _PARSER_WORDS[stripped]
+    if match := _QUOTED_EXPECTED.match(stripped):
+        return f"expected {match['token']}"
+    if match := _EXPECTED.match(text):
+        return f"expected {match['rest']}"
+    return text
