@@ -19,9 +19,11 @@ from xdsl.ir import Attribute, Operation
 from xdsl.irdl import (
     BaseAttr,
     EqAttrConstraint,
+    OptOperandDef,
     RangeLengthConstraint,
     RangeOf,
     SingleOf,
+    VarOperandDef,
 )
 
 _ARGUMENT = re.compile(
@@ -29,6 +31,7 @@ _ARGUMENT = re.compile(
     r"(?: to (?P<last>\d+))? does not verify"
 )
 _MISSING = re.compile(r"^(?:property|attribute) '(?P<name>\w+)' expected in operation")
+_SEGMENTS = re.compile(r"^expected \d+ values in operandSegmentSizes")
 _PARENT = re.compile(r"^'[\w.]+' (?P<rest>expects parent op .*)")
 
 _DESCRIPTIONS: dict[type[Attribute], str] = {IndexType: "index"}
@@ -44,7 +47,22 @@ def verifier_message(op: Operation, text: str) -> str:
         return f"requires attribute '{match['name']}'"
     if match := _ARGUMENT.match(text):
         return _argument_message(op, match) or text
+    if _SEGMENTS.match(text):
+        return _too_few_operands(op) or text
     return text
+
+
+def _too_few_operands(op: Operation) -> str | None:
+    """MLIR's first check of an op with operand segments: at least one operand for
+    each operand that is neither variadic nor optional."""
+    required = sum(
+        1
+        for _, definition in op.get_irdl_definition().operands
+        if not isinstance(definition, VarOperandDef | OptOperandDef)
+    )
+    if len(op.operands) >= required:
+        return None
+    return f"expected {required} or more operands, but found {len(op.operands)}"
 
 
 def _argument_message(op: Operation, match: re.Match[str]) -> str | None:
@@ -87,6 +105,10 @@ _PARSER_WORDS = {
     "Expected primary expression": "expected affine expression",
     "Expected integer literal": "expected attribute value",
     "attribute expected": "expected attribute value",
+    "Expected block argument": "expected SSA operand",
+    "Operation has 0 results, but was given 1 to bind": (
+        "cannot name an operation with no results"
+    ),
 }
 
 
@@ -98,6 +120,10 @@ def parser_message(text: str) -> str:
     stripped = text.rstrip("!").rstrip(".")
     if stripped in _PARSER_WORDS:
         return _PARSER_WORDS[stripped]
+    if stripped.startswith("Expected one of `>=`, `<=`, `==`"):
+        return (
+            "expected '== affine-expr' or '>= affine-expr' at end of affine constraint"
+        )
     if match := _QUOTED_EXPECTED.match(stripped):
         return f"expected {match['token']}"
     if match := _EXPECTED.match(text):

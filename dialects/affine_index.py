@@ -72,7 +72,7 @@ class _MapOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser):
-        attr, operands = parse_map_and_operands(parser)
+        attr, operands = parse_map_and_operands(parser, cls.name)
         op = cls(operands, attr.data)
         op.attributes |= parser.parse_optional_attr_dict()
         return op

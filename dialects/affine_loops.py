@@ -109,7 +109,7 @@ def _parse_for_bound(parser: Parser, keyword: str) -> tuple[AffineMap, list[SSAV
         return AffineMap(0, 1, (AffineExpr.symbol(0),)), [operand]
     if not prefixed and (value := parser.parse_optional_integer()) is not None:
         return AffineMap.constant_map(value), []
-    attr, operands = parse_map_and_operands(parser)
+    attr, operands = parse_map_and_operands(parser, "affine.for")
     if len(attr.data.results) > 1 and not prefixed:
         which = "lower" if keyword == "max" else "upper"
         parser.raise_error(
@@ -370,7 +370,9 @@ class IfOp(IRDLOperation):
         if not isinstance(attr, AffineSetAttr):
             parser.raise_error("expected an affine set", pos)
         s = attr.data
-        operands = parse_operand_lists(parser, s.num_dims, s.num_symbols, pos)
+        operands = parse_operand_lists(
+            parser, s.num_dims, s.num_symbols, pos, "affine.if"
+        )
         result_types: list[Attribute] = []
         if parser.parse_optional_punctuation("->") is not None:
             result_types = parse_type_list(parser)

@@ -284,7 +284,25 @@ def print_operand_lists(
             printer.print_list(operands[num_dims:], printer.print_ssa_value)
 
 
-def parse_operand_lists(parser: Parser, num_dims: int, num_symbols: int, pos: int):
+OPERAND_COUNT_WORDS = {
+    "affine.apply": ("dimension or symbol index mismatch",) * 2,
+    "affine.for": (
+        "dim operand count and affine map dim count must match",
+        "symbol operand count and affine map symbol count must match",
+    ),
+    "affine.if": (
+        "dim operand count and integer set dim count must match",
+        "symbol operand count and integer set symbol count must match",
+    ),
+}
+"""What MLIR's parser of each op says of a map or set given more or fewer dims
+(first) or symbols (second) than it takes; the others say `OPERAND_COUNT`."""
+OPERAND_COUNT = "operand count and affine map dimension and symbol count must match"
+
+
+def parse_operand_lists(
+    parser: Parser, num_dims: int, num_symbols: int, pos: int, op_name: str = ""
+):
     dims = parser.parse_optional_comma_separated_list(
         Parser.Delimiter.PAREN, lambda: parser.parse_operand(IndexType())
     )
@@ -293,23 +311,26 @@ def parse_operand_lists(parser: Parser, num_dims: int, num_symbols: int, pos: in
     )
     dims, syms = dims or [], syms or []
     if len(dims) != num_dims or len(syms) != num_symbols:
+        words = OPERAND_COUNT_WORDS.get(op_name, (OPERAND_COUNT,) * 2)
         parser.raise_error(
-            "operand count and affine map dimension and symbol count must match "
-            f"(the map takes {num_dims} dims and {num_symbols} symbols, "
-            f"{len(dims)} and {len(syms)} were given)",
+            f"{words[len(dims) == num_dims]} (it takes {num_dims} dims and "
+            f"{num_symbols} symbols, {len(dims)} and {len(syms)} were given)",
             pos,
         )
     return [*dims, *syms]
 
 
-def parse_map_and_operands(parser: Parser) -> tuple[AffineMapAttr, list[SSAValue]]:
-    """`affine_map<(d0)[s0] -> (...)>(%a)[%b]`, as affine.apply/min/max write it."""
+def parse_map_and_operands(
+    parser: Parser, op_name: str = ""
+) -> tuple[AffineMapAttr, list[SSAValue]]:
+    """`affine_map<(d0)[s0] -> (...)>(%a)[%b]`, as affine.apply/min/max write it
+    (`op_name` picks MLIR's words for a wrong operand count)."""
     pos = parser.pos
     attr = parser.parse_attribute()
     if not isinstance(attr, AffineMapAttr):
         parser.raise_error("expected an affine map", pos)
     m = attr.data
-    return attr, parse_operand_lists(parser, m.num_dims, m.num_symbols, pos)
+    return attr, parse_operand_lists(parser, m.num_dims, m.num_symbols, pos, op_name)
 
 
 def parse_type_list(parser: Parser) -> list[Attribute]:

@@ -28,6 +28,8 @@ from xdsl.ir.affine import (
 from xdsl.traits import ConstantLike, IsolatedFromAbove, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from affinec.dialects.affine_syntax import OPERAND_COUNT
+
 # --------------------------------------------------------------------------------------
 # MLIR's validity rules for dims and symbols
 # --------------------------------------------------------------------------------------
@@ -179,10 +181,6 @@ def verify_index_operands(op: Operation, operands: Sequence[SSAValue], what: str
 # --------------------------------------------------------------------------------------
 # The operands of maps
 # --------------------------------------------------------------------------------------
-
-
-OPERAND_COUNT = "operand count and affine map dimension and symbol count must match"
-"""MLIR's words for a map given more or fewer operands than it takes."""
 
 
 def verify_map_operands(

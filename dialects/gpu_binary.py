@@ -169,7 +169,10 @@ class BinaryOp(IRDLOperation):
 
     def verify_(self) -> None:
         if not self.objects.data:
-            raise VerifyException("the binary has no objects")
+            raise VerifyException(
+                "attribute 'objects' failed to satisfy constraint: an array of GPU "
+                "object attributes with at least 1 elements"
+            )
 
     @classmethod
     def parse(cls, parser: Parser) -> BinaryOp:

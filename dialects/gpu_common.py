@@ -158,8 +158,13 @@ def attribution_count(attr: IntegerAttr | None) -> int:
 
 def verify_attributions(args: Sequence[BlockArgument], space: int, what: str) -> None:
     for arg in args:
-        if not isinstance(arg.type, MemRefType) or memory_space(arg.type) != space:
+        if not isinstance(arg.type, MemRefType):
             raise VerifyException(
-                f"{what} attribution of type {arg.type} must be a memref in memory "
-                f"space {space}"
+                f"expected memref type in attribution (a {what} attribution of type "
+                f"{arg.type})"
+            )
+        if memory_space(arg.type) != space:
+            raise VerifyException(
+                f"expected memory space {what} in attribution (of type {arg.type}; "
+                f"{what} is memory space {space})"
             )

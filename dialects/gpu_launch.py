@@ -211,8 +211,8 @@ class LaunchOp(_LaunchSizes, IRDLOperation):
             not isinstance(t, IndexType) for t in types[:ids]
         ):
             raise VerifyException(
-                f"the body takes {ids} index arguments (ids and sizes), then the "
-                "attributions"
+                f"unexpected number of region arguments (the body takes {ids} index "
+                "arguments, the ids and sizes, then the attributions)"
             )
         verify_attributions(self.workgroup_args, WORKGROUP_ADDRESS_SPACE, "workgroup")
         verify_attributions(self.private_args, PRIVATE_ADDRESS_SPACE, "private")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import IndexType, MemRefType, UnitAttr, i32
+from xdsl.dialects.builtin import AffineMapAttr, IndexType, MemRefType, UnitAttr, i32
 from xdsl.dialects.gpu import AsyncTokenType
 from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import (
@@ -75,11 +75,17 @@ class AllocOp(IRDLOperation):
     def verify_(self) -> None:
         t = self.memref.type
         assert isinstance(t, MemRefType)
+        layout = t.layout
+        symbols = layout.data.num_symbols if isinstance(layout, AffineMapAttr) else 0
+        if len(self.symbolOperands) != symbols:
+            raise VerifyException(
+                "symbol operand count does not equal memref symbol count"
+            )
         dynamic = sum(1 for d in t.get_shape() if d < 0)
         if len(self.dynamicSizes) != dynamic:
             raise VerifyException(
-                f"dimension operand count does not equal memref dynamic dimension "
-                f"count ({len(self.dynamicSizes)} for {dynamic})"
+                f"incorrect number of dynamic sizes, has {len(self.dynamicSizes)}, "
+                f"expected {dynamic}"
             )
 
     @classmethod

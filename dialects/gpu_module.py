@@ -116,6 +116,18 @@ class ModuleOp(IRDLOperation):
             op.attributes |= attrs.data
         return op
 
+    def verify_(self) -> None:
+        if self.targets is not None and (
+            not self.targets.data
+            or not all(
+                getattr(t, "name", "").endswith(".target") for t in self.targets.data
+            )
+        ):
+            raise VerifyException(
+                "attribute 'targets' failed to satisfy constraint: array of GPU "
+                "target attributes with at least 1 elements"
+            )
+
     def print(self, printer: Printer):
         printer.print_string(" ")
         printer.print_symbol_name(self.sym_name.data)
@@ -166,12 +178,13 @@ class FuncOp(IRDLOperation):
         known_block_size: Sequence[int] | None = None,
         known_grid_size: Sequence[int] | None = None,
         arg_attrs: Sequence[DictionaryAttr] | None = None,
+        results: Sequence[Attribute] = (),
     ):
         props: dict[str, Attribute | None] = {
             "arg_attrs": None
             if not arg_attrs or not any(a.data for a in arg_attrs)
             else ArrayAttr(arg_attrs),
-            "function_type": FunctionType.from_lists(list(inputs), []),
+            "function_type": FunctionType.from_lists(list(inputs), list(results)),
             "known_block_size": None
             if known_block_size is None
             else DenseArrayBase.from_list(i32, known_block_size),
@@ -233,7 +246,7 @@ class FuncOp(IRDLOperation):
 
     def verify_(self) -> None:
         if not self.body.blocks:
-            raise VerifyException("a gpu.func needs a body")
+            raise VerifyException("expected body with at least one block")
         if KERNEL in self.attributes and self.kernel is None:
             raise VerifyException(f"'{KERNEL}' must be a unit attribute")
         inputs = tuple(self.function_type.inputs.data)
@@ -255,16 +268,24 @@ class FuncOp(IRDLOperation):
                     "llvm.byval, and convert-gpu-to-nvvm marks it"
                 )
         if len(args) < len(inputs) + self.num_workgroup:
-            raise VerifyException("fewer entry block arguments than attributions")
+            raise VerifyException(
+                f"expected at least {len(inputs) + self.num_workgroup} arguments to "
+                "body region"
+            )
         verify_attributions(self.workgroup_args, WORKGROUP_ADDRESS_SPACE, "workgroup")
         verify_attributions(self.private_args, PRIVATE_ADDRESS_SPACE, "private")
         if self.kernel is not None and self.function_type.outputs.data:
-            raise VerifyException("a kernel returns nothing")
+            raise VerifyException("expected void return type for kernel function")
         for what, size in (
             ("known_block_size", self.block_size),
             ("known_grid_size", self.grid_size),
         ):
-            if size is not None and (len(size) != 3 or min(size) <= 0):
+            if size is not None and len(size) != 3:
+                raise VerifyException(
+                    f"attribute '{what}' failed to satisfy constraint: i32 dense array "
+                    "attribute with 3 elements (if present)"
+                )
+            if size is not None and min(size) <= 0:
                 raise VerifyException(f"{what} needs three positive sizes")
 
     @classmethod
@@ -277,6 +298,11 @@ class FuncOp(IRDLOperation):
 
         parsed = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, argument)
         inputs = [a for a, _ in parsed]
+        results: list[Attribute] = []
+        if parser.parse_optional_punctuation("->") is not None:
+            results = parser.parse_optional_comma_separated_list(
+                Parser.Delimiter.PAREN, parser.parse_type
+            ) or [parser.parse_type()]
         workgroup = parse_attributions(parser, "workgroup")
         private = parse_attributions(parser, "private")
         kernel = parser.parse_optional_keyword("kernel") is not None
@@ -289,6 +315,7 @@ class FuncOp(IRDLOperation):
             kernel=kernel,
             workgroup_count=len(workgroup),
             arg_attrs=[d for _, d in parsed],
+            results=results,
         )
         if attrs is not None:
             extra = dict(attrs.data)
@@ -311,6 +338,14 @@ class FuncOp(IRDLOperation):
 
         printer.print_list(range(len(self.arguments)), argument)
         printer.print_string(")")
+        if outputs := self.function_type.outputs.data:
+            printer.print_string(" -> ")
+            if len(outputs) == 1:
+                printer.print_attribute(outputs[0])
+            else:
+                printer.print_string("(")
+                printer.print_list(outputs, printer.print_attribute)
+                printer.print_string(")")
         print_attributions(printer, "workgroup", self.workgroup_args)
         print_attributions(printer, "private", self.private_args)
         if self.kernel is not None:

@@ -24,6 +24,7 @@ from xdsl.irdl import (
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import IsTerminator, Pure
+from xdsl.utils.exceptions import VerifyException
 
 from affinec.dialects.gpu_common import DIMENSIONS, parse_async, print_async
 
@@ -208,6 +209,21 @@ class ReturnOp(IRDLOperation):
 
     def __init__(self, *values: SSAValue | Operation):
         super().__init__(operands=[[SSAValue.get(v) for v in values]])
+
+    def verify_(self) -> None:
+        func = self.parent_op()
+        if func is None or func.name != "gpu.func":
+            return
+        outputs = tuple(func.function_type.outputs.data)
+        if len(self.args) != len(outputs):
+            raise VerifyException(
+                f"expected {len(outputs)} result operands (the function returns "
+                f"{len(outputs)} values, this returns {len(self.args)})"
+            )
+        if tuple(self.args.types) != outputs:
+            raise VerifyException(
+                "the return operand types do not match the function's result types"
+            )
 
 
 @irdl_op_definition

@@ -666,7 +666,7 @@ def test_mlirs_other_gpu_ops_round_trip():
         ),
         (
             "%m = gpu.alloc () : memref<?xf32>",
-            "dimension operand count does not equal",
+            "incorrect number of dynamic sizes, has 0, expected 1",
         ),
         (
             "gpu.memcpy %a, %b : memref<4xf32>, memref<8xf32>",

@@ -200,6 +200,14 @@ def test_mlir_opt_reads_the_other_gpu_ops_as_the_same_ir():
     assert read_back_differently([MORE_GPU_OPS]) == []
 
 
+def test_mlir_opt_meets_the_expected_errors_affinec_meets():
+    """Every case of tests/filecheck/mlir/mlir_wording.mlir (which lit runs through
+    affinec-opt --verify-diagnostics) is met by mlir-opt as well: the messages are
+    MLIR's own."""
+    text = (FILECHECK / "mlir" / "mlir_wording.mlir").read_text()
+    mlir_opt(text, "--split-input-file", "--verify-diagnostics")
+
+
 @pytest.mark.parametrize(("body", "op", "message"), _INVALID)
 def test_mlir_opt_refuses_what_affinec_refuses(body, op, message):
     with pytest.raises(MlirOptError) as info:

@@ -1,0 +1,285 @@
+// RUN: affinec-opt %s -split-input-file -verify-diagnostics
+
+// Invalid IR refused in MLIR's words, so that an `expected-error` line written
+// against mlir-opt meets affinec-opt too. tests/test_mlir_interop.py runs this file
+// through mlir-opt 22 as well: every case here is met by both.
+
+func.func @index_operand(%x: i32) {
+  // expected-error @+1 {{'affine.apply' op operand #0 must be variadic of index, but got 'i32'}}
+  %0 = "affine.apply"(%x) <{map = affine_map<(d0) -> (d0 + 1)>}> : (i32) -> index
+  func.return
+}
+
+// -----
+
+func.func @index_result(%x: index) {
+  // expected-error @+1 {{'affine.apply' op result #0 must be index, but got 'i64'}}
+  %0 = "affine.apply"(%x) <{map = affine_map<(d0) -> (d0 + 1)>}> : (index) -> i64
+  func.return
+}
+
+// -----
+
+func.func @missing_to(%A: memref<4xf32>) {
+  // expected-error @+1 {{custom op 'affine.for' expected 'to' between bounds}}
+  affine.for %i = 0 until 4 {
+  }
+  func.return
+}
+
+// -----
+
+func.func @missing_equals() {
+  // expected-error @+1 {{expected '='}}
+  affine.for %i : 0 to 4 {
+  }
+  func.return
+}
+
+// -----
+
+func.func @map_operands(%x: index) {
+  // expected-error @+1 {{operand count and affine map dimension and symbol count must match}}
+  %0 = affine.min affine_map<(d0, d1) -> (d0 + d1)>(%x)
+  func.return
+}
+
+// -----
+
+func.func @empty_min(%x: index) {
+  // expected-error @+1 {{'affine.min' op affine map expect at least one result}}
+  %0 = affine.min affine_map<(d0) -> ()>(%x)
+  func.return
+}
+
+// -----
+
+func.func @subscripts(%A: memref<4x4xf32>, %i: index) {
+  // expected-error @+1 {{'affine.load' op expects as many subscripts as affine map inputs}}
+  %v = "affine.load"(%A, %i) <{map = affine_map<(d0, d1) -> (d0, d1)>}> : (memref<4x4xf32>, index) -> f32
+  func.return
+}
+
+// -----
+
+func.func @no_terminator_after_a_bad_op(%A: memref<4x4xf32>, %i: index) {
+  // The load's own error comes first, as in MLIR, not the block's missing return.
+  // expected-error @+1 {{'affine.load' op affine map num results must equal memref rank}}
+  %v = "affine.load"(%A, %i) <{map = affine_map<(d0) -> (d0)>}> : (memref<4x4xf32>, index) -> f32
+}
+
+// -----
+
+func.func @parallel_counts() {
+  // expected-error @+1 {{the number of region arguments (2) and the number of map groups for lower (2) and upper bound (1), and the number of steps (2) must all match}}
+  affine.parallel (%i, %j) = (0, 0) to (8) {
+  }
+  func.return
+}
+
+// -----
+
+func.func @parallel_without_reduction() {
+  // expected-error @+1 {{reduction must be specified for each output}}
+  %r = affine.parallel (%i) = (0) to (8) -> (f32) {
+    %c = arith.constant 1.0 : f32
+    affine.yield %c : f32
+  }
+  func.return
+}
+
+// -----
+
+func.func @parallel_yield_type() {
+  %r = affine.parallel (%i) = (0) to (8) reduce ("addf") -> (f32) {
+    %c = arith.constant 1 : i32
+    // expected-error @+1 {{types mismatch between yield op and its parent}}
+    affine.yield %c : i32
+  }
+  func.return
+}
+
+// -----
+
+func.func @for_step() {
+  // expected-error @+1 {{expected step to be representable as a positive signed integer}}
+  affine.for %i = 0 to 8 step -1 {
+  }
+  func.return
+}
+
+// -----
+
+func.func @for_bound_prefix(%n: index) {
+  // expected-error @+1 {{upper loop bound affine map with multiple results requires 'min' prefix}}
+  affine.for %i = 0 to affine_map<(d0) -> (d0, 8)>(%n) {
+  }
+  func.return
+}
+
+// -----
+
+func.func @launch_outside_a_container(%n: index) {
+  // expected-error @+1 {{expected the closest surrounding module to have the 'gpu.container_module' attribute}}
+  gpu.launch_func @kernels::@k blocks in (%n, %n, %n) threads in (%n, %n, %n)
+  return
+}
+
+// -----
+
+module attributes {gpu.container_module} {
+  func.func @no_container(%n: index) {
+    // expected-error @+1 {{kernel container 'kernels' is undefined}}
+    gpu.launch_func @kernels::@k blocks in (%n, %n, %n) threads in (%n, %n, %n)
+    return
+  }
+}
+
+// -----
+
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+  }
+  func.func @no_kernel(%n: index) {
+    // expected-error @+1 {{kernel function '@kernels::@k' is undefined}}
+    gpu.launch_func @kernels::@k blocks in (%n, %n, %n) threads in (%n, %n, %n)
+    return
+  }
+}
+
+// -----
+
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    gpu.func @k(%x: f32) {
+      gpu.return
+    }
+  }
+  func.func @not_a_kernel(%n: index, %x: f32) {
+    // expected-error @+1 {{kernel function is missing the 'gpu.kernel' attribute}}
+    gpu.launch_func @kernels::@k blocks in (%n, %n, %n) threads in (%n, %n, %n) args(%x : f32)
+    return
+  }
+}
+
+// -----
+
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    gpu.func @k(%x: f32) kernel {
+      gpu.return
+    }
+  }
+  func.func @operand_count(%n: index, %x: f32) {
+    // expected-error @+1 {{got 0 kernel operands but expected 1}}
+    gpu.launch_func @kernels::@k blocks in (%n, %n, %n) threads in (%n, %n, %n)
+    return
+  }
+}
+
+// -----
+
+module {
+  gpu.module @kernels {
+    // expected-error @+1 {{'gpu.func' op expected void return type for kernel function}}
+    gpu.func @k() -> f32 kernel {
+      %c = arith.constant 0.0 : f32
+      gpu.return %c : f32
+    }
+  }
+}
+
+// -----
+
+module {
+  gpu.module @kernels {
+    // expected-error @+1 {{'gpu.func' op expected memory space workgroup in attribution}}
+    gpu.func @k() workgroup(%t: memref<8xf32, #gpu.address_space<private>>) kernel {
+      gpu.return
+    }
+  }
+}
+
+// -----
+
+func.func @shuffle_index(%v: index, %o: i32, %w: i32) {
+  // expected-error @+1 {{op operand #0 must be Integer or Float or fixed-length vector of Integer or Float values of ranks 1, but got 'index'}}
+  %r, %ok = gpu.shuffle xor %v, %o, %w : index
+  return
+}
+
+// -----
+
+func.func @float_and(%v: f32) {
+  // expected-error @+1 {{`and` reduction operation is not compatible with type 'f32'}}
+  %r = gpu.subgroup_reduce and %v : (f32) -> f32
+  return
+}
+
+// -----
+
+func.func @rotate_offset(%v: f32) {
+  // expected-error @+1 {{op offset must be in the range [0, 8)}}
+  %r, %ok = gpu.rotate %v, 9, 8 : f32
+  return
+}
+
+// -----
+
+func.func @alloc_sizes(%n: index) {
+  // expected-error @+1 {{incorrect number of dynamic sizes, has 1, expected 2}}
+  %m = gpu.alloc(%n) : memref<?x?xf32, 1>
+  return
+}
+
+// -----
+
+func.func @launch_sizes(%n: index) {
+  // expected-error @+1 {{expected 6 or more operands, but found 3}}
+  "gpu.launch"(%n, %n, %n) ({
+    gpu.terminator
+  }) {operandSegmentSizes = array<i32: 0, 1, 1, 1, 0, 0, 0, 0>} : (index, index, index) -> ()
+  return
+}
+
+// -----
+
+module {
+  // expected-error @+1 {{'gpu.module' op attribute 'targets' failed to satisfy constraint: array of GPU target attributes with at least 1 elements}}
+  gpu.module @kernels [] {
+  }
+}
+
+// -----
+
+func.func @named_void() {
+  // expected-error @+1 {{cannot name an operation with no results}}
+  %t = gpu.barrier
+  return
+}
+
+// -----
+
+func.func @apply_operands(%x: index) {
+  // expected-error @+1 {{custom op 'affine.apply' dimension or symbol index mismatch}}
+  %0 = affine.apply affine_map<(d0, d1) -> (d0 + d1)>(%x)
+  func.return
+}
+
+// -----
+
+func.func @bound_operands(%a: index, %b: index) {
+  // expected-error @+1 {{custom op 'affine.for' dim operand count and affine map dim count must match}}
+  affine.for %i = 0 to affine_map<(d0) -> (d0)>(%a, %b) {
+  }
+  func.return
+}
+
+// -----
+
+func.func @set_operands(%a: index, %b: index) {
+  // expected-error @+1 {{custom op 'affine.if' dim operand count and integer set dim count must match}}
+  affine.if affine_set<(d0) : (d0 >= 0)>(%a, %b) {
+  }
+  func.return
+}
