@@ -46,11 +46,13 @@ LOCKSTEP_LEVELS = (
     "affinec-narrow-indices",
     "lower-affine",
     "cse",
+    "convert-nvgpu-to-nvvm",
 )
 """The passes after which blocks run in lockstep: thread-mapped grid bands (with
 block bands beside their thread bands after `affinec-mma-sync`), a `gpu.launch`,
 outlined kernels, in affine and after `lower-affine` (scf, integer
-arithmetic)."""
+arithmetic), and after `convert-nvgpu-to-nvvm` (pointers, registers, nvvm's
+ldmatrix, mma.sync and cp.async)."""
 
 
 def _levels(spec, config) -> dict[str, object]:

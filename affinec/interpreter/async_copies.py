@@ -252,6 +252,43 @@ def start_lane_copies(
     of each (arrays over the lanes, or one for all) checked as `_memref_copy` checks
     one thread's, the source only where something is read from it."""
     n = len(threads)
+    reads = np.broadcast_to(count if valid is None else valid, (n,)) > 0
+    dst_offset, src_offset = (
+        checked_offsets(op, indices, tuple(array.shape), n, checked)
+        for array, indices, checked in (
+            (dst, dst_indices, True),
+            (src, src_indices, reads),
+        )
+    )
+    start_lane_run(
+        ctx,
+        threads,
+        op,
+        dst.flat_view(),
+        dst_offset,
+        src.reshape(-1),
+        src_offset,
+        count,
+        valid,
+    )
+
+
+def start_lane_run(
+    ctx,
+    threads: np.ndarray,
+    op: Operation,
+    dst_flat,
+    dst_offset: np.ndarray,
+    src_flat: np.ndarray,
+    src_offset: np.ndarray,
+    count: int,
+    valid,
+) -> None:
+    """Start each lane's copy of `count` elements from flat `src_flat` at its
+    `src_offset` to the shared `dst_flat` at its `dst_offset` (`valid` elements
+    read, one for all or one a lane; all when None), checked as `start_copy`
+    checks one thread's, with the races between the lanes' runs."""
+    n = len(threads)
     lanes = np.arange(n)
     valid = np.broadcast_to(count if valid is None else valid, (n,))
 
@@ -260,19 +297,14 @@ def start_lane_copies(
         raise InterpreterError(message, op)
 
     reads = valid > 0
-    offsets = [
-        checked_offsets(op, indices, tuple(array.shape), n, checked)
-        for array, indices, checked in (
-            (dst, dst_indices, True),
-            (src, src_indices, reads),
-        )
-    ]
-    dst_offset, src_offset = offsets
     if ((valid < 0) | (valid > count)).any():
         k = int(np.argmax((valid < 0) | (valid > count)))
         fail(k, f"{int(valid[k])} source elements for a copy of {count}")
-    if src.dtype != dst.dtype:
-        raise InterpreterError(f"copies {src.dtype} into a buffer of {dst.dtype}", op)
+    if src_flat.dtype != dst_flat.dtype:
+        raise InterpreterError(
+            f"copies {src_flat.dtype} into a buffer of {dst_flat.dtype}", op
+        )
+    dst = dst_flat
     size = count * dst.dtype.itemsize
     for what, offset in (("source", src_offset), ("destination", dst_offset)):
         if (bad := (offset * dst.dtype.itemsize % size != 0)).any():
@@ -282,8 +314,7 @@ def start_lane_copies(
                 f"the {what} (element {int(offset[k])}) is not aligned to the "
                 f"copy's {size} bytes",
             )
-    dst_flat = dst.flat_view()
-    if (bad := dst_offset > dst_flat.data.size - count).any():
+    if (bad := (dst_offset < 0) | (dst_offset > dst_flat.data.size - count)).any():
         k = int(np.argmax(bad))
         start = int(dst_offset[k])
         fail(
@@ -291,8 +322,7 @@ def start_lane_copies(
             f"writes elements [{start}, {start + count}) "
             f"of a buffer of {dst_flat.data.size} elements",
         )
-    src_flat = src.reshape(-1)
-    if (bad := reads & (src_offset > src_flat.size - valid)).any():
+    if (bad := reads & ((src_offset < 0) | (src_offset > src_flat.size - valid))).any():
         k = int(np.argmax(bad))
         start = int(src_offset[k])
         fail(

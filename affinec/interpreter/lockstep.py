@@ -21,7 +21,9 @@ The same holds for every level from the thread mapping down to `lower-affine`: a
 thread-mapped grid band (its thread bands' iterations taken from the lanes), a
 `gpu.launch` body and a `gpu.func`, with affine or scf control flow, arith's
 integers (`lane_scalars`), vectors over lanes (lanes first), and the warp
-collectives `ldmatrix` and `mma.sync`, computed once per warp.
+collectives `ldmatrix` and `mma.sync`, computed once per warp; and the level
+`convert-nvgpu-to-nvvm` leaves, with pointers, registers and nvvm's intrinsics
+(`lockstep_nvvm`).
 
 An `affine.if` or `scf.if` whose condition differs between threads runs each branch
 on the threads that take it: their values gathered, the branch sees shorter arrays,
@@ -68,6 +70,7 @@ from affinec.interpreter.lanes import (
     check_lanes,
     checked_offsets,
 )
+from affinec.interpreter.lockstep_nvvm import NVVM_EMITTERS
 from affinec.interpreter.lockstep_plan import (
     INT_CASTS,
     INTEGER_OPS,
@@ -93,7 +96,7 @@ from affinec.interpreter.support import (
     shape_text,
     tuple_text,
 )
-from affinec.interpreter.warps import ldmatrix, mma
+from affinec.interpreter.warps import ldmatrix, mma, whole_warps
 from affinec.ir import ranges
 from affinec.ir.mma_layouts import LDMATRIX_ROWS
 
@@ -144,16 +147,6 @@ def thread_ids(lanes: np.ndarray, block: tuple[int, ...], dim: int) -> np.ndarra
     if dim == 0:
         return lanes % sx
     return lanes // sx % sy if dim == 1 else lanes // (sx * sy)
-
-
-def whole_warps(op: Operation, lanes: np.ndarray) -> None:
-    """Refuse a warp-collective op where the block is not whole warps."""
-    if len(lanes) % WARP_SIZE:
-        raise InterpreterError(
-            f"a warp-collective op in a block of {len(lanes)} threads: its last warp "
-            f"has {len(lanes) % WARP_SIZE} of {WARP_SIZE} lanes",
-            op,
-        )
 
 
 def ldmatrix_lanes(
@@ -787,6 +780,7 @@ _KERNEL_EMITTERS: dict[type[Operation], Callable[[_KernelWriter, Any], None]] = 
     nvgpu.DeviceAsyncCopyOp: _async_copy,
     nvgpu.DeviceAsyncCreateGroupOp: _create_group,
     nvgpu.DeviceAsyncWaitOp: _wait,
+    **NVVM_EMITTERS,
 }
 """The ops written differently for a block's threads; the others as a band's lanes
 (`LaneWriter`) or, the same for every thread, by their ordinary emitters."""

@@ -31,6 +31,7 @@ from affinec.interpreter.lanes import (
     buffer_bytes,
     indices_fit,
 )
+from affinec.interpreter.lockstep_nvvm import takes as nvvm_takes
 from affinec.interpreter.support import MAX_THREADS_PER_BLOCK
 from affinec.ir import ranges
 from affinec.ir.affine_exprs import Interval
@@ -174,6 +175,8 @@ def _block_takes(block: Block, plan: KernelPlan, divergent: bool) -> bool:
 def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
     """Whether `op` runs in lockstep (`divergent`: inside a branch some threads
     skip), recording in `plan` the values that differ between threads."""
+    if (nvvm_level := nvvm_takes(op, plan, divergent)) is not None:
+        return nvvm_level
     match op:
         case gpu.ReturnOp():
             return isinstance(op.parent_op(), gpu.FuncOp)

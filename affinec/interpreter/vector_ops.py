@@ -152,7 +152,7 @@ def _insert_element(op: llvm.InsertElementOp, w: FunctionWriter) -> None:
 # -- bitcast -----------------------------------------------------------------------------
 
 
-def _layout(op: Operation, t: Attribute) -> tuple[np.dtype, tuple[int, ...] | None]:
+def layout_of(op: Operation, t: Attribute) -> tuple[np.dtype, tuple[int, ...] | None]:
     """(element dtype, shape, or None for a scalar) of a bitcast operand type."""
     if isinstance(t, VectorType):
         return numpy_dtype(t.get_element_type()), tuple(t.get_shape())
@@ -167,7 +167,7 @@ def _layout(op: Operation, t: Attribute) -> tuple[np.dtype, tuple[int, ...] | No
 
 
 def bitcast(value, source: tuple, target: tuple):
-    """Reinterpret the bytes of `value` (layouts as `_layout` gives them)."""
+    """Reinterpret the bytes of `value` (layouts as `layout_of` gives them)."""
     (src_dtype, src_shape), (dst_dtype, dst_shape) = source, target
     raw = np.array(value if src_shape is not None else [value], src_dtype)
     out = raw.view(dst_dtype)
@@ -183,6 +183,6 @@ def _bitcast(op: llvm.BitcastOp, w: FunctionWriter) -> None:
     if isinstance(source, llvm.LLVMPointerType):
         w.alias(op.result, w[op.arg])
         return
-    layouts = w.global_((_layout(op, source), _layout(op, target)), "layouts")
+    layouts = w.global_((layout_of(op, source), layout_of(op, target)), "layouts")
     fn = w.global_(bitcast, "bitcast")
     w.line(f"{w.define(op.result)} = {fn}({w[op.arg]}, *{layouts})")

@@ -95,13 +95,13 @@ def _registers(kind: MmaKind, lanes: list, k: int, shape: tuple[int, int]):
     if kind.operands == "f16":
         values = np.array([np.stack(lane[k]) for lane in lanes], np.float16)
     else:
-        element = np.dtype(np.float32) if kind.operands == "tf32" else _bf16()
+        element = np.dtype(np.float32) if kind.operands == "tf32" else bf16()
         packed = np.array([lane[k] for lane in lanes], np.int64).astype(np.int32)
         values = packed.view(element)
     return values.reshape((WARP_SIZE, *shape))
 
 
-def _bf16() -> np.dtype:
+def bf16() -> np.dtype:
     from xdsl.dialects.builtin import BFloat16Type
 
     return numpy_dtype(BFloat16Type())

@@ -349,3 +349,13 @@ __all__ = [
     "run_collectives",
     "tf32",
 ]
+
+
+def whole_warps(op: Operation, lanes: np.ndarray) -> None:
+    """Refuse a warp-collective op where a block in lockstep is not whole warps."""
+    if len(lanes) % WARP_SIZE:
+        raise InterpreterError(
+            f"a warp-collective op in a block of {len(lanes)} threads: its last warp "
+            f"has {len(lanes) % WARP_SIZE} of {WARP_SIZE} lanes",
+            op,
+        )

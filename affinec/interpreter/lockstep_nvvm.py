@@ -1,0 +1,273 @@
+"""The nvvm level's ops for a block in lockstep (`lockstep`): pointers, registers
+and the tensor-core intrinsics, as `convert-nvgpu-to-nvvm` leaves a kernel.
+
+A thread's value here is a pointer `(buffer, offset)`, an i32 register, a
+`vector<2xf16>` or an `llvm.struct` of registers; over a block's threads they are
+
+    pointer             (buffer, offsets)     the flat buffer once, an offset a lane
+    i32, f32            (lanes,)              int64 for integers (`lane_scalars`)
+    vector<2xf16>       (lanes, 2)            lanes first, as every vector
+    struct of N regs    (lanes, N)            `llvm.extractvalue` takes a column
+
+`nvvm.ldmatrix` and `nvvm.mma.sync` run once per warp through the same
+`warps.ldmatrix` and `warps.mma` the coroutines use, their registers packed and
+unpacked as `warp_ops` packs them (a register's low half is the lower column);
+`nvvm.cp.async` starts one record for all its lanes (`async_copies.start_lane_run`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import llvm
+from xdsl.ir import Operation, SSAValue
+
+from affinec.dialects import nvvm
+from affinec.dialects.affinec import ElementPointerOp
+from affinec.dialects.nvgpu import WARP_SIZE
+from affinec.interpreter import async_copies
+from affinec.interpreter.memref_ops import flat_pointer
+from affinec.interpreter.support import InterpreterError, tuple_text
+from affinec.interpreter.vector_ops import layout_of
+from affinec.interpreter.warp_ops import bf16
+from affinec.interpreter.warps import ldmatrix, mma, whole_warps
+from affinec.ir.mma_layouts import LDMATRIX_ROWS
+
+# -- what the generated code calls ----------------------------------------------------------
+
+
+def lane_pointer(op: Operation, array, indices: tuple) -> tuple[Any, np.ndarray]:
+    """`flat_pointer` for a block's threads: the buffer flattened once, each lane's
+    row-major offset (unchecked, like a `getelementptr`)."""
+    buffer, _ = flat_pointer(op, array, (0,) * len(indices))
+    offset = np.zeros((), np.int64)
+    for index, dim in zip(indices, array.shape, strict=True):
+        offset = offset * dim + np.asarray(index, np.int64)
+    return buffer, offset
+
+
+def _rows(pointer, n: int) -> np.ndarray:
+    return np.broadcast_to(np.asarray(pointer[1], np.int64), (n,))
+
+
+def ldmatrix_registers(op: nvvm.LdMatrixOp, pointer, lanes: np.ndarray, state):
+    """`nvvm.ldmatrix` for a block's threads (whole warps, in order): each lane's
+    registers, (lanes,) for one tile, (lanes, tiles) for more, as int64."""
+    whole_warps(op, lanes)
+    n = len(lanes)
+    buffer, offsets = pointer[0], _rows(pointer, n)
+    used = op.tiles * LDMATRIX_ROWS
+    out = np.empty((n, op.tiles), np.int64)
+    for first in range(0, n, WARP_SIZE):
+        rows = [(buffer, int(offsets[first + k])) for k in range(used)]
+        tiles = ldmatrix(op, rows, op.tiles, op.is_transposed, state, int(lanes[first]))
+        packed = np.ascontiguousarray(tiles).view(np.int32)[..., 0]
+        out[first : first + WARP_SIZE] = packed
+    return out[:, 0] if op.tiles == 1 else out
+
+
+def mma_registers(op: nvvm.MmaOp, a, b, c, lanes: np.ndarray) -> np.ndarray:
+    """`nvvm.mma.sync` for a block's threads (whole warps, in order): `a`, `b`, `c`
+    each lane's registers (one array a register), the result (lanes, 4)."""
+    whole_warps(op, lanes)
+    kind, n = op.kind, len(lanes)
+    fragments = (
+        _unpacked(kind.operands, a, n).reshape((n, *kind.a_fragment)),
+        _unpacked(kind.operands, b, n).reshape((n, *kind.b_fragment)),
+        np.stack([np.broadcast_to(r, (n,)) for r in c], axis=1)
+        .astype(np.float32)
+        .reshape((n, *kind.c_fragment)),
+    )
+    d = np.concatenate(
+        [
+            mma(kind, *(f[w : w + WARP_SIZE] for f in fragments))
+            for w in range(0, n, WARP_SIZE)
+        ]
+    )
+    return d.reshape(n, -1)
+
+
+def _unpacked(operands: str, registers, n: int) -> np.ndarray:
+    """The elements of A's or B's registers, (lanes, registers, elements)."""
+    if operands == "f16":
+        return np.stack([np.broadcast_to(r, (n, 2)) for r in registers], axis=1).astype(
+            np.float16
+        )
+    element = np.dtype(np.float32) if operands == "tf32" else bf16()
+    packed = np.stack([np.broadcast_to(r, (n,)) for r in registers], axis=1)
+    return packed.astype(np.int32).view(element)
+
+
+def bitcast_lanes(value, n: int, source: tuple, target: tuple) -> np.ndarray:
+    """`vector_ops.bitcast` for each lane: (lanes, ...) reinterpreted."""
+    (src_dtype, src_shape), (dst_dtype, dst_shape) = source, target
+    shape = (n, *(src_shape or ()))
+    raw = np.ascontiguousarray(np.broadcast_to(value, shape).astype(src_dtype))
+    out = raw.view(dst_dtype).reshape((n, *(dst_shape or ())))
+    return out.astype(np.int64) if dst_dtype.kind == "i" else out
+
+
+def with_column(container, n: int, k: int, value) -> np.ndarray:
+    """`llvm.insertvalue` for each lane: a copy with column `k` set."""
+    out = np.array(np.broadcast_to(container, (n, *np.shape(container)[-1:])))
+    out[:, k] = value
+    return out
+
+
+def start_pointer_copies(
+    ctx, threads: np.ndarray, op: nvvm.CpAsyncOp, dst, src, valid_bytes
+) -> None:
+    """`nvvm.cp.async` for `threads`: `async_copies.start_lane_run` in elements of
+    the buffers (as `_cp_async_bytes` converts a thread's bytes)."""
+    itemsize = dst[0].dtype.itemsize
+    valid = None
+    if valid_bytes is not None:
+        valid_bytes = np.broadcast_to(np.asarray(valid_bytes, np.int64), threads.shape)
+        if (bad := valid_bytes % itemsize != 0).any():
+            k = int(np.argmax(bad))
+            ctx.block.thread = int(threads[k])
+            raise InterpreterError(
+                f"{int(valid_bytes[k])} source bytes is not a whole number of "
+                f"{dst[0].dtype} elements",
+                op,
+            )
+        valid = valid_bytes // itemsize
+    n = len(threads)
+    async_copies.start_lane_run(
+        ctx,
+        threads,
+        op,
+        dst[0],
+        _rows(dst, n),
+        src[0],
+        _rows(src, n),
+        op.bytes // itemsize,
+        valid,
+    )
+
+
+# -- writing them ---------------------------------------------------------------------------
+
+
+def _element_pointer(kw, op: ElementPointerOp) -> None:
+    w = kw.w
+    if not kw.kernel_plan.differ(op.indices):
+        w.emit_op(op)
+        return
+    fn = w.global_(lane_pointer, "lane_pointer")
+    index = tuple_text(w.names(op.indices))
+    w.line(f"{w.define(op.result)} = {fn}({w.op_ref(op)}, {w[op.memref]}, {index})")
+
+
+def _ldmatrix(kw, op: nvvm.LdMatrixOp) -> None:
+    w = kw.w
+    fn = w.global_(ldmatrix_registers, "ldmatrix_registers")
+    w.line(
+        f"{w.define(op.res)} = {fn}({w.op_ref(op)}, {w[op.ptr]}, {kw.lane}, "
+        f"{kw.ctx}.block)"
+    )
+
+
+def _mma(kw, op: nvvm.MmaOp) -> None:
+    w = kw.w
+    fn = w.global_(mma_registers, "mma_registers")
+    groups = [tuple_text(w.names(g)) for g in (op.operandA, op.operandB, op.operandC)]
+    w.line(f"{w.define(op.res)} = {fn}({w.op_ref(op)}, {', '.join(groups)}, {kw.lane})")
+
+
+def _aggregate(kw, op: Operation) -> None:
+    w = kw.w
+    if not kw.kernel_plan.differ(op.operands):
+        w.emit_op(op)
+        return
+    match op:
+        case llvm.ExtractValueOp():
+            (k,) = op.position.iter_values()
+            w.line(f"{w.define(op.res)} = {w[op.container]}[:, {k}]")
+        case llvm.InsertValueOp():
+            (k,) = op.position.iter_values()
+            fn = w.global_(with_column, "with_column")
+            w.line(
+                f"{w.define(op.res)} = {fn}({w[op.container]}, {kw.count}, {k}, "
+                f"{w[op.value]})"
+            )
+        case llvm.BitcastOp():
+            layouts = w.global_(
+                (layout_of(op, op.arg.type), layout_of(op, op.result.type)), "layouts"
+            )
+            fn = w.global_(bitcast_lanes, "bitcast_lanes")
+            w.line(f"{w.define(op.result)} = {fn}({w[op.arg]}, {kw.count}, *{layouts})")
+
+
+def _cp_async(kw, op: nvvm.CpAsyncOp) -> None:
+    w = kw.w
+    size = "None" if op.cpSize is None else w[op.cpSize]
+    fn = w.global_(start_pointer_copies, "pointer_copies")
+    w.line(
+        f"{fn}({kw.ctx}, {kw.lane}, {w.op_ref(op)}, {w[op.dst]}, {w[op.src]}, {size})"
+    )
+
+
+def _commit(kw, op: nvvm.CpAsyncCommitGroupOp) -> None:
+    kw.w.line(f"{kw.w.global_(async_copies.create_group, 'create_group')}({kw.ctx})")
+
+
+def _wait(kw, op: nvvm.CpAsyncWaitGroupOp) -> None:
+    wait = kw.w.global_(async_copies.wait_groups, "wait_groups")
+    kw.w.line(f"{wait}({kw.ctx}, {op.groups})")
+
+
+NVVM_EMITTERS = {
+    ElementPointerOp: _element_pointer,
+    nvvm.LdMatrixOp: _ldmatrix,
+    nvvm.MmaOp: _mma,
+    llvm.ExtractValueOp: _aggregate,
+    llvm.InsertValueOp: _aggregate,
+    llvm.BitcastOp: _aggregate,
+    nvvm.CpAsyncOp: _cp_async,
+    nvvm.CpAsyncCommitGroupOp: _commit,
+    nvvm.CpAsyncWaitGroupOp: _wait,
+}
+"""The nvvm level's ops written for a block's threads (`lockstep._KERNEL_EMITTERS`)."""
+
+
+def takes(op: Operation, plan, divergent: bool) -> bool | None:
+    """Whether the nvvm-level `op` runs in lockstep, recording in `plan` what
+    differs between threads; None for an op of another level."""
+    match op:
+        case ElementPointerOp():
+            if op.memref not in plan.shared | plan.arrays:
+                return False
+            if plan.differ(op.indices):
+                plan.varying.add(op.result)
+            return True
+        case nvvm.LdMatrixOp() | nvvm.MmaOp():
+            if divergent:
+                return False
+            plan.varying.update(op.results)
+            return True
+        case llvm.ExtractValueOp() | llvm.InsertValueOp():
+            if len(tuple(op.position.iter_values())) != 1:
+                return False
+            if plan.differ(op.operands):
+                plan.varying.update(op.results)
+            return True
+        case llvm.BitcastOp():
+            if isinstance(op.arg.type, llvm.LLVMPointerType):
+                return False
+            if plan.differ(op.operands):
+                plan.varying.update(op.results)
+            return True
+        case nvvm.CpAsyncOp():
+            return _pointer_into(op.dst, plan.shared) and _pointer_into(
+                op.src, plan.arrays
+            )
+        case nvvm.CpAsyncCommitGroupOp() | nvvm.CpAsyncWaitGroupOp():
+            return not divergent
+    return None
+
+
+def _pointer_into(pointer: SSAValue, buffers: set[SSAValue]) -> bool:
+    owner = pointer.owner
+    return isinstance(owner, ElementPointerOp) and owner.memref in buffers
