@@ -1,26 +1,47 @@
-"""xDSL's memref dialect with MLIR's custom syntax for `memref.cast`, which xDSL's
-op lacks:
+"""xDSL's memref dialect with MLIR's custom syntax for `memref.cast` and
+`memref.global`, which xDSL's ops lack:
 
     %u = memref.cast %a : memref<64x64xf16> to memref<*xf16>
+    memref.global "private" constant @c : memref<2xf32> = dense<[1.0, 2.0]>
+    memref.global @z : memref<3xf16> = uninitialized
+    memref.global "private" @y : memref<4xi32>
 
-`MemRef` is xDSL's dialect with this `CastOp` in place of xDSL's (same name,
-operands and result); affinec's context registers it.
+`MemRef` is xDSL's dialect with these ops in place of xDSL's (same names, operands
+and properties; a global's visibility and initial value optional, as MLIR's);
+affinec's context registers it.
 """
 
 from __future__ import annotations
 
+from io import StringIO
+
 from xdsl.dialects import memref as xdsl_memref
-from xdsl.dialects.builtin import MemRefType, UnrankedMemRefType
+from xdsl.dialects.builtin import (
+    I64,
+    DenseIntOrFPElementsAttr,
+    IntegerAttr,
+    MemRefType,
+    StringAttr,
+    SymbolNameConstraint,
+    TensorType,
+    UnitAttr,
+    UnrankedMemRefType,
+)
 from xdsl.ir import Dialect
 from xdsl.irdl import (
     IRDLOperation,
     base,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
+    prop_def,
     result_def,
     traits_def,
 )
-from xdsl.traits import NoMemoryEffect
+from xdsl.parser import Parser
+from xdsl.printer import Printer
+from xdsl.traits import NoMemoryEffect, SymbolOpInterface
+from xdsl.utils.exceptions import VerifyException
 
 
 @irdl_op_definition
@@ -37,11 +58,112 @@ class CastOp(IRDLOperation):
     assembly_format = "$source attr-dict `:` type($source) `to` type($dest)"
 
 
+@irdl_op_definition
+class GlobalOp(IRDLOperation):
+    """`memref.global ["visibility"] [constant] @name : type [= initial value]`: a
+    named buffer of the module; `= uninitialized` reserves it, no initial value
+    declares one defined elsewhere."""
+
+    name = "memref.global"
+
+    sym_name = prop_def(SymbolNameConstraint())
+    sym_visibility = opt_prop_def(StringAttr)
+    type = prop_def(MemRefType)
+    initial_value = opt_prop_def(UnitAttr | DenseIntOrFPElementsAttr)
+    constant = opt_prop_def(UnitAttr)
+    alignment = opt_prop_def(IntegerAttr[I64])
+
+    traits = traits_def(SymbolOpInterface())
+
+    def verify_(self) -> None:
+        value = self.initial_value
+        if isinstance(value, DenseIntOrFPElementsAttr):
+            t = value.get_type()
+            shape, expected = tuple(t.get_shape()), tuple(self.type.get_shape())
+            if shape != expected:
+                raise VerifyException(
+                    "initial value shape expected to be "
+                    f"{', '.join(map(str, expected))} but was "
+                    f"{', '.join(map(str, shape))}"
+                )
+            if t.get_element_type() != self.type.element_type:
+                raise VerifyException(
+                    "initial value element expected to be of type "
+                    f"'{self.type.element_type}', but was of type "
+                    f"'{t.get_element_type()}'"
+                )
+        if self.alignment is not None:
+            align = self.alignment.value.data
+            if align <= 0 or align & (align - 1):
+                raise VerifyException(
+                    f"alignment attribute value {align} is not a power of 2"
+                )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> GlobalOp:
+        visibility = parser.parse_optional_str_literal()
+        constant = parser.parse_optional_keyword("constant") is not None
+        name = parser.parse_symbol_name()
+        parser.parse_punctuation(":")
+        pos = parser.pos
+        t = parser.parse_type()
+        if not isinstance(t, MemRefType):
+            parser.raise_error(f"type should be static shaped memref, but got {t}", pos)
+        value = None
+        if parser.parse_optional_punctuation("=") is not None:
+            if parser.parse_optional_keyword("uninitialized") is not None:
+                value = UnitAttr()
+            else:
+                # the literal's type is the memref's, as a tensor (MLIR's form)
+                parser.parse_keyword("dense")
+                value = parser.parse_dense_int_or_fp_elements_attr(
+                    TensorType(t.element_type, t.get_shape())
+                )
+        attrs = parser.parse_optional_attr_dict()
+        op = cls.create(
+            properties={
+                "sym_name": name,
+                "sym_visibility": None
+                if visibility is None
+                else StringAttr(visibility),
+                "type": t,
+                "initial_value": value,
+                "constant": UnitAttr() if constant else None,
+                "alignment": attrs.pop("alignment", None),
+            }
+        )
+        op.properties = {k: v for k, v in op.properties.items() if v is not None}
+        op.attributes |= attrs
+        return op
+
+    def print(self, printer: Printer) -> None:
+        if self.sym_visibility is not None:
+            printer.print_string(" ")
+            printer.print_string_literal(self.sym_visibility.data)
+        if self.constant is not None:
+            printer.print_string(" constant")
+        printer.print_string(" ")
+        printer.print_symbol_name(self.sym_name.data)
+        printer.print_string(" : ")
+        printer.print_attribute(self.type)
+        if isinstance(self.initial_value, UnitAttr):
+            printer.print_string(" = uninitialized")
+        elif self.initial_value is not None:
+            # MLIR's form: the literal without its type (the memref's, as a tensor)
+            printer.print_string(" = ")
+            printed = StringIO()
+            Printer(stream=printed).print_attribute(self.initial_value)
+            printer.print_string(printed.getvalue().rsplit(" : ", 1)[0])
+        attrs = dict(self.attributes)
+        if self.alignment is not None:
+            attrs["alignment"] = self.alignment
+        printer.print_op_attributes(attrs)
+
+
+_OURS = {xdsl_memref.CastOp: CastOp, xdsl_memref.GlobalOp: GlobalOp}
+
 MemRef = Dialect(
     "memref",
-    [
-        CastOp if op is xdsl_memref.CastOp else op
-        for op in xdsl_memref.MemRef.operations
-    ],
+    [_OURS.get(op, op) for op in xdsl_memref.MemRef.operations],
     list(xdsl_memref.MemRef.attributes),
 )

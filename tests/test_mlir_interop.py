@@ -200,6 +200,23 @@ def test_mlir_opt_reads_the_other_gpu_ops_as_the_same_ir():
     assert read_back_differently([MORE_GPU_OPS]) == []
 
 
+GLOBALS = """
+memref.global "private" constant @c : memref<2xf32> = dense<[1.0, 2.0]> {alignment = 64 : i64}
+memref.global @z : memref<3xf16> = uninitialized
+memref.global "private" @y : memref<4xi32>
+memref.global "private" @s : memref<f32> = dense<0.0>
+func.func @f() -> memref<2xf32> {
+  %0 = memref.get_global @c : memref<2xf32>
+  return %0 : memref<2xf32>
+}"""
+
+
+def test_mlir_opt_reads_memref_globals_as_the_same_ir():
+    """`memref.global` in MLIR's custom form: visibility, constant, an initial
+    value, uninitialized, a declaration (issue 25)."""
+    assert read_back_differently([GLOBALS]) == []
+
+
 def test_mlir_opt_meets_the_expected_errors_affinec_meets():
     """Every case of tests/filecheck/mlir/mlir_wording.mlir (which lit runs through
     affinec-opt --verify-diagnostics) is met by mlir-opt as well: the messages are

@@ -283,3 +283,13 @@ func.func @set_operands(%a: index, %b: index) {
   }
   func.return
 }
+
+// -----
+
+// expected-error @+1 {{'memref.global' op initial value shape expected to be 2 but was 3}}
+"memref.global"() <{initial_value = dense<1.0> : tensor<3xf32>, sym_name = "g", sym_visibility = "private", type = memref<2xf32>}> : () -> ()
+
+// -----
+
+// expected-error @+1 {{'memref.global' op initial value element expected to be of type 'f32', but was of type 'f16'}}
+"memref.global"() <{initial_value = dense<1.0> : tensor<2xf16>, sym_name = "h", sym_visibility = "private", type = memref<2xf32>}> : () -> ()
