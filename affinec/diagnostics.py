@@ -329,6 +329,7 @@ _NOT_THE_OPS_OWN = (
     "use of undeclared",
     "region entry argument",
     "redefinition of",
+    "SSA value %",
     "custom op '",
 )
 

@@ -99,6 +99,7 @@ def _description(constraint: object) -> str | None:
 
 _CUSTOM_OP = re.compile(r"^(?P<prefix>custom op '[^']*' )(?P<rest>.*)$", re.DOTALL)
 _EXPECTED = re.compile(r"^Expected (?P<rest>.*?)!?$")
+_REDEFINED = re.compile(r"^SSA value (?P<name>%\S+) is already defined")
 _QUOTED_EXPECTED = re.compile(r"^(?P<token>'[^']*') expected$")
 _PARSER_WORDS = {
     "Expected region": "expected '{' to begin a region",
@@ -115,6 +116,8 @@ _PARSER_WORDS = {
 def parser_message(text: str) -> str:
     """A message of xDSL's parser in MLIR's words: `'[' expected` and
     `Expected '='` are "expected '['" and "expected '='"."""
+    if match := _REDEFINED.match(text):
+        return f"redefinition of SSA value '{match['name']}'"
     if match := _CUSTOM_OP.match(text):
         return match["prefix"] + parser_message(match["rest"])
     stripped = text.rstrip("!").rstrip(".")

@@ -13,9 +13,11 @@ from affinec.contraction import contraction_of
 from affinec.diagnostics import parse_module, verify
 from affinec.dialects import gpu
 from affinec.interpreter import Interpreter, InterpreterError
+from affinec.interpreter.cfg_structure import Branch, Jump, structure
 from affinec.interpreter.lockstep_plan import plan_lockstep
 from affinec.interpreter.shared_memory import DataRaceError
 from affinec.interpreter.support import StepLimitError
+from affinec.pipeline import Pipeline
 from affinec.pipelines import pass_text
 from affinec.reference import poisoned_output, random_inputs
 from affinec.testing import kernel_configs, specs
@@ -47,12 +49,14 @@ LOCKSTEP_LEVELS = (
     "lower-affine",
     "cse",
     "convert-nvgpu-to-nvvm",
+    "convert-scf-to-cf",
 )
 """The passes after which blocks run in lockstep: thread-mapped grid bands (with
 block bands beside their thread bands after `affinec-mma-sync`), a `gpu.launch`,
 outlined kernels, in affine and after `lower-affine` (scf, integer
-arithmetic), and after `convert-nvgpu-to-nvvm` (pointers, registers, nvvm's
-ldmatrix, mma.sync and cp.async)."""
+arithmetic), after `convert-nvgpu-to-nvvm` (pointers, registers, nvvm's
+ldmatrix, mma.sync and cp.async) and after `convert-scf-to-cf` (loops and branches
+as blocks, `cfg_structure`)."""
 
 
 def _levels(spec, config) -> dict[str, object]:
@@ -451,3 +455,111 @@ def test_a_block_band_beside_thread_bands_runs_on_thread_zero():
         else:  # thread 0 overwrites what the others read, with no barrier between
             assert isinstance(lockstep, DataRaceError)
             assert isinstance(threads, DataRaceError)
+
+
+# -- kernels of several blocks (after convert-scf-to-cf) --------------------------------
+
+
+def _as_blocks(text: str):
+    """The module of `text` with its kernel's loops and branches as blocks."""
+    module = _module(text)
+    Pipeline.parse("lower-affine,convert-scf-to-cf").run(module)
+    return module
+
+
+LOOP_WITH_CARRIED_VALUE = """
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c4 = arith.constant 4 : index
+      %zero = arith.constant 0.0 : f32
+      %sum = scf.for %i = %c0 to %c4 step %c1 iter_args(%acc = %zero) -> (f32) {
+        %j = arith.addi %i, %tx : index
+        %k = arith.remui %j, %c4 : index
+        %v = memref.load %a[%k] : memref<16xf32>
+        %n = arith.addf %acc, %v : f32
+        scf.yield %n : f32
+      }
+      %o = arith.addi %tx, %c4 : index
+      memref.store %sum, %a[%o] : memref<16xf32>
+"""
+
+
+@pytest.mark.parametrize(
+    "body",
+    [EXCHANGE, SELECT, LOOP_WITH_CARRIED_VALUE],
+    ids=["divergent branch", "nested branches with results", "a carried value"],
+)
+def test_branches_between_blocks_run_in_lockstep(body):
+    module = _as_blocks(kernel(body))
+    (k,) = _kernels(module)
+    assert len(k.body.blocks) > 1
+    plan = plan_lockstep(k)
+    assert plan is not None and plan.tree is not None
+    a = np.arange(16, dtype=np.float32) * 3
+    results = []
+    for lockstep in (True, False):
+        out = a.copy()
+        Interpreter(module, max_steps=1_500, lockstep=lockstep).run("f", out)
+        results.append(out)
+    np.testing.assert_array_equal(*results)
+    unlowered = a.copy()
+    Interpreter(_module(kernel(body))).run("f", unlowered)
+    np.testing.assert_array_equal(results[0], unlowered)
+
+
+def test_a_loop_carrying_a_value_per_thread_runs_in_lockstep():
+    text = kernel(LOOP_WITH_CARRIED_VALUE, threads=4, blocks=1)
+    module = _as_blocks(text)
+    assert plan_lockstep(_kernels(module)[0]) is not None
+    a = np.arange(16, dtype=np.float32)
+    lockstep, threads = (a.copy(), a.copy())
+    Interpreter(module, lockstep=True).run("f", lockstep)
+    Interpreter(module, lockstep=False).run("f", threads)
+    np.testing.assert_array_equal(lockstep, threads)
+    np.testing.assert_array_equal(lockstep[4:8], np.full(4, a[:4].sum()))
+
+
+def test_a_loop_whose_trips_differ_between_threads_runs_thread_by_thread():
+    body = NOT_IN_LOCKSTEP["a loop bound that differs between threads"]
+    module = _as_blocks(kernel(body, blocks=1))
+    assert plan_lockstep(_kernels(module)[0]) is None
+    a = np.arange(16, dtype=np.float32)
+    out = a.copy()
+    Interpreter(module).run("f", out)
+    expected = a.copy()
+    expected[9:16] = a[1:8]  # thread t > 0 stores its value, t times
+    np.testing.assert_array_equal(out, expected)
+
+
+UNSTRUCTURED = """
+func.func @f(%n: index) -> index {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c5 = arith.constant 5 : index
+  cf.br ^head(%c0 : index)
+^head(%i: index):
+  %more = arith.cmpi slt, %i, %n : index
+  cf.cond_br %more, ^body, ^done(%i : index)
+^body:
+  %stop = arith.cmpi eq, %i, %c5 : index
+  %next = arith.addi %i, %c1 : index
+  cf.cond_br %stop, ^done(%c5 : index), ^head(%next : index)
+^done(%r: index):
+  func.return %r : index
+}
+"""
+
+
+def test_a_loop_with_two_ways_out_has_no_structure():
+    (f,) = [op for op in _module(UNSTRUCTURED).walk() if op.name == "func.func"]
+    assert structure(f.body) is None
+
+
+def test_loops_and_branches_are_found_again():
+    module = _as_blocks(kernel(LOOP_WITH_CARRIED_VALUE + SELECT, threads=8, blocks=1))
+    tree = structure(_kernels(module)[0].body)
+    assert tree is not None
+    kinds = [type(item).__name__ for item in tree]
+    assert kinds.count("Loop") == 1 and kinds[-1] == "Exit"
+    branches = [item for item in tree if isinstance(item, Branch)]
+    assert len(branches) == 1 and all(isinstance(a[-1], Jump) for a in branches[0].arms)

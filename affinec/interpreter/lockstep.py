@@ -70,6 +70,7 @@ from affinec.interpreter.lanes import (
     check_lanes,
     checked_offsets,
 )
+from affinec.interpreter.lockstep_cfg import write_items
 from affinec.interpreter.lockstep_nvvm import NVVM_EMITTERS
 from affinec.interpreter.lockstep_plan import (
     INT_CASTS,
@@ -243,7 +244,10 @@ def write_lockstep_kernel(
     writer = start_lockstep_block(w, plan, ctx)
     for arg in op.private_args:
         writer.private_buffer(arg)
-    writer.block(op.body.block)
+    if plan.tree is not None:
+        write_items(writer, op.body, plan.tree)
+    else:
+        writer.block(op.body.block)
     w.line("return ()")
     return w.function(f"def {name}({', '.join([ctx, *params])}):")
 
@@ -304,7 +308,11 @@ class _KernelWriter(LaneWriter):
         buffer = w.global_(poisoned, "poisoned")
         w.line(f"{w.define(value)} = {buffer}(({self.count},) + {shape}, {dtype})")
 
-    def rebind(self, root: Operation | Block, pick: Callable[[SSAValue, str], str]):
+    def rebind(
+        self,
+        root: Operation | Block | Sequence[Block],
+        pick: Callable[[SSAValue, str], str],
+    ):
         """Rebind every value `root` uses from outside that differs between threads
         to `pick(value, name)`; return the old names (for `restore`)."""
         w, old = self.w, {}
@@ -324,12 +332,23 @@ class _KernelWriter(LaneWriter):
         dtype = f"{w.global_(np.asarray, 'asarray')}({w[value]}).dtype"
         return f"{w.global_(lanes_of, 'lanes_of')}({w[value]}, {shape}, {dtype})"
 
+    def fresh_lanes(self, name: str, value: SSAValue) -> None:
+        """`name = ` an array over the lanes for `value`'s type, poisoned (each
+        branch that threads take apart writes its lanes)."""
+        w, t = self.w, value.type
+        dtype = numpy_dtype(t.get_element_type() if isinstance(t, VectorType) else t)
+        if dtype.kind == "i":
+            dtype = np.dtype(np.int64)  # integers on lanes are int64 (`lane_scalars`)
+        shape = f"({self.count},) + {_vector_shape(value)}"
+        fresh = w.global_(poisoned, "poisoned")
+        w.line(f"{name} = {fresh}({shape}, {w.global_(dtype, 'dtype')})")
+
     def restore(self, old: dict[SSAValue, str]) -> None:
         for v, name in old.items():
             self.w.alias(v, name)
 
     @contextmanager
-    def on(self, taken: str, region: Block) -> Iterator[None]:
+    def on(self, taken: str, region: Block | Sequence[Block]) -> Iterator[None]:
         """Write `region`'s ops for the lanes `taken` (positions among the lanes
         running now) only."""
         w = self.w
@@ -401,15 +420,7 @@ def _divergent(
     the lanes that take it, its results scattered back into arrays over all."""
     w = kw.w
     for result in results:
-        t = result.type
-        dtype = numpy_dtype(t.get_element_type() if isinstance(t, VectorType) else t)
-        if dtype.kind == "i":
-            dtype = np.dtype(np.int64)  # integers on lanes are int64 (`lane_scalars`)
-        dtype = w.global_(dtype, "dtype")
-        shape = f"({kw.count},) + {_vector_shape(result)}"
-        w.line(
-            f"{w.define(result)} = {w.global_(poisoned, 'poisoned')}({shape}, {dtype})"
-        )
+        kw.fresh_lanes(w.define(result), result)
     nonzero = w.global_(np.flatnonzero, "flatnonzero")
     for k, block in enumerate(regions):
         taken = w.fresh("taken")

@@ -24,6 +24,7 @@ from xdsl.traits import is_side_effect_free
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, THREAD, PaddedLoadOp, mapping_of
 from affinec.interpreter.arith_ops import INT_BINARY_OPS
+from affinec.interpreter.cfg_structure import Branch, Exit, Jump, Loop, Run, structure
 from affinec.interpreter.lanes import (
     ELEMENTWISE,
     MAX_PRIVATE_BYTES_PER_LANE,
@@ -49,15 +50,21 @@ class KernelPlan(LanePlan):
     limits of any launch), for `indices_fit`."""
     threads: int = 0
     """A thread-mapped grid band's block size (its thread bands' iterations)."""
+    tree: list | None = None
+    """A kernel of several blocks: its loops and branches (`cfg_structure`)."""
 
 
 def plan_lockstep(kernel: gpu.FuncOp) -> KernelPlan | None:
     """The lockstep plan of `kernel`, or None where it runs thread by thread."""
+    tree = None
     if len(kernel.body.blocks) != 1:
-        return None
-    block = kernel.body.block
-    if not isinstance(block.last_op, gpu.ReturnOp) or block.last_op.operands:
-        return None
+        tree = structure(kernel.body)
+        if tree is None:
+            return None
+    else:
+        block = kernel.body.block
+        if not isinstance(block.last_op, gpu.ReturnOp) or block.last_op.operands:
+            return None
     plan = KernelPlan(
         private=set(kernel.private_args),
         shared=set(kernel.workgroup_args),
@@ -69,7 +76,55 @@ def plan_lockstep(kernel: gpu.FuncOp) -> KernelPlan | None:
         ids = isinstance(op, gpu.ThreadIdOp | gpu.BlockIdOp | gpu.GlobalIdOp)
         if ids and ranges.value_range(op.result) is None:
             plan.known[op.result] = _ID_RANGES[type(op)]
-    return plan if _block_takes(block, plan, False) else None
+    if tree is not None:
+        plan.tree = tree
+        return plan if items_take(tree, plan, False) else None
+    return plan if _block_takes(kernel.body.block, plan, False) else None
+
+
+def items_take(items: list, plan: KernelPlan, divergent: bool) -> bool:
+    """Whether a region of blocks (`cfg_structure`'s items) runs in lockstep, as
+    `_op_takes` says of ops: loops whose condition every thread shares, branches
+    taken apart only around ops that allow it; a block argument differs between
+    threads where a value it takes does, or where the branches into it part."""
+    for item in items:
+        match item:
+            case Run():
+                ops = list(item.block.ops)[:-1]
+                if not all(_op_takes(op, plan, divergent) for op in ops):
+                    return False
+            case Jump():
+                for arg, value in zip(item.target.args, item.values, strict=True):
+                    if value in plan.varying:
+                        plan.varying.add(arg)
+            case Loop():
+                header = item.header
+                while True:  # until what the turns carry is known to differ or not
+                    before = len(plan.varying)
+                    ops = list(header.ops)[:-1]
+                    if not all(_op_takes(op, plan, divergent) for op in ops):
+                        return False
+                    if plan.differ((item.condition,)):
+                        return False
+                    if not items_take(item.body, plan, divergent):
+                        return False
+                    if len(plan.varying) == before:
+                        break
+                assert item.exit is not None
+                if not items_take([item.exit], plan, divergent):
+                    return False
+            case Branch():
+                differs = plan.differ((item.condition,))
+                if not all(
+                    items_take(arm, plan, divergent or differs) for arm in item.arms
+                ):
+                    return False
+                if differs:
+                    plan.varying.update(item.join.args)
+            case Exit():
+                if not isinstance(item.op, gpu.ReturnOp) or item.op.operands:
+                    return False
+    return True
 
 
 def plan_mapped_grid(
@@ -113,13 +168,15 @@ def plan_launch(launch: gpu.LaunchOp) -> KernelPlan | None:
     return plan if _block_takes(block, plan, False) else None
 
 
-def captured(root: Operation | Block) -> set[SSAValue]:
-    """The values the ops in `root` use and do not define (its own results and
-    block arguments count as defined)."""
-    ops = list(root.walk())
+def captured(root: Operation | Block | Sequence[Block]) -> set[SSAValue]:
+    """The values the ops in `root` (an op, a block, or blocks) use and do not
+    define (their own results and block arguments count as defined)."""
+    blocks = root if isinstance(root, Sequence) else [root]
+    ops = [op for b in blocks for op in b.walk()]
     defined = {v for op in ops for v in op.results} | {
         a for op in ops for r in op.regions for b in r.blocks for a in b.args
     }
+    defined |= {a for b in blocks if isinstance(b, Block) for a in b.args}
     return {v for op in ops for v in op.operands} - defined
 
 
