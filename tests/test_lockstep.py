@@ -50,13 +50,15 @@ LOCKSTEP_LEVELS = (
     "cse",
     "convert-nvgpu-to-nvvm",
     "convert-scf-to-cf",
+    "convert-gpu-to-nvvm",
 )
 """The passes after which blocks run in lockstep: thread-mapped grid bands (with
 block bands beside their thread bands after `affinec-mma-sync`), a `gpu.launch`,
 outlined kernels, in affine and after `lower-affine` (scf, integer
 arithmetic), after `convert-nvgpu-to-nvvm` (pointers, registers, nvvm's
-ldmatrix, mma.sync and cp.async) and after `convert-scf-to-cf` (loops and branches
-as blocks, `cfg_structure`)."""
+ldmatrix, mma.sync and cp.async), after `convert-scf-to-cf` (loops and branches
+as blocks, `cfg_structure`) and after `convert-gpu-to-nvvm` (the llvm level:
+pointers into shared, private and global memory, `lockstep_llvm`)."""
 
 
 def _levels(spec, config) -> dict[str, object]:

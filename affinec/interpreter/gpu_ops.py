@@ -50,7 +50,12 @@ from affinec.interpreter.lockstep import (
     write_launch_body,
     write_lockstep_kernel,
 )
-from affinec.interpreter.lockstep_plan import KernelPlan, plan_launch, plan_lockstep
+from affinec.interpreter.lockstep_plan import (
+    KernelPlan,
+    plan_launch,
+    plan_llvm_lockstep,
+    plan_lockstep,
+)
 from affinec.interpreter.shared_memory import (
     BlockState,
     SharedArray,
@@ -197,12 +202,20 @@ def kernel_global(module_name: str, kernel_name: str) -> str:
     return function_global(f"{module_name}::{kernel_name}")
 
 
-def lockstep_plan(program: ProgramWriter, kernel: gpu.FuncOp) -> KernelPlan | None:
-    """How `kernel` runs in lockstep, or None where it runs thread by thread."""
+def lockstep_plan(
+    program: ProgramWriter, kernel: gpu.FuncOp | llvm.FuncOp
+) -> KernelPlan | None:
+    """How `kernel` (a `gpu.func`, or a kernel `llvm.func`) runs in lockstep, or
+    None where it runs thread by thread."""
     if not program.lockstep:
         return None
     if kernel not in program.kernel_plans:
-        program.kernel_plans[kernel] = plan_lockstep(kernel)
+        plan = (
+            plan_lockstep(kernel)
+            if isinstance(kernel, gpu.FuncOp)
+            else plan_llvm_lockstep(kernel)
+        )
+        program.kernel_plans[kernel] = plan
     return program.kernel_plans[kernel]
 
 
@@ -341,6 +354,7 @@ def _launch_func(op: gpu.LaunchFuncOp, w: FunctionWriter) -> None:
             kernel, _dynamic_shared_size(op, kernel), op
         )
         args = f"{w.global_(pointer_arguments, 'pointers')}({args})"
+        lockstep = lockstep_plan(w.program, kernel) is not None
     else:
         raise InterpreterError(f"no kernel {op.kernel}", op)
     w.line(

@@ -11,6 +11,7 @@ from xdsl.dialects.builtin import IndexType, IntegerType, MemRefType, ModuleOp
 from xdsl.ir import Attribute
 
 from affinec.dialects import gpu
+from affinec.dialects.nvvm import KERNEL
 
 # Importing the emitter modules registers their emitters.
 from affinec.interpreter import (  # noqa: F401
@@ -29,6 +30,7 @@ from affinec.interpreter import (  # noqa: F401
 )
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source
 from affinec.interpreter.control_ops import function_global, write_body
+from affinec.interpreter.lockstep import write_llvm_lockstep_kernel
 from affinec.interpreter.support import (
     DEFAULT_MAX_STEPS,
     InterpreterError,
@@ -173,7 +175,17 @@ def _write_kernel(program: ProgramWriter, module: gpu.ModuleOp, kernel) -> None:
         program.add_source(gpu_ops.write_kernel(program, module, kernel))
     elif isinstance(kernel, llvm.FuncOp) and kernel.body.blocks:
         name = gpu_ops.kernel_global(module.sym_name.data, kernel.sym_name.data)
-        program.add_source(llvm_ops.write_llvm_kernel(program, module, kernel, name))
+        plan = (
+            gpu_ops.lockstep_plan(program, kernel)
+            if KERNEL in kernel.attributes
+            else None
+        )
+        if plan is not None:
+            program.add_source(write_llvm_lockstep_kernel(program, kernel, plan, name))
+        else:
+            program.add_source(
+                llvm_ops.write_llvm_kernel(program, module, kernel, name)
+            )
 
 
 def _python_error(e: BaseException) -> str:

@@ -77,7 +77,7 @@ def is_dynamic_shared(g: llvm.GlobalOp) -> bool:
     )
 
 
-def _dynamic_global(op: llvm.AddressOfOp) -> llvm.GlobalOp | None:
+def dynamic_global(op: llvm.AddressOfOp) -> llvm.GlobalOp | None:
     g = SymbolTable.lookup_symbol(op, op.global_name)
     return g if isinstance(g, llvm.GlobalOp) and is_dynamic_shared(g) else None
 
@@ -88,7 +88,7 @@ def dynamic_regions(kernel: llvm.FuncOp) -> list[tuple[int, np.dtype]]:
     the dynamic shared memory's address (which the interpreter could not type)."""
     regions: dict[int, np.dtype] = {}
     for op in kernel.walk():
-        if not isinstance(op, llvm.AddressOfOp) or _dynamic_global(op) is None:
+        if not isinstance(op, llvm.AddressOfOp) or dynamic_global(op) is None:
             continue
         for use in op.result.uses:
             gep = use.operation
@@ -159,17 +159,27 @@ def write_llvm_kernel(
     ctx = w.fresh("gpu")
     w.gpu_context = ctx
     params = [w.define(a) for a in op.body.blocks[0].args]
+    shared = shared_parameters(w, op)
+    write_body(w, op.body, on_return=llvm.ReturnOp)
+    return w.function(f"def {name}({', '.join([ctx, *params, *shared])}):")
+
+
+def shared_parameters(w: FunctionWriter, kernel: llvm.FuncOp) -> list[str]:
+    """The parameters of a kernel's function holding its shared buffers: the
+    module's shared globals, then the regions of dynamic shared memory it
+    addresses (bound in `w.symbols` for `llvm.mlir.addressof` and `_gep`)."""
+    module = kernel.parent_op()
+    assert isinstance(module, gpu.ModuleOp)
     shared = []
     for g in shared_globals(module):
         buffer = w.fresh(g.sym_name.data)
         shared.append(buffer)
         w.symbols[g.sym_name.data] = buffer
-    for offset, _ in dynamic_regions(op):
+    for offset, _ in dynamic_regions(kernel):
         buffer = w.fresh(f"dynamic_shared_{offset}")
         shared.append(buffer)
-        w.symbols[_region_symbol(offset)] = buffer
-    write_body(w, op.body, on_return=llvm.ReturnOp)
-    return w.function(f"def {name}({', '.join([ctx, *params, *shared])}):")
+        w.symbols[region_symbol(offset)] = buffer
+    return shared
 
 
 def pointer_arguments(args: Sequence[object]) -> tuple:
@@ -239,7 +249,7 @@ def _constant(op: llvm.ConstantOp, w: FunctionWriter) -> None:
         raise InterpreterError("unsupported constant", op)
 
 
-_INT_BINARY = {
+INT_BINARY = {
     llvm.AddOp: "add",
     llvm.SubOp: "sub",
     llvm.MulOp: "mul",
@@ -256,9 +266,9 @@ _INT_BINARY = {
 }
 
 
-@emits(*_INT_BINARY)
+@emits(*INT_BINARY)
 def _int_binary(op: Operation, w: FunctionWriter) -> None:
-    kind = _INT_BINARY[type(op)]  # pyright: ignore[reportArgumentType]
+    kind = INT_BINARY[type(op)]  # pyright: ignore[reportArgumentType]
     scalars.emit_int_binary(w, kind, op.results[0], *op.operands)
 
 
@@ -313,7 +323,7 @@ def _sitofp(op: llvm.SIToFPOp, w: FunctionWriter) -> None:
     scalars.emit_int_to_float(w, op.results[0], op.operands[0], signed=True)
 
 
-_INTRINSICS = {
+INTRINSICS = {
     "llvm.maximum": maximumf,
     "llvm.minimum": minimumf,
     "llvm.maxnum": maxnumf,
@@ -326,10 +336,10 @@ _INTRINSICS = {
 def _intrinsic(op: llvm.CallIntrinsicOp, w: FunctionWriter) -> None:
     name = op.intrin.data
     family = name.rsplit(".", 1)[0]
-    if family not in _INTRINSICS:
+    if family not in INTRINSICS:
         raise InterpreterError(f"the interpreter lacks {name}", op)
     assert op.ress is not None
-    fn = _INTRINSICS[family]
+    fn = INTRINSICS[family]
     if isinstance(op.ress.type, VectorType):
         if fn not in LANEWISE:
             raise InterpreterError(f"the interpreter lacks {name} on vectors", op)
@@ -349,16 +359,16 @@ def _gep(op: llvm.GEPOp, w: FunctionWriter) -> None:
         else [str(indices[0])]
     )
     owner = op.ptr.owner
-    if isinstance(owner, llvm.AddressOfOp) and _dynamic_global(owner) is not None:
+    if isinstance(owner, llvm.AddressOfOp) and dynamic_global(owner) is not None:
         offset = _constant_gep_offset(op)
         assert offset is not None  # dynamic_regions refused the others
-        w.alias(op.result, f"({w.symbols[_region_symbol(offset)]}, 0)")
+        w.alias(op.result, f"({w.symbols[region_symbol(offset)]}, 0)")
         return
     base = w[op.ptr]
     w.line(f"{w.define(op.result)} = ({base}[0], {base}[1] + {index})")
 
 
-def _region_symbol(offset: int) -> str:
+def region_symbol(offset: int) -> str:
     return f"dynamic shared memory +{offset}"
 
 
@@ -399,7 +409,7 @@ def _alloca(op: llvm.AllocaOp, w: FunctionWriter) -> None:
 @emits(llvm.AddressOfOp)
 def _address_of(op: llvm.AddressOfOp, w: FunctionWriter) -> None:
     name = op.global_name.root_reference.data
-    if _dynamic_global(op) is not None:
+    if dynamic_global(op) is not None:
         return  # its uses are the regions' addresses (`_gep`)
     buffer = w.symbols.get(name)
     if buffer is None:

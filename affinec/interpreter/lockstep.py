@@ -46,14 +46,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import cache
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import arith, memref, scf, vector
+from xdsl.dialects import arith, llvm, memref, scf, vector
 from xdsl.dialects.builtin import IndexType, IntegerType, MemRefType, VectorType
 from xdsl.ir import Block, Operation, SSAValue
 
-from affinec.dialects import affine, gpu, nvgpu
+from affinec.dialects import affine, gpu, nvgpu, nvvm
 from affinec.dialects.affinec import BLOCK, PaddedLoadOp, mapping_of
 from affinec.dialects.nvgpu import WARP_SIZE
 from affinec.interpreter import async_copies, lane_scalars
@@ -70,8 +71,18 @@ from affinec.interpreter.lanes import (
     check_lanes,
     checked_offsets,
 )
+from affinec.interpreter.llvm_ops import shared_parameters
 from affinec.interpreter.lockstep_cfg import write_items
-from affinec.interpreter.lockstep_nvvm import NVVM_EMITTERS
+from affinec.interpreter.lockstep_llvm import (
+    LLVM_EMITTERS,
+    SPECIAL_REGISTERS,
+    special_register,
+)
+from affinec.interpreter.lockstep_nvvm import (
+    NVVM_EMITTERS,
+    aggregate_shape,
+    element_type,
+)
 from affinec.interpreter.lockstep_plan import (
     INT_CASTS,
     INTEGER_OPS,
@@ -252,6 +263,26 @@ def write_lockstep_kernel(
     return w.function(f"def {name}({', '.join([ctx, *params])}):")
 
 
+def write_llvm_lockstep_kernel(
+    program: ProgramWriter,
+    op: llvm.FuncOp,
+    plan: KernelPlan,
+    name: str,
+) -> Source:
+    """The Python function running one block of the kernel `llvm.func` `op` in
+    lockstep (its parameters as `llvm_ops.write_llvm_kernel`'s)."""
+    w = FunctionWriter(program)
+    ctx = w.fresh("gpu")
+    w.gpu_context = ctx
+    params = [w.define(a) for a in op.body.blocks[0].args]
+    names = shared_parameters(w, op)
+    writer = start_lockstep_block(w, plan, ctx)
+    assert plan.tree is not None
+    write_items(writer, op.body, plan.tree)
+    w.line("return ()")
+    return w.function(f"def {name}({', '.join([ctx, *params, *names])}):")
+
+
 def write_launch_body(
     w: FunctionWriter, launch: gpu.LaunchOp, plan: KernelPlan, ctx: str
 ) -> None:
@@ -290,7 +321,7 @@ class _KernelWriter(LaneWriter):
         self.ctx = ctx
 
     def op(self, op: Operation) -> None:
-        emit = _KERNEL_EMITTERS.get(type(op))
+        emit = _kernel_emitter(type(op))
         if emit is not None:
             emit(self, op)
         elif isinstance(op, gpu.ReturnOp | gpu.TerminatorOp | scf.YieldOp):
@@ -336,7 +367,7 @@ class _KernelWriter(LaneWriter):
         """`name = ` an array over the lanes for `value`'s type, poisoned (each
         branch that threads take apart writes its lanes)."""
         w, t = self.w, value.type
-        dtype = numpy_dtype(t.get_element_type() if isinstance(t, VectorType) else t)
+        dtype = numpy_dtype(element_type(t))
         if dtype.kind == "i":
             dtype = np.dtype(np.int64)  # integers on lanes are int64 (`lane_scalars`)
         shape = f"({self.count},) + {_vector_shape(value)}"
@@ -352,7 +383,14 @@ class _KernelWriter(LaneWriter):
         """Write `region`'s ops for the lanes `taken` (positions among the lanes
         running now) only."""
         w = self.w
-        old = self.rebind(region, lambda _, name: f"{name}[{taken}]")
+        pointer = w.global_(pointer_lanes, "pointer_lanes")
+
+        def pick(value: SSAValue, name: str) -> str:
+            if isinstance(value.type, llvm.LLVMPointerType):
+                return f"{pointer}({name}, {taken})"
+            return f"{name}[{taken}]"
+
+        old = self.rebind(region, pick)
         lane, count = self.lane, self.count
         self.lane, self.count = w.fresh("lane"), w.fresh("lane_count")
         w.line(f"{self.lane} = {lane}[{taken}]")
@@ -364,6 +402,13 @@ class _KernelWriter(LaneWriter):
             self.restore(old)
 
 
+def pointer_lanes(pointer: tuple, taken: np.ndarray) -> tuple:
+    """The pointers of the lanes `taken`: the same buffer (a private one's rows
+    are the threads' numbers), their offsets."""
+    buffer, offsets = pointer
+    return buffer, offsets[taken] if isinstance(offsets, np.ndarray) else offsets
+
+
 def _thread_id(kw: _KernelWriter, op: gpu.ThreadIdOp | gpu.GlobalIdOp) -> None:
     w = kw.w
     dim = "xyz".index(op.dim)
@@ -372,6 +417,17 @@ def _thread_id(kw: _KernelWriter, op: gpu.ThreadIdOp | gpu.GlobalIdOp) -> None:
     if isinstance(op, gpu.GlobalIdOp):
         text = f"{kw.ctx}.ids[{dim}] * {kw.ctx}.ids[{9 + dim}] + {text}"
     w.line(f"{w.define(op.result)} = {text}")
+
+
+def _special_register(kw: _KernelWriter, op: nvvm.SpecialRegisterOp) -> None:
+    w = kw.w
+    kind, dim = special_register(op)
+    k = "xyz".index(dim)
+    if kind != "tid":
+        w.line(f"{w.define(op.res)} = {kw.ctx}.ids[{SPECIAL_REGISTERS[kind] + k}]")
+        return
+    ids = w.global_(thread_ids, "thread_ids")
+    w.line(f"{w.define(op.res)} = {ids}({kw.lane}, {kw.ctx}.ids[9:12], {k})")
 
 
 def _barrier(kw: _KernelWriter, op: gpu.BarrierOp) -> None:
@@ -629,7 +685,10 @@ def _vector_access(kw: _KernelWriter, op: VectorAccess) -> None:
 
 
 def _vector_shape(value: SSAValue) -> tuple[int, ...]:
+    """A value's shape after the lanes: a vector's, an llvm aggregate's."""
     t = value.type
+    if isinstance(t, llvm.LLVMStructType | llvm.LLVMArrayType):
+        return aggregate_shape(t)
     return tuple(t.get_shape()) if isinstance(t, VectorType) else ()
 
 
@@ -762,6 +821,17 @@ def _wait(kw: _KernelWriter, op: nvgpu.DeviceAsyncWaitOp) -> None:
     kw.w.line(f"{wait}({kw.ctx}, {op.groups})")
 
 
+@cache
+def _kernel_emitter(
+    kind: type[Operation],
+) -> Callable[[_KernelWriter, Any], None] | None:
+    """The lockstep emitter of an op class or of its nearest base (nvvm's special
+    registers are subclasses of one)."""
+    return next(
+        (_KERNEL_EMITTERS[k] for k in kind.__mro__ if k in _KERNEL_EMITTERS), None
+    )
+
+
 _KERNEL_EMITTERS: dict[type[Operation], Callable[[_KernelWriter, Any], None]] = {
     gpu.ThreadIdOp: _thread_id,
     gpu.GlobalIdOp: _thread_id,
@@ -792,6 +862,8 @@ _KERNEL_EMITTERS: dict[type[Operation], Callable[[_KernelWriter, Any], None]] = 
     nvgpu.DeviceAsyncCreateGroupOp: _create_group,
     nvgpu.DeviceAsyncWaitOp: _wait,
     **NVVM_EMITTERS,
+    **LLVM_EMITTERS,
+    nvvm.SpecialRegisterOp: _special_register,
 }
 """The ops written differently for a block's threads; the others as a band's lanes
 (`LaneWriter`) or, the same for every thread, by their ordinary emitters."""

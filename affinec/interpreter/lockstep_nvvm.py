@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.dialects import llvm
+from xdsl.dialects.builtin import VectorType
 from xdsl.ir import Operation, SSAValue
 
 from affinec.dialects import nvvm
@@ -108,11 +109,34 @@ def bitcast_lanes(value, n: int, source: tuple, target: tuple) -> np.ndarray:
     return out.astype(np.int64) if dst_dtype.kind == "i" else out
 
 
-def with_column(container, n: int, k: int, value) -> np.ndarray:
-    """`llvm.insertvalue` for each lane: a copy with column `k` set."""
-    out = np.array(np.broadcast_to(container, (n, *np.shape(container)[-1:])))
+def with_column(container, shape: tuple[int, ...], k: int, value) -> np.ndarray:
+    """`llvm.insertvalue` for each lane: a copy (lanes first, `shape`) with member
+    `k` set."""
+    out = np.array(np.broadcast_to(np.asarray(container), shape))
     out[:, k] = value
     return out
+
+
+def element_type(t):
+    """The scalar type of a vector's or an llvm aggregate's members (`t` itself
+    for a scalar)."""
+    if isinstance(t, llvm.LLVMStructType):
+        t = t.types.data[0]
+    elif isinstance(t, llvm.LLVMArrayType):
+        t = t.type
+    return t.get_element_type() if isinstance(t, VectorType) else t
+
+
+def aggregate_shape(t) -> tuple[int, ...]:
+    """An aggregate's shape after the lanes: a struct of N scalars (N,), an array
+    of N vectors of W (N, W)."""
+    if isinstance(t, llvm.LLVMStructType):
+        return (len(t.types.data),)
+    if isinstance(t, llvm.LLVMArrayType):
+        inner = t.type
+        width = tuple(inner.get_shape()) if isinstance(inner, VectorType) else ()
+        return (t.size.data, *width)
+    raise InterpreterError(f"no lockstep form of {t}")
 
 
 def start_pointer_copies(
@@ -188,8 +212,9 @@ def _aggregate(kw, op: Operation) -> None:
         case llvm.InsertValueOp():
             (k,) = op.position.iter_values()
             fn = w.global_(with_column, "with_column")
+            shape = f"({kw.count},) + {aggregate_shape(op.res.type)}"
             w.line(
-                f"{w.define(op.res)} = {fn}({w[op.container]}, {kw.count}, {k}, "
+                f"{w.define(op.res)} = {fn}({w[op.container]}, {shape}, {k}, "
                 f"{w[op.value]})"
             )
         case llvm.BitcastOp():
@@ -250,6 +275,12 @@ def takes(op: Operation, plan, divergent: bool) -> bool | None:
         case llvm.ExtractValueOp() | llvm.InsertValueOp():
             if len(tuple(op.position.iter_values())) != 1:
                 return False
+            aggregate = op.container.type
+            if (
+                isinstance(aggregate, llvm.LLVMStructType)
+                and len({str(t) for t in aggregate.types.data}) != 1
+            ):
+                return False  # members of several types have no array form
             if plan.differ(op.operands):
                 plan.varying.update(op.results)
             return True
@@ -269,5 +300,9 @@ def takes(op: Operation, plan, divergent: bool) -> bool | None:
 
 
 def _pointer_into(pointer: SSAValue, buffers: set[SSAValue]) -> bool:
+    """Whether `pointer` points into one of `buffers`: an element of one of them
+    (the nvvm level's memrefs) or one of them (the llvm level's pointers)."""
     owner = pointer.owner
-    return isinstance(owner, ElementPointerOp) and owner.memref in buffers
+    if isinstance(owner, ElementPointerOp):
+        return owner.memref in buffers
+    return pointer in buffers

@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from xdsl.dialects import arith, memref, scf, vector
+from xdsl.dialects import arith, llvm, memref, scf, vector
 from xdsl.dialects.builtin import MemRefType, VectorType
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineMap
@@ -32,6 +32,7 @@ from affinec.interpreter.lanes import (
     buffer_bytes,
     indices_fit,
 )
+from affinec.interpreter.lockstep_llvm import takes as llvm_takes
 from affinec.interpreter.lockstep_nvvm import takes as nvvm_takes
 from affinec.interpreter.support import MAX_THREADS_PER_BLOCK
 from affinec.ir import ranges
@@ -82,6 +83,21 @@ def plan_lockstep(kernel: gpu.FuncOp) -> KernelPlan | None:
     return plan if _block_takes(kernel.body.block, plan, False) else None
 
 
+def plan_llvm_lockstep(kernel: llvm.FuncOp) -> KernelPlan | None:
+    """The lockstep plan of a kernel `llvm.func` (the llvm level), or None where
+    it runs thread by thread. Its pointer arguments are global memory."""
+    if not kernel.body.blocks:
+        return None
+    tree = structure(kernel.body)
+    if tree is None:
+        return None
+    args = kernel.body.blocks[0].args
+    plan = KernelPlan(
+        arrays={a for a in args if isinstance(a.type, llvm.LLVMPointerType)}, tree=tree
+    )
+    return plan if items_take(tree, plan, False) else None
+
+
 def items_take(items: list, plan: KernelPlan, divergent: bool) -> bool:
     """Whether a region of blocks (`cfg_structure`'s items) runs in lockstep, as
     `_op_takes` says of ops: loops whose condition every thread shares, branches
@@ -120,9 +136,15 @@ def items_take(items: list, plan: KernelPlan, divergent: bool) -> bool:
                 ):
                     return False
                 if differs:
+                    if any(
+                        isinstance(a.type, llvm.LLVMPointerType) for a in item.join.args
+                    ):
+                        return False  # no scattered form of pointers
                     plan.varying.update(item.join.args)
             case Exit():
-                if not isinstance(item.op, gpu.ReturnOp) or item.op.operands:
+                if not isinstance(item.op, gpu.ReturnOp | llvm.ReturnOp):
+                    return False
+                if item.op.operands:
                     return False
     return True
 
@@ -232,8 +254,9 @@ def _block_takes(block: Block, plan: KernelPlan, divergent: bool) -> bool:
 def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
     """Whether `op` runs in lockstep (`divergent`: inside a branch some threads
     skip), recording in `plan` the values that differ between threads."""
-    if (nvvm_level := nvvm_takes(op, plan, divergent)) is not None:
-        return nvvm_level
+    for level_takes in (nvvm_takes, llvm_takes):
+        if (taken := level_takes(op, plan, divergent)) is not None:
+            return taken
     match op:
         case gpu.ReturnOp():
             return isinstance(op.parent_op(), gpu.FuncOp)

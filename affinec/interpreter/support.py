@@ -350,8 +350,10 @@ LANEWISE = {
     minimumf: minimumf_lanes,
     maxnumf: maxnumf_lanes,
     minnumf: minnumf_lanes,
+    fused_multiply_add: fused_multiply_add_lanes,
 }
-"""Each scalar float helper's lane-by-lane form (for vectors)."""
+"""Each scalar float helper's lane-by-lane form (for vectors, and for a block's
+threads in lockstep)."""
 
 
 def _unordered(a, b) -> bool:
