@@ -9,8 +9,9 @@ NHWC one, each run as lanes (`affinec.interpreter.lanes`, the default) and itera
 by iteration. Then one convolution (N=1, C=K=16, 8×8, 3×3, pad 1: 147,456
 multiply-adds) through `config_for`'s pipeline on both routes — the tensor cores
 (f16, NHWC/RSCK) and SIMT (f32) — interpreted at four levels: naive, tiled (after
-the affine passes), gpu (after `gpu-kernel-outlining`; a block's threads in
-lockstep where the kernel allows it, and thread by thread) and llvm (the end).
+the affine passes), gpu (after `gpu-kernel-outlining`) and llvm (the end), the
+last two with a block's threads in lockstep where the kernel allows it, and thread
+by thread.
 """
 
 from __future__ import annotations
@@ -97,8 +98,9 @@ def levels(spec: ConvSpec, repeat: int) -> dict[str, dict]:
     kernel = compile_to_ptx(spec, callback=keep)
     modules = {"naive": build(spec), **modules, "llvm": kernel.module}
     measured = {level: measure(m, spec, repeat) for level, m in modules.items()}
-    # the gpu level thread by thread too (the coroutines lockstep replaces)
+    # the gpu and llvm levels thread by thread too (the coroutines lockstep replaces)
     measured["gpu threads"] = measure(modules["gpu"], spec, repeat, lockstep=False)
+    measured["llvm threads"] = measure(modules["llvm"], spec, repeat, lockstep=False)
     return measured
 
 
@@ -136,10 +138,10 @@ def main() -> None:
         )
     print(
         f"\n{'MAC/s by level':<20}"
-        + "".join(f"{lv:>12}" for lv in routes[next(iter(routes))]["levels"])
+        + "".join(f"{lv:>13}" for lv in routes[next(iter(routes))]["levels"])
     )
     for label, r in routes.items():
-        cells = "".join(f"{m['macs_per_s']:>12,.0f}" for m in r["levels"].values())
+        cells = "".join(f"{m['macs_per_s']:>13,.0f}" for m in r["levels"].values())
         print(f"{label:<20}{cells}")
     print(f"\n(median of {args.repeat}, one core; JSON in {args.json})")
 

@@ -384,6 +384,9 @@ class SubgroupReduceOp(IRDLOperation):
             cluster_size=size,
             cluster_stride=stride,
         )
+        for name in ("cluster_size", "cluster_stride"):  # MLIR's properties
+            if name in attrs:
+                op.properties[name] = attrs.pop(name)
         op.attributes |= attrs
         return op
 

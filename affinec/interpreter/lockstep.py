@@ -31,7 +31,10 @@ and its results are scattered back. Barriers, copy groups, waits and warp
 collectives must be reached by all the block's threads at once (outside such a
 branch), and loop bounds must be the same for every thread; a kernel that does not
 allow this, or holds an op without a lockstep form here, runs thread by thread
-(`lockstep_plan` says which). The llvm level (branches between blocks) always does.
+(`lockstep_plan` says which). A kernel of several blocks (after `convert-scf-to-cf`,
+and the llvm level) runs in lockstep where `cfg_structure` finds its loops and
+branches again (`lockstep_cfg` writes them; `lockstep_llvm` has the llvm level's
+pointers and ops).
 
 Shared memory keeps its race records: a vector of accesses marks each element as the
 threads' accesses one after the other would (`SharedArray.read_lanes`,

@@ -102,7 +102,19 @@ def items_take(items: list, plan: KernelPlan, divergent: bool) -> bool:
     """Whether a region of blocks (`cfg_structure`'s items) runs in lockstep, as
     `_op_takes` says of ops: loops whose condition every thread shares, branches
     taken apart only around ops that allow it; a block argument differs between
-    threads where a value it takes does, or where the branches into it part."""
+    threads where a value it takes does, or where the branches into it part.
+    Passes over the whole region until what differs is known (a loop's arguments
+    may learn it from its last block): a pass a level of nesting would take
+    two to the depth."""
+    while True:
+        before = len(plan.varying)
+        if not _items_take_once(items, plan, divergent):
+            return False
+        if len(plan.varying) == before:
+            return True
+
+
+def _items_take_once(items: list, plan: KernelPlan, divergent: bool) -> bool:
     for item in items:
         match item:
             case Run():
@@ -114,25 +126,19 @@ def items_take(items: list, plan: KernelPlan, divergent: bool) -> bool:
                     if value in plan.varying:
                         plan.varying.add(arg)
             case Loop():
-                header = item.header
-                while True:  # until what the turns carry is known to differ or not
-                    before = len(plan.varying)
-                    ops = list(header.ops)[:-1]
-                    if not all(_op_takes(op, plan, divergent) for op in ops):
-                        return False
-                    if plan.differ((item.condition,)):
-                        return False
-                    if not items_take(item.body, plan, divergent):
-                        return False
-                    if len(plan.varying) == before:
-                        break
+                ops = list(item.header.ops)[:-1]
+                if not all(_op_takes(op, plan, divergent) for op in ops):
+                    return False
+                if plan.differ((item.condition,)):
+                    return False
                 assert item.exit is not None
-                if not items_take([item.exit], plan, divergent):
+                if not _items_take_once([*item.body, item.exit], plan, divergent):
                     return False
             case Branch():
                 differs = plan.differ((item.condition,))
                 if not all(
-                    items_take(arm, plan, divergent or differs) for arm in item.arms
+                    _items_take_once(arm, plan, divergent or differs)
+                    for arm in item.arms
                 ):
                     return False
                 if differs:
