@@ -40,7 +40,12 @@ from xdsl.utils.exceptions import (
 from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 
-from affinec.mlir_wording import parser_message, verifier_message
+from affinec.mlir_wording import (
+    after_previous_token,
+    in_custom_op,
+    parser_message,
+    verifier_message,
+)
 from affinec.semi_affine import MLIRAffineParser
 
 
@@ -207,7 +212,7 @@ class LocatingParser(Parser):
         try:
             op = super().parse_optional_operation()
         except ParseError as e:
-            raise _in_custom_op(e, start) from e
+            raise in_custom_op(e, start) from e
         except Exception as e:
             raise self._as_parse_error(e, start) from e
         if op is None:
@@ -315,35 +320,6 @@ class LocatingParser(Parser):
         if isinstance(error, ParseError) or not is_user_error(error):
             return error
         return ParseError(op_start, xdsl_failure(error))
-
-
-_CUSTOM_OP_NAME = re.compile(
-    r"(?:%[\w$.-]+(?::\d+)?\s*(?:,\s*%[\w$.-]+(?::\d+)?\s*)*=\s*)?"
-    r"(?P<name>[A-Za-z_][\w$]*\.[\w$.]+)"
-)
-_GENERIC_EXPECTATION = re.compile(r"^Expected |.* expected!?$")
-"""The parser's own token checks (`Expected '='`, `'[' expected`), which MLIR's
-parser reports as they are, where an op's parser adds `custom op 'name'`."""
-_NOT_THE_OPS_OWN = (
-    "unregistered operation",
-    "use of undeclared",
-    "region entry argument",
-    "redefinition of",
-    "SSA value %",
-    "custom op '",
-)
-
-
-def _in_custom_op(error: ParseError, op_start: Span) -> ParseError:
-    """`error`, raised while parsing the op at `op_start`, prefixed `custom op
-    'name'` as MLIR prefixes what an op's own parser reports, when the op is
-    written in its custom form (the innermost such op: outer ones see the prefix)."""
-    if error.msg.startswith(_NOT_THE_OPS_OWN) or _GENERIC_EXPECTATION.match(error.msg):
-        return error
-    match = _CUSTOM_OP_NAME.match(op_start.input.content, op_start.start)
-    if match is None:
-        return error
-    return ParseError(error.span, f"custom op '{match['name']}' {error.msg}")
 
 
 class _UnnamedBlock(Block):
@@ -563,7 +539,7 @@ def locate_exception(
         where = error.span.get_location()
         line, col = where.line, where.col
         if message.startswith("expected"):
-            line, col = _after_previous_token(error.span, line, col)
+            line, col = after_previous_token(error.span, line, col)
         location = SourceLocation(where.file or "<stdin>", line + line_offset, col)
         return location, message
     if isinstance(error, OpError) and error.op is not None:
@@ -574,22 +550,6 @@ def locate_exception(
         return None, f"cannot open '{error.filename}': {error.strerror}"
     message = error.message if isinstance(error, OpError) else first_line(str(error))
     return None, message
-
-
-def _after_previous_token(span: Span, line: int, col: int) -> tuple[int, int]:
-    """Where MLIR reports a missing token that the next line's first token stands
-    in for: just after the last token before it (comments and blank lines skipped),
-    so that the error names the line that lacks it."""
-    text = span.input.content
-    line_start = text.rfind("\n", 0, span.start) + 1
-    if text[line_start : span.start].strip():
-        return line, col
-    lines = text[:line_start].split("\n")[:-1]
-    for k in range(len(lines) - 1, -1, -1):
-        code = lines[k].split("//", 1)[0].rstrip()
-        if code:
-            return k + 1, len(code) + 1
-    return line, col
 
 
 def format_exception(

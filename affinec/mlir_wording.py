@@ -7,7 +7,10 @@ property is "requires attribute 'kernel'", a misplaced op "expects parent op
 'gpu.module'". `verifier_message` rewrites the messages of xDSL's own checks (the
 ones every op gets from its IRDL definition and traits); `parser_message` the
 parser's (`Expected '='` is "expected '='"). The dialects' own verifiers are
-written in MLIR's words where MLIR has one, so they pass through unchanged.
+written in MLIR's words where MLIR has one, so they pass through unchanged. Where a
+parse error is reported follows MLIR too: an op's own parser's errors carry
+`custom op 'name'` (`in_custom_op`), a missing token is reported at the end of the
+line that lacks it (`after_previous_token`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from xdsl.irdl import (
     SingleOf,
     VarOperandDef,
 )
+from xdsl.utils.exceptions import ParseError
+from xdsl.utils.lexer import Span
 
 _ARGUMENT = re.compile(
     r"^(?P<kind>operand|result) '(?P<name>\w+)' at positions? (?P<first>\d+)"
@@ -132,3 +137,51 @@ def parser_message(text: str) -> str:
     if match := _EXPECTED.match(text):
         return f"expected {match['rest']}"
     return text
+
+
+# -- where and how a parse error is reported ---------------------------------------
+
+
+_CUSTOM_OP_NAME = re.compile(
+    r"(?:%[\w$.-]+(?::\d+)?\s*(?:,\s*%[\w$.-]+(?::\d+)?\s*)*=\s*)?"
+    r"(?P<name>[A-Za-z_][\w$]*\.[\w$.]+)"
+)
+_GENERIC_EXPECTATION = re.compile(r"^Expected |.* expected!?$")
+"""The parser's own token checks (`Expected '='`, `'[' expected`), which MLIR's
+parser reports as they are, where an op's parser adds `custom op 'name'`."""
+_NOT_THE_OPS_OWN = (
+    "unregistered operation",
+    "use of undeclared",
+    "region entry argument",
+    "redefinition of",
+    "SSA value %",
+    "custom op '",
+)
+
+
+def in_custom_op(error: ParseError, op_start: Span) -> ParseError:
+    """`error`, raised while parsing the op at `op_start`, prefixed `custom op
+    'name'` as MLIR prefixes what an op's own parser reports, when the op is
+    written in its custom form (the innermost such op: outer ones see the prefix)."""
+    if error.msg.startswith(_NOT_THE_OPS_OWN) or _GENERIC_EXPECTATION.match(error.msg):
+        return error
+    match = _CUSTOM_OP_NAME.match(op_start.input.content, op_start.start)
+    if match is None:
+        return error
+    return ParseError(error.span, f"custom op '{match['name']}' {error.msg}")
+
+
+def after_previous_token(span: Span, line: int, col: int) -> tuple[int, int]:
+    """Where MLIR reports a missing token that the next line's first token stands
+    in for: just after the last token before it (comments and blank lines skipped),
+    so that the error names the line that lacks it."""
+    text = span.input.content
+    line_start = text.rfind("\n", 0, span.start) + 1
+    if text[line_start : span.start].strip():
+        return line, col
+    lines = text[:line_start].split("\n")[:-1]
+    for k in range(len(lines) - 1, -1, -1):
+        code = lines[k].split("//", 1)[0].rstrip()
+        if code:
+            return k + 1, len(code) + 1
+    return line, col

@@ -44,18 +44,14 @@ from affinec.dialects.nvvm import KERNEL
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source, emits
 from affinec.interpreter.control_ops import function_global, write_body
 from affinec.interpreter.llvm_ops import dynamic_spec, pointer_arguments, shared_spec
-from affinec.interpreter.lockstep import (
-    check_grid,
-    run_block,
-    write_launch_body,
-    write_lockstep_kernel,
-)
+from affinec.interpreter.lockstep import write_launch_body, write_lockstep_kernel
 from affinec.interpreter.lockstep_plan import (
     KernelPlan,
     plan_launch,
     plan_llvm_lockstep,
     plan_lockstep,
 )
+from affinec.interpreter.lockstep_runtime import check_grid, run_block
 from affinec.interpreter.shared_memory import (
     BlockState,
     SharedArray,

@@ -59,20 +59,15 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from affinec.dialects import affine, gpu, nvgpu, nvvm
 from affinec.dialects.affinec import BLOCK, PaddedLoadOp, mapping_of
-from affinec.dialects.nvgpu import WARP_SIZE
 from affinec.interpreter import async_copies, lane_scalars
 from affinec.interpreter.affine_ops import (
     for_bounds,
     if_condition,
-    map_ranges,
-    map_results,
 )
 from affinec.interpreter.arith_ops import INT_BINARY_OPS
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source
 from affinec.interpreter.lanes import (
     LaneWriter,
-    check_lanes,
-    checked_offsets,
 )
 from affinec.interpreter.llvm_ops import shared_parameters
 from affinec.interpreter.lockstep_cfg import write_items
@@ -81,6 +76,7 @@ from affinec.interpreter.lockstep_llvm import (
     SPECIAL_REGISTERS,
     special_register,
 )
+from affinec.interpreter.lockstep_memory import access, vector_access
 from affinec.interpreter.lockstep_nvvm import (
     NVVM_EMITTERS,
     aggregate_shape,
@@ -89,160 +85,28 @@ from affinec.interpreter.lockstep_nvvm import (
 from affinec.interpreter.lockstep_plan import (
     INT_CASTS,
     INTEGER_OPS,
-    MAX_GRID_BLOCKS,
     KernelPlan,
-    VectorAccess,
     captured,
     condition_map,
     thread_extents,
-    vector_operands,
     yielded,
 )
-from affinec.interpreter.memref_ops import named_indices, proven_inside
+from affinec.interpreter.lockstep_runtime import (
+    as_thread_zero,
+    lanes_of,
+    ldmatrix_lanes,
+    mma_lanes,
+    pointer_lanes,
+    thread_ids,
+)
 from affinec.interpreter.scalars import int_width, python_int
-from affinec.interpreter.shared_memory import BlockState, SharedArray
 from affinec.interpreter.support import (
     CMPI_PREDICATES,
-    InterpreterError,
-    access_shape,
     memref_shape,
     numpy_dtype,
     poisoned,
-    shape_text,
     tuple_text,
 )
-from affinec.interpreter.warps import ldmatrix, mma, whole_warps
-from affinec.ir import ranges
-from affinec.ir.mma_layouts import LDMATRIX_ROWS
-
-# -- what the generated code calls ----------------------------------------------------------
-
-
-class LockstepContext:
-    """A block in lockstep: `ids` as a thread's context has them (the thread ids
-    unused), `lanes` the threads running now, `block` the `BlockState`, `copies`
-    the block's asynchronous copies (`async_copies.ThreadCopies`: its threads
-    make groups and wait together)."""
-
-    __slots__ = ("block", "copies", "ids", "lanes")
-
-    def __init__(self, ids: tuple[int, ...], block: BlockState, lanes: np.ndarray):
-        self.ids = ids
-        self.block = block
-        self.lanes = lanes
-        self.copies = async_copies.ThreadCopies()
-
-
-def check_grid(name: str, grid: tuple[int, int, int]) -> None:
-    """Refuse a grid whose block ids leave the ranges a lockstep kernel's index
-    arithmetic was checked against (no GPU launches such a grid)."""
-    if max(grid) > MAX_GRID_BLOCKS:
-        raise InterpreterError(
-            f"@{name}: a grid of {grid} blocks; a GPU launches at most "
-            f"{MAX_GRID_BLOCKS} along a dimension"
-        )
-
-
-def run_block(
-    kernel: Callable[..., Any],
-    ids: tuple[int, ...],
-    state: BlockState,
-    args: Sequence[Any],
-    shared: Sequence[SharedArray],
-) -> None:
-    """Run one block of `kernel` in lockstep (`gpu_ops.run_grid` checked the
-    launch and made the block's state and shared buffers)."""
-    lanes = np.arange(math.prod(state.threads), dtype=np.int64)
-    kernel(LockstepContext(ids, state, lanes), *args, *shared)
-
-
-def thread_ids(lanes: np.ndarray, block: tuple[int, ...], dim: int) -> np.ndarray:
-    """The `dim` (x, y, z) thread id of each of `lanes` (linear thread numbers)."""
-    sx, sy, _ = block
-    if dim == 0:
-        return lanes % sx
-    return lanes // sx % sy if dim == 1 else lanes // (sx * sy)
-
-
-def ldmatrix_lanes(
-    op: nvgpu.LdMatrixOp, array, index: tuple, lanes: np.ndarray, state: BlockState
-) -> np.ndarray:
-    """`nvgpu.ldmatrix` for a block's threads (whole warps, in order): each warp's
-    rows as `warps.ldmatrix` reads them, the addresses of the lanes that give one
-    (the first 8 of each tile) checked as `checked_pointer` checks them."""
-    whole_warps(op, lanes)
-    n = len(lanes)
-    used = op.num_tiles * LDMATRIX_ROWS
-    rows_given = lanes % WARP_SIZE < used
-    offsets = checked_offsets(op, index, tuple(array.shape), n, rows_given)
-    flat = array.flat_view() if isinstance(array, SharedArray) else array.reshape(-1)
-    out = np.empty((n, op.num_tiles, 2), flat.dtype)
-    for first in range(0, n, WARP_SIZE):
-        rows = [(flat, int(offsets[first + k])) for k in range(used)]
-        base = int(lanes[first])
-        tiles = ldmatrix(op, rows, op.num_tiles, op.is_transposed, state, base)
-        out[first : first + WARP_SIZE] = tiles
-    return out
-
-
-def mma_lanes(op: nvgpu.MmaSyncOp, a, b, c, lanes: np.ndarray) -> np.ndarray:
-    """`nvgpu.mma.sync` for a block's threads (whole warps, in order): each warp's
-    fragments as `warps.mma` takes them."""
-    whole_warps(op, lanes)
-    n = len(lanes)
-    fragments = [
-        np.broadcast_to(x, (n, *shape))
-        for x, shape in zip(
-            (a, b, c),
-            (op.kind.a_fragment, op.kind.b_fragment, op.kind.c_fragment),
-            strict=True,
-        )
-    ]
-    return np.concatenate(
-        [
-            mma(op.kind, *(f[w : w + WARP_SIZE] for f in fragments))
-            for w in range(0, n, WARP_SIZE)
-        ]
-    )
-
-
-def lanes_of(value, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """A fresh array of `shape` (lanes first) holding `value`, the same for every
-    lane or each lane's own (its trailing dimensions lined up with `shape`'s)."""
-    out = np.empty(shape, dtype)
-    value = np.asarray(value)
-    if value.ndim and value.shape[0] == shape[0] and value.ndim < len(shape):
-        value = value.reshape(
-            shape[:1] + (1,) * (len(shape) - value.ndim) + value.shape[1:]
-        )
-    out[...] = value
-    return out
-
-
-def _runs(index: tuple, width: int) -> tuple:
-    """The index of each lane's run of `width` elements from `index` along the
-    last dimension: (lanes, width) after broadcasting."""
-    return tuple(np.asarray(i)[..., None] for i in index[:-1]) + (
-        np.asarray(index[-1])[..., None] + np.arange(width),
-    )
-
-
-def gather_runs(array: np.ndarray, index: tuple, width: int) -> np.ndarray:
-    """Each lane's run of `width` elements of a global array: (lanes, width)."""
-    return array[_runs(index, width)]
-
-
-def scatter_runs(array: np.ndarray, index: tuple, width: int, values) -> None:
-    """`gather_runs`' elements written: each lane's `values` (or one for all)."""
-    array[_runs(index, width)] = values
-
-
-def run_positions(start, count: int, width: int) -> np.ndarray:
-    """The flat positions of each lane's run of `width` elements from `start` (lane
-    by lane, or one for all), lane after lane."""
-    starts = np.broadcast_to(np.asarray(start, np.int64), (count,))
-    return (starts[:, None] + np.arange(width)).reshape(-1)
-
 
 # -- writing a kernel in lockstep -----------------------------------------------------------
 
@@ -405,13 +269,6 @@ class _KernelWriter(LaneWriter):
             self.restore(old)
 
 
-def pointer_lanes(pointer: tuple, taken: np.ndarray) -> tuple:
-    """The pointers of the lanes `taken`: the same buffer (a private one's rows
-    are the threads' numbers), their offsets."""
-    buffer, offsets = pointer
-    return buffer, offsets[taken] if isinstance(offsets, np.ndarray) else offsets
-
-
 def _thread_id(kw: _KernelWriter, op: gpu.ThreadIdOp | gpu.GlobalIdOp) -> None:
     w = kw.w
     dim = "xyz".index(op.dim)
@@ -502,28 +359,6 @@ def _parallel(kw: _KernelWriter, op: affine.ParallelOp) -> None:
         _thread_band(kw, op)
 
 
-class ThreadZero:
-    """Thread 0 of a block in lockstep as a thread's context (`gpu_ops`'s emitters
-    take it): the block's ids and state, its copies those of the block."""
-
-    __slots__ = ("block", "copies", "ids", "linear")
-
-    def __init__(self, ctx: LockstepContext) -> None:
-        self.ids = ctx.ids
-        self.block = ctx.block
-        self.copies = ctx.copies
-        self.linear = 0
-
-
-def as_thread_zero(ctx: LockstepContext) -> ThreadZero:
-    """Thread 0's context, its lanes' reads marked (its own accesses are checked
-    one by one against them) and named as the running thread."""
-    for buffer in ctx.block.buffers:
-        buffer.mark_lane_reads()
-    ctx.block.thread = 0
-    return ThreadZero(ctx)
-
-
 def _block_band(kw: _KernelWriter, op: affine.ParallelOp) -> None:
     """A block band beside thread bands: all its iterations on thread 0, one
     after the other, written by the ordinary emitters (as thread by thread)."""
@@ -560,131 +395,6 @@ def _thread_band(kw: _KernelWriter, op: affine.ParallelOp) -> None:
             index = f"({index}) % {extents[k]}"
         w.line(f"{w.define(iv)} = {index}")
     kw.block(op.body.block)
-
-
-Access = affine.LoadOp | PaddedLoadOp | affine.StoreOp | memref.LoadOp | memref.StoreOp
-
-
-def _access(kw: _KernelWriter, op: Access) -> None:
-    w, plan = kw.w, kw.kernel_plan
-    if op.memref in plan.arrays and not plan.differ((*op.operands, *op.results)):
-        w.emit_op(op)  # the same element for every thread: read or written once
-        return
-    if op.memref in plan.arrays and not isinstance(op, memref.LoadOp | memref.StoreOp):
-        LaneWriter.op(kw, op)  # a gather or a scatter, as a band's lanes do
-        return
-    t = op.memref.type
-    assert isinstance(t, MemRefType)
-    shape = access_shape(t, w[op.memref])
-    names = _checked_indices(kw, op, shape)
-    index = tuple_text(names)
-    array = w[op.memref]
-    store = isinstance(op, affine.StoreOp | memref.StoreOp)
-    if op.memref in plan.arrays:  # a memref.load or store of global memory
-        if not store:
-            w.line(f"{w.define(op.results[0])} = {array}[{index}]")
-        elif plan.differ(op.indices):
-            w.line(f"{array}[{index}] = {w[op.value]}")
-        else:  # every thread writes the one element: the last one's value stays
-            w.line(f"{array}[{index}] = {w[op.value]}[-1]")
-        return
-    if op.memref in plan.private:
-        full = ", ".join([kw.lane, *names])
-        if store:
-            w.line(f"{array}[{full}] = {w[op.value]}")
-        else:
-            w.line(f"{w.define(op.results[0])} = {array}[{full}]")
-        return
-    position = w.fresh("position")
-    w.line(f"{position} = {_row_major(names, shape)}")
-    if store:
-        w.line(f"{array}.write_lanes({position}, {w[op.value]}, {kw.lane})")
-    else:
-        w.line(f"{w.define(op.results[0])} = {array}.read_lanes({position}, {kw.lane})")
-
-
-def _checked_indices(kw: _KernelWriter, op: Operation, shape: Sequence[Any]) -> list:
-    """The names of an access's indices (an affine map's results, or SSA indices),
-    each lane's checked inside `shape` where the loop bounds do not prove it."""
-    w = kw.w
-    indices = op.indices  # pyright: ignore[reportAttributeAccessIssue]
-    if hasattr(op, "map"):
-        m = op.map.data  # pyright: ignore[reportAttributeAccessIssue]
-        names = named_indices(w, map_results(w, m, indices))
-        known = map_ranges(w, m, indices)
-    else:
-        names = w.names(indices)
-        known = [ranges.value_range(v, w.ranges) for v in indices]
-    dims = tuple(
-        k
-        for k, (r, dim) in enumerate(zip(known, shape, strict=True))
-        if not proven_inside(r, dim)
-    )
-    if dims:
-        check = w.global_(check_lanes, "check_lanes")
-        index = tuple_text(names)
-        w.line(f"{check}({w.op_ref(op)}, {shape_text(shape)}, {index}, {dims})")
-    return names
-
-
-def _row_major(names: Sequence[str], shape: Sequence[Any]) -> str:
-    """The row-major position of the element at `names` in `shape`."""
-    text = names[0] if names else "0"
-    for name, dim in zip(names[1:], shape[1:], strict=True):
-        text = f"({text}) * {dim} + {name}"
-    return text
-
-
-def _vector_access(kw: _KernelWriter, op: VectorAccess) -> None:
-    w, plan = kw.w, kw.kernel_plan
-    buffer, value, store = vector_operands(op)
-    if buffer in plan.arrays and not plan.differ((*op.operands, *op.results)):
-        w.emit_op(op)  # one run for every thread: read or written once
-        return
-    t = buffer.type
-    assert isinstance(t, MemRefType) and isinstance(value.type, VectorType)
-    width = value.type.get_shape()[0]
-    shape = access_shape(t, w[buffer])
-    names = _checked_indices(kw, op, shape)
-    check = w.global_(check_lanes, "check_lanes")
-    last = tuple_text([*names[:-1], f"{names[-1]} + {width - 1}"])
-    last_dim = len(names) - 1
-    w.line(f"{check}({w.op_ref(op)}, {shape_text(shape)}, {last}, ({last_dim},))")
-    array = w[buffer]
-    if buffer in plan.arrays:
-        if not store:
-            gather = w.global_(gather_runs, "gather_runs")
-            w.line(
-                f"{w.define(value)} = {gather}({array}, {tuple_text(names)}, {width})"
-            )
-            return
-        values = w[value]
-        uniform = (
-            not plan.varies(op.map.data, op.indices)
-            if isinstance(op, affine.VectorStoreOp)
-            else not plan.differ(op.indices)
-        )
-        if uniform:
-            # every thread writes the one run: the last one's values stay
-            w.line(
-                f"{array}[{tuple_text([*names[:-1], f'slice({names[-1]}, {names[-1]} + {width})'])}] = {values}[-1]"
-            )
-            return
-        scatter = w.global_(scatter_runs, "scatter_runs")
-        w.line(f"{scatter}({array}, {tuple_text(names)}, {width}, {values})")
-        return
-    position = w.fresh("position")
-    runs = w.global_(run_positions, "run_positions")
-    w.line(f"{position} = {runs}({_row_major(names, shape)}, {kw.count}, {width})")
-    threads = f"{w.global_(np.repeat, 'repeat')}({kw.lane}, {width})"
-    if store:
-        values = f"{w.global_(np.broadcast_to, 'broadcast_to')}({w[value]}, ({kw.count}, {width}))"
-        w.line(f"{array}.write_lanes({position}, {values}.reshape(-1), {threads})")
-    else:
-        w.line(
-            f"{w.define(value)} = {array}.read_lanes({position}, "
-            f"{threads}).reshape({kw.count}, {width})"
-        )
 
 
 def _vector_shape(value: SSAValue) -> tuple[int, ...]:
@@ -847,15 +557,15 @@ _KERNEL_EMITTERS: dict[type[Operation], Callable[[_KernelWriter, Any], None]] = 
     scf.ForOp: _scf_for,
     scf.IfOp: _scf_if,
     **dict.fromkeys(INTEGER_OPS, _int_op),
-    affine.LoadOp: _access,
-    PaddedLoadOp: _access,
-    affine.StoreOp: _access,
-    memref.LoadOp: _access,
-    memref.StoreOp: _access,
-    affine.VectorLoadOp: _vector_access,
-    affine.VectorStoreOp: _vector_access,
-    vector.LoadOp: _vector_access,
-    vector.StoreOp: _vector_access,
+    affine.LoadOp: access,
+    PaddedLoadOp: access,
+    affine.StoreOp: access,
+    memref.LoadOp: access,
+    memref.StoreOp: access,
+    affine.VectorLoadOp: vector_access,
+    affine.VectorStoreOp: vector_access,
+    vector.LoadOp: vector_access,
+    vector.StoreOp: vector_access,
     vector.ExtractOp: _vector_op,
     vector.InsertOp: _vector_op,
     vector.BroadcastOp: _vector_op,
