@@ -15,8 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from xdsl.ir import SSAValue
 
 from affinec.interpreter import scalars
+from affinec.interpreter.codegen import FunctionWriter
+from affinec.interpreter.scalars import int_width
 from affinec.interpreter.support import InterpreterError
 
 INT64_MIN = np.int64(-(1 << 63))
@@ -182,3 +185,30 @@ def cast(x, source: int, target: int, signed: bool):
         if source == 64:
             x = x.view(np.int64)
     return wrap(np.asarray(x, np.int64), target)
+
+
+# -- writing them (arith's and llvm's integer ops alike) --------------------------------
+
+
+def emit_binary(w: FunctionWriter, kind: str, result: SSAValue, a: str, b: str) -> None:
+    """`result = INT_BINARY[kind](a, b)` at the result's width."""
+    fn = w.global_(INT_BINARY[kind], f"lanes_{kind}")
+    w.line(f"{w.define(result)} = {fn}({a}, {b}, {int_width(result.type)})")
+
+
+def emit_compare(
+    w: FunctionWriter, predicate: str, result: SSAValue, operand: SSAValue, a, b
+) -> None:
+    """`result = compare(predicate, a, b)` at `operand`'s width."""
+    fn = w.global_(compare, "compare")
+    bits = int_width(operand.type)
+    w.line(f"{w.define(result)} = {fn}({predicate!r}, {a}, {b}, {bits})")
+
+
+def emit_cast(
+    w: FunctionWriter, result: SSAValue, value: SSAValue, signed: bool
+) -> None:
+    """`result = cast(value)` from `value`'s width to the result's."""
+    fn = w.global_(cast, "cast")
+    source, target = int_width(value.type), int_width(result.type)
+    w.line(f"{w.define(result)} = {fn}({w[value]}, {source}, {target}, {signed})")

@@ -206,13 +206,22 @@ def _load_vector(op: Operation, pointer, size: int):
 def _check_vector(op: Operation, buffer, offset: int, size: int, what: str) -> None:
     """A vector access: its elements aligned as a whole, all within the buffer."""
     if offset % size:
-        raise InterpreterError(
-            f"a {what} of {size} elements at element {offset}: not aligned "
-            f"to its size (the GPU faults on a misaligned vector access)",
-            op,
-        )
+        raise InterpreterError(misaligned(what, size, offset), op)
     if not (offset >= 0 and offset + size <= len(buffer)):
         _out_of_bounds(op, buffer, offset + size - 1)
+
+
+def misaligned(what: str, size: int, offset: int) -> str:
+    """The message of a vector load or store off its alignment."""
+    return (
+        f"a {what} of {size} elements at element {offset}: not aligned "
+        f"to its size (the GPU faults on a misaligned vector access)"
+    )
+
+
+def out_of_bounds(offset: int, length: int) -> str:
+    """The message of an access outside its buffer."""
+    return f"element {offset} is out of bounds of a buffer of {length} elements"
 
 
 def _store(op: Operation, pointer, value) -> None:
@@ -227,9 +236,7 @@ def _store(op: Operation, pointer, value) -> None:
 
 
 def _out_of_bounds(op: Operation, buffer, offset: int) -> None:
-    raise InterpreterError(
-        f"element {offset} is out of bounds of a buffer of {len(buffer)} elements", op
-    )
+    raise InterpreterError(out_of_bounds(offset, len(buffer)), op)
 
 
 # -- ops ---------------------------------------------------------------------------------

@@ -99,7 +99,7 @@ from affinec.interpreter.lockstep_runtime import (
     pointer_lanes,
     thread_ids,
 )
-from affinec.interpreter.scalars import int_width, python_int
+from affinec.interpreter.scalars import python_int
 from affinec.interpreter.support import (
     CMPI_PREDICATES,
     memref_shape,
@@ -494,22 +494,13 @@ def _int_op(kw: _KernelWriter, op: Operation) -> None:
         return
     if isinstance(op, arith.CmpiOp):
         predicate = CMPI_PREDICATES[op.predicate.value.data]
-        bits = int_width(op.lhs.type)
-        fn = w.global_(lane_scalars.compare, "compare")
-        w.line(
-            f"{w.define(result)} = {fn}({predicate!r}, {names[0]}, {names[1]}, {bits})"
-        )
+        lane_scalars.emit_compare(w, predicate, result, op.lhs, *names)
         return
     if isinstance(op, INT_CASTS):
-        source, target = int_width(op.operands[0].type), int_width(result.type)
         signed = not isinstance(op, arith.ExtUIOp)
-        fn = w.global_(lane_scalars.cast, "cast")
-        w.line(f"{w.define(result)} = {fn}({names[0]}, {source}, {target}, {signed})")
+        lane_scalars.emit_cast(w, result, op.operands[0], signed)
         return
-    kind = INT_BINARY_OPS[type(op)]
-    fn = w.global_(lane_scalars.INT_BINARY[kind], f"lanes_{kind}")
-    bits = int_width(result.type)
-    w.line(f"{w.define(result)} = {fn}({names[0]}, {names[1]}, {bits})")
+    lane_scalars.emit_binary(w, INT_BINARY_OPS[type(op)], result, *names)
 
 
 def _async_copy(kw: _KernelWriter, op: nvgpu.DeviceAsyncCopyOp) -> None:

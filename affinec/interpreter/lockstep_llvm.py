@@ -28,8 +28,12 @@ from affinec.dialects import nvvm
 from affinec.dialects.llvm import AddrSpaceCastOp, ExtractElementOp
 from affinec.interpreter import lane_scalars
 from affinec.interpreter.llvm_ops import INT_BINARY as LLVM_INT_BINARY
-from affinec.interpreter.llvm_ops import INTRINSICS, dynamic_global
-from affinec.interpreter.scalars import int_width
+from affinec.interpreter.llvm_ops import (
+    INTRINSICS,
+    dynamic_global,
+    misaligned,
+    out_of_bounds,
+)
 from affinec.interpreter.shared_memory import SharedArray
 from affinec.interpreter.support import (
     CMPI_PREDICATES,
@@ -61,18 +65,12 @@ def _offsets(ctx, op: Operation, pointer, threads: np.ndarray, width: int, size:
         k = int(np.argmax(bad))
         ctx.block.thread = int(threads[k])
         verb = "load" if isinstance(op, llvm.LoadOp) else "store"
-        raise InterpreterError(
-            f"a {verb} of {width} elements at element {int(offsets[k])}: not aligned "
-            f"to its size (the GPU faults on a misaligned vector access)",
-            op,
-        )
+        raise InterpreterError(misaligned(verb, width, int(offsets[k])), op)
     if (bad := (offsets < 0) | (offsets + n > size)).any():
         k = int(np.argmax(bad))
         ctx.block.thread = int(threads[k])
         last = int(offsets[k]) + n - 1 if width else int(offsets[k])
-        raise InterpreterError(
-            f"element {last} is out of bounds of a buffer of {size} elements", op
-        )
+        raise InterpreterError(out_of_bounds(last, size), op)
     return offsets
 
 
@@ -134,15 +132,6 @@ def with_element(vector, n: int, index: int, value) -> np.ndarray:
     out = np.array(np.broadcast_to(vector, (n, np.shape(vector)[-1])))
     out[:, index] = value
     return out
-
-
-def int_cast(value, source: int, target: int, signed: bool):
-    """`sext`/`zext`/`trunc` of lanes (an i1's lanes are booleans)."""
-    value = np.asarray(value)
-    if source == 1:
-        value = value.astype(np.int64)
-        return -value if signed else value
-    return lane_scalars.cast(value, source, target, signed)
 
 
 # -- which ops ----------------------------------------------------------------------------
@@ -306,26 +295,15 @@ def _integer(kw, op: Operation) -> None:
     match op:
         case llvm.ICmpOp():
             predicate = CMPI_PREDICATES[op.predicate.value.data]
-            fn = w.global_(lane_scalars.compare, "compare")
-            bits = int_width(op.lhs.type)
-            w.line(
-                f"{w.define(result)} = {fn}({predicate!r}, {names[0]}, {names[1]}, {bits})"
-            )
+            lane_scalars.emit_compare(w, predicate, result, op.lhs, *names)
         case llvm.SelectOp():
             where = w.global_(np.where, "where")
             w.line(f"{w.define(result)} = {where}({names[0]}, {names[1]}, {names[2]})")
         case llvm.SExtOp() | llvm.TruncOp() | llvm.ZExtOp():
-            source, target = int_width(op.operands[0].type), int_width(result.type)
             signed = not isinstance(op, llvm.ZExtOp)
-            fn = w.global_(int_cast, "int_cast")
-            w.line(
-                f"{w.define(result)} = {fn}({names[0]}, {source}, {target}, {signed})"
-            )
+            lane_scalars.emit_cast(w, result, op.operands[0], signed)
         case _:
-            kind = LLVM_INT_BINARY[type(op)]
-            fn = w.global_(lane_scalars.INT_BINARY[kind], f"lanes_{kind}")
-            bits = int_width(result.type)
-            w.line(f"{w.define(result)} = {fn}({names[0]}, {names[1]}, {bits})")
+            lane_scalars.emit_binary(w, LLVM_INT_BINARY[type(op)], result, *names)
 
 
 _LANE_INTEGER_OPS = {

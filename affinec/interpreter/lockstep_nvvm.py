@@ -26,14 +26,13 @@ from xdsl.ir import Operation, SSAValue
 
 from affinec.dialects import nvvm
 from affinec.dialects.affinec import ElementPointerOp
-from affinec.dialects.nvgpu import WARP_SIZE
 from affinec.interpreter import async_copies
+from affinec.interpreter.lockstep_runtime import ldmatrix_warps, mma_warps
 from affinec.interpreter.memref_ops import flat_pointer
 from affinec.interpreter.support import InterpreterError, tuple_text
 from affinec.interpreter.vector_ops import layout_of
 from affinec.interpreter.warp_ops import bf16
-from affinec.interpreter.warps import ldmatrix, mma, whole_warps
-from affinec.ir.mma_layouts import LDMATRIX_ROWS
+from affinec.interpreter.warps import whole_warps
 
 # -- what the generated code calls ----------------------------------------------------------
 
@@ -56,15 +55,11 @@ def ldmatrix_registers(op: nvvm.LdMatrixOp, pointer, lanes: np.ndarray, state):
     """`nvvm.ldmatrix` for a block's threads (whole warps, in order): each lane's
     registers, (lanes,) for one tile, (lanes, tiles) for more, as int64."""
     whole_warps(op, lanes)
-    n = len(lanes)
-    buffer, offsets = pointer[0], _rows(pointer, n)
-    used = op.tiles * LDMATRIX_ROWS
-    out = np.empty((n, op.tiles), np.int64)
-    for first in range(0, n, WARP_SIZE):
-        rows = [(buffer, int(offsets[first + k])) for k in range(used)]
-        tiles = ldmatrix(op, rows, op.tiles, op.is_transposed, state, int(lanes[first]))
-        packed = np.ascontiguousarray(tiles).view(np.int32)[..., 0]
-        out[first : first + WARP_SIZE] = packed
+    offsets = _rows(pointer, len(lanes))
+    tiles = ldmatrix_warps(
+        op, op.tiles, op.is_transposed, pointer[0], offsets, lanes, state
+    )
+    out = np.ascontiguousarray(tiles).view(np.int32)[..., 0].astype(np.int64)
     return out[:, 0] if op.tiles == 1 else out
 
 
@@ -80,13 +75,7 @@ def mma_registers(op: nvvm.MmaOp, a, b, c, lanes: np.ndarray) -> np.ndarray:
         .astype(np.float32)
         .reshape((n, *kind.c_fragment)),
     )
-    d = np.concatenate(
-        [
-            mma(kind, *(f[w : w + WARP_SIZE] for f in fragments))
-            for w in range(0, n, WARP_SIZE)
-        ]
-    )
-    return d.reshape(n, -1)
+    return mma_warps(kind, *fragments).reshape(n, -1)
 
 
 def _unpacked(operands: str, registers, n: int) -> np.ndarray:

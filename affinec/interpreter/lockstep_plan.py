@@ -34,7 +34,7 @@ from affinec.interpreter.lanes import (
 )
 from affinec.interpreter.lockstep_llvm import takes as llvm_takes
 from affinec.interpreter.lockstep_nvvm import takes as nvvm_takes
-from affinec.interpreter.support import MAX_THREADS_PER_BLOCK
+from affinec.interpreter.support import MAX_GRID_BLOCKS, MAX_THREADS_PER_BLOCK
 from affinec.ir import ranges
 from affinec.ir.affine_exprs import Interval
 
@@ -223,10 +223,6 @@ def thread_extents(band: affine.ParallelOp) -> tuple[int, ...] | None:
         return None
     return tuple(e.eval([], []) for e in upper.results)
 
-
-MAX_GRID_BLOCKS = (1 << 31) - 1
-"""The most blocks a launch has along a dimension (a lockstep block's ids must fit
-the ranges its index arithmetic was checked against)."""
 
 _ID_RANGES = {
     gpu.ThreadIdOp: (0, MAX_THREADS_PER_BLOCK - 1),

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from xdsl.ir import Operation
 
 from affinec.dialects import nvgpu
 from affinec.dialects.nvgpu import WARP_SIZE
@@ -17,13 +18,8 @@ from affinec.interpreter import async_copies
 from affinec.interpreter.lanes import (
     checked_offsets,
 )
-from affinec.interpreter.lockstep_plan import (
-    MAX_GRID_BLOCKS,
-)
 from affinec.interpreter.shared_memory import BlockState, SharedArray
-from affinec.interpreter.support import (
-    InterpreterError,
-)
+from affinec.interpreter.support import MAX_GRID_BLOCKS, InterpreterError
 from affinec.interpreter.warps import ldmatrix, mma, whole_warps
 from affinec.ir.mma_layouts import LDMATRIX_ROWS
 
@@ -81,17 +77,34 @@ def ldmatrix_lanes(
     rows as `warps.ldmatrix` reads them, the addresses of the lanes that give one
     (the first 8 of each tile) checked as `checked_pointer` checks them."""
     whole_warps(op, lanes)
-    n = len(lanes)
     used = op.num_tiles * LDMATRIX_ROWS
     rows_given = lanes % WARP_SIZE < used
-    offsets = checked_offsets(op, index, tuple(array.shape), n, rows_given)
+    offsets = checked_offsets(op, index, tuple(array.shape), len(lanes), rows_given)
     flat = array.flat_view() if isinstance(array, SharedArray) else array.reshape(-1)
-    out = np.empty((n, op.num_tiles, 2), flat.dtype)
+    return ldmatrix_warps(
+        op, op.num_tiles, op.is_transposed, flat, offsets, lanes, state
+    )
+
+
+def ldmatrix_warps(
+    op: Operation,
+    tiles: int,
+    transposed: bool,
+    flat,
+    offsets: np.ndarray,
+    lanes: np.ndarray,
+    state: BlockState,
+) -> np.ndarray:
+    """`warps.ldmatrix` for each warp of `lanes` (whole warps, in order), the rows
+    from the flat buffer at each lane's offset: (lanes, tiles, 2)."""
+    n, used = len(lanes), tiles * LDMATRIX_ROWS
+    out = np.empty((n, tiles, 2), flat.dtype)
     for first in range(0, n, WARP_SIZE):
         rows = [(flat, int(offsets[first + k])) for k in range(used)]
         base = int(lanes[first])
-        tiles = ldmatrix(op, rows, op.num_tiles, op.is_transposed, state, base)
-        out[first : first + WARP_SIZE] = tiles
+        out[first : first + WARP_SIZE] = ldmatrix(
+            op, rows, tiles, transposed, state, base
+        )
     return out
 
 
@@ -108,10 +121,15 @@ def mma_lanes(op: nvgpu.MmaSyncOp, a, b, c, lanes: np.ndarray) -> np.ndarray:
             strict=True,
         )
     ]
+    return mma_warps(op.kind, *fragments)
+
+
+def mma_warps(kind, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """`warps.mma` for each warp of the lanes' fragments (lanes first)."""
     return np.concatenate(
         [
-            mma(op.kind, *(f[w : w + WARP_SIZE] for f in fragments))
-            for w in range(0, n, WARP_SIZE)
+            mma(kind, a[w : w + WARP_SIZE], b[w : w + WARP_SIZE], c[w : w + WARP_SIZE])
+            for w in range(0, len(a), WARP_SIZE)
         ]
     )
 

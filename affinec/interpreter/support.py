@@ -135,6 +135,10 @@ the IR (or a spec far beyond what interpretation is for), refused before numpy t
 MAX_THREADS_PER_BLOCK = max(c.max_threads_per_block for c in CHIPS.values())
 """The most any chip launches: a block of more threads cannot run anywhere."""
 
+MAX_GRID_BLOCKS = (1 << 31) - 1
+"""The most blocks a launch has along a dimension (a lockstep block's ids must fit
+the ranges its index arithmetic was checked against)."""
+
 DEFAULT_MAX_STEPS = 1 << 28
 """The loop iterations (and simulated threads) one run may take by default: about
 minutes of interpretation. A loop that would run longer is refused when it starts,
