@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     StringAttr,
+    VectorType,
     i1,
     i32,
     i64,
@@ -54,6 +55,40 @@ from affinec.dialects.gpu_reductions import (
     check_same_type,
     check_shuffled_value,
 )
+
+
+def _verify_distribution(expanded: Attribute, distributed: Attribute, warp: int):
+    """A value of the whole warp (`expanded`) and a lane's share of it: the same
+    type, or vectors whose dimensions divide, by factors whose product is the warp
+    size."""
+    if expanded == distributed:
+        return
+    if not isinstance(expanded, VectorType) or not isinstance(distributed, VectorType):
+        raise VerifyException("expected vector type for distributed operands.")
+    if (
+        expanded.get_num_dims() != distributed.get_num_dims()
+        or expanded.element_type != distributed.element_type
+    ):
+        raise VerifyException(
+            "expected distributed vectors to have same rank and element type."
+        )
+    scale = 1
+    for k, (e, d) in enumerate(
+        zip(expanded.get_shape(), distributed.get_shape(), strict=True)
+    ):
+        if e == d:
+            continue
+        if d <= 0 or e % d:
+            raise VerifyException(
+                f"expected expanded vector dimension #{k} ({e}) to be a multipler of "
+                f"the distributed vector dimension ({d})"
+            )
+        scale *= e // d
+    if scale != warp:
+        raise VerifyException(
+            f"incompatible distribution dimensions from '{expanded}' to "
+            f"'{distributed}' with warp size = {warp}"
+        )
 
 
 @irdl_op_definition
@@ -234,6 +269,13 @@ class WarpExecuteOnLane0Op(IRDLOperation):
             raise VerifyException(
                 "expected same number of yield operands and return values."
             )
+        warp = self.warp_size.value.data
+        pairs = [
+            *zip(block.arg_types, self.args.types, strict=True),
+            *zip(term.values.types, self.results_.types, strict=True),
+        ]
+        for expanded, distributed in pairs:
+            _verify_distribution(expanded, distributed, warp)
 
     @classmethod
     def parse(cls, parser: Parser) -> WarpExecuteOnLane0Op:

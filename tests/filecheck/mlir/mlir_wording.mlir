@@ -293,3 +293,14 @@ func.func @set_operands(%a: index, %b: index) {
 
 // expected-error @+1 {{'memref.global' op initial value element expected to be of type 'f32', but was of type 'f16'}}
 "memref.global"() <{initial_value = dense<1.0> : tensor<2xf16>, sym_name = "h", sym_visibility = "private", type = memref<2xf32>}> : () -> ()
+
+// -----
+
+func.func @warp_distribution(%lane: index) {
+  // expected-error @+1 {{'gpu.warp_execute_on_lane_0' op incompatible distribution dimensions from 'vector<64xf32>' to 'vector<4xf32>' with warp size = 32}}
+  %r = gpu.warp_execute_on_lane_0(%lane)[32] -> (vector<4xf32>) {
+    %v = arith.constant dense<1.0> : vector<64xf32>
+    gpu.yield %v : vector<64xf32>
+  }
+  return
+}
