@@ -486,7 +486,11 @@ class LaunchFuncOp(_LaunchSizes, IRDLOperation):
         pos = parser.pos
         kernel = parser.parse_attribute()
         if not isinstance(kernel, SymbolRefAttr):
-            parser.raise_error("expected a symbol @module::@kernel", pos)
+            parser.raise_error(
+                "invalid kind of attribute specified (expected a symbol "
+                "@module::@kernel)",
+                pos,
+            )
         clusters = None
         if parser.parse_optional_keyword("clusters") is not None:
             parser.parse_keyword("in")

@@ -293,7 +293,9 @@ class FuncOp(IRDLOperation):
         name = parser.parse_symbol_name()
 
         def argument() -> tuple[Parser.Argument, DictionaryAttr]:
-            arg = parser.parse_argument(expect_type=True)
+            arg = parser.parse_optional_argument(expect_type=True)
+            if arg is None:
+                parser.raise_error("gpu.func requires named arguments")
             return arg, DictionaryAttr(parser.parse_optional_attr_dict())
 
         parsed = parser.parse_comma_separated_list(Parser.Delimiter.PAREN, argument)

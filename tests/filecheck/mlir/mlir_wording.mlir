@@ -304,3 +304,14 @@ func.func @warp_distribution(%lane: index) {
   }
   return
 }
+
+// -----
+
+module {
+  gpu.module @kernels {
+    // expected-error @+1 {{custom op 'gpu.func' gpu.func requires named arguments}}
+    gpu.func @k(f32) {
+      gpu.return
+    }
+  }
+}
