@@ -1,5 +1,6 @@
-"""The CUDA calls the runtime makes: a launch through cuda.core (as numba-cuda
-launches its own kernels), a launch through the driver with every parameter by
+"""The CUDA calls the runtime makes: whether there is a GPU and which (`NoCudaGPU`
+where there is none), a launch through cuda.core (as numba-cuda launches its own
+kernels), a launch through the driver with every parameter by
 value (`cuLaunchKernel`: TMA tensor maps are 128-byte parameters), the status of a
 driver call, and a block's opt-in to more than 48 KiB of shared memory.
 """
@@ -10,6 +11,50 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from affinec.runtime import Launch
+
+
+class NoCudaGPU(RuntimeError):
+    """There is no CUDA GPU (or no driver) to run on."""
+
+
+def cuda_available() -> bool:
+    """Whether a CUDA GPU and driver are usable from numba."""
+    try:
+        from numba import cuda
+
+        return bool(cuda.is_available())
+    except Exception:  # numba-cuda missing or a broken driver: no GPU either way
+        return False
+
+
+def current_arch() -> str:
+    """The architecture to compile for: the current GPU's (`sm_90` on an H100: the
+    `a` variants are asked for by name), or `sm_80` without a GPU (its PTX runs on
+    every newer GPU too)."""
+    from affinec.emitter import ARCHS, DEFAULT_ARCH
+
+    if not cuda_available():
+        return DEFAULT_ARCH
+    from numba import cuda
+
+    major, minor = cuda.get_current_device().compute_capability
+    arch = f"sm_{major}{minor}"
+    return (
+        arch
+        if arch in ARCHS
+        else max(
+            (a for a in ARCHS if a[3:].isdigit() and int(a[3:]) <= major * 10 + minor),
+            default=DEFAULT_ARCH,
+        )
+    )
+
+
+def require_gpu() -> None:
+    if not cuda_available():
+        raise NoCudaGPU(
+            "no CUDA GPU available: numba.cuda finds no device (everything up to PTX "
+            "works without one; running a kernel needs a GPU)"
+        )
 
 
 def launch_function(

@@ -26,14 +26,29 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from affinec.chips import DEFAULT_SHARED_PER_BLOCK
-from affinec.cuda_launch import (
+from affinec.cuda_launch import (  # noqa: F401 (NoCudaGPU ...: public here too)
+    NoCudaGPU,
     allow_dynamic_shared_memory,
+    cuda_available,
+    current_arch,
     driver_result,
     launch_by_driver,
     launch_function,
+    require_gpu,
     shared_memory_limit,
 )
 from affinec.dtypes import BFLOAT16
+from affinec.kernel_arguments import (  # noqa: F401 (KernelArgumentError: public here)
+    Argument,
+    KernelArgumentError,
+    Parameter,
+    array_kind,
+    check_aliasing,
+    check_argument,
+    new_output,
+    shape_of,
+    transferable,
+)
 from affinec.tensor_maps import TiledTensorMap
 
 if TYPE_CHECKING:
@@ -43,297 +58,8 @@ MAX_GRID_X = (1 << 31) - 1
 """The most blocks a grid has along x."""
 
 
-class NoCudaGPU(RuntimeError):
-    """There is no CUDA GPU (or no driver) to run on."""
-
-
 class SharedMemoryError(RuntimeError):
     """A kernel needs more shared memory per block than the GPU has."""
-
-
-class KernelArgumentError(TypeError):
-    """An argument does not fit its parameter; the message names both."""
-
-
-def cuda_available() -> bool:
-    """Whether a CUDA GPU and driver are usable from numba."""
-    try:
-        from numba import cuda
-
-        return bool(cuda.is_available())
-    except Exception:  # numba-cuda missing or a broken driver: no GPU either way
-        return False
-
-
-def current_arch() -> str:
-    """The architecture to compile for: the current GPU's (`sm_90` on an H100: the
-    `a` variants are asked for by name), or `sm_80` without a GPU (its PTX runs on
-    every newer GPU too)."""
-    from affinec.emitter import ARCHS, DEFAULT_ARCH
-
-    if not cuda_available():
-        return DEFAULT_ARCH
-    from numba import cuda
-
-    major, minor = cuda.get_current_device().compute_capability
-    arch = f"sm_{major}{minor}"
-    return (
-        arch
-        if arch in ARCHS
-        else max(
-            (a for a in ARCHS if a[3:].isdigit() and int(a[3:]) <= major * 10 + minor),
-            default=DEFAULT_ARCH,
-        )
-    )
-
-
-def require_gpu() -> None:
-    if not cuda_available():
-        raise NoCudaGPU(
-            "no CUDA GPU available: numba.cuda finds no device (everything up to PTX "
-            "works without one; running a kernel needs a GPU)"
-        )
-
-
-@dataclass(frozen=True)
-class Parameter:
-    """An array parameter of a kernel: its name, shape and element type."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: np.dtype
-    output: bool = False
-    workspace: bool = False
-    """A buffer of intermediate results the kernel object provides itself (a split
-    reduction's partial sums), not an argument of the call."""
-
-    @property
-    def batched(self) -> bool:
-        """Whether the outermost size is the batch, given at each call (-1)."""
-        return bool(self.shape) and self.shape[0] < 0
-
-    def for_batch(self, batch: int) -> Parameter:
-        """The parameter of a call over `batch` images (itself, if not batched)."""
-        if not self.batched:
-            return self
-        return replace(self, shape=(batch, *self.shape[1:]))
-
-    @property
-    def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
-
-    @property
-    def strides(self) -> tuple[int, ...]:
-        """The strides (in bytes) of a C-contiguous array of this shape."""
-        strides, step = [], self.dtype.itemsize
-        for extent in reversed(self.shape):
-            strides.append(step)
-            step *= extent
-        return tuple(reversed(strides))
-
-    def describe(self) -> str:
-        shape = ", ".join("any" if d < 0 else str(d) for d in self.shape)
-        return f"an array of shape ({shape}{',' * (len(self.shape) == 1)}) and dtype {self.dtype}"
-
-
-@dataclass
-class _Argument:
-    """An argument checked against its parameter (no device work done yet)."""
-
-    parameter: Parameter
-    value: Any
-    """A numpy array, or an object with `__cuda_array_interface__`."""
-    device: Any = None
-    """The numba device array the kernel reads and writes (set by `to_device`)."""
-
-    @property
-    def host(self) -> np.ndarray | None:
-        return self.value if isinstance(self.value, np.ndarray) else None
-
-    @property
-    def span(self) -> tuple[int, int]:
-        """The byte range of device memory the argument occupies."""
-        source = self.device if self.device is not None else self.value
-        start = int(source.__cuda_array_interface__["data"][0])
-        return start, start + self.parameter.nbytes
-
-    def to_device(self) -> None:
-        from numba import cuda
-
-        if self.host is not None:
-            self.device = cuda.to_device(transferable(self.host))
-        else:
-            self.device = cuda.as_cuda_array(self.value)
-
-    def to_host(self) -> None:
-        """Copy the device array back into the numpy array it came from."""
-        assert self.host is not None and self.device is not None
-        self.device.copy_to_host(transferable(self.host))
-
-
-def transferable(host: np.ndarray) -> np.ndarray:
-    """`host` as numba can copy it: numba reaches host memory through the buffer
-    protocol, which numpy refuses for `ml_dtypes`' bf16 ("cannot include dtype 'E'
-    in a buffer"), so a bf16 array travels as the uint16 view of its bytes."""
-    return host.view(np.uint16) if host.dtype == BFLOAT16 else host
-
-
-def _interface_dtype(p: Parameter, value: Any, typestr: object) -> np.dtype:
-    """The element type of a device array from its `__cuda_array_interface__`.
-
-    The typestr cannot tell bf16: torch gives bfloat16 tensors "<f2", as float16
-    (2.4 to 2.9), or "<V2" (later, as `ml_dtypes` spells bf16: two opaque bytes). The
-    array's own `dtype` (`torch.bfloat16`, or `ml_dtypes`' bfloat16 of a numba or
-    JAX array) says which: a bf16 tensor never passes as an f16 one, nor fails a
-    bf16 parameter.
-    """
-    try:
-        dtype = np.dtype(typestr)  # pyright: ignore[reportArgumentType]
-    except TypeError:
-        raise KernelArgumentError(
-            f"argument '{p.name}': expected {p.describe()}, got a device array of "
-            f"unknown typestr {typestr!r}"
-        ) from None
-    declared = str(getattr(value, "dtype", "")).rpartition(".")[2]
-    if declared == "bfloat16" and dtype.itemsize == 2 and dtype.kind in "fV":
-        return BFLOAT16
-    return dtype
-
-
-ARGUMENT_ALIGNMENT = 16
-"""Bytes a device array's address must be a multiple of: 16-byte asynchronous
-copies read the inputs, paired stores write the output (what `cuda.to_device` and
-torch's and cupy's allocators give; a slice's offset may not)."""
-
-
-def _check_layout(p: Parameter, shape, dtype, strides, what: str) -> None:
-    if tuple(shape) != p.shape or np.dtype(dtype) != p.dtype:
-        raise KernelArgumentError(
-            f"argument '{p.name}': expected {p.describe()}, got {what} of shape "
-            f"{tuple(shape)} and dtype {np.dtype(dtype)}"
-        )
-    if strides is not None and tuple(strides) != p.strides and p.nbytes > 0:
-        raise KernelArgumentError(
-            f"argument '{p.name}': expected a C-contiguous array (strides "
-            f"{p.strides}), got strides {tuple(strides)}"
-        )
-
-
-def _shape_of(value: Any) -> tuple[int, ...] | None:
-    """The shape of a numpy or device array, None for anything else."""
-    if isinstance(value, np.ndarray):
-        return value.shape
-    try:
-        interface = getattr(value, "__cuda_array_interface__", None)
-    except Exception:
-        return None
-    return tuple(interface["shape"]) if isinstance(interface, dict) else None
-
-
-def _check(p: Parameter, value: Any) -> _Argument:
-    """`value` checked as the argument of `p`, or a `KernelArgumentError`."""
-    if isinstance(value, np.ndarray):
-        _check_layout(p, value.shape, value.dtype, value.strides, "a numpy array")
-        if p.output and not value.flags.writeable:
-            raise KernelArgumentError(f"argument '{p.name}': the array is read-only")
-        return _Argument(p, value)
-    try:
-        interface = getattr(value, "__cuda_array_interface__", None)
-    except Exception as e:  # torch with requires_grad, JAX's bf16 arrays: they refuse
-        raise KernelArgumentError(
-            f"argument '{p.name}': its __cuda_array_interface__ is refused: {e}"
-        ) from None
-    if interface is None:
-        raise KernelArgumentError(
-            f"argument '{p.name}': expected {p.describe()} as a numpy array, a numba "
-            f"device array or an object with __cuda_array_interface__ (torch, cupy), "
-            f"got {type(value).__name__}"
-        )
-    shape, typestr = interface["shape"], interface["typestr"]
-    dtype = _interface_dtype(p, value, typestr)
-    _check_layout(p, shape, dtype, interface.get("strides"), "a device array")
-    pointer, readonly = interface["data"]
-    if p.output and readonly:
-        raise KernelArgumentError(f"argument '{p.name}': the device array is read-only")
-    if pointer % ARGUMENT_ALIGNMENT:
-        raise KernelArgumentError(
-            f"argument '{p.name}': its memory at {pointer:#x} is not "
-            f"{ARGUMENT_ALIGNMENT}-byte aligned (the kernel moves up to "
-            f"{ARGUMENT_ALIGNMENT} bytes at a time): pass an aligned copy (torch: "
-            ".clone(), cupy: .copy())"
-        )
-    if pointer and cuda_available() and not _is_device_pointer(pointer):
-        raise KernelArgumentError(
-            f"argument '{p.name}': its memory at {pointer:#x} is not device memory of "
-            "the current GPU"
-        )
-    return _Argument(p, value)
-
-
-def _is_device_pointer(pointer: int) -> bool:
-    """Whether `pointer` is device (or managed) memory of the current context's GPU."""
-    from cuda.bindings import driver
-    from numba import cuda
-
-    err, ordinal = driver.cuPointerGetAttribute(
-        driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, pointer
-    )
-    if err != driver.CUresult.CUDA_SUCCESS:
-        return False
-    return int(ordinal) == cuda.get_current_device().id
-
-
-def array_kind(value: Any) -> str:
-    """Which library `value` comes from: `numpy`, `torch`, `cupy`, or `numba` (any
-    other device array)."""
-    if isinstance(value, np.ndarray):
-        return "numpy"
-    module = type(value).__module__.partition(".")[0]
-    return module if module in ("torch", "cupy") else "numba"
-
-
-def new_output(p: Parameter, like: Any) -> Any:
-    """An array for output `p` of the kind of `like` (an input of the call): numpy
-    for numpy, a torch tensor on the same device for torch (bf16 as torch.bfloat16),
-    a cupy array for cupy (a numba one for bf16, which cupy lacks), numba's device
-    array otherwise."""
-    kind = "numpy" if like is None else array_kind(like)
-    if kind == "numpy":
-        return np.empty(p.shape, p.dtype)
-    require_gpu()
-    if kind == "torch":
-        import torch
-
-        dtype = torch.bfloat16 if p.dtype == BFLOAT16 else getattr(torch, p.dtype.name)
-        return torch.empty(p.shape, dtype=dtype, device=like.device)
-    if kind == "cupy" and p.dtype != BFLOAT16:
-        import cupy
-
-        with cupy.cuda.Device(like.device.id):
-            return cupy.empty(p.shape, p.dtype)
-    from numba import cuda
-
-    return cuda.device_array(p.shape, p.dtype)
-
-
-def _check_aliasing(arguments: list[_Argument]) -> None:
-    """The output must not share memory with any other argument."""
-    for out in (a for a in arguments if a.parameter.output):
-        for other in arguments:
-            if other is out:
-                continue
-            if out.host is not None and other.host is not None:
-                shared = bool(np.shares_memory(out.host, other.host))
-            elif out.host is None and other.host is None:
-                (a0, a1), (b0, b1) = out.span, other.span
-                shared = a0 < b1 and b0 < a1
-            else:
-                shared = False
-            if shared:
-                raise KernelArgumentError(
-                    f"argument '{out.parameter.name}' (the output) shares memory "
-                    f"with argument '{other.parameter.name}'"
-                )
 
 
 @dataclass(frozen=True)
@@ -449,7 +175,7 @@ class Kernel:
             value = values.get(p.name)
             if not p.batched or value is None:
                 continue
-            shape = _shape_of(value)
+            shape = shape_of(value)
             if not shape:
                 continue  # _check says what is wrong with it
             if batch is None:
@@ -476,7 +202,7 @@ class Kernel:
 
     # -- arguments ------------------------------------------------------------------------
 
-    def check(self, *args: Any, **kwargs: Any) -> list[_Argument]:
+    def check(self, *args: Any, **kwargs: Any) -> list[Argument]:
         """Check every argument against its parameter, before any device work.
 
         Arguments go by position or by name; a missing output is allocated in the
@@ -509,7 +235,7 @@ class Kernel:
         like = next((v for v in given if isinstance(v, np.ndarray)), None)
         if like is None and given:
             like = given[0]
-        checked: list[_Argument] = []
+        checked: list[Argument] = []
         for p in (p.for_batch(batch) if batch is not None else p for p in parameters):
             if values.get(p.name) is None:
                 if not p.output:
@@ -518,8 +244,8 @@ class Kernel:
                         f"{self.name} takes ({self.signature()})"
                     )
                 values[p.name] = new_output(p, like)
-            checked.append(_check(p, values[p.name]))
-        _check_aliasing(checked)
+            checked.append(check_argument(p, values[p.name]))
+        check_aliasing(checked)
         return checked
 
     # -- launching ----------------------------------------------------------------------
@@ -568,7 +294,7 @@ class Kernel:
             }
         return self._workspaces[key]
 
-    def launch(self, arguments: Sequence[_Argument], stream: Any = None) -> None:
+    def launch(self, arguments: Sequence[Argument], stream: Any = None) -> None:
         """Launch every kernel in order on checked arguments already on the device
         (asynchronously; the workspaces are the kernel object's)."""
         pointers = {a.parameter.name: a.span[0] for a in arguments}
