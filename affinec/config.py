@@ -13,7 +13,14 @@ from affinec.chips import MMA_SHAPES, Chip, chip
 from affinec.contraction import contraction_of
 from affinec.dtypes import storage_numpy_dtype
 from affinec.kernel_config import UNPROMOTED, KernelConfig, with_knobs
-from affinec.spec import ConvSpec, MatmulSpec, Spec
+from affinec.spec import (  # noqa: F401 (flattened_spec ...: public here too)
+    ConvSpec,
+    MatmulSpec,
+    Spec,
+    flattened_spec,
+    flattens,
+    split_spec,
+)
 
 DEFAULT_PLANNING_ARCH = "sm_90"
 """The chip `config_for` plans for unless told: the H100, where its constants were
@@ -241,64 +248,6 @@ SHARED_ROW_PADDING = 16
 """Bytes `affinec-plan-shared-memory` adds to a tensor-core tile's rows: a 16-byte
 shift a row keeps ldmatrix's eight rows in distinct banks. tf32's filter tiles are
 read as 32-bit words four rows at a time and take twice that."""
-
-
-def flattened_spec(spec: Spec) -> MatmulSpec:
-    """The matrix product a 1x1, stride-1, unpadded, ungrouped NHWC/RSCK convolution
-    is over its pixels: `output[(n, h, w), k] = input[(n, h, w), c] x filter[c, k]`,
-    the arrays the same bytes; a ValueError naming what stops another spec."""
-    if not isinstance(spec, ConvSpec):
-        raise ValueError(f"flatten-pixels takes a convolution, not a {spec.kind}")
-    why = [
-        what
-        for what, bad in (
-            ("a 1x1 filter", (spec.r, spec.s) != (1, 1)),
-            ("stride 1", spec.stride != (1, 1)),
-            ("no padding", spec.padding != (0, 0)),
-            ("one group", spec.groups != 1),
-            (
-                "NHWC input and RSCK filter",
-                (spec.layout, spec.filter_layout) != ("nhwc", "rsck"),
-            ),
-        )
-        if bad
-    ]
-    if why:
-        raise ValueError(
-            f"flatten-pixels takes a convolution whose pixels are a matrix's rows: "
-            f"{', '.join(why)} (this one is {spec.to_text()})"
-        )
-    return MatmulSpec(
-        spec.n * spec.h * spec.w, spec.k, spec.c, spec.dtype, spec.epilogue
-    )
-
-
-def flattens(spec: Spec) -> bool:
-    """Whether `flattened_spec` takes `spec`."""
-    try:
-        flattened_spec(spec)
-    except ValueError:
-        return False
-    return True
-
-
-def split_spec(spec: Spec, splits: int) -> Spec:
-    """What one of `splits` splits of `spec`'s channel reduction computes: the same
-    outputs over a share of the channels (rounded up: `affinec-split-reduction`
-    pads the rest with zeros). A ValueError for a spec without channels to split or
-    fewer channels than splits."""
-    if isinstance(spec, ConvSpec):
-        per_group = spec.c // spec.groups
-        if per_group < splits:
-            raise ValueError(
-                f"splits={splits}: the reduction has {per_group} channels a group"
-            )
-        return replace(spec, c=-(-per_group // splits) * spec.groups)
-    if isinstance(spec, MatmulSpec):
-        if spec.k < splits:
-            raise ValueError(f"splits={splits}: the reduction has {spec.k} steps")
-        return replace(spec, k=-(-spec.k // splits))
-    raise ValueError(f"a {spec.kind} has no reduction to split")
 
 
 def _grouped(spec: Spec) -> bool:

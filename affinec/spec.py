@@ -386,3 +386,64 @@ def parse_spec(text: str) -> Spec:
         return cls(**values)  # pyright: ignore[reportArgumentType]
     except TypeError as e:
         raise ValueError(f"incomplete {cls.kind} spec {text!r}: {e}") from None
+
+
+# -- a spec as another ----------------------------------------------------------------------
+
+
+def flattened_spec(spec: Spec) -> MatmulSpec:
+    """The matrix product a 1x1, stride-1, unpadded, ungrouped NHWC/RSCK convolution
+    is over its pixels: `output[(n, h, w), k] = input[(n, h, w), c] x filter[c, k]`,
+    the arrays the same bytes; a ValueError naming what stops another spec."""
+    if not isinstance(spec, ConvSpec):
+        raise ValueError(f"flatten-pixels takes a convolution, not a {spec.kind}")
+    why = [
+        what
+        for what, bad in (
+            ("a 1x1 filter", (spec.r, spec.s) != (1, 1)),
+            ("stride 1", spec.stride != (1, 1)),
+            ("no padding", spec.padding != (0, 0)),
+            ("one group", spec.groups != 1),
+            (
+                "NHWC input and RSCK filter",
+                (spec.layout, spec.filter_layout) != ("nhwc", "rsck"),
+            ),
+        )
+        if bad
+    ]
+    if why:
+        raise ValueError(
+            f"flatten-pixels takes a convolution whose pixels are a matrix's rows: "
+            f"{', '.join(why)} (this one is {spec.to_text()})"
+        )
+    return MatmulSpec(
+        spec.n * spec.h * spec.w, spec.k, spec.c, spec.dtype, spec.epilogue
+    )
+
+
+def flattens(spec: Spec) -> bool:
+    """Whether `flattened_spec` takes `spec`."""
+    try:
+        flattened_spec(spec)
+    except ValueError:
+        return False
+    return True
+
+
+def split_spec(spec: Spec, splits: int) -> Spec:
+    """What one of `splits` splits of `spec`'s channel reduction computes: the same
+    outputs over a share of the channels (rounded up: `affinec-split-reduction`
+    pads the rest with zeros). A ValueError for a spec without channels to split or
+    fewer channels than splits."""
+    if isinstance(spec, ConvSpec):
+        per_group = spec.c // spec.groups
+        if per_group < splits:
+            raise ValueError(
+                f"splits={splits}: the reduction has {per_group} channels a group"
+            )
+        return dataclasses.replace(spec, c=-(-per_group // splits) * spec.groups)
+    if isinstance(spec, MatmulSpec):
+        if spec.k < splits:
+            raise ValueError(f"splits={splits}: the reduction has {spec.k} steps")
+        return dataclasses.replace(spec, k=-(-spec.k // splits))
+    raise ValueError(f"a {spec.kind} has no reduction to split")
