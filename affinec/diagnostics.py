@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -24,7 +24,7 @@ from xdsl.dialects.builtin import (
     StringAttr,
     UnregisteredOp,
 )
-from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineMap, AffineSet
 from xdsl.parser import Parser
 from xdsl.parser.core import ForwardDeclaredValue
@@ -380,6 +380,11 @@ def location_of(op: Operation | None) -> SourceLocation | None:
     return None
 
 
+DIALECT_ATTRIBUTE_CHECKS: dict[str, Callable[[Attribute], str | None]] = {}
+"""What a dialect's discardable attributes must be, by name (MLIR's
+`verifyOperationAttribute`): each check gives its message, or None. The dialects
+register theirs (`affinec.dialects.gpu_common`)."""
+
 _TERMINATOR = "terminates block in"
 """xDSL's check that the op ending a block is a terminator (its text)."""
 
@@ -409,6 +414,11 @@ def verify(module: ModuleOp) -> None:
                         raise
                     e = own
             raise VerificationError(op, verifier_message(op, xdsl_failure(e))) from e
+        if op.attributes:
+            for name, attr in op.attributes.items():
+                check = DIALECT_ATTRIBUTE_CHECKS.get(name)
+                if check is not None and (message := check(attr)) is not None:
+                    raise VerificationError(op, message)
         for k, operand in enumerate(op.operands):
             if not dominance.dominates(operand, op):
                 raise VerificationError(op, f"operand #{k} does not dominate this use")

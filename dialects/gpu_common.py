@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, NoneAttr
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, MemRefType, NoneAttr, i32
 from xdsl.dialects.gpu import AsyncTokenType
 from xdsl.dialects.utils.enum_attribute import EnumAttribute
 from xdsl.ir import (
@@ -22,6 +22,8 @@ from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
+
+from affinec.diagnostics import DIALECT_ATTRIBUTE_CHECKS
 
 CONTAINER_MODULE = "gpu.container_module"
 """Unit attribute on a builtin module that holds `gpu.module`s (as MLIR requires)."""
@@ -168,3 +170,21 @@ def verify_attributions(args: Sequence[BlockArgument], space: int, what: str) ->
                 f"expected memory space {what} in attribution (of type {arg.type}; "
                 f"{what} is memory space {space})"
             )
+
+
+def _known_sizes(name: str):
+    """The check of `gpu.known_block_size`/`gpu.known_grid_size` on any op: three
+    i32 sizes, in MLIR's words."""
+
+    def check(attr) -> str | None:
+        if not (isinstance(attr, DenseArrayBase) and attr.elt_type == i32):
+            return f"{name} must be a dense i32 array"
+        if len(attr.get_values()) != 3:
+            return f"{name} must contain exactly 3 elements"
+        return None
+
+    return check
+
+
+for _name in ("gpu.known_block_size", "gpu.known_grid_size"):
+    DIALECT_ATTRIBUTE_CHECKS[_name] = _known_sizes(_name)

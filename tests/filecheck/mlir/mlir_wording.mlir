@@ -315,3 +315,12 @@ module {
     }
   }
 }
+
+// -----
+
+module {
+  // expected-error @+1 {{'func.func' op gpu.known_block_size must contain exactly 3 elements}}
+  func.func @sizes() attributes {gpu.known_block_size = array<i32: 32, 1>} {
+    func.return
+  }
+}
