@@ -458,11 +458,11 @@ class _Dominance:
     def _dominators(self, region: Region) -> dict[Block, set[Block]]:
         """The dominators of each block reachable from the entry."""
         if region not in self._regions:
-            self._regions[region] = _dominators(region)
+            self._regions[region] = dominators(region)
         return self._regions[region]
 
 
-def _dominators(region: Region) -> dict[Block, set[Block]]:
+def dominators(region: Region) -> dict[Block, set[Block]]:
     """Each reachable block's dominators, by the classic iteration (regions are
     small): a block is dominated by itself and by what dominates all of its
     reachable predecessors."""

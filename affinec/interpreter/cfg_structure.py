@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from xdsl.dialects import cf, llvm
 from xdsl.ir import Block, Operation, Region, SSAValue
 
+from affinec.diagnostics import dominators
+
 
 @dataclass(eq=False)
 class Run:
@@ -92,7 +94,7 @@ def structure(region: Region) -> list | None:
     if not blocks:
         return None
     try:
-        graph = _Graph(blocks)
+        graph = _Graph(region)
         return graph.sequence(blocks[0], None, set())
     except _Unstructured:
         return None
@@ -103,7 +105,8 @@ class _Unstructured(Exception):
 
 
 class _Graph:
-    def __init__(self, blocks: list[Block]) -> None:
+    def __init__(self, region: Region) -> None:
+        blocks = list(region.blocks)
         self.successors: dict[Block, list[Block]] = {}
         self.exits: list[Block] = []
         for b in blocks:
@@ -119,7 +122,7 @@ class _Graph:
                 if s not in self.predecessors:
                     raise _Unstructured
                 self.predecessors[s].append(b)
-        self.dominators = _dominators(blocks[0], self.successors, self.predecessors)
+        self.dominators = dominators(region)
         self.headers = {
             s
             for b, succ in self.successors.items()
@@ -214,37 +217,6 @@ class _Graph:
             raise _Unstructured
         loop.exit = Jump(leave, leave_values)
         return loop
-
-
-def _order(entry: Block, successors: dict[Block, list[Block]]) -> list[Block]:
-    """The blocks reachable from `entry`, in reverse postorder."""
-    seen, post = set(), []
-
-    def visit(b: Block) -> None:
-        seen.add(b)
-        for s in successors[b]:
-            if s not in seen:
-                visit(s)
-        post.append(b)
-
-    visit(entry)
-    return post[::-1]
-
-
-def _dominators(entry, successors, predecessors) -> dict[Block, set[Block]]:
-    order = _order(entry, successors)
-    every = set(order)
-    dom = {b: set(every) for b in order}
-    dom[entry] = {entry}
-    changed = True
-    while changed:
-        changed = False
-        for b in order[1:]:
-            preds = [p for p in predecessors[b] if p in dom]
-            new = set.intersection(*(dom[p] for p in preds)) | {b} if preds else {b}
-            if new != dom[b]:
-                dom[b], changed = new, True
-    return dom
 
 
 def _post_dominators(blocks, exits, successors, predecessors):

@@ -49,7 +49,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from functools import cache
 from typing import Any
 
 import numpy as np
@@ -107,6 +106,7 @@ from affinec.interpreter.support import (
     poisoned,
     tuple_text,
 )
+from affinec.ir.op_table import OpTable
 
 # -- writing a kernel in lockstep -----------------------------------------------------------
 
@@ -122,10 +122,8 @@ def write_lockstep_kernel(
     writer = start_lockstep_block(w, plan, ctx)
     for arg in op.private_args:
         writer.private_buffer(arg)
-    if plan.tree is not None:
-        write_items(writer, op.body, plan.tree)
-    else:
-        writer.block(op.body.block)
+    assert plan.tree is not None
+    write_items(writer, op.body, plan.tree)
     w.line("return ()")
     return w.function(f"def {name}({', '.join([ctx, *params])}):")
 
@@ -188,7 +186,7 @@ class _KernelWriter(LaneWriter):
         self.ctx = ctx
 
     def op(self, op: Operation) -> None:
-        emit = _kernel_emitter(type(op))
+        emit = _KERNEL_EMITTERS.lookup(op)
         if emit is not None:
             emit(self, op)
         elif isinstance(op, gpu.ReturnOp | gpu.TerminatorOp | scf.YieldOp):
@@ -525,18 +523,7 @@ def _wait(kw: _KernelWriter, op: nvgpu.DeviceAsyncWaitOp) -> None:
     kw.w.line(f"{wait}({kw.ctx}, {op.groups})")
 
 
-@cache
-def _kernel_emitter(
-    kind: type[Operation],
-) -> Callable[[_KernelWriter, Any], None] | None:
-    """The lockstep emitter of an op class or of its nearest base (nvvm's special
-    registers are subclasses of one)."""
-    return next(
-        (_KERNEL_EMITTERS[k] for k in kind.__mro__ if k in _KERNEL_EMITTERS), None
-    )
-
-
-_KERNEL_EMITTERS: dict[type[Operation], Callable[[_KernelWriter, Any], None]] = {
+_EMITTERS: dict[type[Operation], Callable[[_KernelWriter, Any], None]] = {
     gpu.ThreadIdOp: _thread_id,
     gpu.GlobalIdOp: _thread_id,
     gpu.BarrierOp: _barrier,
@@ -571,3 +558,11 @@ _KERNEL_EMITTERS: dict[type[Operation], Callable[[_KernelWriter, Any], None]] = 
 }
 """The ops written differently for a block's threads; the others as a band's lanes
 (`LaneWriter`) or, the same for every thread, by their ordinary emitters."""
+
+_KERNEL_EMITTERS: OpTable[Callable[[_KernelWriter, Any], None]] = OpTable(
+    "lockstep emitter"
+)
+"""`_EMITTERS`, looked up through an op's classes (nvvm's special registers are
+subclasses of one)."""
+for _kind, _emit in _EMITTERS.items():
+    _KERNEL_EMITTERS.register(_kind)(_emit)

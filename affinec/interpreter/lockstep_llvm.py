@@ -34,6 +34,7 @@ from affinec.interpreter.llvm_ops import (
     misaligned,
     out_of_bounds,
 )
+from affinec.interpreter.lockstep_runtime import pointer_offsets
 from affinec.interpreter.shared_memory import SharedArray
 from affinec.interpreter.support import (
     CMPI_PREDICATES,
@@ -56,10 +57,15 @@ def special_register(op: nvvm.SpecialRegisterOp) -> tuple[str, str]:
 # -- what the generated code calls ----------------------------------------------------------
 
 
-def _offsets(ctx, op: Operation, pointer, threads: np.ndarray, width: int, size: int):
-    """Each lane's offset (int64), checked inside the buffer of `size` elements for
-    an access of `width` elements (0: one element), aligned for a vector."""
-    offsets = np.broadcast_to(np.asarray(pointer[1], np.int64), threads.shape)
+def _elements(ctx, op: Operation, pointer, threads: np.ndarray, width: int, rows):
+    """Where an access of `width` elements (0: one) at each lane's pointer lands:
+    (buffer, index, owners, row), the index (lanes,) or (lanes, width), each lane's
+    offset checked inside the buffer and, for a vector, aligned; `row` indexes a
+    private buffer's threads (`rows`: the lanes' thread numbers), None for others."""
+    buffer = pointer[0]
+    private = isinstance(buffer, np.ndarray) and buffer.ndim == 2
+    size = buffer.shape[-1] if private else len(buffer)
+    offsets = pointer_offsets(pointer, len(threads))
     n = max(width, 1)
     if width and (bad := offsets % width != 0).any():
         k = int(np.argmax(bad))
@@ -71,60 +77,37 @@ def _offsets(ctx, op: Operation, pointer, threads: np.ndarray, width: int, size:
         ctx.block.thread = int(threads[k])
         last = int(offsets[k]) + n - 1 if width else int(offsets[k])
         raise InterpreterError(out_of_bounds(last, size), op)
-    return offsets
+    if not width:
+        return buffer, offsets, threads, rows if private else None
+    run = offsets[:, None] + np.arange(width)
+    row = np.asarray(rows)[:, None] if private else None
+    return buffer, run, np.repeat(threads, width), row
 
 
 def load_lanes(ctx, op: Operation, pointer, threads: np.ndarray, width: int, rows):
     """`llvm.load` for `threads`: one element a lane (`width` 0) or a vector of
     `width`; `rows` the lanes' rows of a private buffer (their thread numbers)."""
-    buffer = pointer[0]
-    private = isinstance(buffer, np.ndarray) and buffer.ndim == 2
-    size = buffer.shape[-1] if private else len(buffer)
-    offsets = _offsets(ctx, op, pointer, threads, width, size)
-    if width:
-        run = offsets[:, None] + np.arange(width)
-        if isinstance(buffer, SharedArray):
-            owners = np.repeat(threads, width)
-            values = buffer.read_lanes(run.reshape(-1), owners).reshape(run.shape)
-        elif private:
-            values = buffer[np.asarray(rows)[:, None], run]
-        else:
-            values = buffer[run]
-    elif isinstance(buffer, SharedArray):
-        values = buffer.read_lanes(offsets, threads)
-    elif private:
-        values = buffer[rows, offsets]
+    buffer, index, owners, row = _elements(ctx, op, pointer, threads, width, rows)
+    if isinstance(buffer, SharedArray):
+        values = buffer.read_lanes(index.reshape(-1), owners).reshape(index.shape)
+    elif row is not None:
+        values = buffer[row, index]
     else:
-        values = buffer[offsets]
+        values = buffer[index]
     return values.astype(np.int64) if values.dtype.kind in "iub" else values
 
 
 def store_lanes(ctx, op: Operation, pointer, value, threads: np.ndarray, width, rows):
     """`llvm.store` for `threads` (see `load_lanes`): where every lane writes one
     element of global memory, the last lane's value stays, as thread by thread."""
-    buffer = pointer[0]
-    private = isinstance(buffer, np.ndarray) and buffer.ndim == 2
-    size = buffer.shape[-1] if private else len(buffer)
-    offsets = _offsets(ctx, op, pointer, threads, width, size)
-    n = len(threads)
-    if width:
-        run = offsets[:, None] + np.arange(width)
-        values = np.broadcast_to(value, (n, width))
-        if isinstance(buffer, SharedArray):
-            owners = np.repeat(threads, width)
-            buffer.write_lanes(run.reshape(-1), values.reshape(-1), owners)
-        elif private:
-            buffer[np.asarray(rows)[:, None], run] = values
-        else:
-            buffer[run] = values
-        return
-    values = np.broadcast_to(value, (n,))
+    buffer, index, owners, row = _elements(ctx, op, pointer, threads, width, rows)
+    values = np.broadcast_to(value, index.shape)
     if isinstance(buffer, SharedArray):
-        buffer.write_lanes(offsets, values, threads)
-    elif private:
-        buffer[rows, offsets] = values
+        buffer.write_lanes(index.reshape(-1), values.reshape(-1), owners)
+    elif row is not None:
+        buffer[row, index] = values
     else:
-        buffer[offsets] = values
+        buffer[index] = values
 
 
 def with_element(vector, n: int, index: int, value) -> np.ndarray:
@@ -349,6 +332,6 @@ LLVM_EMITTERS = {
     llvm.CallIntrinsicOp: _intrinsic,
     **dict.fromkeys(_LANE_INTEGER_OPS, _integer),
 }
-"""The llvm level's ops written for a block's threads (`lockstep._KERNEL_EMITTERS`);
+"""The llvm level's ops written for a block's threads (`lockstep._EMITTERS`);
 `getelementptr`, `addressof`, casts and `ptrtoint` by their ordinary emitters, which
 take offsets over the lanes."""

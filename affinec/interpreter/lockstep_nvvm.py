@@ -27,7 +27,11 @@ from xdsl.ir import Operation, SSAValue
 from affinec.dialects import nvvm
 from affinec.dialects.affinec import ElementPointerOp
 from affinec.interpreter import async_copies
-from affinec.interpreter.lockstep_runtime import ldmatrix_warps, mma_warps
+from affinec.interpreter.lockstep_runtime import (
+    ldmatrix_warps,
+    mma_warps,
+    pointer_offsets,
+)
 from affinec.interpreter.memref_ops import flat_pointer
 from affinec.interpreter.support import InterpreterError, tuple_text
 from affinec.interpreter.vector_ops import layout_of
@@ -47,15 +51,11 @@ def lane_pointer(op: Operation, array, indices: tuple) -> tuple[Any, np.ndarray]
     return buffer, offset
 
 
-def _rows(pointer, n: int) -> np.ndarray:
-    return np.broadcast_to(np.asarray(pointer[1], np.int64), (n,))
-
-
 def ldmatrix_registers(op: nvvm.LdMatrixOp, pointer, lanes: np.ndarray, state):
     """`nvvm.ldmatrix` for a block's threads (whole warps, in order): each lane's
     registers, (lanes,) for one tile, (lanes, tiles) for more, as int64."""
     whole_warps(op, lanes)
-    offsets = _rows(pointer, len(lanes))
+    offsets = pointer_offsets(pointer, len(lanes))
     tiles = ldmatrix_warps(
         op, op.tiles, op.is_transposed, pointer[0], offsets, lanes, state
     )
@@ -152,9 +152,9 @@ def start_pointer_copies(
         threads,
         op,
         dst[0],
-        _rows(dst, n),
+        pointer_offsets(dst, n),
         src[0],
-        _rows(src, n),
+        pointer_offsets(src, n),
         op.bytes // itemsize,
         valid,
     )
@@ -243,7 +243,7 @@ NVVM_EMITTERS = {
     nvvm.CpAsyncCommitGroupOp: _commit,
     nvvm.CpAsyncWaitGroupOp: _wait,
 }
-"""The nvvm level's ops written for a block's threads (`lockstep._KERNEL_EMITTERS`)."""
+"""The nvvm level's ops written for a block's threads (`lockstep._EMITTERS`)."""
 
 
 def takes(op: Operation, plan, divergent: bool) -> bool | None:

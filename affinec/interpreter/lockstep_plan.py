@@ -24,7 +24,15 @@ from xdsl.traits import is_side_effect_free
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, THREAD, PaddedLoadOp, mapping_of
 from affinec.interpreter.arith_ops import INT_BINARY_OPS
-from affinec.interpreter.cfg_structure import Branch, Exit, Jump, Loop, Run, structure
+from affinec.interpreter.cfg_structure import (
+    Branch,
+    Exit,
+    Jump,
+    Loop,
+    Run,
+    blocks_of,
+    structure,
+)
 from affinec.interpreter.lanes import (
     ELEMENTWISE,
     MAX_PRIVATE_BYTES_PER_LANE,
@@ -57,15 +65,9 @@ class KernelPlan(LanePlan):
 
 def plan_lockstep(kernel: gpu.FuncOp) -> KernelPlan | None:
     """The lockstep plan of `kernel`, or None where it runs thread by thread."""
-    tree = None
-    if len(kernel.body.blocks) != 1:
-        tree = structure(kernel.body)
-        if tree is None:
-            return None
-    else:
-        block = kernel.body.block
-        if not isinstance(block.last_op, gpu.ReturnOp) or block.last_op.operands:
-            return None
+    tree = structure(kernel.body)
+    if tree is None:
+        return None
     plan = KernelPlan(
         private=set(kernel.private_args),
         shared=set(kernel.workgroup_args),
@@ -77,10 +79,8 @@ def plan_lockstep(kernel: gpu.FuncOp) -> KernelPlan | None:
         ids = isinstance(op, gpu.ThreadIdOp | gpu.BlockIdOp | gpu.GlobalIdOp)
         if ids and ranges.value_range(op.result) is None:
             plan.known[op.result] = _ID_RANGES[type(op)]
-    if tree is not None:
-        plan.tree = tree
-        return plan if items_take(tree, plan, False) else None
-    return plan if _block_takes(kernel.body.block, plan, False) else None
+    plan.tree = tree
+    return plan if items_take(tree, plan, False) else None
 
 
 def plan_llvm_lockstep(kernel: llvm.FuncOp) -> KernelPlan | None:
@@ -103,14 +103,15 @@ def items_take(items: list, plan: KernelPlan, divergent: bool) -> bool:
     `_op_takes` says of ops: loops whose condition every thread shares, branches
     taken apart only around ops that allow it; a block argument differs between
     threads where a value it takes does, or where the branches into it part.
-    Passes over the whole region until what differs is known (a loop's arguments
-    may learn it from its last block): a pass a level of nesting would take
-    two to the depth."""
+    Passes over the whole region until no more block arguments differ (a loop's
+    arguments may learn it from its last block; nothing else is used before it is
+    defined): a pass a level of nesting would take two to the depth."""
+    arguments = {a for b in blocks_of(items) for a in b.args}
     while True:
-        before = len(plan.varying)
+        before = len(arguments & plan.varying)
         if not _items_take_once(items, plan, divergent):
             return False
-        if len(plan.varying) == before:
+        if len(arguments & plan.varying) == before:
             return True
 
 
@@ -148,9 +149,8 @@ def _items_take_once(items: list, plan: KernelPlan, divergent: bool) -> bool:
                         return False  # no scattered form of pointers
                     plan.varying.update(item.join.args)
             case Exit():
-                if not isinstance(item.op, gpu.ReturnOp | llvm.ReturnOp):
-                    return False
-                if item.op.operands:
+                returns = isinstance(item.op, gpu.ReturnOp | llvm.ReturnOp)
+                if not returns or item.op.operands:
                     return False
     return True
 

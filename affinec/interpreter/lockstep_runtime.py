@@ -172,6 +172,11 @@ def run_positions(start, count: int, width: int) -> np.ndarray:
     return (starts[:, None] + np.arange(width)).reshape(-1)
 
 
+def pointer_offsets(pointer: tuple, n: int) -> np.ndarray:
+    """Each of `n` lanes' offset of a pointer (one for all, or one a lane), int64."""
+    return np.broadcast_to(np.asarray(pointer[1], np.int64), (n,))
+
+
 def pointer_lanes(pointer: tuple, taken: np.ndarray) -> tuple:
     """The pointers of the lanes `taken`: the same buffer (a private one's rows
     are the threads' numbers), their offsets."""
