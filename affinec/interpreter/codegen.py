@@ -138,6 +138,7 @@ class FunctionWriter:
         self._indent = 1
         self._names: dict[SSAValue, str] = {}
         self._used: set[str] = set()
+        self._next: dict[str, int] = {}
         self.ranges: dict[SSAValue, Interval] = {}
         """Known value ranges of index values (from loop bounds), to elide checks."""
         self.generator = False
@@ -192,12 +193,13 @@ class FunctionWriter:
     def fresh(self, hint: str) -> str:
         """A new local name, never used before in this function."""
         base = _identifier(hint)
-        for k in itertools.count():
-            name = f"{base}_{k}"
-            if name not in self._used:
-                self._used.add(name)
-                return name
-        raise AssertionError
+        k = self._next.get(base, 0)
+        while f"{base}_{k}" in self._used:
+            k += 1
+        self._next[base] = k + 1
+        name = f"{base}_{k}"
+        self._used.add(name)
+        return name
 
     def define(self, value: SSAValue) -> str:
         """The local name that will hold `value` (defined by the caller's line)."""

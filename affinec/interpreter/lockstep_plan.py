@@ -12,7 +12,7 @@ shared buffers, the buffers private to each thread and the global arrays.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, llvm, memref, scf, vector
@@ -253,12 +253,27 @@ def _block_takes(block: Block, plan: KernelPlan, divergent: bool) -> bool:
     return all(_op_takes(op, plan, divergent) for op in block.ops)
 
 
+_LEVEL_TAKES: dict[type[Operation], Callable[..., bool | None] | None] = {}
+"""Which lower level's `takes` answers for ops of a type (None: `_op_takes`'s own
+cases). Each answers None exactly for the types it does not know, so the answer
+for a type's first op holds for all of them (and the long chains of class
+patterns are not tried again op after op)."""
+
+
 def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
     """Whether `op` runs in lockstep (`divergent`: inside a branch some threads
     skip), recording in `plan` the values that differ between threads."""
-    for level_takes in (nvvm_takes, llvm_takes):
-        if (taken := level_takes(op, plan, divergent)) is not None:
-            return taken
+    kind = type(op)
+    if kind in _LEVEL_TAKES:
+        level_takes = _LEVEL_TAKES[kind]
+        if level_takes is not None:
+            return level_takes(op, plan, divergent)
+    else:
+        _LEVEL_TAKES[kind] = None
+        for level_takes in (nvvm_takes, llvm_takes):
+            if (taken := level_takes(op, plan, divergent)) is not None:
+                _LEVEL_TAKES[kind] = level_takes
+                return taken
     match op:
         case gpu.ReturnOp():
             return isinstance(op.parent_op(), gpu.FuncOp)
