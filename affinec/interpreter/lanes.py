@@ -165,6 +165,8 @@ class LanePlan:
 
     varying: set[SSAValue] = field(default_factory=set)
     private: set[SSAValue] = field(default_factory=set)
+    known: dict[SSAValue, Interval] = field(default_factory=dict)
+    """The ranges of index values found so far (`indices_fit`'s cache)."""
 
     @property
     def lanes(self) -> int:
@@ -241,14 +243,14 @@ def _op_takes_lanes(op: Operation, plan: LanePlan) -> bool:
             bytes_per_lane = sum(buffer_bytes(b.type) for b in plan.private)
             return bytes_per_lane <= MAX_PRIVATE_BYTES_PER_LANE
         case affine.LoadOp() | PaddedLoadOp() | affine.StoreOp():
-            if not indices_fit(op.map.data, op.indices):
+            if not indices_fit(op.map.data, op.indices, plan.known):
                 return False
             if op.memref in plan.private or plan.varies(op.map.data, op.indices):
                 plan.varying.update(op.results)
             return True
         case affine.ApplyOp() | affine.MinOp() | affine.MaxOp():
             if plan.varies(op.map.data, op.mapOperands):
-                if not indices_fit(op.map.data, op.mapOperands):
+                if not indices_fit(op.map.data, op.mapOperands, plan.known):
                     return False
                 plan.varying.add(op.result)
             return True
@@ -275,10 +277,11 @@ def indices_fit(
 ) -> bool:
     """Whether every result of `m` stays within numpy's int64, dividing by positive
     constants only (numpy's `//` and `%` then floor as Python's do); `known`: ranges
-    the caller knows."""
+    the caller knows, to which those found on the way are added (a plan asks about
+    the same values op after op)."""
     if any(_divides_by_non_constant(e) for e in m.results):
         return False
-    for r in ranges.map_ranges(m, operands, dict(known or {})):
+    for r in ranges.map_ranges(m, operands, known):
         if r is None or not -SAFE_INDEX < r[0] <= r[1] < SAFE_INDEX:
             return False
     return True
