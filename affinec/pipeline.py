@@ -27,7 +27,6 @@ from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 
-from affinec.checking import Checker
 from affinec.context import make_context
 from affinec.diagnostics import PassError, raised_by_xdsl, verify, xdsl_failure
 from affinec.dialects.affinec import SpecAttributeError, read_spec, split_count
@@ -267,6 +266,9 @@ class Pipeline:
             except SpecAttributeError as e:
                 raise PipelineError(f"checking needs a spec: {e}") from None
             assert spec is not None
+            # the interpreter loads when a run checks: not for every affinec-opt
+            from affinec.checking import Checker
+
             checker = Checker(spec, seed)
             first = checker.check("input", module)
             if not first.ok:
