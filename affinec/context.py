@@ -48,6 +48,12 @@ def _memref() -> Dialect:
     return MemRef
 
 
+def _scf() -> Dialect:
+    from affinec.dialects.scf import Scf
+
+    return Scf
+
+
 def _nvgpu() -> Dialect:
     from affinec.dialects.nvgpu import NVGPU
 
@@ -69,11 +75,13 @@ AFFINEC_DIALECTS: dict[str, Callable[[], Dialect]] = {
     "memref": _memref,
     "nvgpu": _nvgpu,
     "nvvm": _nvvm,
+    "scf": _scf,
 }
 """Dialects of ours, by name; those also in xDSL replace xDSL's in our context (`llvm`
 is xDSL's with the ops it lacks added; `memref` xDSL's with MLIR's syntax of
 `memref.cast`; `linalg` xDSL's with MLIR's named
-convolutions and products as `affinec-lower-linalg` reads them)."""
+convolutions and products as `affinec-lower-linalg` reads them; `scf` xDSL's with
+MLIR's forms of result types after `->`)."""
 
 
 NOT_REGISTERED = ("test",)
@@ -126,8 +134,9 @@ def _resyntaxed_operations() -> dict[str, frozenset[type]]:
     }
 
 
-_EXTENDED = {"llvm"}
-"""Our dialects that are xDSL's plus ops it lacks: xDSL's ops are ours too."""
+_EXTENDED = {"llvm", "scf"}
+"""Our dialects whose ops include xDSL's (`llvm`: xDSL's plus ops it lacks; `scf`:
+subclasses that only parse more): xDSL's ops are ours too."""
 
 _RESYNTAXED = [
     name

@@ -324,3 +324,13 @@ module {
     func.return
   }
 }
+
+// -----
+
+func.func @arrow_without_a_type(%lb: index, %x: f32) {
+  // expected-error @+1 {{expected non-function type}}
+  %r = scf.for %i = %lb to %lb step %lb iter_args(%a = %x) -> %x {
+    scf.yield %a : f32
+  }
+  func.return
+}
