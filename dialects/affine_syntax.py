@@ -343,7 +343,10 @@ def parse_type_list(parser: Parser) -> list[Attribute]:
         )
         parser.parse_punctuation(")")
         return types
-    return [parser.parse_type()]
+    single = parser.parse_optional_type()
+    if single is None:
+        parser.raise_error("expected non-function type")  # MLIR's words
+    return [single]
 
 
 def print_indexed(

@@ -41,6 +41,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
+from affinec.dialects.affine_syntax import parse_type_list
 from affinec.dialects.gpu_common import (
     KERNEL,
     PRIVATE_ADDRESS_SPACE,
@@ -302,9 +303,7 @@ class FuncOp(IRDLOperation):
         inputs = [a for a, _ in parsed]
         results: list[Attribute] = []
         if parser.parse_optional_punctuation("->") is not None:
-            results = parser.parse_optional_comma_separated_list(
-                Parser.Delimiter.PAREN, parser.parse_type
-            ) or [parser.parse_type()]
+            results = parse_type_list(parser)
         workgroup = parse_attributions(parser, "workgroup")
         private = parse_attributions(parser, "private")
         kernel = parser.parse_optional_keyword("kernel") is not None

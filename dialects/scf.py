@@ -17,26 +17,11 @@ from typing import Self
 from xdsl.dialects import scf as xdsl_scf
 from xdsl.dialects.builtin import IndexType, i1
 from xdsl.dialects.utils import parse_assignment
-from xdsl.ir import Attribute, Dialect, Region
+from xdsl.ir import Dialect, Region
 from xdsl.parser import Parser
 from xdsl.traits import SingleBlockImplicitTerminator, ensure_terminator
 
-
-def parse_arrow_types(parser: Parser) -> list[Attribute]:
-    """The types after an `->` already read: `(t, ...)`, `()` or one `t` (MLIR's
-    function result types)."""
-    if not parser.parse_optional_punctuation("("):
-        single = parser.parse_optional_type()
-        if single is None:
-            parser.raise_error("expected non-function type")
-        return [single]
-    if parser.parse_optional_punctuation(")"):
-        return []
-    types = [parser.parse_type()]
-    while parser.parse_optional_punctuation(","):
-        types.append(parser.parse_type())
-    parser.parse_punctuation(")")
-    return types
+from affinec.dialects.affine_syntax import parse_type_list
 
 
 class ForOp(xdsl_scf.ForOp):
@@ -59,7 +44,7 @@ class ForOp(xdsl_scf.ForOp):
             carried = [argument for argument, _ in pairs]
             inits = [operand for _, operand in pairs]
             parser.parse_punctuation("->")
-            types = parse_arrow_types(parser)
+            types = parse_type_list(parser)
         init_values = parser.resolve_operands(inits, types, start)
         arguments = [a.resolve(t) for a, t in zip(carried, types, strict=True)]
         index = parser.parse_type() if parser.parse_optional_punctuation(":") else None
@@ -82,7 +67,7 @@ class IfOp(xdsl_scf.IfOp):
     def parse(cls, parser: Parser) -> Self:
         condition = parser.parse_operand(i1)
         types = (
-            parse_arrow_types(parser) if parser.parse_optional_punctuation("->") else []
+            parse_type_list(parser) if parser.parse_optional_punctuation("->") else []
         )
         then_region = cls.parse_region_with_yield(parser)
         else_region = (
