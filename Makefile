@@ -17,7 +17,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/affinec demo
 
-test: lint pytest lit
+# pytest and lit side by side: both keep the two cores busy, and each one's tail
+# (the last long tests, the last lit files) overlaps the other's work. Each one's
+# output is printed whole when it ends.
+test: lint
+	$(MAKE) --no-print-directory --output-sync=target -j2 pytest lit
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
