@@ -501,13 +501,26 @@ def dominators(region: Region) -> dict[Block, set[Block]]:
     for b in order:
         for s in b.last_op.successors if b.last_op is not None else []:
             preds[s].append(b)
+    return dominance_sets(order, {entry}, preds)
+
+
+def dominance_sets(
+    order: list[Block], roots: set[Block], incoming: dict[Block, list[Block]]
+) -> dict[Block, set[Block]]:
+    """The classic iteration over `order`: a root is dominated by itself alone, any
+    other block by itself and by what dominates all of its `incoming` blocks (its
+    predecessors for dominators from an entry, its successors for post-dominators
+    from the exits)."""
     dom = {b: set(order) for b in order}
-    dom[entry] = {entry}
+    for r in roots:
+        dom[r] = {r}
     changed = True
     while changed:
         changed = False
-        for b in order[1:]:
-            new = {b} | set.intersection(*(dom[p] for p in preds[b]))
+        for b in order:
+            if b in roots:
+                continue
+            new = {b} | set.intersection(*(dom[p] for p in incoming[b]))
             if new != dom[b]:
                 dom[b], changed = new, True
     return dom

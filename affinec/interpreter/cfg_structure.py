@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from xdsl.dialects import cf, llvm
 from xdsl.ir import Block, Operation, Region, SSAValue
 
-from affinec.diagnostics import dominators
+from affinec.diagnostics import dominance_sets, dominators
 
 
 @dataclass(eq=False)
@@ -130,8 +130,8 @@ class _Graph:
             if b in self.dominators and s in self.dominators[b]
         }
         self.loops = {h: self._natural_loop(h) for h in self.headers}
-        self.post_dominators = _post_dominators(
-            blocks, self.exits, self.successors, self.predecessors
+        self.post_dominators = dominance_sets(
+            blocks[::-1], set(self.exits), self.successors
         )
 
     def _natural_loop(self, header: Block) -> set[Block]:
@@ -217,24 +217,6 @@ class _Graph:
             raise _Unstructured
         loop.exit = Jump(leave, leave_values)
         return loop
-
-
-def _post_dominators(blocks, exits, successors, predecessors):
-    every = set(blocks)
-    pdom = {b: set(every) for b in blocks}
-    for e in exits:
-        pdom[e] = {e}
-    changed = True
-    while changed:
-        changed = False
-        for b in reversed(blocks):
-            if b in exits:
-                continue
-            succ = successors[b]
-            new = set.intersection(*(pdom[s] for s in succ)) | {b} if succ else {b}
-            if new != pdom[b]:
-                pdom[b], changed = new, True
-    return pdom
 
 
 def blocks_of(items: list) -> list[Block]:

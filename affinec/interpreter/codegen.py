@@ -137,8 +137,9 @@ class FunctionWriter:
         self.lines: list[str] = []
         self._indent = 1
         self._names: dict[SSAValue, str] = {}
-        self._used: set[str] = set()
         self._next: dict[str, int] = {}
+        """The next number of each name's stem: `v_0`, `v_1`, ... never meet `w_0`,
+        nor a stem's names another's (a name is its stem, `_`, its number)."""
         self.ranges: dict[SSAValue, Interval] = {}
         """Known value ranges of index values (from loop bounds), to elide checks."""
         self.generator = False
@@ -194,12 +195,8 @@ class FunctionWriter:
         """A new local name, never used before in this function."""
         base = _identifier(hint)
         k = self._next.get(base, 0)
-        while f"{base}_{k}" in self._used:
-            k += 1
         self._next[base] = k + 1
-        name = f"{base}_{k}"
-        self._used.add(name)
-        return name
+        return f"{base}_{k}"
 
     def define(self, value: SSAValue) -> str:
         """The local name that will hold `value` (defined by the caller's line)."""

@@ -459,24 +459,27 @@ def _unrealized_cast(op: UnrealizedConversionCastOp, w: FunctionWriter) -> None:
         w.alias(result, w[source])
 
 
+ID_POSITIONS = {"block_id": 0, "thread_id": 3, "grid_dim": 6, "block_dim": 9}
+"""Where each kind of id's x sits in a kernel context's `ids` (y, z after it)."""
+
+_REGISTERS = {
+    register: (kind, ID_POSITIONS[kind] + "xyz".index(dim))
+    for (kind, dim), register in nvvm.SPECIAL_REGISTERS.items()
+}
+
+
+def special_register(op: nvvm.SpecialRegisterOp) -> tuple[str, int] | None:
+    """The kind of id `op` reads (`thread_id`, ...) and where it sits in a context's
+    `ids`; None for a register the interpreter does not know (`laneid`)."""
+    return _REGISTERS.get(type(op))
+
+
 @emits(nvvm.SpecialRegisterOp)
 def _special_register(op: nvvm.SpecialRegisterOp, w: FunctionWriter) -> None:
-    index = {
-        ("ctaid", "x"): 0,
-        ("ctaid", "y"): 1,
-        ("ctaid", "z"): 2,
-        ("tid", "x"): 3,
-        ("tid", "y"): 4,
-        ("tid", "z"): 5,
-        ("nctaid", "x"): 6,
-        ("nctaid", "y"): 7,
-        ("nctaid", "z"): 8,
-        ("ntid", "x"): 9,
-        ("ntid", "y"): 10,
-        ("ntid", "z"): 11,
-    }.get(tuple(op.name.rsplit(".", 2)[-2:]))  # pyright: ignore[reportArgumentType]
-    if w.gpu_context is None or index is None:
+    register = special_register(op)
+    if w.gpu_context is None or register is None:
         raise InterpreterError("outside a kernel, or not interpreted", op)
+    index = register[1]
     w.line(f"{w.define(op.res)} = {w.gpu_context}.ids[{index}]")
 
 

@@ -68,13 +68,13 @@ from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source
 from affinec.interpreter.lanes import (
     LaneWriter,
 )
-from affinec.interpreter.llvm_ops import shared_parameters
-from affinec.interpreter.lockstep_cfg import write_items
-from affinec.interpreter.lockstep_llvm import (
-    LLVM_EMITTERS,
-    SPECIAL_REGISTERS,
+from affinec.interpreter.llvm_ops import (
+    ID_POSITIONS,
+    shared_parameters,
     special_register,
 )
+from affinec.interpreter.lockstep_cfg import write_items
+from affinec.interpreter.lockstep_llvm import LLVM_EMITTERS
 from affinec.interpreter.lockstep_memory import access, vector_access
 from affinec.interpreter.lockstep_nvvm import (
     NVVM_EMITTERS,
@@ -267,11 +267,16 @@ class _KernelWriter(LaneWriter):
             self.restore(old)
 
 
+def _lane_thread_ids(kw: _KernelWriter, dim: int) -> str:
+    """Each lane's thread id along `dim` (0, 1, 2: x, y, z)."""
+    ids = kw.w.global_(thread_ids, "thread_ids")
+    return f"{ids}({kw.lane}, {kw.ctx}.ids[9:12], {dim})"
+
+
 def _thread_id(kw: _KernelWriter, op: gpu.ThreadIdOp | gpu.GlobalIdOp) -> None:
     w = kw.w
     dim = "xyz".index(op.dim)
-    ids = w.global_(thread_ids, "thread_ids")
-    text = f"{ids}({kw.lane}, {kw.ctx}.ids[9:12], {dim})"
+    text = _lane_thread_ids(kw, dim)
     if isinstance(op, gpu.GlobalIdOp):
         text = f"{kw.ctx}.ids[{dim}] * {kw.ctx}.ids[{9 + dim}] + {text}"
     w.line(f"{w.define(op.result)} = {text}")
@@ -279,16 +284,18 @@ def _thread_id(kw: _KernelWriter, op: gpu.ThreadIdOp | gpu.GlobalIdOp) -> None:
 
 def _special_register(kw: _KernelWriter, op: nvvm.SpecialRegisterOp) -> None:
     w = kw.w
-    kind, dim = special_register(op)
-    k = "xyz".index(dim)
-    if kind != "tid":
-        w.line(f"{w.define(op.res)} = {kw.ctx}.ids[{SPECIAL_REGISTERS[kind] + k}]")
-        return
-    ids = w.global_(thread_ids, "thread_ids")
-    w.line(f"{w.define(op.res)} = {ids}({kw.lane}, {kw.ctx}.ids[9:12], {k})")
+    register = special_register(op)
+    assert register is not None  # the plan took it
+    kind, index = register
+    text = (
+        _lane_thread_ids(kw, index - ID_POSITIONS[kind])
+        if kind == "thread_id"
+        else f"{kw.ctx}.ids[{index}]"
+    )
+    w.line(f"{w.define(op.res)} = {text}")
 
 
-def _barrier(kw: _KernelWriter, op: gpu.BarrierOp) -> None:
+def _barrier(kw: _KernelWriter, op: gpu.BarrierOp | nvvm.BarrierOp) -> None:
     kw.w.line(f"{kw.ctx}.block.next_epoch()")
 
 
@@ -527,6 +534,7 @@ _EMITTERS: dict[type[Operation], Callable[[_KernelWriter, Any], None]] = {
     gpu.ThreadIdOp: _thread_id,
     gpu.GlobalIdOp: _thread_id,
     gpu.BarrierOp: _barrier,
+    nvvm.BarrierOp: _barrier,
     affine.ForOp: _for,
     affine.IfOp: _if,
     memref.AllocaOp: _alloca,

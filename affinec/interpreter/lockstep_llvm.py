@@ -33,6 +33,7 @@ from affinec.interpreter.llvm_ops import (
     dynamic_global,
     misaligned,
     out_of_bounds,
+    special_register,
 )
 from affinec.interpreter.lockstep_runtime import pointer_offsets
 from affinec.interpreter.shared_memory import SharedArray
@@ -43,16 +44,6 @@ from affinec.interpreter.support import (
     numpy_dtype,
     poisoned,
 )
-
-SPECIAL_REGISTERS = {"ctaid": 0, "tid": 3, "nctaid": 6, "ntid": 9}
-"""nvvm's special registers by kind: where the x one sits in a context's `ids`."""
-
-
-def special_register(op: nvvm.SpecialRegisterOp) -> tuple[str, str]:
-    """(`tid`, `x`) of `nvvm.read.ptx.sreg.tid.x`."""
-    kind, dim = op.name.rsplit(".", 2)[-2:]
-    return kind, dim
-
 
 # -- what the generated code calls ----------------------------------------------------------
 
@@ -126,10 +117,10 @@ def takes(op: Operation, plan, divergent: bool) -> bool | None:
     None for an op of another level."""
     match op:
         case nvvm.SpecialRegisterOp():
-            kind, dim = special_register(op)
-            if kind not in SPECIAL_REGISTERS or dim not in ("x", "y", "z"):
+            register = special_register(op)
+            if register is None:
                 return False
-            if kind == "tid":
+            if register[0] == "thread_id":
                 plan.varying.add(op.res)
             return True
         case nvvm.BarrierOp():
@@ -204,10 +195,6 @@ def takes(op: Operation, plan, divergent: bool) -> bool | None:
 
 
 # -- writing them ---------------------------------------------------------------------------
-
-
-def _barrier(kw, op: nvvm.BarrierOp) -> None:
-    kw.w.line(f"{kw.ctx}.block.next_epoch()")
 
 
 def _alloca(kw, op: llvm.AllocaOp) -> None:
@@ -323,7 +310,6 @@ def _intrinsic(kw, op: llvm.CallIntrinsicOp) -> None:
 
 
 LLVM_EMITTERS = {
-    nvvm.BarrierOp: _barrier,
     llvm.AllocaOp: _alloca,
     llvm.LoadOp: _load,
     llvm.StoreOp: _store,
@@ -332,6 +318,7 @@ LLVM_EMITTERS = {
     llvm.CallIntrinsicOp: _intrinsic,
     **dict.fromkeys(_LANE_INTEGER_OPS, _integer),
 }
-"""The llvm level's ops written for a block's threads (`lockstep._EMITTERS`);
+"""The llvm level's ops written for a block's threads (`lockstep._EMITTERS`, which
+writes `nvvm.barrier0` as it writes `gpu.barrier`);
 `getelementptr`, `addressof`, casts and `ptrtoint` by their ordinary emitters, which
 take offsets over the lanes."""
