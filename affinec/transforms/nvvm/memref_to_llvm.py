@@ -1,10 +1,12 @@
 """memref ops as llvm ops: a memref is a bare pointer in its address space, an
-access one `getelementptr inbounds` at the row-major offset."""
+access a `getelementptr` at its row-major offset, in the parts `address_parts`
+finds."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from weakref import WeakKeyDictionary
 
 from xdsl.dialects import llvm, memref, vector
 from xdsl.dialects.builtin import (
@@ -13,40 +15,92 @@ from xdsl.dialects.builtin import (
     MemRefType,
     VectorType,
 )
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from affinec.diagnostics import PassError
 from affinec.dialects.affinec import ElementPointerOp
 from affinec.dtypes import element_size
+from affinec.transforms.nvvm.address_parts import LIMIT, AddressParts
 from affinec.transforms.nvvm.converter import KernelConverter, converts
 
 
 def _address(
     c: KernelConverter, ref: SSAValue, indices: Sequence[SSAValue]
 ) -> SSAValue:
+    """The element's address: `base + invariant + varying + constant`, one
+    `getelementptr` a part (`address_parts`), or, where the parts might not hold
+    their true values, the row-major offset as one sum."""
     t = ref.type
     assert isinstance(t, MemRefType)
     base = c.v(ref)
     shape = t.get_shape()
     if not indices:
         return base
-    offset: SSAValue | None = None
-    for k, index in enumerate(indices):
-        stride = math.prod(shape[k + 1 :])
-        term = c.v(index)
-        if stride != 1:
-            term = c.emit(llvm.MulOp(term, c.int_constant(stride)))
-        offset = term if offset is None else c.emit(llvm.AddOp(offset, term))
-    assert offset is not None
-    gep = llvm.GEPOp(
+    element = t.get_element_type()
+    strides = [math.prod(shape[k + 1 :]) for k in range(len(shape))]
+    size = math.prod(shape) if all(d >= 0 for d in shape) else LIMIT
+    parts = _analysis(c).split(list(indices), strides, size)
+    if parts is None:
+        offsets: list[SSAValue | int] = [_sum(c, zip(indices, strides, strict=True))]
+    else:
+        offsets = [
+            offset
+            for part in (parts.invariant, parts.varying, parts.unrolled)
+            if (offset := _sum(c, part.items())) is not None
+        ]
+        if parts.constant or not offsets:
+            offsets.append(parts.constant)
+    # `inbounds` only on the whole offset: a part of it alone need not stay in the
+    # buffer
+    whole = len(offsets) == 1
+    address = base
+    for offset in offsets:
+        address = c.emit(_offset(address, element, offset, whole))  # pyright: ignore
+    return address
+
+
+def _sum(c: KernelConverter, terms: Iterable[tuple[SSAValue, int]]) -> SSAValue | None:
+    """`sum(coefficient * value)` over `terms`, in the converted values."""
+    total: SSAValue | None = None
+    for value, coefficient in terms:
+        term = c.v(value)
+        if coefficient != 1:
+            term = c.emit(llvm.MulOp(term, c.int_constant(coefficient, term.type)))
+        total = term if total is None else c.emit(llvm.AddOp(total, term))
+    return total
+
+
+def _offset(
+    base: SSAValue, element: Attribute, offset: SSAValue | int, inbounds: bool
+) -> llvm.GEPOp:
+    """`base + offset` elements."""
+    if isinstance(offset, int):
+        return llvm.GEPOp(
+            base,
+            [offset],
+            element,
+            result_type=base.type,  # pyright: ignore[reportArgumentType]
+            inbounds=inbounds,
+        )
+    return llvm.GEPOp(
         base,
         [llvm.GEP_USE_SSA_VAL],
-        t.get_element_type(),
+        element,
         ssa_indices=[offset],
         result_type=base.type,  # pyright: ignore[reportArgumentType]
-        inbounds=True,
+        inbounds=inbounds,
     )
-    return c.emit(gep)  # pyright: ignore[reportReturnType]
+
+
+_ANALYSES: WeakKeyDictionary[KernelConverter, AddressParts] = WeakKeyDictionary()
+
+
+def _analysis(c: KernelConverter) -> AddressParts:
+    analysis = _ANALYSES.get(c)
+    if analysis is None:
+        analysis = AddressParts(c.func, c.index_type.width.data)
+        _ANALYSES[c] = analysis
+    return analysis
 
 
 @converts(memref.LoadOp)

@@ -1,0 +1,255 @@
+"""An access's row-major offset in the three parts LLVM addresses best (read-only
+analysis of a kernel at the cf level, before `convert-gpu-to-nvvm` rewrites it).
+
+Each index is read as a sum of (coefficient x value) terms and a constant, looking
+through arith's additions, subtractions and multiplications by a constant; the
+offset's terms then fall in three parts:
+
+    tile[s, r + 8 * i, c]       s: a loop's stage, r and c: the lane's,
+                                i: the IV of a loop marked `affinec.unroll`
+    offset = (r * 72 + c)       invariant: computed once, at the kernel's entry
+           + s * 8160           varying: once a turn of its loop
+           + i * 576 + C        constant once LLVM unrolls i's loop: an immediate
+
+and the address is `((base + invariant) + varying) + constant`, one
+`getelementptr` a part. Written as one sum, `(r + 8 * i) * 72 + c`, the unrolled
+constant stays inside a product, a sign extension keeps it from the immediate, and
+only NVPTX's straight-line strength reduction (superlinear in the number of such
+addresses, half of a compile's time in LLVM) took it out again.
+
+Each part is sign-extended on its own, so it must hold its true value: in 64-bit
+index arithmetic it does; in 32-bit the split is made only when every coefficient
+is positive and every term's value provably non-negative (`Nonnegative`), which
+bounds each part by the access's offset, and the buffer's size by 2**31 less the
+constant. Anything else keeps one sum, as before.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.dialects import arith, cf
+from xdsl.dialects.builtin import IntegerAttr
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+
+from affinec.dialects import gpu
+from affinec.dialects.affinec import UNROLL
+
+_MOST_TERMS = 8
+"""Past this many terms an index's sum is kept whole: a subexpression shared by
+many addresses need not be expanded into each of them."""
+
+LIMIT = 2**31
+
+
+@dataclass
+class Parts:
+    """`offset = sum(invariant) + sum(varying) + sum(unrolled) + constant`, each
+    part a map from value to coefficient (in the order the terms were found)."""
+
+    invariant: dict[SSAValue, int]
+    varying: dict[SSAValue, int]
+    unrolled: dict[SSAValue, int]
+    constant: int
+
+
+def linear_terms(index: SSAValue) -> tuple[dict[SSAValue, int], int]:
+    """`index` as `sum(coefficient * value) + constant`; a value that is not an
+    addition, a subtraction or a product with a constant is a term of its own."""
+    terms: dict[SSAValue, int] = {}
+    constant = 0
+
+    def add(value: SSAValue, coefficient: int) -> None:
+        nonlocal constant
+        op = value.owner
+        if (known := constant_value(value)) is not None:
+            constant += coefficient * known
+        elif isinstance(op, arith.AddiOp | arith.SubiOp) and len(terms) < _MOST_TERMS:
+            add(op.lhs, coefficient)
+            add(op.rhs, -coefficient if isinstance(op, arith.SubiOp) else coefficient)
+        elif isinstance(op, arith.MuliOp) and (k := constant_value(op.rhs)) is not None:
+            add(op.lhs, coefficient * k)
+        elif isinstance(op, arith.MuliOp) and (k := constant_value(op.lhs)) is not None:
+            add(op.rhs, coefficient * k)
+        else:
+            terms[value] = terms.get(value, 0) + coefficient
+
+    add(index, 1)
+    return {v: k for v, k in terms.items() if k}, constant
+
+
+def constant_value(value: SSAValue) -> int | None:
+    op = value.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return op.value.value.data
+    return None
+
+
+@dataclass
+class AddressParts:
+    """The analysis for one kernel `func` with `index_bitwidth`-bit indices."""
+
+    func: gpu.FuncOp
+    index_bitwidth: int
+    _unrolled_ivs: set[SSAValue] | None = None
+    _varies: dict[SSAValue, bool] = field(default_factory=dict)
+    _unrolls: dict[SSAValue, bool] = field(default_factory=dict)
+    _nonnegative: dict[SSAValue, bool] = field(default_factory=dict)
+
+    def split(
+        self, indices: list[SSAValue], strides: list[int], size: int
+    ) -> Parts | None:
+        """The parts of the offset `sum(index * stride)` into a buffer of `size`
+        elements, or None where they might not hold their true values."""
+        coefficients: dict[SSAValue, int] = {}
+        constant = 0
+        for index, stride in zip(indices, strides, strict=True):
+            terms, offset = linear_terms(index)
+            constant += offset * stride
+            for value, k in terms.items():
+                coefficients[value] = coefficients.get(value, 0) + k * stride
+        if self.index_bitwidth < 64 and (
+            size + abs(constant) >= LIMIT
+            or not all(k > 0 and self.nonnegative(v) for v, k in coefficients.items())
+        ):
+            return None
+        parts = Parts({}, {}, {}, constant)
+        for value, k in coefficients.items():
+            if not k:
+                continue
+            if self.unrolls(value):
+                parts.unrolled[value] = k
+            elif self.varies(value):
+                parts.varying[value] = k
+            else:
+                parts.invariant[value] = k
+        return parts
+
+    # -- what a value depends on ------------------------------------------------------
+
+    def unrolls(self, value: SSAValue) -> bool:
+        """Whether `value` is a constant once LLVM unrolls the loops marked for it:
+        arith over constants and the IVs of such loops."""
+        if value in self._unrolls:
+            return self._unrolls[value]
+        if isinstance(value, BlockArgument):
+            found = value in self.unrolled_ivs()
+        elif isinstance(value.owner, arith.ConstantOp):
+            found = True
+        else:
+            op = value.owner
+            found = (
+                op.dialect_name() == "arith"
+                and bool(op.operands)
+                and all(self.unrolls(o) for o in op.operands)
+            )
+        self._unrolls[value] = found
+        return found
+
+    def unrolled_ivs(self) -> set[SSAValue]:
+        """The arguments of the loop headers whose back edge asks for a full unroll."""
+        if self._unrolled_ivs is None:
+            self._unrolled_ivs = {
+                arg
+                for op in self.func.body.walk()
+                if isinstance(op, cf.BranchOp) and UNROLL in op.attributes
+                for arg in op.successor.args
+            }
+        return self._unrolled_ivs
+
+    def varies(self, value: SSAValue) -> bool:
+        """Whether `value` depends on a loop's turn (an argument of a block other
+        than the kernel's entry); if not, the entry computes it once."""
+        if value in self._varies:
+            return self._varies[value]
+        if isinstance(value, BlockArgument):
+            found = value.block is not self.func.body.blocks.first
+        else:
+            found = any(self.varies(o) for o in value.owner.operands)
+        self._varies[value] = found
+        return found
+
+    # -- signs --------------------------------------------------------------------------
+
+    def nonnegative(self, value: SSAValue) -> bool:
+        """Whether `value` is provably at least zero. A block argument is when every
+        value its predecessors pass is (assumed while that is checked, which makes an
+        IV counting up from zero one); 32-bit index arithmetic does not wrap (the
+        kernel's indices were narrowed because their ranges fit)."""
+        known = self._nonnegative.get(value)
+        if known is not None:
+            return known
+        self._nonnegative[value] = True  # a loop's argument, while it is checked
+        if isinstance(value, BlockArgument):
+            found = self._arguments_nonnegative(value)
+        else:
+            found = self._result_nonnegative(value.owner, value)
+        self._nonnegative[value] = found
+        if not found:
+            # what was concluded under the assumption is void
+            self._nonnegative = {v: k for v, k in self._nonnegative.items() if not k}
+        return found
+
+    def _arguments_nonnegative(self, arg: BlockArgument) -> bool:
+        block = arg.block
+        if block is self.func.body.blocks.first:
+            return False
+        passed = [_passed(p.last_op, block, arg.index) for p in block.predecessors()]
+        return bool(passed) and all(
+            v is not None and self.nonnegative(v) for vs in passed for v in vs
+        )
+
+    def _result_nonnegative(self, op: Operation, value: SSAValue) -> bool:
+        if (known := constant_value(value)) is not None:
+            return known >= 0
+        if isinstance(
+            op,
+            gpu.ThreadIdOp
+            | gpu.BlockIdOp
+            | gpu.BlockDimOp
+            | gpu.GridDimOp
+            | gpu.LaneIdOp,
+        ):
+            return True
+        operands = list(op.operands)
+        if isinstance(op, arith.MaxSIOp | arith.AndIOp):
+            return any(self.nonnegative(o) for o in operands)
+        if isinstance(
+            op,
+            arith.AddiOp
+            | arith.MuliOp
+            | arith.MinSIOp
+            | arith.SelectOp
+            | arith.DivUIOp
+            | arith.RemUIOp
+            | arith.ShRUIOp
+            | arith.DivSIOp
+            | arith.RemSIOp
+            | arith.FloorDivSIOp
+            | arith.CeilDivSIOp
+            | arith.OrIOp
+            | arith.IndexCastOp
+            | arith.ExtUIOp
+            | arith.ExtSIOp,
+        ):
+            if isinstance(op, arith.SelectOp):
+                operands = operands[1:]
+            return all(self.nonnegative(o) for o in operands)
+        return False
+
+
+def _passed(
+    terminator: Operation | None, block: Block, index: int
+) -> list[SSAValue | None]:
+    """The values `terminator` passes to `block`'s argument `index` (None where it
+    passes something this analysis cannot name)."""
+    if isinstance(terminator, cf.BranchOp):
+        return [terminator.arguments[index]]
+    if isinstance(terminator, cf.ConditionalBranchOp):
+        out: list[SSAValue | None] = []
+        if terminator.then_block is block:
+            out.append(terminator.then_arguments[index])
+        if terminator.else_block is block:
+            out.append(terminator.else_arguments[index])
+        return out
+    return [None]
