@@ -93,6 +93,8 @@ def test_32_bit_indices_keep_one_sum_where_a_part_might_not_hold_its_value():
         assert AddressParts(f, 32).split([row, v["col"]], [72, 1], size) is None  # pyright: ignore
         parts = AddressParts(f, 64).split([row, v["col"]], [72, 1], size)  # pyright: ignore
         assert parts is not None
+    # a coefficient that does not fit 32 bits (8 * 2**29 for i)
+    assert AddressParts(f, 32).split([v["row"]], [2**29], 2**30) is None  # pyright: ignore
     # a buffer whose size and constant (k + 1: one) reach 2**31
     assert AddressParts(f, 32).split([v["col"]], [1], 2**31 - 2) is not None  # pyright: ignore
     assert AddressParts(f, 32).split([v["col"]], [1], 2**31 - 1) is None  # pyright: ignore

@@ -19,9 +19,9 @@ addresses, half of a compile's time in LLVM) took it out again.
 
 Each part is sign-extended on its own, so it must hold its true value: in 64-bit
 index arithmetic it does; in 32-bit the split is made only when every coefficient
-is positive and every term's value provably non-negative (`Nonnegative`), which
-bounds each part by the access's offset, and the buffer's size by 2**31 less the
-constant. Anything else keeps one sum, as before.
+is positive (and below 2**31) and every term's value provably non-negative
+(`AddressParts.nonnegative`), which bounds each part by the access's offset, and
+the buffer's size by 2**31 less the constant. Anything else keeps one sum, as before.
 """
 
 from __future__ import annotations
@@ -108,15 +108,16 @@ class AddressParts:
             constant += offset * stride
             for value, k in terms.items():
                 coefficients[value] = coefficients.get(value, 0) + k * stride
+        coefficients = {v: k for v, k in coefficients.items() if k}
         if self.index_bitwidth < 64 and (
             size + abs(constant) >= LIMIT
-            or not all(k > 0 and self.nonnegative(v) for v, k in coefficients.items())
+            or not all(
+                0 < k < LIMIT and self.nonnegative(v) for v, k in coefficients.items()
+            )
         ):
             return None
         parts = Parts({}, {}, {}, constant)
         for value, k in coefficients.items():
-            if not k:
-                continue
             if self.unrolls(value):
                 parts.unrolled[value] = k
             elif self.varies(value):
