@@ -143,5 +143,30 @@ def test_linear_terms_stop_at_what_they_cannot_read():
     assert linear_terms(v["more"]) == ({v["more"]: 1}, 0)  # a comparison
 
 
+def test_a_long_chain_of_index_arithmetic_is_read_without_exhausting_the_stack():
+    lines = [
+        "func.func @chain() {",
+        "  %c2 = arith.constant 2 : i32",
+        "  %tid = gpu.thread_id x",
+        "  %x0 = arith.index_cast %tid : index to i32",
+        "  %y0 = arith.index_cast %tid : index to i32",
+    ]
+    for n in range(1, 3000):
+        lines.append(f"  %x{n} = arith.addi %x{n - 1}, %x{n - 1} : i32")
+        lines.append(f"  %y{n} = arith.muli %y{n - 1}, %c2 : i32")
+    lines += ["  func.return", "}"]
+    module = parse_module(make_context(), "\n".join(lines))
+    f = module.body.block.first_op
+    last = list(f.body.block.ops)[-3:-1]  # pyright: ignore[reportOptionalMemberAccess]
+    for op in last:
+        value = op.results[0]
+        terms, _ = linear_terms(value)
+        assert terms
+        a = AddressParts(f, 32)  # pyright: ignore[reportArgumentType]
+        a.split([value], [1], 1024)
+        # past the analysis' depth, the answers that split least
+        assert a.varies(value) and not a.unrolls(value) and not a.nonnegative(value)
+
+
 if __name__ == "__main__":
     pytest.main([__file__])

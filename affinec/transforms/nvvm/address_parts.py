@@ -26,6 +26,7 @@ the buffer's size by 2**31 less the constant. Anything else keeps one sum, as be
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, cf
@@ -35,11 +36,15 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from affinec.dialects import gpu
 from affinec.dialects.affinec import UNROLL
 
-_MOST_TERMS = 8
-"""Past this many terms an index's sum is kept whole: a subexpression shared by
-many addresses need not be expanded into each of them."""
+_MOST_VISITS = 32
+"""How many definitions `linear_terms` reads for one index."""
 
 LIMIT = 2**31
+
+_DEEPEST = 48
+"""How far back through definitions `AddressParts` looks; past it, a value is
+varying, not unrolled and of unknown sign (a long chain of index arithmetic must
+not exhaust Python's stack)."""
 
 
 @dataclass
@@ -55,16 +60,22 @@ class Parts:
 
 def linear_terms(index: SSAValue) -> tuple[dict[SSAValue, int], int]:
     """`index` as `sum(coefficient * value) + constant`; a value that is not an
-    addition, a subtraction or a product with a constant is a term of its own."""
+    addition, a subtraction or a product with a constant is a term of its own, and
+    so is any value reached after `_MOST_VISITS` definitions (a subexpression that
+    many others share is not expanded into each of them, nor a DAG into a tree)."""
     terms: dict[SSAValue, int] = {}
     constant = 0
+    visits = 0
 
     def add(value: SSAValue, coefficient: int) -> None:
-        nonlocal constant
+        nonlocal constant, visits
+        visits += 1
         op = value.owner
         if (known := constant_value(value)) is not None:
             constant += coefficient * known
-        elif isinstance(op, arith.AddiOp | arith.SubiOp) and len(terms) < _MOST_TERMS:
+        elif visits > _MOST_VISITS:
+            terms[value] = terms.get(value, 0) + coefficient
+        elif isinstance(op, arith.AddiOp | arith.SubiOp):
             add(op.lhs, coefficient)
             add(op.rhs, -coefficient if isinstance(op, arith.SubiOp) else coefficient)
         elif isinstance(op, arith.MuliOp) and (k := constant_value(op.rhs)) is not None:
@@ -95,6 +106,7 @@ class AddressParts:
     _varies: dict[SSAValue, bool] = field(default_factory=dict)
     _unrolls: dict[SSAValue, bool] = field(default_factory=dict)
     _nonnegative: dict[SSAValue, bool] = field(default_factory=dict)
+    _depth: int = 0
 
     def split(
         self, indices: list[SSAValue], strides: list[int], size: int
@@ -131,21 +143,19 @@ class AddressParts:
     def unrolls(self, value: SSAValue) -> bool:
         """Whether `value` is a constant once LLVM unrolls the loops marked for it:
         arith over constants and the IVs of such loops."""
-        if value in self._unrolls:
-            return self._unrolls[value]
+        return self._recall(self._unrolls, value, self._unrolls_by_definition, False)
+
+    def _unrolls_by_definition(self, value: SSAValue) -> bool:
         if isinstance(value, BlockArgument):
-            found = value in self.unrolled_ivs()
-        elif isinstance(value.owner, arith.ConstantOp):
-            found = True
-        else:
-            op = value.owner
-            found = (
-                op.dialect_name() == "arith"
-                and bool(op.operands)
-                and all(self.unrolls(o) for o in op.operands)
-            )
-        self._unrolls[value] = found
-        return found
+            return value in self.unrolled_ivs()
+        op = value.owner
+        if isinstance(op, arith.ConstantOp):
+            return True
+        return (
+            op.dialect_name() == "arith"
+            and bool(op.operands)
+            and all(self.unrolls(o) for o in op.operands)
+        )
 
     def unrolled_ivs(self) -> set[SSAValue]:
         """The arguments of the loop headers whose back edge asks for a full unroll."""
@@ -161,13 +171,33 @@ class AddressParts:
     def varies(self, value: SSAValue) -> bool:
         """Whether `value` depends on a loop's turn (an argument of a block other
         than the kernel's entry); if not, the entry computes it once."""
-        if value in self._varies:
-            return self._varies[value]
+        return self._recall(self._varies, value, self._varies_by_definition, True)
+
+    def _varies_by_definition(self, value: SSAValue) -> bool:
         if isinstance(value, BlockArgument):
-            found = value.block is not self.func.body.blocks.first
-        else:
-            found = any(self.varies(o) for o in value.owner.operands)
-        self._varies[value] = found
+            return value.block is not self.func.body.blocks.first
+        return any(self.varies(o) for o in value.owner.operands)
+
+    def _recall(
+        self,
+        memo: dict[SSAValue, bool],
+        value: SSAValue,
+        by_definition: Callable[[SSAValue], bool],
+        past_depth: bool,
+    ) -> bool:
+        """`memo`'s answer for `value`, else `by_definition`'s, remembered; past
+        `_DEEPEST` definitions back, `past_depth` (not remembered)."""
+        known = memo.get(value)
+        if known is not None:
+            return known
+        if self._depth >= _DEEPEST:
+            return past_depth
+        self._depth += 1
+        try:
+            found = by_definition(value)
+        finally:
+            self._depth -= 1
+        memo[value] = found
         return found
 
     # -- signs --------------------------------------------------------------------------
@@ -180,11 +210,17 @@ class AddressParts:
         known = self._nonnegative.get(value)
         if known is not None:
             return known
+        if self._depth >= _DEEPEST:
+            return False
         self._nonnegative[value] = True  # a loop's argument, while it is checked
-        if isinstance(value, BlockArgument):
-            found = self._arguments_nonnegative(value)
-        else:
-            found = self._result_nonnegative(value.owner, value)
+        self._depth += 1
+        try:
+            if isinstance(value, BlockArgument):
+                found = self._arguments_nonnegative(value)
+            else:
+                found = self._result_nonnegative(value.owner, value)
+        finally:
+            self._depth -= 1
         self._nonnegative[value] = found
         if not found:
             # what was concluded under the assumption is void
