@@ -218,7 +218,7 @@ class AddressParts:
             if isinstance(value, BlockArgument):
                 found = self._arguments_nonnegative(value)
             else:
-                found = self._result_nonnegative(value.owner, value)
+                found = self._result_nonnegative(value)
         finally:
             self._depth -= 1
         self._nonnegative[value] = found
@@ -236,43 +236,41 @@ class AddressParts:
             v is not None and self.nonnegative(v) for vs in passed for v in vs
         )
 
-    def _result_nonnegative(self, op: Operation, value: SSAValue) -> bool:
+    def _result_nonnegative(self, value: SSAValue) -> bool:
         if (known := constant_value(value)) is not None:
             return known >= 0
-        if isinstance(
-            op,
-            gpu.ThreadIdOp
-            | gpu.BlockIdOp
-            | gpu.BlockDimOp
-            | gpu.GridDimOp
-            | gpu.LaneIdOp,
-        ):
+        op = value.owner
+        if isinstance(op, _NONNEGATIVE):
             return True
-        operands = list(op.operands)
-        if isinstance(op, arith.MaxSIOp | arith.AndIOp):
-            return any(self.nonnegative(o) for o in operands)
-        if isinstance(
-            op,
-            arith.AddiOp
-            | arith.MuliOp
-            | arith.MinSIOp
-            | arith.SelectOp
-            | arith.DivUIOp
-            | arith.RemUIOp
-            | arith.ShRUIOp
-            | arith.DivSIOp
-            | arith.RemSIOp
-            | arith.FloorDivSIOp
-            | arith.CeilDivSIOp
-            | arith.OrIOp
-            | arith.IndexCastOp
-            | arith.ExtUIOp
-            | arith.ExtSIOp,
-        ):
-            if isinstance(op, arith.SelectOp):
-                operands = operands[1:]
-            return all(self.nonnegative(o) for o in operands)
+        if isinstance(op, _NONNEGATIVE_WITH_ANY_OPERAND):
+            return any(self.nonnegative(o) for o in op.operands)
+        if isinstance(op, arith.SelectOp):
+            return self.nonnegative(op.lhs) and self.nonnegative(op.rhs)
+        if isinstance(op, _NONNEGATIVE_WITH_ALL_OPERANDS):
+            return all(self.nonnegative(o) for o in op.operands)
         return False
+
+
+_NONNEGATIVE = (
+    gpu.ThreadIdOp | gpu.BlockIdOp | gpu.BlockDimOp | gpu.GridDimOp | gpu.LaneIdOp
+)
+_NONNEGATIVE_WITH_ANY_OPERAND = arith.MaxSIOp | arith.AndIOp
+_NONNEGATIVE_WITH_ALL_OPERANDS = (
+    arith.AddiOp
+    | arith.MuliOp
+    | arith.MinSIOp
+    | arith.DivUIOp
+    | arith.RemUIOp
+    | arith.ShRUIOp
+    | arith.DivSIOp
+    | arith.RemSIOp
+    | arith.FloorDivSIOp
+    | arith.CeilDivSIOp
+    | arith.OrIOp
+    | arith.IndexCastOp
+    | arith.ExtUIOp
+    | arith.ExtSIOp
+)
 
 
 def _passed(

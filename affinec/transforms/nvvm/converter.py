@@ -51,6 +51,7 @@ from affinec.ir.shared_memory_layout import (
     layout_bytes,
     layout_error,
 )
+from affinec.transforms.nvvm.address_parts import AddressParts
 
 GLOBAL_ADDRESS_SPACE = 1
 SHARED_ADDRESS_SPACE = gpu.WORKGROUP_ADDRESS_SPACE
@@ -147,6 +148,9 @@ class KernelConverter:
         self.entry_ops: list[Operation] = []
         """Ops that must sit at the top of the entry block (allocas, addresses)."""
         self.current: Block | None = None
+        self.addresses = AddressParts(func, index_bitwidth)
+        """What the kernel's index values are made of (`address_parts`), asked as
+        each access's address is written."""
 
     # -- types --------------------------------------------------------------------------
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from weakref import WeakKeyDictionary
 
 from xdsl.dialects import llvm, memref, vector
 from xdsl.dialects.builtin import (
@@ -20,7 +19,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from affinec.diagnostics import PassError
 from affinec.dialects.affinec import ElementPointerOp
 from affinec.dtypes import element_size
-from affinec.transforms.nvvm.address_parts import LIMIT, AddressParts
+from affinec.transforms.nvvm.address_parts import LIMIT
 from affinec.transforms.nvvm.converter import KernelConverter, converts
 
 
@@ -39,7 +38,7 @@ def _address(
     element = t.get_element_type()
     strides = [math.prod(shape[k + 1 :]) for k in range(len(shape))]
     size = math.prod(shape) if all(d >= 0 for d in shape) else LIMIT
-    parts = _analysis(c).split(list(indices), strides, size)
+    parts = c.addresses.split(list(indices), strides, size)
     if parts is None:
         offsets: list[SSAValue | int] = [_sum(c, zip(indices, strides, strict=True))]
     else:
@@ -90,17 +89,6 @@ def _offset(
         result_type=base.type,  # pyright: ignore[reportArgumentType]
         inbounds=inbounds,
     )
-
-
-_ANALYSES: WeakKeyDictionary[KernelConverter, AddressParts] = WeakKeyDictionary()
-
-
-def _analysis(c: KernelConverter) -> AddressParts:
-    analysis = _ANALYSES.get(c)
-    if analysis is None:
-        analysis = AddressParts(c.func, c.index_type.width.data)
-        _ANALYSES[c] = analysis
-    return analysis
 
 
 @converts(memref.LoadOp)
