@@ -18,23 +18,23 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
 
-    from affinec.config import KernelConfig
-    from affinec.runtime import Kernel
-    from affinec.spec import Spec
+    from affinec.backend.runtime import Kernel
+    from affinec.base.spec import Spec
+    from affinec.driver.config import KernelConfig
 
 _EXPORTS = {
-    "ConvSpec": "affinec.spec",
-    "MatmulSpec": "affinec.spec",
-    "OuterSpec": "affinec.spec",
-    "parse_spec": "affinec.spec",
-    "build": "affinec.frontend",
+    "ConvSpec": "affinec.base.spec",
+    "MatmulSpec": "affinec.base.spec",
+    "OuterSpec": "affinec.base.spec",
+    "parse_spec": "affinec.base.spec",
+    "build": "affinec.frontend.naive",
     "interpret": "affinec.interpreter",
     "Interpreter": "affinec.interpreter",
-    "Pipeline": "affinec.pipeline",
-    "compile_to_ptx": "affinec.compiler",
-    "KernelConfig": "affinec.config",
-    "cuda_available": "affinec.runtime",
-    "Kernel": "affinec.runtime",
+    "Pipeline": "affinec.driver.pipeline",
+    "compile_to_ptx": "affinec.driver.compiler",
+    "KernelConfig": "affinec.driver.config",
+    "cuda_available": "affinec.backend.runtime",
+    "Kernel": "affinec.backend.runtime",
 }
 
 __all__ = [*_EXPORTS, "compile", "__version__"]
@@ -45,9 +45,15 @@ except metadata.PackageNotFoundError:  # a source tree that was never installed
     __version__ = "0+unknown"
 
 
-_MODULES = ("reference", "testing", "networks", "chips")
-"""Submodules reachable as attributes before they are imported (`affinec.reference`
-is always the module: its function is `affinec.reference.reference`)."""
+_MODULES = {
+    "reference": "affinec.frontend.reference",
+    "testing": "affinec.testing",
+    "networks": "affinec.frontend.networks",
+    "chips": "affinec.hardware.chips",
+}
+"""Modules reachable as attributes of the package before they are imported
+(`affinec.reference` is always the module: its function is
+`affinec.reference.reference`)."""
 
 
 def __getattr__(name: str) -> Any:
@@ -58,7 +64,7 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value  # the next use finds it without this hook
         return value
     if name in _MODULES:
-        return importlib.import_module(f"affinec.{name}")
+        return importlib.import_module(_MODULES[name])
     raise AttributeError(f"module 'affinec' has no attribute {name!r}")
 
 
@@ -85,10 +91,10 @@ def compile(  # shadows the builtin on purpose: affinec.compile, like torch.comp
     TMA route, `wgmma=True`, is asked for by name) as `compile_to_ptx`, the tuner
     and `--arch` name it (`target` is its older name); by default the current GPU's
     (sm_80 without one: its PTX also runs on newer GPUs). See
-    `affinec.compiler.compile_to_ptx`.
+    `affinec.driver.compiler.compile_to_ptx`.
     """
-    from affinec.compiler import compile_to_ptx
-    from affinec.runtime import current_arch
+    from affinec.backend.runtime import current_arch
+    from affinec.driver.compiler import compile_to_ptx
 
     if arch is not None and target is not None and arch != target:
         raise ValueError(f"arch={arch!r} and target={target!r}: give one")

@@ -2,6 +2,6 @@
 
 import sys
 
-from affinec.cli import main
+from affinec.tools.cli import main
 
 sys.exit(main())

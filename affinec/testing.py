@@ -28,11 +28,7 @@ from hypothesis import strategies as st
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.config import KernelConfig, config_for
-from affinec.contraction import contraction_of
-from affinec.frontend import build
-from affinec.pipeline import CheckFailure, Pipeline
-from affinec.spec import (
+from affinec.base.spec import (
     ACTIVATIONS,
     DTYPES,
     EPILOGUE_OPERANDS,
@@ -45,6 +41,10 @@ from affinec.spec import (
     Spec,
     epilogue_text,
 )
+from affinec.driver.config import KernelConfig, config_for
+from affinec.driver.pipeline import CheckFailure, Pipeline
+from affinec.frontend.contraction import contraction_of
+from affinec.frontend.naive import build
 
 __all__ = [
     "assert_equivalent",

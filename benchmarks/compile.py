@@ -11,7 +11,7 @@ pipeline, LLVM IR translation, LLVM's -O3 and PTX code generation), the same dat
 first, cold run is reported apart: it loads xDSL's dialects and LLVM's NVPTX target).
 With `--process`, also the wall time of a fresh `python -c` compile (imports included).
 With `--network`, also `config_for`'s configuration of each distinct layer of the
-network at `--batch` (`affinec.networks`), and the stages' mean over those layers.
+network at `--batch` (`affinec.frontend.networks`), and the stages' mean over those layers.
 Prints a table and writes JSON. `AFFINEC_FAST_CODEGEN=1 python benchmarks/compile.py`
 times LLVM's code generation without straight-line strength reduction (the JSON says
 which).
@@ -29,13 +29,13 @@ import sys
 import time
 from pathlib import Path
 
-from affinec.benchmark import DESIGN_CONVOLUTIONS, with_format
-from affinec.compiler import compile_to_ptx
-from affinec.config import config_for
-from affinec.emitter import FAST_CODEGEN
-from affinec.frontend import build
-from affinec.networks import NETWORKS, network
-from affinec.spec import ConvSpec
+from affinec.backend.emitter import FAST_CODEGEN
+from affinec.base.spec import ConvSpec
+from affinec.driver.benchmark import DESIGN_CONVOLUTIONS, with_format
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import config_for
+from affinec.frontend.naive import build
+from affinec.frontend.networks import NETWORKS, network
 
 DEFAULT = "default: 1x8x8x8 * 8x3x3 p1 f32"
 SPECS = {DEFAULT: ConvSpec(1, 8, 8, 8, 8, 3, 3, padding=1)}
@@ -80,8 +80,8 @@ def measure(spec: ConvSpec, repeat: int, arch: str) -> dict:
 def process_wall_time(spec: ConvSpec, arch: str) -> float:
     """A fresh interpreter importing affinec and compiling `spec` once."""
     code = (
-        "from affinec.compiler import compile_to_ptx\n"
-        "from affinec.spec import parse_spec\n"
+        "from affinec.driver.compiler import compile_to_ptx\n"
+        "from affinec.base.spec import parse_spec\n"
         f"compile_to_ptx(parse_spec({spec.to_text()!r}), arch={arch!r})\n"
     )
     start = time.perf_counter()

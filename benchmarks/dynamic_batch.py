@@ -7,7 +7,7 @@ batch, and cuDNN, in the same run.
 For each distinct layer of the network and each batch B, the configuration is
 `config_for`'s for the layer of any batch configured at B (one image a block); the
 layer is compiled with it twice, for the fixed batch B and for any batch, and both
-are checked against float64 and timed (kernel time, as `affinec.benchmark`). A third
+are checked against float64 and timed (kernel time, as `affinec.driver.benchmark`). A third
 column runs the one kernel of any batch compiled at the first batch given, at every
 batch (what a user of one compiled kernel gets). The table shows the kernels' times,
 cuDNN's, and the dynamic kernel's time over the fixed one's (the issue's target is
@@ -22,10 +22,10 @@ import json
 import sys
 from dataclasses import replace
 
-from affinec.benchmark import bench_conv, device_description, geomean
-from affinec.compiler import compile_to_ptx
-from affinec.config import config_for
-from affinec.networks import NETWORKS, network
+from affinec.driver.benchmark import bench_conv, device_description, geomean
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import config_for
+from affinec.frontend.networks import NETWORKS, network
 
 
 def _row(name: str, batch: int, spec, once, arch: str, compile_only: bool) -> dict:
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("every --batch must be at least 1")
     arch = args.arch
     if arch is None:
-        from affinec.runtime import current_arch
+        from affinec.backend.runtime import current_arch
 
         arch = "sm_90" if args.compile_only else current_arch()
     layers = network(args.network, args.batch[0])

@@ -25,13 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
-from affinec.compiler import compile_to_ptx
-from affinec.contraction import contraction_of
-from affinec.frontend import build
+from affinec.base.spec import ConvSpec
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.pipelines import pass_text
+from affinec.frontend.contraction import contraction_of
+from affinec.frontend.naive import build
+from affinec.frontend.reference import poisoned_output, random_inputs
 from affinec.interpreter import Interpreter
-from affinec.pipelines import pass_text
-from affinec.reference import poisoned_output, random_inputs
-from affinec.spec import ConvSpec
 
 NAIVE = {
     "1x8x8x8 * 8x3x3 p1 f32": ConvSpec(1, 8, 8, 8, 8, 3, 3, padding=1),

@@ -1,12 +1,12 @@
 """Whole networks' convolutions, ours against cuDNN in the same run: per layer and the
-model's total weighted by how often it runs each shape (`affinec.networks`).
+model's total weighted by how often it runs each shape (`affinec.frontend.networks`).
 
     scripts/gpu_python.sh benchmarks/networks.py --network resnet50 vgg16 \
         --batch 1 32 --json /tmp/affinec-gpu/networks.json --plot /tmp/affinec-gpu/networks.png
 
 Each distinct shape is compiled with config_for's configuration (the tuning cache's
 with `--tuned`), checked against torch's float64 convolution and timed with the
-method of `affinec.benchmark` (kernel time: launches batched between CUDA events,
+method of `affinec.driver.benchmark` (kernel time: launches batched between CUDA events,
 inputs rotating past the L2 cache); cuDNN runs the same shape on the same inputs.
 Prints a table per network and batch, the totals last; writes JSON and, with `--plot`,
 a chart of cuDNN's time over ours per layer. `--compile-only` (no GPU needed)
@@ -20,10 +20,10 @@ import json
 import sys
 import time
 
-from affinec.benchmark import bench_conv, device_description, geomean
-from affinec.compiler import compile_to_ptx
-from affinec.config import config_for
-from affinec.networks import NETWORKS, network
+from affinec.driver.benchmark import bench_conv, device_description, geomean
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import config_for
+from affinec.frontend.networks import NETWORKS, network
 
 
 def _compiled(spec, tuned: bool, arch: str):
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if any(b < 1 for b in args.batch):
         parser.error("--batch takes sizes of at least 1")
-    from affinec.runtime import cuda_available, current_arch
+    from affinec.backend.runtime import cuda_available, current_arch
 
     if not args.compile_only and not cuda_available():
         parser.error("no CUDA GPU: use --compile-only")

@@ -13,12 +13,12 @@ import argparse
 
 import numpy as np
 
-from affinec.benchmark import DESIGN_CONVOLUTIONS, with_format
-from affinec.compiler import compile_to_ptx
-from affinec.config import config_for
-from affinec.reference import poisoned_output, random_inputs
-from affinec.runtime import current_arch
-from affinec.spec import DTYPES
+from affinec.backend.runtime import current_arch
+from affinec.base.spec import DTYPES
+from affinec.driver.benchmark import DESIGN_CONVOLUTIONS, with_format
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import config_for
+from affinec.frontend.reference import poisoned_output, random_inputs
 
 
 def main() -> None:

@@ -14,10 +14,15 @@ from __future__ import annotations
 import json
 import sys
 
-from affinec.benchmark import DESIGN_CONVOLUTIONS, bench_conv, format_table, with_format
-from affinec.compiler import compile_to_ptx
-from affinec.config import config_for, with_knobs
-from affinec.runtime import current_arch
+from affinec.backend.runtime import current_arch
+from affinec.driver.benchmark import (
+    DESIGN_CONVOLUTIONS,
+    bench_conv,
+    format_table,
+    with_format,
+)
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import config_for, with_knobs
 
 
 def main(argv: list[str]) -> None:

@@ -24,7 +24,7 @@ import json
 import statistics
 import sys
 
-from affinec.benchmark import (
+from affinec.driver.benchmark import (
     DESIGN_CONVOLUTIONS,
     in_our_layout,
     input_sets,
@@ -41,8 +41,8 @@ LAUNCHES = 5
 def _setup(name: str, dtype: str):
     import torch
 
-    from affinec.compiler import compile_to_ptx
-    from affinec.runtime import current_arch
+    from affinec.backend.runtime import current_arch
+    from affinec.driver.compiler import compile_to_ptx
 
     # cuDNN's own heuristic, not its timed search: the search times kernels, and
     # under ncu those times differ, so each process could pick another algorithm.
@@ -64,7 +64,7 @@ def _setup(name: str, dtype: str):
 
 
 def measure(path: str) -> None:
-    from affinec.timing import time_launches
+    from affinec.backend.timing import time_launches
 
     results = {}
     for name, dtype in CASES:

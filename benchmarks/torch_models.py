@@ -4,7 +4,7 @@ torch (cuDNN) in the same run: time per forward pass and the outputs' agreement.
     scripts/gpu_python.sh benchmarks/torch_models.py --model resnet50 mobilenet_v2 \
         --batch 1 32 --json /tmp/affinec-gpu/torch_models.json
 
-Each model (`affinec.torch_networks`, random weights, random batch-norm statistics)
+Each model (`affinec.torch.networks`, random weights, random batch-norm statistics)
 runs in f16, channels_last, in inference mode: torch's own (its convolutions on
 cuDNN, `cudnn.benchmark` on) and the converted one (every convolution on affinec,
 batch norms folded and ReLUs fused; the rest — pooling, additions, the classifier —
@@ -43,7 +43,7 @@ def _forward_ms(model, x, repeat: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from affinec.torch_networks import TORCH_NETWORKS
+    from affinec.torch.networks import TORCH_NETWORKS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     import affinec.torch as at
-    from affinec.torch_networks import randomize_batch_norms
+    from affinec.torch.networks import randomize_batch_norms
 
     if not torch.cuda.is_available():
         print("error: no CUDA GPU (torch.cuda.is_available() is False)")
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['error']:>9.1e} {r['torch_error']:>9.1e} {r['first_pass_s']:>10.1f}"
         )
     if args.json:
-        from affinec.benchmark import device_description
+        from affinec.driver.benchmark import device_description
 
         with open(args.json, "w") as f:
             json.dump({"device": device_description(), "rows": rows}, f, indent=2)

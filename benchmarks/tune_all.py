@@ -42,8 +42,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from affinec.benchmark import DESIGN_CONVOLUTIONS, geomean, with_format
-from affinec.spec import DTYPES, ConvSpec, parse_spec
+from affinec.base.spec import DTYPES, ConvSpec, parse_spec
+from affinec.driver.benchmark import DESIGN_CONVOLUTIONS, geomean, with_format
 from affinec.tuning import TuningCache, entry_of
 from affinec.tuning.cache import tuning_key
 from affinec.tuning.compiling import default_jobs, make_pool
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if args.plot_only:
         return draw(out, args)
-    from affinec.runtime import current_arch, require_gpu
+    from affinec.backend.runtime import current_arch, require_gpu
     from affinec.tuning.measure import GpuMeasurer, gpu_name
 
     require_gpu()

@@ -170,4 +170,4 @@ PASSES_REFUSE = (
     VectorStoreOp,
 )
 """Affine ops affinec reads and prints but whose meaning its transformations do not
-know: every pass but `lower-affine` refuses them (`affinec.context`)."""
+know: every pass but `lower-affine` refuses them (`affinec.ir.context`)."""

@@ -23,7 +23,7 @@ from xdsl.printer import Printer
 from xdsl.traits import IsTerminator, Pure, RecursiveMemoryEffect
 from xdsl.utils.exceptions import VerifyException
 
-from affinec.diagnostics import OpError
+from affinec.base.diagnostics import OpError
 from affinec.dialects.affine_syntax import (
     parse_map_and_operands,
     parse_operand_lists,

@@ -7,13 +7,13 @@ like MLIR's and re-parses to the same map:
 
 - `write_expr` prints an expression with the fewest parentheses that keep its tree,
   using subtraction where MLIR does (`d0 - 3`, `d0 - d1 * 2`, `-d0`); the format
-  functions print it in MLIR's form (`affinec.semi_affine.mlir_form`: the tree
+  functions print it in MLIR's form (`affinec.base.semi_affine.mlir_form`: the tree
   MLIR holds, whoever built ours), so the text is the same as MLIR's and reads back
   to what it prints;
 - `format_map` / `format_set` print whole maps and sets;
 - `parse_ssa_expr_list` parses a list of expressions over SSA values in which a bare
   `%x` is a dimension and `symbol(%x)` a symbol, as in MLIR, semi-affine ones
-  included (`%i mod symbol(%n)`; `affinec.semi_affine`);
+  included (`%i mod symbol(%n)`; `affinec.base.semi_affine`);
 - the pieces the affine ops' custom forms share (`affinec.dialects.affine`): map and
   set attributes with their operand lists (`affine_map<...>(%i)[%n]`), indexed
   memrefs (`%A[%i, %j + 1] : memref<...>`) and arrow type lists.
@@ -44,7 +44,7 @@ from xdsl.printer import Printer
 from xdsl.utils.lexer import Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
-from affinec.semi_affine import MLIRAffineParser, add, mlir_form, multiply
+from affinec.base.semi_affine import MLIRAffineParser, add, mlir_form, multiply
 
 _ADD = 1
 _MUL = 2

@@ -64,9 +64,9 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
-from affinec.diagnostics import OpError, PassError
+from affinec.base.diagnostics import OpError, PassError
+from affinec.base.spec import Spec, parse_spec
 from affinec.dialects.affine import AffineLoadBase
-from affinec.spec import Spec, parse_spec
 
 MAPPING = "affinec.mapping"
 """Attribute on `affine.parallel`: which level of the GPU its iterations map to."""
@@ -176,7 +176,7 @@ def workspace_types(fn: Operation) -> list[MemRefType]:
 SPEC = "affinec.spec"
 """Module attribute recording the spec the frontend built the module from, as the
 spec's one-line text form (`"conv n=1 c=8 h=8 ... dtype=f32 epilogue=none"`, see
-`affinec.spec.parse_spec`). It survives every pass, so a checker at any level can
+`affinec.base.spec.parse_spec`). It survives every pass, so a checker at any level can
 rebuild the random inputs and the float64 reference. Read it with `read_spec`."""
 
 
@@ -409,7 +409,7 @@ class KernelArgument:
 
     @property
     def dtype(self) -> np.dtype:
-        from affinec.dtypes import numpy_dtype
+        from affinec.base.dtypes import numpy_dtype
 
         return numpy_dtype(self.type.get_element_type())
 

@@ -23,7 +23,7 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.str_enum import StrEnum
 
-from affinec.diagnostics import DIALECT_ATTRIBUTE_CHECKS
+from affinec.base.diagnostics import DIALECT_ATTRIBUTE_CHECKS
 
 CONTAINER_MODULE = "gpu.container_module"
 """Unit attribute on a builtin module that holds `gpu.module`s (as MLIR requires)."""

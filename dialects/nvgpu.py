@@ -80,7 +80,6 @@ from xdsl.irdl import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from affinec.chips import MMA_SHAPES, WARP_SIZE
 from affinec.dialects.memory_effects import AccessesOperands
 from affinec.dialects.nvgpu_async_copy import (
     COPY_BYTES,
@@ -120,6 +119,7 @@ from affinec.dialects.nvgpu_hopper_types import (
     WarpgroupAccumulatorType,
     WarpgroupMatrixDescriptorType,
 )
+from affinec.hardware.chips import MMA_SHAPES, WARP_SIZE
 
 # --------------------------------------------------------------------------------------
 # MMA shapes and fragments

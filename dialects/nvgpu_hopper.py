@@ -25,7 +25,7 @@ What they mean (the interpreter runs exactly this, `affinec.interpreter.hopper`)
   with A (M × K) read K-major from its tile and B (K × N) read from its row-major tile
   (`transposeB`: PTX's MN-major B), as `m64nNk16` instructions, each rounded once to
   f32. `warpgroup.mma.store` writes each thread's registers of the accumulator to
-  their places in a memref (`affinec.wgmma_layouts` has the fragment).
+  their places in a memref (`affinec.hardware.wgmma_layouts` has the fragment).
 
 The tiles `wgmma` reads are those TMA wrote, swizzled (32, 64 or 128 B): the
 descriptor gets its swizzle from the tensor map. Verifiers are stricter than MLIR's

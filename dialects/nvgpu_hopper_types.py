@@ -32,7 +32,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from affinec.dialects.gpu_common import AddressSpace, AddressSpaceAttr
 from affinec.dialects.nvgpu_common import SHARED_MEMORY_SPACE, memory_space_of
-from affinec.wgmma_layouts import SWIZZLE_SPANS
+from affinec.hardware.wgmma_layouts import SWIZZLE_SPANS
 
 T = TypeVar("T", bound=ParametrizedAttribute)
 

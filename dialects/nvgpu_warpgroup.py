@@ -43,7 +43,7 @@ from affinec.dialects.nvgpu_hopper_types import (
     WarpgroupMatrixDescriptorType,
     parse_type_of,
 )
-from affinec.wgmma_layouts import WGMMA_M, TileLayout
+from affinec.hardware.wgmma_layouts import WGMMA_M, TileLayout
 
 # --------------------------------------------------------------------------------------
 # Warpgroup MMA

@@ -114,7 +114,7 @@ SPECIAL_REGISTERS: dict[tuple[str, str], type[SpecialRegisterOp]] = {
 
 
 def required_feature(op: Operation) -> str | None:
-    """The chip feature (`affinec.chips`) an op's instruction needs, if any: LLVM
+    """The chip feature (`affinec.hardware.chips`) an op's instruction needs, if any: LLVM
     stops the whole process on an intrinsic its target lacks, so the lowering and
     the emitter ask first."""
     return getattr(type(op), "FEATURE", None)

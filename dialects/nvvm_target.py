@@ -13,8 +13,8 @@ from xdsl.irdl import irdl_attr_definition, param_def
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 
-from affinec.chips import Chip, chip
-from affinec.diagnostics import OpError
+from affinec.base.diagnostics import OpError
+from affinec.hardware.chips import Chip, chip
 
 KERNEL = "nvvm.kernel"
 """Unit attribute marking an `llvm.func` as a kernel entry point (MLIR's name)."""
@@ -159,7 +159,7 @@ def chip_name_of(op: Operation) -> str:
 
 
 def chip_of(op: Operation) -> Chip:
-    """The `Chip` (`affinec.chips`) `op` is compiled for (see `chip_name_of`); a
+    """The `Chip` (`affinec.hardware.chips`) `op` is compiled for (see `chip_name_of`); a
     located error for a chip affinec does not know."""
     try:
         return chip(chip_name_of(op))

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import argparse
 
-from affinec.frontend import build
-from affinec.pipeline import Pipeline, print_ir_after_each
-from affinec.spec import ConvSpec
+from affinec.base.spec import ConvSpec
+from affinec.driver.pipeline import Pipeline, print_ir_after_each
+from affinec.frontend.naive import build
 
 PLAIDML_CONV = ConvSpec(
     n=32,

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import argparse
 
-from affinec.frontend import build
-from affinec.pipeline import Pipeline, print_ir_after_each
-from affinec.spec import ConvSpec
+from affinec.base.spec import ConvSpec
+from affinec.driver.pipeline import Pipeline, print_ir_after_each
+from affinec.frontend.naive import build
 
 RESNET50_CONV1 = ConvSpec(n=128, c=4, h=224, w=224, k=64, r=7, s=7, stride=2, padding=3)
 PIPELINE = "affine-loop-tile{tile-sizes=1,64,16,16},affinec-split,affinec-sink"

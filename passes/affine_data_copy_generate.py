@@ -46,10 +46,10 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.chips import CHIPS, KIB
-from affinec.context import require_affinec_dialects
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects.nvvm_target import chip_of
+from affinec.hardware.chips import CHIPS, KIB
+from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.affine.data_copy import generate_copies, plan_copies
 from affinec.transforms.mapped_bands import grid_loops

@@ -30,8 +30,8 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.context import require_affinec_dialects
 from affinec.dialects import affine
+from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.affine.canonicalization import normalize_loop
 

@@ -103,10 +103,10 @@ from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from affinec.context import require_affinec_dialects
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affinec import BLOCK, GRID, MAPPING, SPLITS
+from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.affine.analysis import (
     body_ops,
     constant_trip_extent,

@@ -42,8 +42,8 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.context import require_affinec_dialects
-from affinec.diagnostics import remark
+from affinec.base.diagnostics import remark
+from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.affine.pipelining import pipeline, plan_pipelines
 from affinec.transforms.gpu.shared_memory_hazards import check_after_pass
 from affinec.transforms.mapped_bands import grid_loops

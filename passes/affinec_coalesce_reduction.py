@@ -18,7 +18,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.context import require_affinec_dialects
+from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.affine.coalescing import coalesce, plan_coalescings
 from affinec.transforms.mapped_bands import grid_loops
 

@@ -29,7 +29,7 @@ from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import Float16Type, Float32Type, ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.context import require_affinec_dialects
+from affinec.ir.context import require_affinec_dialects
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.context import require_affinec_dialects
-from affinec.diagnostics import PassError
-from affinec.reference import TOLERANCE
+from affinec.base.diagnostics import PassError
+from affinec.frontend.reference import TOLERANCE
+from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.gpu.bands import analyze_grid, grid_parallels, require_placed
 from affinec.transforms.gpu.mma import (
     fold_group_dimensions,

@@ -21,9 +21,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.passes import ModulePass
 
-from affinec.context import require_affinec_dialects
 from affinec.dialects import gpu
 from affinec.dialects.affinec import INDEX_BITWIDTH
+from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.gpu.index_width import fits_32_bits
 
 

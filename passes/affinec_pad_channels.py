@@ -21,9 +21,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.context import require_affinec_dialects
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects.affinec import required_spec
+from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.affine.pad_reduction import (
     channel_depth,
     channel_loop,

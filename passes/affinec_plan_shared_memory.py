@@ -33,7 +33,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.context import require_affinec_dialects
+from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.gpu.bands import grid_parallels
 from affinec.transforms.gpu.shared_memory_plan import plan_shared_memory
 

@@ -49,10 +49,10 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.context import require_affinec_dialects
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affinec import TILE
+from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.affine.analysis import (
     body_ops,
     is_defined_inside,

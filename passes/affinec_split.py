@@ -68,8 +68,8 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.context import require_affinec_dialects
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
+from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.affine.split import BufferPool, split_parallel
 from affinec.transforms.affine.split_analysis import plan_split, split_blocker

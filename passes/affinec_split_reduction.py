@@ -42,8 +42,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.passes import ModulePass
 
-from affinec.context import require_affinec_dialects
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affinec import (
     SPLITS,
@@ -51,6 +50,7 @@ from affinec.dialects.affinec import (
     required_spec,
     workspace_flags,
 )
+from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.affine.pad_reduction import channel_depth
 from affinec.transforms.affine.split_reduction import (
     partials_type,

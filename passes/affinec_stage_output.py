@@ -40,8 +40,8 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.context import require_affinec_dialects
-from affinec.diagnostics import remark
+from affinec.base.diagnostics import remark
+from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.gpu.bands import analyze_grid, grid_parallels, require_placed
 from affinec.transforms.gpu.output_staging import plan_staging, stage
 

@@ -52,11 +52,12 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.printer import Printer
 
-from affinec.context import make_context, require_affinec_dialects
-from affinec.diagnostics import PassError, parse_module, remark
+from affinec.base.diagnostics import PassError, remark
+from affinec.base.locating_parser import parse_module
 from affinec.dialects.affinec import function_named, required_spec
 from affinec.dialects.nvvm_target import chip_of
-from affinec.frontend import build
+from affinec.frontend.naive import build
+from affinec.ir.context import make_context, require_affinec_dialects
 from affinec.transforms.gpu.wgmma_gemm import replace_with_kernel
 from affinec.transforms.gpu.wgmma_plan import SCHEDULES, plan_of, route_refusal
 

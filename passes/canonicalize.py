@@ -37,7 +37,7 @@ from xdsl.pattern_rewriter import (
 from xdsl.traits import HasCanonicalizationPatternsTrait
 from xdsl.transforms.dead_code_elimination import region_dce
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 
 REGION_SIMPLIFY = ("disabled", "normal", "aggressive")
 

@@ -50,10 +50,10 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.context import require_affinec_dialects
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects import gpu
 from affinec.dialects.affinec import INDEX_BITWIDTH
+from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.nvvm.lowering import (
     KernelConverter,
     check_convertible,

@@ -49,7 +49,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
-from affinec.context import require_affinec_dialects
+from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.nvvm.hopper_to_nvvm import lower_hopper
 from affinec.transforms.nvvm.nvgpu_to_nvvm import (
     LOWERINGS,

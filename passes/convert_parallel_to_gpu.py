@@ -36,7 +36,7 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.context import require_affinec_dialects
+from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.affine.analysis import refuse_unsupported
 from affinec.transforms.gpu.bands import analyze_grid, grid_parallels
 from affinec.transforms.gpu.conversion import block_size, build_launch

@@ -33,7 +33,7 @@ from xdsl.pattern_rewriter import (
 )
 from xdsl.transforms.convert_scf_to_cf import ForLowering, IfLowering, SwitchLowering
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.transforms.affine.unrolling import check_unrolling
 
 

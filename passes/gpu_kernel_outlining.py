@@ -44,8 +44,8 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, UnitAttr
 from xdsl.passes import ModulePass
 
-from affinec.context import require_affinec_dialects
 from affinec.dialects import gpu
+from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.gpu.outlining import check_outlinable, outline_launch
 from affinec.transforms.gpu.shared_memory_hazards import check_shared_memory_hazards
 

@@ -44,9 +44,9 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.context import require_affinec_dialects
 from affinec.dialects import affine
 from affinec.dialects.affinec import PaddedLoadOp
+from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.affine.lowering import check_lowerable, lower_op
 from affinec.transforms.affine.unrolling import check_unrolling
 

@@ -4,7 +4,7 @@ MLIR's pass of this name attaches `#nvvm.target<O = .., chip = .., features = ..
 the `gpu.module`s whose names match `module`. Ours does the same and also records it
 on the builtin module as `affinec.target`, so that the passes before outlining (which
 plan shared memory, the copies and the tensor-core route against the chip's limits,
-`affinec.chips`) read it too; `gpu-kernel-outlining` copies it onto the kernel's
+`affinec.hardware.chips`) read it too; `gpu-kernel-outlining` copies it onto the kernel's
 `gpu.module`. `compile_to_ptx` sets it from its `arch`. A module with no target is
 planned for sm_80.
 
@@ -25,10 +25,10 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.chips import CHIPS
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects import gpu
 from affinec.dialects.nvvm_target import TARGET, target_attr
+from affinec.hardware.chips import CHIPS
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import sys
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 
-from affinec.runtime import cuda_available, current_arch
+from affinec.backend.runtime import cuda_available, current_arch
 from affinec.tuning.differential import (
     COMPILED,
     CORRECT,

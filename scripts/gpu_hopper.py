@@ -1,4 +1,4 @@
-"""Run the Hopper matmul (`affinec.hopper_matmul`) on an H100: TMA, mbarriers and
+"""Run the Hopper matmul (`affinec.tools.hopper_matmul`) on an H100: TMA, mbarriers and
 wgmma from nvgpu IR through every level to sm_90a PTX, launched with its tensor
 maps, checked against float64 and timed against torch's (cuBLAS) f16 product in the
 same run.
@@ -27,24 +27,24 @@ import tempfile
 
 import numpy as np
 
-from affinec.compiler import compile_to_ptx
-from affinec.config import config_for
-from affinec.context import make_context
-from affinec.diagnostics import parse_module
+from affinec.backend.emitter import to_ptx
+from affinec.backend.ptxas import assemble
+from affinec.base.locating_parser import parse_module
+from affinec.base.spec import MatmulSpec
 from affinec.dialects import gpu, nvgpu
-from affinec.emitter import to_ptx
-from affinec.hopper_matmul import matmul_module
-from affinec.pipeline import Pipeline
-from affinec.ptxas import assemble
-from affinec.reference import (
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import config_for
+from affinec.driver.pipeline import Pipeline
+from affinec.frontend.reference import (
     TOLERANCE,
     poisoned_output,
     random_inputs,
     reference,
     relative_error,
 )
-from affinec.spec import MatmulSpec
-from affinec.tensor_maps import tensor_map_of
+from affinec.hardware.tensor_maps import tensor_map_of
+from affinec.ir.context import make_context
+from affinec.tools.hopper_matmul import matmul_module
 
 STAGES = (
     "nvvm-attach-target{chip=sm_90a},convert-nvgpu-to-nvvm,convert-scf-to-cf,"

@@ -21,7 +21,7 @@
 #   models    ResNet-50 and MobileNetV2 as torch models through affinec.torch.convert
 #             against torch's own, time per forward pass
 #   hopper    the TMA + mbarrier + wgmma kernels on sm_90a: the test bed
-#             (affinec.hopper_matmul) and the spec route (affinec-wgmma-gemm through
+#             (affinec.tools.hopper_matmul) and the spec route (affinec-wgmma-gemm through
 #             the runtime) checked against float64, HGMMA in the SASS, timed against
 #             cuBLAS; compute-sanitizer memcheck and racecheck on the smallest of
 #             each; the five benchmark convolutions and ResNet-50 and VGG-16 on

@@ -28,7 +28,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from affinec.opt import main as affinec_opt
+from affinec.tools.opt import main as affinec_opt
 
 FILES = (
     "Dialect/Affine/invalid.mlir",

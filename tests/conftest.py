@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(config, items):
     """Tests marked `gpu` run only where numba.cuda finds a GPU (`make gpu-test`)."""
     import pytest
 
-    from affinec.runtime import cuda_available
+    from affinec.backend.runtime import cuda_available
 
     if cuda_available():
         return

@@ -41,16 +41,16 @@ from hypothesis import strategies as st
 from xdsl.passes import ModulePass
 from xdsl.xdsl_opt_main import xDSLOptMain
 
-from affinec.cli import main as affinec_main
-from affinec.config import config_for
-from affinec.context import make_context
-from affinec.diagnostics import parse_module
-from affinec.frontend import build
-from affinec.hopper_matmul import matmul_module
-from affinec.opt import main as opt_main
-from affinec.pipeline import Pipeline
-from affinec.pipelines import default_passes, pass_text, wgmma_passes
-from affinec.spec import ConvSpec, MatmulSpec, OuterSpec, Spec
+from affinec.base.locating_parser import parse_module
+from affinec.base.spec import ConvSpec, MatmulSpec, OuterSpec, Spec
+from affinec.driver.config import config_for
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import default_passes, pass_text, wgmma_passes
+from affinec.frontend.naive import build
+from affinec.ir.context import make_context
+from affinec.tools.cli import main as affinec_main
+from affinec.tools.hopper_matmul import matmul_module
+from affinec.tools.opt import main as opt_main
 
 SEED_SPECS: tuple[Spec, ...] = (
     ConvSpec(n=1, c=2, h=5, w=5, k=2, r=3, s=3, padding=(1, 1)),

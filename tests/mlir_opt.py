@@ -29,8 +29,8 @@ from xdsl.ir import Attribute, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap, AffineSymExpr
 from xdsl.printer import Printer
 
-from affinec.context import make_context
-from affinec.diagnostics import parse_module
+from affinec.base.locating_parser import parse_module
+from affinec.ir.context import make_context
 from affinec.transforms.affine.analysis import compose_map, map_slots
 from affinec.transforms.affine.rewriting import set_map_slots
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from affinec.dtypes import numpy_dtype
+from affinec.base.dtypes import numpy_dtype
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ tensor-core cases several test files share."""
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from affinec.config import KernelConfig
-from affinec.contraction import contraction_of
-from affinec.spec import ConvSpec, MatmulSpec
+from affinec.base.spec import ConvSpec, MatmulSpec
+from affinec.driver.config import KernelConfig
+from affinec.frontend.contraction import contraction_of
 from affinec.testing import conv_specs, matmul_specs, outer_specs, specs
 
 __all__ = ["conv_specs", "matmul_specs", "mma_cases", "outer_specs", "specs"]

@@ -12,8 +12,8 @@ from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import SSAValue
 
-from affinec.context import make_context
-from affinec.diagnostics import parse_module
+from affinec.base.locating_parser import parse_module
+from affinec.ir.context import make_context
 from affinec.transforms.nvvm.address_parts import AddressParts, linear_terms
 
 # A kernel at the cf level: %k counts the turns of a loop, %i those of a loop

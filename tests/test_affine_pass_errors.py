@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from affinec.context import make_context
-from affinec.diagnostics import PassError, parse_module
-from affinec.frontend import build
-from affinec.opt import main as affinec_opt
-from affinec.pipeline import Pipeline, PipelineError
-from affinec.spec import ConvSpec, MatmulSpec, OuterSpec
+from affinec.base.diagnostics import PassError
+from affinec.base.locating_parser import parse_module
+from affinec.base.spec import ConvSpec, MatmulSpec, OuterSpec
+from affinec.driver.pipeline import Pipeline, PipelineError
+from affinec.frontend.naive import build
+from affinec.ir.context import make_context
+from affinec.tools.opt import main as affinec_opt
 
 CONV = str(build(ConvSpec(n=1, c=2, h=5, w=5, k=3, r=3, s=3, padding=1)))
 OUTER = str(build(OuterSpec(m=4, n=5)))

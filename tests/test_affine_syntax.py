@@ -11,12 +11,13 @@ from hypothesis import strategies as st
 from xdsl.ir.affine import AffineBinaryOpKind, AffineExpr, AffineMap
 from xdsl.printer import Printer
 
-from affinec.context import make_context
-from affinec.diagnostics import VerificationError, parse_module, verify
+from affinec.base.diagnostics import VerificationError, verify
+from affinec.base.locating_parser import parse_module
+from affinec.base.semi_affine import add, divide, multiply
 from affinec.dialects.affine_syntax import format_expr, format_map
-from affinec.frontend import build
+from affinec.frontend.naive import build
 from affinec.interpreter import interpret
-from affinec.semi_affine import add, divide, multiply
+from affinec.ir.context import make_context
 from strategies import specs
 
 FLOORDIV, CEILDIV, MOD = (
@@ -27,7 +28,7 @@ FLOORDIV, CEILDIV, MOD = (
 
 
 def affine_exprs(num_dims: int = 3, num_syms: int = 2):
-    """Expressions built as the parser builds them (`affinec.semi_affine`: MLIR's
+    """Expressions built as the parser builds them (`affinec.base.semi_affine`: MLIR's
     rules, which simplify as they go)."""
     leaves = st.one_of(
         st.integers(-9, 9).map(AffineExpr.constant),

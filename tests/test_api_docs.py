@@ -28,8 +28,8 @@ def test_the_api_reference_builds_without_a_warning(tmp_path):
         page = tmp_path / (name.replace(".", "/") + ".html")
         assert page.is_file(), f"no page for {name}"
     pages = {
-        "affinec/config.html": ["config_for", "splits"],
-        "affinec/compiler.html": ["compile_to_ptx", "CompiledKernel"],
+        "affinec/driver/config.html": ["config_for", "splits"],
+        "affinec/driver/compiler.html": ["compile_to_ptx", "CompiledKernel"],
         "affinec/torch.html": ["conv2d", "convert", "fold_batch_norm"],
         "affinec/testing.html": ["assert_equivalent", "conv_specs"],
         "affinec/passes/affinec_split_reduction.html": ["AffinecSplitReduction"],

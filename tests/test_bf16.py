@@ -17,22 +17,27 @@ from hypothesis import given
 from hypothesis import strategies as st
 from xdsl.printer import Printer
 
-from affinec.benchmark import Row, format_table, summary
-from affinec.cli import main as affinec
-from affinec.compiler import compile_to_ptx
-from affinec.config import config_for
-from affinec.context import make_context
-from affinec.contraction import contraction_of
-from affinec.diagnostics import parse_module, verify
-from affinec.dtypes import BFLOAT16, round_to_bfloat16
-from affinec.emitter import BFloatType
-from affinec.frontend import build
-from affinec.interpreter import Interpreter
-from affinec.interpreter.support import fused_multiply_add
-from affinec.pipeline import Pipeline
-from affinec.pipelines import default_passes, map_to_gpu_passes
-from affinec.ptxas import assemble
-from affinec.reference import (
+from affinec.backend.emitter import BFloatType
+from affinec.backend.ptxas import assemble
+from affinec.backend.runtime import (
+    Kernel,
+    KernelArgumentError,
+    Parameter,
+    cuda_available,
+    transferable,
+)
+from affinec.base.diagnostics import verify
+from affinec.base.dtypes import BFLOAT16, round_to_bfloat16
+from affinec.base.locating_parser import parse_module
+from affinec.base.spec import ConvSpec, MatmulSpec, OuterSpec, parse_spec
+from affinec.driver.benchmark import Row, format_table, summary
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import config_for
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import default_passes, map_to_gpu_passes
+from affinec.frontend.contraction import contraction_of
+from affinec.frontend.naive import build
+from affinec.frontend.reference import (
     TOLERANCE,
     UNIT_ROUNDOFF,
     poisoned_output,
@@ -40,14 +45,10 @@ from affinec.reference import (
     reference,
     relative_error,
 )
-from affinec.runtime import (
-    Kernel,
-    KernelArgumentError,
-    Parameter,
-    cuda_available,
-    transferable,
-)
-from affinec.spec import ConvSpec, MatmulSpec, OuterSpec, parse_spec
+from affinec.interpreter import Interpreter
+from affinec.interpreter.support import fused_multiply_add
+from affinec.ir.context import make_context
+from affinec.tools.cli import main as affinec
 
 BF16 = BFLOAT16.type
 

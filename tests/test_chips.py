@@ -1,21 +1,22 @@
 """The chip in the IR: `#nvvm.target` on the module, the limits every pass plans
-against read from `affinec.chips`."""
+against read from `affinec.hardware.chips`."""
 
 import dataclasses
 
 import pytest
 
-from affinec.chips import CHIPS, chip
-from affinec.compiler import compile_to_ptx
-from affinec.config import config_for
-from affinec.context import make_context
-from affinec.diagnostics import OpError, PassError, parse_module
+from affinec.base.diagnostics import OpError, PassError
+from affinec.base.locating_parser import parse_module
+from affinec.base.spec import ConvSpec
 from affinec.dialects import gpu
 from affinec.dialects.nvvm_target import TARGET, chip_name_of, chip_of, target_attr
-from affinec.frontend import build
-from affinec.pipeline import Pipeline
-from affinec.pipelines import default_passes
-from affinec.spec import ConvSpec
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import config_for
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import default_passes
+from affinec.frontend.naive import build
+from affinec.hardware.chips import CHIPS, chip
+from affinec.ir.context import make_context
 
 # Six stages of a tensor-core step over the whole 3x3 window, 30528 bytes each: 183
 # KB of shared tiles, past sm_80's 163 KiB a block, within sm_90's 227 KiB.
@@ -83,7 +84,7 @@ def test_an_unknown_chip_in_the_ir_is_a_located_error():
 
 
 def test_ptx_is_emitted_for_the_chip_the_kernels_were_planned_for(tmp_path, capsys):
-    from affinec.opt import main as affinec_opt
+    from affinec.tools.opt import main as affinec_opt
 
     path = tmp_path / "conv.mlir"
     path.write_text(str(build(ConvSpec(1, 8, 8, 8, 8, 3, 3, padding=1))))
@@ -103,9 +104,9 @@ def test_sm_90a_is_a_target_of_its_own():
     """The H100's architecture-specific variant: planned for its chip record,
     emitted as `.target sm_90a` (what wgmma and TMA will need), assembled by ptxas
     for it alone; an H100 still gets plain sm_90 unless sm_90a is asked for."""
-    from affinec.compiler import compile_to_ptx
-    from affinec.ptxas import PtxasError, assemble
-    from affinec.spec import MatmulSpec
+    from affinec.backend.ptxas import PtxasError, assemble
+    from affinec.base.spec import MatmulSpec
+    from affinec.driver.compiler import compile_to_ptx
 
     kernel = compile_to_ptx(MatmulSpec(64, 64, 64, dtype="f16"), arch="sm_90a")
     assert ".target sm_90a" in kernel.ptx

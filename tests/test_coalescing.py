@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from affinec.benchmark import DESIGN_CONVOLUTIONS, with_format
-from affinec.config import KernelConfig, config_for
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
+from affinec.base.spec import ConvSpec
 from affinec.dialects import affine
-from affinec.frontend import build
-from affinec.pipeline import Pipeline
-from affinec.pipelines import affine_passes, default_passes
-from affinec.spec import ConvSpec
+from affinec.driver.benchmark import DESIGN_CONVOLUTIONS, with_format
+from affinec.driver.config import KernelConfig, config_for
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import affine_passes, default_passes
+from affinec.frontend.naive import build
 
 CONV1_LIKE = ConvSpec(
     n=1,
@@ -182,8 +182,8 @@ def test_an_infinite_input_also_reaches_the_pixel_whose_window_ends_before_it():
     # the outputs agree with the reference, finite where it is.
     import numpy as np
 
+    from affinec.frontend.reference import reference
     from affinec.interpreter import interpret
-    from affinec.reference import reference
 
     spec = dataclasses.replace(CONV1_LIKE, h=12, w=12, k=8)
     config = _coalesced(spec, tile_sizes=(1, 6, 6, 8), stages=1)

@@ -13,19 +13,19 @@ import pytest
 from hypothesis import given, settings
 from xdsl.parser import Parser
 
-from affinec.compiler import compile_to_ptx
-from affinec.config import config_for, takes_any_batch
-from affinec.context import make_context
-from affinec.diagnostics import PassError
+from affinec.backend.ptxas import assemble, find_ptxas
+from affinec.backend.runtime import KernelArgumentError
+from affinec.base.diagnostics import PassError
+from affinec.base.spec import ConvSpec, parse_spec
 from affinec.dialects.affinec import LaunchRecord
-from affinec.frontend import build
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import config_for, takes_any_batch
+from affinec.driver.pipeline import Pipeline
+from affinec.frontend.naive import build
+from affinec.frontend.reference import random_inputs, reference, relative_error, verdict
 from affinec.interpreter.interpreter import interpret
 from affinec.interpreter.support import InterpreterError
-from affinec.pipeline import Pipeline
-from affinec.ptxas import assemble, find_ptxas
-from affinec.reference import random_inputs, reference, relative_error, verdict
-from affinec.runtime import KernelArgumentError
-from affinec.spec import ConvSpec, parse_spec
+from affinec.ir.context import make_context
 from affinec.testing import conv_specs
 from affinec.tuning.cache import batch_bucket, tuning_key
 from affinec.tuning.space import search_space
@@ -197,8 +197,8 @@ def test_the_benchmark_compiles_a_layer_both_ways(tmp_path, capsys):
 
 
 def test_the_command_lines_take_any_batch(tmp_path, capsys):
-    from affinec.cli import main as affinec
-    from affinec.opt import main as affinec_opt
+    from affinec.tools.cli import main as affinec
+    from affinec.tools.opt import main as affinec_opt
 
     flags = ["--n", "2", "--c", "16", "--h", "6", "--w", "6", "--k", "16", "--r", "3"]
     flags += ["--s", "3", "--pad", "1", "--dtype", "f16", "--layout", "nhwc"]
@@ -239,7 +239,7 @@ def test_the_command_lines_take_any_batch(tmp_path, capsys):
 def test_malformed_ir_of_any_batch_is_refused_where_it_is_wrong(
     change, message, tmp_path, capsys
 ):
-    from affinec.opt import main as affinec_opt
+    from affinec.tools.opt import main as affinec_opt
 
     text = str(build(dataclasses.replace(NHWC, epilogue="none"))).replace(*change)
     path = tmp_path / "bad.mlir"

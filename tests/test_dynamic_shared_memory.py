@@ -9,23 +9,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from affinec.compiler import compile_to_ptx
-from affinec.config import config_for
-from affinec.context import make_context
-from affinec.diagnostics import PassError, format_exception, parse_module, verify
+from affinec.base.diagnostics import PassError, format_exception, verify
+from affinec.base.locating_parser import parse_module
+from affinec.base.spec import ConvSpec
 from affinec.dialects.nvvm_target import TARGET, target_attr
-from affinec.frontend import build
-from affinec.interpreter import Interpreter, InterpreterError
-from affinec.pipeline import Pipeline
-from affinec.pipelines import default_passes
-from affinec.reference import (
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import config_for
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import default_passes
+from affinec.frontend.naive import build
+from affinec.frontend.reference import (
     TOLERANCE,
     poisoned_output,
     random_inputs,
     reference,
     relative_error,
 )
-from affinec.spec import ConvSpec
+from affinec.interpreter import Interpreter, InterpreterError
+from affinec.ir.context import make_context
 
 LOWERING = "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}"
 KERNEL = Path(__file__).parent / "filecheck/lowering/dynamic_shared_memory.mlir"
@@ -64,9 +65,9 @@ def test_the_staged_output_without_its_first_barrier_races_on_the_tiles_bytes(
     # (64 channels: four steps over three stages, the last in stage 0). The static
     # check of the next pass refuses it; with that check off, the levels above nvvm
     # keep the two buffers apart and the lowered kernel shows the race.
-    from affinec.checking import Checker
     from affinec.dialects import affine, gpu
     from affinec.dialects.affinec import THREAD, mapping_of
+    from affinec.driver.checking import Checker
 
     spec = dataclasses.replace(SPEC, c=64)
     passes = default_passes(CONFIG)

@@ -13,15 +13,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from affinec.compiler import CompiledKernel, compile_to_ptx
-from affinec.context import make_context
-from affinec.contraction import contraction_of
-from affinec.diagnostics import parse_module
-from affinec.emitter import EmitterError, check_ptx_version, to_llvm_ir, to_ptx
-from affinec.opt import main as opt_main
-from affinec.pipeline import Pipeline
-from affinec.ptxas import PtxasError, assemble, find_ptxas, parse_verbose
-from affinec.spec import ConvSpec, MatmulSpec, OuterSpec
+from affinec.backend.emitter import EmitterError, check_ptx_version, to_llvm_ir, to_ptx
+from affinec.backend.ptxas import PtxasError, assemble, find_ptxas, parse_verbose
+from affinec.base.locating_parser import parse_module
+from affinec.base.spec import ConvSpec, MatmulSpec, OuterSpec
+from affinec.driver.compiler import CompiledKernel, compile_to_ptx
+from affinec.driver.pipeline import Pipeline
+from affinec.frontend.contraction import contraction_of
+from affinec.ir.context import make_context
+from affinec.tools.opt import main as opt_main
 from strategies import specs
 
 INPUTS = Path(__file__).parent / "filecheck" / "lowering" / "inputs"
@@ -185,7 +185,7 @@ def test_shared_memory_and_barriers_reach_the_ptx():
 
 def test_affinec_opt_prints_ptx_and_llvm_ir(tmp_path):
     source = tmp_path / "conv.mlir"
-    from affinec.frontend import build
+    from affinec.frontend.naive import build
 
     source.write_text(str(build(ConvSpec(1, 2, 5, 5, 2, 3, 3, padding=1))))
     for target, marker in (
@@ -211,7 +211,7 @@ def _ptx_of(source: Path) -> str:
 
 def test_a_module_not_lowered_is_a_located_error(tmp_path):
     source = tmp_path / "conv.mlir"
-    from affinec.frontend import build
+    from affinec.frontend.naive import build
 
     source.write_text(str(build(ConvSpec(1, 2, 5, 5, 2, 3, 3))))
     err = io.StringIO()
@@ -268,7 +268,7 @@ ptxas info    : Used 64 registers, used 1 barriers, 4096 bytes smem, 8+4 bytes l
     ids=["f32", "f16"],
 )
 def test_the_compile_command(spec, tmp_path):
-    from affinec.cli import main
+    from affinec.tools.cli import main
 
     flags = spec.to_text().split()[1:]
     argv = ["compile", "conv"]
@@ -307,7 +307,7 @@ def test_a_by_value_parameter_and_inline_asm_assemble_and_refuse_interpretation(
     # The 128-byte grid-constant parameter stays in the parameter space (no local
     # copy: ptxas reports no stack), the inline PTX is assembled as written, and
     # the interpreter, which cannot run PTX text, says so at the op.
-    from affinec.diagnostics import format_exception
+    from affinec.base.diagnostics import format_exception
     from affinec.interpreter import Interpreter, InterpreterError
 
     module = parse_module(make_context(), BY_VALUE.read_text(), str(BY_VALUE))
@@ -327,7 +327,7 @@ def test_a_by_value_parameter_and_inline_asm_assemble_and_refuse_interpretation(
 
 
 def test_grid_constant_is_refused_on_a_gpu_func_as_mlir_refuses_it():
-    from affinec.diagnostics import VerificationError, verify
+    from affinec.base.diagnostics import VerificationError, verify
 
     text = BY_VALUE.read_text().replace(
         "llvm.byval = !llvm.array<128 x i8>}",

@@ -9,15 +9,15 @@ from contextlib import redirect_stderr, redirect_stdout
 import numpy as np
 import pytest
 
-from affinec.cli import main as cli_main
-from affinec.compiler import compile_to_ptx
-from affinec.config import config_for
-from affinec.contraction import contraction_of
-from affinec.frontend import build
-from affinec.pipeline import Pipeline
-from affinec.pipelines import default_passes
-from affinec.reference import random_inputs, reference
-from affinec.spec import ConvSpec, MatmulSpec, epilogue_steps, parse_spec
+from affinec.base.spec import ConvSpec, MatmulSpec, epilogue_steps, parse_spec
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import config_for
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import default_passes
+from affinec.frontend.contraction import contraction_of
+from affinec.frontend.naive import build
+from affinec.frontend.reference import random_inputs, reference
+from affinec.tools.cli import main as cli_main
 
 
 def test_the_steps_and_their_names():

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from affinec.compiler import compile_to_ptx
-from affinec.config import KernelConfig, config_for, flattened_spec, flattens
-from affinec.frontend import build
-from affinec.reference import random_inputs, reference
-from affinec.spec import ConvSpec, MatmulSpec
+from affinec.base.spec import ConvSpec, MatmulSpec
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import KernelConfig, config_for, flattened_spec, flattens
+from affinec.frontend.naive import build
+from affinec.frontend.reference import random_inputs, reference
 from affinec.tuning.space import search_space
 
 ONE_BY_ONE = ConvSpec(
@@ -93,7 +93,7 @@ def test_the_tuner_tries_the_flattened_route_for_1x1_layers_only():
 
 
 def test_the_command_line_takes_the_flag(tmp_path, capsys):
-    from affinec.cli import main
+    from affinec.tools.cli import main
 
     out = tmp_path / "k.ptx"
     shape = ["--n=2", "--c=32", "--h=5", "--w=7", "--k=16", "--r=1", "--s=1"]

@@ -5,11 +5,11 @@ import pytest
 from hypothesis import given
 from xdsl.ir.affine import AffineExpr
 
-from affinec.contraction import Access, Contraction, contraction_of
+from affinec.base.spec import ConvSpec, MatmulSpec, OuterSpec, parse_spec
 from affinec.dialects.affinec import SPEC
-from affinec.frontend import build, build_naive
-from affinec.interpreter import interpret
-from affinec.reference import (
+from affinec.frontend.contraction import Access, Contraction, contraction_of
+from affinec.frontend.naive import build, build_naive
+from affinec.frontend.reference import (
     TOLERANCE,
     contraction_reference,
     poisoned_output,
@@ -17,7 +17,7 @@ from affinec.reference import (
     reference,
     relative_error,
 )
-from affinec.spec import ConvSpec, MatmulSpec, OuterSpec, parse_spec
+from affinec.interpreter import interpret
 from strategies import conv_specs, matmul_specs, outer_specs, specs
 
 CONV = {"n": 1, "c": 2, "h": 5, "w": 5, "k": 3, "r": 3, "s": 3}

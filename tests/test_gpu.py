@@ -13,20 +13,25 @@ import numpy as np
 import pytest
 
 import affinec
-from affinec.benchmark import DESIGN_CONVOLUTIONS, to_numpy, torch_dtype, with_format
-from affinec.config import UNPROMOTED, KernelConfig
-from affinec.contraction import contraction_of
-from affinec.dtypes import BFLOAT16
-from affinec.interpreter import Interpreter
-from affinec.reference import (
+from affinec.backend.runtime import transferable
+from affinec.base.dtypes import BFLOAT16
+from affinec.base.spec import ConvSpec, MatmulSpec, OuterSpec
+from affinec.driver.benchmark import (
+    DESIGN_CONVOLUTIONS,
+    to_numpy,
+    torch_dtype,
+    with_format,
+)
+from affinec.driver.config import UNPROMOTED, KernelConfig
+from affinec.frontend.contraction import contraction_of
+from affinec.frontend.reference import (
     TOLERANCE,
     poisoned_output,
     random_inputs,
     reference,
     relative_error,
 )
-from affinec.runtime import transferable
-from affinec.spec import ConvSpec, MatmulSpec, OuterSpec
+from affinec.interpreter import Interpreter
 
 pytestmark = pytest.mark.gpu
 
@@ -92,7 +97,7 @@ def test_tensor_core_route_matches_float64(case, dtype):
     """f16 and bf16 with enough channels take the tensor cores (ldmatrix, mma.sync,
     pipelined asynchronous copies): the same matrix of layouts and shapes."""
     spec = dataclasses.replace(BASE, c=20, k=12, dtype=dtype, **MATRIX[case])
-    from affinec.config import config_for
+    from affinec.driver.config import config_for
 
     assert config_for(spec).mma
     _check(spec, np.random.default_rng(abs(hash((case, dtype))) % 2**32))
@@ -104,7 +109,7 @@ def test_tensor_core_route_matches_float64(case, dtype):
 def test_tensor_core_steps_over_the_filter_window(case):
     """With channels in multiples of 16, a reduction step spans the filter's taps
     (the input tile's halo copied once for all of them)."""
-    from affinec.config import config_for
+    from affinec.driver.config import config_for
 
     spec = dataclasses.replace(BASE, c=32, k=16, dtype="f16", **MATRIX[case])
     tiles = config_for(spec).reduction_tile_sizes
@@ -125,9 +130,9 @@ def test_tensor_core_steps_over_the_filter_window(case):
 def test_coalesced_tensor_cores_match_float64(dtype, changes):
     """Fewer channels than k: a filter row's columns x channels as the MMA's k
     (affinec-coalesce-reduction), f32 in tf32."""
-    from affinec.compiler import compile_to_ptx
-    from affinec.config import config_for
-    from affinec.runtime import current_arch
+    from affinec.backend.runtime import current_arch
+    from affinec.driver.compiler import compile_to_ptx
+    from affinec.driver.config import config_for
 
     spec = dataclasses.replace(
         BASE, dtype=dtype, layout="nhwc", filter_layout="rsck", h=23, w=21, **changes
@@ -147,9 +152,9 @@ def test_coalesced_tensor_cores_match_float64(dtype, changes):
 def test_tf32_tensor_cores_match_float64_to_tf32s_tolerance(case):
     """f32 on the tensor cores, opt-in (`tf32=True`): m16n8k8 with operands rounded
     to tf32, held to tf32's tolerance, not f32's."""
-    from affinec.compiler import compile_to_ptx
-    from affinec.config import config_for
-    from affinec.runtime import current_arch
+    from affinec.backend.runtime import current_arch
+    from affinec.driver.compiler import compile_to_ptx
+    from affinec.driver.config import config_for
 
     spec = dataclasses.replace(BASE, c=32, k=12, dtype="f32", **MATRIX[case])
     compiled = compile_to_ptx(spec, config_for(spec, tf32=True), arch=current_arch())
@@ -185,8 +190,8 @@ def test_matmul_and_outer_product(spec):
 def test_gpu_result_is_bit_identical_to_the_interpreter(dtype):
     """The interpreter rounds like the GPU, its fused multiply-add too, so the kernel
     reproduces the CPU interpreter's result (of the kernel's own IR) bit for bit."""
-    from affinec.compiler import compile_to_ptx
-    from affinec.runtime import current_arch
+    from affinec.backend.runtime import current_arch
+    from affinec.driver.compiler import compile_to_ptx
 
     spec = ConvSpec(1, 3, 7, 7, 4, 3, 3, padding=1, epilogue="relu", dtype=dtype)
     compiled = compile_to_ptx(spec, arch=current_arch())
@@ -263,7 +268,7 @@ def test_bf16_and_f16_tensors_are_told_apart():
     """torch's typestr does not tell bfloat16 from float16 (or calls it opaque):
     each kernel takes its own dtype's tensors and refuses the other's."""
     torch = pytest.importorskip("torch")
-    from affinec.runtime import KernelArgumentError
+    from affinec.backend.runtime import KernelArgumentError
 
     for dtype, other in (("f16", torch.bfloat16), ("bf16", torch.float16)):
         spec = dataclasses.replace(BASE, dtype=dtype)
@@ -303,7 +308,7 @@ def test_design_convolutions_at_full_size(name, dtype):
 def test_dynamic_shared_memory_past_48_kib():
     """Three stages of a window step (91584 bytes of shared tiles): dynamic shared
     memory, opted into at load, sized by the launch record."""
-    from affinec.config import config_for
+    from affinec.driver.config import config_for
 
     spec = ConvSpec(
         2, 48, 6, 32, 64, 3, 3, padding=1, dtype="f16", layout="nhwc",
@@ -388,9 +393,9 @@ def test_issue_26_more_stages_than_tiles(case):
 def test_split_reductions_match_float64_and_are_deterministic(spec, splits):
     """Split-K: two kernels and the runtime's workspace; the same bits on every run
     (no atomics), on fresh inputs each time."""
-    from affinec.compiler import compile_to_ptx
-    from affinec.config import config_for
-    from affinec.runtime import current_arch
+    from affinec.backend.runtime import current_arch
+    from affinec.driver.compiler import compile_to_ptx
+    from affinec.driver.config import config_for
 
     compiled = compile_to_ptx(
         spec, config_for(spec, splits=splits), arch=current_arch()
@@ -473,8 +478,8 @@ def _hopper() -> bool:
 def test_hopper_kernels_match_float64(spec, knobs):
     """TMA, mbarriers and wgmma (`affinec-wgmma-gemm`) on sm_90a: fresh inputs a run,
     the output poisoned, the same bits on every run."""
-    from affinec.compiler import compile_to_ptx
-    from affinec.config import config_for
+    from affinec.driver.compiler import compile_to_ptx
+    from affinec.driver.config import config_for
 
     if not _hopper():
         pytest.skip("wgmma needs an H100 (sm_90a)")

@@ -4,11 +4,12 @@ barriers, and data races reported as errors (never silently wrong results)."""
 import numpy as np
 import pytest
 
-from affinec.context import make_context
-from affinec.diagnostics import parse_module, verify
+from affinec.base.diagnostics import verify
+from affinec.base.locating_parser import parse_module
 from affinec.interpreter import Interpreter, InterpreterError
 from affinec.interpreter.gpu_ops import BarrierDivergenceError
 from affinec.interpreter.shared_memory import DataRaceError
+from affinec.ir.context import make_context
 
 
 def kernel_module(body: str, *, threads: int = 4, blocks: int = 2, n: int = 8) -> str:

@@ -11,17 +11,18 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from affinec.context import make_context
-from affinec.contraction import contraction_of
-from affinec.diagnostics import PassError, parse_module, verify
+from affinec.base.diagnostics import PassError, verify
+from affinec.base.locating_parser import parse_module
+from affinec.base.spec import MatmulSpec
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import THREAD, mapping_of
-from affinec.frontend import build
+from affinec.driver.pipeline import Pipeline
+from affinec.frontend.contraction import contraction_of
+from affinec.frontend.naive import build
+from affinec.frontend.reference import poisoned_output, random_inputs
 from affinec.interpreter import Interpreter
 from affinec.interpreter.shared_memory import DataRaceError
-from affinec.pipeline import Pipeline
-from affinec.reference import poisoned_output, random_inputs
-from affinec.spec import MatmulSpec
+from affinec.ir.context import make_context
 from strategies import conv_specs
 
 INPUTS = Path(__file__).parent / "filecheck" / "lowering" / "inputs"

@@ -11,16 +11,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from affinec.compiler import compile_to_ptx
-from affinec.config import config_for
-from affinec.contraction import contraction_of
-from affinec.diagnostics import PassError
-from affinec.frontend import build
+from affinec.base.diagnostics import PassError
+from affinec.base.spec import ConvSpec
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import config_for
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import default_passes
+from affinec.frontend.contraction import contraction_of
+from affinec.frontend.naive import build
+from affinec.frontend.reference import contraction_reference, random_inputs, reference
 from affinec.passes.affinec_pad_channels import AffinecPadChannels
-from affinec.pipeline import Pipeline
-from affinec.pipelines import default_passes
-from affinec.reference import contraction_reference, random_inputs, reference
-from affinec.spec import ConvSpec
 from affinec.testing import conv_specs
 
 DEPTHWISE = ConvSpec(

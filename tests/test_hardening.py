@@ -12,16 +12,17 @@ import pytest
 from xdsl.dialects.builtin import AffineMapAttr, FileLineColLoc, IntAttr, StringAttr
 from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineMap
 
-from affinec.checking import MAX_CHECK_BYTES, MAX_CHECK_POINTS
-from affinec.context import make_context
-from affinec.diagnostics import PassError, format_exception, parse_module, verify
+from affinec.base.diagnostics import PassError, format_exception, verify
+from affinec.base.dtypes import UnsupportedType, element_size, numpy_dtype
+from affinec.base.locating_parser import parse_module
+from affinec.base.spec import ConvSpec, MatmulSpec, OuterSpec
 from affinec.dialects import affine
-from affinec.dtypes import UnsupportedType, element_size, numpy_dtype
-from affinec.frontend import build
+from affinec.driver.checking import MAX_CHECK_BYTES, MAX_CHECK_POINTS
+from affinec.driver.pipeline import Pipeline
+from affinec.frontend.naive import build
 from affinec.interpreter import Interpreter, InterpreterError
 from affinec.interpreter.support import MAX_BUFFER_BYTES
-from affinec.pipeline import Pipeline
-from affinec.spec import ConvSpec, MatmulSpec, OuterSpec
+from affinec.ir.context import make_context
 from fuzzing import Case, Outcome, run_case, seeds
 
 OUTER = OuterSpec(m=3, n=4, dtype="f16").to_text()
@@ -550,7 +551,7 @@ def test_flag_values_end_in_one_error_line(command, flags, flag, capsys):
     """`affinec`'s flags: zero, negative, huge and malformed values end in exit code
     0 (a value the command takes) or 1 with one `error:` line, never a traceback.
     None of these values lets `run` or `bench` reach a GPU."""
-    from affinec.cli import main as affinec
+    from affinec.tools.cli import main as affinec
 
     for value in BAD_VALUES:
         argv = [*command, *with_value(flags, flag, value)]
@@ -579,7 +580,7 @@ def test_check_seed_and_pipeline_flags(tmp_path):
 
 
 def test_a_run_too_large_for_the_host_says_how_many_bytes(capsys):
-    from affinec.cli import main as affinec
+    from affinec.tools.cli import main as affinec
 
     assert (
         affinec(["run", "matmul", "--m", "3000000000", "--n", "640", "--k", "64"]) == 1
@@ -627,8 +628,8 @@ def test_a_coefficient_past_64_bits_in_a_thread_band(tmp_path):
 def test_a_grid_bound_past_64_bits(tmp_path):
     """The rest of the tensor-core route on a grid band starting at 2^63 (found by
     the fuzzer): refused at the band, not an overflow in the shared-memory check."""
-    from affinec.config import config_for
-    from affinec.pipelines import default_passes, pipeline_text
+    from affinec.driver.config import config_for
+    from affinec.driver.pipelines import default_passes, pipeline_text
 
     spec = MatmulSpec(m=8, n=8, k=16, dtype="f16")
     passes = default_passes(config_for(spec))
@@ -728,7 +729,7 @@ def test_a_full_unroll_of_too_many_copies_is_refused_before_llvm(tmp_path, capsy
     """Found by the fuzzer: a tap loop's bound of 3 mutated to 65,536 inside two
     other unrolled loops asked LLVM for 196,608 copies of an MMA body (its -O3 then
     ran for hours). `lower-affine` and `convert-scf-to-cf` refuse the hint."""
-    from affinec.opt import main as affinec_opt
+    from affinec.tools.opt import main as affinec_opt
     from affinec.transforms.affine.unrolling import MAX_UNROLLED_COPIES
 
     def module(outer: int, inner: int, op: str) -> str:

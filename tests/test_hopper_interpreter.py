@@ -9,13 +9,13 @@ import pytest
 from mlir_opt import mlir_opt, needs_mlir_opt, same_ir
 from xdsl.utils.exceptions import VerifyException
 
-from affinec import wgmma_layouts
-from affinec.context import make_context
-from affinec.diagnostics import parse_module
-from affinec.hopper_matmul import matmul_module
+from affinec.base.locating_parser import parse_module
+from affinec.hardware import wgmma_layouts
+from affinec.hardware.wgmma_layouts import MatrixDescriptor, TileLayout
 from affinec.interpreter import Interpreter, InterpreterError
 from affinec.interpreter.mbarriers import TensorMap
-from affinec.wgmma_layouts import MatrixDescriptor, TileLayout
+from affinec.ir.context import make_context
+from affinec.tools.hopper_matmul import matmul_module
 
 
 def _run(

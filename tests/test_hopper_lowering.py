@@ -14,14 +14,15 @@ import numpy as np
 import pytest
 from mlir_opt import mlir_opt, needs_mlir_opt, printed, same_ir
 
-from affinec.context import make_context
-from affinec.diagnostics import PassError, parse_module
-from affinec.emitter import EmitterError, to_ptx
-from affinec.hopper_matmul import matmul_module
+from affinec.backend.emitter import EmitterError, to_ptx
+from affinec.backend.ptxas import assemble, find_ptxas
+from affinec.base.diagnostics import PassError
+from affinec.base.locating_parser import parse_module
+from affinec.driver.pipeline import Pipeline
+from affinec.hardware.wgmma_layouts import MatrixDescriptor, TileLayout
 from affinec.interpreter import Interpreter, InterpreterError
-from affinec.pipeline import Pipeline
-from affinec.ptxas import assemble, find_ptxas
-from affinec.wgmma_layouts import MatrixDescriptor, TileLayout
+from affinec.ir.context import make_context
+from affinec.tools.hopper_matmul import matmul_module
 
 needs_ptxas = pytest.mark.skipif(
     find_ptxas() is None and os.environ.get("AFFINEC_ALLOW_NO_PTXAS") == "1",

@@ -4,12 +4,13 @@ loud errors for out-of-bounds accesses and bad arguments."""
 import numpy as np
 import pytest
 
-from affinec.context import make_context
-from affinec.diagnostics import parse_module, verify
-from affinec.frontend import build
+from affinec.base.diagnostics import verify
+from affinec.base.locating_parser import parse_module
+from affinec.base.spec import ConvSpec
+from affinec.frontend.naive import build
+from affinec.frontend.reference import poisoned_output, random_inputs
 from affinec.interpreter import Interpreter, InterpreterError, interpret
-from affinec.reference import poisoned_output, random_inputs
-from affinec.spec import ConvSpec
+from affinec.ir.context import make_context
 
 
 def run(body: str, *args, signature: str = "", results: str = ""):

@@ -1,4 +1,4 @@
-"""The planned IRDL check (`affinec.irdl_verify`) gives xDSL's verdict on every op.
+"""The planned IRDL check (`affinec.base.irdl_verify`) gives xDSL's verdict on every op.
 
 The ops are those of the fuzzer's seeds (every level of every route, the Hopper
 ones included) and variants of each built by hand the way a broken pass would
@@ -23,9 +23,9 @@ from xdsl.irdl import IRDLOperation
 from xdsl.irdl.operations import OpDef
 from xdsl.utils.exceptions import VerifyException
 
-from affinec import irdl_verify
-from affinec.context import make_context
-from affinec.diagnostics import parse_module
+from affinec.base import irdl_verify
+from affinec.base.locating_parser import parse_module
+from affinec.ir.context import make_context
 from fuzzing import seeds
 
 

@@ -6,16 +6,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from affinec.context import make_context
-from affinec.contraction import contraction_of
-from affinec.diagnostics import parse_module, verify
-from affinec.frontend import build
+from affinec.base.diagnostics import verify
+from affinec.base.locating_parser import parse_module
+from affinec.base.spec import ConvSpec
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import affine_passes
+from affinec.frontend.contraction import contraction_of
+from affinec.frontend.naive import build
+from affinec.frontend.reference import poisoned_output, random_inputs
 from affinec.interpreter import Interpreter, InterpreterError
 from affinec.interpreter.lanes import plan_lanes
-from affinec.pipeline import Pipeline
-from affinec.pipelines import affine_passes
-from affinec.reference import poisoned_output, random_inputs
-from affinec.spec import ConvSpec
+from affinec.ir.context import make_context
 from affinec.testing import kernel_configs, specs
 
 

@@ -11,18 +11,19 @@ from hypothesis import strategies as st
 from mlir_opt import mlir_opt, needs_mlir_opt, same_ir
 from xdsl.utils.exceptions import DiagnosticException
 
-from affinec.context import make_context
-from affinec.diagnostics import (
-    PassError,
-    collecting_remarks,
-    format_exception,
-    parse_module,
-)
+from affinec.base.diagnostics import PassError, collecting_remarks, format_exception
+from affinec.base.locating_parser import parse_module
+from affinec.base.spec import ConvSpec, MatmulSpec
 from affinec.dialects.affinec import read_spec
+from affinec.driver.pipeline import Pipeline
+from affinec.frontend.reference import (
+    TOLERANCE,
+    random_inputs,
+    reference,
+    relative_error,
+)
 from affinec.interpreter import Interpreter
-from affinec.pipeline import Pipeline
-from affinec.reference import TOLERANCE, random_inputs, reference, relative_error
-from affinec.spec import ConvSpec, MatmulSpec
+from affinec.ir.context import make_context
 from affinec.testing import conv_specs, matmul_specs
 
 MEMREF = {"f32": "f32", "f16": "f16", "bf16": "bf16"}

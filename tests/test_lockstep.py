@@ -7,19 +7,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from affinec.compiler import compile_to_ptx
-from affinec.context import make_context
-from affinec.contraction import contraction_of
-from affinec.diagnostics import parse_module, verify
+from affinec.base.diagnostics import verify
+from affinec.base.locating_parser import parse_module
 from affinec.dialects import gpu
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import pass_text
+from affinec.frontend.contraction import contraction_of
+from affinec.frontend.reference import poisoned_output, random_inputs
 from affinec.interpreter import Interpreter, InterpreterError
 from affinec.interpreter.cfg_structure import Branch, Jump, structure
 from affinec.interpreter.lockstep_plan import plan_lockstep
 from affinec.interpreter.shared_memory import DataRaceError
 from affinec.interpreter.support import StepLimitError
-from affinec.pipeline import Pipeline
-from affinec.pipelines import pass_text
-from affinec.reference import poisoned_output, random_inputs
+from affinec.ir.context import make_context
 from affinec.testing import kernel_configs, specs
 from strategies import mma_cases
 

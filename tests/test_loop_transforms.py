@@ -17,19 +17,19 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.passes import ModulePass
 
-from affinec.context import make_context
-from affinec.diagnostics import parse_module
+from affinec.base.locating_parser import parse_module
+from affinec.base.spec import MatmulSpec
 from affinec.dialects import affine
 from affinec.dialects.affine_syntax import format_map
-from affinec.frontend import build
+from affinec.driver.pipeline import CheckFailure, Pipeline
+from affinec.frontend.naive import build
 from affinec.interpreter import interpret
 from affinec.ir.affine_exprs import drop_redundant_bounds
+from affinec.ir.context import make_context
 from affinec.passes.affine_loop_tile import (
     default_reduction_tile_sizes,
     default_tile_sizes,
 )
-from affinec.pipeline import CheckFailure, Pipeline
-from affinec.spec import MatmulSpec
 from affinec.transforms.affine.analysis import compose_map, summation_order_kept
 from affinec.transforms.affine.rewriting import set_map_slots
 

@@ -9,16 +9,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from xdsl.dialects import llvm
 
-from affinec.context import make_context
-from affinec.contraction import contraction_of
-from affinec.diagnostics import OpError, PassError, parse_module, verify
+from affinec.base.diagnostics import OpError, PassError, verify
+from affinec.base.locating_parser import parse_module
+from affinec.base.spec import ConvSpec, MatmulSpec
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import LaunchRecord
-from affinec.frontend import build
+from affinec.driver.pipeline import Pipeline
+from affinec.frontend.contraction import contraction_of
+from affinec.frontend.naive import build
+from affinec.frontend.reference import poisoned_output, random_inputs
 from affinec.interpreter import Interpreter
-from affinec.pipeline import Pipeline
-from affinec.reference import poisoned_output, random_inputs
-from affinec.spec import ConvSpec, MatmulSpec
+from affinec.ir.context import make_context
 from affinec.transforms.gpu.outlining import find_kernels
 from strategies import conv_specs, specs
 

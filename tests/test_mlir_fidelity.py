@@ -18,15 +18,16 @@ from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineExpr, A
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import ParseError
 
-from affinec.context import make_context
-from affinec.diagnostics import PassError, VerificationError, parse_module, verify
+from affinec.base.diagnostics import PassError, VerificationError, verify
+from affinec.base.locating_parser import parse_module
+from affinec.base.semi_affine import add, divide, multiply
 from affinec.dialects import affine, gpu
 from affinec.dialects.affine_syntax import format_map
+from affinec.driver.pipeline import Pipeline
 from affinec.interpreter import Interpreter, InterpreterError, interpret
-from affinec.opt import main as affinec_opt
-from affinec.pipeline import Pipeline
-from affinec.semi_affine import add, divide, multiply
-from affinec.verify_diagnostics import (
+from affinec.ir.context import make_context
+from affinec.tools.opt import main as affinec_opt
+from affinec.tools.verify_diagnostics import (
     DesignatorError,
     Diagnostic,
     check,
@@ -72,7 +73,7 @@ def opt(argv, capsys, stdin: str | None = None, monkeypatch=None):
 
 def semi_affine_exprs():
     """Expressions with symbolic factors and divisors, built as the parser builds
-    them (`affinec.semi_affine`)."""
+    them (`affinec.base.semi_affine`)."""
     leaves = st.one_of(
         st.integers(-6, 6).map(AffineExpr.constant),
         st.integers(0, 1).map(AffineExpr.dimension),
@@ -944,7 +945,7 @@ def test_designators_are_read_as_mlir_reads_them():
 
 
 def test_verification_reports_what_mlir_reports():
-    from affinec.diagnostics import SourceLocation
+    from affinec.base.diagnostics import SourceLocation
 
     expected = parse_expectations(
         "x\n// expected-error @-1 {{wanted}}\n// expected-error {{missing}}\n", "f"
@@ -1056,7 +1057,7 @@ def test_an_undefined_value_is_reported_at_its_first_use(tmp_path, capsys):
 def test_an_internal_error_says_it_is_one(monkeypatch, tmp_path, capsys):
     """A Python exception that is no user error is reported as affinec's bug, not as
     a diagnostic about the input."""
-    from affinec import opt as opt_module
+    from affinec.tools import opt as opt_module
 
     def broken(*args, **kwargs):
         raise ValueError("something inside broke")
@@ -1197,8 +1198,8 @@ def test_mlir_option_values_affinec_cannot_honour_are_refused(pipeline, message)
 
 
 def test_data_copy_generate_takes_mlirs_memory_space_options():
-    from affinec.frontend import build
-    from affinec.spec import ConvSpec
+    from affinec.base.spec import ConvSpec
+    from affinec.frontend.naive import build
 
     spec = ConvSpec(1, 4, 6, 6, 4, 3, 3, padding=1)
     ours, mlirs = build(spec), build(spec)
@@ -1281,7 +1282,7 @@ def test_single_dash_flags_and_passes_as_flags(tmp_path, capsys):
 
 
 def test_test_ops_are_unregistered_ops_as_in_mlir_opt(tmp_path, capsys):
-    from affinec.opt import main as affinec_opt
+    from affinec.tools.opt import main as affinec_opt
 
     path = tmp_path / "t.mlir"
     path.write_text(

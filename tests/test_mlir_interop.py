@@ -34,11 +34,11 @@ from test_mlir_fidelity import (
 from xdsl.utils.exceptions import ParseError
 
 from affinec import ConvSpec, build
-from affinec.config import config_for
-from affinec.diagnostics import verify
+from affinec.base.diagnostics import verify
+from affinec.driver.config import config_for
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import default_passes
 from affinec.interpreter import Interpreter
-from affinec.pipeline import Pipeline
-from affinec.pipelines import default_passes
 
 pytestmark = needs_mlir_opt
 

@@ -11,17 +11,17 @@ address expressions against `affinec.ir.mma_layouts`; refusals located.
 import pytest
 from hypothesis import given, settings
 
-from affinec.benchmark import DESIGN_CONVOLUTIONS, with_format
-from affinec.checking import Checker
-from affinec.config import KernelConfig, config_for
-from affinec.context import make_context
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
+from affinec.base.spec import ConvSpec
 from affinec.dialects import nvgpu
-from affinec.frontend import build
+from affinec.driver.benchmark import DESIGN_CONVOLUTIONS, with_format
+from affinec.driver.checking import Checker
+from affinec.driver.config import KernelConfig, config_for
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import affine_passes, default_passes
+from affinec.frontend.naive import build
 from affinec.ir import mma_layouts
-from affinec.pipeline import Pipeline
-from affinec.pipelines import affine_passes, default_passes
-from affinec.spec import ConvSpec
+from affinec.ir.context import make_context
 from strategies import mma_cases
 
 
@@ -189,7 +189,7 @@ def test_a_missing_wait_is_a_race():
     passes = default_passes(config)
     stop = next(k for k, p in enumerate(passes) if p.name == "affinec-map-threads")
     Pipeline(passes[: stop + 1]).run(module)
-    from affinec.checking import Checker
+    from affinec.driver.checking import Checker
 
     assert Checker(spec).check("mapped", module).ok
     (wait,) = [o for o in module.walk() if isinstance(o, nvgpu.DeviceAsyncWaitOp)]
@@ -238,7 +238,7 @@ def test_config_for_fits_shared_memory(name, dtype, layout):
 
 
 def _epilogue(spec: ConvSpec, **knobs):
-    from affinec.compiler import compile_to_ptx
+    from affinec.driver.compiler import compile_to_ptx
 
     knobs = {"stage_output": False, **knobs}
     config = config_for(spec, tf32=spec.dtype == "f32")

@@ -2,9 +2,9 @@
 
 import pytest
 
-from affinec.compiler import compile_to_ptx
-from affinec.config import config_for
-from affinec.networks import network
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import config_for
+from affinec.frontend.networks import network
 
 
 def test_resnet50_has_53_convolutions_in_23_shapes():
@@ -50,8 +50,8 @@ def test_mobilenet_v2_has_52_convolutions_and_17_depthwise():
 
 
 def test_a_depthwise_layer_compiles_on_the_simt_route():
-    from affinec.compiler import compile_to_ptx
-    from affinec.config import config_for
+    from affinec.driver.compiler import compile_to_ptx
+    from affinec.driver.config import config_for
 
     (layer,) = [
         x for x in network("mobilenet_v2", 1) if x.name == "depthwise 3x3/2 144 @56"

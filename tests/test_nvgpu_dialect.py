@@ -7,14 +7,10 @@ import io
 import pytest
 from xdsl.printer import Printer
 
-from affinec.context import make_context
-from affinec.diagnostics import (
-    VerificationError,
-    format_exception,
-    parse_module,
-    verify,
-)
+from affinec.base.diagnostics import VerificationError, format_exception, verify
+from affinec.base.locating_parser import parse_module
 from affinec.dialects import nvgpu
+from affinec.ir.context import make_context
 
 NVGPU_OPS = """
 func.func @f(%g: memref<64x64xf16>, %s: memref<16x40xf16, 3>, %sb: memref<16x40xbf16, 3>, %i: index, %v: index, %a: vector<4x2xf16>, %b: vector<2x2xf16>, %ab: vector<4x2xbf16>, %bb: vector<2x2xbf16>, %c: vector<2x2xf32>, %af: vector<4x1xf32>, %bf: vector<2x1xf32>, %gf: memref<32xf32>, %sf: memref<32xf32, 3>) {

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 from mma_kernels import MmaKernel
 
-from affinec.context import make_context
-from affinec.diagnostics import PassError, parse_module, verify
-from affinec.emitter import to_ptx
+from affinec.backend.emitter import to_ptx
+from affinec.backend.ptxas import PtxasError, assemble
+from affinec.base.diagnostics import PassError, verify
+from affinec.base.locating_parser import parse_module
+from affinec.driver.pipeline import Pipeline
 from affinec.interpreter import Interpreter
 from affinec.interpreter.shared_memory import DataRaceError
-from affinec.pipeline import Pipeline
-from affinec.ptxas import PtxasError, assemble
+from affinec.ir.context import make_context
 
 TO_NVVM = "convert-nvgpu-to-nvvm"
 TO_LLVM = "convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}"

@@ -8,13 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from affinec.diagnostics import collecting_remarks
-from affinec.frontend import build
+from affinec.base.diagnostics import collecting_remarks
+from affinec.base.spec import ConvSpec, MatmulSpec
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import default_passes
+from affinec.frontend.naive import build
 from affinec.passes.affinec_place_buffers import AffinecPlaceBuffers
 from affinec.passes.affinec_stage_output import AffinecStageOutput
-from affinec.pipeline import Pipeline
-from affinec.pipelines import default_passes
-from affinec.spec import ConvSpec, MatmulSpec
 from affinec.testing import assert_equivalent, conv_specs, kernel_configs
 
 
@@ -64,7 +64,7 @@ SMALL = ConvSpec(
 def test_a_partial_tile_of_channels_is_copied_in_whole_vectors():
     # 24 channels in blocks of 16: the second block's last 8 are cut off, a whole
     # vector of 8 halves; the copy-out's guard keeps to the first
-    from affinec.config import config_for
+    from affinec.driver.config import config_for
 
     spec = dataclasses.replace(SMALL, k=24)
     config = dataclasses.replace(config_for(spec), tile_sizes=(1, 6, 6, 16))
@@ -93,7 +93,7 @@ def test_a_partial_tile_of_channels_is_copied_in_whole_vectors():
     ],
 )
 def test_a_write_back_it_cannot_stage_is_left_alone_and_said_why(spec, why):
-    from affinec.config import config_for
+    from affinec.driver.config import config_for
 
     module, remarks = _remarks(spec, config_for(spec))
     assert any(m == f"the output is not staged: {why}" for _, m in remarks), remarks

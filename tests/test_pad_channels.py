@@ -7,13 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from affinec.config import config_for
-from affinec.diagnostics import PassError
-from affinec.frontend import build
+from affinec.base.diagnostics import PassError
+from affinec.base.spec import ConvSpec, OuterSpec
+from affinec.driver.config import config_for
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import default_passes
+from affinec.frontend.naive import build
 from affinec.passes.affinec_pad_channels import AffinecPadChannels
-from affinec.pipeline import Pipeline
-from affinec.pipelines import default_passes
-from affinec.spec import ConvSpec, OuterSpec
 from affinec.testing import assert_equivalent, conv_specs, matmul_specs
 
 

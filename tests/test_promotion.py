@@ -11,21 +11,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from affinec.config import KernelConfig, config_for
-from affinec.contraction import contraction_of
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
+from affinec.base.spec import ConvSpec, MatmulSpec
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import INDEX_BITWIDTH
-from affinec.frontend import build
-from affinec.interpreter.support import fused_multiply_add
-from affinec.pipeline import Pipeline
-from affinec.pipelines import (
+from affinec.driver.config import KernelConfig, config_for
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import (
     affine_passes,
     default_passes,
     gpu_to_nvvm_passes,
     map_to_gpu_passes,
 )
-from affinec.spec import ConvSpec, MatmulSpec
+from affinec.frontend.contraction import contraction_of
+from affinec.frontend.naive import build
+from affinec.interpreter.support import fused_multiply_add
 from strategies import conv_specs, matmul_specs
 
 

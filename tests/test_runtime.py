@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 import affinec
-from affinec.runtime import (
+from affinec.backend.runtime import (
     Kernel,
     KernelArgumentError,
     NoCudaGPU,
     Parameter,
     cuda_available,
 )
-from affinec.spec import ConvSpec
+from affinec.base.spec import ConvSpec
 
 # out[i] = 2 * in[i] for i < 1000, in blocks of 128 threads.
 SCALE_PTX = """
@@ -274,7 +274,7 @@ _Tensor.__module__ = "torch"
 
 
 def test_the_output_takes_the_inputs_kind():
-    from affinec.runtime import array_kind, new_output
+    from affinec.backend.runtime import array_kind, new_output
 
     assert array_kind(np.zeros(3)) == "numpy"
     assert array_kind(_Tensor()) == "torch"
@@ -288,8 +288,8 @@ def test_the_output_takes_the_inputs_kind():
 
 
 def test_one_verdict_holds_a_result_to_the_kernels_own_tolerance():
-    from affinec.reference import TOLERANCE, verdict
-    from affinec.spec import ConvSpec
+    from affinec.base.spec import ConvSpec
+    from affinec.frontend.reference import TOLERANCE, verdict
 
     spec = ConvSpec(1, 4, 5, 5, 4, 3, 3, dtype="f32")
     assert verdict(spec, 1e-9).ok and verdict(spec, 1e-9).tolerance == TOLERANCE["f32"]

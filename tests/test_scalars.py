@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from affinec.context import make_context
-from affinec.diagnostics import format_exception, parse_module, verify
+from affinec.base.diagnostics import format_exception, verify
+from affinec.base.locating_parser import parse_module
 from affinec.interpreter import Interpreter, InterpreterError
+from affinec.ir.context import make_context
 
 ARITH_TO_LLVM = {
     "arith.addi": "llvm.add",

@@ -19,15 +19,16 @@ from pathlib import Path
 import pytest
 from xdsl.dialects.builtin import MemRefType
 
-from affinec.config import KernelConfig, config_for
-from affinec.context import make_context
-from affinec.diagnostics import PassError, parse_module
+from affinec.base.diagnostics import PassError
+from affinec.base.locating_parser import parse_module
+from affinec.base.spec import ConvSpec
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import OVERLAY
-from affinec.frontend import build
-from affinec.pipeline import Pipeline
-from affinec.pipelines import affine_passes, default_passes, map_to_gpu_passes
-from affinec.spec import ConvSpec
+from affinec.driver.config import KernelConfig, config_for
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import affine_passes, default_passes, map_to_gpu_passes
+from affinec.frontend.naive import build
+from affinec.ir.context import make_context
 from affinec.transforms.gpu.shared_memory_hazards import check_shared_memory_hazards
 
 RACY = (
@@ -279,7 +280,7 @@ def test_a_deep_pipeline_keeps_the_result():
 
 
 def test_the_compiler_says_what_it_lowered():
-    from affinec.compiler import compile_to_ptx
+    from affinec.driver.compiler import compile_to_ptx
 
     spec, config = ISSUE_26_FIRST
     config = dataclasses.replace(config, stage_output=True)

@@ -9,17 +9,17 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from affinec.checking import Checker
-from affinec.compiler import compile_to_ptx
-from affinec.config import config_for, split_spec
-from affinec.diagnostics import PassError
+from affinec.backend.ptxas import assemble
+from affinec.base.diagnostics import PassError
+from affinec.base.spec import ConvSpec, MatmulSpec, OuterSpec
 from affinec.dialects.affinec import split_count
-from affinec.frontend import build
+from affinec.driver.checking import Checker
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import config_for, split_spec
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import default_passes
+from affinec.frontend.naive import build
 from affinec.passes.affinec_split_reduction import AffinecSplitReduction
-from affinec.pipeline import Pipeline
-from affinec.pipelines import default_passes
-from affinec.ptxas import assemble
-from affinec.spec import ConvSpec, MatmulSpec, OuterSpec
 from affinec.testing import conv_specs, kernel_configs, matmul_specs
 
 
@@ -162,7 +162,7 @@ def test_affinec_default_after_a_split_configures_for_it():
 
 
 def test_splits_with_padded_or_coalesced_channels_are_refused():
-    from affinec.config import KernelConfig
+    from affinec.driver.config import KernelConfig
 
     with pytest.raises(ValueError, match="splits cut the channels"):
         KernelConfig(mma=True, coalesce_reduction=True, splits=2)
@@ -252,8 +252,8 @@ def test_a_band_of_partial_sums_without_splits_is_refused_at_tiling():
     internal error where the tiling dropped that dimension)."""
     module = _split(MatmulSpec(8, 8, 48, dtype="f16"), 3)
     text = str(module).replace("to (3, 8, 8)", "to (0, 8, 8)")
-    from affinec.context import make_context
-    from affinec.diagnostics import parse_module
+    from affinec.base.locating_parser import parse_module
+    from affinec.ir.context import make_context
     from affinec.passes.affine_loop_tile import AffineLoopTilePass
 
     mutated = parse_module(make_context(), text)

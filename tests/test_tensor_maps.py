@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from affinec.context import make_context
-from affinec.diagnostics import parse_module
-from affinec.hopper_matmul import matmul_module
+from affinec.base.locating_parser import parse_module
+from affinec.hardware.tensor_maps import TensorMapError, TiledTensorMap
 from affinec.interpreter import Interpreter, InterpreterError
-from affinec.tensor_maps import TensorMapError, TiledTensorMap
+from affinec.ir.context import make_context
+from affinec.tools.hopper_matmul import matmul_module
 
 F16 = np.dtype(np.float16)
 

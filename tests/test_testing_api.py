@@ -10,7 +10,7 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.spec import ConvSpec
+from affinec.base.spec import ConvSpec
 from affinec.testing import (
     assert_equivalent,
     conv_specs,

@@ -16,22 +16,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from affinec.contraction import contraction_of
-from affinec.frontend import build
-from affinec.interpreter import interpret
-from affinec.passes.affine_loop_tile import AffineLoopTilePass
-from affinec.passes.affinec_canonicalize import AffinecCanonicalizePass
-from affinec.passes.affinec_sink import AffinecSinkPass
-from affinec.passes.affinec_split import AffinecSplitPass
-from affinec.pipeline import Pipeline
-from affinec.reference import (
+from affinec.base.spec import ConvSpec, MatmulSpec, Spec
+from affinec.driver.pipeline import Pipeline
+from affinec.frontend.contraction import contraction_of
+from affinec.frontend.naive import build
+from affinec.frontend.reference import (
     TOLERANCE,
     poisoned_output,
     random_inputs,
     reference,
     relative_error,
 )
-from affinec.spec import ConvSpec, MatmulSpec, Spec
+from affinec.interpreter import interpret
+from affinec.passes.affine_loop_tile import AffineLoopTilePass
+from affinec.passes.affinec_canonicalize import AffinecCanonicalizePass
+from affinec.passes.affinec_sink import AffinecSinkPass
+from affinec.passes.affinec_split import AffinecSplitPass
 from affinec.transforms.affine.analysis import summation_order_kept
 from strategies import conv_specs, matmul_specs, outer_specs
 

@@ -13,9 +13,9 @@ torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
 import affinec.torch as at  # noqa: E402
-from affinec import networks  # noqa: E402
-from affinec.spec import ConvSpec  # noqa: E402
-from affinec.torch_networks import (  # noqa: E402
+from affinec.base.spec import ConvSpec  # noqa: E402
+from affinec.frontend import networks  # noqa: E402
+from affinec.torch.networks import (  # noqa: E402
     mobilenet_v2,
     randomize_batch_norms,
     resnet50,
@@ -114,7 +114,7 @@ def test_a_converted_model_computes_what_the_model_does(
 @pytest.mark.parametrize("name", ["resnet50", "mobilenet_v2"])
 def test_the_torch_models_have_the_networks_convolutions(name):
     """The specs the converted model's convolutions ask affinec for, at 224×224 in
-    f16 NHWC, are `affinec.networks`' list (epilogues aside)."""
+    f16 NHWC, are `affinec.frontend.networks`' list (epilogues aside)."""
     make = {"resnet50": resnet50, "mobilenet_v2": mobilenet_v2}[name]
     fast = at.convert(make())
     seen: list[ConvSpec] = []
@@ -153,7 +153,7 @@ def test_a_padding_mode_other_than_zeros_is_left_to_torch():
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
 @pytest.mark.parametrize("channels_last", [False, True])
 def test_conv2d_on_cuda_tensors_matches_torch(dtype, channels_last):
-    from affinec.reference import TOLERANCE
+    from affinec.frontend.reference import TOLERANCE
 
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(2, 32, 14, 14, device="cuda", dtype=dtype, generator=g)
@@ -200,7 +200,7 @@ def test_a_skip_connection_is_the_kernels_residual_input():
 def test_kernels_of_any_batch_are_one_per_batch_bucket():
     """`any_batch`: the batches of a bucket share one compiled kernel (it compiles
     on the CPU too; the GPU case below runs it)."""
-    from affinec.compiler import compile_to_ptx
+    from affinec.driver.compiler import compile_to_ptx
 
     x, w = torch.empty(5, 16, 7, 7).to(memory_format=CL), torch.empty(32, 16, 3, 3)
     spec = at.spec_of(x, w, None, padding=1)

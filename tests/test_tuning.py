@@ -18,12 +18,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import affinec
-from affinec.benchmark import DESIGN_CONVOLUTIONS, occupancy, with_format
-from affinec.cli import main as affinec_main
-from affinec.config import KernelConfig, config_for
-from affinec.ptxas import Resources
-from affinec.runtime import NoCudaGPU, cuda_available
-from affinec.spec import ConvSpec, MatmulSpec, OuterSpec
+from affinec.backend.ptxas import Resources
+from affinec.backend.runtime import NoCudaGPU, cuda_available
+from affinec.base.spec import ConvSpec, MatmulSpec, OuterSpec
+from affinec.driver.benchmark import DESIGN_CONVOLUTIONS, occupancy, with_format
+from affinec.driver.config import KernelConfig, config_for
+from affinec.tools.cli import main as affinec_main
 from affinec.tuning import (
     CacheError,
     Measurement,
@@ -183,7 +183,7 @@ def test_the_space_of_a_design_convolution_is_bounded_and_keeps_the_order(name, 
 def test_grouped_convolutions_are_tuned_within_a_group(spec):
     # a block within one group (the tensor cores' k and n are the group's); the
     # tensor cores only where they take the layout; depthwise tiles its groups
-    from affinec.contraction import contraction_of
+    from affinec.frontend.contraction import contraction_of
 
     space = search_space(spec, max_candidates=20)
     names = [n for n, _ in contraction_of(spec).output_index]
@@ -194,7 +194,7 @@ def test_grouped_convolutions_are_tuned_within_a_group(spec):
         assert tiles == {1}
     if spec.layout == "nchw":
         assert not any(c.mma for c in space.configs)
-    from affinec.compiler import compile_to_ptx
+    from affinec.driver.compiler import compile_to_ptx
 
     for config in space.configs[:3]:
         compile_to_ptx(spec, config, arch="sm_90")
@@ -745,8 +745,8 @@ def test_a_networks_shapes_are_tuned_within_one_budget(tmp_path):
 def test_affinec_tune_network_dry_run(capsys, monkeypatch):
     """The command over a network (its layers made small here: VGG-16's 224×224
     kernels take most of a minute to compile)."""
-    from affinec import networks
-    from affinec.cli import main
+    from affinec.frontend import networks
+    from affinec.tools.cli import main
 
     small = [
         networks.Layer("a", dataclasses.replace(SMALL_F16, n=1), 2),

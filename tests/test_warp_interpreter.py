@@ -9,10 +9,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mma_kernels import MmaKernel
 
-from affinec.context import make_context
-from affinec.diagnostics import parse_module, verify
+from affinec.base.diagnostics import verify
+from affinec.base.locating_parser import parse_module
 from affinec.interpreter import Interpreter, InterpreterError
 from affinec.interpreter.shared_memory import DataRaceError
+from affinec.ir.context import make_context
 
 
 def relative_error(got: np.ndarray, want: np.ndarray) -> float:

@@ -11,13 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mlir_opt import mlir_opt, needs_mlir_opt, printed, same_ir
 
-from affinec.compiler import compile_to_ptx
-from affinec.config import KernelConfig, config_for, wgmma_config_for
-from affinec.diagnostics import PassError
-from affinec.frontend import build
-from affinec.pipeline import Pipeline
-from affinec.pipelines import wgmma_passes
-from affinec.spec import ConvSpec, MatmulSpec
+from affinec.base.diagnostics import PassError
+from affinec.base.spec import ConvSpec, MatmulSpec
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import KernelConfig, config_for, wgmma_config_for
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import wgmma_passes
+from affinec.frontend.naive import build
 from affinec.transforms.gpu.wgmma_plan import SCHEDULES, GemmKernel, pixel_box
 from affinec.transforms.gpu.wgmma_text import gemm_module_text
 
@@ -129,9 +129,9 @@ def test_cooperative_consumers_hand_stages_back_together():
 
     import numpy as np
 
-    from affinec.context import make_context
-    from affinec.diagnostics import parse_module
+    from affinec.base.locating_parser import parse_module
     from affinec.interpreter import Interpreter, InterpreterError
+    from affinec.ir.context import make_context
 
     plan = GemmKernel(128, 64, 512, "f16", "f32", (), 128, 64, 2, "cooperative",
                       names=("a", "b", "out"))  # fmt: skip
@@ -196,7 +196,7 @@ def test_a_1x1_convolution_compiles_as_its_pixels_product_with_tensor_maps():
 
 
 def test_the_runtime_encodes_each_map_once_per_address(monkeypatch):
-    from affinec import runtime
+    from affinec.backend import runtime
 
     compiled = compile_to_ptx(MatmulSpec(128, 64, 64, "f16"), arch="sm_90a", wgmma=True)
     kernel = compiled.runtime_kernel()
@@ -368,7 +368,7 @@ def test_config_for_takes_the_largest_tile_that_fills_the_chip():
 
 
 def test_the_test_bed_is_the_same_kernel():
-    from affinec.hopper_matmul import matmul_module
+    from affinec.tools.hopper_matmul import matmul_module
 
     plan = GemmKernel(
         128, 64, 256, "f16", "f32", (), 64, 64, 2, "in-flight",
@@ -380,7 +380,7 @@ def test_the_test_bed_is_the_same_kernel():
 
 
 def test_the_command_lines_take_the_route(tmp_path, capsys):
-    from affinec.cli import main
+    from affinec.tools.cli import main
 
     out = tmp_path / "k.ptx"
     code = main(
@@ -497,7 +497,7 @@ def test_a_split_must_divide_the_channel_steps():
 
 
 def test_split_kernels_launch_through_the_driver_with_the_workspace(monkeypatch):
-    from affinec import runtime
+    from affinec.backend import runtime
 
     spec = MatmulSpec(64, 64, 256, "f16")
     kernel = compile_to_ptx(

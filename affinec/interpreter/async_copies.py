@@ -32,6 +32,7 @@ from xdsl.ir import Operation
 
 from affinec.dialects import nvgpu, nvvm
 from affinec.dialects.affinec import in_grid_band
+from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.lanes import checked_offsets
 from affinec.interpreter.memref_ops import checked_pointer, flat_pointer
@@ -43,7 +44,6 @@ from affinec.interpreter.shared_memory import (
 )
 from affinec.interpreter.support import InterpreterError, describe, tuple_text
 from affinec.interpreter.warps import read_row
-from affinec.wgmma_layouts import WARPGROUP_SIZE
 
 _records = itertools.count()
 

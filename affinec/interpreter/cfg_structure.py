@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from xdsl.dialects import cf, llvm
 from xdsl.ir import Block, Operation, Region, SSAValue
 
-from affinec.diagnostics import dominance_sets, dominators
+from affinec.base.diagnostics import dominance_sets, dominators
 
 
 @dataclass(eq=False)

@@ -30,7 +30,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Operation
 from xdsl.traits import SymbolTable
 
-from affinec import dtypes
+from affinec.base import dtypes
 from affinec.dialects import gpu, nvvm
 from affinec.dialects.llvm import AddrSpaceCastOp
 from affinec.interpreter import scalars

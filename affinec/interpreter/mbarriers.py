@@ -52,6 +52,8 @@ import numpy as np
 from xdsl.ir import Operation
 
 from affinec.dialects import nvgpu, nvvm
+from affinec.hardware.tensor_maps import TensorMapError, tensor_map_of
+from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE, TileLayout, swizzle_alignment
 from affinec.interpreter.async_copies import Copy, claim
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.shared_memory import (
@@ -63,8 +65,6 @@ from affinec.interpreter.shared_memory import (
 )
 from affinec.interpreter.support import InterpreterError, describe, numpy_dtype
 from affinec.interpreter.warps import Wait
-from affinec.tensor_maps import TensorMapError, tensor_map_of
-from affinec.wgmma_layouts import WARPGROUP_SIZE, TileLayout, swizzle_alignment
 
 _uids = itertools.count()
 
@@ -405,7 +405,7 @@ class TensorMap:
 
 def create_descriptor(op: nvgpu.TmaCreateDescriptorOp, array, box) -> TensorMap:
     """The tensor map of `array`, checked by the driver's rules
-    (`affinec.tensor_maps`)."""
+    (`affinec.hardware.tensor_maps`)."""
     t = op.tensorMap.type
     assert isinstance(t, nvgpu.TensorMapDescriptorType)
     expected = tuple(t.tensor.get_shape())

@@ -20,9 +20,9 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation
 from xdsl.printer import Printer
 
-from affinec import dtypes
-from affinec.chips import CHIPS
-from affinec.diagnostics import OpError, is_user_error
+from affinec.base import dtypes
+from affinec.base.diagnostics import OpError, is_user_error
+from affinec.hardware.chips import CHIPS
 
 _BFLOAT16 = dtypes.BFLOAT16.type
 

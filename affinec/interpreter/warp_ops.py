@@ -19,9 +19,9 @@ from __future__ import annotations
 import numpy as np
 from xdsl.ir import Operation
 
+from affinec.base.dtypes import numpy_dtype
 from affinec.dialects import nvgpu, nvvm
 from affinec.dialects.nvgpu import WARP_SIZE, MmaKind
-from affinec.dtypes import numpy_dtype
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.memref_ops import checked_pointer
 from affinec.interpreter.support import InterpreterError

@@ -33,6 +33,14 @@ import numpy as np
 from xdsl.ir import Operation
 
 from affinec.dialects import nvgpu, nvvm
+from affinec.hardware.wgmma_layouts import (
+    WARPGROUP_SIZE,
+    WGMMA_M,
+    MatrixDescriptor,
+    TileLayout,
+    accumulator_table,
+    operand_addresses,
+)
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.shared_memory import (
     LANDED,
@@ -42,14 +50,6 @@ from affinec.interpreter.shared_memory import (
 )
 from affinec.interpreter.support import InterpreterError, describe
 from affinec.interpreter.warps import WarpCollective, exact_dot
-from affinec.wgmma_layouts import (
-    WARPGROUP_SIZE,
-    WGMMA_M,
-    MatrixDescriptor,
-    TileLayout,
-    accumulator_table,
-    operand_addresses,
-)
 
 WGMMA_K = 16
 """K of one f16/bf16 `wgmma` instruction."""

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from xdsl.dialects.builtin import ModuleOp
 
-from affinec.compiler import CompiledKernel, compile_to_ptx
-from affinec.spec import Spec
+from affinec.base.spec import Spec
+from affinec.driver.compiler import CompiledKernel, compile_to_ptx
 from affinec.tuning.cache import (
     CacheError,
     Entry,
@@ -111,7 +111,7 @@ def cached_entry(
     """The cached entry of `spec` for `gpu` (by default the current GPU's name;
     None without one) and this compiler, if it was tuned for `arch`."""
     if gpu is None:
-        from affinec.runtime import cuda_available
+        from affinec.backend.runtime import cuda_available
         from affinec.tuning.measure import gpu_name
 
         if not cuda_available():
@@ -145,7 +145,7 @@ def compile_cached(
     if spec is not None:
         entry = cached_entry(spec, arch, store, gpu)
         if entry is None and tune_if_missing:
-            from affinec.runtime import require_gpu
+            from affinec.backend.runtime import require_gpu
 
             require_gpu()
             result = tune_and_store(

@@ -35,8 +35,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from affinec.config import KernelConfig
-from affinec.spec import ConvSpec, Spec
+from affinec.base.spec import ConvSpec, Spec
+from affinec.driver.config import KernelConfig
 from affinec.tuning.compiling import config_from_json, config_to_json
 
 SCHEMA = 1

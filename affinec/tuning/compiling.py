@@ -27,10 +27,10 @@ from typing import Any
 
 from xdsl.utils.exceptions import DiagnosticException
 
-from affinec.config import KernelConfig, with_knobs
-from affinec.ptxas import PtxasNotFound, Resources
-from affinec.runtime import Kernel
-from affinec.spec import parse_spec
+from affinec.backend.ptxas import PtxasNotFound, Resources
+from affinec.backend.runtime import Kernel
+from affinec.base.spec import parse_spec
+from affinec.driver.config import KernelConfig, with_knobs
 from affinec.tuning.cost import InstructionMix, instruction_mix
 
 REFUSED = "refused"
@@ -100,8 +100,8 @@ class Compiled:
 
 def compile_one(index: int, spec_text: str, knobs: dict, arch: str) -> Compiled:
     """Compile one candidate (what a worker process runs; picklable in and out)."""
-    from affinec.compiler import compile_to_ptx
-    from affinec.ptxas import PtxasError
+    from affinec.backend.ptxas import PtxasError
+    from affinec.driver.compiler import compile_to_ptx
 
     config = config_from_json(knobs)
     start = time.perf_counter()
@@ -130,7 +130,7 @@ def compile_one(index: int, spec_text: str, knobs: dict, arch: str) -> Compiled:
 
 
 def _first_line(e: BaseException) -> str:
-    from affinec.diagnostics import format_exception
+    from affinec.base.diagnostics import format_exception
 
     text = format_exception(e).strip()
     text = text.removeprefix("error: ")

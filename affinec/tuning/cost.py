@@ -10,7 +10,7 @@ an H100 from:
   block copies per step (its footprint, which sets the bytes moved per multiply-add),
   the work wasted by partial tiles and by the MMA's padding;
 - residency: blocks per multiprocessor from registers (ptxas's count when compiled),
-  threads and shared memory, as `affinec.benchmark.occupancy` computes occupancy;
+  threads and shared memory, as `affinec.driver.benchmark.occupancy` computes occupancy;
 - the instruction mix: instructions issued per FMA or MMA in the innermost loop of
   the PTX when it is at hand (shared loads, conversions, index arithmetic), an
   analytic estimate otherwise.
@@ -32,8 +32,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from affinec.config import KernelConfig
-from affinec.ptxas import H100_MULTIPROCESSOR, Multiprocessor, resident_blocks
+from affinec.backend.ptxas import H100_MULTIPROCESSOR, Multiprocessor, resident_blocks
+from affinec.driver.config import KernelConfig
 from affinec.tuning.problem import (
     MMA_K,
     MMA_M,

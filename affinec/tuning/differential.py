@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from affinec.config import KernelConfig
-from affinec.diagnostics import OpError
-from affinec.spec import DTYPES, EPILOGUES, FILTER_LAYOUTS, LAYOUTS, ConvSpec
+from affinec.base.diagnostics import OpError
+from affinec.base.spec import DTYPES, EPILOGUES, FILTER_LAYOUTS, LAYOUTS, ConvSpec
+from affinec.driver.config import KernelConfig
 
 COMPILED = "compiled"
 CORRECT = "correct"
@@ -140,7 +140,7 @@ def compile_pair(pair: Pair, arch: str) -> Outcome:
     """Compile `pair` to PTX for `arch`: `COMPILED` with the runtime kernel in
     `extra["kernel"]` (picklable, so a process pool can compile), `REFUSED` with the
     passes' diagnostic, or `FAILED` if the compiler crashed."""
-    from affinec.compiler import compile_to_ptx
+    from affinec.driver.compiler import compile_to_ptx
 
     start = time.perf_counter()
     try:
@@ -168,7 +168,7 @@ def compile_pair(pair: Pair, arch: str) -> Outcome:
 def check_on_gpu(compiled: Outcome, seed: int = 0) -> Outcome:
     """Run a `COMPILED` outcome's kernel on fresh random inputs with a poisoned
     output and compare it with float64 within the kernel's tolerance."""
-    from affinec.reference import (
+    from affinec.frontend.reference import (
         poisoned_output,
         random_inputs,
         reference,
@@ -206,7 +206,7 @@ def check_on_gpu(compiled: Outcome, seed: int = 0) -> Outcome:
 def run_pair(pair: Pair, seed: int = 0, arch: str | None = None) -> Outcome:
     """Compile `pair` for `arch` (this GPU's by default), run it and check it
     against float64."""
-    from affinec.runtime import current_arch
+    from affinec.backend.runtime import current_arch
 
     return check_on_gpu(compile_pair(pair, arch or current_arch()), seed)
 

@@ -9,8 +9,8 @@ import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from affinec.config import KernelConfig, flattened_spec, wgmma_config_for
-from affinec.spec import Spec
+from affinec.base.spec import Spec
+from affinec.driver.config import KernelConfig, flattened_spec, wgmma_config_for
 from affinec.tuning.cost import H100, Prediction
 
 WGMMA_CANDIDATES = 12

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from affinec.spec import Spec
+from affinec.base.spec import Spec
 from affinec.tuning.cache import Entry, TuningCache, tuning_key
 from affinec.tuning.compiling import make_pool
 from affinec.tuning.log import write_log

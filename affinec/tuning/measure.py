@@ -2,10 +2,10 @@
 
 The tuner talks to a `Measurer`, so tests put a fake one in its place and no test
 needs a GPU or times anything. `GpuMeasurer` is the real one, in process, with the
-method of `affinec.benchmark` (docs/BENCHMARKS.md): fresh random inputs on
+method of `affinec.driver.benchmark` (docs/BENCHMARKS.md): fresh random inputs on
 the GPU, enough input sets that they do not sit in L2 together, the output poisoned
 (NaN) and compared with torch's float64 result before anything is timed (a wrong
-configuration is reported and never picked), then `affinec.timing.time_launches`:
+configuration is reported and never picked), then `affinec.backend.timing.time_launches`:
 GPU time of back-to-back launches queued behind a spin kernel, the median of a few
 batches. Screening takes few short batches; the finalists are timed again with the
 benchmark's ten.
@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from affinec.reference import Verdict, verdict
-from affinec.runtime import Kernel
-from affinec.spec import ConvSpec, MatmulSpec, Spec
+from affinec.backend.runtime import Kernel
+from affinec.base.spec import ConvSpec, MatmulSpec, Spec
+from affinec.frontend.reference import Verdict, verdict
 
 SCREEN_ROUNDS = 5
 """Batches timed per candidate while screening (the median is kept)."""
@@ -88,8 +88,8 @@ class GpuMeasurer:
     """The in-process measurer for convolutions and matrix products (needs torch)."""
 
     def __init__(self, spec: Spec, seed: int = 0) -> None:
-        from affinec.benchmark import require_torch_epilogue
-        from affinec.runtime import require_gpu
+        from affinec.backend.runtime import require_gpu
+        from affinec.driver.benchmark import require_torch_epilogue
 
         require_torch_epilogue(spec)
         require_gpu()
@@ -98,7 +98,7 @@ class GpuMeasurer:
         except ImportError:
             raise MeasurerUnavailable(
                 "measuring on the GPU needs torch (the float64 reference runs on "
-                "the GPU, as in affinec.benchmark); --dry-run ranks without it"
+                "the GPU, as in affinec.driver.benchmark); --dry-run ranks without it"
             ) from None
         if not isinstance(spec, ConvSpec | MatmulSpec):
             raise MeasurerUnavailable(f"cannot measure a {spec.kind} spec")
@@ -109,7 +109,7 @@ class GpuMeasurer:
         torch.backends.cudnn.benchmark = True
         generator = torch.Generator(device="cuda").manual_seed(seed)
         if isinstance(spec, ConvSpec):
-            from affinec.benchmark import input_sets, torch_tensors
+            from affinec.driver.benchmark import input_sets, torch_tensors
 
             self.sets = input_sets(spec)
             self.data = [torch_tensors(spec, generator) for _ in range(self.sets)]
@@ -117,7 +117,7 @@ class GpuMeasurer:
             self.sets = 2
             self.data = [_matmul_tensors(spec, generator) for _ in range(self.sets)]
         self.reference = self._reference()
-        from affinec.benchmark import torch_dtype
+        from affinec.driver.benchmark import torch_dtype
 
         dtype = torch_dtype(spec.dtype)
         self.outputs = [
@@ -132,7 +132,7 @@ class GpuMeasurer:
         spec = self.spec
         x, w, b = data if data is not None else self.data[0]
         if isinstance(spec, ConvSpec):
-            from affinec.benchmark import torch_conv
+            from affinec.driver.benchmark import torch_conv
 
             ref = torch_conv(
                 spec,
@@ -151,7 +151,7 @@ class GpuMeasurer:
 
     def _ours(self, x, w, b) -> list:
         if isinstance(self.spec, ConvSpec):
-            from affinec.benchmark import in_our_layout
+            from affinec.driver.benchmark import in_our_layout
 
             return in_our_layout(self.spec, x, w, b)
         return [t.contiguous() for t in (x, w, b) if t is not None]
@@ -161,7 +161,7 @@ class GpuMeasurer:
 
         import torch
 
-        from affinec.timing import time_launches
+        from affinec.backend.timing import time_launches
 
         start = time.perf_counter()
         try:
@@ -216,7 +216,7 @@ class GpuMeasurer:
         try:
             for run in range(runs):
                 if isinstance(self.spec, ConvSpec):
-                    from affinec.benchmark import torch_tensors
+                    from affinec.driver.benchmark import torch_tensors
 
                     data = torch_tensors(self.spec, generator)
                 else:
@@ -244,12 +244,12 @@ class GpuMeasurer:
         return Measurement(True, error=worst, seconds=time.perf_counter() - start)
 
     def cudnn_ms(self, relu: bool = False, tf32: bool = False) -> float | None:
-        """cuDNN through torch on the same inputs, timed as `affinec.benchmark` times
+        """cuDNN through torch on the same inputs, timed as `affinec.driver.benchmark` times
         it: the convolution alone (with `relu`, followed by torch's ReLU kernel);
         f32 exact unless `tf32`."""
         if not isinstance(self.spec, ConvSpec) or self.broken:
             return None
-        from affinec.benchmark import time_cudnn
+        from affinec.driver.benchmark import time_cudnn
 
         return time_cudnn(
             self.spec, self.data, relu=relu, tf32=tf32 or self.spec.dtype != "f32"
@@ -266,7 +266,7 @@ class GpuMeasurer:
 def _matmul_tensors(spec: MatmulSpec, generator) -> tuple:
     import torch
 
-    from affinec.benchmark import torch_dtype
+    from affinec.driver.benchmark import torch_dtype
 
     dtype = torch_dtype(spec.dtype)
     a = torch.randn(spec.m, spec.k, generator=generator, device="cuda").to(dtype)

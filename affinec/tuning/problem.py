@@ -14,17 +14,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from affinec.chips import MMA_SHAPES, WARP_SIZE
-from affinec.config import (
+from affinec.base.dtypes import storage_numpy_dtype
+from affinec.base.spec import ConvSpec, MatmulSpec, Spec
+from affinec.driver.config import (
     SHARED_ROW_PADDING,
     KernelConfig,
     flattened_spec,
     step_bytes,
     window_extent,
 )
-from affinec.contraction import contraction_of
-from affinec.dtypes import storage_numpy_dtype
-from affinec.spec import ConvSpec, MatmulSpec, Spec
+from affinec.frontend.contraction import contraction_of
+from affinec.hardware.chips import MMA_SHAPES, WARP_SIZE
 
 MMA_M, MMA_N, MMA_K = MMA_SHAPES["f16"]
 """Rows (pixels), columns (output channels) and reduction depth of one m16n8k16
@@ -156,7 +156,7 @@ class Geometry:
     """Tiles of the reduction in flight (each its own shared buffers)."""
     coalesced_step_bytes: int = 0
     """With `coalesce_reduction`: the shared bytes of one step, as `config_for`
-    counts them (`affinec.config.step_bytes`); 0 otherwise."""
+    counts them (`affinec.driver.config.step_bytes`); 0 otherwise."""
     dma: tuple[bool, bool] = (False, False)
     """Whether the input's and the filter's copies can be 16-byte asynchronous
     copies: the copy's rows (the step's channels, or the block's output channels)

@@ -45,8 +45,8 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from affinec.chips import WARP_SIZE, Chip, chip
-from affinec.config import (
+from affinec.base.spec import ConvSpec, Spec
+from affinec.driver.config import (
     DEFAULT_PLANNING_ARCH,
     MMA_MIN_CHANNELS,
     KernelConfig,
@@ -56,7 +56,7 @@ from affinec.config import (
     takes_any_batch,
     tensor_cores_take,
 )
-from affinec.spec import ConvSpec, Spec
+from affinec.hardware.chips import WARP_SIZE, Chip, chip
 from affinec.tuning.cost import H100, Prediction, predict
 from affinec.tuning.hopper_space import best_per_tile_and_schedule, wgmma_configs
 from affinec.tuning.problem import (

@@ -38,9 +38,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from affinec.config import KernelConfig
-from affinec.runtime import Kernel
-from affinec.spec import Spec
+from affinec.backend.runtime import Kernel
+from affinec.base.spec import Spec
+from affinec.driver.config import KernelConfig
 from affinec.tuning.compiling import (
     COMPILED,
     FAILED,
@@ -107,7 +107,7 @@ class TuneOptions:
                 raise ValueError(
                     f"{name.replace('_', '-')} must be {what}, got {getattr(self, name)}"
                 )
-        from affinec.emitter import ARCHS
+        from affinec.backend.emitter import ARCHS
 
         if self.arch not in ARCHS:
             raise ValueError(

@@ -33,7 +33,7 @@ from xdsl.ir import Block, Operation, OpResult, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap, AffineSymExpr
 from xdsl.traits import is_side_effect_free
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affine_syntax import format_expr
 from affinec.dialects.affinec import BLOCK, THREAD, PaddedLoadOp, enclosing_mappings

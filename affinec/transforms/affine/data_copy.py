@@ -43,7 +43,8 @@ from xdsl.ir.affine import (
     AffineSet,
 )
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
+from affinec.base.dtypes import element_size
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import (
     BLOCK,
@@ -53,7 +54,6 @@ from affinec.dialects.affinec import (
     PaddedLoadOp,
     mapping_of,
 )
-from affinec.dtypes import element_size
 from affinec.ir.affine_exprs import ge0, linear_form
 from affinec.transforms.affine.footprint import Footprint, NoFootprint, footprint
 

@@ -32,9 +32,9 @@ from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import Operation
 from xdsl.ir.affine import AffineDimExpr, AffineMap
 
-from affinec.contraction import Access, Contraction, contraction_of
-from affinec.diagnostics import PassError
-from affinec.spec import ConvSpec, MatmulSpec, Spec
+from affinec.base.diagnostics import PassError
+from affinec.base.spec import ConvSpec, MatmulSpec, Spec
+from affinec.frontend.contraction import Access, Contraction, contraction_of
 
 
 def is_contraction(op: Operation) -> bool:

@@ -38,12 +38,12 @@ from xdsl.dialects.linalg import ops as xdsl_linalg
 from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from affinec.contraction import Contraction
-from affinec.diagnostics import PassError, remark
+from affinec.base.diagnostics import PassError, remark
+from affinec.base.spec import ConvSpec, MatmulSpec, Spec
 from affinec.dialects import linalg
 from affinec.dialects.affinec import SPEC, read_spec, write_spec
-from affinec.frontend import build, build_naive
-from affinec.spec import ConvSpec, MatmulSpec, Spec
+from affinec.frontend.contraction import Contraction
+from affinec.frontend.naive import build, build_naive
 from affinec.transforms.affine.generic_import import (
     generic_contraction,
     is_contraction,

@@ -41,14 +41,14 @@ from xdsl.ir.affine import (
     AffineSymExpr,
 )
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
+from affinec.base.semi_affine import divide, multiply
 from affinec.dialects import affine
 from affinec.dialects.affine import REDUCTION_IDENTITY
 from affinec.dialects.affine_syntax import format_expr
 from affinec.dialects.affinec import IN_BOUNDS, PaddedLoadOp, mapping_of
 from affinec.ir.affine_exprs import Interval, expr_range, grouped
 from affinec.ir.ranges import value_range
-from affinec.semi_affine import divide, multiply
 
 
 class IndexBuilder:

@@ -19,9 +19,9 @@ from xdsl.ir.affine import (
     AffineMap,
 )
 
+from affinec.base.semi_affine import largest_known_divisor
 from affinec.dialects import affine
 from affinec.dialects.affinec import PaddedLoadOp
-from affinec.semi_affine import largest_known_divisor
 from affinec.transforms.affine.analysis import (
     compose_map,
     is_defined_inside,

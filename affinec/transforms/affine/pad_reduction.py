@@ -19,11 +19,11 @@ from xdsl.dialects.builtin import AffineMapAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
-from affinec.contraction import contraction_of
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
+from affinec.base.spec import Spec
 from affinec.dialects import affine
 from affinec.dialects.affinec import PaddedLoadOp
-from affinec.spec import Spec
+from affinec.frontend.contraction import contraction_of
 
 CHANNELS = ("c", "p")
 """The channel reduction of a convolution (`c`) and of a matrix product (`p`)."""

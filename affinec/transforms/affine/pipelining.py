@@ -51,7 +51,7 @@ from xdsl.ir.affine import (
     AffineSet,
 )
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import TILE
 from affinec.ir.ranges import as_dims

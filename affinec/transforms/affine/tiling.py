@@ -12,7 +12,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation
 from xdsl.ir.affine import AffineExpr, AffineMap, AffineSymExpr
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affinec import TILE
 from affinec.ir.affine_exprs import (

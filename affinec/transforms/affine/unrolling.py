@@ -15,7 +15,7 @@ from __future__ import annotations
 from xdsl.dialects import scf
 from xdsl.ir import Operation
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affinec import UNROLL
 from affinec.transforms.affine.analysis import constant_index

@@ -25,7 +25,8 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.traits import Pure
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
+from affinec.base.dtypes import memref_bytes
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import (
     BLOCK,
@@ -34,7 +35,6 @@ from affinec.dialects.affinec import (
     enclosing_mappings,
     mapping_of,
 )
-from affinec.dtypes import memref_bytes
 from affinec.ir.affine_exprs import Interval, grouped
 from affinec.ir.effects import only_reads
 from affinec.ir.ranges import as_dims, difference_range

@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import (
     OVERLAY,

@@ -17,7 +17,7 @@ from xdsl.dialects.builtin import FloatAttr, IndexType, UnitAttr, VectorType, f3
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects import affine, nvgpu
 from affinec.dialects.affinec import UNROLL
 from affinec.transforms.gpu.bands import Band

@@ -17,12 +17,12 @@ from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, MemRef
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineExpr
 
-from affinec.chips import MMA_SHAPES, WARP_SIZE
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
+from affinec.base.dtypes import element_size
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, mapping_of
 from affinec.dialects.nvvm_target import chip_of
-from affinec.dtypes import element_size
+from affinec.hardware.chips import MMA_SHAPES, WARP_SIZE
 from affinec.ir.affine_exprs import linear_form
 from affinec.transforms.affine.analysis import compose_map, is_defined_inside
 from affinec.transforms.gpu.bands import Band, GridAnalysis, is_private, is_shared

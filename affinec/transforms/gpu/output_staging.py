@@ -52,10 +52,10 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
+from affinec.base.dtypes import element_size
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import BLOCK, MAPPING, OVERLAY, UNROLL, mapping_of
 from affinec.dialects.nvvm_target import chip_of
-from affinec.dtypes import element_size
 from affinec.ir.affine_exprs import linear_form
 from affinec.ir.shared_memory_layout import lay_out_shared, layout_bytes
 from affinec.transforms.gpu.bands import Band, GridAnalysis, is_shared

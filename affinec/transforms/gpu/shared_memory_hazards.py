@@ -54,10 +54,10 @@ from xdsl.dialects.builtin import AffineMapAttr, MemRefType, VectorType
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import AffineConstraintKind, AffineMap
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
+from affinec.base.dtypes import element_size
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import GRID, OVERLAY, mapping_of
-from affinec.dtypes import element_size
 from affinec.ir.affine_exprs import Interval, expr_range
 from affinec.ir.effects import reads, writes
 from affinec.ir.index_sets import Guard, free_roots, index_sets

@@ -30,7 +30,7 @@ from xdsl.dialects import memref
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, i64
 from xdsl.ir import Operation
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import OVERLAY, SHARED_OFFSET
 from affinec.dialects.nvvm_target import chip_of

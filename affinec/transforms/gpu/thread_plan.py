@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 from xdsl.ir import Operation
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
+from affinec.base.dtypes import element_size
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import BLOCK, mapping_of
 from affinec.dialects.nvvm_target import chip_of
-from affinec.dtypes import element_size
 from affinec.transforms.gpu.bands import Band, GridAnalysis, is_private
 
 DEFAULT_THREADS_PER_BLOCK = 256

@@ -38,7 +38,7 @@ from xdsl.dialects.builtin import IndexType, MemRefType, UnitAttr
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineConstraintExpr, AffineExpr, AffineMap
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import BLOCK, UNROLL, PaddedLoadOp, mapping_of
 from affinec.ir.affine_exprs import ge0

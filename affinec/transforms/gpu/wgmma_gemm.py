@@ -8,10 +8,10 @@ from __future__ import annotations
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, UnitAttr
 
-from affinec.context import make_context
-from affinec.diagnostics import parse_module
+from affinec.base.locating_parser import parse_module
 from affinec.dialects import gpu
 from affinec.dialects.affinec import LAUNCH, KernelArgument, LaunchRecord
+from affinec.ir.context import make_context
 from affinec.transforms.gpu.wgmma_plan import GemmKernel
 from affinec.transforms.gpu.wgmma_text import gemm_module_text
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from affinec.spec import ConvSpec, MatmulSpec, Spec, epilogue_steps
+from affinec.base.spec import ConvSpec, MatmulSpec, Spec, epilogue_steps
 
 BK = 64
 """The K of one step: one 128-byte swizzled row of f16."""

@@ -1,7 +1,7 @@
 """A matrix product as a Hopper kernel at the nvgpu level: TMA loads into swizzled
 shared tiles, an mbarrier pipeline, warpgroup MMA (`wgmma`) and the epilogue fused in
 the copy-out. `affinec-wgmma-gemm` writes the naive product of a spec this way; the
-hand-written test bed `affinec.hopper_matmul` is the same kernel with an f32 output.
+hand-written test bed `affinec.tools.hopper_matmul` is the same kernel with an f32 output.
 
 `GemmKernel` (`wgmma_plan`) is the plan (shapes, element types, epilogue, tiles, stages, schedule)
 and `gemm_module_text(plan)` the module, in MLIR's syntax: a host function taking the

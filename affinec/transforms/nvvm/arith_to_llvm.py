@@ -13,7 +13,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.transforms.nvvm.converter import KernelConverter, converts
 from affinec.transforms.nvvm.vector_to_llvm import elementwise, vector_constant
 

@@ -26,7 +26,8 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
+from affinec.base.dtypes import element_size
 from affinec.dialects import gpu
 from affinec.dialects.affinec import (
     LAUNCH,
@@ -42,7 +43,6 @@ from affinec.dialects.nvgpu import (
 )
 from affinec.dialects.nvvm import BYVAL, GRID_CONSTANT, KERNEL, MAXNTID, MINCTASM
 from affinec.dialects.nvvm_target import chip_of
-from affinec.dtypes import element_size
 from affinec.ir.cfg import reachable_blocks, reverse_post_order
 from affinec.ir.op_table import OpTable
 from affinec.ir.shared_memory_layout import (

@@ -10,7 +10,7 @@ from xdsl.dialects.builtin import (
     UnrealizedConversionCastOp,
 )
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects import gpu, nvvm
 from affinec.transforms.nvvm.converter import KernelConverter, converts
 

@@ -14,7 +14,7 @@ A kernel using them changes in four ways before its ops are rewritten:
   rows, the N/2 registers of a thread, as `nvvm.wgmma.mma_async` takes them; a matrix
   descriptor becomes the i64 of its tile's start address field (`(address &
   0x3FFFF) >> 4`), to which each MMA adds its sub-tile's offset and ORs the fields of
-  the operand it is (A K-major, B MN-major: `affinec.wgmma_layouts`);
+  the operand it is (A K-major, B MN-major: `affinec.hardware.wgmma_layouts`);
 - each TMA destination starts on 8 × its swizzle span (`affinec.shared_alignments`).
 
 Then each op becomes its nvvm op on `affinec.element_pointer`s:
@@ -64,8 +64,7 @@ from xdsl.dialects.llvm import (
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.rewriter import Rewriter
 
-from affinec.chips import chip
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects import gpu, nvgpu, nvvm
 from affinec.dialects.affinec import (
     SHARED_ALIGNMENTS,
@@ -76,7 +75,8 @@ from affinec.dialects.gpu_common import WORKGROUP_ATTRIBUTIONS
 from affinec.dialects.llvm import AddrSpaceCastOp
 from affinec.dialects.nvgpu_common import element_bitwidth
 from affinec.dialects.nvvm_target import chip_name_of
-from affinec.wgmma_layouts import (
+from affinec.hardware.chips import chip
+from affinec.hardware.wgmma_layouts import (
     WARPGROUP_SIZE,
     WGMMA_M,
     TileLayout,

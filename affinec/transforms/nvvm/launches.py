@@ -10,7 +10,7 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, SymbolRefAttr, i32
 from xdsl.ir import Operation
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects import gpu
 from affinec.dialects.affinec import LAUNCH, LaunchRecord
 

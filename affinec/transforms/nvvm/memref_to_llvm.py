@@ -16,9 +16,9 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
+from affinec.base.dtypes import element_size
 from affinec.dialects.affinec import ElementPointerOp
-from affinec.dtypes import element_size
 from affinec.transforms.nvvm.address_parts import LIMIT
 from affinec.transforms.nvvm.converter import KernelConverter, converts
 

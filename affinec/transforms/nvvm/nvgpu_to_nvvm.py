@@ -45,10 +45,10 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Operation, SSAValue
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
+from affinec.base.dtypes import element_size
 from affinec.dialects import nvgpu, nvvm
 from affinec.dialects.affinec import ElementPointerOp
-from affinec.dtypes import element_size
 from affinec.ir.op_table import OpTable
 
 Lowered = tuple[list[Operation], list[SSAValue]]

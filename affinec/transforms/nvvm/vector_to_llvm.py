@@ -29,7 +29,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 
-from affinec.diagnostics import PassError
+from affinec.base.diagnostics import PassError
 from affinec.dialects import llvm as llvm_extensions
 from affinec.dialects import nvvm
 from affinec.transforms.nvvm.converter import KernelConverter, converts

@@ -1,0 +1,131 @@
+"""The CUDA calls the runtime makes: whether there is a GPU and which (`NoCudaGPU`
+where there is none), a launch through cuda.core (as numba-cuda launches its own
+kernels), a launch through the driver with every parameter by
+value (`cuLaunchKernel`: TMA tensor maps are 128-byte parameters), the status of a
+driver call, and a block's opt-in to more than 48 KiB of shared memory.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from affinec.backend.runtime import Launch
+
+
+class NoCudaGPU(RuntimeError):
+    """There is no CUDA GPU (or no driver) to run on."""
+
+
+def cuda_available() -> bool:
+    """Whether a CUDA GPU and driver are usable from numba."""
+    try:
+        from numba import cuda
+
+        return bool(cuda.is_available())
+    except Exception:  # numba-cuda missing or a broken driver: no GPU either way
+        return False
+
+
+def current_arch() -> str:
+    """The architecture to compile for: the current GPU's (`sm_90` on an H100: the
+    `a` variants are asked for by name), or `sm_80` without a GPU (its PTX runs on
+    every newer GPU too)."""
+    from affinec.backend.emitter import ARCHS, DEFAULT_ARCH
+
+    if not cuda_available():
+        return DEFAULT_ARCH
+    from numba import cuda
+
+    major, minor = cuda.get_current_device().compute_capability
+    arch = f"sm_{major}{minor}"
+    return (
+        arch
+        if arch in ARCHS
+        else max(
+            (a for a in ARCHS if a[3:].isdigit() and int(a[3:]) <= major * 10 + minor),
+            default=DEFAULT_ARCH,
+        )
+    )
+
+
+def require_gpu() -> None:
+    if not cuda_available():
+        raise NoCudaGPU(
+            "no CUDA GPU available: numba.cuda finds no device (everything up to PTX "
+            "works without one; running a kernel needs a GPU)"
+        )
+
+
+def launch_function(
+    function, grid, block, shared_memory: int, args: list, stream
+) -> None:
+    """Launch through cuda.core, as numba-cuda 0.30 launches its own kernels."""
+    from cuda.core import LaunchConfig, launch
+    from numba.cuda.cudadrv.driver import _to_core_stream
+
+    config = LaunchConfig(
+        grid=tuple(grid), block=tuple(block), shmem_size=shared_memory
+    )
+    launch(_to_core_stream(stream or 0), config, function.kernel, *args)
+
+
+def driver_result(result: Any) -> Any:
+    """The values of a cuda.bindings driver call, or a RuntimeError naming its
+    status."""
+    from cuda.bindings import driver
+
+    status, *rest = result if isinstance(result, tuple) else (result,)
+    if status != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"CUDA driver: {status}")
+    return rest[0] if len(rest) == 1 else rest
+
+
+def launch_by_driver(function, launch: Launch, values: list, stream) -> None:
+    """`cuLaunchKernel` with each argument by value: a tensor map's 128 bytes, or an
+    array's address."""
+    import ctypes
+
+    from cuda.bindings import driver
+
+    types = tuple(
+        None if isinstance(v, driver.CUtensorMap) else ctypes.c_void_p for v in values
+    )
+    handle = 0
+    if stream is not None:
+        from numba.cuda.cudadrv.driver import _to_core_stream
+
+        handle = _to_core_stream(stream).handle
+    driver_result(
+        driver.cuLaunchKernel(
+            function,
+            *launch.grid,
+            *launch.block,
+            launch.shared_memory,
+            handle,
+            (tuple(values), types),
+            0,
+        )
+    )
+
+
+def shared_memory_limit() -> int | None:
+    """The most shared memory a block may opt into on the current GPU (None if the
+    driver does not say)."""
+    from numba import cuda
+
+    device = cuda.get_current_device()
+    try:
+        return int(device.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+    except AttributeError:
+        return None
+
+
+def allow_dynamic_shared_memory(function, size: int) -> None:
+    """Kernels get 48 KiB of dynamic shared memory unless they ask for more first."""
+    from numba.cuda.cudadrv.driver import binding, driver
+
+    attribute = (
+        binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    )
+    driver.cuKernelSetAttribute(attribute, size, function.handle, function.device.id)

@@ -1,0 +1,383 @@
+"""Running emitted PTX on a GPU through numba.cuda.
+
+`Kernel` is a compiled kernel plus the wrapper around it that Loopy's generated
+wrappers are the model for: every argument is checked before launch — present,
+shape, dtype, strides, device memory, the output not aliasing an input — and a
+mismatch raises `KernelArgumentError` naming the argument, what was expected and what
+came. Arguments may be numpy arrays (copied to the device and, for the output, back),
+numba device arrays, or anything with `__cuda_array_interface__` (torch, cupy), used
+in place without copies. A missing output is allocated in the inputs' kind and
+returned: numpy in, numpy out; torch in, a torch tensor out (same device, bf16 as
+`torch.bfloat16`); cupy in, cupy out; numba in, numba out. bf16 arrays are
+`ml_dtypes`' bfloat16 in numpy and `torch.bfloat16` tensors, whose dtype (not their
+typestr, which torch spells as float16's or as two opaque bytes) tells them apart.
+
+Without a GPU everything up to PTX works; calling a kernel raises `NoCudaGPU`. The
+checks run first, so they work (and are tested) without a GPU too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from affinec.backend.cuda_launch import (  # noqa: F401 (NoCudaGPU ...: public here too)
+    NoCudaGPU,
+    allow_dynamic_shared_memory,
+    cuda_available,
+    current_arch,
+    driver_result,
+    launch_by_driver,
+    launch_function,
+    require_gpu,
+    shared_memory_limit,
+)
+from affinec.backend.kernel_arguments import (  # noqa: F401 (KernelArgumentError: public here)
+    Argument,
+    KernelArgumentError,
+    Parameter,
+    array_kind,
+    check_aliasing,
+    check_argument,
+    new_output,
+    shape_of,
+    transferable,
+)
+from affinec.base.dtypes import BFLOAT16
+from affinec.hardware.chips import DEFAULT_SHARED_PER_BLOCK
+from affinec.hardware.tensor_maps import TiledTensorMap
+
+if TYPE_CHECKING:
+    from xdsl.ir.affine import AffineMap
+
+MAX_GRID_X = (1 << 31) - 1
+"""The most blocks a grid has along x."""
+
+
+class SharedMemoryError(RuntimeError):
+    """A kernel needs more shared memory per block than the GPU has."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel of a compiled function: its entry point, geometry, dynamic shared
+    memory, and the parameters it takes, by name, in its own order."""
+
+    name: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_memory: int
+    arguments: tuple[str, ...]
+    tensor_maps: tuple[TiledTensorMap | None, ...] = ()
+    """Per argument (empty: none): None for a pointer to the array, or the TMA
+    tensor map the kernel takes over the array instead (by value, 128 bytes),
+    encoded at each launch for the array's address (`affinec.hardware.tensor_maps`)."""
+    batch_grid: AffineMap | None = None
+    """For a kernel of any batch: the grid's x as a function of the batch (`grid`
+    then holds 0 there)."""
+
+    def grid_for(self, batch: int | None) -> tuple[int, int, int]:
+        """The grid of a launch over `batch` images."""
+        if self.batch_grid is None or batch is None:
+            return self.grid
+        (blocks,) = self.batch_grid.eval([batch], [])
+        return (blocks, self.grid[1], self.grid[2])
+
+    @property
+    def takes_tensor_maps(self) -> bool:
+        return any(m is not None for m in self.tensor_maps)
+
+
+@dataclass
+class Kernel:
+    """A compiled function ready to launch: PTX, its kernels in launch order (one,
+    or a split reduction's two), and the function's parameters.
+
+    Call it with the arrays in the order of `parameters` (or by name); it returns the
+    output array (the one given, or a new one). Workspaces (a split reduction's
+    partial sums) are not arguments: the kernel object allocates them on the device
+    once per stream, on first use, and frees them with itself, so concurrent calls
+    on one stream are ordered as CUDA orders them and calls on different streams do
+    not share them.
+    """
+
+    ptx: str
+    launches: list[Launch]
+    parameters: list[Parameter]
+    """Every parameter of the function, the workspaces included."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """Whatever the compiler recorded: spec, pipeline, resources, IR."""
+    _workspaces: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _encoded: dict[tuple[str, int, int], Any] = field(default_factory=dict, repr=False)
+    """Tensor maps already encoded, by kernel, argument position and address."""
+
+    @classmethod
+    def single(
+        cls,
+        ptx: str,
+        name: str,
+        grid: tuple[int, int, int],
+        block: tuple[int, int, int],
+        parameters: list[Parameter],
+        shared_memory: int = 0,
+    ) -> Kernel:
+        """One kernel `name` of `ptx` taking `parameters` in their order."""
+        arguments = tuple(p.name for p in parameters)
+        return cls(
+            ptx, [Launch(name, grid, block, shared_memory, arguments)], parameters
+        )
+
+    @property
+    def name(self) -> str:
+        """The first kernel's entry point (the one doing the arithmetic)."""
+        return self.launches[0].name
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        """The first kernel's grid; for a kernel of any batch, 0 along x (its grid
+        over a batch is `launches[0].grid_for(batch)`)."""
+        return self.launches[0].grid
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return self.launches[0].block
+
+    @property
+    def shared_memory(self) -> int:
+        """Bytes of dynamic shared memory per block of the first kernel."""
+        return self.launches[0].shared_memory
+
+    @property
+    def arguments(self) -> list[Parameter]:
+        """The parameters a call passes: all but the workspaces."""
+        return [p for p in self.parameters if not p.workspace]
+
+    def signature(self) -> str:
+        return ", ".join(
+            f"{p.name}: {'x'.join('?' if d < 0 else str(d) for d in p.shape)}x{p.dtype}"
+            for p in self.arguments
+        )
+
+    @property
+    def batched(self) -> bool:
+        """Whether the kernel takes any batch (its batched parameters agree)."""
+        return any(p.batched for p in self.parameters)
+
+    def _batch(self, values: dict[str, Any]) -> int | None:
+        """The batch of a call: the outermost size of every batched array given,
+        which must agree (and be at least 1)."""
+        batch, first = None, None
+        for p in self.arguments:
+            value = values.get(p.name)
+            if not p.batched or value is None:
+                continue
+            shape = shape_of(value)
+            if not shape:
+                continue  # _check says what is wrong with it
+            if batch is None:
+                batch, first = shape[0], p.name
+            elif shape[0] != batch:
+                raise KernelArgumentError(
+                    f"argument '{p.name}': its batch (outermost size) is {shape[0]}, "
+                    f"'{first}''s is {batch}: a kernel of any batch takes one batch "
+                    "for all its arrays"
+                )
+        if batch is not None and batch < 1:
+            raise KernelArgumentError(
+                f"argument '{first}': a batch of {batch}; the kernel runs at least one"
+            )
+        if batch is not None:
+            for launch in self.launches:
+                blocks = launch.grid_for(batch)[0]
+                if blocks > MAX_GRID_X:
+                    raise KernelArgumentError(
+                        f"a batch of {batch} needs {blocks} blocks, more than a grid "
+                        f"holds ({MAX_GRID_X})"
+                    )
+        return batch
+
+    # -- arguments ------------------------------------------------------------------------
+
+    def check(self, *args: Any, **kwargs: Any) -> list[Argument]:
+        """Check every argument against its parameter, before any device work.
+
+        Arguments go by position or by name; a missing output is allocated in the
+        inputs' kind (`new_output`: numpy if any input is a numpy array).
+        """
+        parameters = self.arguments
+        names = [p.name for p in parameters]
+        if len(args) > len(parameters):
+            raise KernelArgumentError(
+                f"kernel {self.name} takes {len(parameters)} arrays "
+                f"({self.signature()}), {len(args)} were given"
+            )
+        values: dict[str, Any] = dict(zip(names, args, strict=False))
+        for key, value in kwargs.items():
+            if key not in names:
+                raise KernelArgumentError(
+                    f"kernel {self.name} has no parameter '{key}' ({self.signature()})"
+                )
+            if key in values:
+                raise KernelArgumentError(f"argument '{key}' given twice")
+            values[key] = value
+        batch = self._batch(values)
+        if self.batched and batch is None:
+            raise KernelArgumentError(
+                f"kernel {self.name} takes any batch: give at least one batched "
+                f"input ({self.signature()})"
+            )
+        given = [v for v in values.values() if v is not None]
+        # Any numpy input makes the call a host call (its output comes back).
+        like = next((v for v in given if isinstance(v, np.ndarray)), None)
+        if like is None and given:
+            like = given[0]
+        checked: list[Argument] = []
+        for p in (p.for_batch(batch) if batch is not None else p for p in parameters):
+            if values.get(p.name) is None:
+                if not p.output:
+                    raise KernelArgumentError(
+                        f"missing argument '{p.name}' ({p.describe()}); kernel "
+                        f"{self.name} takes ({self.signature()})"
+                    )
+                values[p.name] = new_output(p, like)
+            checked.append(check_argument(p, values[p.name]))
+        check_aliasing(checked)
+        return checked
+
+    # -- launching ----------------------------------------------------------------------
+
+    @cached_property
+    def functions(self) -> dict[str, Any]:
+        """The loaded kernels by name (numba's wrappers of cuda.core kernels)."""
+        require_gpu()
+        from numba import cuda
+
+        if any(launch.takes_tensor_maps for launch in self.launches):
+            return _driver_functions(self.ptx, self.launches)
+        module = cuda.current_context().create_module_ptx(self.ptx)
+        loaded = {}
+        for launch in self.launches:
+            function = module.get_function(launch.name)
+            if launch.shared_memory > DEFAULT_SHARED_PER_BLOCK:
+                limit = shared_memory_limit()
+                if limit is not None and launch.shared_memory > limit:
+                    raise SharedMemoryError(
+                        f"kernel {launch.name} needs {launch.shared_memory} bytes of "
+                        f"shared memory per block; this GPU gives a block at most "
+                        f"{limit}"
+                    )
+                allow_dynamic_shared_memory(function, launch.shared_memory)
+            loaded[launch.name] = function
+        return loaded
+
+    @property
+    def function(self):
+        """The first kernel, loaded."""
+        return self.functions[self.name]
+
+    def workspaces(self, stream: Any = None) -> dict[str, Any]:
+        """The device buffers of the workspaces for `stream`, allocated once."""
+        key = id(stream) if stream is not None else 0
+        if key not in self._workspaces:
+            from numba import cuda
+
+            self._workspaces[key] = {
+                p.name: cuda.device_array(
+                    p.shape, np.uint16 if p.dtype == BFLOAT16 else p.dtype
+                )
+                for p in self.parameters
+                if p.workspace
+            }
+        return self._workspaces[key]
+
+    def launch(self, arguments: Sequence[Argument], stream: Any = None) -> None:
+        """Launch every kernel in order on checked arguments already on the device
+        (asynchronously; the workspaces are the kernel object's)."""
+        pointers = {a.parameter.name: a.span[0] for a in arguments}
+        batched = {p.name for p in self.parameters if p.batched}
+        batch = next(
+            (a.parameter.shape[0] for a in arguments if a.parameter.name in batched),
+            None,
+        )
+        for name, buffer in self.workspaces(stream).items():
+            pointers[name] = buffer.__cuda_array_interface__["data"][0]
+        # kernels that take tensor maps are loaded by the driver, their siblings too
+        by_driver = any(launch.takes_tensor_maps for launch in self.launches)
+        for launch in self.launches:
+            if by_driver:
+                maps = launch.tensor_maps or (None,) * len(launch.arguments)
+                values = [
+                    pointers[a]
+                    if m is None
+                    else self._tensor_map(launch, k, m, pointers[a])
+                    for k, (a, m) in enumerate(zip(launch.arguments, maps, strict=True))
+                ]
+                sized = replace(launch, grid=launch.grid_for(batch))
+                launch_by_driver(self.functions[launch.name], sized, values, stream)
+                continue
+            launch_function(
+                self.functions[launch.name],
+                launch.grid_for(batch),
+                launch.block,
+                launch.shared_memory,
+                [np.uint64(pointers[a]) for a in launch.arguments],
+                stream,
+            )
+
+    def _tensor_map(
+        self, launch: Launch, position: int, tensor_map: TiledTensorMap, address: int
+    ) -> Any:
+        """The driver's CUtensorMap of an argument at `address`, encoded once."""
+        key = (launch.name, position, address)
+        if key not in self._encoded:
+            self._encoded[key] = tensor_map.encode(address)
+        return self._encoded[key]
+
+    def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
+        """Check the arguments, run the kernel, return the output array."""
+        arguments = self.check(*args, **kwargs)
+        require_gpu()
+        for a in arguments:
+            a.to_device()
+        self.launch(arguments, stream)
+        from numba import cuda
+
+        cuda.synchronize()
+        (out,) = (a for a in arguments if a.parameter.output)
+        if out.host is not None:
+            out.to_host()
+            return out.host
+        return out.value
+
+
+def _driver_functions(ptx: str, launches: Sequence[Launch]) -> dict[str, Any]:
+    """The kernels of `ptx` loaded by the driver itself (in numba's context), as
+    `cuLaunchKernel` takes them: kernels with by-value tensor maps are launched
+    through it, with a pointer to each parameter's bytes."""
+    from cuda.bindings import driver
+    from numba import cuda
+
+    cuda.current_context()  # numba's context, current for the calls below
+    module = driver_result(driver.cuModuleLoadData(ptx.encode() + b"\0"))
+    loaded = {}
+    for launch in launches:
+        function = driver_result(
+            driver.cuModuleGetFunction(module, launch.name.encode())
+        )
+        if launch.shared_memory > DEFAULT_SHARED_PER_BLOCK:
+            limit = shared_memory_limit()
+            if limit is not None and launch.shared_memory > limit:
+                raise SharedMemoryError(
+                    f"kernel {launch.name} needs {launch.shared_memory} bytes of "
+                    f"shared memory per block; this GPU gives a block at most {limit}"
+                )
+            attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            driver_result(
+                driver.cuFuncSetAttribute(function, attribute, launch.shared_memory)
+            )
+        loaded[launch.name] = function
+    return loaded

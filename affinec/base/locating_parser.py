@@ -1,0 +1,244 @@
+"""The parser behind every affinec tool: each op it parses carries the location of
+its first token (a `FileLineColLoc`), so a diagnostic however late in a pipeline
+points back at the input's line; it also reads what MLIR reads where xDSL's parser
+refuses or hangs (semi-affine maps, an input of comments only, strings without
+their closing quote), and turns what xDSL raises on malformed input into a parse
+error at the op being parsed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import (
+    FileLineColLoc,
+    IntAttr,
+    ModuleOp,
+    StringAttr,
+    UnregisteredOp,
+)
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir.affine import AffineMap, AffineSet
+from xdsl.parser import Parser
+from xdsl.parser.core import ForwardDeclaredValue
+from xdsl.parser.generic_parser import ParserState
+from xdsl.utils.exceptions import ParseError
+from xdsl.utils.lexer import Input, Span
+from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
+
+from affinec.base.diagnostics import is_user_error, xdsl_failure
+from affinec.base.mlir_wording import in_custom_op
+from affinec.base.semi_affine import MLIRAffineParser
+
+
+class LinearLexer(MLIRLexer):
+    """xDSL's lexer with a string-literal pattern that cannot backtrack.
+
+    xDSL's `"(?:[^"\\]+|\\.)*"` nests `+` in `*`: on a string without its closing
+    quote, the regex engine tries every way of splitting the line before failing,
+    which is exponential in the line's length (a hang). Matching one character per
+    repetition accepts the same strings in linear time.
+    """
+
+    _unescaped_characters_regex = re.compile(
+        r'"(?:[^"\\\n\v\f]|\\(?:["nt\\]|[0-9A-Fa-f]{2}))*"'
+    )
+
+
+class LocatingParser(Parser):
+    """A parser that gives every op it parses the location of its first token.
+
+    `line_offset` shifts the lines, for a chunk of a file split at `// -----`. It
+    lexes with `LinearLexer`, and turns the exceptions xDSL raises on malformed
+    input (`raised_by_xdsl`; a verifier's, building an attribute) into parse errors
+    at the op being parsed. Where xDSL's parser and MLIR's disagree on what is an
+    error, this one follows MLIR: semi-affine maps (`d0 mod s0`) are read
+    (`affinec.base.semi_affine`); an input of only comments is an empty module; an op
+    name that its (registered) dialect does not define is an error even with
+    unregistered dialects allowed; a region's entry argument whose name was already
+    used (`affine.for %i = 0 to %i`) is an error.
+    """
+
+    def __init__(
+        self, ctx: Context, text: str, name: str = "<stdin>", line_offset: int = 0
+    ) -> None:
+        # xDSL's constructor lexes the first token of what it is given: give it
+        # nothing, then the text through the linear lexer.
+        super().__init__(ctx, "", name)
+        self._parser_state = ParserState(LinearLexer(Input(text, name)))
+        self.line_offset = line_offset
+        self._op_start: Span | None = None
+        self._first_uses: dict[str, Span] = {}
+        """Where each value not yet defined was first used (for MLIR's error there)."""
+
+    def parse_module(self, allow_implicit_module: bool = True) -> ModuleOp:
+        if allow_implicit_module and self._current_token.kind == MLIRTokenKind.EOF:
+            return ModuleOp([])
+        start = self._current_token.span
+        try:
+            return super().parse_module(allow_implicit_module)
+        except Exception as e:
+            undefined = isinstance(e, ParseError) and e.msg.startswith(
+                "values used but not defined"
+            )
+            if undefined and (at_use := self._undefined_use()):
+                raise at_use from None
+            raise self._as_parse_error(e, start) from e
+
+    def resolve_operand(self, operand, type):
+        if operand.operand_name not in self.ssa_values:
+            self._first_uses.setdefault(operand.operand_name, operand.span)
+        return super().resolve_operand(operand, type)
+
+    def _undefined_use(self) -> ParseError | None:
+        """MLIR's error for a value used and never defined, at its first use (xDSL
+        reports the names at the end of the input)."""
+        spans = [
+            self._first_uses[name]
+            for name in self.forward_ssa_references
+            if name in self._first_uses
+        ]
+        if not spans:
+            return None
+        return ParseError(
+            min(spans, key=lambda span: span.start), "use of undeclared SSA value name"
+        )
+
+    def parse_optional_operation(self) -> Operation | None:
+        start = self._current_token.span
+        self._op_start = start
+        try:
+            op = super().parse_optional_operation()
+        except ParseError as e:
+            raise in_custom_op(e, start) from e
+        except Exception as e:
+            raise self._as_parse_error(e, start) from e
+        if op is None:
+            return None
+        if any(self._is_stale(v) for v in op.operands):
+            self.raise_error(
+                f"'{op.name}' uses a value defined in its own region", start
+            )
+        if not isinstance(op.location, FileLineColLoc):
+            where = start.get_location()
+            op.location = FileLineColLoc(
+                StringAttr(where.file or "<stdin>"),
+                IntAttr(where.line + self.line_offset),
+                IntAttr(where.col),
+            )
+        return op
+
+    def _is_stale(self, value: SSAValue) -> bool:
+        """A forward reference that a definition inside the op itself took away."""
+        return isinstance(value, ForwardDeclaredValue) and not any(
+            value is v
+            for refs in self.forward_ssa_references.values()
+            for v in refs.values()
+        )
+
+    def _get_op_by_name(self, name: str) -> type[Operation]:
+        dialect, dot, _ = name.partition(".")
+        if dot and dialect in self.ctx.registered_dialect_names:
+            op_type = self.ctx.get_optional_op(
+                name, dialect_stack=self._parser_state.dialect_stack
+            )
+            if op_type is None or issubclass(op_type, UnregisteredOp):
+                self.raise_error(
+                    f"unregistered operation '{name}' found in dialect ('{dialect}') "
+                    "that does not allow unknown operations",
+                    self._op_start,
+                )
+        return super()._get_op_by_name(name)
+
+    def parse_affine_map(self) -> AffineMap:
+        return MLIRAffineParser(self._parser_state).parse_affine_map()
+
+    def parse_affine_set(self) -> AffineSet:
+        return MLIRAffineParser(self._parser_state).parse_affine_set()
+
+    def parse_optional_region(
+        self, arguments: Iterable[Parser.Argument] | None = None
+    ) -> Region | None:
+        for arg in arguments or ():
+            if arg.name.text[1:] in self.forward_ssa_references:
+                self.raise_error(
+                    f"region entry argument '{arg.name.text}' is already in use",
+                    arg.name,
+                )
+        return super().parse_optional_region(arguments)
+
+    def parse_dimension_list(self) -> list[int]:
+        """`4x?x8`, and as MLIR also `? x 8` (spaces around the `x`): xDSL's steps
+        back one character over a delimiter it took too far, which misses the `x`
+        when a space follows it."""
+        dims: list[int] = []
+        shape = (MLIRTokenKind.INTEGER_LIT, MLIRTokenKind.QUESTION)
+        if self._current_token.kind not in shape:
+            return dims
+        dims.append(self.parse_shape_dimension())
+        while True:
+            delimiter = self._current_token.span.start
+            if self._parse_optional_shape_delimiter() is None:
+                return dims
+            if self._current_token.kind not in shape:
+                self._resume_from(delimiter)  # the `x` before the element type
+                return dims
+            dims.append(self.parse_shape_dimension())
+
+    def _parse_block(self) -> Block:
+        token = self._current_token
+        # xDSL's own message here is " in block definition".
+        if token.kind != MLIRTokenKind.CARET_IDENT:
+            self.raise_error("expected an operation, a block label ('^bb1:') or '}'")
+        # xDSL misses a second definition of a block used before its first one.
+        name = token.text[1:]
+        if name in self.blocks and name not in self.forward_block_references:
+            self.raise_error(f"re-declaration of block '{name}'", token.span)
+        self._label(name, token.span)
+        return super()._parse_block()
+
+    def parse_optional_successor(self) -> Block | None:
+        token = self._current_token
+        if token.kind == MLIRTokenKind.CARET_IDENT:
+            self._label(token.text[1:], token.span)
+        return super().parse_optional_successor()
+
+    def _label(self, name: str, span: Span) -> None:
+        """Make room for a label MLIR takes and xDSL's block names do not (`^0`,
+        a number): its block, seen first here, keeps no name."""
+        if name in self.blocks or Block.is_valid_name(name):
+            return
+        self.blocks[name] = (_UnnamedBlock(), None)
+        self.forward_block_references[name].append(span)
+
+    @staticmethod
+    def _as_parse_error(error: Exception, op_start: Span) -> Exception:
+        """`error` as a parse error at the op that was being parsed, when it is an
+        input error (`error` itself otherwise, to be raised as it is)."""
+        if isinstance(error, ParseError) or not is_user_error(error):
+            return error
+        return ParseError(op_start, xdsl_failure(error))
+
+
+class _UnnamedBlock(Block):
+    """A block whose label (`^0`) is no name xDSL takes: the printer numbers it."""
+
+    @property
+    def name_hint(self) -> str | None:
+        return None
+
+    @name_hint.setter
+    def name_hint(self, name: str | None) -> None:
+        pass
+
+
+def parse_module(
+    ctx: Context, text: str, filename: str = "<stdin>", line_offset: int = 0
+) -> ModuleOp:
+    """Parse `text` into a module whose ops know their source locations.
+
+    Raises xDSL's `ParseError` (which carries a span) on malformed input.
+    """
+    return LocatingParser(ctx, text, filename, line_offset).parse_module()

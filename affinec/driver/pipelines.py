@@ -1,0 +1,260 @@
+"""The default pipeline and the named ones, built from typed pass objects with the
+knobs of a `KernelConfig` (`affinec.driver.config`).
+
+    config = KernelConfig(tile_sizes=(1, 64, 16, 16), threads_per_block=128)
+    passes = default_passes(config)        # [AffineLoopTilePass(...), ...]
+    Pipeline(passes).run(module)           # affinec.driver.pipeline
+    pipeline_text(passes)                  # as `affinec-opt -p` spells it
+
+A knob is a typed field of `KernelConfig`, turned into pass options here, in one
+place (`affine_passes`, `map_to_gpu_passes`, `gpu_to_nvvm_passes`), never an
+f-string. Text pipelines exist only at the command-line
+boundary (`Pipeline.parse`), and print back with `pass_text`.
+
+Named pipelines (`NAMED_PIPELINES`, listed by `affinec-opt --list-passes`) are the
+same builders with the default configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from xdsl.passes import ModulePass
+from xdsl.transforms.common_subexpression_elimination import (
+    CommonSubexpressionElimination,
+)
+from xdsl.utils.arg_spec import ArgSpec
+
+from affinec.base.spec import Spec
+from affinec.driver.config import UNPROMOTED, KernelConfig, config_for
+from affinec.passes.affine_data_copy_generate import (
+    MAX_CAPACITY_KIB,
+    AffineDataCopyGenerate,
+)
+from affinec.passes.affine_loop_tile import AffineLoopTilePass
+from affinec.passes.affine_pipeline_data_transfer import AffinePipelineDataTransfer
+from affinec.passes.affinec_canonicalize import AffinecCanonicalizePass
+from affinec.passes.affinec_coalesce_reduction import AffinecCoalesceReduction
+from affinec.passes.affinec_contract_fma import AffinecContractFma
+from affinec.passes.affinec_insert_barriers import AffinecInsertBarriers
+from affinec.passes.affinec_map_threads import AffinecMapThreads
+from affinec.passes.affinec_mma_sync import AffinecMmaSync
+from affinec.passes.affinec_narrow_indices import AffinecNarrowIndices
+from affinec.passes.affinec_pad_channels import AffinecPadChannels
+from affinec.passes.affinec_place_buffers import AffinecPlaceBuffers
+from affinec.passes.affinec_plan_shared_memory import AffinecPlanSharedMemory
+from affinec.passes.affinec_sink import AffinecSinkPass
+from affinec.passes.affinec_split import AffinecSplitPass
+from affinec.passes.affinec_split_reduction import AffinecSplitReduction
+from affinec.passes.affinec_stage_output import AffinecStageOutput
+from affinec.passes.affinec_wgmma_gemm import AffinecWgmmaGemm
+from affinec.passes.convert_gpu_to_nvvm import ConvertGpuToNvvm
+from affinec.passes.convert_nvgpu_to_nvvm import ConvertNvgpuToNvvm
+from affinec.passes.convert_parallel_to_gpu import ConvertParallelToGpu
+from affinec.passes.convert_scf_to_cf import ConvertScfToCf
+from affinec.passes.gpu_kernel_outlining import GpuKernelOutlining
+from affinec.passes.lower_affine import LowerAffine
+
+DEFAULT_CONFIG = KernelConfig()
+
+
+def affine_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
+    """Naive IR → tiled, split and sunk (the reference design's affine passes)."""
+    return [
+        *(
+            [AffinecPadChannels(multiple=config.pad_channels)]
+            if config.pad_channels > 1
+            else []
+        ),
+        *([AffinecSplitReduction(splits=config.splits)] if config.splits > 1 else []),
+        AffineLoopTilePass(
+            tile_sizes=config.tile_sizes,
+            reduction_tile_sizes=config.reduction_tile_sizes,
+            separate=config.separate,
+            reassociate=config.reassociate,
+        ),
+        AffinecSplitPass(),
+        AffinecSinkPass(),
+        AffinecCanonicalizePass(),
+        *(
+            [
+                AffineDataCopyGenerate(
+                    # Past 48 KiB the tiles are dynamic shared memory; what all
+                    # stages take together is affinec-place-buffers' to check.
+                    fast_mem_capacity=MAX_CAPACITY_KIB,
+                    generate_dma=config.dma,
+                    reduction_innermost=config.mma,
+                )
+            ]
+            if config.promote or config.mma
+            else []
+        ),
+        *([AffinecCoalesceReduction()] if config.coalesce_reduction else []),
+        *(
+            [AffinePipelineDataTransfer(stages=config.stages)]
+            if config.stages > 1 and config.dma
+            else []
+        ),
+    ]
+
+
+def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
+    """Grid/block-mapped affine IR → a `gpu.launch`, one decision per pass: buffer
+    placement, barriers, thread mapping, then the mechanical conversion."""
+    return [
+        AffinecPlaceBuffers(),
+        *([AffinecStageOutput()] if config.mma and config.stage_output else []),
+        AffinecInsertBarriers(),
+        *(
+            [
+                AffinecMmaSync(
+                    warp_grid=config.warp_grid,
+                    tf32=config.tf32,
+                    unroll_taps=config.unroll_taps,
+                )
+            ]
+            if config.mma
+            else []
+        ),
+        AffinecMapThreads(
+            threads_per_block=config.threads_per_block,
+            register_tile=config.register_tile,
+            vector_width=config.vector_width,
+            unroll_steps=config.unroll_steps,
+        ),
+        AffinecPlanSharedMemory(pad=config.promote or config.mma),
+        *([AffinecContractFma()] if config.fma and not config.mma else []),
+        ConvertParallelToGpu(),
+    ]
+
+
+def gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
+    """Tiled (grid/block-mapped) affine IR → a kernel at the llvm + nvvm level."""
+    return [*map_to_gpu_passes(config), *gpu_to_nvvm_passes(config)]
+
+
+def gpu_to_nvvm_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
+    """A `gpu.launch` → an outlined kernel at the llvm + nvvm level."""
+    return [
+        GpuKernelOutlining(),
+        *([AffinecNarrowIndices()] if config.index_bitwidth == 0 else []),
+        LowerAffine(),
+        CommonSubexpressionElimination(),
+        ConvertNvgpuToNvvm(),
+        ConvertScfToCf(),
+        ConvertGpuToNvvm(
+            index_bitwidth=config.index_bitwidth, use_bare_ptr_memref_call_conv=True
+        ),
+    ]
+
+
+def default_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:
+    """The whole way: naive IR → a kernel ready for PTX."""
+    if config.wgmma:
+        return wgmma_passes(config)
+    return [*affine_passes(config), *gpu_passes(config)]
+
+
+def wgmma_passes(config: KernelConfig) -> list[ModulePass]:
+    """Hopper's route: the naive product → a TMA + mbarrier + wgmma kernel
+    (`affinec-wgmma-gemm`) → llvm + nvvm."""
+    return [
+        AffinecWgmmaGemm(
+            tile_sizes=config.wgmma_tile,
+            stages=config.stages,
+            schedule=config.wgmma_schedule,
+            splits=config.splits,
+        ),
+        ConvertNvgpuToNvvm(),
+        ConvertScfToCf(),
+        ConvertGpuToNvvm(use_bare_ptr_memref_call_conv=True),
+    ]
+
+
+def pass_text(p: ModulePass) -> str:
+    """A configured pass as pipelines spell it, options in kebab-case and defaults
+    left out: `affine-loop-tile{tile-sizes=1,64,16,16 separate=true}`."""
+    spec = p.spec()
+    return str(
+        ArgSpec(spec.name, {k.replace("_", "-"): v for k, v in spec.parameters.items()})
+    )
+
+
+def pipeline_text(passes: Sequence[ModulePass]) -> str:
+    """The passes as `affinec-opt -p` takes them."""
+    return ",".join(pass_text(p) for p in passes)
+
+
+def _default_after_split(spec: Spec | None, splits: int) -> list[ModulePass]:
+    """`affinec-default`: `config_for`'s pipeline for `spec`, for a reduction the
+    module has already split into `splits` (then without a split of its own)."""
+    if spec is None:
+        return default_passes(DEFAULT_CONFIG)
+    if splits == 1:
+        return default_passes(config_for(spec))
+    passes = default_passes(config_for(spec, splits=splits))
+    return [p for p in passes if not isinstance(p, AffinecSplitReduction)]
+
+
+@dataclass(frozen=True)
+class NamedPipeline:
+    summary: str
+    build: Callable[[Spec | None, int], list[ModulePass]]
+    """The passes, for a module with the given spec (`affinec.spec`) or none, whose
+    reduction is already split in the given number of partial sums (1: unsplit)."""
+    per_spec: bool = False
+    """Whether the passes depend on the module's spec."""
+
+
+TILE_SPLIT_SINK = "affinec-tile-split-sink"
+MAP_TO_GPU = "affinec-map-to-gpu"
+GPU_TO_NVVM = "affinec-gpu-to-nvvm"
+LOWER_TO_NVVM = "affinec-lower-to-nvvm"
+DEFAULT = "affinec-default"
+UNPROMOTED_ROUTE = "affinec-unpromoted"
+
+NAMED_PIPELINES: dict[str, NamedPipeline] = {
+    TILE_SPLIT_SINK: NamedPipeline(
+        "tile into grid and block loops, split the block loop around a block-shaped "
+        "accumulator, sink it below the reduction's tile loops, canonicalize",
+        lambda _spec, _splits: affine_passes(UNPROMOTED),
+    ),
+    TILE_SPLIT_SINK + "-separate": NamedPipeline(
+        f"{TILE_SPLIT_SINK}, with full tiles separated from partial ones (a fast "
+        "path without bounds)",
+        lambda _spec, _splits: affine_passes(replace(UNPROMOTED, separate=True)),
+    ),
+    MAP_TO_GPU: NamedPipeline(
+        "place the buffers of each block, insert barriers, map block bands to "
+        "threads, convert to gpu.launch",
+        lambda _spec, _splits: map_to_gpu_passes(UNPROMOTED),
+    ),
+    GPU_TO_NVVM: NamedPipeline(
+        "outline the kernel of a gpu.launch, lower affine, scf and the kernel's ops "
+        "to llvm + nvvm",
+        lambda _spec, _splits: gpu_to_nvvm_passes(UNPROMOTED),
+    ),
+    LOWER_TO_NVVM: NamedPipeline(
+        f"{MAP_TO_GPU}, then {GPU_TO_NVVM}",
+        lambda _spec, _splits: gpu_passes(UNPROMOTED),
+    ),
+    DEFAULT: NamedPipeline(
+        "naive IR to a kernel ready for PTX with the configuration config_for picks "
+        "for the module's spec (its affinec.spec attribute; the defaults below "
+        "without one): tile, split, sink, copy into shared memory, on the tensor "
+        "cores for f16/bf16, map to the GPU, lower to llvm + nvvm",
+        lambda spec, splits: _default_after_split(spec, splits),
+        per_spec=True,
+    ),
+    UNPROMOTED_ROUTE: NamedPipeline(
+        f"the walking skeleton's route: {TILE_SPLIT_SINK}, then {LOWER_TO_NVVM} "
+        "(no shared-memory copies, no FMA, 64-bit indices: bit-identical to the "
+        "naive IR down to PTX)",
+        lambda _spec, _splits: default_passes(UNPROMOTED),
+    ),
+}
+"""Pipelines by name. The pieces of the way (tile-split-sink, map-to-gpu,
+gpu-to-nvvm, lower-to-nvvm) keep the order of summation and the rounding of the
+naive IR; `affinec-default` adds the shared-memory copies, FMA contraction and
+32-bit indices, with the passes' default sizes."""

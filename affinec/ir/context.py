@@ -1,0 +1,146 @@
+"""The xDSL context every affinec tool parses in: xDSL's dialects, with ours in place
+of the ones we re-syntax."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from xdsl.context import Context
+from xdsl.dialects import get_all_dialects
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Dialect
+
+
+def _affine() -> Dialect:
+    from affinec.dialects.affine import Affine
+
+    return Affine
+
+
+def _affinec() -> Dialect:
+    from affinec.dialects.affinec import Affinec
+
+    return Affinec
+
+
+def _gpu() -> Dialect:
+    from affinec.dialects.gpu import Gpu
+
+    return Gpu
+
+
+def _linalg() -> Dialect:
+    from affinec.dialects.linalg import Linalg
+
+    return Linalg
+
+
+def _llvm() -> Dialect:
+    from affinec.dialects.llvm import LLVM
+
+    return LLVM
+
+
+def _memref() -> Dialect:
+    from affinec.dialects.memref import MemRef
+
+    return MemRef
+
+
+def _scf() -> Dialect:
+    from affinec.dialects.scf import Scf
+
+    return Scf
+
+
+def _nvgpu() -> Dialect:
+    from affinec.dialects.nvgpu import NVGPU
+
+    return NVGPU
+
+
+def _nvvm() -> Dialect:
+    from affinec.dialects.nvvm import NVVM
+
+    return NVVM
+
+
+AFFINEC_DIALECTS: dict[str, Callable[[], Dialect]] = {
+    "affine": _affine,
+    "affinec": _affinec,
+    "gpu": _gpu,
+    "linalg": _linalg,
+    "llvm": _llvm,
+    "memref": _memref,
+    "nvgpu": _nvgpu,
+    "nvvm": _nvvm,
+    "scf": _scf,
+}
+"""Dialects of ours, by name; those also in xDSL replace xDSL's in our context (`llvm`
+is xDSL's with the ops it lacks added; `memref` xDSL's with MLIR's syntax of
+`memref.cast`; `linalg` xDSL's with MLIR's named
+convolutions and products as `affinec-lower-linalg` reads them; `scf` xDSL's with
+MLIR's forms of result types after `->`)."""
+
+
+NOT_REGISTERED = ("test",)
+"""xDSL's dialects mlir-opt does not have: MLIR's `test` ops are unregistered there,
+so `--allow-unregistered-dialect` takes them (xDSL's `test` dialect would refuse
+the ones it does not define)."""
+
+
+def all_dialects() -> dict[str, Callable[[], Dialect]]:
+    ours = {k: v for k, v in get_all_dialects().items() if k not in NOT_REGISTERED}
+    return ours | AFFINEC_DIALECTS
+
+
+def make_context() -> Context:
+    """A context that knows every dialect an affinec pipeline reads or writes."""
+    ctx = Context()
+    for name, factory in all_dialects().items():
+        ctx.register_dialect(name, factory)
+    return ctx
+
+
+def require_affinec_dialects(module: ModuleOp) -> None:
+    """Refuse ops built from xDSL's own `affine` or `gpu` dialect.
+
+    affinec's passes rewrite affinec's definitions of those dialects. Plain `xdsl-opt`
+    (which offers our passes through the `xdsl.universe` entry point) parses `affine`
+    and `gpu` with xDSL's, whose ops our passes would silently walk past.
+    """
+    from affinec.base.diagnostics import PassError
+
+    ours = _resyntaxed_operations()
+    for op in module.walk():
+        name = op.dialect_name()
+        allowed = ours.get(name)
+        if allowed is not None and type(op) not in allowed:
+            raise PassError(
+                op,
+                f"comes from xDSL's '{name}' dialect, which affinec's passes do "
+                "not rewrite: run them with affinec-opt (or parse with "
+                "affinec.ir.context.make_context())",
+            )
+
+
+@functools.cache
+def _resyntaxed_operations() -> dict[str, frozenset[type]]:
+    """The op classes of each dialect of ours that xDSL also defines (one walk of
+    the module checks them all; the dialects are built once)."""
+    return {
+        name: frozenset(AFFINEC_DIALECTS[name]().operations) for name in _RESYNTAXED
+    }
+
+
+_EXTENDED = {"llvm", "scf"}
+"""Our dialects whose ops include xDSL's (`llvm`: xDSL's plus ops it lacks; `scf`:
+subclasses that only parse more): xDSL's ops are ours too."""
+
+_RESYNTAXED = [
+    name
+    for name in AFFINEC_DIALECTS
+    if name in get_all_dialects() and name not in _EXTENDED
+]
+"""Our dialects that xDSL also defines (in its own syntax)."""

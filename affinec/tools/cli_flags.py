@@ -1,0 +1,387 @@
+"""The flags `affinec`'s subcommands share: a spec's (`conv`, `matmul`, `outer`, and
+the subcommands that take them) and a `KernelConfig`'s knobs (`compile`, `run`), with
+the spec and configuration they describe; and `UsageError`, how a command reports a
+mistake on its command line.
+
+`affinec.tools.cli` builds the parser from these pieces.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from affinec.backend.emitter import ARCHS, DEFAULT_ARCH
+from affinec.base.spec import (
+    DTYPES,
+    EPILOGUES,
+    FILTER_LAYOUTS,
+    LAYOUTS,
+    ConvSpec,
+    MatmulSpec,
+    OuterSpec,
+    Spec,
+)
+from affinec.driver.config import KernelConfig, config_for, with_knobs
+
+
+class UsageError(Exception):
+    """A mistake on the command line or in its input, reported as `error: ...`."""
+
+
+# -- spec flags ---------------------------------------------------------------------------
+
+
+EPILOGUE_HELP = (
+    f"{', '.join(EPILOGUES)}, or steps in this order, comma-separated: "
+    "scale,bias,residual then relu or relu6 (out = act(sum * scale + bias + "
+    "residual); scale and bias one per output channel, residual shaped as the "
+    "output)"
+)
+
+
+def _pair(text: str) -> tuple[int, int]:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N or N,M, got {text!r}") from None
+    if len(values) == 1:
+        return (values[0], values[0])
+    if len(values) != 2:
+        raise argparse.ArgumentTypeError(f"expected N or N,M, got {text!r}")
+    return (values[0], values[1])
+
+
+def add_conv_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of a convolution spec (shared by every command that takes one)."""
+    for name, what in (
+        ("n", "batch"),
+        ("c", "input channels"),
+        ("h", "input height"),
+        ("w", "input width"),
+        ("k", "output channels (filters)"),
+        ("r", "filter height"),
+        ("s", "filter width"),
+    ):
+        p.add_argument(f"--{name}", type=int, required=True, help=what)
+    p.add_argument("--stride", type=_pair, default=(1, 1), help="SH,SW or S")
+    p.add_argument("--pad", type=_pair, default=(0, 0), help="PH,PW or P")
+    p.add_argument("--dilation", type=_pair, default=(1, 1), help="DH,DW or D")
+    p.add_argument("--layout", choices=LAYOUTS, default="nchw")
+    p.add_argument("--filter-layout", choices=FILTER_LAYOUTS, default="kcrs")
+    p.add_argument("--dtype", choices=DTYPES, default="f32")
+    p.add_argument(
+        "--epilogue",
+        default="none",
+        metavar="STEPS",
+        help=EPILOGUE_HELP,
+    )
+    p.add_argument(
+        "--groups",
+        type=int,
+        default=1,
+        help="groups of channels: each filter sees C/G of them (G = C = K: depthwise)",
+    )
+    p.add_argument(
+        "--dynamic-batch",
+        action="store_true",
+        help="one kernel for any batch (memref<?x...>, the grid sized at launch); "
+        "--n is then the batch it is configured and checked for",
+    )
+
+
+def add_matmul_arguments(p: argparse.ArgumentParser) -> None:
+    for name in ("m", "n", "k"):
+        p.add_argument(f"--{name}", type=int, required=True)
+    p.add_argument("--dtype", choices=DTYPES, default="f32")
+    p.add_argument(
+        "--epilogue",
+        default="none",
+        metavar="STEPS",
+        help=EPILOGUE_HELP,
+    )
+
+
+def add_outer_arguments(p: argparse.ArgumentParser) -> None:
+    for name in ("m", "n"):
+        p.add_argument(f"--{name}", type=int, required=True)
+    p.add_argument("--dtype", choices=DTYPES, default="f32")
+
+
+SPEC_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "conv": add_conv_arguments,
+    "matmul": add_matmul_arguments,
+    "outer": add_outer_arguments,
+}
+
+
+def spec_from_args(kind: str, args: argparse.Namespace) -> Spec:
+    """The spec the flags describe (a ValueError naming the field if it is invalid)."""
+    if kind == "conv":
+        return ConvSpec(
+            n=args.n,
+            c=args.c,
+            h=args.h,
+            w=args.w,
+            k=args.k,
+            r=args.r,
+            s=args.s,
+            stride=args.stride,
+            padding=args.pad,
+            dilation=args.dilation,
+            layout=args.layout,
+            filter_layout=args.filter_layout,
+            dtype=args.dtype,
+            epilogue=args.epilogue,
+            groups=args.groups,
+            dynamic_batch=args.dynamic_batch,
+        )
+    if kind == "matmul":
+        return MatmulSpec(args.m, args.n, args.k, args.dtype, args.epilogue)
+    return OuterSpec(args.m, args.n, args.dtype)
+
+
+def add_spec_subcommands(
+    parser: argparse.ArgumentParser, help_prefix: str
+) -> argparse._SubParsersAction:  # pyright: ignore[reportPrivateUsage]
+    """`conv`, `matmul`, `outer` subcommands of `parser`, each with its spec flags."""
+    kinds = parser.add_subparsers(dest="kind", required=True, metavar="KIND")
+    for kind, add in SPEC_ARGUMENTS.items():
+        add(kinds.add_parser(kind, help=f"{help_prefix} a {kind}"))
+    return kinds
+
+
+# -- knob flags ---------------------------------------------------------------------------
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(s) for s in text.split(",") if s.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+
+
+def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `affinec compile` and `run` beyond the spec's: the architecture,
+    the knobs of a `KernelConfig` (none given: the configuration `config_for` picks
+    for the spec; some given: the others at their defaults), and an optional
+    pipeline."""
+    parser.add_argument(
+        "--arch",
+        choices=ARCHS,
+        help=f"GPU architecture (default: {DEFAULT_ARCH} for `compile`, the current "
+        "GPU's for `run`)",
+    )
+    knobs = parser.add_argument_group("knobs (KernelConfig)")
+    knobs.add_argument(
+        "--tile-sizes",
+        type=_sizes,
+        help="block tile along each output dimension, outermost first",
+    )
+    knobs.add_argument(
+        "--reduction-tile-sizes",
+        type=_sizes,
+        help="tile along each reduction dimension",
+    )
+    knobs.add_argument(
+        "--register-tile",
+        type=_sizes,
+        help="outputs one thread owns along each output dimension",
+    )
+    knobs.add_argument(
+        "--unroll-steps",
+        type=int,
+        help="reduction steps unrolled together in a register-tiled band",
+    )
+    knobs.add_argument(
+        "--separate",
+        action="store_true",
+        default=None,
+        help="separate full tiles (no bounds checks) from partial ones",
+    )
+    knobs.add_argument(
+        "--no-promote",
+        dest="promote",
+        action="store_false",
+        default=None,
+        help="read global memory directly (no shared-memory copies)",
+    )
+    knobs.add_argument(
+        "--no-fma",
+        dest="fma",
+        action="store_false",
+        default=None,
+        help="keep multiplies and adds apart (the naive IR's rounding)",
+    )
+    knobs.add_argument(
+        "--reassociate",
+        action="store_true",
+        default=None,
+        help="let the reduction be tiled in any order (changes the rounding)",
+    )
+    knobs.add_argument(
+        "--no-dma",
+        dest="dma",
+        action="store_false",
+        default=None,
+        help="copy into shared memory with loads and stores, not cp.async",
+    )
+    knobs.add_argument(
+        "--pad-channels",
+        type=int,
+        help="pad the channel loop with zeros to a multiple of N (3 channels as 4: "
+        "the tensor cores' coalesced k)",
+    )
+    knobs.add_argument(
+        "--coalesce-reduction",
+        action="store_true",
+        default=None,
+        help="a filter row's columns x channels as one reduction loop (the tensor "
+        "cores' k for few channels)",
+    )
+    knobs.add_argument(
+        "--stages",
+        type=int,
+        help="reduction tiles in flight at once (1: copy, then compute)",
+    )
+    knobs.add_argument(
+        "--splits",
+        type=int,
+        help="split the channel reduction into N partial sums, each its own blocks, "
+        "added by a second kernel (split-K: for layers of few blocks)",
+    )
+    knobs.add_argument(
+        "--flatten-pixels",
+        action="store_true",
+        default=None,
+        help="compile a 1x1, stride-1, unpadded NHWC convolution as the matrix "
+        "product of its flattened pixels (the other knobs are the product's)",
+    )
+    knobs.add_argument(
+        "--mma",
+        action="store_true",
+        default=None,
+        help="accumulate on tensor cores (f16, bf16; f32 with --tf32)",
+    )
+    knobs.add_argument(
+        "--wgmma",
+        action="store_true",
+        default=None,
+        help="on sm_90a: the product as a Hopper kernel (TMA, mbarrier stages, "
+        "wgmma); f16/bf16 matrix products and 1x1 convolutions",
+    )
+    knobs.add_argument(
+        "--wgmma-tile",
+        type=_sizes,
+        help="with --wgmma: a block's tile of the output, ROWS,COLUMNS",
+    )
+    knobs.add_argument(
+        "--wgmma-schedule",
+        choices=("waited", "in-flight", "specialized", "cooperative"),
+        help="with --wgmma: MMAs waited for each step, left in flight, a loading "
+        "and a multiplying warpgroup, or a loading one and two multiplying 64 rows "
+        "each (128x256 tiles)",
+    )
+    knobs.add_argument(
+        "--warp-grid",
+        type=_sizes,
+        help="with --mma: warps along the block's pixels and output channels",
+    )
+    knobs.add_argument(
+        "--unroll-taps",
+        action="store_true",
+        default=None,
+        help="with --mma: unroll a step's filter taps (the next tap's fragment "
+        "loads overlap this tap's MMAs)",
+    )
+    knobs.add_argument(
+        "--stage-output",
+        action="store_true",
+        default=None,
+        help="with --mma: store the output through shared memory, 16 bytes a thread",
+    )
+    knobs.add_argument(
+        "--tf32",
+        action="store_true",
+        default=None,
+        help="with --mma and f32: multiply in tf32 (10-bit mantissa operands)",
+    )
+    knobs.add_argument(
+        "--vector-width",
+        type=int,
+        help="outputs a thread owns contiguously (0: 16 bytes' worth, 1: strided)",
+    )
+    knobs.add_argument(
+        "--threads-per-block", type=int, help="threads of each block (0: derived)"
+    )
+    knobs.add_argument(
+        "--index-bitwidth",
+        type=int,
+        choices=(0, 32, 64),
+        help="width of index arithmetic in the kernel (0: 32 where proven to fit)",
+    )
+    parser.add_argument(
+        "-p",
+        "--passes",
+        help="a pass pipeline instead of the default one (affinec-opt's syntax)",
+    )
+
+
+KNOBS = (
+    "tile_sizes",
+    "reduction_tile_sizes",
+    "register_tile",
+    "unroll_steps",
+    "separate",
+    "reassociate",
+    "promote",
+    "dma",
+    "coalesce_reduction",
+    "pad_channels",
+    "stages",
+    "splits",
+    "flatten_pixels",
+    "wgmma",
+    "wgmma_tile",
+    "wgmma_schedule",
+    "mma",
+    "warp_grid",
+    "unroll_taps",
+    "stage_output",
+    "tf32",
+    "vector_width",
+    "fma",
+    "threads_per_block",
+    "index_bitwidth",
+)
+
+
+def config_from_args(
+    args: argparse.Namespace, spec: Spec, arch: str
+) -> KernelConfig | None:
+    """The `KernelConfig` the knob flags describe, or None when none is given (the
+    compiler then picks one for the spec). `--tf32`, `--splits` and
+    `--flatten-pixels`, alone or together, give the configuration `config_for` picks
+    for the spec on tf32 tensor cores of `arch`, with its reduction split, or as
+    the product of its flattened pixels; `--wgmma` alone, its Hopper kernel."""
+    given = {k: getattr(args, k) for k in KNOBS if getattr(args, k) is not None}
+    if given.get("wgmma") and set(given) == {"wgmma"}:
+        try:
+            return config_for(spec, arch=arch, wgmma=True)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    alone = {"tf32", "splits", "flatten_pixels"}
+    if given and set(given) <= alone and given.get("tf32", True):
+        try:
+            return config_for(
+                spec,
+                tf32=given.get("tf32", False),
+                arch=arch,
+                splits=given.get("splits", 1),
+                flatten_pixels=given.get("flatten_pixels", False),
+            )
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    return with_knobs(KernelConfig(), **given) if given else None

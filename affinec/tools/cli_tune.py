@@ -1,0 +1,316 @@
+"""`affinec tune`: tune a spec on the GPU and cache its fastest configuration
+(`--dry-run`: rank the candidates with the cost model alone), or show the cache
+(`--list`); the subcommand's flags. The tuning itself is `affinec.tuning`'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from affinec.backend.emitter import ARCHS, DEFAULT_ARCH
+from affinec.base.spec import Spec
+from affinec.tools.cli_flags import UsageError, spec_from_args
+
+
+def _tune_options(args: argparse.Namespace, arch: str):
+    from affinec.tuning import TuneOptions
+
+    return TuneOptions(
+        budget_s=args.budget_s,
+        top=args.top,
+        explore=args.explore,
+        finalists=args.finalists,
+        max_candidates=args.max_candidates,
+        jobs=args.jobs,
+        arch=arch,
+        seed=args.seed,
+        progress=not args.no_progress and sys.stderr.isatty(),
+        measure_cudnn=args.cudnn,
+    ).validate()
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """`affinec tune --list`, or tune one spec (see affinec.tuning)."""
+    from affinec.tuning import TuningCache
+
+    cache = TuningCache(args.cache)
+    if args.list:
+        if args.kind:
+            raise UsageError("--list shows the cache and takes no spec")
+        print(format_cache(cache))
+        return 0
+    if not args.kind:
+        raise UsageError(
+            "give a spec to tune (affinec tune conv --n ... ) or --list to show "
+            "the cache"
+        )
+    if args.kind == "network":
+        return _tune_network(args, cache)
+    if args.dry_run:
+        return _tune_dry_run(args, cache)
+    from affinec.backend.runtime import current_arch, require_gpu
+    from affinec.tuning import cached_entry, tune_and_store
+
+    # Every flag is checked before the GPU is asked for.
+    _tune_options(args, args.arch or DEFAULT_ARCH)
+    spec = spec_from_args(args.kind, args)
+    require_gpu()
+    arch = args.arch or current_arch()
+    options = _tune_options(args, arch)
+    if not args.force and (entry := cached_entry(spec, arch, cache)) is not None:
+        print(f"spec: {spec.to_text()}")
+        print(
+            f"cached ({cache.path}): {entry.config.describe()}: {entry.ms:.4f} ms on "
+            f"{entry.gpu}, tuned {entry.tuned_at} (--force tunes again)"
+        )
+        return 0
+    log = _log_path(args, cache, spec)
+    result = tune_and_store(spec, options, cache, log=log)
+    print(result.report())
+    print(f"log: {log}")
+    if result.best is not None:
+        print(f"cache: {cache.path}")
+    _tune_plot(result, log)
+    return 0 if result.best is not None else 1
+
+
+def _log_path(args: argparse.Namespace, cache, spec: Spec):
+    import hashlib
+    from pathlib import Path
+
+    folder = Path(args.log_dir) if args.log_dir else cache.path.parent / "logs"
+    digest = hashlib.sha256(spec.to_text().encode()).hexdigest()[:10]
+    return folder / f"{spec.kind}-{digest}.jsonl"
+
+
+def _tune_plot(result, log) -> None:
+    from affinec.tuning.plots import SpecTimes, plot_tuning, plots_available
+
+    if not plots_available():
+        print("plots: matplotlib is not installed (pip install 'affinec[plots]')")
+        return
+    path = plot_tuning(
+        [
+            SpecTimes(
+                result.spec.describe(),  # pyright: ignore[reportAttributeAccessIssue]
+                [r.to_json() for r in result.records],
+                result.cudnn_ms,
+            )
+        ],
+        log.with_suffix(".png"),
+    )
+    print(f"plot: {path}")
+
+
+def _tune_dry_run(args: argparse.Namespace, cache) -> int:
+    """Enumerate, compile and rank without a GPU; print the model's favourites."""
+    from affinec.tuning import tune, write_log
+
+    options = _tune_options(args, args.arch or "sm_90")
+    spec = spec_from_args(args.kind, args)
+    result = tune(spec, None, options)
+    ranked = sorted(
+        (r for r in result.records if r.rank is not None), key=lambda r: r.rank or 0
+    )
+    print(f"spec: {spec.to_text()}")
+    print(f"{'rank':>4} {'pred. ms':>9} {'regs':>4} {'thr':>4} {'occ':>5}  config")
+    for r in ranked[: options.top]:
+        print(
+            f"{r.rank:>4} {r.predicted_ms:9.4f} {r.registers:>4} {r.threads:>4} "
+            f"{r.occupancy:5.2f}  {r.config.describe()}"
+        )
+    print(result.report())
+    if args.log_dir:
+        log = _log_path(args, cache, spec)
+        write_log(result, log)
+        print(f"log: {log}")
+    return 0
+
+
+def add_network_arguments(parser: argparse.ArgumentParser) -> None:
+    """`affinec tune network NAME --batch B`: its own flags, then the tuner's."""
+    from affinec.frontend.networks import NETWORKS
+
+    parser.add_argument("name", choices=NETWORKS, help="the network")
+    parser.add_argument("--batch", type=int, default=1, help="images (default 1)")
+    parser.add_argument(
+        "--dtype", choices=("f16", "bf16", "f32"), default="f16", help="(default f16)"
+    )
+    parser.add_argument(
+        "--network-budget-s",
+        type=float,
+        default=300.0,
+        help="wall time for the whole network, shared out equally among the shapes "
+        "still to tune (default 300)",
+    )
+    add_tune_arguments(parser, given_before=False)
+
+
+def _tune_network(args: argparse.Namespace, cache) -> int:
+    """Tune (or, with --dry-run, rank) every distinct convolution of a network, then
+    print each with its count and the network's total."""
+    from affinec.frontend.networks import network
+    from affinec.tuning.many import tune_specs
+
+    if args.batch < 1 or args.network_budget_s <= 0:
+        raise UsageError("--batch and --network-budget-s must be positive")
+    layers = network(args.name, args.batch, args.dtype)
+    measurer_for, gpu, arch = None, "", args.arch or "sm_90"
+    if not args.dry_run:
+        from affinec.backend.runtime import current_arch, require_gpu
+        from affinec.tuning import GpuMeasurer
+        from affinec.tuning.measure import gpu_name
+
+        _tune_options(args, args.arch or DEFAULT_ARCH)  # flags checked first
+        require_gpu()
+        arch = args.arch or current_arch()
+        gpu = gpu_name()
+
+        def measurer_for(spec):
+            return GpuMeasurer(spec, args.seed)
+
+    options = _tune_options(args, arch)
+    print(f"{args.name} at batch {args.batch}: {len(layers)} distinct convolutions")
+    results = tune_specs(
+        [layer.spec for layer in layers],
+        options,
+        cache,
+        budget_s=args.network_budget_s,
+        gpu=gpu,
+        measurer_for=measurer_for,
+        force=args.force,
+    )
+    total = baseline = 0.0
+    complete = True
+    print(f"{'layer':<38} {'count':>5} {'outcome':>8} {'ms':>9} {'config_for':>10}")
+    for layer, t in zip(layers, results, strict=True):
+        e = t.entry
+        ms = f"{e.ms:9.4f}" if e is not None else f"{'-':>9}"
+        if t.outcome == "ranked" and t.result is not None:
+            predicted = [r.predicted_ms for r in t.result.records if r.predicted_ms]
+            ms = f"~{min(predicted):8.4f}" if predicted else ms
+        base = (
+            f"{e.baseline_ms:10.4f}"
+            if e is not None and e.baseline_ms
+            else f"{'-':>10}"
+        )
+        print(f"{layer.name:<38} {layer.count:>5} {t.outcome:>8} {ms} {base}")
+        if e is None or not e.baseline_ms:
+            complete = False
+            continue
+        total += layer.count * e.ms
+        baseline += layer.count * e.baseline_ms
+    if args.dry_run:
+        print("ranked only (--dry-run): nothing cached; ~ms: the model's prediction")
+        return 0
+    if complete:
+        print(f"total: {total:.3f} ms tuned, {baseline:.3f} ms with config_for "
+              f"({baseline / total:.2f}x)")  # fmt: skip
+    print(f"cache: {cache.path}")
+    return 0 if all(t.outcome in ("cached", "tuned") for t in results) else 1
+
+
+def format_cache(cache) -> str:
+    """What `affinec tune --list` prints: every entry, stale ones marked."""
+    from affinec.tuning import compiler_version
+
+    entries = cache.entries()
+    current = compiler_version()
+    if not entries:
+        return f"the tuning cache {cache.path} holds no configurations"
+    lines = [f"tuning cache {cache.path} (this compiler: {current})"]
+    for e in sorted(entries, key=lambda e: (e.spec, e.gpu, e.tuned_at)):
+        speedup = (
+            f", {e.baseline_ms / e.ms:.2f}x config_for"
+            if e.baseline_ms and e.ms
+            else ""
+        )
+        cudnn = f", {e.cudnn_ms / e.ms:.2f}x cuDNN" if e.cudnn_ms and e.ms else ""
+        stale = "" if e.compiler == current else f"  [stale: compiler {e.compiler}]"
+        lines.append(e.spec)
+        lines.append(
+            f"    {e.gpu}, {e.arch}: {e.ms:.4f} ms{speedup}{cudnn}, {e.measured} "
+            f"measured, tuned {e.tuned_at}{stale}"
+        )
+        lines.append(f"    {e.config.describe()}")
+    return "\n".join(lines)
+
+
+def add_tune_arguments(parser: argparse.ArgumentParser, *, given_before: bool) -> None:
+    """The flags of `affinec tune [KIND]` beyond the spec's. They may come before the
+    kind too (`affinec tune --dry-run conv ...`): the `tune` parser takes them with
+    their defaults (`given_before`) and the kind's parser without any, so that a flag
+    given before the kind is not overwritten by the kind's default."""
+    from affinec.tuning.space import MAX_CANDIDATES
+
+    def flag(*names: str, **options) -> None:
+        if not given_before:
+            options["default"] = argparse.SUPPRESS
+        parser.add_argument(*names, **options)
+
+    flag(
+        "--budget-s",
+        type=float,
+        default=120.0,
+        help="wall time for tuning the spec, compiling included (default 120)",
+    )
+    flag(
+        "--top",
+        type=int,
+        default=24,
+        help="configurations measured in the cost model's order (default 24)",
+    )
+    flag(
+        "--explore",
+        type=int,
+        default=8,
+        help="more measured at random from the rest of the ranking, to check the "
+        "model (default 8)",
+    )
+    flag(
+        "--finalists",
+        type=int,
+        default=3,
+        help="the fastest, timed again with the benchmark's full method (default 3)",
+    )
+    flag(
+        "--max-candidates",
+        type=int,
+        default=MAX_CANDIDATES,
+        help="configurations compiled, chosen by the cost model (default "
+        f"{MAX_CANDIDATES})",
+    )
+    flag(
+        "--jobs",
+        type=int,
+        default=0,
+        help="compiler processes (default 0: every core but one)",
+    )
+    flag(
+        "--arch",
+        choices=ARCHS,
+        help="GPU architecture (default: the current GPU's; sm_90 for --dry-run)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of inputs and picks")
+    flag(
+        "--log-dir",
+        help="where the JSON-lines log (and plot) goes (default: logs/ beside the "
+        "cache)",
+    )
+    flag("--cudnn", action="store_true", help="also time cuDNN on the same inputs")
+    flag("--force", action="store_true", help="tune even if the cache has the spec")
+    flag(
+        "--dry-run",
+        action="store_true",
+        help="no GPU: enumerate, compile and rank with the cost model only",
+    )
+    flag("--no-progress", action="store_true", help="no progress bars on stderr")
+    if given_before:
+        return  # the `tune` parser has its own --cache
+    parser.add_argument(
+        "--cache",
+        default=argparse.SUPPRESS,
+        help="the tuning cache file (default: $AFFINEC_TUNING_CACHE, else "
+        "$XDG_CACHE_HOME/affinec/tuning.json)",
+    )

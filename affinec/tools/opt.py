@@ -1,0 +1,591 @@
+"""`affinec-opt`: xdsl-opt with affinec's dialects and passes, and MLIR's spellings.
+
+Every xdsl-opt flag works. Added, as `mlir-opt` users type them:
+
+    --pass-pipeline='builtin.module(func.func(affine-loop-tile{tile-sizes=...}))'
+    --mlir-print-ir-before-all / --mlir-print-ir-after-all   (to stderr)
+    --mlir-timing                                             (a report on stderr)
+    --list-passes                                             (passes and options)
+    --lower-affine, --affine-loop-tile='tile-size=32 separate' (passes as flags)
+
+MLIR's single-dash spellings work too (`-split-input-file`, `-lower-affine`), and
+`--split-input-file` and `--verify-diagnostics` have MLIR's meaning: every chunk
+between `// -----` lines is processed on its own, even after one fails, and with
+`--verify-diagnostics` the `// expected-error` designators of each chunk are checked
+against the diagnostics it produces (`affinec/tools/verify_diagnostics.py`).
+
+Every user error (malformed IR, an op that does not verify, an unknown pass or option,
+a pass that refuses its input) is one located message and exit code 1:
+
+    conv.mlir:7:9: error: 'affine.parallel' op tile size 0 must be positive
+            affine.parallel (%n, %k) = (0, 0) to (4, 8) {
+            ^
+
+Anything else is a bug, and says so: `error: internal error: ValueError: ...`;
+`--debug` shows the Python traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import inspect
+import sys
+import textwrap
+import time
+from collections.abc import Sequence
+from typing import IO, NoReturn
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, get_pass_option_infos
+from xdsl.printer import Printer
+from xdsl.utils.arg_spec import parse_spec
+from xdsl.utils.exceptions import (
+    ArgSpecParseError,
+    DiagnosticException,
+    ParseError,
+    ShrinkException,
+)
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from affinec import __version__
+from affinec.base.diagnostics import (
+    OpError,
+    collecting_remarks,
+    first_line,
+    format_error,
+    is_user_error,
+    locate_exception,
+    location_of,
+    unprintable_op,
+    verify,
+    xdsl_failure,
+)
+from affinec.base.locating_parser import parse_module
+from affinec.driver.pipeline import Pipeline, PipelineError, available_passes
+from affinec.driver.pipelines import NAMED_PIPELINES, pass_text, pipeline_text
+from affinec.ir.context import all_dialects
+from affinec.tools.verify_diagnostics import (
+    DesignatorError,
+    Diagnostic,
+    check,
+    parse_expectations,
+)
+
+SPLIT_MARKER = "// -----"
+"""What separates the chunks of `--split-input-file` (MLIR's default marker)."""
+
+
+class UserError(Exception):
+    """An error to report as one formatted message and exit code 1."""
+
+
+USER_ERRORS = (
+    ParseError,
+    DiagnosticException,
+    PipelineError,
+    UserError,
+    OSError,
+    UnicodeDecodeError,
+)
+"""What a user's input or flags can cause; anything else is affinec's bug."""
+
+
+class AffinecOptMain(xDSLOptMain):
+    version_format = f"affinec-opt {__version__} (xdsl {{xdsl_version}})"
+
+    def __init__(self, args: Sequence[str] | None = None) -> None:
+        self.sources: dict[str, str] = {}
+        self.affinec_pipeline = Pipeline([])
+        self.pipeline_text = ""
+        self.timings: list[tuple[str, float]] = []
+        self.pass_flags: list[str] = []
+        # xDSLOptMain builds its argparse parser and parses this list right after
+        # `register_all_arguments`, which rewrites it in place into the spellings
+        # argparse knows (see `_mlir_spellings`).
+        self._argv = list(sys.argv[1:] if args is None else args)
+        super().__init__(
+            description="affinec's modular optimizer driver (xdsl-opt with MLIR's "
+            "flags)",
+            args=self._argv,
+        )
+
+    # -- registration -------------------------------------------------------------------
+
+    def register_all_dialects(self) -> None:
+        for name, factory in all_dialects().items():
+            self.ctx.register_dialect(name, factory)
+
+    def register_all_passes(self) -> None:
+        for name, factory in available_passes().items():
+            self.register_pass(name, factory)
+
+    def register_all_targets(self) -> None:
+        super().register_all_targets()
+        from affinec.backend.targets import get_all_targets
+
+        self.available_targets.update(get_all_targets())
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        super().register_all_arguments(arg_parser)
+
+        def error(message: str) -> NoReturn:
+            # one line and exit code 1, as every other error (argparse: usage, 2)
+            arg_parser.exit(
+                1, f"error: affinec-opt: {message} (see 'affinec-opt --help')\n"
+            )
+
+        arg_parser.error = error  # pyright: ignore[reportAttributeAccessIssue]
+        # xDSL has `--split-input-file` and `--verify-diagnostics` already; affinec
+        # gives them MLIR's meaning (see `run`), and the marker MLIR's takes.
+        arg_parser.add_argument(
+            "--split-input-marker",
+            default=SPLIT_MARKER,
+            metavar="MARKER",
+            help="what separates the chunks of --split-input-file (also "
+            f"--split-input-file=MARKER); default '{SPLIT_MARKER}'",
+        )
+        arg_parser.add_argument(
+            "--pass-pipeline",
+            default="",
+            help="the pipeline in MLIR's syntax, e.g. "
+            "'builtin.module(func.func(affine-loop-tile{tile-sizes=1,64,16,16}))'",
+        )
+        arg_parser.add_argument(
+            "--mlir-print-ir-before-all",
+            action="store_true",
+            help="print the IR to stderr before every pass",
+        )
+        arg_parser.add_argument(
+            "--mlir-print-ir-after-all",
+            action="store_true",
+            help="print the IR to stderr after every pass",
+        )
+        arg_parser.add_argument(
+            "--mlir-print-ir-before",
+            metavar="PASS[,PASS...]",
+            default="",
+            help="print the IR to stderr before each pass of these names",
+        )
+        arg_parser.add_argument(
+            "--mlir-print-ir-after",
+            metavar="PASS[,PASS...]",
+            default="",
+            help="print the IR to stderr after each pass of these names",
+        )
+        arg_parser.add_argument(
+            "--mlir-print-op-generic",
+            action="store_true",
+            help="print the output in the generic form (= --print-op-generic)",
+        )
+        arg_parser.add_argument(
+            "--mlir-timing",
+            action="store_true",
+            help="report the time of parsing, each pass and output on stderr "
+            "(also --time-passes)",
+        )
+        arg_parser.add_argument(
+            "--list-passes",
+            action="store_true",
+            help="list the passes, their options and the named pipelines, then exit",
+        )
+        arg_parser.add_argument(
+            "--debug",
+            action="store_true",
+            help="show Python tracebacks instead of one-line errors",
+        )
+        actions = arg_parser._actions  # pyright: ignore[reportPrivateUsage]
+        for action in actions:
+            if "--split-input-file" in action.option_strings:
+                action.help = (
+                    "process each chunk between `// -----` lines on its own, going on "
+                    "after one fails, as mlir-opt does (--split-input-file=MARKER: "
+                    "another marker)"
+                )
+            if "--passes" in action.option_strings:
+                # xDSL lists its ~150 passes here; ours come first, and with options
+                action.help = (
+                    "the pass pipeline, e.g. 'affinec-default' or "
+                    "'affine-loop-tile{tile-sizes=1,64,16,16},affinec-split'; "
+                    "`affinec-opt --list-passes` lists affinec's passes, their "
+                    "options and the named pipelines (xDSL's passes work too)"
+                )
+            if "--target" in action.option_strings:
+                # xDSL lists its own targets too; affinec-opt emits these three
+                action.choices = None
+                action.help = (
+                    "the output: mlir (the IR, the default), llvm (the kernels' LLVM "
+                    "IR) or ptx (ptx{arch=sm_90 opt-level=3}); llvm and ptx take the llvm + "
+                    "nvvm level (after convert-gpu-to-nvvm)"
+                )
+            if "--verify-diagnostics" in action.option_strings:
+                action.help = (
+                    "check the diagnostics against the input's `// expected-error` "
+                    "(-warning, -remark, -note; @+N, @-N, @above, @below, @unknown; "
+                    "-re) designators, as mlir-opt does"
+                )
+        long_options = {
+            option[2:]
+            for action in actions
+            for option in action.option_strings
+            if option.startswith("--")
+        }
+        self._argv[:], self.pass_flags = _mlir_spellings(
+            self._argv, long_options, set(self.available_passes) | set(NAMED_PIPELINES)
+        )
+
+    # -- the pipeline -------------------------------------------------------------------
+
+    def setup_pipeline(self) -> None:
+        # MLIR's spellings of xDSL's flags, and xDSL's of MLIR's
+        self.args.print_op_generic |= self.args.mlir_print_op_generic
+        self.args.mlir_timing |= self.args.time_passes
+        self.check_target()
+        given = [t for t in (self.args.passes, self.args.pass_pipeline) if t]
+        if len(given) > 1:
+            raise UserError("give the pipeline with -p or --pass-pipeline, not both")
+        if given and self.pass_flags:
+            raise UserError(
+                "give the pipeline with -p, --pass-pipeline or as pass flags "
+                f"(--{self.pass_flags[0].split('{')[0]}), not several of them"
+            )
+        text = given[0] if given else ",".join(self.pass_flags)
+        try:
+            self.affinec_pipeline = Pipeline.parse(text)
+        except PipelineError as e:
+            raise UserError(str(e)) from e
+        self.pipeline_text = text
+
+    def check_target(self) -> None:
+        """Refuse, before reading any input, a target affinec does not emit or
+        options its target does not take."""
+        try:
+            spec = parse_spec(self.args.target)
+        except ArgSpecParseError as e:
+            raise UserError(f"malformed target {self.args.target!r}: {e}") from None
+        if spec.name not in AFFINEC_TARGETS:
+            raise UserError(
+                f"target '{spec.name}' is not supported: affinec-opt emits -t "
+                f"{', '.join(AFFINEC_TARGETS)} (xDSL's other targets take xDSL's own "
+                "dialects: use xdsl-opt for those)"
+            )
+        factory = self.available_targets[spec.name]
+        try:
+            factory().from_spec(spec)  # pyright: ignore
+        except (ValueError, TypeError) as e:
+            raise UserError(f"target '{spec.name}': {first_line(str(e))}") from None
+
+    def apply_passes(self, prog: ModuleOp) -> None:
+        if not self.args.disable_verify:
+            verify(prog)
+
+        def dump(when: str, p: ModulePass) -> None:
+            print(f"// -----// IR Dump {when} {p.name} //----- //", file=sys.stderr)
+            Printer(stream=sys.stderr).print_op(prog)
+            print("\n", file=sys.stderr)
+
+        # affinec-default: config_for's configuration for the module's spec
+        pipeline = Pipeline.for_module(self.pipeline_text, prog)
+        before = _pass_names(self.args.mlir_print_ir_before, "before")
+        after = _pass_names(self.args.mlir_print_ir_after, "after")
+        for p in pipeline.passes:
+            if self.args.mlir_print_ir_before_all or p.name in before:
+                dump("Before", p)
+            start = time.perf_counter()
+            Pipeline([p]).run(
+                prog, ctx=self.ctx, verify_each=not self.args.disable_verify
+            )
+            self.timings.append((pass_text(p), time.perf_counter() - start))
+            if self.args.mlir_print_ir_after_all or p.name in after:
+                dump("After", p)
+
+    def output_resulting_program(self, prog: ModuleOp) -> str:
+        start = time.perf_counter()
+        try:
+            text = super().output_resulting_program(prog)
+        except Exception as e:
+            raise _target_error(self.args.target, prog, e) from e
+        self.timings.append(("Output", time.perf_counter() - start))
+        return text
+
+    # -- input, chunk by chunk ----------------------------------------------------------
+
+    def get_input_stream(self):
+        """`-` is standard input, as for mlir-opt."""
+        if self.args.input_file == "-":
+            return sys.stdin.buffer, "mlir"
+        return super().get_input_stream()
+
+    def get_input_name(self) -> str:
+        return (
+            "<stdin>"
+            if self.args.input_file in (None, "-")
+            else super().get_input_name()
+        )
+
+    def read_chunks(self) -> list[tuple[str, int]]:
+        """The input's chunks and the line each starts after: one chunk, or those
+        between split markers (MLIR splits wherever the marker occurs)."""
+        stream, extension = self.get_input_stream()
+        extension = self.args.frontend or extension
+        if extension != "mlir":
+            stream.close()
+            raise UserError(
+                f"cannot read '.{extension}' input: affinec-opt reads MLIR text "
+                "(give --frontend mlir for another extension)"
+            )
+        with stream:
+            text = stream.read().decode("utf-8")
+        self.sources[self.get_input_name()] = text
+        if not self.args.split_input_file:
+            return [(text, 0)]
+        chunks, offset = [], 0
+        for piece in text.split(self.args.split_input_marker):
+            chunks.append((piece, offset))
+            offset += piece.count("\n")
+        return chunks
+
+    def run(self) -> bool:  # pyright: ignore[reportIncompatibleMethodOverride]
+        """Process every chunk, even after one fails; whether all succeeded (with
+        `--verify-diagnostics`: whether all produced exactly the expected
+        diagnostics). Errors go to stderr as they happen."""
+        chunks = self.read_chunks()
+        output = self.prepare_output()
+        ok = True
+        try:
+            for i, (text, offset) in enumerate(chunks):
+                if i:
+                    output.write(f"{self.args.split_input_marker}\n")
+                ok = self.process_chunk(text, offset, output) and ok
+                output.flush()
+        except ShrinkException:
+            # xDSL's `--shrink`, for shrinkray: the pass wants the input kept.
+            print("Success, can shrink")
+            return True
+        finally:
+            if output is not sys.stdout:
+                output.close()
+        if self.args.shrink:
+            print("Failure, can't shrink")
+            return False
+        return ok
+
+    def process_chunk(self, text: str, offset: int, output: IO[str]) -> bool:
+        """Parse, transform and print one chunk; report its diagnostics."""
+        emitted: list[Diagnostic] = []
+        remarks: list = []
+        try:
+            start = time.perf_counter()
+            module = parse_module(self.ctx, text, self.get_input_name(), offset)
+            self.timings.append(("Parse", time.perf_counter() - start))
+            with collecting_remarks() as remarks:
+                self.apply_passes(module)
+            output.write(self.output_resulting_program(module))
+        except USER_ERRORS as e:
+            if self.args.debug:
+                raise
+            location, message = locate_exception(e, offset)
+            emitted.append(Diagnostic(location, "error", message))
+            if isinstance(e, ParseError) and self.args.parsing_diagnostics:
+                # xDSL's flag: a parse error is the expected output.
+                print(self.format(emitted.pop()), file=output)
+        emitted[:0] = [
+            Diagnostic(location_of(op), "remark", message) for op, message in remarks
+        ]
+        if self.args.verify_diagnostics:
+            try:
+                expected = parse_expectations(text, self.get_input_name(), offset)
+            except DesignatorError as e:
+                emitted = [Diagnostic(e.where, "error", e.message)]
+            else:
+                emitted = check(expected, emitted)
+        for diagnostic in emitted:
+            print(self.format(diagnostic), file=sys.stderr)
+        return not any(d.severity == "error" for d in emitted)
+
+    # -- errors -------------------------------------------------------------------------
+
+    def format(self, diagnostic: Diagnostic) -> str:
+        """`file:line:col: error: message`, the source line and a caret."""
+        location = diagnostic.location
+        source = None if location is None else self.sources.get(location.filename)
+        return format_error(
+            diagnostic.message, location, source, severity=diagnostic.severity
+        )
+
+    def print_timing(self) -> None:
+        total = sum(t for _, t in self.timings) or 1e-12
+        rule = "===" + "-" * 73 + "==="
+        print(rule, file=sys.stderr)
+        print("... Execution time report ...".center(79), file=sys.stderr)
+        print(rule, file=sys.stderr)
+        print(f"  Total Execution Time: {total:.4f} seconds\n", file=sys.stderr)
+        print("  ----Wall Time----  ----Name----", file=sys.stderr)
+        for name, t in self.timings:
+            print(f"  {t:8.4f} ({100 * t / total:5.1f}%)  {name}", file=sys.stderr)
+        print(f"  {total:8.4f} (100.0%)  Total", file=sys.stderr)
+
+
+def _pass_names(text: str, flag: str) -> set[str]:
+    """The pass names of `--mlir-print-ir-before/after=A,B`; unknown ones refused."""
+    names = {n.strip() for n in text.split(",") if n.strip()}
+    unknown = sorted(names - set(available_passes()))
+    if unknown:
+        raise UserError(
+            f"--mlir-print-ir-{flag}: unknown pass '{unknown[0]}' "
+            "(affinec-opt --list-passes shows them)"
+        )
+    return names
+
+
+def _mlir_spellings(
+    argv: Sequence[str], long_options: set[str], passes: set[str]
+) -> tuple[list[str], list[str]]:
+    """`argv` with MLIR's spellings made argparse's, and the pass flags taken out.
+
+    mlir-opt takes every long option with one dash as well as two
+    (`-split-input-file`) and every pass as a flag (`-lower-affine`,
+    `--affine-loop-tile="tile-size=32 separate"`), in pipeline order. Returns the
+    rewritten arguments and the pass flags as pipeline elements (`name{options}`).
+    Options win over passes of the same name; short options (`-p`, `-o`) stay.
+    """
+    rewritten: list[str] = []
+    pass_flags: list[str] = []
+    for arg in argv:
+        if not arg.startswith("-") or arg in ("-", "--") or len(arg) < 3:
+            rewritten.append(arg)
+            continue
+        body = arg[2:] if arg.startswith("--") else arg[1:]
+        name, has_value, value = body.partition("=")
+        if name in long_options:
+            if name == "split-input-file" and has_value:
+                # mlir-opt's optional marker, which argparse cannot take here.
+                rewritten += [f"--{name}", f"--split-input-marker={value}"]
+            else:
+                rewritten.append(f"--{body}")
+        elif name in passes:
+            pass_flags.append(f"{name}{{{value}}}" if has_value and value else name)
+        else:
+            rewritten.append(arg)
+    return rewritten, pass_flags
+
+
+AFFINEC_TARGETS = ("mlir", "llvm", "ptx")
+"""The targets affinec-opt emits. xDSL's others (x86, riscv, csl, mps...) take
+xDSL's own dialects, and fail inside xDSL, or print nothing, on anything else."""
+
+
+def _target_error(target: str, module: ModuleOp, error: Exception) -> Exception:
+    """What to raise for `error` from emitting `module` as `target`: when it comes
+    from inside xDSL, an error at the op xDSL cannot print (or about the module);
+    else `error` itself."""
+    if not is_user_error(error) or isinstance(error, DiagnosticException):
+        return error
+    op = unprintable_op(module)
+    if op is not None:
+        return OpError(op, f"xDSL cannot print this op ({xdsl_failure(error)})")
+    name = parse_spec(target).name
+    return UserError(f"target '{name}' cannot emit this module: {xdsl_failure(error)}")
+
+
+def list_passes(out: IO[str]) -> None:
+    """Every pass with its options and summary, then the named pipelines."""
+    from affinec.passes import get_all_passes
+
+    ours = get_all_passes()
+    print("affinec passes:", file=out)
+    for name in sorted(ours):
+        _describe_pass(ours[name](), out)
+    print("\nnamed pipelines:", file=out)
+    for name, named in sorted(NAMED_PIPELINES.items()):
+        text = pipeline_text(named.build(None, 1))
+        print(f"  {name}: {named.summary}\n      = {text}", file=out)
+    others = sorted(set(available_passes()) - set(ours))
+    print(f"\nxDSL passes (also available): {', '.join(others)}", file=out)
+
+
+_OPTION_KINDS = {
+    "tuple[int, ...]": "integers separated by commas",
+    "bool": "true or false",
+    "int": "an integer",
+    "str": "a string",
+    "tuple[str, ...]": "names separated by commas",
+}
+
+
+def _describe_pass(cls: type[ModulePass], out: IO[str]) -> None:
+    doc = (cls.__doc__ or "").strip().splitlines()
+    print(f"  {cls.name}: {doc[0] if doc else ''}", file=out)
+    docs = _option_docs(cls)
+    for info in get_pass_option_infos(cls):
+        default = f", default {info.default_value}" if info.default_value else ""
+        option = info.name.replace("_", "-")
+        written = info.expected_type.strip("'\"")
+        kind = _OPTION_KINDS.get(written, written)
+        print(f"      {option}: {kind}{default}", file=out)
+        if info.name in docs:
+            for line in textwrap.wrap(docs[info.name], 72):
+                print(f"          {line}", file=out)
+
+
+def _option_docs(cls: type) -> dict[str, str]:
+    """The docstrings under a dataclass's fields (Python keeps them only in the
+    source), joined into one line each."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    body = tree.body[0].body if tree.body and hasattr(tree.body[0], "body") else []
+    docs: dict[str, str] = {}
+    for field_, after in zip(body, body[1:], strict=False):
+        if (
+            isinstance(field_, ast.AnnAssign)
+            and isinstance(field_.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[field_.target.id] = " ".join(after.value.value.split())
+    return docs
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `affinec-opt`; 0 on success, 1 after any error (each one printed)."""
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    tool: AffinecOptMain | None = None
+    try:
+        tool = AffinecOptMain(argv)
+        if tool.args.list_passes:
+            list_passes(sys.stdout)
+            return 0
+        ok = tool.run()
+        if tool.args.mlir_timing:
+            tool.print_timing()
+        return 0 if ok else 1
+    except USER_ERRORS as e:
+        if debug:
+            raise
+        location, message = locate_exception(e)
+        print(format_error(message, location), file=sys.stderr)
+        return 1
+    except Exception as e:
+        if debug:
+            raise
+        print(
+            f"error: internal error: {type(e).__name__}: {e} (a bug in affinec; "
+            "--debug shows the traceback)",
+            file=sys.stderr,
+        )
+        return 1
+    except ArgSpecParseError as e:  # xDSL's, a BaseException: the -t target's text
+        if debug:
+            raise
+        print(
+            f"error: malformed target: {str(e).splitlines()[-1].strip()}",
+            file=sys.stderr,
+        )
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
