@@ -8,6 +8,7 @@ time over ours (cuDNN measured in the same run).
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import sys
@@ -57,11 +58,21 @@ def table(runs: list[tuple[str, dict]], dtype: str) -> str:
 
 
 def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "runs", nargs="+", metavar="LABEL=JSON", help="a run's label and its JSON"
+    )
+    args = parser.parse_args(argv)
     runs = []
-    for arg in argv:
-        label, _, path = arg.partition("=")
-        with open(path) as f:
-            runs.append((label, json.load(f)))
+    for arg in args.runs:
+        label, equals, path = arg.partition("=")
+        if not equals or not label or not path:
+            parser.error(f"{arg!r}: expected LABEL=PATH")
+        try:
+            with open(path) as f:
+                runs.append((label, json.load(f)))
+        except (OSError, json.JSONDecodeError) as e:
+            parser.error(f"{path}: {e}")
     for dtype in ("f16", "f32", "tf32"):
         print(table(runs, dtype))
         print()

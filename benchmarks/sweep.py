@@ -11,6 +11,7 @@ the configuration `config_for` picks; `{}` is that configuration itself.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -26,23 +27,36 @@ from affinec.driver.config import config_for, with_knobs
 
 
 def main(argv: list[str]) -> None:
-    name, dtype, *changes = argv
-    tf32 = dtype == "tf32"  # f32 data on the tensor cores
-    spec = with_format(DESIGN_CONVOLUTIONS[name], "f32" if tf32 else dtype)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("name", choices=sorted(DESIGN_CONVOLUTIONS))
+    parser.add_argument("dtype", choices=("f16", "bf16", "f32", "tf32"))
+    parser.add_argument(
+        "changes", nargs="*", metavar="JSON", help="KernelConfig fields to change"
+    )
+    args = parser.parse_args(argv)
+    tf32 = args.dtype == "tf32"  # f32 data on the tensor cores
+    spec = with_format(DESIGN_CONVOLUTIONS[args.name], "f32" if tf32 else args.dtype)
     base = config_for(spec, tf32=tf32)
+    configs = []
+    for text in args.changes or ["{}"]:
+        try:
+            changes = json.loads(text)
+            if not isinstance(changes, dict):
+                raise ValueError("not a JSON object")
+            knobs = {
+                k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()
+            }
+            configs.append((text, with_knobs(base, **knobs)))
+        except (ValueError, TypeError) as e:
+            parser.error(f"{text!r}: {e}")
     rows = []
-    for text in changes or ["{}"]:
-        knobs = {
-            k: tuple(v) if isinstance(v, list) else v
-            for k, v in json.loads(text).items()
-        }
-        config = with_knobs(base, **knobs)
+    for text, config in configs:
         try:
             compiled = compile_to_ptx(spec, config, arch=current_arch())
         except Exception as e:  # a configuration the passes refuse: say so, go on
             print(f"{text}: refused: {e}")
             continue
-        row = bench_conv(name, spec, compiled=compiled)
+        row = bench_conv(args.name, spec, compiled=compiled)
         row.config = text
         rows.append(row)
         print(format_table([row]).splitlines()[-1], text, flush=True)

@@ -19,6 +19,7 @@ input sets as the harness does.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import statistics
@@ -132,11 +133,23 @@ def compare(json_path: str, csv_path: str) -> int:
     return 0 if worst <= 0.10 else 1
 
 
-if __name__ == "__main__":
-    mode = sys.argv[1]
-    if mode == "measure":
-        measure(sys.argv[2])
-    elif mode == "launch":
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    modes = parser.add_subparsers(dest="mode", required=True)
+    modes.add_parser("measure", help="the harness's figures").add_argument("out")
+    modes.add_parser("launch", help="each kernel 5 times, for ncu")
+    compare_mode = modes.add_parser("compare", help="the two side by side")
+    compare_mode.add_argument("out")
+    compare_mode.add_argument("ncu_csv")
+    args = parser.parse_args(argv)
+    if args.mode == "measure":
+        measure(args.out)
+    elif args.mode == "launch":
         launch()
     else:
-        sys.exit(compare(sys.argv[2], sys.argv[3]))
+        return compare(args.out, args.ncu_csv)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
