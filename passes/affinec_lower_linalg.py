@@ -3,7 +3,8 @@
 spec recorded.
 
 IR written by MLIR's front ends enters here: a function whose body is one
-`linalg.conv_2d_nhwc_hwcf`, `linalg.conv_2d_nchw_fchw` or `linalg.matmul` on
+`linalg.conv_2d_nhwc_hwcf`, `linalg.conv_2d_nchw_fchw`,
+`linalg.depthwise_conv_2d_nhwc_hwc` or `linalg.matmul` on
 memrefs (MLIR's bufferization turns the tensor form into this one) becomes the naive
 `affine.parallel` of its spec, as `affinec gen` writes it, and the module records
 the spec, so that `affinec-default` picks a configuration for it:
@@ -34,11 +35,15 @@ the spec is recorded as for the named op; otherwise its naive IR is built withou
 spec, and a remark says that `affinec-default` needs one. A fill may be the generic
 MLIR generalizes `linalg.fill` to.
 
-Differs from MLIR's meaning in one way, said as a remark: in f16 and bf16 the sum
-is taken in f32 and rounded once (linalg's body adds in the output's type).
-Refused by name, at the op: depthwise convolutions and batched products (no spec
-for them yet), mixed element types, a function that does more than the one op, a
-second such op in the module.
+`linalg.depthwise_conv_2d_nhwc_hwc` is a grouped convolution with a group a channel
+(`groups = C`), its filter taken as R x S x 1 x C: linalg's R x S x C with a unit
+dimension, the same elements in the same order, but the function's argument changes
+shape, and a remark says so.
+
+Differs from MLIR's meaning in one more way, said as a remark: in f16 and bf16 the
+sum is taken in f32 and rounded once (linalg's body adds in the output's type).
+Refused by name, at the op: batched products (no spec for them yet), mixed element
+types, a function that does more than the one op, a second such op in the module.
 
     affinec-opt model.mlir -p 'affinec-lower-linalg,affinec-default'
 """

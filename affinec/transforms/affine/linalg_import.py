@@ -15,9 +15,12 @@ arguments is one spec:
 is `conv n=1 c=16 h=9 w=9 k=32 r=3 s=3 layout=nhwc filter-layout=rsck dtype=f16`
 (`spec_of`), and `import_linalg` replaces the function by the naive IR of that spec
 (the frontend's), under the function's name and with its arguments' names, and
-records the spec on the module. What affinec has no spec for (a depthwise
-convolution, a batched product, mixed element types, a function doing more than the
-one op) is refused by name, at the op.
+records the spec on the module. A depthwise convolution
+(`linalg.depthwise_conv_2d_nhwc_hwc`) is a grouped one with a group a channel, whose
+filter affinec takes as R x S x 1 x C (linalg's R x S x C with a unit dimension: the
+same bytes; a remark says so). What affinec has no spec for (a batched product,
+mixed element types, a function doing more than the one op) is refused by name, at
+the op.
 
 One difference from linalg's meaning, said as a remark: in f16 and bf16 the naive IR
 sums in f32 and rounds once, where linalg's body adds in the output's type.
@@ -91,16 +94,17 @@ def spec_of(op: Operation) -> Spec | None:
         (m, k), (_, n) = a.get_shape(), b.get_shape()
         return MatmulSpec(m, n, k, dtype)
     if isinstance(op, linalg.DepthwiseConv2DNhwcHwcOp):
-        raise PassError(
-            op,
-            "linalg's depthwise filter is 3-D (R x S x C), affinec's a grouped "
-            "convolution's R x S x 1 x C (`ConvSpec(groups=C)`): not taken from linalg "
-            "yet; only conv_2d_nhwc_hwcf, conv_2d_nchw_fchw and matmul are",
-        )
+        (n, h, w, ch), (r, s, _) = a.get_shape(), b.get_shape()
+        return ConvSpec(
+            n, ch, h, w, ch, r, s,
+            stride=op.window("strides"), padding=(0, 0),
+            dilation=op.window("dilations"), groups=ch,
+            layout="nhwc", filter_layout="rsck", dtype=dtype,
+        )  # fmt: skip
     raise PassError(
         op,
         "affinec has no batched product yet: only conv_2d_nhwc_hwcf, "
-        "conv_2d_nchw_fchw and matmul are taken",
+        "conv_2d_nchw_fchw, depthwise_conv_2d_nhwc_hwc and matmul are taken",
     )
 
 
@@ -163,6 +167,14 @@ def import_linalg(module: ModuleOp) -> None:
             op,
             f"sums in f32 and rounds once to {spec.dtype}, where linalg's body adds "
             f"in {spec.dtype}",
+        )
+    if isinstance(op, linalg.DepthwiseConv2DNhwcHwcOp):
+        r, s, c = op.types()[1].get_shape()
+        remark(
+            op,
+            f"takes its filter as {r}x{s}x1x{c}, a grouped convolution's (groups = "
+            f"channels), where linalg's is {r}x{s}x{c}: the same elements in the "
+            "same order, the function's argument of another shape",
         )
     _replace(function, build(spec))
     write_spec(module, spec)
