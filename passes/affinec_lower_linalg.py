@@ -32,7 +32,9 @@ output map names each parallel dimension once) is read as a contraction
 (`affinec/transforms/affine/generic_import.py`): when it is a spec (a matrix product,
 a convolution in NHWC/RSCK or NCHW/KCRS, strides and dilations read off its maps),
 the spec is recorded as for the named op; otherwise its naive IR is built without a
-spec, and a remark says that `affinec-default` needs one. A fill may be the generic
+spec, and a remark says that `affinec-default` picks no configuration for it
+(its defaults apply). So is `linalg.batch_matmul`'s (affinec has no spec of a
+batched product). A fill may be the generic
 MLIR generalizes `linalg.fill` to.
 
 `linalg.depthwise_conv_2d_nhwc_hwc` is a grouped convolution with a group a channel
@@ -42,8 +44,8 @@ shape, and a remark says so.
 
 Differs from MLIR's meaning in one more way, said as a remark: in f16 and bf16 the
 sum is taken in f32 and rounded once (linalg's body adds in the output's type).
-Refused by name, at the op: batched products (no spec for them yet), mixed element
-types, a function that does more than the one op, a second such op in the module.
+Refused by name, at the op: mixed element types, a function that does more than the
+one op, a second such op in the module.
 
     affinec-opt model.mlir -p 'affinec-lower-linalg,affinec-default'
 """

@@ -171,6 +171,45 @@ def test_a_depthwise_op_is_a_grouped_spec_that_computes_what_mlir_opt_makes_of_i
     np.testing.assert_array_equal(out, expected)
 
 
+@needs_mlir_opt
+@settings(max_examples=max(3, settings().max_examples // 4))
+@given(
+    st.integers(1, 3), st.integers(1, 6), st.integers(1, 6), st.integers(1, 6),
+    st.sampled_from(["f32", "f16"]),
+)  # fmt: skip
+def test_a_batched_product_is_its_naive_ir_without_a_spec(batch, m, n, k, dtype):
+    t = MEMREF[dtype]
+    a, b, c = (f"memref<{batch}x{x}x{y}x{t}>" for x, y in ((m, k), (k, n), (m, n)))
+    text = (
+        f"func.func @f(%a: {a}, %b: {b}, %c: {c}) {{\n"
+        f"  %zero = arith.constant 0.0 : {t}\n"
+        f"  linalg.fill ins(%zero : {t}) outs(%c : {c})\n"
+        f"  linalg.batch_matmul ins(%a, %b : {a}, {b}) outs(%c : {c})\n"
+        "  func.return\n}\n"
+    )
+    with collecting_remarks() as remarks:
+        ours = lowered(text)
+    assert read_spec(ours, required=False) is None
+    said = [m for _, m in remarks]
+    assert any("is no spec affinec knows" in m for m in said), said
+    assert any("sums in f32" in m for m in said) == (dtype != "f32"), said
+    theirs = parse_module(
+        make_context(),
+        mlir_opt(text, "--convert-linalg-to-affine-loops"),
+        "mlir-opt.mlir",
+    )
+    rng = np.random.default_rng(batch * 100 + m * 10 + n)
+    x = rng.standard_normal((batch, m, k)).astype(t.replace("f", "float"))
+    y = rng.standard_normal((batch, k, n)).astype(x.dtype)
+    out, expected = np.zeros((batch, m, n), x.dtype), np.zeros((batch, m, n), x.dtype)
+    Interpreter(ours).run("f", x.copy(), y.copy(), out)
+    exact = np.einsum("bmk,bkn->bmn", x.astype(np.float64), y.astype(np.float64))
+    if dtype == "f32":  # the same order of summation: bit for bit
+        Interpreter(theirs).run("f", x.copy(), y.copy(), expected)
+        np.testing.assert_array_equal(out, expected)
+    assert relative_error(out, exact) <= TOLERANCE[dtype]
+
+
 def test_a_depthwise_op_takes_the_default_pipeline():
     spec = ConvSpec(
         1, 16, 6, 6, 16, 3, 3, groups=16, layout="nhwc", filter_layout="rsck",
@@ -241,7 +280,6 @@ SMALL = ConvSpec(1, 4, 6, 6, 8, 3, 3, layout="nhwc", filter_layout="rsck")
 @pytest.mark.parametrize(
     "text, line, message",
     [
-        (BATCHED, 2, "affinec has no batched product yet"),
         (linalg_text(SMALL, fill=False), 2, "adds to what %y holds"),
         (
             linalg_text(SMALL)

@@ -18,9 +18,10 @@ is `conv n=1 c=16 h=9 w=9 k=32 r=3 s=3 layout=nhwc filter-layout=rsck dtype=f16`
 records the spec on the module. A depthwise convolution
 (`linalg.depthwise_conv_2d_nhwc_hwc`) is a grouped one with a group a channel, whose
 filter affinec takes as R x S x 1 x C (linalg's R x S x C with a unit dimension: the
-same bytes; a remark says so). What affinec has no spec for (a batched product,
-mixed element types, a function doing more than the one op) is refused by name, at
-the op.
+same bytes; a remark says so). A batched product (`linalg.batch_matmul`) has no
+spec: its contraction's naive IR is built, and a remark says that `affinec-default`
+picks no configuration for it. What affinec cannot take (mixed element types, a function doing more
+than the one op) is refused by name, at the op.
 
 One difference from linalg's meaning, said as a remark: in f16 and bf16 the naive IR
 sums in f32 and rounds once, where linalg's body adds in the output's type.
@@ -40,12 +41,13 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.linalg import ops as xdsl_linalg
 from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir.affine import AffineExpr
 
 from affinec.base.diagnostics import PassError, remark
 from affinec.base.spec import ConvSpec, MatmulSpec, Spec
 from affinec.dialects import linalg
 from affinec.dialects.affinec import SPEC, read_spec, write_spec
-from affinec.frontend.contraction import Contraction
+from affinec.frontend.contraction import Access, Contraction
 from affinec.frontend.naive import build, build_naive
 from affinec.transforms.affine.generic_import import (
     generic_contraction,
@@ -71,7 +73,8 @@ def named_ops(module: ModuleOp) -> list[Operation]:
 
 def spec_of(op: Operation) -> Spec | None:
     """The spec `op` computes, or a `PassError` at it saying why there is none (a
-    `linalg.generic` contraction that is no spec: None)."""
+    `linalg.batch_matmul`, or a `linalg.generic` contraction that is no spec:
+    None)."""
     if isinstance(op, GenericOp):
         return spec_of_contraction(_generic_contraction(op))
     assert isinstance(op, linalg.NamedStructuredOp)
@@ -101,11 +104,8 @@ def spec_of(op: Operation) -> Spec | None:
             dilation=op.window("dilations"), groups=ch,
             layout="nhwc", filter_layout="rsck", dtype=dtype,
         )  # fmt: skip
-    raise PassError(
-        op,
-        "affinec has no batched product yet: only conv_2d_nhwc_hwcf, "
-        "conv_2d_nchw_fchw, depthwise_conv_2d_nhwc_hwc and matmul are taken",
-    )
+    assert isinstance(op, linalg.BatchMatmulOp)
+    return None  # no spec: `import_linalg` builds its contraction's naive IR
 
 
 def module_spec(module: ModuleOp) -> Spec | None:
@@ -135,6 +135,27 @@ def _generic_contraction(op: GenericOp) -> Contraction:
     return generic_contraction(op, names, dtype, name)
 
 
+def _batch_matmul_contraction(op: Operation, function: func.FuncOp) -> Contraction:
+    """`C[batch, m, n] = +(A[batch, m, k] * B[batch, k, n])`, named after the
+    function and its arguments."""
+    a, b, c = op.types()  # pyright: ignore[reportAttributeAccessIssue]
+    dtype = _dtype(op, a, b, c)
+    (batch, m, k), (_, _, n) = a.get_shape(), b.get_shape()
+    d = [AffineExpr.dimension(i) for i in range(4)]  # batch, m, n, then k
+    names = [v.name_hint or x for v, x in zip(op.operands, "ABC", strict=True)]
+    return Contraction(
+        name=function.sym_name.data,
+        output_index=(("batch", batch), ("m", m), ("n", n)),
+        reduction_index=(("k", k),),
+        factors=(
+            Access(names[0], (batch, m, k), (d[0], d[1], d[3])),
+            Access(names[1], (batch, k, n), (d[0], d[3], d[2])),
+        ),
+        output=Access(names[2], (batch, m, n), (d[0], d[1], d[2])),
+        dtype=dtype,
+    )
+
+
 def import_linalg(module: ModuleOp) -> None:
     """Replace the function of the module's named linalg op by the naive IR of its
     spec, and record the spec (a `PassError` at the op that cannot be)."""
@@ -147,13 +168,18 @@ def import_linalg(module: ModuleOp) -> None:
     spec = spec_of(op)
     recorded = read_spec(module, required=False)
     if spec is None:
-        assert isinstance(op, GenericOp)
-        contraction = _generic_contraction(op)
+        contraction = (
+            _generic_contraction(op)
+            if isinstance(op, GenericOp)
+            else _batch_matmul_contraction(op, function)
+        )
         remark(
             op,
-            f"is no spec affinec knows ({contraction}): its naive IR is built, but "
-            "affinec-default needs a spec; give the passes their options",
+            f"is no spec affinec knows ({contraction}): its naive IR is built, and "
+            "affinec-default picks no configuration for it (its defaults apply); "
+            "give the passes their options",
         )
+        _say_it_sums_in_f32(op, contraction.dtype)
         _replace(function, build_naive(contraction))
         return
     if SPEC in module.attributes and recorded != spec:
@@ -162,12 +188,7 @@ def import_linalg(module: ModuleOp) -> None:
             f"the module already records {module.attributes[SPEC]}, not this op's "
             f"{spec.to_text()}",
         )
-    if spec.dtype != "f32":
-        remark(
-            op,
-            f"sums in f32 and rounds once to {spec.dtype}, where linalg's body adds "
-            f"in {spec.dtype}",
-        )
+    _say_it_sums_in_f32(op, spec.dtype)
     if isinstance(op, linalg.DepthwiseConv2DNhwcHwcOp):
         r, s, c = op.types()[1].get_shape()
         remark(
@@ -178,6 +199,15 @@ def import_linalg(module: ModuleOp) -> None:
         )
     _replace(function, build(spec))
     write_spec(module, spec)
+
+
+def _say_it_sums_in_f32(op: Operation, dtype: str) -> None:
+    if dtype != "f32":
+        remark(
+            op,
+            f"sums in f32 and rounds once to {dtype}, where linalg's body adds in "
+            f"{dtype}",
+        )
 
 
 def _replace(function: func.FuncOp, naive: ModuleOp) -> None:
