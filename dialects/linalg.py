@@ -15,8 +15,14 @@ with an f32 output, which MLIR takes). They are written in MLIR's custom form, o
 memrefs: the tensor form is MLIR's bufferization's to turn into this one first.
 Their meaning is MLIR's (each output element the sum over the window or the
 shared dimension of the inputs' products); `affinec-lower-linalg` turns them
-into the naive IR the pipeline starts from. Unlike MLIR's, they keep no body
-region: their generic form (`"linalg.matmul"(...) ({...})`) is not read or written.
+into the naive IR the pipeline starts from. As MLIR's, each carries the body MLIR
+builds for it (the inputs cast to the output's type, multiplied, added to the
+output: `arith.extf`, `arith.mulf`, `arith.addf`, `linalg.yield`), shown in the
+generic form only; the convolutions' `strides` and `dilations` and the products'
+`indexing_maps` are properties, and a convolution memoizes its indexing maps in
+`linalg.memoized_indexing_maps` as MLIR's does, so either form reads and prints as
+MLIR's. A body other than that one (MLIR's named ops mean their body) or indexing
+maps other than the default (a transposed product) are refused by the verifier.
 """
 
 from __future__ import annotations
@@ -24,13 +30,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
+from xdsl.dialects import arith
 from xdsl.dialects import linalg as xdsl_linalg
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, MemRefType
-from xdsl.ir import Attribute, Dialect, SSAValue
+from xdsl.dialects.builtin import (
+    AffineMapAttr,
+    ArrayAttr,
+    BFloat16Type,
+    DenseIntOrFPElementsAttr,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IntegerType,
+    MemRefType,
+)
+from xdsl.dialects.linalg.ops import YieldOp
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
+from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
     irdl_op_definition,
+    opt_prop_def,
+    region_def,
     traits_def,
     var_operand_def,
     var_result_def,
@@ -48,6 +69,7 @@ class NamedStructuredOp(IRDLOperation):
     inputs = var_operand_def()
     outputs = var_operand_def()
     results_ = var_result_def()
+    body = region_def("single_block")
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     traits = traits_def(
@@ -59,19 +81,39 @@ class NamedStructuredOp(IRDLOperation):
     WINDOWED: ClassVar[bool] = False
     """Whether the op takes `strides` and `dilations` (the convolutions)."""
 
+    PROPERTIES: ClassVar[tuple[str, ...]] = ()
+    """The properties MLIR's custom form writes in the attribute dictionary."""
+
     def __init__(
         self,
         inputs: Sequence[SSAValue],
         outputs: Sequence[SSAValue],
         attributes: dict[str, Attribute] | None = None,
     ):
+        """The op with MLIR's body; `attributes` as the custom form writes them
+        (the properties among them taken as such)."""
+        attributes = dict(attributes or {})
+        properties = {n: attributes.pop(n) for n in self.PROPERTIES if n in attributes}
+        element_types = [_element_type(v.type) for v in (*inputs, *outputs)]
         super().__init__(
-            operands=[inputs, outputs], result_types=[[]], attributes=attributes
+            operands=[inputs, outputs],
+            result_types=[[]],
+            properties=properties,
+            attributes=attributes,
+            regions=[Region(body_block(*element_types))],
         )
+        self.memoize()
+
+    def memoize(self) -> None:
+        """Record what MLIR records on the op once it is verified (nothing here)."""
+
+    def default_maps(self) -> tuple[AffineMap, AffineMap, AffineMap]:
+        """The indexing maps of the two inputs and the output, as MLIR writes them."""
+        raise NotImplementedError
 
     def window(self, name: str) -> tuple[int, int]:
         """`strides` or `dilations` (MLIR's default: 1, 1)."""
-        attr = self.attributes.get(name)
+        attr = self.properties.get(name)
         if attr is None:
             return (1, 1)
         if not isinstance(attr, DenseIntOrFPElementsAttr):
@@ -110,6 +152,14 @@ class NamedStructuredOp(IRDLOperation):
             raise VerifyException(
                 f"the output's shape is {got}, the inputs make it {expected}"
             )
+        element_types = [_element_type(t) for t in self.types()]
+        if _shape_of_body(self.body.block) != _shape_of_body(
+            body_block(*element_types)
+        ):
+            raise VerifyException(
+                "the body must be the one MLIR builds for the op (the inputs cast "
+                "to the output's type, multiplied and added to the output)"
+            )
 
     def output_shape(self) -> tuple[int, ...]:
         raise NotImplementedError
@@ -147,9 +197,14 @@ class NamedStructuredOp(IRDLOperation):
         return cls(inputs, outputs, attributes)
 
     def print(self, printer: Printer) -> None:
-        if self.attributes:
+        shown = {
+            name: value
+            for name, value in (*self.properties.items(), *self.attributes.items())
+            if self.shows(name)
+        }
+        if shown:
             printer.print_string(" ")
-            printer.print_attr_dict(self.attributes)
+            printer.print_attr_dict(dict(sorted(shown.items())))
         for keyword, values in (("ins", self.inputs), ("outs", self.outputs)):
             printer.print_string(f" {keyword}(")
             printer.print_list(values, printer.print_operand)
@@ -157,18 +212,165 @@ class NamedStructuredOp(IRDLOperation):
             printer.print_list([v.type for v in values], printer.print_attribute)
             printer.print_string(")")
 
+    def shows(self, name: str) -> bool:
+        """Whether the custom form writes `name` in the attribute dictionary."""
+        return name != "operandSegmentSizes"
+
+
+MEMOIZED_MAPS = "linalg.memoized_indexing_maps"
+
+
+class WindowedOp(NamedStructuredOp):
+    """A convolution: `strides` and `dilations` (MLIR's default 1, 1) and, once
+    built or read, its indexing maps memoized as MLIR memoizes them."""
+
+    strides = opt_prop_def(DenseIntOrFPElementsAttr)
+    dilations = opt_prop_def(DenseIntOrFPElementsAttr)
+
+    PROPERTIES: ClassVar[tuple[str, ...]] = ("strides", "dilations")
+    WINDOWED: ClassVar[bool] = True
+
+    def memoize(self) -> None:
+        try:
+            maps = self.default_maps()
+        except VerifyException:
+            return  # a window the verifier refuses: it says why
+        self.attributes[MEMOIZED_MAPS] = ArrayAttr([AffineMapAttr(m) for m in maps])
+
+    def verify_(self) -> None:
+        super().verify_()
+        memo = self.attributes.get(MEMOIZED_MAPS)
+        if memo is not None and memo != ArrayAttr(
+            [AffineMapAttr(m) for m in self.default_maps()]
+        ):
+            raise VerifyException(f"'{MEMOIZED_MAPS}' are not the op's indexing maps")
+
+    def shows(self, name: str) -> bool:
+        return super().shows(name) and name != MEMOIZED_MAPS
+
+    def window_exprs(self, position: int, tap: int) -> tuple[AffineExpr, AffineExpr]:
+        """The input's two spatial indices, `o * stride + t * dilation`, for the
+        output's spatial dimensions from `position` and the taps' from `tap`."""
+        (sh, sw), (dh, dw) = self.window("strides"), self.window("dilations")
+        d = AffineExpr.dimension
+        return (
+            d(position) * sh + d(tap) * dh,
+            d(position + 1) * sw + d(tap + 1) * dw,
+        )
+
+
+class ProductOp(NamedStructuredOp):
+    """A matrix product: its `indexing_maps` property, MLIR's default only."""
+
+    indexing_maps = opt_prop_def(ArrayAttr[AffineMapAttr])
+
+    PROPERTIES: ClassVar[tuple[str, ...]] = ("indexing_maps",)
+
+    def memoize(self) -> None:
+        if self.indexing_maps is None:
+            self.indexing_maps = self._default_attr()
+
+    def _default_attr(self) -> ArrayAttr[AffineMapAttr]:
+        return ArrayAttr([AffineMapAttr(m) for m in self.default_maps()])
+
+    def verify_(self) -> None:
+        super().verify_()
+        if self.indexing_maps is not None and self.indexing_maps != (
+            self._default_attr()
+        ):
+            raise VerifyException(
+                "affinec takes the product's default indexing maps only (no "
+                "transposed or broadcast operand)"
+            )
+
+    def shows(self, name: str) -> bool:
+        return super().shows(name) and name != "indexing_maps"
+
+
+def _element_type(t: Attribute) -> Attribute:
+    """A shaped type's element type (the tensor form's too, which the verifier
+    refuses with its own message)."""
+    element_type = getattr(t, "get_element_type", None)
+    return element_type() if element_type is not None else t
+
+
+def body_block(a: Attribute, b: Attribute, c: Attribute) -> Block:
+    """The body MLIR builds for a named contraction of inputs of element types `a`
+    and `b` into `c`: each input cast to `c`, multiplied, added to the output (in
+    floats, or in signless integers extended with their sign, as MLIR does)."""
+    block = Block(arg_types=[a, b, c])
+    x, y, out = block.args
+    integers = isinstance(c, IntegerType)
+    kinds = (
+        (IntegerType,)
+        if integers
+        else (Float16Type, BFloat16Type, Float32Type, Float64Type)
+    )
+    for t in (a, b, c):
+        if not isinstance(t, kinds):
+            raise VerifyException(
+                f"a named op of {a}, {b} into {c}: affinec takes float elements, or "
+                "integers throughout"
+            )
+
+    def cast(value: SSAValue) -> SSAValue:
+        if value.type == c:
+            return value
+        wider = c.bitwidth > value.type.bitwidth  # pyright: ignore
+        if integers:
+            op = arith.ExtSIOp(value, c) if wider else arith.TruncIOp(value, c)
+        else:
+            op = arith.ExtFOp(value, c) if wider else arith.TruncFOp(value, c)
+        block.add_op(op)
+        return op.result
+
+    x, y = cast(x), cast(y)
+    product = arith.MuliOp(x, y) if integers else arith.MulfOp(x, y)
+    block.add_op(product)
+    total = (
+        arith.AddiOp(out, product.result)
+        if integers
+        else arith.AddfOp(out, product.result)
+    )
+    block.add_op(total)
+    block.add_op(YieldOp(total.result))
+    return block
+
+
+def _shape_of_body(block: Block) -> tuple:
+    """A body as op names, result types and operands (block arguments and earlier
+    results by position), and its arguments' types: equal for the same body."""
+    numbers: dict[SSAValue, tuple[str, int]] = {
+        a: ("arg", k) for k, a in enumerate(block.args)
+    }
+    ops: list[tuple] = []
+    for k, op in enumerate(block.ops):
+        ops.append(
+            (
+                op.name,
+                tuple(numbers.get(v, ("outside", 0)) for v in op.operands),
+                tuple(r.type for r in op.results),
+                _flags(op),
+            )
+        )
+        numbers.update({r: ("op", k) for r in op.results})
+    return tuple(a.type for a in block.args), tuple(ops)
+
+
+def _flags(op: Operation) -> tuple:
+    return tuple(op.properties.get(name) for name in ("fastmath", "overflowFlags"))
+
 
 def _windowed(extent: int, taps: int, stride: int, dilation: int) -> int:
     return (extent - (taps - 1) * dilation - 1) // stride + 1
 
 
 @irdl_op_definition
-class Conv2DNhwcHwcfOp(NamedStructuredOp):
+class Conv2DNhwcHwcfOp(WindowedOp):
     """`out[n, oh, ow, f] += in[n, oh*sh + r*dh, ow*sw + s*dw, c] * w[r, s, c, f]`."""
 
     name = "linalg.conv_2d_nhwc_hwcf"
     RANKS: ClassVar[tuple[int, int, int]] = (4, 4, 4)
-    WINDOWED: ClassVar[bool] = True
 
     def output_shape(self) -> tuple[int, ...]:
         (n, h, w, c), (r, s, c2, f) = (t.get_shape() for t in self.types()[:2])
@@ -177,14 +379,22 @@ class Conv2DNhwcHwcfOp(NamedStructuredOp):
         (sh, sw), (dh, dw) = self.window("strides"), self.window("dilations")
         return (n, _windowed(h, r, sh, dh), _windowed(w, s, sw, dw), f)
 
+    def default_maps(self) -> tuple[AffineMap, AffineMap, AffineMap]:
+        # (n, oh, ow, f, r, s, c)
+        d = [AffineExpr.dimension(k) for k in range(7)]
+        return (
+            AffineMap(7, 0, (d[0], *self.window_exprs(1, 4), d[6])),
+            AffineMap(7, 0, (d[4], d[5], d[6], d[3])),
+            AffineMap(7, 0, (d[0], d[1], d[2], d[3])),
+        )
+
 
 @irdl_op_definition
-class Conv2DNchwFchwOp(NamedStructuredOp):
+class Conv2DNchwFchwOp(WindowedOp):
     """`out[n, f, oh, ow] += in[n, c, oh*sh + r*dh, ow*sw + s*dw] * w[f, c, r, s]`."""
 
     name = "linalg.conv_2d_nchw_fchw"
     RANKS: ClassVar[tuple[int, int, int]] = (4, 4, 4)
-    WINDOWED: ClassVar[bool] = True
 
     def output_shape(self) -> tuple[int, ...]:
         (n, c, h, w), (f, c2, r, s) = (t.get_shape() for t in self.types()[:2])
@@ -193,14 +403,22 @@ class Conv2DNchwFchwOp(NamedStructuredOp):
         (sh, sw), (dh, dw) = self.window("strides"), self.window("dilations")
         return (n, f, _windowed(h, r, sh, dh), _windowed(w, s, sw, dw))
 
+    def default_maps(self) -> tuple[AffineMap, AffineMap, AffineMap]:
+        # (n, f, oh, ow, c, r, s)
+        d = [AffineExpr.dimension(k) for k in range(7)]
+        return (
+            AffineMap(7, 0, (d[0], d[4], *self.window_exprs(2, 5))),
+            AffineMap(7, 0, (d[1], d[4], d[5], d[6])),
+            AffineMap(7, 0, (d[0], d[1], d[2], d[3])),
+        )
+
 
 @irdl_op_definition
-class DepthwiseConv2DNhwcHwcOp(NamedStructuredOp):
+class DepthwiseConv2DNhwcHwcOp(WindowedOp):
     """`out[n, oh, ow, c] += in[n, oh*sh + r*dh, ow*sw + s*dw, c] * w[r, s, c]`."""
 
     name = "linalg.depthwise_conv_2d_nhwc_hwc"
     RANKS: ClassVar[tuple[int, int, int]] = (4, 3, 4)
-    WINDOWED: ClassVar[bool] = True
 
     def output_shape(self) -> tuple[int, ...]:
         (n, h, w, c), (r, s, c2) = (t.get_shape() for t in self.types()[:2])
@@ -209,9 +427,18 @@ class DepthwiseConv2DNhwcHwcOp(NamedStructuredOp):
         (sh, sw), (dh, dw) = self.window("strides"), self.window("dilations")
         return (n, _windowed(h, r, sh, dh), _windowed(w, s, sw, dw), c)
 
+    def default_maps(self) -> tuple[AffineMap, AffineMap, AffineMap]:
+        # (n, oh, ow, c, r, s)
+        d = [AffineExpr.dimension(k) for k in range(6)]
+        return (
+            AffineMap(6, 0, (d[0], *self.window_exprs(1, 4), d[3])),
+            AffineMap(6, 0, (d[4], d[5], d[3])),
+            AffineMap(6, 0, (d[0], d[1], d[2], d[3])),
+        )
+
 
 @irdl_op_definition
-class MatmulOp(NamedStructuredOp):
+class MatmulOp(ProductOp):
     """`C[m, n] += A[m, k] * B[k, n]`."""
 
     name = "linalg.matmul"
@@ -223,9 +450,17 @@ class MatmulOp(NamedStructuredOp):
             raise VerifyException(f"A has {k} columns, B {k2} rows")
         return (m, n)
 
+    def default_maps(self) -> tuple[AffineMap, AffineMap, AffineMap]:
+        d0, d1, d2 = (AffineExpr.dimension(k) for k in range(3))
+        return (
+            AffineMap(3, 0, (d0, d2)),
+            AffineMap(3, 0, (d2, d1)),
+            AffineMap(3, 0, (d0, d1)),
+        )
+
 
 @irdl_op_definition
-class BatchMatmulOp(NamedStructuredOp):
+class BatchMatmulOp(ProductOp):
     """`C[b, m, n] += A[b, m, k] * B[b, k, n]`."""
 
     name = "linalg.batch_matmul"
@@ -236,6 +471,14 @@ class BatchMatmulOp(NamedStructuredOp):
         if k != k2 or b != b2:
             raise VerifyException(f"A is {b}x{m}x{k}, B {b2}x{k2}x{n}")
         return (b, m, n)
+
+    def default_maps(self) -> tuple[AffineMap, AffineMap, AffineMap]:
+        d0, d1, d2, d3 = (AffineExpr.dimension(k) for k in range(4))
+        return (
+            AffineMap(4, 0, (d0, d1, d3)),
+            AffineMap(4, 0, (d0, d3, d2)),
+            AffineMap(4, 0, (d0, d1, d2)),
+        )
 
 
 NAMED_OPS = (

@@ -3,12 +3,14 @@ reading of the same files (mlir-opt lowers them to affine loops, affinec's
 interpreter runs both), the spec it records, and every refusal located at the op."""
 
 import dataclasses
+import io
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mlir_opt import mlir_opt, needs_mlir_opt, same_ir
+from mlir_opt import mlir_opt, needs_mlir_opt, read_back_differently, same_ir
+from xdsl.printer import Printer
 from xdsl.utils.exceptions import DiagnosticException
 
 from affinec.base.diagnostics import PassError, collecting_remarks, format_exception
@@ -237,33 +239,6 @@ def test_16_bit_ops_sum_in_f32_and_say_so(dtype):
     assert relative_error(out, reference(spec, *inputs)) <= TOLERANCE[dtype]
 
 
-@needs_mlir_opt
-def test_mlir_opt_reads_the_named_ops_as_affinec_prints_them():
-    texts = [
-        linalg_text(ConvSpec(1, 4, 7, 7, 8, 3, 3, layout="nhwc", filter_layout="rsck")),
-        linalg_text(ConvSpec(2, 4, 9, 9, 8, 3, 3, stride=2, dilation=(1, 2))),
-        linalg_text(MatmulSpec(8, 4, 16, "f16")),
-        DEPTHWISE,
-        BATCHED,
-    ]
-    # in the custom form only: in the generic form MLIR writes a named op's body
-    # region, which affinec's named ops do not keep
-    for text in texts:
-        ours = str(parse_module(make_context(), text, "t.mlir"))
-        assert same_ir(ours, mlir_opt(ours))
-
-
-def test_the_default_pipeline_starts_from_linalg():
-    spec = ConvSpec(
-        1, 16, 6, 6, 16, 3, 3, layout="nhwc", filter_layout="rsck", dtype="f16"
-    )
-    module = parse_module(make_context(), linalg_text(spec), "model.mlir")
-    pipeline = Pipeline.for_module("affinec-lower-linalg,affinec-default", module)
-    assert any(p.name == "affinec-mma-sync" for p in pipeline.passes)  # config_for's
-    pipeline.run(module)
-    assert read_spec(module) == spec
-
-
 DEPTHWISE = """func.func @f(%x: memref<1x8x8x16xf32>, %w: memref<3x3x16xf32>, %y: memref<1x6x6x16xf32>) {
   linalg.depthwise_conv_2d_nhwc_hwc {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : memref<1x8x8x16xf32>, memref<3x3x16xf32>) outs(%y : memref<1x6x6x16xf32>)
   func.return
@@ -275,6 +250,121 @@ BATCHED = """func.func @f(%a: memref<2x8x16xf32>, %b: memref<2x16x4xf32>, %c: me
 }
 """
 SMALL = ConvSpec(1, 4, 6, 6, 8, 3, 3, layout="nhwc", filter_layout="rsck")
+
+
+NAMED_OPS = [
+    linalg_text(ConvSpec(1, 4, 7, 7, 8, 3, 3, layout="nhwc", filter_layout="rsck")),
+    linalg_text(ConvSpec(2, 4, 9, 9, 8, 3, 3, stride=2, dilation=(1, 2))),
+    linalg_text(
+        ConvSpec(
+            1,
+            4,
+            9,
+            9,
+            4,
+            3,
+            3,
+            stride=(3, 2),
+            dilation=(1, 2),
+            groups=4,
+            layout="nhwc",
+            filter_layout="rsck",
+            dtype="bf16",
+        )  # fmt: skip
+    ),
+    linalg_text(MatmulSpec(8, 4, 16, "f16")),
+    DEPTHWISE,
+    BATCHED,
+    # no strides or dilations (MLIR's default, and no property then); an f32
+    # product of f16 inputs (a body that extends them)
+    DEPTHWISE.replace(
+        "{dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ",
+        "",
+    ),
+    "func.func @f(%a: memref<8x16xf16>, %b: memref<16x4xf16>, %c: memref<8x4xf32>) {\n"
+    "  linalg.matmul ins(%a, %b : memref<8x16xf16>, memref<16x4xf16>) "
+    "outs(%c : memref<8x4xf32>)\n  func.return\n}\n",
+    # integers: MLIR's body extends them with their sign (affinec-lower-linalg
+    # refuses them, the dialect reads and prints them)
+    "func.func @f(%a: memref<8x16xi8>, %b: memref<16x4xi8>, %c: memref<8x4xi32>) {\n"
+    "  linalg.matmul ins(%a, %b : memref<8x16xi8>, memref<16x4xi8>) "
+    "outs(%c : memref<8x4xi32>)\n  func.return\n}\n",
+]
+
+
+@needs_mlir_opt
+def test_mlir_opt_reads_the_named_ops_as_affinec_prints_them():
+    # both forms: in the generic one, the body MLIR builds for the op, a
+    # convolution's memoized indexing maps, a product's indexing_maps property
+    assert read_back_differently(NAMED_OPS) == []
+
+
+@needs_mlir_opt
+def test_the_generic_form_mlir_prints_enters_as_the_custom_one_does():
+    for text in NAMED_OPS[:4]:
+        generic = mlir_opt(text, "--mlir-print-op-generic")
+        assert '"linalg.' in generic and "linalg.yield" in generic
+        from_custom, from_generic = lowered(text), lowered(generic)
+        assert read_spec(from_generic) == read_spec(from_custom)
+        assert same_ir(str(from_generic), str(from_custom))
+
+
+GENERIC_MATMUL = """"func.func"() <{function_type = (memref<8x16xf32>, memref<16x4xf32>, memref<8x4xf32>) -> (), sym_name = "f"}> ({
+^bb0(%a: memref<8x16xf32>, %b: memref<16x4xf32>, %c: memref<8x4xf32>):
+  "linalg.matmul"(%a, %b, %c) <{indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, affine_map<(d0, d1, d2) -> (d0, d1)>], operandSegmentSizes = array<i32: 2, 1>}> ({
+  ^bb0(%x: f32, %y: f32, %z: f32):
+    %p = "arith.mulf"(%x, %y) <{fastmath = #arith.fastmath<none>}> : (f32, f32) -> f32
+    %s = "arith.addf"(%z, %p) <{fastmath = #arith.fastmath<none>}> : (f32, f32) -> f32
+    "linalg.yield"(%s) : (f32) -> ()
+  }) : (memref<8x16xf32>, memref<16x4xf32>, memref<8x4xf32>) -> ()
+  "func.return"() : () -> ()
+}) : () -> ()
+"""
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ("arith.addf", "arith.subf", "the body must be the one MLIR builds"),
+        ("(%x, %y) <{", "(%y, %x) <{", "the body must be the one MLIR builds"),
+        (
+            "(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)",
+            "(d0, d1, d2) -> (d2, d0)>, affine_map<(d0, d1, d2) -> (d2, d1)",
+            "the product's default indexing maps only",
+        ),
+    ],
+)
+def test_a_named_op_that_is_not_what_its_name_says_is_refused(old, new, message):
+    assert parse_module(make_context(), GENERIC_MATMUL, "m.mlir")  # as it is: read
+    wrong = GENERIC_MATMUL.replace(old, new, 1)
+    with pytest.raises(DiagnosticException) as info:
+        parse_module(make_context(), wrong, "m.mlir").verify()
+    assert message in str(info.value)
+
+
+def test_a_convolutions_memoized_maps_must_be_its_own():
+    module = parse_module(make_context(), linalg_text(SMALL), "m.mlir")
+    generic = io.StringIO()
+    Printer(generic, print_generic_format=True).print_op(module)
+    memo = "linalg.memoized_indexing_maps = ["
+    assert memo in generic.getvalue()
+    wrong = generic.getvalue().replace(memo, memo + "affine_map<(d0) -> (d0)>, ")
+    with pytest.raises(DiagnosticException) as info:
+        parse_module(make_context(), wrong, "m.mlir").verify()
+    assert "'linalg.memoized_indexing_maps' are not the op's indexing maps" in str(
+        info.value
+    )
+
+
+def test_the_default_pipeline_starts_from_linalg():
+    spec = ConvSpec(
+        1, 16, 6, 6, 16, 3, 3, layout="nhwc", filter_layout="rsck", dtype="f16"
+    )
+    module = parse_module(make_context(), linalg_text(spec), "model.mlir")
+    pipeline = Pipeline.for_module("affinec-lower-linalg,affinec-default", module)
+    assert any(p.name == "affinec-mma-sync" for p in pipeline.passes)  # config_for's
+    pipeline.run(module)
+    assert read_spec(module) == spec
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,6 @@ from xdsl.utils.exceptions import ParseError
 
 from affinec import ConvSpec, build
 from affinec.base.diagnostics import verify
-from affinec.dialects.linalg import NamedStructuredOp
 from affinec.driver.config import config_for
 from affinec.driver.pipeline import Pipeline
 from affinec.driver.pipelines import default_passes
@@ -157,20 +156,15 @@ def test_mlir_opt_reads_the_llvm_level_in_generic_form():
 
 def _chunks() -> list[tuple[str, str]]:
     """Every chunk of every FileCheck input that affinec parses and verifies (error
-    tests' chunks left out), with a name. Chunks with MLIR's named linalg ops are
-    left out too: affinec's named ops keep no body region, so their generic form is
-    not MLIR's (`tests/test_linalg_import.py` has mlir-opt read their custom form)."""
+    tests' chunks left out), with a name."""
     found = []
     for path in sorted(FILECHECK.rglob("*.mlir")):
         if "Output" in path.relative_to(FILECHECK).parts:
             continue  # lit's own files (it may be writing them as this runs)
         for k, chunk in enumerate(path.read_text().split("// -----")):
             try:
-                module = parse(chunk, allow_unregistered=True)
-                verify(module)
+                verify(parse(chunk, allow_unregistered=True))
             except Exception:
-                continue
-            if any(isinstance(o, NamedStructuredOp) for o in module.walk()):
                 continue
             found.append((f"{path.relative_to(FILECHECK)}#{k}", chunk))
     return found
