@@ -19,7 +19,8 @@
 #   splits    ResNet-50 at batch 1 and 32 with split-K tried on every layer (2, 4, 8),
 #             and the 1x1 layers as products of their flattened pixels
 #   models    ResNet-50 and MobileNetV2 as torch models through affinec.torch.convert
-#             against torch's own, time per forward pass
+#             against torch's own, time per forward pass; notebooks/05_pytorch.ipynb
+#             run as a script (each convolution of ResNet-50 against cuDNN)
 #   hopper    the TMA + mbarrier + wgmma kernels on sm_90a: the test bed
 #             (affinec.tools.hopper_matmul) and the spec route (affinec-wgmma-gemm through
 #             the runtime) checked against float64, HGMMA in the SASS, timed against
@@ -135,6 +136,10 @@ step_models() {
   run models 900 $PY benchmarks/torch_models.py --batch 1 32 \
     --json "$OUT/torch_models.json"
   tail -6 "$OUT/models.log"
+  # the notebook's GPU path: every convolution checked and timed against cuDNN
+  MPLBACKEND=Agg run notebook-05 900 $PY scripts/run_notebook.py \
+    notebooks/05_pytorch.ipynb
+  tail -4 "$OUT/notebook-05.log"
 }
 
 step_hopper() {
