@@ -16,15 +16,16 @@ is `conv n=1 c=16 h=9 w=9 k=32 r=3 s=3 layout=nhwc filter-layout=rsck dtype=f16`
 (`spec_of`), and `import_linalg` replaces the function by the naive IR of that spec
 (the frontend's), under the function's name and with its arguments' names, and
 records the spec on the module. A depthwise convolution
-(`linalg.depthwise_conv_2d_nhwc_hwc`) is a grouped one with a group a channel, whose
-filter affinec takes as R x S x 1 x C (linalg's R x S x C with a unit dimension: the
-same bytes; a remark says so). A batched product (`linalg.batch_matmul`) has no
-spec: its contraction's naive IR is built, and a remark says that `affinec-default`
-picks no configuration for it. What affinec cannot take (mixed element types, a function doing more
-than the one op) is refused by name, at the op.
+(`linalg.depthwise_conv_2d_nhwc_hwc`) is a grouped one with a group a channel. A
+batched product (`linalg.batch_matmul`) has no spec: its contraction's naive IR is
+built, and a remark says that `affinec-default` picks no configuration for it. What
+affinec cannot take (mixed element types, a function doing more than the one op) is
+refused by name, at the op.
 
-One difference from linalg's meaning, said as a remark: in f16 and bf16 the naive IR
-sums in f32 and rounds once, where linalg's body adds in the output's type.
+Two differences from linalg's meaning, each said as a remark: in f16 and bf16 the
+naive IR sums in f32 and rounds once, where linalg's body adds in the output's type;
+a depthwise filter is taken as R x S x 1 x C, linalg's R x S x C with a unit
+dimension (the same bytes, the function's argument of another shape).
 """
 
 from __future__ import annotations
