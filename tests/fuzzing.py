@@ -39,6 +39,7 @@ from random import Random
 
 from hypothesis import strategies as st
 from xdsl.passes import ModulePass
+from xdsl.printer import Printer
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from affinec.base.locating_parser import parse_module
@@ -102,8 +103,12 @@ WATCHDOG = 4 * TIME_BOUND
 for a hang the alarm cannot interrupt (inside C code)."""
 
 
-LEVELS = ("naive", "tiled", "mapped", "mma", "gpu", "outlined", "lowered", "cf", "llvm")
-"""The levels of the default pipeline, as the fuzzer groups its seeds: the naive IR;
+LEVELS = (
+    "linalg", "naive", "tiled", "mapped", "mma", "gpu", "outlined", "lowered", "cf",
+    "llvm",
+)  # fmt: skip
+"""The levels of the default pipeline, as the fuzzer groups its seeds: MLIR's named
+linalg ops (the entrance, in the custom and the generic form); the naive IR;
 tiled, split, sunk and promoted (grid/block bands); mapped to threads; `nvgpu` ops
 at the affine level (the tensor-core route: async copies, warp bands of `mma.sync`);
 a `gpu.launch`; outlined into a `gpu.func`; lowered affine (scf); cf; llvm + nvvm."""
@@ -111,6 +116,8 @@ a `gpu.launch`; outlined into a `gpu.func`; lowered affine (scf); cf; llvm + nvv
 
 def level_of(text: str) -> str:
     """The level (of `LEVELS`) of a module's text, from the ops it holds."""
+    if "linalg." in text:
+        return "linalg"
     if "llvm.func" in text:
         return "llvm"
     if "cf.br" in text or "cf.cond_br" in text:
@@ -151,7 +158,52 @@ def seeds() -> tuple[Seed, ...]:
         routes.append((spec, default_passes(config_for(spec, splits=splits))))
     routes.append((DYNAMIC_SPEC, default_passes(config_for(DYNAMIC_SPEC))))
     found = [seed for spec, passes in routes for seed in _seeds(spec, passes)]
-    return (*found, *_hopper_seeds(), *_wgmma_route_seeds())
+    return (*found, *_linalg_seeds(), *_hopper_seeds(), *_wgmma_route_seeds())
+
+
+LINALG_OPS = (
+    (
+        "f16",
+        "linalg.conv_2d_nhwc_hwcf {dilations = dense<1> : tensor<2xi64>, strides = "
+        "dense<2> : tensor<2xi64>}",
+        ((1, 9, 9, 16), (3, 3, 16, 16), (1, 4, 4, 16)),
+    ),
+    (
+        "f32",
+        "linalg.depthwise_conv_2d_nhwc_hwc {dilations = dense<[1, 2]> : "
+        "tensor<2xi64>, strides = dense<1> : tensor<2xi64>}",
+        ((1, 6, 6, 8), (3, 3, 8), (1, 4, 2, 8)),
+    ),
+    ("f16", "linalg.matmul", ((16, 32), (32, 8), (16, 8))),
+    ("f32", "linalg.batch_matmul", ((2, 4, 8), (2, 8, 4), (2, 4, 4))),
+)
+"""Named ops as MLIR's front ends write them: a strided convolution for the tensor
+cores, a dilated depthwise one, a product, a batched one (no spec)."""
+
+
+def _linalg_seeds() -> list[Seed]:
+    """Each of `LINALG_OPS` in a function that fills its output with zeros first, in
+    MLIR's custom form and in its generic one (the op's body shown)."""
+    found = []
+    for dtype, op, shapes in LINALG_OPS:
+        x, w, y = (f"memref<{'x'.join(map(str, s))}x{dtype}>" for s in shapes)
+        text = (
+            f"func.func @f(%x: {x}, %w: {w}, %y: {y}) {{\n"
+            f"  %zero = arith.constant 0.0 : {dtype}\n"
+            f"  linalg.fill ins(%zero : {dtype}) outs(%y : {y})\n"
+            f"  {op} ins(%x, %w : {x}, {w}) outs(%y : {y})\n"
+            "  func.return\n}\n"
+        )
+        generic = io.StringIO()
+        Printer(generic, print_generic_format=True).print_op(
+            parse_module(make_context(), text)
+        )
+        rest = ("affinec-lower-linalg", "affinec-default")
+        found += [
+            Seed(op.split()[0], form, printed, rest)
+            for form, printed in (("custom", text), ("generic", generic.getvalue()))
+        ]
+    return found
 
 
 DYNAMIC_SPEC = ConvSpec(
