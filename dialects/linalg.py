@@ -11,8 +11,9 @@ reads them from MLIR's front ends (torch-mlir, IREE, StableHLO through MLIR).
 The named ops here (`conv_2d_nhwc_hwcf`, `conv_2d_nchw_fchw`,
 `depthwise_conv_2d_nhwc_hwc`, `matmul`, `batch_matmul`) replace xDSL's
 same-named ones, which build a body of the output's type (and so refuse f16 inputs
-with an f32 output, which MLIR takes). They are written in MLIR's custom form, on
-memrefs: the tensor form is MLIR's bufferization's to turn into this one first.
+with an f32 output, which MLIR takes). They are read and written in both of MLIR's
+forms, on memrefs: the tensor form is MLIR's bufferization's to turn into this one
+first.
 Their meaning is MLIR's (each output element the sum over the window or the
 shared dimension of the inputs' products); `affinec-lower-linalg` turns them
 into the naive IR the pipeline starts from. As MLIR's, each carries the body MLIR
