@@ -39,6 +39,8 @@ func.func @kernel(%n: i32) {
   %col = arith.addi %k, %c1 : i32
   %back = arith.subi %c4, %i : i32
   %from_n = arith.addi %n, %i8 : i32
+  %q = arith.divui %k, %c4 : i32
+  %rm = arith.remui %k, %c4 : i32
   %next_i = arith.addi %i, %c1 : i32
   cf.br ^inner(%next_i : i32) {affinec.unroll}
 ^latch:
@@ -76,6 +78,20 @@ def test_each_term_goes_to_its_part():
     assert parts.constant == 1
 
 
+def test_a_quotient_and_its_remainder_are_put_back_together():
+    f, v = kernel()
+    q, rm, k = v["q"], v["rm"], v["k"]
+
+    def varying(strides):
+        parts = AddressParts(f, 32).split([q, rm], strides, 64)  # pyright: ignore
+        assert parts is not None
+        return parts.varying
+
+    assert varying([4, 1]) == {k: 1}  # tile[k / 4, k % 4] of rows of 4: k
+    assert varying([12, 1]) == {q: 12, rm: 1}  # rows of 12: left as they are
+    assert varying([2, 1]) == {q: 2, rm: 1}  # rows of 2: nothing to put back
+
+
 def test_signs():
     f, v = kernel()
     a = AddressParts(f, 32)  # pyright: ignore[reportArgumentType]
@@ -107,7 +123,7 @@ def test_the_parts_add_up_to_the_offset(t, k, i, seed):
     f, v = kernel()
     rng = random.Random(seed)
     values = {v["t"]: t, v["k"]: k, v["i"]: i, v["n"]: rng.randrange(-99, 99)}
-    for rows in (["row", "col"], ["back", "col"], ["from_n", "row"]):
+    for rows in (["row", "col"], ["back", "col"], ["from_n", "row"], ["q", "rm"]):
         indices = [v[name] for name in rows]
         strides = [rng.randrange(1, 300), 1]
         parts = AddressParts(f, 64).split(indices, strides, 10**6)  # pyright: ignore
@@ -116,7 +132,7 @@ def test_the_parts_add_up_to_the_offset(t, k, i, seed):
             evaluate(x, values) * s for x, s in zip(indices, strides, strict=True)
         )
         split = parts.constant + sum(
-            values[x] * c
+            evaluate(x, values) * c
             for part in (parts.invariant, parts.varying, parts.unrolled)
             for x, c in part.items()
         )
@@ -131,9 +147,13 @@ def evaluate(value: SSAValue, values: dict[SSAValue, int]) -> int:
         assert isinstance(op.value, IntegerAttr)
         return op.value.value.data
     lhs, rhs = (evaluate(o, values) for o in op.operands)
-    return {arith.AddiOp: lhs + rhs, arith.SubiOp: lhs - rhs, arith.MuliOp: lhs * rhs}[
-        type(op)
-    ]
+    return {
+        arith.AddiOp: lambda: lhs + rhs,
+        arith.SubiOp: lambda: lhs - rhs,
+        arith.MuliOp: lambda: lhs * rhs,
+        arith.DivUIOp: lambda: lhs // rhs,  # of the non-negative values drawn
+        arith.RemUIOp: lambda: lhs % rhs,
+    }[type(op)]()
 
 
 def test_linear_terms_stop_at_what_they_cannot_read():

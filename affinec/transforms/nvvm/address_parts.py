@@ -89,6 +89,43 @@ def linear_terms(index: SSAValue) -> tuple[dict[SSAValue, int], int]:
     return {v: k for v, k in terms.items() if k}, constant
 
 
+_REMAINDERS = {arith.DivUIOp: arith.RemUIOp, arith.DivSIOp: arith.RemSIOp}
+
+
+def recombined(terms: dict[SSAValue, int]) -> dict[SSAValue, int]:
+    """`terms` with each quotient and remainder of one division put back together:
+
+        a * K * (x / K) + a * (x % K)  =  a * x
+
+    (`x = K * (x / K) + x % K`, for unsigned and truncating signed division alike).
+    A tile read row by row at `(e / 16) * 128 + (e % 16) * 8` is `8 * e`, and LLVM
+    then sees one term that grows by a constant each turn rather than two it must
+    divide out again."""
+    out = dict(terms)
+    for quotient, b in terms.items():
+        division = quotient.owner
+        remainder_type = _REMAINDERS.get(type(division))
+        if remainder_type is None or quotient not in out:
+            continue
+        x, divisor = division.operands
+        k = constant_value(divisor)
+        if not k or k < 0:
+            continue
+        for remainder, a in terms.items():
+            rem = remainder.owner
+            if (
+                isinstance(rem, remainder_type)
+                and remainder in out
+                and rem.operands[0] is x
+                and constant_value(rem.operands[1]) == k
+                and b == a * k
+            ):
+                del out[remainder], out[quotient]
+                out[x] = out.get(x, 0) + a
+                break
+    return {v: k for v, k in out.items() if k}
+
+
 def constant_value(value: SSAValue) -> int | None:
     op = value.owner
     if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
@@ -120,7 +157,7 @@ class AddressParts:
             constant += offset * stride
             for value, k in terms.items():
                 coefficients[value] = coefficients.get(value, 0) + k * stride
-        coefficients = {v: k for v, k in coefficients.items() if k}
+        coefficients = recombined({v: k for v, k in coefficients.items() if k})
         if self.index_bitwidth < 64 and (
             size + abs(constant) >= LIMIT
             or not all(
