@@ -1,4 +1,4 @@
-"""Tune the five benchmark convolutions in f16 and f32 on the GPU (issue 13, section 2).
+"""Tune the five benchmark convolutions in f16 and f32 on the GPU.
 
     PYTHONUNBUFFERED=1 scripts/gpu_python.sh benchmarks/tune_all.py --out tuning-run \
         && cp tuning-run/* $OUT/                                     # about 8-9 minutes

@@ -586,7 +586,7 @@ def test_gpu_commands_take_bf16(argv, capsys):
 
 
 def test_an_unknown_dtype_is_a_usage_error(capsys):
-    # One error line and exit code 1, as every error of `affinec` (issue 9).
+    # One error line and exit code 1, as every error of `affinec`.
     assert affinec(["bench", "--dtype", "f8"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "invalid choice: 'f8'" in err

@@ -1,4 +1,4 @@
-"""Regression cases for issue 9: every class of input that once ended in a Python
+"""Regression cases: every class of input that once ended in a Python
 traceback or a hang, each now a located error with exit code 1 (or a clean "not
 supported"), in time. The cases run through `affinec-opt` and `affinec check` the
 way the fuzzer (`tests/fuzzing.py`) runs its inputs: in-process, time-bounded,

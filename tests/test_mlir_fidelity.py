@@ -1,4 +1,4 @@
-"""Issue 10, "MLIR fidelity": affinec reads what MLIR writes, writes what MLIR reads,
+"""MLIR fidelity: affinec reads what MLIR writes, writes what MLIR reads,
 and its tools and passes named after MLIR's behave as MLIR's do (or refuse, located).
 
 One section per point of the issue; every MLIR-derived case is a small case of our

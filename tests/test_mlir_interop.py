@@ -198,7 +198,7 @@ def test_mlir_opt_reads_the_constructs_of_issue_10_as_the_same_ir():
 
 def test_mlir_opt_reads_the_other_gpu_ops_as_the_same_ir():
     """Binaries and their objects, the host's memory ops, rotate, broadcast,
-    warp_execute_on_lane_0, printf (issue 25)."""
+    warp_execute_on_lane_0, printf."""
     assert read_back_differently([MORE_GPU_OPS]) == []
 
 
@@ -215,7 +215,7 @@ func.func @f() -> memref<2xf32> {
 
 def test_mlir_opt_reads_memref_globals_as_the_same_ir():
     """`memref.global` in MLIR's custom form: visibility, constant, an initial
-    value, uninitialized, a declaration (issue 25)."""
+    value, uninitialized, a declaration."""
     assert read_back_differently([GLOBALS]) == []
 
 

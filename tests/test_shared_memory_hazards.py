@@ -1,4 +1,4 @@
-"""Shared memory without races: the pipelining fix of issue 26 and the static check.
+"""Shared memory without races: the pipelining fix of two wrong answers the GPU found, and the static check.
 
 Two configurations that compiled without a word and returned wrong answers on the
 GPU (more stages than reduction tiles: the compute read a tile still being copied)
@@ -35,7 +35,7 @@ RACY = (
     Path(__file__).parent / "filecheck/passes/verify_shared_memory_racy_pipeline.mlir"
 )
 
-# -- the two wrong answers of issue 26 ------------------------------------------------
+# -- the two wrong answers the GPU found ----------------------------------------------
 
 # Shrunk on the GPU by the issue: three-by-three taps over two reduction tiles of 16
 # channels, four stages. Relative error 0.54 on the H100 before the fix.

@@ -1,4 +1,4 @@
-"""The autotuner (issue 13, section 2): pick a spec's `KernelConfig` by measuring.
+"""The autotuner: pick a spec's `KernelConfig` by measuring.
 
     affinec tune conv --n 32 --c 64 ... --dtype f16 --layout nhwc --filter-layout rsck
     affinec tune --list                       # what the cache holds
