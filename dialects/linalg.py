@@ -167,7 +167,14 @@ class NamedStructuredOp(IRDLOperation):
 
     @classmethod
     def parse(cls, parser: Parser) -> NamedStructuredOp:
+        # MLIR writes a product's maps as a keyword: `indexing_maps = [...]`
+        maps = None
+        if parser.parse_optional_keyword("indexing_maps") is not None:
+            parser.parse_punctuation("=")
+            maps = parser.parse_attribute()
         attributes = parser.parse_optional_attr_dict()
+        if maps is not None:
+            attributes["indexing_maps"] = maps
 
         def operands(keyword: str) -> list[SSAValue]:
             parser.parse_keyword(keyword)
@@ -275,7 +282,7 @@ class ProductOp(NamedStructuredOp):
         return ArrayAttr([AffineMapAttr(m) for m in self.default_maps()])
 
     def verify_(self) -> None:
-        super().verify_()
+        # first: a transposed operand's shapes would read as a mismatch below
         if self.indexing_maps is not None and self.indexing_maps != (
             self._default_attr()
         ):
@@ -283,6 +290,7 @@ class ProductOp(NamedStructuredOp):
                 "affinec takes the product's default indexing maps only (no "
                 "transposed or broadcast operand)"
             )
+        super().verify_()
 
     def shows(self, name: str) -> bool:
         return super().shows(name) and name != "indexing_maps"

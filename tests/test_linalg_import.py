@@ -342,6 +342,24 @@ def test_a_named_op_that_is_not_what_its_name_says_is_refused(old, new, message)
     assert message in str(info.value)
 
 
+def test_a_products_maps_in_mlirs_custom_form_are_read_and_checked():
+    maps = (
+        "indexing_maps = [affine_map<(d0, d1, d2) -> ({})>, "
+        "affine_map<(d0, d1, d2) -> (d2, d1)>, affine_map<(d0, d1, d2) -> (d0, d1)>]"
+    )
+    text = (
+        "func.func @f(%a: memref<{a}xf32>, %b: memref<16x4xf32>, %c: memref<8x4xf32>)"
+        " {{\n  linalg.matmul {maps} ins(%a, %b : memref<{a}xf32>, memref<16x4xf32>) "
+        "outs(%c : memref<8x4xf32>)\n  func.return\n}}\n"
+    )
+    default = text.format(a="8x16", maps=maps.format("d0, d2"))
+    assert "indexing_maps" not in str(parse_module(make_context(), default, "m.mlir"))
+    transposed = text.format(a="16x8", maps=maps.format("d2, d0"))
+    with pytest.raises(DiagnosticException) as info:
+        parse_module(make_context(), transposed, "m.mlir").verify()
+    assert "the product's default indexing maps only" in str(info.value)
+
+
 def test_a_convolutions_memoized_maps_must_be_its_own():
     module = parse_module(make_context(), linalg_text(SMALL), "m.mlir")
     generic = io.StringIO()
