@@ -9,7 +9,8 @@ reads them from MLIR's front ends (torch-mlir, IREE, StableHLO through MLIR).
         outs(%c : memref<8x4xf32>)
 
 The named ops here (`conv_2d_nhwc_hwcf`, `conv_2d_nchw_fchw`,
-`depthwise_conv_2d_nhwc_hwc`, `matmul`, `batch_matmul`) replace xDSL's
+`depthwise_conv_2d_nhwc_hwc`, `conv_2d_ngchw_gfchw`, `matmul`, `batch_matmul`)
+replace xDSL's
 same-named ones, which build a body of the output's type (and so refuse f16 inputs
 with an f32 output, which MLIR takes). They are read and written in both of MLIR's
 forms, on memrefs: the tensor form is MLIR's bufferization's to turn into this one
@@ -447,6 +448,33 @@ class DepthwiseConv2DNhwcHwcOp(WindowedOp):
 
 
 @irdl_op_definition
+class Conv2DNgchwGfchwOp(WindowedOp):
+    """`out[n, g, f, oh, ow] += in[n, g, c, oh*sh + r*dh, ow*sw + s*dw] *
+    w[g, f, c, r, s]`: a grouped convolution, as torch-mlir writes one."""
+
+    name = "linalg.conv_2d_ngchw_gfchw"
+    RANKS: ClassVar[tuple[int, int, int]] = (5, 5, 5)
+
+    def output_shape(self) -> tuple[int, ...]:
+        (n, g, c, h, w), (g2, f, c2, r, s) = (t.get_shape() for t in self.types()[:2])
+        if c != c2 or g != g2:
+            raise VerifyException(
+                f"input has {g} groups of {c} channels, the filter {g2} of {c2}"
+            )
+        (sh, sw), (dh, dw) = self.window("strides"), self.window("dilations")
+        return (n, g, f, _windowed(h, r, sh, dh), _windowed(w, s, sw, dw))
+
+    def default_maps(self) -> tuple[AffineMap, AffineMap, AffineMap]:
+        # (n, g, f, oh, ow, c, r, s)
+        d = [AffineExpr.dimension(k) for k in range(8)]
+        return (
+            AffineMap(8, 0, (d[0], d[1], d[5], *self.window_exprs(3, 6))),
+            AffineMap(8, 0, (d[1], d[2], d[5], d[6], d[7])),
+            AffineMap(8, 0, (d[0], d[1], d[2], d[3], d[4])),
+        )
+
+
+@irdl_op_definition
 class MatmulOp(ProductOp):
     """`C[m, n] += A[m, k] * B[k, n]`."""
 
@@ -494,6 +522,7 @@ NAMED_OPS = (
     Conv2DNhwcHwcfOp,
     Conv2DNchwFchwOp,
     DepthwiseConv2DNhwcHwcOp,
+    Conv2DNgchwGfchwOp,
     MatmulOp,
     BatchMatmulOp,
 )

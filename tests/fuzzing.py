@@ -174,11 +174,18 @@ LINALG_OPS = (
         "tensor<2xi64>, strides = dense<1> : tensor<2xi64>}",
         ((1, 6, 6, 8), (3, 3, 8), (1, 4, 2, 8)),
     ),
+    (
+        "f32",
+        "linalg.conv_2d_ngchw_gfchw {dilations = dense<1> : tensor<2xi64>, "
+        "strides = dense<[2, 1]> : tensor<2xi64>}",
+        ((1, 2, 3, 7, 7), (2, 4, 3, 3, 3), (1, 2, 4, 3, 5)),
+    ),
     ("f16", "linalg.matmul", ((16, 32), (32, 8), (16, 8))),
     ("f32", "linalg.batch_matmul", ((2, 4, 8), (2, 8, 4), (2, 4, 4))),
 )
 """Named ops as MLIR's front ends write them: a strided convolution for the tensor
-cores, a dilated depthwise one, a product, a batched one (no spec)."""
+cores, a dilated depthwise one, torch-mlir's grouped one, a product, a batched one
+(no spec)."""
 
 
 def _linalg_seeds() -> list[Seed]:

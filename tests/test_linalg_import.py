@@ -42,10 +42,14 @@ def linalg_text(spec, fill: bool = True) -> str:
         shapes = [(spec.m, spec.k), (spec.k, spec.n), (spec.m, spec.n)]
         op, attrs = "linalg.matmul", ""
     else:
-        shapes = [spec.input_shape, linalg_filter_shape(spec), spec.output_shape]
+        shapes = linalg_shapes(spec)
         op = "linalg.conv_2d_" + ("nhwc_hwcf" if spec.layout == "nhwc" else "nchw_fchw")
-        if _depthwise(spec):
-            op = "linalg.depthwise_conv_2d_nhwc_hwc"
+        if spec.groups > 1:
+            op = (
+                "linalg.depthwise_conv_2d_nhwc_hwc"
+                if spec.layout == "nhwc"
+                else "linalg.conv_2d_ngchw_gfchw"
+            )
         sh, sw = spec.stride
         dh, dw = spec.dilation
         attrs = (
@@ -66,15 +70,19 @@ def linalg_text(spec, fill: bool = True) -> str:
     )
 
 
-def _depthwise(spec) -> bool:
-    return isinstance(spec, ConvSpec) and spec.groups > 1
-
-
-def linalg_filter_shape(spec) -> tuple[int, ...]:
-    """The filter's shape as linalg has it: a depthwise filter is R x S x C."""
-    if _depthwise(spec):
-        return (spec.r, spec.s, spec.c)
-    return spec.filter_shape
+def linalg_shapes(spec: ConvSpec) -> list[tuple[int, ...]]:
+    """The operands' shapes as linalg has them: a depthwise filter is R x S x C
+    (NHWC), a grouped convolution's operands have a group dimension (NCHW)."""
+    g = spec.groups
+    if g > 1 and spec.layout == "nhwc":
+        return [spec.input_shape, (spec.r, spec.s, spec.c), spec.output_shape]
+    if g > 1:
+        return [
+            (spec.n, g, spec.c // g, spec.h, spec.w),
+            (g, spec.k // g, spec.c // g, spec.r, spec.s),
+            (spec.n, g, spec.k // g, spec.out_h, spec.out_w),
+        ]
+    return [spec.input_shape, spec.filter_shape, spec.output_shape]
 
 
 def lowered(text: str):
@@ -163,14 +171,54 @@ def test_a_depthwise_op_is_a_grouped_spec_that_computes_what_mlir_opt_makes_of_i
         mlir_opt(text, "--convert-linalg-to-affine-loops"),
         "mlir-opt.mlir",
     )
+    assert_same_as_mlir_opt(ours, theirs, spec)
+
+
+def assert_same_as_mlir_opt(ours, theirs, spec: ConvSpec) -> None:
+    """Both functions on the same elements (in linalg's shapes for mlir-opt's):
+    the same f32 bits."""
     x, w = random_inputs(spec, np.random.default_rng(0))
     out = np.zeros(spec.output_shape, np.float32)
     Interpreter(ours).run("f", x.copy(), w.copy(), out)
-    expected = np.zeros(spec.output_shape, np.float32)
-    Interpreter(theirs).run(
-        "f", x.copy(), w.reshape(linalg_filter_shape(spec)), expected
+    shapes = linalg_shapes(spec)
+    expected = np.zeros(shapes[2], np.float32)
+    Interpreter(theirs).run("f", x.reshape(shapes[0]), w.reshape(shapes[1]), expected)
+    np.testing.assert_array_equal(out, expected.reshape(spec.output_shape))
+
+
+@st.composite
+def grouped_nchw_cases(draw):
+    """Grouped convolutions as torch-mlir writes them (NCHW, f32, unpadded)."""
+    g, c, k = draw(st.integers(2, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    r, s = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    stride = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    h = draw(st.integers((r - 1) * dilation[0] + 1, 7))
+    w = draw(st.integers((s - 1) * dilation[1] + 1, 7))
+    return ConvSpec(
+        draw(st.integers(1, 2)), g * c, h, w, g * k, r, s, stride=stride,
+        dilation=dilation, groups=g, layout="nchw", filter_layout="kcrs",
+    )  # fmt: skip
+
+
+@needs_mlir_opt
+@settings(max_examples=max(5, settings().max_examples // 2))
+@given(grouped_nchw_cases())
+def test_torch_mlirs_grouped_op_is_a_grouped_spec_computing_what_mlir_opt_makes_of_it(
+    spec,
+):
+    text = linalg_text(spec)
+    assert "linalg.conv_2d_ngchw_gfchw" in text
+    with collecting_remarks() as remarks:
+        ours = lowered(text)
+    assert read_spec(ours) == spec
+    assert any("where linalg's have a group dimension" in m for _, m in remarks)
+    theirs = parse_module(
+        make_context(),
+        mlir_opt(text, "--convert-linalg-to-affine-loops"),
+        "mlir-opt.mlir",
     )
-    np.testing.assert_array_equal(out, expected)
+    assert_same_as_mlir_opt(ours, theirs, spec)
 
 
 @needs_mlir_opt
@@ -273,6 +321,21 @@ NAMED_OPS = [
         )  # fmt: skip
     ),
     linalg_text(MatmulSpec(8, 4, 16, "f16")),
+    linalg_text(
+        ConvSpec(
+            1,
+            6,
+            9,
+            9,
+            4,
+            3,
+            3,
+            stride=(2, 1),
+            dilation=(1, 2),
+            groups=2,
+            dtype="f16",
+        )  # fmt: skip
+    ),
     DEPTHWISE,
     BATCHED,
     # no strides or dilations (MLIR's default, and no property then); an f32
