@@ -9,7 +9,8 @@ reads them from MLIR's front ends (torch-mlir, IREE, StableHLO through MLIR).
         outs(%c : memref<8x4xf32>)
 
 The named ops here (`conv_2d_nhwc_hwcf`, `conv_2d_nchw_fchw`,
-`depthwise_conv_2d_nhwc_hwc`, `conv_2d_ngchw_gfchw`, `matmul`, `batch_matmul`)
+`depthwise_conv_2d_nhwc_hwc`, `depthwise_conv_2d_nchw_chw`, `conv_2d_ngchw_gfchw`,
+`matmul`, `batch_matmul`)
 replace xDSL's
 same-named ones, which build a body of the output's type (and so refuse f16 inputs
 with an f32 output, which MLIR takes). They are read and written in both of MLIR's
@@ -448,6 +449,30 @@ class DepthwiseConv2DNhwcHwcOp(WindowedOp):
 
 
 @irdl_op_definition
+class DepthwiseConv2DNchwChwOp(WindowedOp):
+    """`out[n, c, oh, ow] += in[n, c, oh*sh + r*dh, ow*sw + s*dw] * w[c, r, s]`."""
+
+    name = "linalg.depthwise_conv_2d_nchw_chw"
+    RANKS: ClassVar[tuple[int, int, int]] = (4, 3, 4)
+
+    def output_shape(self) -> tuple[int, ...]:
+        (n, c, h, w), (c2, r, s) = (t.get_shape() for t in self.types()[:2])
+        if c != c2:
+            raise VerifyException(f"input has {c} channels, the filter {c2}")
+        (sh, sw), (dh, dw) = self.window("strides"), self.window("dilations")
+        return (n, c, _windowed(h, r, sh, dh), _windowed(w, s, sw, dw))
+
+    def default_maps(self) -> tuple[AffineMap, AffineMap, AffineMap]:
+        # (n, oh, ow, c, r, s)
+        d = [AffineExpr.dimension(k) for k in range(6)]
+        return (
+            AffineMap(6, 0, (d[0], d[3], *self.window_exprs(1, 4))),
+            AffineMap(6, 0, (d[3], d[4], d[5])),
+            AffineMap(6, 0, (d[0], d[3], d[1], d[2])),
+        )
+
+
+@irdl_op_definition
 class Conv2DNgchwGfchwOp(WindowedOp):
     """`out[n, g, f, oh, ow] += in[n, g, c, oh*sh + r*dh, ow*sw + s*dw] *
     w[g, f, c, r, s]`: a grouped convolution, as torch-mlir writes one."""
@@ -522,6 +547,7 @@ NAMED_OPS = (
     Conv2DNhwcHwcfOp,
     Conv2DNchwFchwOp,
     DepthwiseConv2DNhwcHwcOp,
+    DepthwiseConv2DNchwChwOp,
     Conv2DNgchwGfchwOp,
     MatmulOp,
     BatchMatmulOp,

@@ -4,8 +4,8 @@ spec recorded.
 
 IR written by MLIR's front ends enters here: a function whose body is one
 `linalg.conv_2d_nhwc_hwcf`, `linalg.conv_2d_nchw_fchw`,
-`linalg.depthwise_conv_2d_nhwc_hwc`, `linalg.conv_2d_ngchw_gfchw` or
-`linalg.matmul` on
+`linalg.depthwise_conv_2d_nhwc_hwc`, `linalg.depthwise_conv_2d_nchw_chw`,
+`linalg.conv_2d_ngchw_gfchw` or `linalg.matmul` on
 memrefs (MLIR's bufferization turns the tensor form into this one) becomes the naive
 `affine.parallel` of its spec, as `affinec gen` writes it, and the module records
 the spec, so that `affinec-default` picks a configuration for it:
@@ -38,9 +38,9 @@ spec, and a remark says that `affinec-default` picks no configuration for it
 batched product). A fill may be the generic
 MLIR generalizes `linalg.fill` to.
 
-`linalg.depthwise_conv_2d_nhwc_hwc` is a grouped convolution with a group a channel
-(`groups = C`), its filter taken as R x S x 1 x C: linalg's R x S x C with a unit
-dimension, the same elements in the same order, but the function's argument changes
+`linalg.depthwise_conv_2d_nhwc_hwc` (`_nchw_chw`) is a grouped convolution with a
+group a channel (`groups = C`), its filter taken as R x S x 1 x C (C x 1 x R x S):
+linalg's with a unit dimension, the same elements in the same order, but the function's argument changes
 shape, and a remark says so. torch-mlir's grouped convolution
 (`linalg.conv_2d_ngchw_gfchw`) is a grouped NCHW spec whose operands lose their
 group dimension the same way (N x G x C x H x W as N x GC x H x W), also said.

@@ -44,10 +44,12 @@ def linalg_text(spec, fill: bool = True) -> str:
     else:
         shapes = linalg_shapes(spec)
         op = "linalg.conv_2d_" + ("nhwc_hwcf" if spec.layout == "nhwc" else "nchw_fchw")
-        if spec.groups > 1:
+        if spec.groups > 1 and spec.layout == "nhwc":
+            op = "linalg.depthwise_conv_2d_nhwc_hwc"
+        elif spec.groups > 1:
             op = (
-                "linalg.depthwise_conv_2d_nhwc_hwc"
-                if spec.layout == "nhwc"
+                "linalg.depthwise_conv_2d_nchw_chw"
+                if spec.groups == spec.c == spec.k
                 else "linalg.conv_2d_ngchw_gfchw"
             )
         sh, sw = spec.stride
@@ -76,6 +78,8 @@ def linalg_shapes(spec: ConvSpec) -> list[tuple[int, ...]]:
     g = spec.groups
     if g > 1 and spec.layout == "nhwc":
         return [spec.input_shape, (spec.r, spec.s, spec.c), spec.output_shape]
+    if g > 1 and g == spec.c == spec.k:  # NCHW depthwise: a C x R x S filter
+        return [spec.input_shape, (spec.c, spec.r, spec.s), spec.output_shape]
     if g > 1:
         return [
             (spec.n, g, spec.c // g, spec.h, spec.w),
@@ -138,16 +142,17 @@ def test_the_naive_ir_computes_what_mlir_opt_makes_of_the_same_op(spec):
 
 @st.composite
 def depthwise_cases(draw):
-    """Depthwise convolutions as MLIR writes them (NHWC, f32, unpadded)."""
+    """Depthwise convolutions as MLIR writes them (NHWC or NCHW, f32, unpadded)."""
     c = draw(st.integers(2, 6))
     r, s = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     stride = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
     dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
     h = draw(st.integers((r - 1) * dilation[0] + 1, 8))
     w = draw(st.integers((s - 1) * dilation[1] + 1, 8))
+    layout = draw(st.sampled_from(["nhwc", "nchw"]))
     return ConvSpec(
         draw(st.integers(1, 2)), c, h, w, c, r, s, stride=stride, dilation=dilation,
-        groups=c, layout="nhwc", filter_layout="rsck",
+        groups=c, layout=layout, filter_layout="rsck" if layout == "nhwc" else "kcrs",
     )  # fmt: skip
 
 
@@ -157,15 +162,16 @@ def depthwise_cases(draw):
 def test_a_depthwise_op_is_a_grouped_spec_that_computes_what_mlir_opt_makes_of_it(
     spec,
 ):
-    # the same elements of the filter, R x S x C for linalg, R x S x 1 x C for
-    # affinec's grouped convolution; in f32 the two sums agree bit for bit
+    # the same elements of the filter, R x S x C (C x R x S) for linalg,
+    # R x S x 1 x C (C x 1 x R x S) for affinec's grouped convolution; in f32 the
+    # two sums agree bit for bit
     text = linalg_text(spec)
+    assert f"linalg.depthwise_conv_2d_{spec.layout}" in text
     with collecting_remarks() as remarks:
         ours = lowered(text)
     assert read_spec(ours) == spec
-    assert any(
-        f"takes its filter as {spec.r}x{spec.s}x1x{spec.c}" in m for _, m in remarks
-    )
+    filter_shape = "x".join(map(str, spec.filter_shape))
+    assert any(f"takes its filter as {filter_shape}" in m for _, m in remarks)
     theirs = parse_module(
         make_context(),
         mlir_opt(text, "--convert-linalg-to-affine-loops"),
@@ -189,7 +195,8 @@ def assert_same_as_mlir_opt(ours, theirs, spec: ConvSpec) -> None:
 @st.composite
 def grouped_nchw_cases(draw):
     """Grouped convolutions as torch-mlir writes them (NCHW, f32, unpadded)."""
-    g, c, k = draw(st.integers(2, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    # two channels a group at least: one each is the depthwise op
+    g, c, k = draw(st.integers(2, 3)), draw(st.integers(2, 3)), draw(st.integers(1, 3))
     r, s = draw(st.integers(1, 3)), draw(st.integers(1, 3))
     stride = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
     dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
@@ -334,6 +341,21 @@ NAMED_OPS = [
             dilation=(1, 2),
             groups=2,
             dtype="f16",
+        )  # fmt: skip
+    ),
+    linalg_text(
+        ConvSpec(
+            1,
+            5,
+            8,
+            8,
+            5,
+            3,
+            3,
+            stride=(1, 2),
+            dilation=(2, 1),
+            groups=5,
+            dtype="bf16",
         )  # fmt: skip
     ),
     DEPTHWISE,

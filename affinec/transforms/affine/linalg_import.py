@@ -16,7 +16,8 @@ is `conv n=1 c=16 h=9 w=9 k=32 r=3 s=3 layout=nhwc filter-layout=rsck dtype=f16`
 (`spec_of`), and `import_linalg` replaces the function by the naive IR of that spec
 (the frontend's), under the function's name and with its arguments' names, and
 records the spec on the module. A depthwise convolution
-(`linalg.depthwise_conv_2d_nhwc_hwc`) is a grouped one with a group a channel, and
+(`linalg.depthwise_conv_2d_nhwc_hwc`, `_nchw_chw`) is a grouped one with a group
+a channel, and
 torch-mlir's grouped one (`linalg.conv_2d_ngchw_gfchw`) a grouped NCHW spec. A
 batched product (`linalg.batch_matmul`) has no spec: its contraction's naive IR is
 built, and a remark says that `affinec-default` picks no configuration for it. What
@@ -25,8 +26,8 @@ refused by name, at the op.
 
 Two differences from linalg's meaning, each said as a remark: in f16 and bf16 the
 naive IR sums in f32 and rounds once, where linalg's body adds in the output's type;
-a depthwise filter is taken as R x S x 1 x C, linalg's R x S x C with a unit
-dimension, and a grouped convolution's operands without their group dimension
+a depthwise filter is taken as R x S x 1 x C (C x 1 x R x S in NCHW), linalg's
+with a unit dimension, and a grouped convolution's operands without their group dimension
 (the same bytes, the function's arguments of other shapes).
 """
 
@@ -106,6 +107,14 @@ def spec_of(op: Operation) -> Spec | None:
             stride=op.window("strides"), padding=(0, 0),
             dilation=op.window("dilations"), groups=ch,
             layout="nhwc", filter_layout="rsck", dtype=dtype,
+        )  # fmt: skip
+    if isinstance(op, linalg.DepthwiseConv2DNchwChwOp):
+        (n, ch, h, w), (_, r, s) = a.get_shape(), b.get_shape()
+        return ConvSpec(
+            n, ch, h, w, ch, r, s,
+            stride=op.window("strides"), padding=(0, 0),
+            dilation=op.window("dilations"), groups=ch,
+            layout="nchw", filter_layout="kcrs", dtype=dtype,
         )  # fmt: skip
     if isinstance(op, linalg.Conv2DNgchwGfchwOp):
         (n, g, c, h, w), (_, f, _, r, s) = a.get_shape(), b.get_shape()
@@ -200,12 +209,15 @@ def import_linalg(module: ModuleOp) -> None:
             f"{spec.to_text()}",
         )
     _say_it_sums_in_f32(op, spec.dtype)
-    if isinstance(op, linalg.DepthwiseConv2DNhwcHwcOp):
-        r, s, c = op.types()[1].get_shape()
+    if isinstance(
+        op, linalg.DepthwiseConv2DNhwcHwcOp | linalg.DepthwiseConv2DNchwChwOp
+    ):
+        shape = "x".join(map(str, op.types()[1].get_shape()))
+        ours = "x".join(map(str, spec.filter_shape))
         remark(
             op,
-            f"takes its filter as {r}x{s}x1x{c}, a grouped convolution's (groups = "
-            f"channels), where linalg's is {r}x{s}x{c}: the same elements in the "
+            f"takes its filter as {ours}, a grouped convolution's (groups = "
+            f"channels), where linalg's is {shape}: the same elements in the "
             "same order, the function's argument of another shape",
         )
     if isinstance(op, linalg.Conv2DNgchwGfchwOp):
