@@ -81,9 +81,6 @@ class NamedStructuredOp(IRDLOperation):
 
     RANKS: ClassVar[tuple[int, int, int]]
     """The ranks of the two inputs and the output."""
-    WINDOWED: ClassVar[bool] = False
-    """Whether the op takes `strides` and `dilations` (the convolutions)."""
-
     PROPERTIES: ClassVar[tuple[str, ...]] = ()
     """The properties MLIR's custom form writes in the attribute dictionary."""
 
@@ -114,18 +111,6 @@ class NamedStructuredOp(IRDLOperation):
         """The indexing maps of the two inputs and the output, as MLIR writes them."""
         raise NotImplementedError
 
-    def window(self, name: str) -> tuple[int, int]:
-        """`strides` or `dilations` (MLIR's default: 1, 1)."""
-        attr = self.properties.get(name)
-        if attr is None:
-            return (1, 1)
-        if not isinstance(attr, DenseIntOrFPElementsAttr):
-            raise VerifyException(f"'{name}' must be a dense array of two integers")
-        values = [int(v) for v in attr.get_values()]
-        if len(values) != 2 or min(values) < 1:
-            raise VerifyException(f"'{name}' takes two positive integers, got {values}")
-        return (values[0], values[1])
-
     def types(self) -> tuple[MemRefType, MemRefType, MemRefType]:
         a, b = (v.type for v in self.inputs)
         (c,) = (v.type for v in self.outputs)
@@ -146,9 +131,6 @@ class NamedStructuredOp(IRDLOperation):
         ranks = tuple(t.get_num_dims() for t in self.types())
         if ranks != self.RANKS:
             raise VerifyException(f"takes operands of ranks {self.RANKS}, got {ranks}")
-        if self.WINDOWED:
-            self.window("strides")
-            self.window("dilations")
         expected = self.output_shape()
         got = tuple(self.types()[2].get_shape())
         if got != expected:
@@ -238,7 +220,24 @@ class WindowedOp(NamedStructuredOp):
     dilations = opt_prop_def(DenseIntOrFPElementsAttr)
 
     PROPERTIES: ClassVar[tuple[str, ...]] = ("strides", "dilations")
-    WINDOWED: ClassVar[bool] = True
+
+    def window(self, name: str) -> tuple[int, int]:
+        """`strides` or `dilations` (MLIR's default: 1, 1)."""
+        attr = self.properties.get(name)
+        if attr is None:
+            return (1, 1)
+        if not isinstance(attr, DenseIntOrFPElementsAttr):
+            raise VerifyException(f"'{name}' must be a dense array of two integers")
+        values = [int(v) for v in attr.get_values()]
+        if len(values) != 2 or min(values) < 1:
+            raise VerifyException(f"'{name}' takes two positive integers, got {values}")
+        return (values[0], values[1])
+
+    def output_window(self, h: int, w: int, r: int, s: int) -> tuple[int, int]:
+        """The output's height and width from the input's and the filter's (the
+        verifier's check of the window, through `window`)."""
+        (sh, sw), (dh, dw) = self.window("strides"), self.window("dilations")
+        return (h - (r - 1) * dh - 1) // sh + 1, (w - (s - 1) * dw - 1) // sw + 1
 
     def memoize(self) -> None:
         try:
@@ -372,10 +371,6 @@ def _flags(op: Operation) -> tuple:
     return tuple(op.properties.get(name) for name in ("fastmath", "overflowFlags"))
 
 
-def _windowed(extent: int, taps: int, stride: int, dilation: int) -> int:
-    return (extent - (taps - 1) * dilation - 1) // stride + 1
-
-
 @irdl_op_definition
 class Conv2DNhwcHwcfOp(WindowedOp):
     """`out[n, oh, ow, f] += in[n, oh*sh + r*dh, ow*sw + s*dw, c] * w[r, s, c, f]`."""
@@ -387,8 +382,7 @@ class Conv2DNhwcHwcfOp(WindowedOp):
         (n, h, w, c), (r, s, c2, f) = (t.get_shape() for t in self.types()[:2])
         if c != c2:
             raise VerifyException(f"input has {c} channels, the filter {c2}")
-        (sh, sw), (dh, dw) = self.window("strides"), self.window("dilations")
-        return (n, _windowed(h, r, sh, dh), _windowed(w, s, sw, dw), f)
+        return (n, *self.output_window(h, w, r, s), f)
 
     def default_maps(self) -> tuple[AffineMap, AffineMap, AffineMap]:
         # (n, oh, ow, f, r, s, c)
@@ -411,8 +405,7 @@ class Conv2DNchwFchwOp(WindowedOp):
         (n, c, h, w), (f, c2, r, s) = (t.get_shape() for t in self.types()[:2])
         if c != c2:
             raise VerifyException(f"input has {c} channels, the filter {c2}")
-        (sh, sw), (dh, dw) = self.window("strides"), self.window("dilations")
-        return (n, f, _windowed(h, r, sh, dh), _windowed(w, s, sw, dw))
+        return (n, f, *self.output_window(h, w, r, s))
 
     def default_maps(self) -> tuple[AffineMap, AffineMap, AffineMap]:
         # (n, f, oh, ow, c, r, s)
@@ -435,8 +428,7 @@ class DepthwiseConv2DNhwcHwcOp(WindowedOp):
         (n, h, w, c), (r, s, c2) = (t.get_shape() for t in self.types()[:2])
         if c != c2:
             raise VerifyException(f"input has {c} channels, the filter {c2}")
-        (sh, sw), (dh, dw) = self.window("strides"), self.window("dilations")
-        return (n, _windowed(h, r, sh, dh), _windowed(w, s, sw, dw), c)
+        return (n, *self.output_window(h, w, r, s), c)
 
     def default_maps(self) -> tuple[AffineMap, AffineMap, AffineMap]:
         # (n, oh, ow, c, r, s)
@@ -459,8 +451,7 @@ class DepthwiseConv2DNchwChwOp(WindowedOp):
         (n, c, h, w), (c2, r, s) = (t.get_shape() for t in self.types()[:2])
         if c != c2:
             raise VerifyException(f"input has {c} channels, the filter {c2}")
-        (sh, sw), (dh, dw) = self.window("strides"), self.window("dilations")
-        return (n, c, _windowed(h, r, sh, dh), _windowed(w, s, sw, dw))
+        return (n, c, *self.output_window(h, w, r, s))
 
     def default_maps(self) -> tuple[AffineMap, AffineMap, AffineMap]:
         # (n, oh, ow, c, r, s)
@@ -486,8 +477,7 @@ class Conv2DNgchwGfchwOp(WindowedOp):
             raise VerifyException(
                 f"input has {g} groups of {c} channels, the filter {g2} of {c2}"
             )
-        (sh, sw), (dh, dw) = self.window("strides"), self.window("dilations")
-        return (n, g, f, _windowed(h, r, sh, dh), _windowed(w, s, sw, dw))
+        return (n, g, f, *self.output_window(h, w, r, s))
 
     def default_maps(self) -> tuple[AffineMap, AffineMap, AffineMap]:
         # (n, g, f, oh, ow, c, r, s)

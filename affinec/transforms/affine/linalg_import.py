@@ -84,48 +84,48 @@ def spec_of(op: Operation) -> Spec | None:
     assert isinstance(op, linalg.NamedStructuredOp)
     a, b, c = op.types()
     dtype = _dtype(op, a, b, c)
-    if isinstance(op, linalg.Conv2DNhwcHwcfOp | linalg.Conv2DNchwFchwOp):
-        stride, dilation = op.window("strides"), op.window("dilations")
-        if isinstance(op, linalg.Conv2DNhwcHwcfOp):
-            (n, h, w, ch), (r, s, _, k) = a.get_shape(), b.get_shape()
-            layouts = ("nhwc", "rsck")
-        else:
-            (n, ch, h, w), (k, _, r, s) = a.get_shape(), b.get_shape()
-            layouts = ("nchw", "kcrs")
-        return ConvSpec(
-            n, ch, h, w, k, r, s,
-            stride=stride, padding=(0, 0), dilation=dilation,
-            layout=layouts[0], filter_layout=layouts[1], dtype=dtype,
-        )  # fmt: skip
+    if isinstance(op, linalg.Conv2DNhwcHwcfOp):
+        (n, h, w, ch), (r, s, _, k) = a.get_shape(), b.get_shape()
+        return _conv_spec(op, (n, ch, h, w, k, r, s), 1, "nhwc", dtype)
+    if isinstance(op, linalg.Conv2DNchwFchwOp):
+        (n, ch, h, w), (k, _, r, s) = a.get_shape(), b.get_shape()
+        return _conv_spec(op, (n, ch, h, w, k, r, s), 1, "nchw", dtype)
     if isinstance(op, linalg.MatmulOp):
         (m, k), (_, n) = a.get_shape(), b.get_shape()
         return MatmulSpec(m, n, k, dtype)
     if isinstance(op, linalg.DepthwiseConv2DNhwcHwcOp):
         (n, h, w, ch), (r, s, _) = a.get_shape(), b.get_shape()
-        return ConvSpec(
-            n, ch, h, w, ch, r, s,
-            stride=op.window("strides"), padding=(0, 0),
-            dilation=op.window("dilations"), groups=ch,
-            layout="nhwc", filter_layout="rsck", dtype=dtype,
-        )  # fmt: skip
+        return _conv_spec(op, (n, ch, h, w, ch, r, s), ch, "nhwc", dtype)
     if isinstance(op, linalg.DepthwiseConv2DNchwChwOp):
         (n, ch, h, w), (_, r, s) = a.get_shape(), b.get_shape()
-        return ConvSpec(
-            n, ch, h, w, ch, r, s,
-            stride=op.window("strides"), padding=(0, 0),
-            dilation=op.window("dilations"), groups=ch,
-            layout="nchw", filter_layout="kcrs", dtype=dtype,
-        )  # fmt: skip
+        return _conv_spec(op, (n, ch, h, w, ch, r, s), ch, "nchw", dtype)
     if isinstance(op, linalg.Conv2DNgchwGfchwOp):
         (n, g, c, h, w), (_, f, _, r, s) = a.get_shape(), b.get_shape()
-        return ConvSpec(
-            n, g * c, h, w, g * f, r, s,
-            stride=op.window("strides"), padding=(0, 0),
-            dilation=op.window("dilations"), groups=g,
-            layout="nchw", filter_layout="kcrs", dtype=dtype,
-        )  # fmt: skip
+        return _conv_spec(op, (n, g * c, h, w, g * f, r, s), g, "nchw", dtype)
     assert isinstance(op, linalg.BatchMatmulOp)
     return None  # no spec: `import_linalg` builds its contraction's naive IR
+
+
+def _conv_spec(
+    op: linalg.WindowedOp,
+    sizes: tuple[int, int, int, int, int, int, int],
+    groups: int,
+    layout: str,
+    dtype: str,
+) -> ConvSpec:
+    """A convolution op's spec from its sizes (n, c, h, w, k, r, s), its window, and
+    no padding (a front end pads the input first); the filter in the layout's
+    usual order (RSCK beside NHWC, KCRS beside NCHW)."""
+    return ConvSpec(
+        *sizes,
+        stride=op.window("strides"),
+        padding=(0, 0),
+        dilation=op.window("dilations"),
+        layout=layout,
+        filter_layout="rsck" if layout == "nhwc" else "kcrs",
+        dtype=dtype,
+        groups=groups,
+    )
 
 
 def module_spec(module: ModuleOp) -> Spec | None:

@@ -101,28 +101,25 @@ def recombined(terms: dict[SSAValue, int]) -> dict[SSAValue, int]:
     A tile read row by row at `(e / 16) * 128 + (e % 16) * 8` is `8 * e`, and LLVM
     then sees one term that grows by a constant each turn rather than two it must
     divide out again."""
+    remainders = {
+        (type(v.owner), v.owner.operands[0], constant_value(v.owner.operands[1])): v
+        for v in terms
+        if isinstance(v.owner, arith.RemUIOp | arith.RemSIOp)
+    }
     out = dict(terms)
     for quotient, b in terms.items():
         division = quotient.owner
-        remainder_type = _REMAINDERS.get(type(division))
-        if remainder_type is None or quotient not in out:
+        if type(division) not in _REMAINDERS:
             continue
         x, divisor = division.operands
         k = constant_value(divisor)
-        if not k or k < 0:
+        remainder = remainders.get((_REMAINDERS[type(division)], x, k))
+        if k is None or k <= 0 or remainder is None or remainder not in out:
             continue
-        for remainder, a in terms.items():
-            rem = remainder.owner
-            if (
-                isinstance(rem, remainder_type)
-                and remainder in out
-                and rem.operands[0] is x
-                and constant_value(rem.operands[1]) == k
-                and b == a * k
-            ):
-                del out[remainder], out[quotient]
-                out[x] = out.get(x, 0) + a
-                break
+        a = terms[remainder]
+        if b == a * k:
+            del out[remainder], out[quotient]
+            out[x] = out.get(x, 0) + a
     return {v: k for v, k in out.items() if k}
 
 
