@@ -29,14 +29,13 @@ from affinec.dialects.affinec import ElementPointerOp
 from affinec.interpreter import async_copies
 from affinec.interpreter.lockstep_runtime import (
     ldmatrix_warps,
-    mma_warps,
     pointer_offsets,
 )
 from affinec.interpreter.memref_ops import flat_pointer
 from affinec.interpreter.support import InterpreterError, tuple_text
 from affinec.interpreter.vector_ops import layout_of
 from affinec.interpreter.warp_ops import bf16
-from affinec.interpreter.warps import whole_warps
+from affinec.interpreter.warps import mma, whole_warps
 
 # -- what the generated code calls ----------------------------------------------------------
 
@@ -75,7 +74,7 @@ def mma_registers(op: nvvm.MmaOp, a, b, c, lanes: np.ndarray) -> np.ndarray:
         .astype(np.float32)
         .reshape((n, *kind.c_fragment)),
     )
-    return mma_warps(kind, *fragments).reshape(n, -1)
+    return mma(kind, *fragments).reshape(n, -1)
 
 
 def _unpacked(operands: str, registers, n: int) -> np.ndarray:

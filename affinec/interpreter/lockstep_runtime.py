@@ -21,7 +21,7 @@ from affinec.interpreter.lanes import (
 from affinec.interpreter.shared_memory import BlockState, SharedArray
 from affinec.interpreter.support import MAX_GRID_BLOCKS, InterpreterError
 from affinec.interpreter.warps import ldmatrix, mma, whole_warps
-from affinec.ir.mma_layouts import LDMATRIX_ROWS
+from affinec.ir.mma_layouts import LDMATRIX_ROWS, ldmatrix_table
 
 
 class LockstepContext:
@@ -96,8 +96,13 @@ def ldmatrix_warps(
     state: BlockState,
 ) -> np.ndarray:
     """`warps.ldmatrix` for each warp of `lanes` (whole warps, in order), the rows
-    from the flat buffer at each lane's offset: (lanes, tiles, 2)."""
+    from the flat buffer at each lane's offset: (lanes, tiles, 2). All warps' rows
+    are read at once where that gives what reading them warp by warp gives
+    (`SharedArray.read_rows`), else warp by warp (which names what is wrong)."""
     n, used = len(lanes), tiles * LDMATRIX_ROWS
+    block = _ldmatrix_block(tiles, transposed, flat, offsets, lanes, state)
+    if block is not None:
+        return block
     out = np.empty((n, tiles, 2), flat.dtype)
     for first in range(0, n, WARP_SIZE):
         rows = [(flat, int(offsets[first + k])) for k in range(used)]
@@ -106,6 +111,32 @@ def ldmatrix_warps(
             op, rows, tiles, transposed, state, base
         )
     return out
+
+
+def _ldmatrix_block(
+    tiles: int,
+    transposed: bool,
+    flat,
+    offsets: np.ndarray,
+    lanes: np.ndarray,
+    state: BlockState,
+) -> np.ndarray | None:
+    """`ldmatrix_warps` in one read of the shared buffer, or None (nothing read)."""
+    if getattr(flat, "read_rows", None) is None or flat.dtype.itemsize != 2:
+        return None
+    used = tiles * LDMATRIX_ROWS
+    giving = lanes % WARP_SIZE < used
+    starts = np.broadcast_to(offsets, lanes.shape)[giving].astype(np.int64)
+    if (starts % LDMATRIX_ROWS).any():  # rows of 16 bytes
+        return None
+    read = flat.read_rows(starts, LDMATRIX_ROWS, lanes[giving])
+    if read is None:
+        return None
+    state.thread = int(lanes[-WARP_SIZE]) + used - 1  # as after the last warp's rows
+    table = ldmatrix_table(transposed)
+    rows = read.reshape(len(lanes) // WARP_SIZE, tiles, LDMATRIX_ROWS, LDMATRIX_ROWS)
+    per_lane = rows[:, :, table[..., 0], table[..., 1]]  # (warps, tiles, 32, 2)
+    return per_lane.transpose(0, 2, 1, 3).reshape(len(lanes), tiles, 2)
 
 
 def mma_lanes(op: nvgpu.MmaSyncOp, a, b, c, lanes: np.ndarray) -> np.ndarray:
@@ -121,17 +152,7 @@ def mma_lanes(op: nvgpu.MmaSyncOp, a, b, c, lanes: np.ndarray) -> np.ndarray:
             strict=True,
         )
     ]
-    return mma_warps(op.kind, *fragments)
-
-
-def mma_warps(kind, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """`warps.mma` for each warp of the lanes' fragments (lanes first)."""
-    return np.concatenate(
-        [
-            mma(kind, a[w : w + WARP_SIZE], b[w : w + WARP_SIZE], c[w : w + WARP_SIZE])
-            for w in range(0, len(a), WARP_SIZE)
-        ]
-    )
+    return mma(op.kind, *fragments)
 
 
 def lanes_of(value, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

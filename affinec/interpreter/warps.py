@@ -281,8 +281,9 @@ def tf32(values: np.ndarray) -> np.ndarray:
 
 
 def mma(kind: MmaKind, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """D = A x B + C for one warp: `a`, `b`, `c` are the 32 lanes' fragments (shapes
-    (32,) + kind.a_fragment, and so on), the result the lanes' D fragments (f32).
+    """D = A x B + C for whole warps: `a`, `b`, `c` are the lanes' fragments (shapes
+    (32 w,) + kind.a_fragment, and so on, warp after warp), the result the lanes' D
+    fragments (f32), each warp's product its own.
 
     The MMA unit's order of summation is unspecified, so this computes each element
     of D as the *exact* sum of its k products and C, rounded once to f32: the
@@ -293,36 +294,36 @@ def mma(kind: MmaKind, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarra
     tolerance, not to bit-identity with the scalar loops they replace.
     """
     m, n, k = kind.shape
+    warps = len(a) // WARP_SIZE
     ta, tb, tc = (fragment_table(kind, x) for x in "abc")
-    a64 = (
-        a.astype(np.float64) if kind.operands != "tf32" else tf32(a).astype(np.float64)
-    )
-    b64 = (
-        b.astype(np.float64) if kind.operands != "tf32" else tf32(b).astype(np.float64)
-    )
-    A = np.empty((m, k))
-    B = np.empty((k, n))
-    C = np.empty((m, n))
-    A[ta[..., 0], ta[..., 1]] = a64
-    B[tb[..., 0], tb[..., 1]] = b64
-    C[tc[..., 0], tc[..., 1]] = np.asarray(c, np.float64)
+    if kind.operands == "tf32":
+        a, b = tf32(a), tf32(b)
+    A = np.empty((warps, m, k))
+    B = np.empty((warps, k, n))
+    C = np.empty((warps, m, n))
+    A[:, ta[..., 0], ta[..., 1]] = a.reshape(warps, WARP_SIZE, *a.shape[1:])
+    B[:, tb[..., 0], tb[..., 1]] = b.reshape(warps, WARP_SIZE, *b.shape[1:])
+    C[:, tc[..., 0], tc[..., 1]] = np.reshape(c, (warps, WARP_SIZE, *c.shape[1:]))
     D = exact_dot(A, B, C)
-    return D[tc[..., 0], tc[..., 1]]
+    return D[:, tc[..., 0], tc[..., 1]].reshape(len(a), *kind.c_fragment)
 
 
 def exact_dot(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
-    """A @ B + C (float64 arrays whose products are exact) rounded once to f32."""
-    products = A[:, :, None] * B[None, :, :]
-    total = products.sum(axis=1) + C
+    """A @ B + C (float64 arrays whose products are exact) rounded once to f32; a
+    stack of such products where the arrays have a leading dimension."""
+    products = A[..., :, :, None] * B[..., None, :, :]
+    total = products.sum(axis=-2) + C
     D = total.astype(np.float32)
     finite = np.isfinite(total)
     # float64 summation errs by at most (k + 1) ulps of the magnitudes summed; where
     # the whole error interval rounds to one f32, that f32 is the exact answer's.
-    bound = (A.shape[1] + 2) * 2.0**-52 * (np.abs(products).sum(axis=1) + np.abs(C))
+    bound = (A.shape[-1] + 2) * 2.0**-52 * (np.abs(products).sum(axis=-2) + np.abs(C))
     low = (total - 2 * bound).astype(np.float32)
     high = (total + 2 * bound).astype(np.float32)
-    for i, j in np.argwhere(finite & (low != high)):
-        D[i, j] = _rounded_sum([*products[i, :, j].tolist(), float(C[i, j])])
+    for at in np.argwhere(finite & (low != high)):
+        *stack, i, j = at
+        terms = products[(*stack, i, slice(None), j)].tolist()
+        D[tuple(at)] = _rounded_sum([*terms, float(C[tuple(at)])])
     return D
 
 

@@ -113,16 +113,26 @@ def require_affinec_dialects(module: ModuleOp) -> None:
     from affinec.base.diagnostics import PassError
 
     ours = _resyntaxed_operations()
+    seen = _ACCEPTED_TYPES
     for op in module.walk():
+        if type(op) in seen:
+            continue
         name = op.dialect_name()
         allowed = ours.get(name)
-        if allowed is not None and type(op) not in allowed:
-            raise PassError(
-                op,
-                f"comes from xDSL's '{name}' dialect, which affinec's passes do "
-                "not rewrite: run them with affinec-opt (or parse with "
-                "affinec.ir.context.make_context())",
-            )
+        if allowed is None or type(op) in allowed:
+            seen.add(type(op))
+            continue
+        raise PassError(
+            op,
+            f"comes from xDSL's '{name}' dialect, which affinec's passes do "
+            "not rewrite: run them with affinec-opt (or parse with "
+            "affinec.ir.context.make_context())",
+        )
+
+
+_ACCEPTED_TYPES: set[type] = set()
+"""Op classes `require_affinec_dialects` has let through (an op's class fixes its
+dialect: xDSL makes a class per unregistered op name too)."""
 
 
 @functools.cache
