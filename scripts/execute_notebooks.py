@@ -4,7 +4,7 @@ their outputs (text and pictures), so they read without running them:
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 import nbclient
@@ -28,12 +28,20 @@ def execute(path: Path) -> None:
     nbformat.write(notebook, path)
 
 
-def main(names: list[str]) -> None:
-    paths = [Path(n) for n in names] or sorted(NOTEBOOKS.glob("*.ipynb"))
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split(":")[0])
+    parser.add_argument(
+        "notebooks", nargs="*", type=Path, help="the notebooks (default: all of them)"
+    )
+    args = parser.parse_args()
+    paths = args.notebooks or sorted(NOTEBOOKS.glob("*.ipynb"))
+    for path in paths:
+        if not path.is_file():
+            parser.error(f"no notebook at {path}")
     for path in paths:
         print(f"executing {path.name}", flush=True)
         execute(path)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -16,6 +16,10 @@ import sys
 
 
 def main(argv: list[str]) -> int:
+    if not argv or not argv[0].isdigit() or int(argv[0]) < 1:
+        print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
+        print("error: the first argument is the number of shards", file=sys.stderr)
+        return 2
     shards = int(argv[0])
     rest = argv[1:]
     split = rest.index("--") if "--" in rest else len(rest)

@@ -5,6 +5,7 @@ Cells run in order in one namespace, from the notebook's folder, as a kernel wou
 run them; `IPython.display` is stubbed to print what it would show.
 """
 
+import argparse
 import json
 import os
 import sys
@@ -41,4 +42,9 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    parser = argparse.ArgumentParser(description=__doc__.split(":")[0])
+    parser.add_argument("notebook", type=Path)
+    args = parser.parse_args()
+    if not args.notebook.is_file():
+        parser.error(f"no notebook at {args.notebook}")
+    main(str(args.notebook))
