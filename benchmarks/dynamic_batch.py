@@ -10,7 +10,7 @@ layer is compiled with it twice, for the fixed batch B and for any batch, and bo
 are checked against float64 and timed (kernel time, as `affinec.driver.benchmark`). A third
 column runs the one kernel of any batch compiled at the first batch given, at every
 batch (what a user of one compiled kernel gets). The table shows the kernels' times,
-cuDNN's, and the dynamic kernel's time over the fixed one's (the issue's target is
+cuDNN's, and the dynamic kernel's time over the fixed one's (the target is
 1.10 at most). `--compile-only` (no GPU needed) compiles both and compares what ptxas
 reports.
 """

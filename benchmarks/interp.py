@@ -1,4 +1,4 @@
-"""How fast the interpreter runs each level of the pipeline (issue targets: the
+"""How fast the interpreter runs each level of the pipeline (the targets: the
 naive level at ≥ 10 million multiply-adds a second, the gpu level at ≥ 1 million).
 
     python benchmarks/interp.py [--repeat 5] [--json benchmarks/results/interp.json]

@@ -1,6 +1,6 @@
 """nvgpu's Hopper ops (mbarriers, TMA, warpgroup MMA) in MLIR's syntax, and what the
 interpreter makes of them: the right product through swizzled tiles and real
-descriptors, and every mistake of the issue's list caught and named."""
+descriptors, and every mistake the tests plant caught and named."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """MLIR fidelity: affinec reads what MLIR writes, writes what MLIR reads,
 and its tools and passes named after MLIR's behave as MLIR's do (or refuse, located).
 
-One section per point of the issue; every MLIR-derived case is a small case of our
+One section per part of MLIR the tests hold to; every MLIR-derived case is a small case of our
 own. The checks against a real mlir-opt are in tests/test_mlir_interop.py.
 """
 

@@ -190,7 +190,7 @@ func.func @f(%A: memref<?xf32>, %n: index, %m: index) {
 }"""
 
 
-def test_mlir_opt_reads_the_constructs_of_issue_10_as_the_same_ir():
+def test_mlir_opt_reads_semi_affine_maps_and_the_affine_and_gpu_ops_as_the_same_ir():
     """Semi-affine maps, MLIR's affine and gpu ops (async and cluster launches,
     launch_func with i32/i64 sizes, targets, shuffles, reductions, subgroup ids)."""
     assert read_back_differently([SEMI_AFFINE, AFFINE_OPS, GPU_OPS]) == []

@@ -37,9 +37,9 @@ RACY = (
 
 # -- the two wrong answers the GPU found ----------------------------------------------
 
-# Shrunk on the GPU by the issue: three-by-three taps over two reduction tiles of 16
+# Shrunk from the first the GPU found: three-by-three taps over two reduction tiles of 16
 # channels, four stages. Relative error 0.54 on the H100 before the fix.
-ISSUE_26_FIRST = (
+FOUND_FIRST = (
     ConvSpec(
         n=1, c=32, h=9, w=6, k=32, r=3, s=3, padding=(3, 0), layout="nhwc",
         filter_layout="rsck", dtype="f16",
@@ -50,9 +50,9 @@ ISSUE_26_FIRST = (
     ),
 )  # fmt: skip
 
-# The issue's second (1x1, stride 3 by 1, bias + ReLU, two tiles of 64 channels, four
+# The second the GPU found (1x1, stride 3 by 1, bias + ReLU, two tiles of 64 channels, four
 # stages; relative error 0.32 on the H100), on a smaller image.
-ISSUE_26_SECOND = (
+FOUND_SECOND = (
     ConvSpec(
         n=1, c=128, h=7, w=9, k=128, r=1, s=1, stride=(3, 1), padding=(0, 1),
         layout="nhwc", filter_layout="rsck", dtype="f16", epilogue="bias-relu",
@@ -64,7 +64,7 @@ ISSUE_26_SECOND = (
 )  # fmt: skip
 
 
-@pytest.mark.parametrize("case", [ISSUE_26_FIRST, ISSUE_26_SECOND])
+@pytest.mark.parametrize("case", [FOUND_FIRST, FOUND_SECOND])
 def test_more_stages_than_tiles_keep_the_result(case):
     spec, config = case
     module = build(spec)
@@ -84,7 +84,7 @@ def test_more_stages_than_tiles_keep_the_result(case):
 
 
 def test_stages_are_kept_where_the_tiles_fill_them():
-    spec, config = ISSUE_26_FIRST
+    spec, config = FOUND_FIRST
     spec = dataclasses.replace(spec, c=96)  # six tiles of 16 channels
     module = build(spec)
     Pipeline(affine_passes(config)).run(module)
@@ -282,7 +282,7 @@ def test_a_deep_pipeline_keeps_the_result():
 def test_the_compiler_says_what_it_lowered():
     from affinec.driver.compiler import compile_to_ptx
 
-    spec, config = ISSUE_26_FIRST
+    spec, config = FOUND_FIRST
     config = dataclasses.replace(config, stage_output=True)
     nchw = dataclasses.replace(spec, layout="nchw")
     kernel = compile_to_ptx(nchw, config, arch="sm_90")

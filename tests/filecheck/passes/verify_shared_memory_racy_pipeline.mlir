@@ -1,7 +1,7 @@
 // RUN: affinec-opt %s -p affinec-verify-shared-memory --verify-diagnostics
 // RUN: affinec-opt %s -p 'affinec-verify-shared-memory{barriers=false}' --verify-diagnostics
 
-// Issue 26's racy kernel, as affine-pipeline-data-transfer{stages=4} and
+// The racy kernel the GPU found, as affine-pipeline-data-transfer{stages=4} and
 // affinec-insert-barriers made it before the fix: two reduction tiles, four stages,
 // so the prologue issues two groups while each trip's wait leaves three in flight,
 // and the compute of trip 0 reads stage 0 before its copy lands. (On the H100 it
