@@ -395,6 +395,30 @@ class Conv2DNhwcHwcfOp(WindowedOp):
 
 
 @irdl_op_definition
+class Conv2DNhwcFhwcOp(WindowedOp):
+    """`out[n, oh, ow, f] += in[n, oh*sh + r*dh, ow*sw + s*dw, c] * w[f, r, s, c]`
+    (what TOSA's `conv2d` becomes)."""
+
+    name = "linalg.conv_2d_nhwc_fhwc"
+    RANKS: ClassVar[tuple[int, int, int]] = (4, 4, 4)
+
+    def output_shape(self) -> tuple[int, ...]:
+        (n, h, w, c), (f, r, s, c2) = (t.get_shape() for t in self.types()[:2])
+        if c != c2:
+            raise VerifyException(f"input has {c} channels, the filter {c2}")
+        return (n, *self.output_window(h, w, r, s), f)
+
+    def default_maps(self) -> tuple[AffineMap, AffineMap, AffineMap]:
+        # (n, oh, ow, f, r, s, c)
+        d = [AffineExpr.dimension(k) for k in range(7)]
+        return (
+            AffineMap(7, 0, (d[0], *self.window_exprs(1, 4), d[6])),
+            AffineMap(7, 0, (d[3], d[4], d[5], d[6])),
+            AffineMap(7, 0, (d[0], d[1], d[2], d[3])),
+        )
+
+
+@irdl_op_definition
 class Conv2DNchwFchwOp(WindowedOp):
     """`out[n, f, oh, ow] += in[n, c, oh*sh + r*dh, ow*sw + s*dw] * w[f, c, r, s]`."""
 
@@ -535,6 +559,7 @@ class BatchMatmulOp(ProductOp):
 
 NAMED_OPS = (
     Conv2DNhwcHwcfOp,
+    Conv2DNhwcFhwcOp,
     Conv2DNchwFchwOp,
     DepthwiseConv2DNhwcHwcOp,
     DepthwiseConv2DNchwChwOp,

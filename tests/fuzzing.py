@@ -182,10 +182,16 @@ LINALG_OPS = (
     ),
     ("f16", "linalg.matmul", ((16, 32), (32, 8), (16, 8))),
     ("f32", "linalg.batch_matmul", ((2, 4, 8), (2, 8, 4), (2, 4, 4))),
+    (
+        "f32",
+        "linalg.conv_2d_nhwc_fhwc {dilations = dense<1> : tensor<2xi64>, "
+        "strides = dense<[1, 2]> : tensor<2xi64>}",
+        ((1, 6, 6, 3), (4, 3, 3, 3), (1, 4, 2, 4)),
+    ),
 )
 """Named ops as MLIR's front ends write them: a strided convolution for the tensor
 cores, a dilated depthwise one, torch-mlir's grouped one, a product, a batched one
-(no spec)."""
+and TOSA's convolution (no spec)."""
 
 
 def _linalg_seeds() -> list[Seed]:

@@ -267,6 +267,73 @@ def test_a_batched_product_is_its_naive_ir_without_a_spec(batch, m, n, k, dtype)
     assert relative_error(out, exact) <= TOLERANCE[dtype]
 
 
+def fhwc_text(spec: ConvSpec) -> str:
+    """TOSA's convolution (`linalg.conv_2d_nhwc_fhwc`) of `spec`'s sizes: the
+    filter F x R x S x C."""
+    rsck = linalg_text(spec)
+    f = _memref((spec.k, spec.r, spec.s, spec.c), spec.dtype)
+    return rsck.replace(_memref(spec.filter_shape, spec.dtype), f).replace(
+        "linalg.conv_2d_nhwc_hwcf", "linalg.conv_2d_nhwc_fhwc"
+    )
+
+
+@st.composite
+def fhwc_cases(draw):
+    r, s = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    stride = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    h = draw(st.integers((r - 1) * dilation[0] + 1, 7))
+    w = draw(st.integers((s - 1) * dilation[1] + 1, 7))
+    return ConvSpec(
+        draw(st.integers(1, 2)), draw(st.integers(1, 5)), h, w,
+        draw(st.integers(1, 5)), r, s, stride=stride, dilation=dilation,
+        layout="nhwc", filter_layout="rsck", dtype=draw(st.sampled_from(["f32", "f16"])),
+    )  # fmt: skip
+
+
+@needs_mlir_opt
+@settings(max_examples=max(5, settings().max_examples // 2))
+@given(fhwc_cases())
+def test_tosas_convolution_is_its_naive_ir_computing_what_mlir_opt_makes_of_it(spec):
+    text = fhwc_text(spec)
+    with collecting_remarks() as remarks:
+        ours = lowered(text)
+    assert read_spec(ours, required=False) is None
+    said = [m for _, m in remarks]
+    assert any("is no spec affinec knows" in m for m in said), said
+    assert any("F x R x S x C, a layout no spec" in m for m in said), said
+    x, w = random_inputs(spec, np.random.default_rng(spec.c * 10 + spec.k))
+    fhwc = np.ascontiguousarray(
+        w.transpose(3, 0, 1, 2)
+    )  # R x S x C x F -> F x R x S x C
+    expected = reference(spec, x, w)
+    out = np.zeros(spec.output_shape, x.dtype)
+    Interpreter(ours).run("f", x.copy(), fhwc.copy(), out)
+    assert relative_error(out, expected) <= TOLERANCE[spec.dtype]
+    if spec.dtype == "f32":  # the same order of summation: bit for bit
+        theirs = parse_module(
+            make_context(),
+            mlir_opt(text, "--convert-linalg-to-affine-loops"),
+            "mlir-opt.mlir",
+        )
+        mlirs = np.zeros_like(out)
+        Interpreter(theirs).run("f", x.copy(), fhwc.copy(), mlirs)
+        np.testing.assert_array_equal(out, mlirs)
+
+
+def test_tosas_convolution_takes_the_default_pipeline_to_ptx():
+    spec = ConvSpec(1, 4, 6, 6, 8, 3, 3, stride=(1, 2), layout="nhwc",
+                    filter_layout="rsck")  # fmt: skip
+    module = parse_module(make_context(), fhwc_text(spec), "model.mlir")
+    pipeline = Pipeline.for_module("affinec-lower-linalg,affinec-default", module)
+    pipeline.run(module)
+    x, w = random_inputs(spec, np.random.default_rng(3))
+    fhwc = np.ascontiguousarray(w.transpose(3, 0, 1, 2))
+    out = np.zeros(spec.output_shape, x.dtype)
+    Interpreter(module).run("f", x.copy(), fhwc, out)  # the llvm level
+    assert relative_error(out, reference(spec, x, w)) <= TOLERANCE["f32"]
+
+
 def test_a_depthwise_op_takes_the_default_pipeline():
     spec = ConvSpec(
         1, 16, 6, 6, 16, 3, 3, groups=16, layout="nhwc", filter_layout="rsck",
@@ -360,6 +427,22 @@ NAMED_OPS = [
     ),
     DEPTHWISE,
     BATCHED,
+    fhwc_text(
+        ConvSpec(
+            1,
+            3,
+            9,
+            9,
+            8,
+            3,
+            3,
+            stride=(2, 1),
+            dilation=(1, 2),
+            layout="nhwc",
+            filter_layout="rsck",
+            dtype="f16",
+        )
+    ),  # fmt: skip
     # no strides or dilations (MLIR's default, and no property then); an f32
     # product of f16 inputs (a body that extends them)
     DEPTHWISE.replace(

@@ -19,8 +19,9 @@ records the spec on the module. A depthwise convolution
 (`linalg.depthwise_conv_2d_nhwc_hwc`, `_nchw_chw`) is a grouped one with a group
 a channel, and
 torch-mlir's grouped one (`linalg.conv_2d_ngchw_gfchw`) a grouped NCHW spec. A
-batched product (`linalg.batch_matmul`) has no spec: its contraction's naive IR is
-built, and a remark says that `affinec-default` picks no configuration for it. What
+batched product (`linalg.batch_matmul`) has no spec, nor has TOSA's convolution
+(`linalg.conv_2d_nhwc_fhwc`, its filter F x R x S x C): their contraction's naive IR
+is built, and a remark says that `affinec-default` picks no configuration for it. What
 affinec cannot take (mixed element types, a function doing more than the one op) is
 refused by name, at the op.
 
@@ -45,7 +46,7 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.linalg import ops as xdsl_linalg
 from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.ir.affine import AffineExpr
+from xdsl.ir.affine import AffineDimExpr
 
 from affinec.base.diagnostics import PassError, remark
 from affinec.base.spec import ConvSpec, MatmulSpec, Spec
@@ -77,8 +78,8 @@ def named_ops(module: ModuleOp) -> list[Operation]:
 
 def spec_of(op: Operation) -> Spec | None:
     """The spec `op` computes, or a `PassError` at it saying why there is none (a
-    `linalg.batch_matmul`, or a `linalg.generic` contraction that is no spec:
-    None)."""
+    `linalg.batch_matmul` or `linalg.conv_2d_nhwc_fhwc`, or a `linalg.generic`
+    contraction that is no spec: None)."""
     if isinstance(op, GenericOp):
         return spec_of_contraction(_generic_contraction(op))
     assert isinstance(op, linalg.NamedStructuredOp)
@@ -102,7 +103,7 @@ def spec_of(op: Operation) -> Spec | None:
     if isinstance(op, linalg.Conv2DNgchwGfchwOp):
         (n, g, c, h, w), (_, f, _, r, s) = a.get_shape(), b.get_shape()
         return _conv_spec(op, (n, g * c, h, w, g * f, r, s), g, "nchw", dtype)
-    assert isinstance(op, linalg.BatchMatmulOp)
+    assert isinstance(op, linalg.BatchMatmulOp | linalg.Conv2DNhwcFhwcOp)
     return None  # no spec: `import_linalg` builds its contraction's naive IR
 
 
@@ -155,23 +156,45 @@ def _generic_contraction(op: GenericOp) -> Contraction:
     return generic_contraction(op, names, dtype, name)
 
 
-def _batch_matmul_contraction(op: Operation, function: func.FuncOp) -> Contraction:
-    """`C[batch, m, n] = +(A[batch, m, k] * B[batch, k, n])`, named after the
-    function and its arguments."""
-    a, b, c = op.types()  # pyright: ignore[reportAttributeAccessIssue]
+_INDEX_NAMES: dict[type, tuple[str, ...]] = {
+    linalg.BatchMatmulOp: ("batch", "m", "n", "k"),
+    linalg.Conv2DNhwcFhwcOp: ("n", "oh", "ow", "f", "r", "s", "c"),
+}
+"""The iteration dimensions of the named ops that are no spec, in their maps'
+order (the output's first)."""
+
+
+def _named_contraction(
+    op: linalg.NamedStructuredOp, function: func.FuncOp
+) -> Contraction:
+    """The contraction of a named op that is no spec (`_INDEX_NAMES`), from its
+    indexing maps, named after the function and its arguments."""
+    a, b, c = op.types()
     dtype = _dtype(op, a, b, c)
-    (batch, m, k), (_, _, n) = a.get_shape(), b.get_shape()
-    d = [AffineExpr.dimension(i) for i in range(4)]  # batch, m, n, then k
+    maps = op.default_maps()
+    shapes = [tuple(t.get_shape()) for t in (a, b, c)]
+    index = _INDEX_NAMES[type(op)]
+    extents = [
+        next(
+            shape[k]
+            for m, shape in zip(maps, shapes, strict=True)
+            for k, e in enumerate(m.results)
+            if isinstance(e, AffineDimExpr) and e.position == d
+        )
+        for d in range(len(index))
+    ]
+    outputs = len(maps[2].results)
     names = [v.name_hint or x for v, x in zip(op.operands, "ABC", strict=True)]
+    accesses = [
+        Access(n, shape, tuple(m.results))
+        for n, shape, m in zip(names, shapes, maps, strict=True)
+    ]
     return Contraction(
         name=function.sym_name.data,
-        output_index=(("batch", batch), ("m", m), ("n", n)),
-        reduction_index=(("k", k),),
-        factors=(
-            Access(names[0], (batch, m, k), (d[0], d[1], d[3])),
-            Access(names[1], (batch, k, n), (d[0], d[3], d[2])),
-        ),
-        output=Access(names[2], (batch, m, n), (d[0], d[1], d[2])),
+        output_index=tuple(zip(index[:outputs], extents[:outputs], strict=True)),
+        reduction_index=tuple(zip(index[outputs:], extents[outputs:], strict=True)),
+        factors=(accesses[0], accesses[1]),
+        output=accesses[2],
         dtype=dtype,
     )
 
@@ -191,7 +214,7 @@ def import_linalg(module: ModuleOp) -> None:
         contraction = (
             _generic_contraction(op)
             if isinstance(op, GenericOp)
-            else _batch_matmul_contraction(op, function)
+            else _named_contraction(op, function)  # pyright: ignore[reportArgumentType]
         )
         remark(
             op,
@@ -199,6 +222,13 @@ def import_linalg(module: ModuleOp) -> None:
             "affinec-default picks no configuration for it (its defaults apply); "
             "give the passes their options",
         )
+        if isinstance(op, linalg.Conv2DNhwcFhwcOp):
+            remark(
+                op,
+                "has its filter F x R x S x C, a layout no spec of affinec's has: "
+                "linalg.conv_2d_nhwc_hwcf (its filter R x S x C x F) is a spec, "
+                "which config_for configures (tensor cores in f16 and bf16)",
+            )
         _say_it_sums_in_f32(op, contraction.dtype)
         _replace(function, build_naive(contraction))
         return
