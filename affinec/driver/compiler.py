@@ -54,7 +54,7 @@ from affinec.driver.config import (
     flattens,
     with_knobs,
 )
-from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipeline import Pipeline, collector_paused
 from affinec.driver.pipelines import default_passes, pass_text, pipeline_text
 from affinec.frontend.contraction import contraction_of
 from affinec.hardware.tensor_maps import TiledTensorMap, tensor_map_of
@@ -254,7 +254,8 @@ def compile_to_ptx(
         )
     if not verify_each:
         start = time.perf_counter()
-        verify(module)
+        with collector_paused():
+            verify(module)
         timings.append(("verify", time.perf_counter() - start))
     kernels = find_kernels(module)
     if not kernels:
@@ -270,7 +271,8 @@ def compile_to_ptx(
         )
     record = records[0]
     start = time.perf_counter()
-    emitted = emit(module, arch, opt_level)
+    with collector_paused():
+        emitted = emit(module, arch, opt_level)
     timings.append(("llvm-ir + ptx", time.perf_counter() - start))
     return CompiledKernel(
         ptx=emitted.ptx,
