@@ -27,7 +27,7 @@ import numpy as np
 
 from affinec.base.spec import ConvSpec
 from affinec.driver.compiler import compile_to_ptx
-from affinec.driver.pipelines import pass_text
+from affinec.driver.pipeline_names import pass_text
 from affinec.frontend.contraction import contraction_of
 from affinec.frontend.naive import build
 from affinec.frontend.reference import poisoned_output, random_inputs

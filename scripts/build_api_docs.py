@@ -25,6 +25,7 @@ PUBLIC_MODULES = (
     "affinec.driver.config",
     "affinec.driver.pipeline",
     "affinec.driver.pipelines",
+    "affinec.driver.pipeline_names",
     "affinec.passes",
     "affinec.backend.runtime",
     "affinec.interpreter",

@@ -46,7 +46,8 @@ from affinec.base.locating_parser import parse_module
 from affinec.base.spec import ConvSpec, MatmulSpec, OuterSpec, Spec
 from affinec.driver.config import config_for
 from affinec.driver.pipeline import Pipeline
-from affinec.driver.pipelines import default_passes, pass_text, wgmma_passes
+from affinec.driver.pipeline_names import pass_text
+from affinec.driver.pipelines import default_passes, wgmma_passes
 from affinec.frontend.naive import build
 from affinec.ir.context import make_context
 from affinec.tools.cli import main as affinec_main

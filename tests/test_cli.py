@@ -433,6 +433,27 @@ def test_list_passes_describes_each_option(capsys):
     assert "'tuple[int, ...]'" not in out
 
 
+def test_every_named_pipeline_builds_and_the_tool_loads_no_recipe_before():
+    import subprocess
+    import sys
+
+    from affinec.driver.pipeline_names import NAMED_PIPELINES
+    from affinec.driver.pipelines import named_passes
+
+    for name in NAMED_PIPELINES:
+        assert named_passes(name, None, 1), name
+    with pytest.raises(KeyError, match="no pipeline is called 'nope'"):
+        named_passes("nope", None, 1)
+    # affinec-opt -p some-pass loads that pass, not every pass the recipes name
+    code = (
+        "import sys\n"
+        "from affinec.tools.opt import main\n"
+        "assert 'affinec.driver.pipelines' not in sys.modules\n"
+        "assert 'affinec.passes.affinec_mma_sync' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_affinec_reference_is_always_the_module():
     import subprocess
     import sys

@@ -629,7 +629,8 @@ def test_a_grid_bound_past_64_bits(tmp_path):
     """The rest of the tensor-core route on a grid band starting at 2^63 (found by
     the fuzzer): refused at the band, not an overflow in the shared-memory check."""
     from affinec.driver.config import config_for
-    from affinec.driver.pipelines import default_passes, pipeline_text
+    from affinec.driver.pipeline_names import pipeline_text
+    from affinec.driver.pipelines import default_passes
 
     spec = MatmulSpec(m=8, n=8, k=16, dtype="f16")
     passes = default_passes(config_for(spec))

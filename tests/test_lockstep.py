@@ -12,7 +12,7 @@ from affinec.base.locating_parser import parse_module
 from affinec.dialects import gpu
 from affinec.driver.compiler import compile_to_ptx
 from affinec.driver.pipeline import Pipeline
-from affinec.driver.pipelines import pass_text
+from affinec.driver.pipeline_names import pass_text
 from affinec.frontend.contraction import contraction_of
 from affinec.frontend.reference import poisoned_output, random_inputs
 from affinec.interpreter import Interpreter, InterpreterError

@@ -32,7 +32,7 @@ from xdsl.passes import ModulePass
 from affinec.base.diagnostics import OpError
 from affinec.base.spec import Spec
 from affinec.dialects.affinec import function_named, workspace_types
-from affinec.driver.pipelines import pass_text
+from affinec.driver.pipeline_names import pass_text
 from affinec.frontend.contraction import contraction_of
 from affinec.frontend.reference import (
     TOLERANCE,

@@ -55,7 +55,8 @@ from affinec.driver.config import (
     with_knobs,
 )
 from affinec.driver.pipeline import Pipeline, collector_paused
-from affinec.driver.pipelines import default_passes, pass_text, pipeline_text
+from affinec.driver.pipeline_names import pass_text, pipeline_text
+from affinec.driver.pipelines import default_passes
 from affinec.frontend.contraction import contraction_of
 from affinec.hardware.tensor_maps import TiledTensorMap, tensor_map_of
 from affinec.transforms.gpu.outlining import find_kernels

@@ -8,7 +8,7 @@ with the verifier after every pass, and optionally prove every pass on the spot.
 The text accepts xdsl-opt's flat lists (`a,b{opt=1 2}`) and MLIR's nested form
 (`builtin.module(func.func(a),b)`); the nesting only scopes passes in MLIR, and every
 affinec pass works on the whole module, so it is flattened. A name in
-`affinec.driver.pipelines.NAMED_PIPELINES` stands for its whole pipeline.
+`affinec.driver.pipeline_names.NAMED_PIPELINES` stands for its whole pipeline.
 """
 
 from __future__ import annotations
@@ -31,11 +31,9 @@ from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseE
 from affinec.base.diagnostics import PassError, raised_by_xdsl, verify, xdsl_failure
 from affinec.base.spec import Spec
 from affinec.dialects.affinec import SpecAttributeError, read_spec, split_count
-from affinec.driver.pipelines import NAMED_PIPELINES, pipeline_text
+from affinec.driver.pipeline_names import NAMED_PIPELINES, pipeline_text
 from affinec.ir.affine_exprs import semi_affine_op
 from affinec.ir.context import make_context
-from affinec.transforms.affine.linalg_import import module_spec
-from affinec.transforms.gpu.shared_memory_hazards import hazards_checked_once
 
 
 class PipelineError(Exception):
@@ -184,7 +182,10 @@ class Pipeline:
             if arg.name in NAMED_PIPELINES:
                 if arg.parameters:
                     raise PipelineError(f"named pipeline '{arg.name}' takes no options")
-                passes += NAMED_PIPELINES[arg.name].build(spec, splits)
+                # the recipes load here: `-p some-pass` loads that pass alone
+                from affinec.driver.pipelines import named_passes
+
+                passes += named_passes(arg.name, spec, splits)
                 continue
             if arg.name not in registry:
                 close = difflib.get_close_matches(
@@ -221,6 +222,8 @@ class Pipeline:
             except SpecAttributeError as e:
                 raise PipelineError(str(e)) from None
             if spec is None:
+                from affinec.transforms.affine.linalg_import import module_spec
+
                 spec = module_spec(module)
         return Pipeline.parse(text, spec, split_count(module))
 
@@ -259,6 +262,8 @@ class Pipeline:
         against the float64 reference, and later passes to its result, bit for bit.
         `callback(pass, module, seconds)` is called after each pass.
         """
+        from affinec.transforms.gpu.shared_memory_hazards import hazards_checked_once
+
         ctx = ctx or make_context()
         checker = None
         if check:

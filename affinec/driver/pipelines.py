@@ -4,30 +4,31 @@ knobs of a `KernelConfig` (`affinec.driver.config`).
     config = KernelConfig(tile_sizes=(1, 64, 16, 16), threads_per_block=128)
     passes = default_passes(config)        # [AffineLoopTilePass(...), ...]
     Pipeline(passes).run(module)           # affinec.driver.pipeline
-    pipeline_text(passes)                  # as `affinec-opt -p` spells it
+    pipeline_text(passes)                  # affinec.driver.pipeline_names
 
 A knob is a typed field of `KernelConfig`, turned into pass options here, in one
 place (`affine_passes`, `map_to_gpu_passes`, `gpu_to_nvvm_passes`), never an
 f-string. Text pipelines exist only at the command-line
 boundary (`Pipeline.parse`), and print back with `pass_text`.
 
-Named pipelines (`NAMED_PIPELINES`, listed by `affinec-opt --list-passes`) are the
-same builders with the default configuration.
+Named pipelines (`NAMED_PIPELINES` in `affinec.driver.pipeline_names`, listed by
+`affinec-opt --list-passes`) are the same builders with the default configuration
+(`named_passes`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from xdsl.passes import ModulePass
 from xdsl.transforms.common_subexpression_elimination import (
     CommonSubexpressionElimination,
 )
-from xdsl.utils.arg_spec import ArgSpec
 
 from affinec.base.spec import Spec
+from affinec.driver import pipeline_names as names
 from affinec.driver.config import UNPROMOTED, KernelConfig, config_for
+from affinec.driver.pipeline_names import NAMED_PIPELINES
 from affinec.passes.affine_data_copy_generate import (
     MAX_CAPACITY_KIB,
     AffineDataCopyGenerate,
@@ -172,20 +173,6 @@ def wgmma_passes(config: KernelConfig) -> list[ModulePass]:
     ]
 
 
-def pass_text(p: ModulePass) -> str:
-    """A configured pass as pipelines spell it, options in kebab-case and defaults
-    left out: `affine-loop-tile{tile-sizes=1,64,16,16 separate=true}`."""
-    spec = p.spec()
-    return str(
-        ArgSpec(spec.name, {k.replace("_", "-"): v for k, v in spec.parameters.items()})
-    )
-
-
-def pipeline_text(passes: Sequence[ModulePass]) -> str:
-    """The passes as `affinec-opt -p` takes them."""
-    return ",".join(pass_text(p) for p in passes)
-
-
 def _default_after_split(spec: Spec | None, splits: int) -> list[ModulePass]:
     """`affinec-default`: `config_for`'s pipeline for `spec`, for a reduction the
     module has already split into `splits` (then without a split of its own)."""
@@ -197,64 +184,24 @@ def _default_after_split(spec: Spec | None, splits: int) -> list[ModulePass]:
     return [p for p in passes if not isinstance(p, AffinecSplitReduction)]
 
 
-@dataclass(frozen=True)
-class NamedPipeline:
-    summary: str
-    build: Callable[[Spec | None, int], list[ModulePass]]
-    """The passes, for a module with the given spec (`affinec.spec`) or none, whose
-    reduction is already split in the given number of partial sums (1: unsplit)."""
-    per_spec: bool = False
-    """Whether the passes depend on the module's spec."""
-
-
-TILE_SPLIT_SINK = "affinec-tile-split-sink"
-MAP_TO_GPU = "affinec-map-to-gpu"
-GPU_TO_NVVM = "affinec-gpu-to-nvvm"
-LOWER_TO_NVVM = "affinec-lower-to-nvvm"
-DEFAULT = "affinec-default"
-UNPROMOTED_ROUTE = "affinec-unpromoted"
-
-NAMED_PIPELINES: dict[str, NamedPipeline] = {
-    TILE_SPLIT_SINK: NamedPipeline(
-        "tile into grid and block loops, split the block loop around a block-shaped "
-        "accumulator, sink it below the reduction's tile loops, canonicalize",
-        lambda _spec, _splits: affine_passes(UNPROMOTED),
-    ),
-    TILE_SPLIT_SINK + "-separate": NamedPipeline(
-        f"{TILE_SPLIT_SINK}, with full tiles separated from partial ones (a fast "
-        "path without bounds)",
-        lambda _spec, _splits: affine_passes(replace(UNPROMOTED, separate=True)),
-    ),
-    MAP_TO_GPU: NamedPipeline(
-        "place the buffers of each block, insert barriers, map block bands to "
-        "threads, convert to gpu.launch",
-        lambda _spec, _splits: map_to_gpu_passes(UNPROMOTED),
-    ),
-    GPU_TO_NVVM: NamedPipeline(
-        "outline the kernel of a gpu.launch, lower affine, scf and the kernel's ops "
-        "to llvm + nvvm",
-        lambda _spec, _splits: gpu_to_nvvm_passes(UNPROMOTED),
-    ),
-    LOWER_TO_NVVM: NamedPipeline(
-        f"{MAP_TO_GPU}, then {GPU_TO_NVVM}",
-        lambda _spec, _splits: gpu_passes(UNPROMOTED),
-    ),
-    DEFAULT: NamedPipeline(
-        "naive IR to a kernel ready for PTX with the configuration config_for picks "
-        "for the module's spec (its affinec.spec attribute; the defaults below "
-        "without one): tile, split, sink, copy into shared memory, on the tensor "
-        "cores for f16/bf16, map to the GPU, lower to llvm + nvvm",
-        lambda spec, splits: _default_after_split(spec, splits),
-        per_spec=True,
-    ),
-    UNPROMOTED_ROUTE: NamedPipeline(
-        f"the walking skeleton's route: {TILE_SPLIT_SINK}, then {LOWER_TO_NVVM} "
-        "(no shared-memory copies, no FMA, 64-bit indices: bit-identical to the "
-        "naive IR down to PTX)",
-        lambda _spec, _splits: default_passes(UNPROMOTED),
-    ),
-}
-"""Pipelines by name. The pieces of the way (tile-split-sink, map-to-gpu,
-gpu-to-nvvm, lower-to-nvvm) keep the order of summation and the rounding of the
-naive IR; `affinec-default` adds the shared-memory copies, FMA contraction and
-32-bit indices, with the passes' default sizes."""
+def named_passes(name: str, spec: Spec | None, splits: int) -> list[ModulePass]:
+    """The passes of the pipeline called `name` (`NAMED_PIPELINES`), for a module
+    with the given spec (`affinec.spec`) or none, whose reduction is already split
+    in the given number of partial sums (1: unsplit)."""
+    if name not in NAMED_PIPELINES:
+        raise KeyError(f"no pipeline is called '{name}'")
+    match name:
+        case names.TILE_SPLIT_SINK:
+            return affine_passes(UNPROMOTED)
+        case names.MAP_TO_GPU:
+            return map_to_gpu_passes(UNPROMOTED)
+        case names.GPU_TO_NVVM:
+            return gpu_to_nvvm_passes(UNPROMOTED)
+        case names.LOWER_TO_NVVM:
+            return gpu_passes(UNPROMOTED)
+        case names.DEFAULT:
+            return _default_after_split(spec, splits)
+        case names.UNPROMOTED_ROUTE:
+            return default_passes(UNPROMOTED)
+    assert name == names.TILE_SPLIT_SINK + "-separate"
+    return affine_passes(replace(UNPROMOTED, separate=True))

@@ -63,7 +63,7 @@ from affinec.base.diagnostics import (
 )
 from affinec.base.locating_parser import parse_module
 from affinec.driver.pipeline import Pipeline, PipelineError, available_passes
-from affinec.driver.pipelines import NAMED_PIPELINES, pass_text, pipeline_text
+from affinec.driver.pipeline_names import NAMED_PIPELINES, pass_text, pipeline_text
 from affinec.ir.context import all_dialects
 from affinec.tools.verify_diagnostics import (
     DesignatorError,
@@ -490,6 +490,7 @@ def _target_error(target: str, module: ModuleOp, error: Exception) -> Exception:
 
 def list_passes(out: IO[str]) -> None:
     """Every pass with its options and summary, then the named pipelines."""
+    from affinec.driver.pipelines import named_passes
     from affinec.passes import get_all_passes
 
     ours = get_all_passes()
@@ -498,7 +499,7 @@ def list_passes(out: IO[str]) -> None:
         _describe_pass(ours[name](), out)
     print("\nnamed pipelines:", file=out)
     for name, named in sorted(NAMED_PIPELINES.items()):
-        text = pipeline_text(named.build(None, 1))
+        text = pipeline_text(named_passes(name, None, 1))
         print(f"  {name}: {named.summary}\n      = {text}", file=out)
     others = sorted(set(available_passes()) - set(ours))
     print(f"\nxDSL passes (also available): {', '.join(others)}", file=out)
