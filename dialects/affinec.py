@@ -35,8 +35,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
 from xdsl.dialects.builtin import (
     AffineMapAttr,
     ArrayAttr,
@@ -67,6 +67,9 @@ from xdsl.utils.exceptions import VerifyException
 from affinec.base.diagnostics import OpError, PassError
 from affinec.base.spec import Spec, parse_spec
 from affinec.dialects.affine import AffineLoadBase
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MAPPING = "affinec.mapping"
 """Attribute on `affine.parallel`: which level of the GPU its iterations map to."""
