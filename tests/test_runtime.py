@@ -5,6 +5,8 @@ The GPU tests here use hand-written PTX, so the launch path is tested independen
 of the compiler (tests/test_gpu.py runs compiled convolutions).
 """
 
+import os
+
 import numpy as np
 import pytest
 
@@ -211,6 +213,31 @@ def test_a_missing_output_is_allocated():
 def test_without_a_gpu_a_call_says_so():
     with pytest.raises(NoCudaGPU, match="no CUDA GPU available"):
         scale_kernel()(np.zeros(1000, np.float32))
+
+
+def test_without_a_driver_library_numba_is_not_loaded_to_say_so():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from affinec.backend import cuda_launch\n"
+        "cuda_launch._DRIVER_LIBRARIES = ('/nonexistent/libcuda.so.1',)\n"
+        "assert cuda_launch.cuda_available() is False\n"
+        "assert 'numba' not in sys.modules\n"
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("NUMBA_ENABLE_CUDASIM", "NUMBA_CUDA_DRIVER")
+    }
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    # numba's simulator, or a driver numba is pointed at, is numba's to judge
+    env["NUMBA_CUDA_DRIVER"] = "/opt/somewhere/libcuda.so"
+    code = code.replace("is False", "is not None").replace(
+        "assert 'numba' not in", "assert 'numba' in"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
 
 
 @pytest.mark.gpu

@@ -7,6 +7,8 @@ driver call, and a block's opt-in to more than 48 KiB of shared memory.
 
 from __future__ import annotations
 
+import ctypes
+import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -18,13 +20,43 @@ class NoCudaGPU(RuntimeError):
 
 
 def cuda_available() -> bool:
-    """Whether a CUDA GPU and driver are usable from numba."""
+    """Whether a CUDA GPU and driver are usable from numba. Without a driver
+    library to load, no (and numba, two seconds to import, is left unloaded)."""
+    if not _driver_may_load():
+        return False
     try:
         from numba import cuda
 
         return bool(cuda.is_available())
     except Exception:  # numba-cuda missing or a broken driver: no GPU either way
         return False
+
+
+_DRIVER_LIBRARIES = (
+    "libcuda.so.1",
+    "libcuda.so",
+    "/usr/lib/wsl/lib/libcuda.so.1",
+    "/usr/lib64/libcuda.so.1",
+    "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+    "/usr/lib/libcuda.so.1",
+    "nvcuda.dll",
+)
+"""Where numba looks for the CUDA driver, and where Linux distributions, WSL and
+Windows put it."""
+
+
+def _driver_may_load() -> bool:
+    """Whether numba could find a CUDA driver: one of its usual libraries loads, or
+    the environment points numba elsewhere (its simulator, a driver's path)."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") or os.environ.get("NUMBA_CUDA_DRIVER"):
+        return True
+    for name in _DRIVER_LIBRARIES:
+        try:
+            ctypes.CDLL(name)
+        except OSError:
+            continue
+        return True
+    return False
 
 
 def current_arch() -> str:
