@@ -35,11 +35,15 @@ def cuda_available() -> bool:
 _DRIVER_LIBRARIES = (
     "libcuda.so.1",
     "libcuda.so",
-    "/usr/lib/wsl/lib/libcuda.so.1",
-    "/usr/lib64/libcuda.so.1",
-    "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
     "/usr/lib/libcuda.so.1",
+    "/usr/lib/libcuda.so",
+    "/usr/lib64/libcuda.so.1",
+    "/usr/lib64/libcuda.so",
+    "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+    "/usr/lib/wsl/lib/libcuda.so.1",
     "nvcuda.dll",
+    "libcuda.dylib",
+    "/usr/local/cuda/lib/libcuda.dylib",
 )
 """Where numba looks for the CUDA driver, and where Linux distributions, WSL and
 Windows put it."""
