@@ -420,3 +420,26 @@ def test_index_bitwidth_must_be_32_64_or_0():
         Pipeline.parse(
             "convert-gpu-to-nvvm{index-bitwidth=16 use-bare-ptr-memref-call-conv=true}"
         ).run(module)
+
+
+@given(st.integers(-(2**40), 2**40), st.sampled_from(["index", "i32", "i64"]))
+def test_the_lowerings_constants_are_the_ops_their_constructors_make(value, type_name):
+    from xdsl.dialects import arith
+    from xdsl.dialects.builtin import IndexType, IntegerAttr, i32, i64
+
+    from affinec.ir.constants import constant, index_constant, integer_attr
+
+    t = {"index": IndexType(), "i32": i32, "i64": i64}[type_name]
+    if type_name == "i32":
+        value = value % 2**31
+    ours = [constant(llvm.ConstantOp, integer_attr(value, t), t)]
+    theirs = [llvm.ConstantOp(IntegerAttr(value, t), t)]  # pyright: ignore
+    if type_name == "index":
+        ours.append(index_constant(value))
+        theirs.append(arith.ConstantOp(IntegerAttr.from_index_int_value(value)))
+    for op, expected in zip(ours, theirs, strict=True):
+        assert type(op) is type(expected) and str(op) == str(expected)
+        assert op.properties == expected.properties
+        assert op.attributes == expected.attributes
+        assert [r.type for r in op.results] == [r.type for r in expected.results]
+        op.verify()

@@ -48,6 +48,7 @@ from affinec.dialects.affine import REDUCTION_IDENTITY
 from affinec.dialects.affine_syntax import format_expr
 from affinec.dialects.affinec import IN_BOUNDS, PaddedLoadOp, mapping_of
 from affinec.ir.affine_exprs import Interval, expr_range, grouped
+from affinec.ir.constants import index_constant
 from affinec.ir.ranges import value_range
 
 
@@ -71,7 +72,7 @@ class IndexBuilder:
         return op.results[0]
 
     def index(self, value: int) -> SSAValue:
-        return self.add(arith.ConstantOp(IntegerAttr.from_index_int_value(value)))
+        return self.add(index_constant(value))
 
     def range_of(self, value: SSAValue) -> Interval | None:
         return value_range(value, self.known)

@@ -44,6 +44,7 @@ from affinec.dialects.nvgpu import (
 from affinec.dialects.nvvm import BYVAL, GRID_CONSTANT, KERNEL, MAXNTID, MINCTASM
 from affinec.dialects.nvvm_target import chip_of
 from affinec.ir.cfg import reachable_blocks, reverse_post_order
+from affinec.ir.constants import constant, integer_attr
 from affinec.ir.op_table import OpTable
 from affinec.ir.shared_memory_layout import (
     SHARED_ALIGNMENT,
@@ -184,7 +185,7 @@ class KernelConverter:
 
     def int_constant(self, value: int, t: Attribute | None = None) -> SSAValue:
         t = t or self.index_type
-        return self.emit(llvm.ConstantOp(IntegerAttr(value, t), t))  # pyright: ignore
+        return self.emit(constant(llvm.ConstantOp, integer_attr(value, t), t))
 
     # -- the walk -----------------------------------------------------------------------
 
