@@ -34,8 +34,9 @@ output map names each parallel dimension once) is read as a contraction
 a convolution in NHWC/RSCK or NCHW/KCRS, strides and dilations read off its maps),
 the spec is recorded as for the named op; otherwise its naive IR is built without a
 spec, and a remark says that `affinec-default` picks no configuration for it
-(its defaults apply). So is `linalg.batch_matmul`'s (affinec has no spec of a
-batched product). A fill may be the generic
+(its defaults apply). So are `linalg.batch_matmul`'s (affinec has no spec of a
+batched product) and TOSA's `linalg.conv_2d_nhwc_fhwc`'s (its filter F x R x S x
+C is no filter layout of a spec; a remark names `linalg.conv_2d_nhwc_hwcf`). A fill may be the generic
 MLIR generalizes `linalg.fill` to.
 
 `linalg.depthwise_conv_2d_nhwc_hwc` (`_nchw_chw`) is a grouped convolution with a

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -49,9 +50,11 @@ _DRIVER_LIBRARIES = (
 Windows put it."""
 
 
+@cache
 def _driver_may_load() -> bool:
     """Whether numba could find a CUDA driver: one of its usual libraries loads, or
-    the environment points numba elsewhere (its simulator, a driver's path)."""
+    the environment points numba elsewhere (its simulator, a driver's path). Asked
+    once a process: every kernel call asks `cuda_available`."""
     if os.environ.get("NUMBA_ENABLE_CUDASIM") or os.environ.get("NUMBA_CUDA_DRIVER"):
         return True
     for name in _DRIVER_LIBRARIES:

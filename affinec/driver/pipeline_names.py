@@ -41,6 +41,7 @@ class NamedPipeline:
 
 
 TILE_SPLIT_SINK = "affinec-tile-split-sink"
+TILE_SPLIT_SINK_SEPARATE = TILE_SPLIT_SINK + "-separate"
 MAP_TO_GPU = "affinec-map-to-gpu"
 GPU_TO_NVVM = "affinec-gpu-to-nvvm"
 LOWER_TO_NVVM = "affinec-lower-to-nvvm"
@@ -52,7 +53,7 @@ NAMED_PIPELINES: dict[str, NamedPipeline] = {
         "tile into grid and block loops, split the block loop around a block-shaped "
         "accumulator, sink it below the reduction's tile loops, canonicalize"
     ),
-    TILE_SPLIT_SINK + "-separate": NamedPipeline(
+    TILE_SPLIT_SINK_SEPARATE: NamedPipeline(
         f"{TILE_SPLIT_SINK}, with full tiles separated from partial ones (a fast "
         "path without bounds)"
     ),

@@ -28,7 +28,6 @@ from xdsl.transforms.common_subexpression_elimination import (
 from affinec.base.spec import Spec
 from affinec.driver import pipeline_names as names
 from affinec.driver.config import UNPROMOTED, KernelConfig, config_for
-from affinec.driver.pipeline_names import NAMED_PIPELINES
 from affinec.passes.affine_data_copy_generate import (
     MAX_CAPACITY_KIB,
     AffineDataCopyGenerate,
@@ -188,11 +187,11 @@ def named_passes(name: str, spec: Spec | None, splits: int) -> list[ModulePass]:
     """The passes of the pipeline called `name` (`NAMED_PIPELINES`), for a module
     with the given spec (`affinec.spec`) or none, whose reduction is already split
     in the given number of partial sums (1: unsplit)."""
-    if name not in NAMED_PIPELINES:
-        raise KeyError(f"no pipeline is called '{name}'")
     match name:
         case names.TILE_SPLIT_SINK:
             return affine_passes(UNPROMOTED)
+        case names.TILE_SPLIT_SINK_SEPARATE:
+            return affine_passes(replace(UNPROMOTED, separate=True))
         case names.MAP_TO_GPU:
             return map_to_gpu_passes(UNPROMOTED)
         case names.GPU_TO_NVVM:
@@ -203,5 +202,4 @@ def named_passes(name: str, spec: Spec | None, splits: int) -> list[ModulePass]:
             return _default_after_split(spec, splits)
         case names.UNPROMOTED_ROUTE:
             return default_passes(UNPROMOTED)
-    assert name == names.TILE_SPLIT_SINK + "-separate"
-    return affine_passes(replace(UNPROMOTED, separate=True))
+    raise KeyError(f"no pipeline is called '{name}'")

@@ -25,6 +25,7 @@ contractions' accesses point by point, up to the order of the reduction dimensio
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import AffineMapAttr, MemRefType
@@ -72,7 +73,7 @@ def generic_contraction(
             "(affinec writes every output element once)",
         )
     order = out_dims + reduction
-    extents = [_extent(op, d, maps, shapes) for d in range(len(kinds))]
+    extents = [dimension_extent(op, d, maps, shapes) for d in range(len(kinds))]
     # old dimension d is new dimension order.index(d)
     renaming = AffineMap(
         len(order), 0, tuple(AffineDimExpr(order.index(d)) for d in range(len(kinds)))
@@ -91,7 +92,11 @@ def generic_contraction(
     )
 
 
-def _extent(op: GenericOp, d: int, maps: list[AffineMap], shapes: list[tuple]) -> int:
+def dimension_extent(
+    op: Operation, d: int, maps: Sequence[AffineMap], shapes: Sequence[tuple]
+) -> int:
+    """The extent of iteration dimension `d` of `op`: the size of the first operand
+    dimension whose map result is `d` alone (a `PassError` at `op` without one)."""
     for m, shape in zip(maps, shapes, strict=True):
         for k, e in enumerate(m.results):
             if isinstance(e, AffineDimExpr) and e.position == d:

@@ -46,7 +46,6 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.linalg import ops as xdsl_linalg
 from xdsl.dialects.linalg.ops import GenericOp
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.ir.affine import AffineDimExpr
 
 from affinec.base.diagnostics import PassError, remark
 from affinec.base.spec import ConvSpec, MatmulSpec, Spec
@@ -55,6 +54,7 @@ from affinec.dialects.affinec import SPEC, read_spec, write_spec
 from affinec.frontend.contraction import Access, Contraction
 from affinec.frontend.naive import build, build_naive
 from affinec.transforms.affine.generic_import import (
+    dimension_extent,
     generic_contraction,
     is_contraction,
     spec_of_contraction,
@@ -103,7 +103,7 @@ def spec_of(op: Operation) -> Spec | None:
     if isinstance(op, linalg.Conv2DNgchwGfchwOp):
         (n, g, c, h, w), (_, f, _, r, s) = a.get_shape(), b.get_shape()
         return _conv_spec(op, (n, g * c, h, w, g * f, r, s), g, "nchw", dtype)
-    assert isinstance(op, linalg.BatchMatmulOp | linalg.Conv2DNhwcFhwcOp)
+    assert type(op) in _INDEX_NAMES
     return None  # no spec: `import_linalg` builds its contraction's naive IR
 
 
@@ -174,15 +174,7 @@ def _named_contraction(
     maps = op.default_maps()
     shapes = [tuple(t.get_shape()) for t in (a, b, c)]
     index = _INDEX_NAMES[type(op)]
-    extents = [
-        next(
-            shape[k]
-            for m, shape in zip(maps, shapes, strict=True)
-            for k, e in enumerate(m.results)
-            if isinstance(e, AffineDimExpr) and e.position == d
-        )
-        for d in range(len(index))
-    ]
+    extents = [dimension_extent(op, d, maps, shapes) for d in range(len(index))]
     outputs = len(maps[2].results)
     names = [v.name_hint or x for v, x in zip(op.operands, "ABC", strict=True)]
     accesses = [
