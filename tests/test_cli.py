@@ -452,6 +452,21 @@ def test_every_named_pipeline_builds_and_the_tool_loads_no_recipe_before():
         "assert 'affinec.passes.affinec_mma_sync' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+    # a pass on a module without kernels: no hazard check (numpy, ml_dtypes) loaded
+    code = (
+        "import sys\n"
+        "from affinec.tools.opt import main\n"
+        "sys.argv = ['affinec-opt', '-p', 'cse']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "assert 'affinec.transforms.gpu.shared_memory_hazards' not in sys.modules\n"
+        "assert 'numpy' not in sys.modules\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code], input="builtin.module {}", text=True, check=True
+    )
 
 
 def test_affinec_reference_is_always_the_module():

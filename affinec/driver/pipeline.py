@@ -262,8 +262,6 @@ class Pipeline:
         against the float64 reference, and later passes to its result, bit for bit.
         `callback(pass, module, seconds)` is called after each pass.
         """
-        from affinec.transforms.gpu.shared_memory_hazards import hazards_checked_once
-
         ctx = ctx or make_context()
         checker = None
         if check:
@@ -279,11 +277,18 @@ class Pipeline:
             first = checker.check("input", module)
             if not first.ok:
                 raise PipelineError(f"the input does not check: {first.message}")
+        hazard_scope = nullcontext
+        if not verify_each:
+            # loaded where it is used: not for every affinec-opt run (numpy and
+            # ml_dtypes come with it)
+            from affinec.transforms.gpu.shared_memory_hazards import (
+                hazards_checked_once as hazard_scope,
+            )
         with collector_paused():
             for p in self.passes:
                 start = time.perf_counter()
                 try:
-                    with nullcontext() if verify_each else hazards_checked_once():
+                    with hazard_scope():
                         p.apply(ctx, module)
                 except Exception as e:
                     raise pass_failure(p, module, e) from e
