@@ -11,7 +11,8 @@ positive divisors, dims then symbols, an access's rank).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import functools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from xdsl.dialects.arith import ConstantOp as ArithConstantOp
 from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, IntegerAttr, MemRefType
@@ -28,6 +29,7 @@ from xdsl.ir.affine import (
 from xdsl.traits import ConstantLike, IsolatedFromAbove, Pure
 from xdsl.utils.exceptions import VerifyException
 
+from affinec.base.diagnostics import verification_memo
 from affinec.dialects.affine_syntax import OPERAND_COUNT
 
 # --------------------------------------------------------------------------------------
@@ -75,6 +77,26 @@ def _enclosing(region: Region) -> Region | None:
     return parent.parent_region()
 
 
+def _remembered(rule: Callable[[SSAValue, Region | None], bool]):
+    """`rule`, its answers kept while a module is verified (`verification_memo`):
+    the same values are asked about again for every affine op that uses them, and
+    the rules recurse through the ops that define them."""
+
+    @functools.wraps(rule)
+    def remembered(value: SSAValue, region: Region | None) -> bool:
+        memo = verification_memo()
+        if memo is None:
+            return rule(value, region)
+        key = (rule, value, region)
+        known = memo.get(key)
+        if known is None:
+            known = memo[key] = rule(value, region)
+        return known
+
+    return remembered
+
+
+@_remembered
 def is_valid_symbol(value: SSAValue, region: Region | None) -> bool:
     """Whether `value` may be a symbol of affine maps in `region` (an affine scope's),
     by MLIR's rule: defined at the scope's top level or above it (unless isolated), a
@@ -131,6 +153,7 @@ def is_induction_variable(value: SSAValue) -> bool:
     return isinstance(owner, ParallelOp)
 
 
+@_remembered
 def is_valid_dim(value: SSAValue, region: Region | None) -> bool:
     """Whether `value` may be a dimension of affine maps in `region`: a valid symbol,
     an induction variable, or an `affine.apply` / `affine.delinearize_index` of

@@ -434,6 +434,31 @@ gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%t
     verify(parse(_in_function(body)))
 
 
+def test_validity_is_remembered_within_one_verification_only():
+    """The rules' answers are kept while a module is verified (every affine op
+    asks about the same values), not from one verification to the next: a value
+    that was a symbol (a product of symbols) and is then computed from an
+    induction variable is refused as a loop bound."""
+    from xdsl.dialects import arith
+
+    from affinec.base.diagnostics import verification_memo
+
+    module = parse(
+        _in_function(
+            "affine.for %i = 0 to 8 {\n  %k = arith.muli %n, %n : index\n"
+            "  affine.for %j = 0 to %k {\n  }\n}"
+        )
+    )
+    verify(module)
+    assert verification_memo() is None
+    outer = next(op for op in module.walk() if isinstance(op, affine.ForOp))
+    product = next(op for op in module.walk() if isinstance(op, arith.MuliOp))
+    induction = outer.body.block.args[0]
+    product.operands = [induction, induction]
+    with pytest.raises(VerificationError, match="cannot be used as a symbol"):
+        verify(module)
+
+
 # --------------------------------------------------------------------------------------
 # 4. Ops MLIR has
 # --------------------------------------------------------------------------------------

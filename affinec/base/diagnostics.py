@@ -168,11 +168,32 @@ _TERMINATOR = "terminates block in"
 """xDSL's check that the op ending a block is a terminator (its text)."""
 
 
+_VERIFICATION_MEMO: ContextVar[dict | None] = ContextVar(
+    "verification_memo", default=None
+)
+
+
+def verification_memo() -> dict | None:
+    """While `verify` runs, a dict in which op verifiers may keep what they learn
+    of values for the rest of that verification (the IR does not change while it
+    is verified: the answers for the ops that follow hold); None elsewhere, where
+    the IR may change between two questions."""
+    return _VERIFICATION_MEMO.get()
+
+
 def verify(module: ModuleOp) -> None:
     """Verify `module`, raising `VerificationError` at the first op that fails (with
     a verifier's `VerifyException`, or any exception xDSL's verifiers raise), or
     that uses a value its definition does not dominate (MLIR checks that; xDSL
     does not, and the passes and the interpreter rely on it)."""
+    token = _VERIFICATION_MEMO.set({})
+    try:
+        _verify_ops(module)
+    finally:
+        _VERIFICATION_MEMO.reset(token)
+
+
+def _verify_ops(module: ModuleOp) -> None:
     dominance = _Dominance()
     for op in module.walk():
         try:

@@ -274,6 +274,22 @@ def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
             if (taken := level_takes(op, plan, divergent)) is not None:
                 _LEVEL_TAKES[kind] = level_takes
                 return taken
+    if kind not in _NO_CASE:
+        taken = _case_takes(op, plan, divergent)
+        if taken is not None:
+            return taken
+        _NO_CASE.add(kind)
+    return _generic_takes(op, plan)
+
+
+_NO_CASE: set[type[Operation]] = set()
+"""The op types no case of `_case_takes` matches (arith's, mostly): the cases are
+not tried again op after op (each is an `isinstance` through `ABCMeta`)."""
+
+
+def _case_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool | None:
+    """`_op_takes` for the ops it knows by type; None, whatever the op's operands
+    and attributes, for the types it does not (every case returns)."""
     match op:
         case gpu.ReturnOp():
             return isinstance(op.parent_op(), gpu.FuncOp)
@@ -435,6 +451,11 @@ def _op_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool:
                     return False
                 plan.varying.add(op.result)
             return True
+    return None
+
+
+def _generic_takes(op: Operation, plan: KernelPlan) -> bool:
+    """An op of no case: pure arithmetic on what threads share or hold apart."""
     if op.regions or any(isinstance(v.type, MemRefType) for v in op.operands):
         return False
     integer = isinstance(op, INTEGER_OPS)
