@@ -1,5 +1,5 @@
 """xDSL's llvm dialect with the ops it lacks: `llvm.extractelement` and
-`llvm.addrspacecast`.
+`llvm.addrspacecast`; and MLIR's check of `llvm.getelementptr` that xDSL's lacks.
 
 xDSL 0.74 has `llvm.insertelement` but not its inverse, which the lowering of n-D
 vectors needs to read one element of a `vector<2xf16>`, nor the cast of a pointer to
@@ -29,6 +29,8 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import NoMemoryEffect
 from xdsl.utils.exceptions import VerifyException
+
+from affinec.base.diagnostics import OP_CHECKS
 
 
 @irdl_op_definition
@@ -106,6 +108,22 @@ class AddrSpaceCastOp(IRDLOperation):
 
     def __init__(self, pointer: SSAValue | Operation, result: Attribute):
         super().__init__(operands=[SSAValue.get(pointer)], result_types=[result])
+
+
+def _gep_indices(op: Operation) -> str | None:
+    """A value for each index the constant indices mark as given by one
+    (`GEP_USE_SSA_VAL`), as MLIR checks (xDSL's verifier does not, and the emitter
+    and the interpreter pair them up)."""
+    assert isinstance(op, xdsl_llvm.GEPOp)
+    marked = sum(
+        1 for i in op.rawConstantIndices.iter_values() if i == xdsl_llvm.GEP_USE_SSA_VAL
+    )
+    if marked != len(op.ssa_indices):
+        return "expected as many dynamic indices as specified in 'rawConstantIndices'"
+    return None
+
+
+OP_CHECKS[xdsl_llvm.GEPOp] = _gep_indices
 
 
 LLVM = Dialect(

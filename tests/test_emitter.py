@@ -337,3 +337,71 @@ def test_grid_constant_is_refused_on_a_gpu_func_as_mlir_refuses_it():
         VerificationError, match="'nvvm.grid_constant' belongs on an llvm.func"
     ):
         verify(parse_module(make_context(), text, "k.mlir"))
+
+
+GEP_MARKS_ONE_VALUE_AND_HAS_NONE = """
+builtin.module attributes {gpu.container_module} {
+  gpu.module @k {
+    llvm.func @f(%p: !llvm.ptr) attributes {nvvm.kernel} {
+      %q = "llvm.getelementptr"(%p) <{elem_type = f32, noWrapFlags = 0 : i32,
+        rawConstantIndices = array<i32: -2147483648>}> : (!llvm.ptr) -> !llvm.ptr
+      llvm.return
+    }
+  }
+}
+"""
+
+
+def test_a_getelementptr_without_the_values_it_marks_is_refused_as_mlir_refuses_it():
+    """-2**31 among the constant indices marks one given as a value; xDSL's verifier
+    does not count them (the emitter failed on such a module), MLIR's does."""
+    from affinec.base.diagnostics import VerificationError, verify
+
+    message = "expected as many dynamic indices as specified in 'rawConstantIndices'"
+    module = parse_module(make_context(), GEP_MARKS_ONE_VALUE_AND_HAS_NONE, "g.mlir")
+    with pytest.raises(VerificationError, match=re.escape(message)):
+        verify(module)
+    from mlir_opt import MLIR_OPT, MlirOptError, mlir_opt
+
+    if MLIR_OPT is not None:
+        with pytest.raises(MlirOptError, match=re.escape(message)):
+            mlir_opt(GEP_MARKS_ONE_VALUE_AND_HAS_NONE)
+
+
+@pytest.mark.parametrize("index_bitwidth", [0, 32])
+def test_an_access_beyond_a_32_bit_offset_is_lowered_with_its_offset_as_a_value(
+    index_bitwidth,
+):
+    """A constant offset no 32-bit constant index holds (2**31 here, -2**31 being
+    the mark of an index given as a value) goes into the `getelementptr` as a
+    value: the module verifies and compiles (the fuzzer found the lowering had put
+    2**31 among the constant indices, where it read as that mark)."""
+    from xdsl.dialects import llvm
+
+    from affinec.base.diagnostics import verify
+
+    text = """
+builtin.module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @f(%a: memref<1xf32>) kernel {
+      %zero = arith.constant 0.0 : f32
+      %far = arith.constant 2147483648 : index
+      memref.store %zero, %a[%far] : memref<1xf32>
+      gpu.return
+    }
+  }
+}
+"""
+    module = parse_module(make_context(), text, "far.mlir")
+    Pipeline.parse(
+        f"convert-gpu-to-nvvm{{index-bitwidth={index_bitwidth} "
+        "use-bare-ptr-memref-call-conv=true}"
+    ).run(module)
+    verify(module)
+    geps = [op for op in module.walk() if isinstance(op, llvm.GEPOp)]
+    assert geps and all(
+        list(g.rawConstantIndices.iter_values()) == [llvm.GEP_USE_SSA_VAL]
+        and len(g.ssa_indices) == 1
+        for g in geps
+    )
+    assert ".entry" in to_ptx(module, "sm_80")

@@ -164,6 +164,10 @@ DIALECT_ATTRIBUTE_CHECKS: dict[str, Callable[[Attribute], str | None]] = {}
 `verifyOperationAttribute`): each check gives its message, or None. The dialects
 register theirs (`affinec.dialects.gpu_common`)."""
 
+OP_CHECKS: dict[type[Operation], Callable[[Operation], str | None]] = {}
+"""MLIR's checks of ops whose xDSL definitions lack them, by op class: each gives
+its message, or None. The dialects register theirs (`affinec.dialects.llvm`)."""
+
 _TERMINATOR = "terminates block in"
 """xDSL's check that the op ending a block is a terminator (its text)."""
 
@@ -219,6 +223,9 @@ def _verify_ops(module: ModuleOp) -> None:
                 check = DIALECT_ATTRIBUTE_CHECKS.get(name)
                 if check is not None and (message := check(attr)) is not None:
                     raise VerificationError(op, message)
+        op_check = OP_CHECKS.get(type(op))
+        if op_check is not None and (message := op_check(op)) is not None:
+            raise VerificationError(op, message)
         for k, operand in enumerate(op.operands):
             if not dominance.dominates(operand, op):
                 raise VerificationError(op, f"operand #{k} does not dominate this use")

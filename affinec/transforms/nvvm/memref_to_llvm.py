@@ -54,8 +54,16 @@ def _address(
     whole = len(offsets) == 1
     address = base
     for offset in offsets:
+        if isinstance(offset, int) and offset not in GEP_CONSTANT_INDICES:
+            offset = c.int_constant(offset)
         address = c.emit(_offset(address, element, offset, whole))  # pyright: ignore
     return address
+
+
+GEP_CONSTANT_INDICES = range(-(2**31) + 1, 2**31)
+"""The offsets a `getelementptr` holds as constants: 32-bit ones, but -2**31, which
+marks an index given as a value (`llvm.GEP_USE_SSA_VAL`). Others (an access far
+out of its buffer, which only a hand-written module makes) are given as values."""
 
 
 def _sum(c: KernelConverter, terms: Iterable[tuple[SSAValue, int]]) -> SSAValue | None:
