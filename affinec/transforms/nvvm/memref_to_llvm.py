@@ -54,9 +54,7 @@ def _address(
     whole = len(offsets) == 1
     address = base
     for offset in offsets:
-        if isinstance(offset, int) and offset not in GEP_CONSTANT_INDICES:
-            offset = c.int_constant(offset)
-        address = c.emit(_offset(address, element, offset, whole))  # pyright: ignore
+        address = c.emit(_offset(c, address, element, offset, whole))
     return address
 
 
@@ -78,9 +76,16 @@ def _sum(c: KernelConverter, terms: Iterable[tuple[SSAValue, int]]) -> SSAValue 
 
 
 def _offset(
-    base: SSAValue, element: Attribute, offset: SSAValue | int, inbounds: bool
+    c: KernelConverter,
+    base: SSAValue,
+    element: Attribute,
+    offset: SSAValue | int,
+    inbounds: bool,
 ) -> llvm.GEPOp:
-    """`base + offset` elements."""
+    """`base + offset` elements: a constant index where `GEP_CONSTANT_INDICES`
+    holds the offset, else a value."""
+    if isinstance(offset, int) and offset not in GEP_CONSTANT_INDICES:
+        offset = c.int_constant(offset)
     if isinstance(offset, int):
         return llvm.GEPOp(
             base,
