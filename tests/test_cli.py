@@ -515,3 +515,47 @@ def test_affinec_opts_help_lists_only_the_targets_it_emits(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "mlir (the IR, the default), llvm" in text
     assert "riscv" not in text and "x86-asm" not in text
+
+
+HEAVY_MODULES = ("numpy", "llvmlite.binding", "affinec.interpreter", "numba")
+"""What reading IR and generating it do without (each costs a tenth of a second or
+more to import; numba seconds)."""
+
+
+@pytest.mark.parametrize(
+    "tool, argv",
+    [
+        ("affinec.tools.cli", ["gen", "conv", "--n", "1", "--c", "4", "--h", "9",
+                               "--w", "9", "--k", "8", "--r", "3", "--s", "3"]),
+        ("affinec.tools.cli", ["gen", "matmul", "--m", "8", "--n", "8", "--k", "8"]),
+        ("affinec.tools.opt", ["tests/filecheck/lowering/convert_nvgpu_to_nvvm.mlir"]),
+        ("affinec.tools.opt", ["tests/filecheck/lowering/hopper.mlir",
+                               "-p", "nvvm-attach-target{chip=sm_90a},"
+                               "convert-nvgpu-to-nvvm"]),
+    ],
+)  # fmt: skip
+def test_generating_and_reading_ir_import_no_numpy_llvm_or_interpreter(tool, argv):
+    """`affinec gen`, and `affinec-opt` reading (and lowering) the Hopper dialects,
+    start in half a second: the heavy modules are imported by the commands and
+    functions that use them."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys\n"
+        f"from {tool} import main\n"
+        f"sys.argv = ['tool', *{argv!r}]\n"
+        "try:\n"
+        "    code = main()\n"
+        "except SystemExit as e:\n"
+        "    code = e.code\n"
+        "assert not code, code\n"
+        f"print([m for m in {HEAVY_MODULES!r} if m in sys.modules])\n"
+    )
+    root = Path(__file__).parent.parent
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=root
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout[-300:]

@@ -13,7 +13,8 @@ from xdsl.dialects.builtin import AffineMapAttr, FileLineColLoc, IntAttr, String
 from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineMap
 
 from affinec.base.diagnostics import PassError, format_exception, verify
-from affinec.base.dtypes import UnsupportedType, element_size, numpy_dtype
+from affinec.base.dtypes import numpy_dtype
+from affinec.base.element_types import UnsupportedType, element_size
 from affinec.base.locating_parser import parse_module
 from affinec.base.spec import ConvSpec, MatmulSpec, OuterSpec
 from affinec.dialects import affine

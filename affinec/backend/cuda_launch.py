@@ -12,12 +12,11 @@ import os
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from affinec.backend.errors import NoCudaGPU
+from affinec.hardware.chips import ARCHS, DEFAULT_ARCH
+
 if TYPE_CHECKING:
     from affinec.backend.runtime import Launch
-
-
-class NoCudaGPU(RuntimeError):
-    """There is no CUDA GPU (or no driver) to run on."""
 
 
 def cuda_available() -> bool:
@@ -70,8 +69,6 @@ def current_arch() -> str:
     """The architecture to compile for: the current GPU's (`sm_90` on an H100: the
     `a` variants are asked for by name), or `sm_80` without a GPU (its PTX runs on
     every newer GPU too)."""
-    from affinec.backend.emitter import ARCHS, DEFAULT_ARCH
-
     if not cuda_available():
         return DEFAULT_ARCH
     from numba import cuda

@@ -55,14 +55,9 @@ from affinec.dialects import gpu, nvvm
 from affinec.dialects import llvm as llvm_extensions
 from affinec.dialects.affinec import UNROLL
 from affinec.dialects.nvvm import BYVAL, GRID_CONSTANT, KERNEL, MAXNTID, MINCTASM
-from affinec.hardware.chips import chip
+from affinec.hardware.chips import ARCHS, DEFAULT_ARCH, chip
 
 TRIPLE = "nvptx64-nvidia-cuda"
-ARCHS = ("sm_80", "sm_90", "sm_90a")
-"""What the emitter targets: `sm_90a` is the H100's architecture-specific variant
-(`.target sm_90a`: the instructions of Hopper's warpgroups and tensor memory
-accelerator, which PTX for plain sm_90 may not use; its PTX runs on the H100 only)."""
-DEFAULT_ARCH = "sm_80"
 PTX_FEATURES = "+ptx80"
 """PTX ISA 8.0: new enough for sm_90, old enough for CUDA 13.0's driver and ptxas."""
 MAX_PTX_MAJOR = 8
@@ -553,8 +548,6 @@ def to_ptx(module: ModuleOp, arch: str = DEFAULT_ARCH, opt_level: int = 3) -> st
 
 
 __all__ = [
-    "ARCHS",
-    "DEFAULT_ARCH",
     "Emitted",
     "EmitterError",
     "check_ptx_version",

@@ -13,11 +13,8 @@ from typing import Any
 import numpy as np
 
 from affinec.backend.cuda_launch import cuda_available, require_gpu
+from affinec.backend.errors import KernelArgumentError
 from affinec.base.dtypes import BFLOAT16
-
-
-class KernelArgumentError(TypeError):
-    """An argument does not fit its parameter; the message names both."""
 
 
 @dataclass(frozen=True)

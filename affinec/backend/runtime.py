@@ -25,8 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from affinec.backend.cuda_launch import (  # noqa: F401 (NoCudaGPU ...: public here too)
-    NoCudaGPU,
+from affinec.backend.cuda_launch import (  # noqa: F401 (cuda_available ...: public here too)
     allow_dynamic_shared_memory,
     cuda_available,
     current_arch,
@@ -36,9 +35,13 @@ from affinec.backend.cuda_launch import (  # noqa: F401 (NoCudaGPU ...: public h
     require_gpu,
     shared_memory_limit,
 )
-from affinec.backend.kernel_arguments import (  # noqa: F401 (KernelArgumentError: public here)
-    Argument,
+from affinec.backend.errors import (  # noqa: F401 (NoCudaGPU ...: public here too)
     KernelArgumentError,
+    NoCudaGPU,
+    SharedMemoryError,
+)
+from affinec.backend.kernel_arguments import (  # noqa: F401 (array_kind ...: public here too)
+    Argument,
     Parameter,
     array_kind,
     check_aliasing,
@@ -56,10 +59,6 @@ if TYPE_CHECKING:
 
 MAX_GRID_X = (1 << 31) - 1
 """The most blocks a grid has along x."""
-
-
-class SharedMemoryError(RuntimeError):
-    """A kernel needs more shared memory per block than the GPU has."""
 
 
 @dataclass(frozen=True)

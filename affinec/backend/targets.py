@@ -15,6 +15,8 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.target import Target
 
+from affinec.hardware.chips import ARCHS
+
 
 @dataclass(frozen=True)
 class PtxTarget(Target):
@@ -60,7 +62,7 @@ class LlvmTarget(Target):
 def _arch_for(module: ModuleOp, arch: str) -> str:
     """`arch`, or the chip of the module's kernels; the two must agree (the passes
     planned shared memory for the module's chip)."""
-    from affinec.backend.emitter import ARCHS, EmitterError
+    from affinec.backend.emitter import EmitterError
     from affinec.dialects.gpu_module import ModuleOp as GpuModuleOp
     from affinec.dialects.nvvm_target import chip_name_of
 
@@ -84,8 +86,6 @@ def _arch_for(module: ModuleOp, arch: str) -> str:
 
 
 def _check_arch(arch: str) -> None:
-    from affinec.backend.emitter import ARCHS
-
     if arch not in ARCHS:
         raise ValueError(f"arch must be one of {', '.join(ARCHS)}, got '{arch}'")
 

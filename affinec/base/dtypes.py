@@ -4,26 +4,21 @@ arrays a kernel takes)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import (
-    AnyFloat,
     BFloat16Type,
-    FixedBitwidthType,
     Float16Type,
     Float32Type,
     Float64Type,
     IndexType,
     IntegerType,
-    MemRefType,
-    bf16,
-    f16,
-    f32,
 )
 from xdsl.ir import Attribute
+
+from affinec.base.element_types import UnsupportedType, storage_type
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 """bf16, which numpy lacks: `ml_dtypes`'. From float32 it rounds like the GPU's
@@ -55,15 +50,6 @@ def round_to_bfloat16(value: object) -> Any:
     return rounded[()] if rounded.ndim == 0 else rounded
 
 
-class UnsupportedType(TypeError):
-    """A scalar type affinec has no numpy type for (`tf32`, `f80`, `i3`...):
-    the one "not supported" error for types, which callers locate at their op."""
-
-    def __init__(self, t: Attribute) -> None:
-        super().__init__(f"{t} is not supported (affinec has no numpy type for it)")
-        self.type = t
-
-
 def numpy_dtype(t: Attribute) -> np.dtype:
     """The numpy dtype that holds values of the scalar type `t` (index as int64);
     `UnsupportedType` for any other type."""
@@ -85,41 +71,9 @@ def numpy_dtype(t: Attribute) -> np.dtype:
     raise UnsupportedType(t)
 
 
-STORAGE_TYPES: dict[str, AnyFloat] = {"f32": f32, "f16": f16, "bf16": bf16}
-"""The IR type of each storage dtype a spec names (`affinec.base.spec.DTYPES`)."""
-
-
-def storage_type(name: str) -> AnyFloat:
-    """The IR element type of the storage dtype `name` ("f32", "f16" or "bf16")."""
-    try:
-        return STORAGE_TYPES[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown storage dtype {name!r} (expected one of "
-            f"{', '.join(STORAGE_TYPES)})"
-        ) from None
-
-
 def storage_numpy_dtype(name: str) -> np.dtype:
     """The numpy dtype of arrays stored as `name`: bf16 is `ml_dtypes.bfloat16`."""
     return numpy_dtype(storage_type(name))
-
-
-def element_size(t: Attribute) -> int:
-    """Bytes of one element of scalar type `t` in memory: its width rounded up to
-    bytes (an `i1` takes one; `index` is 64-bit), numpy type or not."""
-    if isinstance(t, IndexType):
-        return 8
-    if isinstance(t, FixedBitwidthType):
-        return max(1, -(-t.bitwidth // 8))
-    raise UnsupportedType(t)
-
-
-def memref_bytes(t: Attribute) -> int:
-    """Bytes of a statically shaped memref of type `t`, laid out densely."""
-    if not isinstance(t, MemRefType):
-        raise UnsupportedType(t)
-    return math.prod(t.get_shape()) * element_size(t.get_element_type())
 
 
 def is_floating(dtype: np.dtype) -> bool:

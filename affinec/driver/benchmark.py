@@ -29,7 +29,6 @@ from typing import Any
 from affinec.backend.ptxas import resident_blocks
 from affinec.base.spec import DTYPES, ConvSpec, Spec, parse_spec
 from affinec.driver.config import config_for
-from affinec.frontend.reference import relative_error, verdict
 
 DESIGN_CONVOLUTIONS: dict[str, ConvSpec] = {
     "resnet50-conv1": ConvSpec(128, 4, 224, 224, 64, 7, 7, stride=2, padding=3),
@@ -194,6 +193,7 @@ def bench_conv(name: str, spec: ConvSpec, *, compiled=None, seed: int = 0) -> Ro
     from affinec.backend.runtime import current_arch
     from affinec.backend.timing import time_launches
     from affinec.driver.compiler import compile_to_ptx
+    from affinec.frontend.reference import relative_error, verdict
 
     torch.backends.cudnn.benchmark = True
     generator = torch.Generator(device="cuda").manual_seed(seed)

@@ -26,7 +26,7 @@ import numpy as np
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.passes import ModulePass
 
-from affinec.backend.emitter import ARCHS, DEFAULT_ARCH, emit
+from affinec.backend.emitter import emit
 from affinec.backend.ptxas import Resources, assemble
 from affinec.base.diagnostics import (
     PassError,
@@ -58,6 +58,7 @@ from affinec.driver.pipeline import Pipeline, collector_paused
 from affinec.driver.pipeline_names import pass_text, pipeline_text
 from affinec.driver.pipelines import default_passes
 from affinec.frontend.contraction import contraction_of
+from affinec.hardware.chips import ARCHS, DEFAULT_ARCH
 from affinec.hardware.tensor_maps import TiledTensorMap, tensor_map_of
 from affinec.transforms.gpu.outlining import find_kernels
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from affinec.base.dtypes import storage_numpy_dtype
+from affinec.base.element_types import storage_bytes
 from affinec.base.spec import (  # noqa: F401 (flattened_spec ...: public here too)
     ConvSpec,
     MatmulSpec,
@@ -337,7 +337,7 @@ def _window_reduction(
     """A step over the filter's whole window, or one filter row of it,
     `MMA_WINDOW_STEP` channels at a time, where the channels need no padding and
     its tiles fit in shared memory; None otherwise."""
-    element = storage_numpy_dtype(spec.dtype).itemsize
+    element = storage_bytes(spec.dtype)
     if not (
         spec.r * spec.s > 1
         and spec.c % MMA_WINDOW_STEP == 0  # no channels padded to the MMA's k
@@ -359,7 +359,7 @@ def _mma_reduction(
     sums in its own order, so any step will do): the filter's window where it fits
     (`_window_reduction`), else one tap and `MMA_STEP_BYTES` of channels,
     `MMA_STAGES` in flight."""
-    element = storage_numpy_dtype(spec.dtype).itemsize
+    element = storage_bytes(spec.dtype)
     if isinstance(spec, MatmulSpec):
         return (_divisor_at_most(spec.k, MMA_STEP_BYTES // element),), MMA_STAGES
     assert isinstance(spec, ConvSpec)
@@ -382,7 +382,7 @@ def _coalescible(spec: Spec) -> bool:
         return False
     if spec.filter_layout != "rsck" or spec.groups > 1:
         return False
-    element = storage_numpy_dtype(spec.dtype).itemsize
+    element = storage_bytes(spec.dtype)
     return (
         spec.c * element < MMA_K_BYTES and spec.stride[1] * spec.c * element % 16 == 0
     )
@@ -439,7 +439,7 @@ def step_bytes(
     the filter's taps, each row padded (exact for rows of whole 16-byte chunks).
     `coalesced`: the columns' channels are one k (affinec-coalesce-reduction)."""
     channels, out_columns, out_rows, images = block
-    element = storage_numpy_dtype(spec.dtype).itemsize
+    element = storage_bytes(spec.dtype)
 
     input_rows = images * window_extent(
         out_rows, rows, spec.stride[0], spec.dilation[0]

@@ -27,7 +27,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
-from affinec.base.dtypes import storage_type
+from affinec.base.element_types import storage_type
 from affinec.base.spec import Spec
 from affinec.dialects import affine
 from affinec.dialects.affinec import PaddedLoadOp, write_spec

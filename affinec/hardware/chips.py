@@ -88,6 +88,13 @@ CHIPS: dict[str, Chip] = {
 }  # fmt: skip
 """The architectures affinec knows, by name."""
 
+ARCHS = ("sm_80", "sm_90", "sm_90a")
+"""The architectures affinec emits PTX for (the rest of `CHIPS` it plans for only):
+`sm_90a` is the H100's architecture-specific variant (`.target sm_90a`: the
+instructions of Hopper's warpgroups and tensor memory accelerator, which PTX for
+plain sm_90 may not use; its PTX runs on the H100 only)."""
+DEFAULT_ARCH = "sm_80"
+
 
 def chip(name: str) -> Chip:
     """The architecture `name`, or a ValueError naming the known ones."""

@@ -41,8 +41,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
-import numpy as np
+# numpy is imported where the arrays are built: the nvgpu and nvvm dialects take
+# this module's constants, and reading IR should not pay for numpy.
+if TYPE_CHECKING:
+    import numpy as np
 
 WARPGROUP_SIZE = 128
 """Threads of a warpgroup: four consecutive warps, the first a multiple of four."""
@@ -158,6 +162,8 @@ class TileLayout:
 
     def addresses(self) -> np.ndarray:
         """The byte offset of every element, a (rows, cols) array."""
+        import numpy as np
+
         r = np.arange(self.rows)[:, None]
         c = np.arange(self.cols)[None, :]
         t = self.slab_columns
@@ -192,6 +198,8 @@ def operand_addresses(
 ) -> np.ndarray:
     """The byte address of every element of a `wgmma` operand: A (`rows` = m) or B
     (`rows` = n) as a (rows, k) array, read as the descriptor says."""
+    import numpy as np
+
     d = descriptor
     i = np.arange(rows)[:, None]
     c = np.arange(k)[None, :]
@@ -232,6 +240,8 @@ def operand_addresses(
 def accumulator_table(n: int) -> tuple[np.ndarray, np.ndarray]:
     """(rows, cols): arrays of shape (128, n/2) giving the element of the m64 × n
     accumulator that register j of thread t of the warpgroup holds."""
+    import numpy as np
+
     t = np.arange(WARPGROUP_SIZE)[:, None]
     j = np.arange(n // 2)[None, :]
     w, lane = t // 32, t % 32

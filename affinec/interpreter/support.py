@@ -22,6 +22,7 @@ from xdsl.printer import Printer
 
 from affinec.base import dtypes
 from affinec.base.diagnostics import OpError, is_user_error
+from affinec.base.element_types import UnsupportedType
 from affinec.hardware.chips import CHIPS
 
 _BFLOAT16 = dtypes.BFLOAT16.type
@@ -92,7 +93,7 @@ def numpy_dtype(t: Attribute) -> np.dtype:
     """The numpy dtype of the interpreter's values of type `t`."""
     try:
         return dtypes.numpy_dtype(t)
-    except dtypes.UnsupportedType as e:
+    except UnsupportedType as e:
         raise InterpreterError(str(e)) from None
 
 

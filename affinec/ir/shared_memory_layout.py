@@ -26,7 +26,7 @@ from collections.abc import Collection, Sequence
 
 from xdsl.dialects.builtin import MemRefType
 
-from affinec.base.dtypes import memref_bytes
+from affinec.base.element_types import memref_bytes
 
 SHARED_ALIGNMENT = 16
 """Bytes every shared buffer starts on: what the widest access (16-byte vectors,

@@ -18,34 +18,21 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
-import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 
-from affinec.backend.emitter import ARCHS, DEFAULT_ARCH
-from affinec.backend.ptxas import assemble
-from affinec.backend.runtime import KernelArgumentError, NoCudaGPU, SharedMemoryError
+from affinec.backend.errors import KernelArgumentError, NoCudaGPU, SharedMemoryError
 from affinec.base.diagnostics import format_exception, verify
 from affinec.base.locating_parser import parse_module
 from affinec.base.spec import DTYPES, ConvSpec, Spec
 from affinec.dialects.affinec import read_spec
 from affinec.driver.benchmark import DESIGN_CONVOLUTIONS
-from affinec.driver.checking import Checker, StageResult
-from affinec.driver.compiler import compile_to_ptx
 from affinec.driver.pipeline import Pipeline, PipelineError
 from affinec.frontend.naive import build
-from affinec.frontend.reference import (
-    host_bytes,
-    poisoned_output,
-    random_inputs,
-    reference,
-    relative_error,
-    verdict,
-)
-from affinec.interpreter import InterpreterError
+from affinec.hardware.chips import ARCHS, DEFAULT_ARCH
 from affinec.ir.context import make_context
 from affinec.tools.cli_flags import (
     KNOBS,
@@ -65,6 +52,11 @@ from affinec.tools.cli_tune import (
     cmd_tune,
     format_cache,
 )
+
+# The commands import what only they need (the interpreter, LLVM, numpy, the
+# runtime) themselves: `affinec gen` and `--help` should not wait for them.
+if TYPE_CHECKING:
+    from affinec.driver.checking import StageResult
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -119,6 +111,8 @@ def read_source(path: str) -> tuple[str, str]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from affinec.driver.checking import Checker
+
     text, name = read_source(args.file)
     pipeline = Pipeline.parse(args.passes or "")
     try:
@@ -171,6 +165,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_compile(args: argparse.Namespace) -> int:
     """`affinec compile KIND --flags...`: the PTX of the spec, to `-o` or stdout."""
+    from affinec.backend.ptxas import assemble
+    from affinec.driver.compiler import compile_to_ptx
+
     spec = spec_from_args(args.kind, args)
     arch = args.arch or DEFAULT_ARCH
     compiled = compile_to_ptx(
@@ -200,8 +197,18 @@ def cmd_compile(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Compile a spec, run it on random data on the GPU, check it, time it."""
+    import numpy as np
+
     from affinec.backend.runtime import current_arch, require_gpu
     from affinec.backend.timing import time_kernel
+    from affinec.driver.compiler import compile_to_ptx
+    from affinec.frontend.reference import (
+        poisoned_output,
+        random_inputs,
+        reference,
+        relative_error,
+        verdict,
+    )
 
     spec = spec_from_args(args.kind, args)
     batches = getattr(args, "batches", None) or []
@@ -251,6 +258,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def require_host_memory(spec: Spec) -> None:
     """Refuse, before allocating, a run whose inputs, output and float64 reference
     would not fit in this machine's memory."""
+    from affinec.frontend.reference import host_bytes
+
     need = host_bytes(spec)
     have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     if need > have:
@@ -416,7 +425,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         KernelArgumentError,
         SharedMemoryError,
         PipelineError,
-        InterpreterError,
         ValueError,
         OSError,
         ParseError,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from affinec.backend.emitter import ARCHS, DEFAULT_ARCH
 from affinec.base.spec import (
     DTYPES,
     EPILOGUES,
@@ -23,6 +22,7 @@ from affinec.base.spec import (
     Spec,
 )
 from affinec.driver.config import KernelConfig, config_for, with_knobs
+from affinec.hardware.chips import ARCHS, DEFAULT_ARCH
 
 
 class UsageError(Exception):

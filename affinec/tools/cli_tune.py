@@ -8,8 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from affinec.backend.emitter import ARCHS, DEFAULT_ARCH
 from affinec.base.spec import Spec
+from affinec.hardware.chips import ARCHS, DEFAULT_ARCH
 from affinec.tools.cli_flags import UsageError, spec_from_args
 
 

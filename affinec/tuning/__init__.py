@@ -9,34 +9,35 @@ The modules, in the order the tuner uses them: `problem` (a spec as an implicit
 GEMM, a configuration's geometry), `space` (the candidates), `cost` (the model that
 ranks them without a GPU), `compiling` (in parallel processes), `measure` (checked,
 then timed on the GPU; pluggable), `tuner` (the whole search, its records and
-report), `cache` (the JSON file of the best configurations), `plots` (PNG, with
-matplotlib). This is a tool-level package: it builds on the compiler, the runtime
-and the benchmark, and only the command line and `affinec.compile` build on it.
+report), `cache` (the JSON file of the best configurations), `cached` (compiling
+with the cached configuration), `plots` (PNG, with matplotlib). This is a
+tool-level package: it builds on the compiler, the runtime and the benchmark, and
+only the command line and `affinec.compile` build on it.
 """
 
 from __future__ import annotations
 
-import math
-import time
-from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from xdsl.dialects.builtin import ModuleOp
-
-from affinec.base.spec import Spec
-from affinec.driver.compiler import CompiledKernel, compile_to_ptx
-from affinec.tuning.cache import (
-    CacheError,
-    Entry,
-    TuningCache,
-    compiler_version,
-    default_path,
-    tuning_key,
-)
-from affinec.tuning.log import write_log
-from affinec.tuning.measure import GpuMeasurer, Measurement, Measurer
-from affinec.tuning.problem import NotTunable
-from affinec.tuning.space import search_space
-from affinec.tuning.tuner import TuneOptions, TuneResult, tune
+if TYPE_CHECKING:
+    from affinec.tuning.cache import (
+        CacheError,
+        Entry,
+        TuningCache,
+        compiler_version,
+        default_path,
+    )
+    from affinec.tuning.cached import (
+        cached_entry,
+        compile_cached,
+        entry_of,
+        tune_and_store,
+    )
+    from affinec.tuning.log import write_log
+    from affinec.tuning.measure import GpuMeasurer, Measurement, Measurer
+    from affinec.tuning.problem import NotTunable
+    from affinec.tuning.space import search_space
+    from affinec.tuning.tuner import TuneOptions, TuneResult, tune
 
 __all__ = [
     "CacheError",
@@ -60,103 +61,17 @@ __all__ = [
 ]
 
 
-def entry_of(result: TuneResult) -> Entry | None:
-    """The cache entry for the best configuration of `result` (None if nothing
-    measured was right)."""
-    best = result.best
-    if best is None or best.ms is None:
-        return None
-    baseline = result.baseline
-    return Entry(
-        spec=tuning_key(result.spec),
-        gpu=result.gpu,
-        compiler=compiler_version(),
-        arch=result.arch,
-        config=best.config,
-        ms=best.ms,
-        baseline_ms=baseline.ms if baseline else None,
-        error=best.error,
-        tuned_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
-        measured=len(result.measured),
-        cudnn_ms=result.cudnn_ms,
-    )
+def __getattr__(name: str) -> Any:
+    """The package's names (above), from their modules when one is first asked
+    for: the modules build on the compiler, the runtime and numpy, which the
+    command line's `affinec gen` and `--help` (whose `tune` flags read `space`) do
+    without."""
+    if name not in __all__:
+        raise AttributeError(f"module 'affinec.tuning' has no attribute {name!r}")
+    from affinec.tuning import cache, cached, log, measure, problem, space, tuner
 
-
-def tune_and_store(
-    spec: Spec,
-    options: TuneOptions,
-    cache: TuningCache,
-    measurer: Measurer | None = None,
-    log: str | Path | None = None,
-) -> TuneResult:
-    """Tune `spec` on this machine's GPU (or with `measurer`), store the best in
-    `cache`, append the records to `log`."""
-    own = measurer is None
-    measurer = measurer or GpuMeasurer(spec, options.seed)
-    try:
-        result = tune(spec, measurer, options)
-    finally:
-        if own:
-            measurer.close()
-    if (entry := entry_of(result)) is not None:
-        cache.store(entry)
-    if log is not None:
-        write_log(result, log)
-    return result
-
-
-def cached_entry(
-    spec: Spec, arch: str, cache: TuningCache | None = None, gpu: str | None = None
-) -> Entry | None:
-    """The cached entry of `spec` for `gpu` (by default the current GPU's name;
-    None without one) and this compiler, if it was tuned for `arch`."""
-    if gpu is None:
-        from affinec.backend.runtime import cuda_available
-        from affinec.tuning.measure import gpu_name
-
-        if not cuda_available():
-            return None
-        gpu = gpu_name()
-    entry = (cache or TuningCache()).lookup(tuning_key(spec), gpu)
-    return entry if entry is not None and entry.arch == arch else None
-
-
-def compile_cached(
-    spec_or_module: Spec | ModuleOp,
-    arch: str,
-    *,
-    tune_if_missing: bool = False,
-    cache: str | Path | None = None,
-    options: TuneOptions | None = None,
-    gpu: str | None = None,
-) -> CompiledKernel:
-    """Compile with the cached configuration of the spec for `gpu` (the current
-    GPU by default) when there is one (tuning it first if `tune_if_missing`), else
-    with `config_for`'s; the result's `config_source` says which."""
-    from affinec.dialects.affinec import read_spec
-
-    spec = (
-        read_spec(spec_or_module, required=False)
-        if isinstance(spec_or_module, ModuleOp)
-        else spec_or_module
-    )
-    store = TuningCache(cache)
-    entry = None
-    if spec is not None:
-        entry = cached_entry(spec, arch, store, gpu)
-        if entry is None and tune_if_missing:
-            from affinec.backend.runtime import require_gpu
-
-            require_gpu()
-            result = tune_and_store(
-                spec, options or TuneOptions(arch=arch), store, log=None
-            )
-            entry = entry_of(result)
-    elif tune_if_missing:
-        raise ValueError("tune=True needs a spec (or a module that records one)")
-    if entry is None:
-        return compile_to_ptx(spec_or_module, arch=arch)
-    compiled = compile_to_ptx(spec_or_module, entry.config, arch=arch)
-    ms = f"{entry.ms:.4f} ms" if math.isfinite(entry.ms) else "?"
-    compiled.config_source = f"tuned ({ms} on {entry.gpu}, cache {store.path})"
-    return compiled
+    for module in (cache, cached, log, measure, problem, space, tuner):
+        if name in vars(module):
+            globals()[name] = value = vars(module)[name]
+            return value
+    raise AssertionError(f"affinec.tuning.{name} is in __all__ but in no module")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from affinec.base.dtypes import storage_numpy_dtype
+from affinec.base.element_types import storage_bytes
 from affinec.base.spec import ConvSpec, MatmulSpec, Spec
 from affinec.driver.config import (
     SHARED_ROW_PADDING,
@@ -104,7 +104,7 @@ def problem_of(spec: Spec) -> Problem:
         reduction_names=reduction_names,
         reduction_extents=tuple(e for _, e in c.reduction_index),
         reduction_channel=reduction_channel,
-        element_bytes=storage_numpy_dtype(spec.dtype).itemsize,
+        element_bytes=storage_bytes(spec.dtype),
         operand_elements=sum(
             math.prod(a.shape) for a in (*c.factors, c.output, *c.epilogue_operands)
         ),

@@ -41,6 +41,7 @@ from typing import Any
 from affinec.backend.runtime import Kernel
 from affinec.base.spec import Spec
 from affinec.driver.config import KernelConfig
+from affinec.hardware.chips import ARCHS
 from affinec.tuning.compiling import (
     COMPILED,
     FAILED,
@@ -107,7 +108,6 @@ class TuneOptions:
                 raise ValueError(
                     f"{name.replace('_', '-')} must be {what}, got {getattr(self, name)}"
                 )
-        from affinec.backend.emitter import ARCHS
 
         if self.arch not in ARCHS:
             raise ValueError(

@@ -44,7 +44,7 @@ from xdsl.ir.affine import (
 )
 
 from affinec.base.diagnostics import PassError
-from affinec.base.dtypes import element_size
+from affinec.base.element_types import element_size
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import (
     BLOCK,

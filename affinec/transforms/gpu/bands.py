@@ -26,7 +26,7 @@ from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.traits import Pure
 
 from affinec.base.diagnostics import PassError
-from affinec.base.dtypes import memref_bytes
+from affinec.base.element_types import memref_bytes
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import (
     BLOCK,

@@ -28,7 +28,7 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, VectorType
 from xdsl.ir import Block, Operation, SSAValue
 
-from affinec.base.dtypes import element_size
+from affinec.base.element_types import element_size
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import THREAD, PaddedLoadOp, mapping_of
 from affinec.hardware.chips import BANK_BYTES, SHARED_BANKS, WARP_SIZE

@@ -18,7 +18,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineExpr
 
 from affinec.base.diagnostics import PassError
-from affinec.base.dtypes import element_size
+from affinec.base.element_types import element_size
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, mapping_of
 from affinec.dialects.nvvm_target import chip_of

@@ -52,7 +52,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
-from affinec.base.dtypes import element_size
+from affinec.base.element_types import element_size
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import BLOCK, MAPPING, OVERLAY, UNROLL, mapping_of
 from affinec.dialects.nvvm_target import chip_of

@@ -55,7 +55,7 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.ir.affine import AffineConstraintKind, AffineMap
 
 from affinec.base.diagnostics import PassError
-from affinec.base.dtypes import element_size
+from affinec.base.element_types import element_size
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import GRID, OVERLAY, mapping_of
 from affinec.ir.affine_exprs import Interval, expr_range

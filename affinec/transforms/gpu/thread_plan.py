@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from xdsl.ir import Operation
 
 from affinec.base.diagnostics import PassError
-from affinec.base.dtypes import element_size
+from affinec.base.element_types import element_size
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import BLOCK, mapping_of
 from affinec.dialects.nvvm_target import chip_of

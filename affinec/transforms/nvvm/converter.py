@@ -27,7 +27,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from affinec.base.diagnostics import PassError
-from affinec.base.dtypes import element_size
+from affinec.base.element_types import element_size
 from affinec.dialects import gpu
 from affinec.dialects.affinec import (
     LAUNCH,

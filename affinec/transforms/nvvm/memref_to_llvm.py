@@ -17,7 +17,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from affinec.base.diagnostics import PassError
-from affinec.base.dtypes import element_size
+from affinec.base.element_types import element_size
 from affinec.dialects.affinec import ElementPointerOp
 from affinec.transforms.nvvm.address_parts import LIMIT
 from affinec.transforms.nvvm.converter import KernelConverter, converts

@@ -46,7 +46,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Operation, SSAValue
 
 from affinec.base.diagnostics import PassError
-from affinec.base.dtypes import element_size
+from affinec.base.element_types import element_size
 from affinec.dialects import nvgpu, nvvm
 from affinec.dialects.affinec import ElementPointerOp
 from affinec.ir.op_table import OpTable
