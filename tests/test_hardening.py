@@ -111,6 +111,24 @@ def test_a_mapping_attribute_of_the_wrong_kind(tmp_path, tool):
     assert_error(outcome, "'affinec.mapping' must be one of", line=4)
 
 
+def test_a_thread_band_of_no_threads_is_refused_at_the_conversion(tmp_path):
+    """Found by the fuzzer: `affine.parallel (%tx) = (0) to (0)` left a block of
+    no threads, and the refusal's message failed on a name its condition had
+    skipped (an internal error instead of the error)."""
+    seed = next(
+        s for s in seeds() if s.spec == OUTER and s.after == "affinec-map-threads"
+    )
+    band = "affine.parallel (%tx) = (0) to (12)"
+    assert band in seed.text
+    text = seed.text.replace(band, "affine.parallel (%tx) = (0) to (0)", 1)
+    outcome = run(tmp_path, "affinec-opt", text, "-p", ",".join(seed.rest))
+    assert_error(
+        outcome,
+        "0 threads per block (between 1 and 1024)",
+        line=line_of(text, "affine.parallel (%i0, %j0)"),
+    )
+
+
 def test_a_register_tile_over_a_band_that_never_runs_is_refused(tmp_path):
     """Found by the fuzzer: a band whose first dimension runs from 1 to 1 left no
     thread at all, and the share of each divided by zero."""

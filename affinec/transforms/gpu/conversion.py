@@ -74,7 +74,8 @@ def block_size(analysis: GridAnalysis) -> int:
             "a block must have one iteration per thread",
         )
     threads = sizes.pop() if sizes else 1
-    if not 0 < threads <= (most := chip_of(analysis.grid.op).max_threads_per_block):
+    most = chip_of(analysis.grid.op).max_threads_per_block
+    if not 0 < threads <= most:
         raise PassError(
             analysis.grid.op,
             f"{threads} threads per block (between 1 and {most})",
