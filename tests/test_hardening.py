@@ -114,17 +114,38 @@ def test_a_mapping_attribute_of_the_wrong_kind(tmp_path, tool):
 def test_a_thread_band_of_no_threads_is_refused_at_the_conversion(tmp_path):
     """Found by the fuzzer: `affine.parallel (%tx) = (0) to (0)` left a block of
     no threads, and the refusal's message failed on a name its condition had
-    skipped (an internal error instead of the error)."""
+    skipped (an internal error instead of the error). A band to a negative bound
+    is refused the same way (it was told to run to a constant, which it did)."""
     seed = next(
         s for s in seeds() if s.spec == OUTER and s.after == "affinec-map-threads"
     )
     band = "affine.parallel (%tx) = (0) to (12)"
     assert band in seed.text
-    text = seed.text.replace(band, "affine.parallel (%tx) = (0) to (0)", 1)
+    for empty in ("(0) to (0)", "(0) to (-3)"):
+        text = seed.text.replace(band, f"affine.parallel (%tx) = {empty}", 1)
+        outcome = run(tmp_path, "affinec-opt", text, "-p", ",".join(seed.rest))
+        assert_error(
+            outcome,
+            "a thread band of no iteration: a block has 1 to 1024 threads",
+            line=line_of(text, "affine.parallel (%tx)"),
+        )
+
+
+@pytest.mark.parametrize("empty", ["(0, 0) to (0, 1)", "(0, 0) to (1, -1)"])
+def test_a_grid_band_of_no_iteration_is_refused_at_the_band(tmp_path, empty):
+    """A grid of no blocks was refused at the `gpu.launch` the pass had built (a
+    size of 0) or, to a negative bound, as a band not running to constants."""
+    seed = next(
+        s for s in seeds() if s.spec == OUTER and s.after == "affinec-map-threads"
+    )
+    band = "affine.parallel (%i0, %j0) = (0, 0) to (1, 1)"
+    assert band in seed.text
+    text = seed.text.replace(band, f"affine.parallel (%i0, %j0) = {empty}", 1)
     outcome = run(tmp_path, "affinec-opt", text, "-p", ",".join(seed.rest))
+    dimension = 0 if empty.endswith("(0, 1)") else 1
     assert_error(
         outcome,
-        "0 threads per block (between 1 and 1024)",
+        f"dimension {dimension} of the grid-mapped band has no iteration",
         line=line_of(text, "affine.parallel (%i0, %j0)"),
     )
 
@@ -646,7 +667,8 @@ def test_a_coefficient_past_64_bits_in_a_thread_band(tmp_path):
 
 def test_a_grid_bound_past_64_bits(tmp_path):
     """The rest of the tensor-core route on a grid band starting at 2^63 (found by
-    the fuzzer): refused at the band, not an overflow in the shared-memory check."""
+    the fuzzer): refused at the band (it runs from past its upper bound), not an
+    overflow in the shared-memory check."""
     from affinec.driver.config import config_for
     from affinec.driver.pipeline_names import pipeline_text
     from affinec.driver.pipelines import default_passes
@@ -661,7 +683,11 @@ def test_a_grid_bound_past_64_bits(tmp_path):
     bad = text.replace("(%i0, %j0) = (0, 0)", "(%i0, %j0) = (9223372036854775808, 0)")
     assert bad != text
     outcome = run(tmp_path, "affinec-opt", bad, "-p", pipeline_text(passes[1:]))
-    assert_error(outcome, "the bounds of a grid-mapped band must be constants")
+    assert_error(
+        outcome,
+        "dimension 0 of the grid-mapped band has no iteration",
+        line=line_of(bad, "(%i0, %j0) = (9223372036854775808, 0)"),
+    )
 
 
 def test_a_reduction_of_two_billion_steps_is_refused_not_followed(tmp_path):

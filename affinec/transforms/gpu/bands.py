@@ -283,6 +283,13 @@ def analyze_grid(grid_op: affine.ParallelOp) -> GridAnalysis:
         )
     known: dict[SSAValue, Interval] = {}
     grid = band_of(grid_op, known, "grid")
+    for k, d in enumerate(grid.dims):
+        if d.extent == 0 and d.runtime_upper is None:
+            raise PassError(
+                grid_op,
+                f"dimension {k} of the grid-mapped band has no iteration: a grid "
+                "has at least one block along every dimension",
+            )
     if any(d.lower is None or d.guards for d in grid.dims):
         raise PassError(grid_op, "the bounds of a grid-mapped band must be constants")
     if grid.total > MAX_GRID_BLOCKS:

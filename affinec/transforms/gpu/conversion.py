@@ -55,12 +55,18 @@ PASS = "affinec-convert-parallel-to-gpu"
 def block_size(analysis: GridAnalysis) -> int:
     """The block size the thread bands agree on; refuses a grid not ready to convert."""
     require_placed(analysis, PASS)
+    most = chip_of(analysis.grid.op).max_threads_per_block
     sizes: set[int] = set()
     for phase in analysis.phases:
         if mapping_of(phase.op) != THREAD:
             raise PassError(
                 phase.op,
                 f"a block-mapped band: run affinec-map-threads before {PASS}",
+            )
+        if any(d.extent == 0 for d in phase.dims):
+            raise PassError(
+                phase.op,
+                f"a thread band of no iteration: a block has 1 to {most} threads",
             )
         if any(d.lower != 0 or d.step != 1 or d.guards for d in phase.dims):
             raise PassError(
@@ -74,7 +80,6 @@ def block_size(analysis: GridAnalysis) -> int:
             "a block must have one iteration per thread",
         )
     threads = sizes.pop() if sizes else 1
-    most = chip_of(analysis.grid.op).max_threads_per_block
     if not 0 < threads <= most:
         raise PassError(
             analysis.grid.op,
