@@ -26,6 +26,7 @@ from xdsl.ir.affine import (
 )
 
 from affinec.base.dtypes import storage_numpy_dtype
+from affinec.base.element_types import storage_bytes
 from affinec.base.spec import (
     EPILOGUE_OPERANDS,
     ConvSpec,
@@ -77,7 +78,7 @@ def host_bytes(spec: Spec) -> int:
     c = contraction_of(spec)
     operands = c.operands
     elements = sum(math.prod(a.shape) for a in operands)
-    return elements * (np.dtype(storage_dtype(spec.dtype)).itemsize + 16)
+    return elements * (storage_bytes(spec.dtype) + 16)
 
 
 def poisoned_output(spec: Spec) -> np.ndarray:

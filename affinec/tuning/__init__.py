@@ -17,61 +17,41 @@ only the command line and `affinec.compile` build on it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from affinec.tuning.cache import (
-        CacheError,
-        Entry,
-        TuningCache,
-        compiler_version,
-        default_path,
-    )
-    from affinec.tuning.cached import (
-        cached_entry,
-        compile_cached,
-        entry_of,
-        tune_and_store,
-    )
-    from affinec.tuning.log import write_log
-    from affinec.tuning.measure import GpuMeasurer, Measurement, Measurer
-    from affinec.tuning.problem import NotTunable
-    from affinec.tuning.space import search_space
-    from affinec.tuning.tuner import TuneOptions, TuneResult, tune
+_EXPORTS = {
+    "CacheError": "affinec.tuning.cache",
+    "Entry": "affinec.tuning.cache",
+    "TuningCache": "affinec.tuning.cache",
+    "compiler_version": "affinec.tuning.cache",
+    "default_path": "affinec.tuning.cache",
+    "cached_entry": "affinec.tuning.cached",
+    "compile_cached": "affinec.tuning.cached",
+    "entry_of": "affinec.tuning.cached",
+    "tune_and_store": "affinec.tuning.cached",
+    "write_log": "affinec.tuning.log",
+    "GpuMeasurer": "affinec.tuning.measure",
+    "Measurement": "affinec.tuning.measure",
+    "Measurer": "affinec.tuning.measure",
+    "NotTunable": "affinec.tuning.problem",
+    "search_space": "affinec.tuning.space",
+    "TuneOptions": "affinec.tuning.tuner",
+    "TuneResult": "affinec.tuning.tuner",
+    "tune": "affinec.tuning.tuner",
+}
+"""The package's names and their modules. As `affinec`'s, they are imported on
+first use: the modules build on the compiler, the runtime and numpy, which the
+command line's `affinec gen` and `--help` (whose `tune` flags read `space`) do
+without."""
 
-__all__ = [
-    "CacheError",
-    "Entry",
-    "GpuMeasurer",
-    "Measurement",
-    "Measurer",
-    "NotTunable",
-    "TuneOptions",
-    "TuneResult",
-    "TuningCache",
-    "cached_entry",
-    "compile_cached",
-    "compiler_version",
-    "default_path",
-    "entry_of",
-    "search_space",
-    "tune",
-    "tune_and_store",
-    "write_log",
-]
+__all__ = [*_EXPORTS]
 
 
 def __getattr__(name: str) -> Any:
-    """The package's names (above), from their modules when one is first asked
-    for: the modules build on the compiler, the runtime and numpy, which the
-    command line's `affinec gen` and `--help` (whose `tune` flags read `space`) do
-    without."""
-    if name not in __all__:
-        raise AttributeError(f"module 'affinec.tuning' has no attribute {name!r}")
-    from affinec.tuning import cache, cached, log, measure, problem, space, tuner
+    import importlib
 
-    for module in (cache, cached, log, measure, problem, space, tuner):
-        if name in vars(module):
-            globals()[name] = value = vars(module)[name]
-            return value
-    raise AssertionError(f"affinec.tuning.{name} is in __all__ but in no module")
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value  # the next use finds it without this hook
+        return value
+    raise AttributeError(f"module 'affinec.tuning' has no attribute {name!r}")
