@@ -111,19 +111,28 @@ def test_a_mapping_attribute_of_the_wrong_kind(tmp_path, tool):
     assert_error(outcome, "'affinec.mapping' must be one of", line=4)
 
 
+def _mapped_band_replaced(tmp_path, band: str, replacement: str):
+    """The outer product's module after `affinec-map-threads` with the bounds of one
+    `affine.parallel` replaced, and what the rest of its pipeline makes of it."""
+    seed = next(
+        s for s in seeds() if s.spec == OUTER and s.after == "affinec-map-threads"
+    )
+    assert f"affine.parallel {band}" in seed.text
+    text = seed.text.replace(
+        f"affine.parallel {band}", f"affine.parallel {replacement}", 1
+    )
+    return text, run(tmp_path, "affinec-opt", text, "-p", ",".join(seed.rest))
+
+
 def test_a_thread_band_of_no_threads_is_refused_at_the_conversion(tmp_path):
     """Found by the fuzzer: `affine.parallel (%tx) = (0) to (0)` left a block of
     no threads, and the refusal's message failed on a name its condition had
     skipped (an internal error instead of the error). A band to a negative bound
     is refused the same way (it was told to run to a constant, which it did)."""
-    seed = next(
-        s for s in seeds() if s.spec == OUTER and s.after == "affinec-map-threads"
-    )
-    band = "affine.parallel (%tx) = (0) to (12)"
-    assert band in seed.text
     for empty in ("(0) to (0)", "(0) to (-3)"):
-        text = seed.text.replace(band, f"affine.parallel (%tx) = {empty}", 1)
-        outcome = run(tmp_path, "affinec-opt", text, "-p", ",".join(seed.rest))
+        text, outcome = _mapped_band_replaced(
+            tmp_path, "(%tx) = (0) to (12)", f"(%tx) = {empty}"
+        )
         assert_error(
             outcome,
             "a thread band of no iteration: a block has 1 to 1024 threads",
@@ -135,13 +144,9 @@ def test_a_thread_band_of_no_threads_is_refused_at_the_conversion(tmp_path):
 def test_a_grid_band_of_no_iteration_is_refused_at_the_band(tmp_path, empty):
     """A grid of no blocks was refused at the `gpu.launch` the pass had built (a
     size of 0) or, to a negative bound, as a band not running to constants."""
-    seed = next(
-        s for s in seeds() if s.spec == OUTER and s.after == "affinec-map-threads"
+    text, outcome = _mapped_band_replaced(
+        tmp_path, "(%i0, %j0) = (0, 0) to (1, 1)", f"(%i0, %j0) = {empty}"
     )
-    band = "affine.parallel (%i0, %j0) = (0, 0) to (1, 1)"
-    assert band in seed.text
-    text = seed.text.replace(band, f"affine.parallel (%i0, %j0) = {empty}", 1)
-    outcome = run(tmp_path, "affinec-opt", text, "-p", ",".join(seed.rest))
     dimension = 0 if empty.endswith("(0, 1)") else 1
     assert_error(
         outcome,
