@@ -141,6 +141,25 @@ def test_affinec_errors_are_one_line(argv, message, capsys):
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("argv", "command", "unknown"),
+    [
+        (["gen", "conv", *CONV_FLAGS, "--padding", "1"], "gen conv", "--padding 1"),
+        (["gen", "matmul", "--m", "2", "--n", "2", "--k", "2", "x"], "gen matmul", "x"),
+        (["check", "a.mlir", "--bogus"], "check", "--bogus"),
+    ],
+)
+def test_an_unknown_flag_is_refused_by_the_command_it_was_given_to(
+    argv, command, unknown, capsys
+):
+    assert affinec(argv) == 1
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: affinec {command}: unrecognized arguments: {unknown} "
+        f"(see 'affinec {command} --help')\n"
+    )
+
+
 def test_check_locates_ir_errors(tmp_path, capsys):
     path = tmp_path / "bad.mlir"
     path.write_text(

@@ -18,7 +18,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
@@ -66,6 +66,26 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(1, f"error: {self.prog}: {message} (see '{self.prog} --help')\n")
+
+    def parse_known_args(  # pyright: ignore[reportIncompatibleMethodOverride]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        # Each parser names itself before it parses; a subcommand's parser, which
+        # argparse runs inside its parent's, names itself last.
+        namespace = argparse.Namespace() if namespace is None else namespace
+        namespace.innermost_parser = self
+        return super().parse_known_args(args, namespace)
+
+    def parse_args(  # pyright: ignore[reportIncompatibleMethodOverride]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> argparse.Namespace:
+        """argparse's, with a flag no parser knows refused by the subcommand that
+        was given it (`affinec gen conv: unrecognized arguments: --padding 1`)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parsed.innermost_parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        del parsed.innermost_parser
+        return parsed
 
 
 def _count(minimum: int) -> Callable[[str], int]:
