@@ -97,6 +97,8 @@ class AffinecWgmmaGemm(ModulePass):
             raise PassError(
                 op, f"tile-sizes takes two sizes (rows, columns), got {self.tile_sizes}"
             )
+        if min(self.tile_sizes) < 1:
+            raise PassError(op, f"tile-sizes must be positive, got {self.tile_sizes}")
         if self.schedule not in SCHEDULES:
             raise PassError(
                 op,

@@ -132,6 +132,17 @@ def test_demo_agrees_with_numpy(capsys):
             ["compile", "conv", *CONV_FLAGS, "--mma"],
             "tensor cores take f16 or bf16 operands",
         ),
+        # knobs out of range are refused, not read as their defaults
+        (["compile", "conv", *CONV_FLAGS, "--stages", "0"], "stages must be 1 or"),
+        (["compile", "conv", *CONV_FLAGS, "--splits", "0"], "splits must be 1 or"),
+        (["compile", "conv", *CONV_FLAGS, "--splits", "-2", "--no-fma"], "splits"),
+        (["compile", "conv", *CONV_FLAGS, "--pad-channels=-4"], "pad-channels must"),
+        (
+            ["compile", "conv", *CONV_FLAGS, "--c", "16", "--layout", "nhwc"]
+            + ["--filter-layout", "rsck", "--dtype", "f16", "--arch", "sm_90a"]
+            + ["--wgmma", "--wgmma-tile=0,64"],
+            "tile-sizes must be positive, got (0, 64)",
+        ),
     ],
 )
 def test_affinec_errors_are_one_line(argv, message, capsys):

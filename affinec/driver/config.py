@@ -86,6 +86,8 @@ def config_for(
     `wgmma`, Hopper's kernel (`wgmma_config_for`). A spec of any batch
     (`dynamic_batch`) is configured for its `n` with one image a block
     (`batch_config_for`)."""
+    if splits < 1:
+        raise ValueError(f"splits must be 1 or more, got {splits}")
     if isinstance(spec, ConvSpec) and spec.dynamic_batch:
         if wgmma or splits > 1 or flatten_pixels:
             raise ValueError(

@@ -101,6 +101,10 @@ class KernelConfig:
             raise ValueError("tf32 multiplies on the tensor cores: it needs mma")
         if self.splits < 1:
             raise ValueError(f"splits must be 1 or more, got {self.splits}")
+        if self.stages < 1:
+            raise ValueError(f"stages must be 1 or more, got {self.stages}")
+        if self.pad_channels < 0:
+            raise ValueError(f"pad-channels must be 0 or more, got {self.pad_channels}")
         if self.wgmma and self.mma:
             raise ValueError("wgmma is its own route to the tensor cores: not with mma")
         if self.splits > 1 and (self.pad_channels > 1 or self.coalesce_reduction):
