@@ -813,3 +813,57 @@ def test_a_full_unroll_of_too_many_copies_is_refused_before_llvm(tmp_path, capsy
         assert affinec_opt([str(path), "-p", pipeline]) == 1
         err = capsys.readouterr().err
         assert f"{path}:" in err and "copies of this loop's body" in err, err
+
+
+# The Python API: a wrong argument is a TypeError or ValueError that names it, not
+# an AttributeError from deep inside, nor a knob quietly read as something else.
+
+
+@pytest.mark.parametrize(
+    ("knobs", "error", "message"),
+    [
+        ({"tile_sizes": "1,2"}, TypeError, "tile-sizes takes a tuple of integers"),
+        ({"stages": "2"}, TypeError, "stages takes an integer, got '2'"),
+        ({"stages": 2.5}, TypeError, "stages takes an integer, got 2.5"),
+        ({"mma": 1}, TypeError, "mma takes True or False, got 1"),
+        ({"wgmma_schedule": 3}, TypeError, "wgmma-schedule takes a string"),
+        ({"stages": 0}, ValueError, "stages must be 1 or more, got 0"),
+        ({"pad_channels": -4}, ValueError, "pad-channels must be 0 or more"),
+    ],
+)
+def test_a_knob_of_the_wrong_type_or_range_is_refused(knobs, error, message):
+    from affinec.driver.compiler import compile_to_ptx
+    from affinec.driver.config import KernelConfig
+
+    with pytest.raises(error, match=re.escape(message)):
+        KernelConfig(**knobs)
+    with pytest.raises(error, match=re.escape(message)):
+        compile_to_ptx(ConvSpec(1, 2, 5, 5, 2, 3, 3), **knobs)
+
+
+def test_numpys_integers_are_knobs_as_pythons_are():
+    from affinec.driver.compiler import compile_to_ptx
+    from affinec.driver.config import KernelConfig
+
+    config = KernelConfig(tile_sizes=(np.int64(1), 2, 2, 2), stages=np.int32(1))
+    assert config == KernelConfig(tile_sizes=(1, 2, 2, 2))
+    assert type(config.stages) is int and type(config.tile_sizes[0]) is int
+    spec = ConvSpec(1, 2, 5, 5, 2, 3, 3)
+    assert (
+        compile_to_ptx(spec, config).ptx
+        == compile_to_ptx(spec, tile_sizes=(1, 2, 2, 2)).ptx
+    )
+
+
+@pytest.mark.parametrize("given", [None, CONV, 3])
+def test_what_is_not_a_spec_is_refused_by_name(given):
+    import affinec
+    from affinec.driver.compiler import compile_to_ptx
+
+    kind = type(given).__name__
+    with pytest.raises(TypeError, match=f"expected a spec .* got {kind}"):
+        build(given)
+    with pytest.raises(TypeError, match=f"or a module of its naive IR, got {kind}"):
+        compile_to_ptx(given)
+    with pytest.raises(TypeError, match=f"or a module of its naive IR, got {kind}"):
+        affinec.compile(given, arch="sm_80")

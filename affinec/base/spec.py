@@ -331,6 +331,17 @@ SPEC_KINDS: dict[str, type[Spec]] = {
     "outer": OuterSpec,
 }
 
+
+def not_a_spec(value: object, *, or_module: bool = False) -> TypeError:
+    """The error for `value` given where a spec (or, `or_module`, a module of
+    naive IR) belongs."""
+    wanted = "a spec (ConvSpec, MatmulSpec or OuterSpec)"
+    if or_module:
+        wanted += " or a module of its naive IR"
+    hint = ": parse_spec reads a spec from its text" if isinstance(value, str) else ""
+    return TypeError(f"expected {wanted}, got {type(value).__name__}{hint}")
+
+
 _TEXT_FIELDS = {
     "pad": "padding",
     "filter-layout": "filter_layout",

@@ -36,7 +36,7 @@ from affinec.base.diagnostics import (
     verify,
 )
 from affinec.base.dtypes import numpy_dtype
-from affinec.base.spec import ConvSpec, Spec
+from affinec.base.spec import ConvSpec, Spec, not_a_spec
 from affinec.dialects.affinec import (
     KernelArgument,
     LaunchRecord,
@@ -212,9 +212,11 @@ def compile_to_ptx(
     if isinstance(spec_or_module, ModuleOp):
         module = spec_or_module
         spec = read_spec(module, required=False)
-    else:
+    elif isinstance(spec_or_module, Spec):
         spec = spec_or_module
         module = build(spec)
+    else:
+        raise not_a_spec(spec_or_module, or_module=True)
     source = (
         "pipeline"
         if pipeline is not None

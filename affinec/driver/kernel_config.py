@@ -7,7 +7,33 @@ a spec. Zero or empty means "the pass picks".
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, fields, replace
+
+_TYPE_WORDS = {
+    "bool": "True or False",
+    "int": "an integer",
+    "str": "a string",
+    "tuple[int, ...]": "a tuple of integers",
+}
+"""What a knob of each annotated type takes, in words."""
+
+
+def _integer(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _of_type(value: object, annotation: str) -> bool:
+    match annotation:
+        case "bool":
+            return isinstance(value, bool)
+        case "int":
+            return _integer(value)
+        case "str":
+            return isinstance(value, str)
+        case "tuple[int, ...]":
+            return isinstance(value, tuple) and all(map(_integer, value))
+    raise AssertionError(f"a knob of type {annotation} has no check")
 
 
 @dataclass(frozen=True)
@@ -92,11 +118,22 @@ class KernelConfig:
     (`affinec-wgmma-gemm`)."""
 
     def __post_init__(self) -> None:
-        # Lists from callers become tuples, so configs hash and compare by value.
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, list):
-                object.__setattr__(self, f.name, tuple(value))
+                value = tuple(value)
+            if not _of_type(value, f.type):
+                raise TypeError(
+                    f"{f.name.replace('_', '-')} takes {_TYPE_WORDS[f.type]}, got "
+                    f"{value!r}"
+                )
+            # Lists become tuples and numpy's integers Python's: configs hash and
+            # compare by value, and the passes build constants of them.
+            if f.type == "int":
+                value = int(value)  # pyright: ignore[reportArgumentType]
+            elif f.type == "tuple[int, ...]":
+                value = tuple(map(int, value))  # pyright: ignore[reportArgumentType]
+            object.__setattr__(self, f.name, value)
         if self.tf32 and not self.mma:
             raise ValueError("tf32 multiplies on the tensor cores: it needs mma")
         if self.splits < 1:

@@ -22,6 +22,7 @@ from affinec.base.spec import (
     OuterSpec,
     Spec,
     epilogue_steps,
+    not_a_spec,
 )
 from affinec.dialects.affine_syntax import format_expr
 from affinec.ir.affine_exprs import expr_range
@@ -259,4 +260,6 @@ def contraction_of(spec: Spec) -> Contraction:
         return conv_contraction(spec)
     if isinstance(spec, MatmulSpec):
         return matmul_contraction(spec)
-    return outer_contraction(spec)
+    if isinstance(spec, OuterSpec):
+        return outer_contraction(spec)
+    raise not_a_spec(spec)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from xdsl.dialects.builtin import ModuleOp
 
-from affinec.base.spec import Spec
+from affinec.base.spec import Spec, not_a_spec
 from affinec.driver.compiler import CompiledKernel, compile_to_ptx
 from affinec.tuning.cache import Entry, TuningCache, compiler_version, tuning_key
 from affinec.tuning.log import write_log
@@ -93,11 +93,12 @@ def compile_cached(
     with `config_for`'s; the result's `config_source` says which."""
     from affinec.dialects.affinec import read_spec
 
-    spec = (
-        read_spec(spec_or_module, required=False)
-        if isinstance(spec_or_module, ModuleOp)
-        else spec_or_module
-    )
+    if isinstance(spec_or_module, ModuleOp):
+        spec = read_spec(spec_or_module, required=False)
+    elif isinstance(spec_or_module, Spec):
+        spec = spec_or_module
+    else:
+        raise not_a_spec(spec_or_module, or_module=True)
     store = TuningCache(cache)
     entry = None
     if spec is not None:
