@@ -16,7 +16,7 @@ from affinec.base.diagnostics import PassError, format_exception, verify
 from affinec.base.dtypes import numpy_dtype
 from affinec.base.element_types import UnsupportedType, element_size
 from affinec.base.locating_parser import parse_module
-from affinec.base.spec import ConvSpec, MatmulSpec, OuterSpec
+from affinec.base.spec import ConvSpec, MatmulSpec, OuterSpec, parse_spec
 from affinec.dialects import affine
 from affinec.driver.checking import MAX_CHECK_BYTES, MAX_CHECK_POINTS
 from affinec.driver.pipeline import Pipeline
@@ -867,3 +867,40 @@ def test_what_is_not_a_spec_is_refused_by_name(given):
         compile_to_ptx(given)
     with pytest.raises(TypeError, match=f"or a module of its naive IR, got {kind}"):
         affinec.compile(given, arch="sm_80")
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: Pipeline("affine-loop-tile"), "Pipeline.parse(text) reads"),
+        (lambda: Pipeline(["affine-loop-tile"]), "pass #0 of the pipeline is a str"),
+        (lambda: Pipeline(None), "Pipeline takes a list of passes, got NoneType"),
+        (
+            lambda: Pipeline([]).run("module {}"),
+            "expected a module (ModuleOp), got str",
+        ),
+        (lambda: Interpreter(None), "expected a module (ModuleOp), got NoneType"),
+        (
+            lambda: _compile(config={"stages": 2}),
+            "config takes a KernelConfig, got dict",
+        ),
+        (lambda: _compile(pipeline=5), "Pipeline takes a list of passes, got int"),
+        (lambda: parse_spec(None), "expected the text of a spec, got NoneType"),
+    ],
+)
+def test_an_argument_of_the_wrong_kind_is_named(call, message):
+    with pytest.raises(TypeError, match=re.escape(message)):
+        call()
+
+
+def test_llvms_optimisation_level_is_one_it_has():
+    from affinec.backend.emitter import EmitterError
+
+    with pytest.raises(EmitterError, match=re.escape("opt-level must be 0, 1, 2 or 3")):
+        _compile(opt_level=7)
+
+
+def _compile(**options):
+    from affinec.driver.compiler import compile_to_ptx
+
+    return compile_to_ptx(ConvSpec(1, 2, 5, 5, 2, 3, 3), **options)

@@ -492,6 +492,8 @@ def _target_machine(arch: str, opt_level: int = 3) -> llvm_binding.TargetMachine
 
 def llvm_ir_to_ptx(text: str, arch: str = DEFAULT_ARCH, opt_level: int = 3) -> str:
     """Optimize LLVM IR text at `opt_level` and compile it to PTX for `arch`."""
+    if opt_level not in (0, 1, 2, 3):
+        raise EmitterError(None, f"opt-level must be 0, 1, 2 or 3, got {opt_level!r}")
     tm = _target_machine(_checked_arch(arch), opt_level)
     # The module's own context (see `_codegen_options`), disposed right after the
     # module: left to the garbage collector, the two may go in either order, and a

@@ -357,6 +357,8 @@ def _text_pair(pair: tuple[int, int], sep: str = ",") -> str:
 
 def parse_spec(text: str) -> Spec:
     """The spec whose `to_text()` is `text`; a ValueError saying what is wrong."""
+    if not isinstance(text, str):
+        raise TypeError(f"expected the text of a spec, got {type(text).__name__}")
     words = text.split()
     if not words or words[0] not in SPEC_KINDS:
         raise ValueError(

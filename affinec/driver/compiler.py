@@ -242,7 +242,7 @@ def compile_to_ptx(
     elif isinstance(pipeline, str):
         passes = Pipeline.parse(pipeline, spec).passes
     else:
-        passes = list(pipeline)
+        passes = Pipeline(pipeline).passes
     timings: list[tuple[str, float]] = []
 
     def after(p: ModulePass, m: ModuleOp, seconds: float) -> None:
@@ -381,5 +381,10 @@ def _config(
             return config_for(spec, arch=arch, wgmma=True)
         return with_knobs(KernelConfig(), **knobs)
     if config is not None:
+        if not isinstance(config, KernelConfig):
+            raise TypeError(
+                f"config takes a KernelConfig, got {type(config).__name__} (or give "
+                "its fields as keyword arguments)"
+            )
         return config
     return config_for(spec, arch=arch) if spec is not None else KernelConfig()

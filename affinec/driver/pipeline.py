@@ -163,6 +163,24 @@ class Pipeline:
 
     passes: list[ModulePass] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        if isinstance(self.passes, str):
+            raise TypeError(
+                "Pipeline takes a list of passes: Pipeline.parse(text) reads a "
+                f"pipeline's text ({self.passes!r})"
+            )
+        try:
+            self.passes = list(self.passes)
+        except TypeError:
+            raise TypeError(
+                f"Pipeline takes a list of passes, got {type(self.passes).__name__}"
+            ) from None
+        for k, p in enumerate(self.passes):
+            if not isinstance(p, ModulePass):
+                raise TypeError(
+                    f"pass #{k} of the pipeline is a {type(p).__name__}, not a pass"
+                )
+
     @staticmethod
     def parse(text: str, spec: Spec | None = None, splits: int = 1) -> Pipeline:
         """The pipeline `text` describes, its named pipelines built for a module of
@@ -262,6 +280,10 @@ class Pipeline:
         against the float64 reference, and later passes to its result, bit for bit.
         `callback(pass, module, seconds)` is called after each pass.
         """
+        if not isinstance(module, ModuleOp):
+            raise TypeError(
+                f"expected a module (ModuleOp), got {type(module).__name__}"
+            )
         ctx = ctx or make_context()
         checker = None
         if check:

@@ -102,6 +102,10 @@ class Interpreter:
         a kernel that allows it runs a block's threads together
         (`affinec.interpreter.lockstep`: the same results, bit for bit, as thread by
         thread, which `lockstep=False` keeps)."""
+        if not isinstance(module, ModuleOp):
+            raise TypeError(
+                f"expected a module (ModuleOp), got {type(module).__name__}"
+            )
         self.module = module
         self.budget = StepBudget(max_steps, why)
         self._program = program = ProgramWriter(self.budget, lanes, lockstep)
