@@ -146,6 +146,21 @@ def test_a_padding_mode_other_than_zeros_is_left_to_torch():
     assert not at.convolutions(fast)
 
 
+def test_an_integer_input_is_refused_not_run_with_truncated_weights():
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1))
+    x = torch.ones(1, 3, 5, 5, dtype=torch.int32)
+    with pytest.raises(RuntimeError):
+        model(x)  # torch refuses it: its weights are floats
+    with pytest.raises(TypeError, match="takes floating-point inputs, got torch.int32"):
+        at.convert(model)(x)
+
+
+@pytest.mark.parametrize("model", [None, "resnet50", F.relu])
+def test_convert_takes_a_module(model):
+    with pytest.raises(TypeError, match="convert takes an nn.Module, got"):
+        at.convert(model)
+
+
 # -- on the GPU ----------------------------------------------------------------------------
 
 

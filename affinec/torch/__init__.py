@@ -319,7 +319,14 @@ class AffinecConv2d(nn.Module):
         self, input: torch.Tensor, residual: torch.Tensor | None = None
     ) -> torch.Tensor:
         """The convolution of `input`, plus `residual` (a fused skip connection:
-        `convert` passes it) before the activation."""
+        `convert` passes it) before the activation. The weights take the input's
+        floating-point type (an f32 model runs an f16 input in f16)."""
+        if not input.is_floating_point():
+            # torch refuses too (the weights are floats): cast to the input's
+            # integers, they would be truncated
+            raise TypeError(
+                f"AffinecConv2d takes floating-point inputs, got {input.dtype}"
+            )
         weight = self.weight.to(input.dtype)
         bias = None if self.bias is None else self.bias.to(input.dtype)
         layout = "nhwc" if _channels_last(input) else "nchw"
@@ -417,6 +424,8 @@ def convert(model: nn.Module, *, any_batch: bool = False) -> fx.GraphModule:
     warning. With `any_batch`, each convolution runs kernels of any batch, one per
     batch bucket (`kernel_spec`): a new batch size compiles nothing new within its
     bucket."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"convert takes an nn.Module, got {type(model).__name__}")
     model = model.eval()
     graph_module = fx.symbolic_trace(model)
     modules = dict(graph_module.named_modules())
