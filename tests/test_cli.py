@@ -589,3 +589,13 @@ def test_generating_and_reading_ir_import_no_numpy_llvm_or_interpreter(tool, arg
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout[-300:]
+
+
+def test_a_file_that_is_not_utf8_is_named_with_its_first_bad_byte(tmp_path, capsys):
+    path = tmp_path / "latin1.mlir"
+    path.write_bytes(b"// caf\xe9\nbuiltin.module {\n}\n")
+    message = f"error: {path} is not UTF-8 text: byte 0xe9 at offset 6 (line 1)\n"
+    assert affinec_opt([str(path)]) == 1
+    assert capsys.readouterr().err == message
+    assert affinec(["check", str(path)]) == 1
+    assert capsys.readouterr().err == message

@@ -346,6 +346,23 @@ def unprintable_op(module: Operation) -> Operation | None:
     return found
 
 
+class NotUtf8(ValueError):
+    """An input file that is not UTF-8 text (`decode_source`)."""
+
+
+def decode_source(data: bytes, name: str) -> str:
+    """The text of an input file's bytes; a `NotUtf8` naming the file, the first
+    byte that is not UTF-8 and its line."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise NotUtf8(
+            f"{name} is not UTF-8 text: byte 0x{data[e.start]:02x} at offset "
+            f"{e.start} (line {line})"
+        ) from None
+
+
 def first_line(text: str) -> str:
     for line in text.splitlines():
         if line.strip():

@@ -25,7 +25,7 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException, ParseError
 
 from affinec.backend.errors import KernelArgumentError, NoCudaGPU, SharedMemoryError
-from affinec.base.diagnostics import format_exception, verify
+from affinec.base.diagnostics import decode_source, format_exception, verify
 from affinec.base.locating_parser import parse_module
 from affinec.base.spec import DTYPES, ConvSpec, Spec
 from affinec.dialects.affinec import read_spec
@@ -125,9 +125,9 @@ def cmd_gen(args: argparse.Namespace) -> int:
 def read_source(path: str) -> tuple[str, str]:
     """The text of an IR file (`-` for stdin) and the name errors should use."""
     if path == "-":
-        return sys.stdin.read(), "<stdin>"
-    with open(path) as f:
-        return f.read(), path
+        return decode_source(sys.stdin.buffer.read(), "<stdin>"), "<stdin>"
+    with open(path, "rb") as f:
+        return decode_source(f.read(), path), path
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -50,8 +50,10 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from affinec import __version__
 from affinec.base.diagnostics import (
+    NotUtf8,
     OpError,
     collecting_remarks,
+    decode_source,
     first_line,
     format_error,
     is_user_error,
@@ -86,7 +88,7 @@ USER_ERRORS = (
     PipelineError,
     UserError,
     OSError,
-    UnicodeDecodeError,
+    NotUtf8,
 )
 """What a user's input or flags can cause; anything else is affinec's bug."""
 
@@ -335,7 +337,7 @@ class AffinecOptMain(xDSLOptMain):
                 "(give --frontend mlir for another extension)"
             )
         with stream:
-            text = stream.read().decode("utf-8")
+            text = decode_source(stream.read(), self.get_input_name())
         self.sources[self.get_input_name()] = text
         if not self.args.split_input_file:
             return [(text, 0)]
