@@ -306,7 +306,12 @@ def test_xdsls_other_targets_are_not_supported(tmp_path, target):
     [
         ("ptx{arch=sm_99}", "arch must be one of sm_80, sm_90, sm_90a, got 'sm_99'"),
         ("ptx{opt-level=7}", "opt-level must be 0, 1, 2 or 3, got 7"),
-        ("ptx{bogus=1}", "not found in expected arguments"),
+        ("ptx{bogus=1}", "target 'ptx' has no option 'bogus' (its options: arch, opt"),
+        (
+            "ptx{opt-level=x}",
+            "target 'ptx': option 'opt-level' takes an integer, got 'x'",
+        ),
+        ("mlir{bogus}", "target 'mlir' has no option 'bogus'"),
         ("ptx{arch=", "error: malformed target"),
         ("llvm{arch=sm_7}", "arch must be one of"),
     ],

@@ -116,9 +116,10 @@ def _bare_flags_true(spec: ArgSpec, cls: type[ModulePass]) -> ArgSpec:
     return ArgSpec(spec.name, parameters)
 
 
-def _check_options(spec: ArgSpec, cls: type[ModulePass]) -> None:
-    """Each option of `spec` one that `cls` has, with values of its type, or a
-    `PipelineError` in the spelling users type (`tile-sizes`, not `tile_sizes`)."""
+def check_options(spec: ArgSpec, cls: type, kind: str = "pass") -> None:
+    """Each option of `spec` one that `cls` (a pass, or a `kind` of its own: an
+    `affinec-opt` target) has, with values of its type, or a `PipelineError` in the
+    spelling users type (`tile-sizes`, not `tile_sizes`)."""
     options = {
         f.name.replace("_", "-"): f.type
         for f in fields(cls)  # pyright: ignore[reportArgumentType]
@@ -131,29 +132,29 @@ def _check_options(spec: ArgSpec, cls: type[ModulePass]) -> None:
             hint = f"; did you mean '{close[0]}'?" if close else ""
             listed = ", ".join(options) or "none"
             raise PipelineError(
-                f"pass '{spec.name}' has no option '{name}'{hint} (its options: "
+                f"{kind} '{spec.name}' has no option '{name}'{hint} (its options: "
                 f"{listed})"
             )
-        kind = str(options[name])
+        annotation = str(options[name])
         given = ",".join(map(str, values)) if values else "nothing"
-        if kind in ("bool", "<class 'bool'>"):
+        if annotation in ("bool", "<class 'bool'>"):
             wanted, ok = (
                 "true or false",
                 len(values) == 1 and isinstance(values[0], bool),
             )
-        elif kind in ("int", "<class 'int'>"):
+        elif annotation in ("int", "<class 'int'>"):
             wanted = "an integer"
             ok = len(values) == 1 and type(values[0]) is int
-        elif "tuple[int" in kind:
+        elif "tuple[int" in annotation:
             wanted = "integers separated by commas"
             ok = all(type(v) is int for v in values)
-        elif kind in ("str", "<class 'str'>"):
+        elif annotation in ("str", "<class 'str'>"):
             wanted, ok = "a string", len(values) == 1 and isinstance(values[0], str)
         else:
             continue
         if not ok:
             raise PipelineError(
-                f"pass '{spec.name}': option '{name}' takes {wanted}, got '{given}'"
+                f"{kind} '{spec.name}': option '{name}' takes {wanted}, got '{given}'"
             )
 
 
@@ -216,7 +217,7 @@ class Pipeline:
                 )
             cls = registry[arg.name]()
             arg = _bare_flags_true(arg, cls)
-            _check_options(arg, cls)
+            check_options(arg, cls)
             try:
                 passes.append(cls.from_pass_spec(arg))
             except (ValueError, TypeError) as e:

@@ -64,7 +64,12 @@ from affinec.base.diagnostics import (
     xdsl_failure,
 )
 from affinec.base.locating_parser import parse_module
-from affinec.driver.pipeline import Pipeline, PipelineError, available_passes
+from affinec.driver.pipeline import (
+    Pipeline,
+    PipelineError,
+    available_passes,
+    check_options,
+)
 from affinec.driver.pipeline_names import NAMED_PIPELINES, pass_text, pipeline_text
 from affinec.ir.context import all_dialects
 from affinec.tools.verify_diagnostics import (
@@ -273,7 +278,10 @@ class AffinecOptMain(xDSLOptMain):
             )
         factory = self.available_targets[spec.name]
         try:
+            check_options(spec, factory(), "target")
             factory().from_spec(spec)  # pyright: ignore
+        except PipelineError as e:
+            raise UserError(str(e)) from None
         except (ValueError, TypeError) as e:
             raise UserError(f"target '{spec.name}': {first_line(str(e))}") from None
 
