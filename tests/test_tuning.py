@@ -568,6 +568,10 @@ def test_a_broken_cache_file_is_an_error_that_names_it(tmp_path):
     path.write_text('{"schema": 99, "entries": {}}')
     with pytest.raises(CacheError, match="not one of schema 1"):
         cache.entries()
+    path.write_bytes(b'{"schema": 1, \xff}')
+    with pytest.raises(CacheError, match="is not text"):
+        cache.entries()
+    assert cache.lookup(SMALL_F16.to_text(), FAKE_GPU) is None
 
 
 # -- the command line ----------------------------------------------------------------------------

@@ -213,6 +213,11 @@ class TuningCache:
             return {"schema": SCHEMA, "entries": {}}
         except OSError as e:
             raise CacheError(f"cannot read the tuning cache {self.path}: {e}") from None
+        except UnicodeDecodeError:
+            raise CacheError(
+                f"the tuning cache {self.path} is not text (not UTF-8); remove it or "
+                f"point {ENVIRONMENT} elsewhere"
+            ) from None
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
