@@ -878,7 +878,10 @@ def test_what_is_not_a_spec_is_refused_by_name(given):
     ("call", "message"),
     [
         (lambda: Pipeline("affine-loop-tile"), "Pipeline.parse(text) reads"),
-        (lambda: Pipeline(["affine-loop-tile"]), "pass #0 of the pipeline is a str"),
+        (
+            lambda: Pipeline(["affine-loop-tile"]),
+            "pass #0 of the pipeline is not a pass: a str",
+        ),
         (lambda: Pipeline(None), "Pipeline takes a list of passes, got NoneType"),
         (
             lambda: Pipeline([]).run("module {}"),

@@ -179,7 +179,7 @@ class Pipeline:
         for k, p in enumerate(self.passes):
             if not isinstance(p, ModulePass):
                 raise TypeError(
-                    f"pass #{k} of the pipeline is a {type(p).__name__}, not a pass"
+                    f"pass #{k} of the pipeline is not a pass: a {type(p).__name__}"
                 )
 
     @staticmethod
