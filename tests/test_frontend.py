@@ -144,6 +144,15 @@ def test_invalid_conv_specs_name_the_field(changes, message):
         ConvSpec(**(CONV | changes))
 
 
+@pytest.mark.parametrize(("dtype", "size"), [("f32", 4), ("f16", 2), ("bf16", 2)])
+def test_operands_past_64_bit_offsets_are_counted_in_their_own_bytes(dtype, size):
+    elements = 2**62 // size  # the largest operand that fits, in elements
+    ConvSpec(elements // 2**30, 2**30, 1, 1, 1, 1, 1, dtype=dtype)
+    too_many = 2 * elements
+    with pytest.raises(ValueError, match=f"takes {too_many * size:,} bytes, more"):
+        ConvSpec(too_many // 2**30, 2**30, 1, 1, 1, 1, 1, dtype=dtype)
+
+
 def test_invalid_matmul_and_outer_specs_name_the_field():
     with pytest.raises(ValueError, match=r"MatmulSpec\.k must be a positive"):
         MatmulSpec(2, 2, 0)

@@ -96,7 +96,10 @@ MAX_BYTES = 2**63 - 1
 def _addressable(owner: str, dtype: str, operands: dict[str, tuple[int, ...]]) -> None:
     """Refuse operands whose bytes 64-bit offsets cannot reach (sizes like 10**23,
     which print as IR but cannot be indexed, allocated or lowered)."""
-    itemsize = 2 if dtype == "f16" else 4
+    # here, not at the top: a spec is plain Python until its bytes are counted
+    from affinec.base.element_types import storage_bytes
+
+    itemsize = storage_bytes(dtype)
     for name, shape in operands.items():
         size = math.prod(shape) * itemsize
         if size > MAX_BYTES:
