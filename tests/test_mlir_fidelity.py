@@ -799,17 +799,39 @@ def test_global_id_is_block_id_times_block_dim_plus_thread_id_at_every_level():
 
 
 def test_unknown_ops_of_known_dialects_are_errors_even_when_unregistered_is_allowed():
-    for line in (
-        '"affine.foo"(%A) : (memref<8xf32>) -> ()',
-        "gpu.bar %A : memref<8xf32>",
+    for line, message in (
+        (
+            '"affine.foo"(%A) : (memref<8xf32>) -> ()',
+            "unregistered operation 'affine.foo' found in dialect ('affine') that "
+            "does not allow unknown operations",
+        ),
+        ("gpu.bar %A : memref<8xf32>", "custom op 'gpu.bar' is unknown"),
+        ("mine.bar %A : memref<8xf32>", "Dialect `mine' not found for custom op"),
     ):
         with pytest.raises(ParseError) as info:
             parse(_in_function(line), unregistered=True)
-        assert "found in dialect" in info.value.msg
-        assert "does not allow unknown operations" in info.value.msg
+        assert info.value.msg == message or info.value.msg.startswith(message)
     parse(
         _in_function('"mine.anything"(%A) : (memref<8xf32>) -> ()'), unregistered=True
     )
+
+
+@pytest.mark.parametrize(
+    ("line", "message", "column"),
+    [
+        ("bogus.op", "Dialect `bogus' not found for custom op 'bogus.op'", 3),
+        ("%0 = arith.bogus : i32  // note", "custom op 'arith.bogus' is unknown", 8),
+        ("bogus", "custom op 'bogus' is unknown (tried 'func.bogus' as well)", 3),
+    ],
+)
+def test_an_unknown_op_in_its_custom_form_is_refused_at_its_name(line, message, column):
+    # xDSL reports it at the token after the name: the next line's, here
+    text = f"func.func @f() {{\n  {line}\n  func.return\n}}\n"
+    with pytest.raises(ParseError) as info:
+        parse(text)
+    assert info.value.msg == message
+    where = info.value.span.get_location()
+    assert (where.line, where.col) == (2, column)
 
 
 def test_numbered_block_labels_read_as_mlir_reads_them():

@@ -156,6 +156,7 @@ _NOT_THE_OPS_OWN = (
     "redefinition of",
     "SSA value %",
     "custom op '",
+    "Dialect `",
 )
 
 

@@ -334,3 +334,21 @@ func.func @arrow_without_a_type(%lb: index, %x: f32) {
   }
   func.return
 }
+
+// -----
+
+// An unknown op in its custom form, at its name (not at the next line's token).
+// (Of an unknown dialect, mlir-opt adds a note listing its dialects.)
+func.func @unknown_op_of_a_known_dialect(%x: i32) {
+  // expected-error @+1 {{custom op 'arith.frobnicate' is unknown}}
+  %0 = arith.frobnicate %x : i32
+  return
+}
+
+// -----
+
+func.func @unknown_op_without_a_dialect() {
+  // expected-error @+1 {{custom op 'frobnicate' is unknown (tried 'func.frobnicate' as well)}}
+  frobnicate
+  return
+}
