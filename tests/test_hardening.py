@@ -461,7 +461,7 @@ def test_an_index_error_in_generated_code_is_located():
     with pytest.raises(InterpreterError) as info:
         Interpreter(module).run("f", np.zeros(4, np.float32))
     assert format_exception(info.value).startswith(
-        "dim.mlir:3:3: error: '%d = memref.dim"
+        "dim.mlir:3:8: error: '%d = memref.dim"
     )
 
 
@@ -475,7 +475,7 @@ def test_a_cast_to_another_shape_is_refused_before_an_out_of_bounds_access():
     module = parse_module(make_context(), text, "cast.mlir")
     with pytest.raises(InterpreterError, match="another shape") as info:
         Interpreter(module)
-    assert format_exception(info.value).startswith("cast.mlir:2:3: error:")
+    assert format_exception(info.value).startswith("cast.mlir:2:8: error:")
 
 
 # -- sizes ----------------------------------------------------------------------------------

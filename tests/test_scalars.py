@@ -126,7 +126,7 @@ def test_undefined_integer_operations_are_located_errors(op, a, b, message):
         binary(op, a, b)
     assert info.value.op is not None and info.value.op.name == op
     located = format_exception(info.value)
-    assert located.startswith(f"scalars.mlir:2:3: error: '%r = {op} %a, %b : i32'")
+    assert located.startswith(f"scalars.mlir:2:8: error: '%r = {op} %a, %b : i32'")
 
 
 def test_index_values_wrap_at_64_bits():

@@ -47,6 +47,12 @@ class LinearLexer(MLIRLexer):
     )
 
 
+_RESULT_LIST = re.compile(
+    r"(?:%[\w$.-]+(?::\d+)?\s*(?:,\s*%[\w$.-]+(?::\d+)?\s*)*=\s*)?"
+)
+"""The results an op binds (`%a, %b:2 = `), before its name."""
+
+
 class LocatingParser(Parser):
     """A parser that gives every op it parses the location of its first token.
 
@@ -122,7 +128,9 @@ class LocatingParser(Parser):
                 f"'{op.name}' uses a value defined in its own region", start
             )
         if not isinstance(op.location, FileLineColLoc):
-            where = start.get_location()
+            # MLIR's location of an op is its name, after the results it binds
+            named = _RESULT_LIST.match(start.input.content, start.start)
+            where = Span(named.end(), named.end() + 1, start.input).get_location()
             op.location = FileLineColLoc(
                 StringAttr(where.file or "<stdin>"),
                 IntAttr(where.line + self.line_offset),
