@@ -18,7 +18,12 @@ from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineExpr, A
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import ParseError
 
-from affinec.base.diagnostics import PassError, VerificationError, verify
+from affinec.base.diagnostics import (
+    PassError,
+    VerificationError,
+    format_exception,
+    verify,
+)
 from affinec.base.locating_parser import parse_module
 from affinec.base.semi_affine import add, divide, multiply
 from affinec.dialects import affine, gpu
@@ -832,6 +837,20 @@ def test_an_unknown_op_in_its_custom_form_is_refused_at_its_name(line, message, 
     assert info.value.msg == message
     where = info.value.span.get_location()
     assert (where.line, where.col) == (2, column)
+
+
+def test_a_use_of_another_type_is_named_as_mlir_names_it():
+    # (mlir-opt adds a note at the prior use, which affinec-opt does not)
+    with pytest.raises(ParseError) as info:
+        parse(_in_function("%0 = arith.addi %n, %A : index"))
+    assert (
+        format_exception(info.value)
+        .split("\n")[0]
+        .endswith(
+            "error: use of value '%A' expects different type than prior uses: 'index' "
+            "vs 'memref<8xf32>'"
+        )
+    )
 
 
 def test_numbered_block_labels_read_as_mlir_reads_them():

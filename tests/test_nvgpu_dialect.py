@@ -3,6 +3,7 @@
 (custom and generic form), and malformed ops fail verification at their line."""
 
 import io
+import re
 
 import pytest
 from xdsl.printer import Printer
@@ -117,7 +118,9 @@ def _refused(body: str, message: str) -> None:
         verify(module)
     located = format_exception(info.value)
     line = 2 + body.count("\n")  # the body's last op is the faulty one
-    assert located.startswith(f"input.mlir:{line}:3: error: "), located
+    last = body.splitlines()[-1]  # located at its name, after its results
+    column = 1 + re.match(r"\s*(%[\w:]+(, %[\w:]+)* = )?", last).end()
+    assert located.startswith(f"input.mlir:{line}:{column}: error: "), located
 
 
 @pytest.mark.parametrize(

@@ -397,7 +397,7 @@ def locate_exception(
     verifier failures) at that op's source, prefixed `'op' op`.
     """
     if isinstance(error, ParseError):
-        message = parser_message(error.msg)
+        message = parser_message(error.msg, error.span)
         where = error.span.get_location()
         line, col = where.line, where.col
         if message.startswith("expected"):

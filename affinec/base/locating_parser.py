@@ -53,6 +53,14 @@ _RESULT_LIST = re.compile(
 """The results an op binds (`%a, %b:2 = `), before its name."""
 
 
+def _name_span(op_start: Span) -> Span:
+    """Where the op that starts at `op_start` has its name, after the results it
+    binds: MLIR's location of an op."""
+    named = _RESULT_LIST.match(op_start.input.content, op_start.start)
+    assert named is not None  # the pattern matches the empty string too
+    return Span(named.end(), named.end() + 1, op_start.input)
+
+
 class LocatingParser(Parser):
     """A parser that gives every op it parses the location of its first token.
 
@@ -120,7 +128,11 @@ class LocatingParser(Parser):
         except ParseError as e:
             raise in_custom_op(e, start) from e
         except Exception as e:
-            raise self._as_parse_error(e, start) from e
+            # (a constraint of the op's declarative format, checked as it parses)
+            error = self._as_parse_error(e, _name_span(start))
+            if isinstance(error, ParseError):
+                error = in_custom_op(error, start)
+            raise error from e
         if op is None:
             return None
         if any(self._is_stale(v) for v in op.operands):
@@ -128,9 +140,7 @@ class LocatingParser(Parser):
                 f"'{op.name}' uses a value defined in its own region", start
             )
         if not isinstance(op.location, FileLineColLoc):
-            # MLIR's location of an op is its name, after the results it binds
-            named = _RESULT_LIST.match(start.input.content, start.start)
-            where = Span(named.end(), named.end() + 1, start.input).get_location()
+            where = _name_span(start).get_location()
             op.location = FileLineColLoc(
                 StringAttr(where.file or "<stdin>"),
                 IntAttr(where.line + self.line_offset),
@@ -255,12 +265,12 @@ class LocatingParser(Parser):
         self.forward_block_references[name].append(span)
 
     @staticmethod
-    def _as_parse_error(error: Exception, op_start: Span) -> Exception:
-        """`error` as a parse error at the op that was being parsed, when it is an
-        input error (`error` itself otherwise, to be raised as it is)."""
+    def _as_parse_error(error: Exception, at: Span) -> Exception:
+        """`error` as a parse error `at` the op that was being parsed, when it is
+        an input error (`error` itself otherwise, to be raised as it is)."""
         if isinstance(error, ParseError) or not is_user_error(error):
             return error
-        return ParseError(op_start, xdsl_failure(error))
+        return ParseError(at, xdsl_failure(error))
 
 
 class _UnnamedBlock(Block):

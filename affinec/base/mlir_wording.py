@@ -106,25 +106,40 @@ _CUSTOM_OP = re.compile(r"^(?P<prefix>custom op '[^']*' )(?P<rest>.*)$", re.DOTA
 _EXPECTED = re.compile(r"^Expected (?P<rest>.*?)!?$")
 _REDEFINED = re.compile(r"^SSA value (?P<name>%\S+) is already defined")
 _QUOTED_EXPECTED = re.compile(r"^(?P<token>'[^']*') expected$")
+_USED_WITH = re.compile(
+    r"^operand is used with type (?P<now>.+), but has been previously used or "
+    r"defined with type (?P<before>.+)$"
+)
+_BIND = re.compile(r"^Operation has (?P<has>\d+) results, but was given (?P<given>\d+)")
 _PARSER_WORDS = {
     "Expected region": "expected '{' to begin a region",
     "Expected primary expression": "expected affine expression",
     "Expected integer literal": "expected attribute value",
     "attribute expected": "expected attribute value",
     "Expected block argument": "expected SSA operand",
-    "Operation has 0 results, but was given 1 to bind": (
-        "cannot name an operation with no results"
-    ),
 }
 
 
-def parser_message(text: str) -> str:
+def parser_message(text: str, span: Span | None = None) -> str:
     """A message of xDSL's parser in MLIR's words: `'[' expected` and
-    `Expected '='` are "expected '['" and "expected '='"."""
+    `Expected '='` are "expected '['" and "expected '='" (`span`: where the
+    error is, for the messages that name what is there)."""
     if match := _REDEFINED.match(text):
         return f"redefinition of SSA value '{match['name']}'"
+    if (match := _USED_WITH.match(text)) and span is not None:
+        return (
+            f"use of value '{span.text}' expects different type than prior uses: "
+            f"'{match['now']}' vs '{match['before']}'"
+        )
+    if match := _BIND.match(text):
+        if match["has"] == "0":
+            return "cannot name an operation with no results"
+        return (
+            f"operation defines {match['has']} results but was provided "
+            f"{match['given']} to bind"
+        )
     if match := _CUSTOM_OP.match(text):
-        return match["prefix"] + parser_message(match["rest"])
+        return match["prefix"] + parser_message(match["rest"], span)
     stripped = text.rstrip("!").rstrip(".")
     if stripped in _PARSER_WORDS:
         return _PARSER_WORDS[stripped]
@@ -157,6 +172,8 @@ _NOT_THE_OPS_OWN = (
     "SSA value %",
     "custom op '",
     "Dialect `",
+    "operand is used with type",  # a use's, and MLIR's parser's own
+    "Operation has",
 )
 
 

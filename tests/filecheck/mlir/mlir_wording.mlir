@@ -352,3 +352,11 @@ func.func @unknown_op_without_a_dialect() {
   frobnicate
   return
 }
+
+// -----
+
+func.func @more_results_bound_than_defined(%a: i32) -> i32 {
+  // expected-error @+1 {{operation defines 1 results but was provided 2 to bind}}
+  %0, %1 = arith.addi %a, %a : i32
+  return %0 : i32
+}
