@@ -338,7 +338,9 @@ def test_a_bare_exception_from_an_xdsl_verifier(tmp_path):
         "  %v = memref.load %A[%i] : memref<4x4xf32>\n  func.return\n}\n"
     )
     outcome = run(tmp_path, "affinec-opt", text)
-    assert_error(outcome, "expected an index for each dimension", line=2)
+    assert_error(
+        outcome, "incorrect number of indices for load, expected 2 but got 1", line=2
+    )
 
 
 def test_a_block_declared_twice_after_a_forward_reference(tmp_path):

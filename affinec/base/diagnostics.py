@@ -31,6 +31,7 @@ from xdsl.utils.exceptions import (
 
 from affinec.base import irdl_verify
 from affinec.base.mlir_wording import (
+    UNPREFIXED,
     after_previous_token,
     parser_message,
     verifier_message,
@@ -217,7 +218,10 @@ def _verify_ops(module: ModuleOp) -> None:
                     if not is_user_error(own):
                         raise
                     e = own
-            raise VerificationError(op, verifier_message(op, xdsl_failure(e))) from e
+            message = verifier_message(op, xdsl_failure(e))
+            error = VerificationError(op, message)
+            error.names_op = not UNPREFIXED.match(message)
+            raise error from e
         if op.attributes:
             for name, attr in op.attributes.items():
                 check = DIALECT_ATTRIBUTE_CHECKS.get(name)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from xdsl.dialects.builtin import IndexType
+from xdsl.dialects.builtin import IndexType, MemRefType
 from xdsl.ir import Attribute, Operation
 from xdsl.irdl import (
     BaseAttr,
@@ -46,6 +46,10 @@ _DESCRIPTIONS: dict[type[Attribute], str] = {IndexType: "index"}
 def verifier_message(op: Operation, text: str) -> str:
     """`text`, a message of one of xDSL's generic checks of `op`, in MLIR's words
     where there is a rule for it (else `text`)."""
+    if text.lower() == "expected an index for each dimension":
+        return _index_count_message(op) or text
+    if text.startswith("Expected arguments to have the same types as the function"):
+        return _return_message(op) or text
     if match := _PARENT.match(text):
         return match["rest"]
     if match := _MISSING.match(text):
@@ -55,6 +59,43 @@ def verifier_message(op: Operation, text: str) -> str:
     if _SEGMENTS.match(text):
         return _too_few_operands(op) or text
     return text
+
+
+UNPREFIXED = re.compile(r"^type of return operand ")
+"""Verifier messages MLIR reports without `'op.name' op` before them."""
+
+
+def _index_count_message(op: Operation) -> str | None:
+    memref = op.operands[1 if op.name == "memref.store" else 0].type
+    if not isinstance(memref, MemRefType):
+        return None
+    if op.name == "memref.store":
+        return "store index operand count not equal to memref rank"
+    rank, given = memref.get_num_dims(), len(op.operands) - 1
+    return f"incorrect number of indices for load, expected {rank} but got {given}"
+
+
+def _return_message(op: Operation) -> str | None:
+    """MLIR's `func.return` checks: as many operands as the function's results,
+    then each of the result's type."""
+    function = op.parent_op()
+    function_type = getattr(function, "function_type", None)
+    name = getattr(function, "sym_name", None)
+    if function_type is None or name is None:
+        return None
+    results = function_type.outputs.data
+    if len(op.operands) != len(results):
+        return (
+            f"has {len(op.operands)} operands, but enclosing function "
+            f"(@{name.data}) returns {len(results)}"
+        )
+    for k, (value, result) in enumerate(zip(op.operands, results, strict=True)):
+        if value.type != result:
+            return (
+                f"type of return operand {k} ('{value.type}') doesn't match "
+                f"function result type ('{result}') in function @{name.data}"
+            )
+    return None
 
 
 def _too_few_operands(op: Operation) -> str | None:

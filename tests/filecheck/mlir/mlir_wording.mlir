@@ -360,3 +360,33 @@ func.func @more_results_bound_than_defined(%a: i32) -> i32 {
   %0, %1 = arith.addi %a, %a : i32
   return %0 : i32
 }
+
+// -----
+
+func.func @a_load_of_too_few_indices(%m: memref<4x4xf32>, %i: index) -> f32 {
+  // expected-error @+1 {{'memref.load' op incorrect number of indices for load, expected 2 but got 1}}
+  %0 = memref.load %m[%i] : memref<4x4xf32>
+  return %0 : f32
+}
+
+// -----
+
+func.func @a_store_of_too_few_indices(%m: memref<4x4xf32>, %i: index, %v: f32) {
+  // expected-error @+1 {{'memref.store' op store index operand count not equal to memref rank}}
+  memref.store %v, %m[%i] : memref<4x4xf32>
+  return
+}
+
+// -----
+
+func.func @a_return_of_too_few_values(%a: i32) -> (i32, i32) {
+  // expected-error @+1 {{'func.return' op has 1 operands, but enclosing function (@a_return_of_too_few_values) returns 2}}
+  return %a : i32
+}
+
+// -----
+
+func.func @a_return_of_another_type(%a: i32) -> i64 {
+  // expected-error @+1 {{type of return operand 0 ('i32') doesn't match function result type ('i64') in function @a_return_of_another_type}}
+  return %a : i32
+}
