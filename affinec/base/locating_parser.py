@@ -24,7 +24,7 @@ from xdsl.ir.affine import AffineMap, AffineSet
 from xdsl.parser import Parser
 from xdsl.parser.core import ForwardDeclaredValue
 from xdsl.parser.generic_parser import ParserState
-from xdsl.utils.exceptions import ParseError
+from xdsl.utils.exceptions import MultipleSpansParseError, ParseError
 from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 
@@ -218,7 +218,14 @@ class LocatingParser(Parser):
                     f"region entry argument '{arg.name.text}' is already in use",
                     arg.name,
                 )
-        return super().parse_optional_region(arguments)
+        try:
+            return super().parse_optional_region(arguments)
+        except MultipleSpansParseError as e:
+            if not e.msg.startswith("region ends with missing block declarations"):
+                raise
+            # as MLIR: at the first reference, not at the region's end
+            first = min((span for span, _ in e.refs), key=lambda span: span.start)
+            raise ParseError(first, "reference to an undefined block") from None
 
     def parse_dimension_list(self) -> list[int]:
         """`4x?x8`, and as MLIR also `? x 8` (spaces around the `x`): xDSL's steps

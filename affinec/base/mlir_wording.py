@@ -215,6 +215,7 @@ _NOT_THE_OPS_OWN = (
     "Dialect `",
     "operand is used with type",  # a use's, and MLIR's parser's own
     "Operation has",
+    "reference to an undefined block",
 )
 
 

@@ -390,3 +390,10 @@ func.func @a_return_of_another_type(%a: i32) -> i64 {
   // expected-error @+1 {{type of return operand 0 ('i32') doesn't match function result type ('i64') in function @a_return_of_another_type}}
   return %a : i32
 }
+
+// -----
+
+func.func @a_branch_to_no_block() {
+  // expected-error @+1 {{reference to an undefined block}}
+  cf.br ^bb1
+}
