@@ -853,6 +853,30 @@ def test_a_use_of_another_type_is_named_as_mlir_names_it():
     )
 
 
+@pytest.mark.parametrize(
+    ("line", "refused"),
+    [
+        ("%e = vector.extract %v[4, 0] : f32 from vector<4x2xf32>", "#1"),
+        ("%e = vector.extract %v[3] : vector<2xf32> from vector<4x2xf32>", None),
+        ("%e = vector.extract %v[-1, 1] : f32 from vector<4x2xf32>", None),
+        ("%e = vector.insert %s, %v[0, 2] : f32 into vector<4x2xf32>", "#2"),
+        ("%e = vector.insert %s, %v[0, -1] : f32 into vector<4x2xf32>", None),
+    ],
+)
+def test_static_vector_positions_are_within_their_dimensions(line, refused):
+    text = (
+        f"func.func @f(%v: vector<4x2xf32>, %s: f32) {{\n  {line}\n  func.return\n}}\n"
+    )
+    module = parse(text)
+    if refused is None:
+        verify(module)
+        return
+    with pytest.raises(
+        VerificationError, match=f"expected position attribute {refused}"
+    ):
+        verify(module)
+
+
 def test_numbered_block_labels_read_as_mlir_reads_them():
     text = (
         "func.func @f(%c: i1) {\n  cf.cond_br %c, ^1, ^0(%c : i1)\n"

@@ -66,6 +66,12 @@ def _nvvm() -> Dialect:
     return NVVM
 
 
+def _vector() -> Dialect:
+    from affinec.dialects.vector import Vector
+
+    return Vector
+
+
 AFFINEC_DIALECTS: dict[str, Callable[[], Dialect]] = {
     "affine": _affine,
     "affinec": _affinec,
@@ -76,12 +82,14 @@ AFFINEC_DIALECTS: dict[str, Callable[[], Dialect]] = {
     "nvgpu": _nvgpu,
     "nvvm": _nvvm,
     "scf": _scf,
+    "vector": _vector,
 }
 """Dialects of ours, by name; those also in xDSL replace xDSL's in our context (`llvm`
 is xDSL's with the ops it lacks added; `memref` xDSL's with MLIR's syntax of
 `memref.cast`; `linalg` xDSL's with MLIR's named
 convolutions and products as `affinec-lower-linalg` reads them; `scf` xDSL's with
-MLIR's forms of result types after `->`)."""
+MLIR's forms of result types after `->`; `vector` xDSL's with MLIR's check of
+static positions)."""
 
 
 NOT_REGISTERED = ("test",)

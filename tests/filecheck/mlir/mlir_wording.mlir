@@ -397,3 +397,27 @@ func.func @a_branch_to_no_block() {
   // expected-error @+1 {{reference to an undefined block}}
   cf.br ^bb1
 }
+
+// -----
+
+func.func @an_extract_past_the_vector(%v: vector<4xf32>) -> f32 {
+  // expected-error @+1 {{'vector.extract' op expected position attribute #1 to be a non-negative integer smaller than the corresponding vector dimension or poison (-1)}}
+  %0 = vector.extract %v[7] : f32 from vector<4xf32>
+  return %0 : f32
+}
+
+// -----
+
+func.func @an_insert_past_the_vector(%v: vector<4x2xf32>, %s: f32) -> vector<4x2xf32> {
+  // expected-error @+1 {{'vector.insert' op expected position attribute #2 to be a non-negative integer smaller than the corresponding dest vector dimension}}
+  %0 = vector.insert %s, %v[1, 2] : f32 into vector<4x2xf32>
+  return %0 : vector<4x2xf32>
+}
+
+// -----
+
+func.func @poison_positions(%v: vector<4x2xf32>, %s: f32) -> (f32, vector<4x2xf32>) {
+  %0 = vector.extract %v[-1, 1] : f32 from vector<4x2xf32>
+  %1 = vector.insert %s, %v[3, -1] : f32 into vector<4x2xf32>
+  return %0, %1 : f32, vector<4x2xf32>
+}
