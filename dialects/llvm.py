@@ -111,10 +111,13 @@ class AddrSpaceCastOp(IRDLOperation):
 
 
 def _gep_indices(op: Operation) -> str | None:
-    """A value for each index the constant indices mark as given by one
-    (`GEP_USE_SSA_VAL`), as MLIR checks (xDSL's verifier does not, and the emitter
-    and the interpreter pair them up)."""
+    """At least one index, and a value for each index the constant indices mark as
+    given by one (`GEP_USE_SSA_VAL`), as MLIR checks (xDSL's verifier does not, and
+    the emitter and the interpreter pair them up)."""
     assert isinstance(op, xdsl_llvm.GEPOp)
+    if not len(op.rawConstantIndices):
+        # (MLIR's parser refuses `%p[]`; xDSL's reads it)
+        return "expected at least one index"
     marked = sum(
         1 for i in op.rawConstantIndices.iter_values() if i == xdsl_llvm.GEP_USE_SSA_VAL
     )

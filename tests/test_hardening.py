@@ -288,6 +288,19 @@ def test_an_op_xdsls_llvm_backend_does_not_know(tmp_path):
         assert_error(outcome, "cannot emit it as LLVM IR", line=line)
 
 
+def test_a_getelementptr_of_no_index_is_refused(tmp_path):
+    """Found by the fuzzer (the Hopper seed's llvm level): the emitter failed on
+    `%p[]` off a global (an IndexError); MLIR's parser refuses it."""
+    text = level("llvm").replace(
+        "%4 = llvm.getelementptr inbounds %a[%i1] : (!llvm.ptr<1>, i32) ->",
+        "%4 = llvm.getelementptr inbounds %a[] : (!llvm.ptr<1>) ->",
+    )
+    for target in ("mlir", "ptx"):
+        outcome = run(tmp_path, "affinec-opt", text, "-t", target)
+        line = line_of(text, "%a[]")
+        assert_error(outcome, "expected at least one index", line=line)
+
+
 # -- targets --------------------------------------------------------------------------------
 
 
