@@ -29,7 +29,7 @@ from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 
 from affinec.base.diagnostics import is_user_error, xdsl_failure
-from affinec.base.mlir_wording import in_custom_op
+from affinec.base.mlir_wording import RESULT_LIST, in_custom_op
 from affinec.base.semi_affine import MLIRAffineParser
 
 
@@ -47,10 +47,7 @@ class LinearLexer(MLIRLexer):
     )
 
 
-_RESULT_LIST = re.compile(
-    r"(?:%[\w$.-]+(?::\d+)?\s*(?:,\s*%[\w$.-]+(?::\d+)?\s*)*=\s*)?"
-)
-"""The results an op binds (`%a, %b:2 = `), before its name."""
+_RESULT_LIST = re.compile(RESULT_LIST)
 
 
 def _name_span(op_start: Span) -> Span:
@@ -158,8 +155,8 @@ class LocatingParser(Parser):
 
     def _get_op_by_name(self, name: str) -> type[Operation]:
         """The op class of `name`; an unknown op refused in MLIR's words, at its
-        start (xDSL's error is at the token after the name: for a name alone on
-        its line, the next line)."""
+        name (xDSL's error is at the token after the name: for a name alone on its
+        line, the next line)."""
         dialect, dot, _ = name.partition(".")
         op_type = self.ctx.get_optional_op(
             name, dialect_stack=self._parser_state.dialect_stack
@@ -198,10 +195,10 @@ class LocatingParser(Parser):
         here = self._current_token.span
         text = here.input.content
         start = text.rfind(name, 0, here.start)
-        between = re.sub(r"//[^\n]*", "", text[start + len(name) : here.start])
-        if start < 0 or text[start - 1 : start] == '"' or between.strip():
+        if start < 0 or text[start - 1 : start] == '"':
             return None
-        return Span(start, start + len(name), here.input)
+        between = re.sub(r"//[^\n]*", "", text[start + len(name) : here.start])
+        return None if between.strip() else Span(start, start + len(name), here.input)
 
     def parse_affine_map(self) -> AffineMap:
         return MLIRAffineParser(self._parser_state).parse_affine_map()

@@ -198,10 +198,9 @@ def parser_message(text: str, span: Span | None = None) -> str:
 # -- where and how a parse error is reported ---------------------------------------
 
 
-_CUSTOM_OP_NAME = re.compile(
-    r"(?:%[\w$.-]+(?::\d+)?\s*(?:,\s*%[\w$.-]+(?::\d+)?\s*)*=\s*)?"
-    r"(?P<name>[A-Za-z_][\w$]*\.[\w$.]+)"
-)
+RESULT_LIST = r"(?:%[\w$.-]+(?::\d+)?\s*(?:,\s*%[\w$.-]+(?::\d+)?\s*)*=\s*)?"
+"""The results an op binds (`%a, %b:2 = `), before its name (a pattern)."""
+_CUSTOM_OP_NAME = re.compile(RESULT_LIST + r"(?P<name>[A-Za-z_][\w$]*\.[\w$.]+)")
 _GENERIC_EXPECTATION = re.compile(r"^Expected |.* expected!?$")
 """The parser's own token checks (`Expected '='`, `'[' expected`), which MLIR's
 parser reports as they are, where an op's parser adds `custom op 'name'`."""
