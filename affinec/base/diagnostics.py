@@ -350,6 +350,11 @@ def unprintable_op(module: Operation) -> Operation | None:
     return found
 
 
+def not_a_module(value: object) -> TypeError:
+    """The error for `value` given where a module belongs."""
+    return TypeError(f"expected a module (ModuleOp), got {type(value).__name__}")
+
+
 class NotUtf8(ValueError):
     """An input file that is not UTF-8 text (`decode_source`)."""
 

@@ -28,7 +28,13 @@ from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import ArgSpec, parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 
-from affinec.base.diagnostics import PassError, raised_by_xdsl, verify, xdsl_failure
+from affinec.base.diagnostics import (
+    PassError,
+    not_a_module,
+    raised_by_xdsl,
+    verify,
+    xdsl_failure,
+)
 from affinec.base.spec import Spec
 from affinec.dialects.affinec import SpecAttributeError, read_spec, split_count
 from affinec.driver.pipeline_names import NAMED_PIPELINES, pipeline_text
@@ -282,9 +288,7 @@ class Pipeline:
         `callback(pass, module, seconds)` is called after each pass.
         """
         if not isinstance(module, ModuleOp):
-            raise TypeError(
-                f"expected a module (ModuleOp), got {type(module).__name__}"
-            )
+            raise not_a_module(module)
         ctx = ctx or make_context()
         checker = None
         if check:

@@ -10,6 +10,7 @@ from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import IndexType, IntegerType, MemRefType, ModuleOp
 from xdsl.ir import Attribute
 
+from affinec.base.diagnostics import not_a_module
 from affinec.dialects import gpu
 from affinec.dialects.nvvm import KERNEL
 
@@ -103,9 +104,7 @@ class Interpreter:
         (`affinec.interpreter.lockstep`: the same results, bit for bit, as thread by
         thread, which `lockstep=False` keeps)."""
         if not isinstance(module, ModuleOp):
-            raise TypeError(
-                f"expected a module (ModuleOp), got {type(module).__name__}"
-            )
+            raise not_a_module(module)
         self.module = module
         self.budget = StepBudget(max_steps, why)
         self._program = program = ProgramWriter(self.budget, lanes, lockstep)
