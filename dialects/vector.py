@@ -4,9 +4,10 @@ dimension, or -1 (poison).
 
     %e = vector.extract %v[7] : f32 from vector<4xf32>   // refused: 7 >= 4
 
-Without it the interpreter reads another element and LLVM's `extractelement` past
-the vector gives poison; both silently. `Vector` is xDSL's dialect (the same ops);
-affinec's context registers it, and with it the check (`OP_CHECKS`).
+Without it the module verified, the interpreter stopped at the op with numpy's
+IndexError, and LLVM's `extractelement` past the vector gave poison, silently.
+`Vector` is xDSL's dialect (the same ops); affinec's context registers it, and with
+it the check (`OP_CHECKS`).
 """
 
 from __future__ import annotations
