@@ -7,7 +7,9 @@ does: after `->`, a parenthesized list or one type alone.
 xDSL's parsers take only the parenthesized form (`-> (f32)`, which is also what
 both print). `Scf` is xDSL's dialect with these two ops' parsers replaced; the ops
 are xDSL's classes otherwise (subclasses, so every pass and the interpreter treat
-them as xDSL's), and affinec's context registers it.
+them as xDSL's), and affinec's context registers it. Also MLIR's check that an
+`scf.if` with results has an else region (`OP_CHECKS`), which xDSL's verifier
+lacks.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from typing import Self
 from xdsl.dialects import scf as xdsl_scf
 from xdsl.dialects.builtin import IndexType, i1
 from xdsl.dialects.utils import parse_assignment
-from xdsl.ir import Dialect, Region
+from xdsl.ir import Dialect, Operation, Region
 from xdsl.parser import Parser
 from xdsl.traits import SingleBlockImplicitTerminator, ensure_terminator
 
+from affinec.base.diagnostics import OP_CHECKS
 from affinec.dialects.affine_syntax import parse_type_list
 
 
@@ -83,6 +86,17 @@ class IfOp(xdsl_scf.IfOp):
             parser.parse_optional_attr_dict(),
         )
 
+
+def _else_for_results(op: Operation) -> str | None:
+    """MLIR's check that xDSL's verifier lacks: an `scf.if` with results has an
+    else region (without one, the results of a false condition are undefined)."""
+    assert isinstance(op, xdsl_scf.IfOp)
+    if op.results and not op.false_region.blocks:
+        return "must have an else block if defining values"
+    return None
+
+
+OP_CHECKS[xdsl_scf.IfOp] = OP_CHECKS[IfOp] = _else_for_results
 
 _OURS = {xdsl_scf.ForOp: ForOp, xdsl_scf.IfOp: IfOp}
 

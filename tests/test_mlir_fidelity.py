@@ -877,6 +877,30 @@ def test_static_vector_positions_are_within_their_dimensions(line, refused):
         verify(module)
 
 
+def test_an_scf_if_with_results_has_an_else():
+    """It verified, and the interpreter met a false condition with an internal
+    error (the results of no region)."""
+    from xdsl.dialects import scf as xdsl_scf
+
+    text = (
+        "func.func @f(%c: i1, %a: i32) -> i32 {\n  %0 = scf.if %c -> i32 {\n"
+        "    scf.yield %a : i32\n  }\n  func.return %0 : i32\n}\n"
+    )
+    message = "must have an else block if defining values"
+    with pytest.raises(VerificationError, match=message):
+        verify(parse(text))
+    # the same op as a pass would build it (xDSL's class, not our parser's)
+    module = parse(text)
+    (ours,) = [op for op in module.walk() if op.name == "scf.if"]
+    theirs = xdsl_scf.IfOp(ours.cond, [ours.results[0].type], ours.true_region.clone())
+    ours.parent.insert_op_before(theirs, ours)
+    ours.results[0].replace_all_uses_with(theirs.results[0])
+    ours.parent.erase_op(ours)
+    assert type(theirs) is xdsl_scf.IfOp
+    with pytest.raises(VerificationError, match=message):
+        verify(module)
+
+
 def test_numbered_block_labels_read_as_mlir_reads_them():
     text = (
         "func.func @f(%c: i1) {\n  cf.cond_br %c, ^1, ^0(%c : i1)\n"

@@ -421,3 +421,13 @@ func.func @poison_positions(%v: vector<4x2xf32>, %s: f32) -> (f32, vector<4x2xf3
   %1 = vector.insert %s, %v[3, -1] : f32 into vector<4x2xf32>
   return %0, %1 : f32, vector<4x2xf32>
 }
+
+// -----
+
+func.func @results_without_an_else(%c: i1, %a: i32) -> i32 {
+  // expected-error @+1 {{'scf.if' op must have an else block if defining values}}
+  %0 = scf.if %c -> i32 {
+    scf.yield %a : i32
+  }
+  return %0 : i32
+}
