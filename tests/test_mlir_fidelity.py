@@ -901,6 +901,30 @@ def test_an_scf_if_with_results_has_an_else():
         verify(module)
 
 
+@pytest.mark.parametrize(
+    ("branch", "message"),
+    [
+        (
+            "llvm.cond_br %c, ^bb1, ^bb2(%x : i32)",
+            "branch has 1 operands for successor #1, but target block has 0",
+        ),
+        ("llvm.br ^bb3(%c : i1)", "type mismatch for bb argument #0 of successor #0"),
+        (
+            "llvm.br ^bb3",
+            "branch has 0 operands for successor #0, but target block has 1",
+        ),
+    ],
+)
+def test_what_a_branch_passes_its_blocks_is_what_they_take(branch, message):
+    text = (
+        f"llvm.func @f(%c: i1, %x: i32) {{\n  {branch}\n^bb1:\n  llvm.return\n"
+        "^bb2:\n  llvm.return\n^bb3(%y: i32):\n  llvm.return\n}\n"
+    )
+    with pytest.raises(VerificationError) as info:
+        verify(parse(text))
+    assert format_exception(info.value).split("\n")[0].endswith(f"error: {message}")
+
+
 def test_numbered_block_labels_read_as_mlir_reads_them():
     text = (
         "func.func @f(%c: i1) {\n  cf.cond_br %c, ^1, ^0(%c : i1)\n"

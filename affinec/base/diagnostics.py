@@ -218,10 +218,7 @@ def _verify_ops(module: ModuleOp) -> None:
                     if not is_user_error(own):
                         raise
                     e = own
-            message = verifier_message(op, xdsl_failure(e))
-            error = VerificationError(op, message)
-            error.names_op = not UNPREFIXED.match(message)
-            raise error from e
+            raise _verification_error(op, verifier_message(op, xdsl_failure(e))) from e
         if op.attributes:
             for name, attr in op.attributes.items():
                 check = DIALECT_ATTRIBUTE_CHECKS.get(name)
@@ -229,10 +226,48 @@ def _verify_ops(module: ModuleOp) -> None:
                     raise VerificationError(op, message)
         op_check = OP_CHECKS.get(type(op))
         if op_check is not None and (message := op_check(op)) is not None:
-            raise VerificationError(op, message)
+            raise _verification_error(op, message)
+        if op.successors and (message := _successor_operands(op)) is not None:
+            raise _verification_error(op, message)
         for k, operand in enumerate(op.operands):
             if not dominance.dominates(operand, op):
                 raise VerificationError(op, f"operand #{k} does not dominate this use")
+
+
+def _verification_error(op: Operation, message: str) -> VerificationError:
+    error = VerificationError(op, message)
+    error.names_op = not UNPREFIXED.match(message)
+    return error
+
+
+_BRANCHES = {
+    "cf.br": (("successor", "arguments"),),
+    "llvm.br": (("successor", "arguments"),),
+    "cf.cond_br": (("then_block", "then_arguments"), ("else_block", "else_arguments")),
+    "llvm.cond_br": (
+        ("then_block", "then_arguments"),
+        ("else_block", "else_arguments"),
+    ),
+}
+"""The branches' successors and the operands each passes (MLIR's
+`BranchOpInterface`)."""
+
+
+def _successor_operands(op: Operation) -> str | None:
+    """MLIR's check of what a branch passes its successors (xDSL's verifiers do
+    not make it): as many values as each block takes, of its arguments' types."""
+    for k, (block_name, operands_name) in enumerate(_BRANCHES.get(op.name, ())):
+        block = getattr(op, block_name)
+        operands = getattr(op, operands_name)
+        if len(operands) != len(block.args):
+            return (
+                f"branch has {len(operands)} operands for successor #{k}, but "
+                f"target block has {len(block.args)}"
+            )
+        for i, (value, arg) in enumerate(zip(operands, block.args, strict=True)):
+            if value.type != arg.type:
+                return f"type mismatch for bb argument #{i} of successor #{k}"
+    return None
 
 
 class _Dominance:

@@ -61,7 +61,9 @@ def verifier_message(op: Operation, text: str) -> str:
     return text
 
 
-UNPREFIXED = re.compile(r"^type of return operand ")
+UNPREFIXED = re.compile(
+    r"^(?:type of return operand |branch has \d+ operands|type mismatch for bb arg)"
+)
 """Verifier messages MLIR reports without `'op.name' op` before them."""
 
 

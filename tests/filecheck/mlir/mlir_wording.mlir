@@ -431,3 +431,23 @@ func.func @results_without_an_else(%c: i1, %a: i32) -> i32 {
   }
   return %0 : i32
 }
+
+// -----
+
+func.func @a_branch_passing_more_than_its_block_takes(%c: i1, %x: i32) {
+  // expected-error @+1 {{branch has 1 operands for successor #0, but target block has 0}}
+  cf.cond_br %c, ^bb1(%x : i32), ^bb2
+^bb1:
+  return
+^bb2:
+  return
+}
+
+// -----
+
+func.func @a_branch_passing_another_type(%x: i32) {
+  // expected-error @+1 {{type mismatch for bb argument #0 of successor #0}}
+  cf.br ^bb1(%x : i32)
+^bb1(%y: i64):
+  return
+}
