@@ -31,7 +31,7 @@ def _static_positions(op: Operation) -> str | None:
     positions = op.static_position.get_values()  # perhaps fewer than the dims
     shape = vector.get_shape()
     for k, (position, size) in enumerate(zip(positions, shape, strict=False)):
-        if position == xdsl_vector.DYNAMIC_INDEX or position == POISON:
+        if position in (xdsl_vector.DYNAMIC_INDEX, POISON):
             continue
         if not 0 <= position < size:
             which = (

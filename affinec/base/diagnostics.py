@@ -227,7 +227,8 @@ def _verify_ops(module: ModuleOp) -> None:
         op_check = OP_CHECKS.get(type(op))
         if op_check is not None and (message := op_check(op)) is not None:
             raise _verification_error(op, message)
-        if op.successors and (message := _successor_operands(op)) is not None:
+        branch = _BRANCHES.get(op.name)
+        if branch is not None and (message := _successor_operands(op, branch)):
             raise _verification_error(op, message)
         for k, operand in enumerate(op.operands):
             if not dominance.dominates(operand, op):
@@ -240,23 +241,24 @@ def _verification_error(op: Operation, message: str) -> VerificationError:
     return error
 
 
+_UNCONDITIONAL = (("successor", "arguments"),)
+_CONDITIONAL = (("then_block", "then_arguments"), ("else_block", "else_arguments"))
 _BRANCHES = {
-    "cf.br": (("successor", "arguments"),),
-    "llvm.br": (("successor", "arguments"),),
-    "cf.cond_br": (("then_block", "then_arguments"), ("else_block", "else_arguments")),
-    "llvm.cond_br": (
-        ("then_block", "then_arguments"),
-        ("else_block", "else_arguments"),
-    ),
+    "cf.br": _UNCONDITIONAL,
+    "llvm.br": _UNCONDITIONAL,
+    "cf.cond_br": _CONDITIONAL,
+    "llvm.cond_br": _CONDITIONAL,
 }
 """The branches' successors and the operands each passes (MLIR's
-`BranchOpInterface`)."""
+`BranchOpInterface`), by the names of xDSL's accessors."""
 
 
-def _successor_operands(op: Operation) -> str | None:
+def _successor_operands(
+    op: Operation, branch: tuple[tuple[str, str], ...]
+) -> str | None:
     """MLIR's check of what a branch passes its successors (xDSL's verifiers do
     not make it): as many values as each block takes, of its arguments' types."""
-    for k, (block_name, operands_name) in enumerate(_BRANCHES.get(op.name, ())):
+    for k, (block_name, operands_name) in enumerate(branch):
         block = getattr(op, block_name)
         operands = getattr(op, operands_name)
         if len(operands) != len(block.args):

@@ -192,13 +192,10 @@ class LocatingParser(Parser):
     def _custom_name_span(self, name: str) -> Span | None:
         """The span of the op name just parsed, if the op is in its custom form (a
         bare name, not a string)."""
-        here = self._current_token.span
-        text = here.input.content
-        start = text.rfind(name, 0, here.start)
-        if start < 0 or text[start - 1 : start] == '"':
-            return None
-        between = re.sub(r"//[^\n]*", "", text[start + len(name) : here.start])
-        return None if between.strip() else Span(start, start + len(name), here.input)
+        at = _name_span(self._op_start)
+        if not at.input.content.startswith(name, at.start):
+            return None  # the generic form: `"name"(...)`
+        return Span(at.start, at.start + len(name), at.input)
 
     def parse_affine_map(self) -> AffineMap:
         return MLIRAffineParser(self._parser_state).parse_affine_map()

@@ -8,32 +8,28 @@ a spec. Zero or empty means "the pass picks".
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-
-_TYPE_WORDS = {
-    "bool": "True or False",
-    "int": "an integer",
-    "str": "a string",
-    "tuple[int, ...]": "a tuple of integers",
-}
-"""What a knob of each annotated type takes, in words."""
+from typing import Any
 
 
 def _integer(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _of_type(value: object, annotation: str) -> bool:
-    match annotation:
-        case "bool":
-            return isinstance(value, bool)
-        case "int":
-            return _integer(value)
-        case "str":
-            return isinstance(value, str)
-        case "tuple[int, ...]":
-            return isinstance(value, tuple) and all(map(_integer, value))
-    raise AssertionError(f"a knob of type {annotation} has no check")
+def _integers(value: object) -> bool:
+    return isinstance(value, tuple) and all(map(_integer, value))
+
+
+_KNOB_TYPES: dict[str, tuple[str, Callable[[Any], bool], Callable[[Any], Any]]] = {
+    "bool": ("True or False", lambda v: isinstance(v, bool), bool),
+    "int": ("an integer", _integer, int),
+    "str": ("a string", lambda v: isinstance(v, str), str),
+    "tuple[int, ...]": ("a tuple of integers", _integers, lambda v: tuple(map(int, v))),
+}
+"""Per annotation of a knob: what it takes, in words; whether a value is one; the
+value as the config keeps it (numpy's integers as Python's: configs hash and
+compare by value, and the passes build constants of them)."""
 
 
 @dataclass(frozen=True)
@@ -122,18 +118,12 @@ class KernelConfig:
             value = getattr(self, f.name)
             if isinstance(value, list):
                 value = tuple(value)
-            if not _of_type(value, f.type):
+            words, accepts, kept = _KNOB_TYPES[str(f.type)]
+            if not accepts(value):
                 raise TypeError(
-                    f"{f.name.replace('_', '-')} takes {_TYPE_WORDS[f.type]}, got "
-                    f"{value!r}"
+                    f"{f.name.replace('_', '-')} takes {words}, got {value!r}"
                 )
-            # Lists become tuples and numpy's integers Python's: configs hash and
-            # compare by value, and the passes build constants of them.
-            if f.type == "int":
-                value = int(value)  # pyright: ignore[reportArgumentType]
-            elif f.type == "tuple[int, ...]":
-                value = tuple(map(int, value))  # pyright: ignore[reportArgumentType]
-            object.__setattr__(self, f.name, value)
+            object.__setattr__(self, f.name, kept(value))
         if self.tf32 and not self.mma:
             raise ValueError("tf32 multiplies on the tensor cores: it needs mma")
         if self.splits < 1:

@@ -276,10 +276,10 @@ class AffinecOptMain(xDSLOptMain):
                 f"{', '.join(AFFINEC_TARGETS)} (xDSL's other targets take xDSL's own "
                 "dialects: use xdsl-opt for those)"
             )
-        factory = self.available_targets[spec.name]
+        target = self.available_targets[spec.name]()
         try:
-            check_options(spec, factory(), "target")
-            factory().from_spec(spec)  # pyright: ignore
+            check_options(spec, target, "target")
+            target.from_spec(spec)  # pyright: ignore
         except PipelineError as e:
             raise UserError(str(e)) from None
         except (ValueError, TypeError) as e:
