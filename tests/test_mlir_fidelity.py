@@ -413,6 +413,23 @@ def test_affine_validity_rules_are_verified(body, op, message):
     assert message in info.value.message
 
 
+def test_a_symbol_defined_twice_is_reported_at_the_second_with_a_note():
+    """MLIR's words and places: the error at the second definition, a note at the
+    first (xDSL's check fails the module, which has no location)."""
+    text = "func.func @f() {\n  func.return\n}\nfunc.func @f() {\n  func.return\n}"
+    module = parse_module(make_context(), text, "twice.mlir")
+    with pytest.raises(VerificationError) as info:
+        verify(module)
+    first, second = list(module.body.block.ops)
+    assert info.value.op is second
+    assert [op for op, _ in info.value.notes] == [first]
+    report = format_exception(info.value, {"twice.mlir": text})
+    assert report.splitlines()[0] == (
+        "twice.mlir:4:1: error: redefinition of symbol named 'f'"
+    )
+    assert "twice.mlir:1:1: note: see existing symbol definition here" in report
+
+
 def test_what_mlir_accepts_as_dims_and_symbols_verifies():
     """Top-level values, constants, pure ops of symbols and affine.apply of dims; a
     gpu.launch and a gpu.func are affine scopes."""

@@ -34,6 +34,7 @@ from affinec.base.mlir_wording import (
     UNPREFIXED,
     after_previous_token,
     parser_message,
+    redefinitions,
     verifier_message,
 )
 
@@ -47,6 +48,9 @@ class OpError(DiagnosticException):
     names_op = True
     """Whether the message reads after `'op.name' op` (False for messages that
     describe the op themselves)."""
+
+    notes: tuple[tuple[Operation, str], ...] = ()
+    """MLIR's notes after the error: other ops it involves, and what each is."""
 
     def __init__(self, op: Operation | None, message: str) -> None:
         super().__init__(message)
@@ -218,7 +222,12 @@ def _verify_ops(module: ModuleOp) -> None:
                     if not is_user_error(own):
                         raise
                     e = own
-            raise _verification_error(op, verifier_message(op, xdsl_failure(e))) from e
+            message = verifier_message(op, xdsl_failure(e))
+            error = _verification_error(op, message)
+            if (twice := redefinitions(op, message)) is not None:
+                error.op = twice[1]
+                error.notes = ((twice[0], "see existing symbol definition here"),)
+            raise error from e
         if op.attributes:
             for name, attr in op.attributes.items():
                 check = DIALECT_ATTRIBUTE_CHECKS.get(name)
@@ -475,7 +484,17 @@ def format_exception(
             if isinstance(content, bytes)
             else content
         )
-    return format_error(message, location, source)
+    lines = [format_error(message, location, source)]
+    for where, note in exception_notes(error):
+        text = None if where is None else sources.get(where.filename)
+        lines.append(format_error(note, where, text, severity="note"))
+    return "\n".join(lines)
+
+
+def exception_notes(error: BaseException) -> list[tuple[SourceLocation | None, str]]:
+    """The notes MLIR prints after `error` (see `OpError.notes`), located."""
+    notes = error.notes if isinstance(error, OpError) else ()
+    return [(location_of(op), text) for op, text in notes]
 
 
 def format_op_error(

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from xdsl.dialects.builtin import IndexType, MemRefType
+from xdsl.dialects.builtin import IndexType, MemRefType, StringAttr
 from xdsl.ir import Attribute, Operation
 from xdsl.irdl import (
     BaseAttr,
@@ -38,6 +38,8 @@ _ARGUMENT = re.compile(
 _MISSING = re.compile(r"^(?:property|attribute) '(?P<name>\w+)' expected in operation")
 _SEGMENTS = re.compile(r"^expected \d+ values in operandSegmentSizes")
 _PARENT = re.compile(r"^'[\w.]+' (?P<rest>expects parent op .*)")
+_REDEFINED_SYMBOL = re.compile(r'^Redefinition of symbol "(?P<name>.*)"$')
+_REDEFINITION = re.compile(r"^redefinition of symbol named '(?P<name>.*)'$")
 
 _DESCRIPTIONS: dict[type[Attribute], str] = {IndexType: "index"}
 """What MLIR's operand definitions say of the types xDSL's constraints name."""
@@ -52,6 +54,8 @@ def verifier_message(op: Operation, text: str) -> str:
         return _return_message(op) or text
     if match := _PARENT.match(text):
         return match["rest"]
+    if match := _REDEFINED_SYMBOL.match(text):
+        return f"redefinition of symbol named '{match['name']}'"
     if match := _MISSING.match(text):
         return f"requires attribute '{match['name']}'"
     if match := _ARGUMENT.match(text):
@@ -62,9 +66,27 @@ def verifier_message(op: Operation, text: str) -> str:
 
 
 UNPREFIXED = re.compile(
-    r"^(?:type of return operand |branch has \d+ operands|type mismatch for bb arg)"
+    r"^(?:type of return operand |branch has \d+ operands|type mismatch for bb arg"
+    r"|redefinition of symbol named )"
 )
 """Verifier messages MLIR reports without `'op.name' op` before them."""
+
+
+def redefinitions(op: Operation, message: str) -> tuple[Operation, Operation] | None:
+    """The first and second definitions of the symbol `message` says symbol table
+    `op` defines twice (MLIR reports the second, with a note at the first; xDSL's
+    check fails the table, which has no location when it is the implicit module);
+    None for any other message."""
+    match = _REDEFINITION.match(message)
+    if match is None:
+        return None
+    named = [
+        child
+        for child in op.regions[0].blocks[0].ops
+        if isinstance(symbol := child.get_attr_or_prop("sym_name"), StringAttr)
+        and symbol.data == match["name"]
+    ]
+    return (named[0], named[1]) if len(named) > 1 else None
 
 
 def _index_count_message(op: Operation) -> str | None:

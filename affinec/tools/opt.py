@@ -54,6 +54,7 @@ from affinec.base.diagnostics import (
     OpError,
     collecting_remarks,
     decode_source,
+    exception_notes,
     first_line,
     format_error,
     is_user_error,
@@ -396,6 +397,8 @@ class AffinecOptMain(xDSLOptMain):
                 raise
             location, message = locate_exception(e, offset)
             emitted.append(Diagnostic(location, "error", message))
+            for where, note in exception_notes(e):
+                emitted.append(Diagnostic(where, "note", note))
             if isinstance(e, ParseError) and self.args.parsing_diagnostics:
                 # xDSL's flag: a parse error is the expected output.
                 print(self.format(emitted.pop()), file=output)

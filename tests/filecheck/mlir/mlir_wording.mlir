@@ -451,3 +451,27 @@ func.func @a_branch_passing_another_type(%x: i32) {
 ^bb1(%y: i64):
   return
 }
+
+// -----
+
+// expected-note @+1 {{see existing symbol definition here}}
+func.func @twice() {
+  func.return
+}
+// expected-error @+1 {{redefinition of symbol named 'twice'}}
+func.func @twice() {
+  func.return
+}
+
+// -----
+
+gpu.module @kernels {
+  // expected-note @+1 {{see existing symbol definition here}}
+  gpu.func @k() kernel {
+    gpu.return
+  }
+  // expected-error @+1 {{redefinition of symbol named 'k'}}
+  gpu.func @k() kernel {
+    gpu.return
+  }
+}
