@@ -437,7 +437,8 @@ class LaunchFuncOp(_LaunchSizes, IRDLOperation):
         """MLIR's checks of the kernel a launch names, in its words: the closest
         module holds kernels (`gpu.container_module`), the container is a
         `gpu.module` (or a `gpu.binary`), the kernel is a function marked
-        `gpu.kernel` there, taking as many operands as the launch passes."""
+        `gpu.kernel` there, taking the operands the launch passes (as many, of its
+        argument types)."""
         module = self.parent_op()
         while module is not None and module.name != "builtin.module":
             module = module.parent_op()
@@ -467,12 +468,19 @@ class LaunchFuncOp(_LaunchSizes, IRDLOperation):
                 f"kernel function is missing the '{KERNEL}' attribute"
             )
         if kernel.name == "gpu.func":
-            expected = len(kernel.function_type.inputs)
-            if len(self.kernelOperands) != expected:
+            inputs = kernel.function_type.inputs.data
+            if len(self.kernelOperands) != len(inputs):
                 raise VerifyException(
                     f"got {len(self.kernelOperands)} kernel operands but expected "
-                    f"{expected}"
+                    f"{len(inputs)}"
                 )
+            for k, (value, t) in enumerate(
+                zip(self.kernelOperands, inputs, strict=True)
+            ):
+                if value.type != t:
+                    raise VerifyException(
+                        f"type of function argument {k} does not match"
+                    )
 
     @classmethod
     def parse(cls, parser: Parser) -> LaunchFuncOp:

@@ -1,5 +1,7 @@
 """xDSL's llvm dialect with the ops it lacks: `llvm.extractelement` and
-`llvm.addrspacecast`; and MLIR's check of `llvm.getelementptr` that xDSL's lacks.
+`llvm.addrspacecast`; and MLIR's checks that xDSL's verifiers lack, of
+`llvm.getelementptr`'s indices and of what `llvm.call` and `llvm.return` pass
+against the functions' types.
 
 xDSL 0.74 has `llvm.insertelement` but not its inverse, which the lowering of n-D
 vectors needs to read one element of a `vector<2xf16>`, nor the cast of a pointer to
@@ -27,10 +29,10 @@ from xdsl.irdl import (
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
-from xdsl.traits import NoMemoryEffect
+from xdsl.traits import NoMemoryEffect, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
-from affinec.base.diagnostics import OP_CHECKS
+from affinec.base.diagnostics import OP_CHECKS, VerificationError
 
 
 @irdl_op_definition
@@ -126,7 +128,67 @@ def _gep_indices(op: Operation) -> str | None:
     return None
 
 
+def _call_matches_callee(op: Operation) -> str | None:
+    """MLIR's checks of a direct call against its callee's type (xDSL's verifier
+    checks only that the callee is an `llvm.func`): the operands, as many (at
+    least as many, variadic) and of its parameters' types; a result where it
+    returns one, of its type."""
+    assert isinstance(op, xdsl_llvm.CallOp)
+    callee = None if op.callee is None else SymbolTable.lookup_symbol(op, op.callee)
+    if not isinstance(callee, xdsl_llvm.FuncOp):
+        return None  # an indirect call, or xDSL's verifier's error
+    function_type = callee.function_type
+    params, args = function_type.inputs.data, op.args
+    if not function_type.is_variadic and len(params) != len(args):
+        return (
+            f"incorrect number of operands ({len(args)}) for callee (expecting: "
+            f"{len(params)})"
+        )
+    if len(params) > len(args):
+        return (
+            f"incorrect number of operands ({len(args)}) for varargs callee "
+            f"(expecting at least: {len(params)})"
+        )
+    for k, (value, param) in enumerate(zip(args, params, strict=False)):
+        if value.type != param:
+            return f"operand type mismatch for operand {k}: '{value.type}' != '{param}'"
+    void = isinstance(function_type.output, xdsl_llvm.LLVMVoidType)
+    if not op.results and not void:
+        return "expected function call to produce a value"
+    if op.results and void:
+        return "calling function with void result must not produce values"
+    if op.results and op.results[0].type != function_type.output:
+        return (
+            f"result type mismatch: '{op.results[0].type}' != '{function_type.output}'"
+        )
+    return None
+
+
+def _return_matches_function(op: Operation) -> None:
+    """MLIR's check of `llvm.return` against the function's result type (xDSL's
+    verifier has none), with its note at the function."""
+    assert isinstance(op, xdsl_llvm.ReturnOp)
+    function = op.parent_op()
+    while function is not None and not isinstance(function, xdsl_llvm.FuncOp):
+        function = function.parent_op()
+    if function is None:
+        return
+    output = function.function_type.output
+    void = isinstance(output, xdsl_llvm.LLVMVoidType)
+    if void and op.arg is not None:
+        problem = "expected no operands"
+    elif not void and op.arg is None:
+        problem = "expected 1 operand"
+    elif op.arg is not None and op.arg.type != output:
+        problem = "mismatching result types"
+    else:
+        return
+    raise VerificationError(op, problem, ((function, "when returning from function"),))
+
+
 OP_CHECKS[xdsl_llvm.GEPOp] = _gep_indices
+OP_CHECKS[xdsl_llvm.CallOp] = _call_matches_callee
+OP_CHECKS[xdsl_llvm.ReturnOp] = _return_matches_function
 
 
 LLVM = Dialect(

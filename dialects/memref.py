@@ -8,7 +8,8 @@
 
 `MemRef` is xDSL's dialect with these ops in place of xDSL's (same names, operands
 and properties; a global's visibility and initial value optional, as MLIR's);
-affinec's context registers it.
+affinec's context registers it, and with it MLIR's checks of `memref.cast` and
+`memref.subview` (`affinec.dialects.memref_views`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from xdsl.printer import Printer
 from xdsl.traits import NoMemoryEffect, SymbolOpInterface
 from xdsl.utils.exceptions import VerifyException
 
+from affinec.dialects.memref_views import cast_compatible
+
 
 @irdl_op_definition
 class CastOp(IRDLOperation):
@@ -56,6 +59,14 @@ class CastOp(IRDLOperation):
 
     traits = traits_def(NoMemoryEffect())
     assembly_format = "$source attr-dict `:` type($source) `to` type($dest)"
+
+    def verify_(self) -> None:
+        source, dest = self.source.type, self.dest.type
+        if not cast_compatible(source, dest):
+            raise VerifyException(
+                f"operand type '{source}' and result type '{dest}' are cast "
+                "incompatible"
+            )
 
 
 @irdl_op_definition

@@ -7,23 +7,25 @@ does: after `->`, a parenthesized list or one type alone.
 xDSL's parsers take only the parenthesized form (`-> (f32)`, which is also what
 both print). `Scf` is xDSL's dialect with these two ops' parsers replaced; the ops
 are xDSL's classes otherwise (subclasses, so every pass and the interpreter treat
-them as xDSL's), and affinec's context registers it. Also MLIR's check that an
-`scf.if` with results has an else region (`OP_CHECKS`), which xDSL's verifier
-lacks.
+them as xDSL's), and affinec's context registers it. Also MLIR's checks that
+xDSL's verifiers lack (`OP_CHECKS`): an `scf.if` with results has an else region,
+and the values each region passes on (`scf.yield`, `scf.condition`) are as many,
+and of the types, as where they go takes (MLIR's `RegionBranchOpInterface`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import Self
 
 from xdsl.dialects import scf as xdsl_scf
 from xdsl.dialects.builtin import IndexType, i1
 from xdsl.dialects.utils import parse_assignment
-from xdsl.ir import Dialect, Operation, Region
+from xdsl.ir import Attribute, Dialect, Operation, Region, SSAValue
 from xdsl.parser import Parser
 from xdsl.traits import SingleBlockImplicitTerminator, ensure_terminator
 
-from affinec.base.diagnostics import OP_CHECKS
+from affinec.base.diagnostics import OP_CHECKS, VerificationError
 from affinec.dialects.affine_syntax import parse_type_list
 
 
@@ -87,16 +89,73 @@ class IfOp(xdsl_scf.IfOp):
         )
 
 
-def _else_for_results(op: Operation) -> str | None:
-    """MLIR's check that xDSL's verifier lacks: an `scf.if` with results has an
-    else region (without one, the results of a false condition are undefined)."""
+def _if_checks(op: Operation) -> str | None:
+    """An `scf.if` with results has an else region (without one, the results of a
+    false condition are undefined), and its regions yield the results."""
     assert isinstance(op, xdsl_scf.IfOp)
     if op.results and not op.false_region.blocks:
         return "must have an else block if defining values"
-    return None
+    return _control_flow_edges(op)
 
 
-OP_CHECKS[xdsl_scf.IfOp] = OP_CHECKS[IfOp] = _else_for_results
+_Edge = tuple[str, Operation, Sequence[SSAValue], str, Sequence[Attribute]]
+"""Where values flow: from (in MLIR's words), the op passing them, the values,
+to (in MLIR's words), the types taken there."""
+
+
+def _edges(op: Operation) -> Iterator[_Edge]:
+    """The control flow edges of an scf op with regions, in MLIR's order: into
+    the first region, then from each region's terminator."""
+    results = op.result_types
+    if isinstance(op, xdsl_scf.WhileOp):
+        before, after = op.before_region.block, op.after_region.block
+        before_types = [a.type for a in before.args]
+        yield "parent", op, op.arguments, "Region #0", before_types
+        condition = before.last_op
+        if isinstance(condition, xdsl_scf.ConditionOp):
+            where = "Operation scf.condition"
+            yield where, condition, condition.args, "parent", results
+            after_types = [a.type for a in after.args]
+            yield where, condition, condition.args, "Region #1", after_types
+        end = after.last_op
+        if isinstance(end, xdsl_scf.YieldOp):
+            yield "Operation scf.yield", end, end.operands, "Region #0", before_types
+        return
+    for region in op.regions:
+        for block in region.blocks:
+            end = block.last_op
+            if isinstance(end, xdsl_scf.YieldOp):
+                yield "Operation scf.yield", end, end.operands, "parent", results
+
+
+def _control_flow_edges(op: Operation) -> None:
+    """MLIR's check of each edge: as many values as the successor takes, each of
+    its type; a `VerificationError` with a note at the op passing them."""
+    for source, point, values, successor, types in _edges(op):
+        if len(values) != len(types):
+            problem = (
+                f"region branch point has {len(values)} operands, but region "
+                f"successor needs {len(types)} inputs"
+            )
+        else:
+            problem = next(
+                (
+                    f"successor operand type #{k} '{v.type}' should match "
+                    f"successor input type #{k} '{t}'"
+                    for k, (v, t) in enumerate(zip(values, types, strict=True))
+                    if v.type != t
+                ),
+                None,
+            )
+        if problem is not None:
+            message = f"along control flow edge from {source} to {successor}: "
+            note = (point, "region branch point")
+            raise VerificationError(op, message + problem, (note,))
+
+
+OP_CHECKS[xdsl_scf.IfOp] = OP_CHECKS[IfOp] = _if_checks
+OP_CHECKS[xdsl_scf.ExecuteRegionOp] = _control_flow_edges
+OP_CHECKS[xdsl_scf.WhileOp] = _control_flow_edges
 
 _OURS = {xdsl_scf.ForOp: ForOp, xdsl_scf.IfOp: IfOp}
 

@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from xdsl.dialects.builtin import (
     FileLineColLoc,
     ModuleOp,
+    UnregisteredOp,
 )
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.printer import Printer
-from xdsl.traits import SymbolTable
+from xdsl.traits import SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import (
     DiagnosticException,
     ParseError,
@@ -52,10 +53,17 @@ class OpError(DiagnosticException):
     notes: tuple[tuple[Operation, str], ...] = ()
     """MLIR's notes after the error: other ops it involves, and what each is."""
 
-    def __init__(self, op: Operation | None, message: str) -> None:
+    def __init__(
+        self,
+        op: Operation | None,
+        message: str,
+        notes: tuple[tuple[Operation, str], ...] = (),
+    ) -> None:
         super().__init__(message)
         self.op = op
         self.message = message
+        if notes:
+            self.notes = notes
 
 
 class PassError(OpError, PassFailedException):
@@ -171,7 +179,8 @@ register theirs (`affinec.dialects.gpu_common`)."""
 
 OP_CHECKS: dict[type[Operation], Callable[[Operation], str | None]] = {}
 """MLIR's checks of ops whose xDSL definitions lack them, by op class: each gives
-its message, or None. The dialects register theirs (`affinec.dialects.llvm`)."""
+its message, or None (or raises its own `VerificationError`, to add MLIR's notes).
+The dialects register theirs (`affinec.dialects.llvm`)."""
 
 _TERMINATOR = "terminates block in"
 """xDSL's check that the op ending a block is a terminator (its text)."""
@@ -223,16 +232,19 @@ def _verify_ops(module: ModuleOp) -> None:
                         raise
                     e = own
             message = verifier_message(op, xdsl_failure(e))
-            error = _verification_error(op, message)
             if (twice := redefinitions(op, message)) is not None:
-                error.op = twice[1]
-                error.notes = ((twice[0], "see existing symbol definition here"),)
-            raise error from e
+                note = (twice[0], "see existing symbol definition here")
+                raise _verification_error(twice[1], message, (note,)) from e
+            raise _verification_error(op, message) from e
         if op.attributes:
             for name, attr in op.attributes.items():
                 check = DIALECT_ATTRIBUTE_CHECKS.get(name)
                 if check is not None and (message := check(attr)) is not None:
                     raise VerificationError(op, message)
+        if _is_symbol(type(op)) and not _in_symbol_table(op):
+            raise VerificationError(
+                op, "symbol's parent must have the SymbolTable trait"
+            )
         op_check = OP_CHECKS.get(type(op))
         if op_check is not None and (message := op_check(op)) is not None:
             raise _verification_error(op, message)
@@ -244,8 +256,30 @@ def _verify_ops(module: ModuleOp) -> None:
                 raise VerificationError(op, f"operand #{k} does not dominate this use")
 
 
-def _verification_error(op: Operation, message: str) -> VerificationError:
-    error = VerificationError(op, message)
+_SYMBOL_CLASSES: dict[type[Operation], bool] = {}
+
+
+def _is_symbol(cls: type[Operation]) -> bool:
+    """Whether ops of `cls` are symbols (asked once a class: verify's hot path). An
+    unregistered op is not: xDSL gives it every trait, MLIR knows none of its."""
+    known = _SYMBOL_CLASSES.get(cls)
+    if known is None:
+        symbol = cls.has_trait(SymbolOpInterface)
+        known = _SYMBOL_CLASSES[cls] = symbol and not issubclass(cls, UnregisteredOp)
+    return known
+
+
+def _in_symbol_table(symbol: Operation) -> bool:
+    """MLIR's rule that xDSL's verifiers lack: a symbol (a function, a global, a
+    gpu.module) sits at the top or directly in a symbol table, not in a function."""
+    parent = symbol.parent_op()
+    return parent is None or parent.has_trait(SymbolTable)
+
+
+def _verification_error(
+    op: Operation, message: str, notes: tuple[tuple[Operation, str], ...] = ()
+) -> VerificationError:
+    error = VerificationError(op, message, notes)
     error.names_op = not UNPREFIXED.match(message)
     return error
 

@@ -54,6 +54,12 @@ def verifier_message(op: Operation, text: str) -> str:
         return _return_message(op) or text
     if match := _PARENT.match(text):
         return match["rest"]
+    if text.endswith("are cast incompatible") and op.operands and op.results:
+        # (xDSL's `arith.index_cast` names its operand's type twice, after its name)
+        return (
+            f"operand type '{op.operands[0].type}' and result type "
+            f"'{op.results[0].type}' are cast incompatible"
+        )
     if match := _REDEFINED_SYMBOL.match(text):
         return f"redefinition of symbol named '{match['name']}'"
     if match := _MISSING.match(text):

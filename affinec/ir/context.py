@@ -66,6 +66,12 @@ def _nvvm() -> Dialect:
     return NVVM
 
 
+def _arith() -> Dialect:
+    from affinec.dialects.arith import Arith
+
+    return Arith
+
+
 def _vector() -> Dialect:
     from affinec.dialects.vector import Vector
 
@@ -75,6 +81,7 @@ def _vector() -> Dialect:
 AFFINEC_DIALECTS: dict[str, Callable[[], Dialect]] = {
     "affine": _affine,
     "affinec": _affinec,
+    "arith": _arith,
     "gpu": _gpu,
     "linalg": _linalg,
     "llvm": _llvm,
@@ -85,8 +92,8 @@ AFFINEC_DIALECTS: dict[str, Callable[[], Dialect]] = {
     "vector": _vector,
 }
 """Dialects of ours, by name; those also in xDSL replace xDSL's in our context (`llvm`
-is xDSL's with the ops it lacks added; `memref` xDSL's with MLIR's syntax of
-`memref.cast`; `linalg` xDSL's with MLIR's named
+is xDSL's with the ops it lacks added; `arith` xDSL's with MLIR's checks of the
+float casts; `memref` xDSL's with MLIR's syntax of `memref.cast`; `linalg` xDSL's with MLIR's named
 convolutions and products as `affinec-lower-linalg` reads them; `scf` xDSL's with
 MLIR's forms of result types after `->`; `vector` xDSL's with MLIR's check of
 static positions)."""

@@ -475,3 +475,167 @@ gpu.module @kernels {
     gpu.return
   }
 }
+
+// -----
+
+func.func @if_yields_two(%c: i1) -> i32 {
+  // expected-error @+1 {{'scf.if' op along control flow edge from Operation scf.yield to parent: region branch point has 2 operands, but region successor needs 1 inputs}}
+  %r = scf.if %c -> (i32) {
+    %a = arith.constant 1 : i32
+    // expected-note @+1 {{region branch point}}
+    scf.yield %a, %a : i32, i32
+  } else {
+    %b = arith.constant 2 : i32
+    scf.yield %b : i32
+  }
+  func.return %r : i32
+}
+
+// -----
+
+func.func @if_yields_another_type(%c: i1) -> i32 {
+  // expected-error @+1 {{'scf.if' op along control flow edge from Operation scf.yield to parent: successor operand type #0 'i64' should match successor input type #0 'i32'}}
+  %r = scf.if %c -> (i32) {
+    %a = arith.constant 1 : i64
+    // expected-note @+1 {{region branch point}}
+    scf.yield %a : i64
+  } else {
+    %b = arith.constant 2 : i32
+    scf.yield %b : i32
+  }
+  func.return %r : i32
+}
+
+// -----
+
+func.func @execute_region_yields_another_type() -> i32 {
+  // expected-error @+1 {{'scf.execute_region' op along control flow edge from Operation scf.yield to parent: successor operand type #0 'i64' should match successor input type #0 'i32'}}
+  %r = scf.execute_region -> i32 {
+    %a = arith.constant 1 : i64
+    // expected-note @+1 {{region branch point}}
+    scf.yield %a : i64
+  }
+  func.return %r : i32
+}
+
+// -----
+
+func.func @condition_passes_two(%x: i32) -> i32 {
+  // expected-error @+1 {{'scf.while' op along control flow edge from Operation scf.condition to parent: region branch point has 2 operands, but region successor needs 1 inputs}}
+  %r = scf.while (%a = %x) : (i32) -> i32 {
+    %c = arith.constant true
+    // expected-note @+1 {{region branch point}}
+    scf.condition(%c) %a, %a : i32, i32
+  } do {
+  ^bb0(%b: i32):
+    scf.yield %b : i32
+  }
+  func.return %r : i32
+}
+
+// -----
+
+func.func @while_body_yields_two(%x: i32) -> i32 {
+  // expected-error @+1 {{'scf.while' op along control flow edge from Operation scf.yield to Region #0: region branch point has 2 operands, but region successor needs 1 inputs}}
+  %r = scf.while (%a = %x) : (i32) -> i32 {
+    %c = arith.constant true
+    scf.condition(%c) %a : i32
+  } do {
+  ^bb0(%b: i32):
+    // expected-note @+1 {{region branch point}}
+    scf.yield %b, %b : i32, i32
+  }
+  func.return %r : i32
+}
+
+// -----
+
+func.func @outer() {
+  // expected-error @+1 {{'func.func' op symbol's parent must have the SymbolTable trait}}
+  func.func @inner() {
+    func.return
+  }
+  func.return
+}
+
+// -----
+
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    gpu.func @k(%a: memref<4xf32>) kernel {
+      gpu.return
+    }
+  }
+  func.func @launch_another_array(%m: memref<8xf32>) {
+    %c1 = arith.constant 1 : index
+    // expected-error @+1 {{'gpu.launch_func' op type of function argument 0 does not match}}
+    gpu.launch_func @kernels::@k blocks in (%c1, %c1, %c1) threads in (%c1, %c1, %c1) args(%m : memref<8xf32>)
+    func.return
+  }
+}
+
+// -----
+
+func.func @cast_to_another_size(%m: memref<8xf32>) {
+  // expected-error @+1 {{'memref.cast' op operand type 'memref<8xf32>' and result type 'memref<4xf32>' are cast incompatible}}
+  %s = memref.cast %m : memref<8xf32> to memref<4xf32>
+  func.return
+}
+
+// -----
+
+func.func @subview_of_another_layout(%m: memref<8x8xf32>) {
+  // expected-error @+1 {{expected result type to be 'memref<4x4xf32, strided<[8, 1], offset: 10>>' or a rank-reduced version. (mismatch of result layout), but got 'memref<4x4xf32>'}}
+  %s = memref.subview %m[1, 2] [4, 4] [1, 1] : memref<8x8xf32> to memref<4x4xf32>
+  func.return
+}
+
+// -----
+
+func.func @subview_past_the_end(%m: memref<8x8xf32>) {
+  // expected-error @+1 {{slice along dimension 1 runs out-of-bounds: 8 >= 8}}
+  %s = memref.subview %m[1, 2] [4, 4] [1, 2] : memref<8x8xf32> to memref<4x4xf32, strided<[8, 2], offset: 10>>
+  func.return
+}
+
+// -----
+
+func.func @subview_rank_reduced(%m: memref<8x8xf32>) {
+  %s = memref.subview %m[1, 2] [1, 4] [1, 1] : memref<8x8xf32> to memref<4xf32, strided<[1], offset: 10>>
+  func.return
+}
+
+// -----
+
+func.func @extf_narrows(%x: f32) {
+  // expected-error @+1 {{'arith.extf' op operand type 'f32' and result type 'f16' are cast incompatible}}
+  %h = arith.extf %x : f32 to f16
+  func.return
+}
+
+// -----
+
+func.func @truncf_of_another_shape(%v: vector<2xf32>) {
+  // expected-error @+1 {{'arith.truncf' op requires the same shape for all operands and results}}
+  %h = arith.truncf %v : vector<2xf32> to vector<4xf16>
+  func.return
+}
+
+// -----
+
+llvm.func @callee(%a: i32) -> i32 {
+  llvm.return %a : i32
+}
+llvm.func @call_with_an_i64(%x: i64) {
+  // expected-error @+1 {{'llvm.call' op operand type mismatch for operand 0: 'i64' != 'i32'}}
+  %r = llvm.call @callee(%x) : (i64) -> i32
+  llvm.return
+}
+
+// -----
+
+// expected-note @+1 {{when returning from function}}
+llvm.func @return_an_i64(%x: i64) -> i32 {
+  // expected-error @+1 {{'llvm.return' op mismatching result types}}
+  llvm.return %x : i64
+}
