@@ -1,6 +1,6 @@
 """MLIR's checks of memref views that xDSL's verifiers lack: which types a
-`memref.cast` may change between, and the result type and the bounds of a
-`memref.subview`.
+`memref.cast` may change between, the result type and the bounds of a
+`memref.subview`, and the result type of a `memref.reinterpret_cast`.
 
     %a = memref.cast %m : memref<8xf32> to memref<4xf32>       // refused
     %s = memref.subview %m[1, 2] [4, 4] [1, 1]
@@ -201,6 +201,48 @@ def _check_bounds(
             )
 
 
+def _reinterpret_cast_checks(op: Operation) -> None:
+    """MLIR's checks of `memref.reinterpret_cast` that xDSL's verifier lacks (it
+    checks the sizes): the source's memory space and element type, and a result
+    type whose offset and strides are the op's wherever both are static."""
+    assert isinstance(op, xdsl_memref.ReinterpretCastOp)
+    source, result = op.source.type, op.result.type
+    if not isinstance(source, MemRefType) or not isinstance(result, MemRefType):
+        return
+    for what, a, b in (
+        ("memory spaces", source.memory_space, result.memory_space),
+        ("element types", source.element_type, result.element_type),
+    ):
+        if a != b:
+            _refuse(
+                op,
+                f"different {what} specified for source type '{source}' and result "
+                f"memref type '{result}'",
+            )
+    layout = _strides_and_offset(result)
+    if layout is None:
+        return  # an affine map: the interpreter and the lowering refuse it
+    strides, offset = layout
+    (expected,) = op.static_offsets.get_values()
+    if offset is not None and offset != expected:
+        _refuse(
+            op,
+            f"expected result type with offset = {_said(expected)} instead of {offset}",
+        )
+    steps = op.static_strides.get_values()
+    for k, (stride, step) in enumerate(zip(strides, steps, strict=False)):
+        if stride is not None and stride != step:
+            _refuse(
+                op,
+                f"expected result type with stride = {_said(step)} instead of "
+                f"{stride} in dim = {k}",
+            )
+
+
+def _said(value: int) -> str:
+    return "dynamic" if value == DYNAMIC_INDEX else str(value)
+
+
 def _refuse(op: Operation, message: str) -> NoReturn:
     error = VerificationError(op, message)
     error.names_op = False  # MLIR's `emitError`, not `emitOpError`
@@ -208,3 +250,4 @@ def _refuse(op: Operation, message: str) -> NoReturn:
 
 
 OP_CHECKS[xdsl_memref.SubviewOp] = _subview_checks
+OP_CHECKS[xdsl_memref.ReinterpretCastOp] = _reinterpret_cast_checks

@@ -1,6 +1,6 @@
-"""xDSL's vector dialect with MLIR's check of `vector.extract`'s and
-`vector.insert`'s static positions, which xDSL's verifiers lack: each within its
-dimension, or -1 (poison).
+"""xDSL's vector dialect with MLIR's checks that xDSL's verifiers lack: of
+`vector.extract`'s and `vector.insert`'s static positions, each within its
+dimension or -1 (poison), and of the shapes `vector.broadcast` takes.
 
     %e = vector.extract %v[7] : f32 from vector<4xf32>   // refused: 7 >= 4
 
@@ -46,6 +46,24 @@ def _static_positions(op: Operation) -> str | None:
     return None
 
 
+def _broadcastable(op: Operation) -> str | None:
+    """MLIR's check of `vector.broadcast` (xDSL's checks the element type only): a
+    scalar, or a vector whose dimensions, aligned at the end with the result's,
+    are each 1 or the result's."""
+    assert isinstance(op, xdsl_vector.BroadcastOp)
+    source, result = op.source.type, op.vector.type
+    if not isinstance(source, VectorType):
+        return None
+    shape, wide = source.get_shape(), result.get_shape()
+    if len(shape) > len(wide):
+        return "source rank higher than destination rank"
+    for size, target in zip(shape, wide[len(wide) - len(shape) :], strict=True):
+        if size not in (1, target):
+            return f"dimension mismatch ({size} vs. {target})"
+    return None
+
+
+OP_CHECKS[xdsl_vector.BroadcastOp] = _broadcastable
 OP_CHECKS[xdsl_vector.ExtractOp] = _static_positions
 OP_CHECKS[xdsl_vector.InsertOp] = _static_positions
 

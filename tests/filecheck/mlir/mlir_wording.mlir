@@ -639,3 +639,19 @@ llvm.func @return_an_i64(%x: i64) -> i32 {
   // expected-error @+1 {{'llvm.return' op mismatching result types}}
   llvm.return %x : i64
 }
+
+// -----
+
+func.func @broadcast_to_another_size(%v: vector<4xf32>) {
+  // expected-error @+1 {{'vector.broadcast' op dimension mismatch (4 vs. 2)}}
+  %w = vector.broadcast %v : vector<4xf32> to vector<2xf32>
+  func.return
+}
+
+// -----
+
+func.func @reinterpret_with_another_stride(%m: memref<8xf32>) {
+  // expected-error @+1 {{expected result type with stride = 2 instead of 1 in dim = 0}}
+  %r = memref.reinterpret_cast %m to offset: [0], sizes: [4], strides: [2] : memref<8xf32> to memref<4xf32>
+  func.return
+}
