@@ -1,7 +1,8 @@
 """xDSL's llvm dialect with the ops it lacks: `llvm.extractelement` and
 `llvm.addrspacecast`; and MLIR's checks that xDSL's verifiers lack, of
-`llvm.getelementptr`'s indices and of what `llvm.call` and `llvm.return` pass
-against the functions' types.
+`llvm.getelementptr`'s indices, of the types `llvm.load` and `llvm.store` move
+(LLVM's, with a size), and of what `llvm.call` and `llvm.return` pass against the
+functions' types.
 
 xDSL 0.74 has `llvm.insertelement` but not its inverse, which the lowering of n-D
 vectors needs to read one element of a `vector<2xf16>`, nor the cast of a pointer to
@@ -186,7 +187,32 @@ def _return_matches_function(op: Operation) -> None:
     raise VerificationError(op, problem, ((function, "when returning from function"),))
 
 
+def _sized(t: Attribute) -> bool:
+    """MLIR's "LLVM type with size": what a load reads or a store writes."""
+    return xdsl_llvm.is_compatible_type(t) and not isinstance(
+        t, xdsl_llvm.LLVMFunctionType
+    )
+
+
+def _loads_a_sized_type(op: Operation) -> str | None:
+    assert isinstance(op, xdsl_llvm.LoadOp)
+    t = op.dereferenced_value.type
+    return (
+        None if _sized(t) else f"result #0 must be LLVM type with size, but got '{t}'"
+    )
+
+
+def _stores_a_sized_type(op: Operation) -> str | None:
+    assert isinstance(op, xdsl_llvm.StoreOp)
+    t = op.value.type
+    return (
+        None if _sized(t) else f"operand #0 must be LLVM type with size, but got '{t}'"
+    )
+
+
 OP_CHECKS[xdsl_llvm.GEPOp] = _gep_indices
+OP_CHECKS[xdsl_llvm.LoadOp] = _loads_a_sized_type
+OP_CHECKS[xdsl_llvm.StoreOp] = _stores_a_sized_type
 OP_CHECKS[xdsl_llvm.CallOp] = _call_matches_callee
 OP_CHECKS[xdsl_llvm.ReturnOp] = _return_matches_function
 

@@ -8,8 +8,9 @@
 
 `MemRef` is xDSL's dialect with these ops in place of xDSL's (same names, operands
 and properties; a global's visibility and initial value optional, as MLIR's);
-affinec's context registers it, and with it MLIR's checks of `memref.cast` and
-`memref.subview` (`affinec.dialects.memref_views`).
+affinec's context registers it, and with it MLIR's checks of `memref.cast`,
+`memref.subview` and `memref.reinterpret_cast` (`affinec.dialects.memref_views`)
+and of `memref.get_global`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from xdsl.dialects.builtin import (
     UnitAttr,
     UnrankedMemRefType,
 )
-from xdsl.ir import Dialect
+from xdsl.ir import Dialect, Operation
 from xdsl.irdl import (
     IRDLOperation,
     base,
@@ -41,9 +42,10 @@ from xdsl.irdl import (
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
-from xdsl.traits import NoMemoryEffect, SymbolOpInterface
+from xdsl.traits import NoMemoryEffect, SymbolOpInterface, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
+from affinec.base.diagnostics import OP_CHECKS
 from affinec.dialects.memref_views import cast_compatible
 
 
@@ -170,6 +172,24 @@ class GlobalOp(IRDLOperation):
             attrs["alignment"] = self.alignment
         printer.print_op_attributes(attrs)
 
+
+def _names_a_global_of_its_type(op: Operation) -> str | None:
+    """MLIR's check of `memref.get_global` (xDSL's verifier has none): the symbol
+    is a `memref.global` of the result's type."""
+    assert isinstance(op, xdsl_memref.GetGlobalOp)
+    symbol = SymbolTable.lookup_symbol(op, op.name_)
+    name = op.name_.string_value()
+    if not isinstance(symbol, GlobalOp | xdsl_memref.GlobalOp):
+        return f"'{name}' does not reference a valid global memref"
+    if symbol.type != op.memref.type:
+        return (
+            f"result type '{op.memref.type}' does not match type '{symbol.type}' of "
+            f"the global memref @{name}"
+        )
+    return None
+
+
+OP_CHECKS[xdsl_memref.GetGlobalOp] = _names_a_global_of_its_type
 
 _OURS = {xdsl_memref.CastOp: CastOp, xdsl_memref.GlobalOp: GlobalOp}
 

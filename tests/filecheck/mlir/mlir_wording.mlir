@@ -655,3 +655,28 @@ func.func @reinterpret_with_another_stride(%m: memref<8xf32>) {
   %r = memref.reinterpret_cast %m to offset: [0], sizes: [4], strides: [2] : memref<8xf32> to memref<4xf32>
   func.return
 }
+
+// -----
+
+memref.global "private" @table : memref<4xf32>
+func.func @get_global_of_another_type() {
+  // expected-error @+1 {{'memref.get_global' op result type 'memref<8xf32>' does not match type 'memref<4xf32>' of the global memref @table}}
+  %r = memref.get_global @table : memref<8xf32>
+  func.return
+}
+
+// -----
+
+func.func @get_global_of_nothing() {
+  // expected-error @+1 {{'memref.get_global' op 'nowhere' does not reference a valid global memref}}
+  %r = memref.get_global @nowhere : memref<8xf32>
+  func.return
+}
+
+// -----
+
+llvm.func @load_a_memref(%p: !llvm.ptr) {
+  // expected-error @+1 {{'llvm.load' op result #0 must be LLVM type with size, but got 'memref<4xf32>'}}
+  %r = llvm.load %p : !llvm.ptr -> memref<4xf32>
+  llvm.return
+}
