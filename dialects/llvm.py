@@ -1,6 +1,7 @@
 """xDSL's llvm dialect with the ops it lacks: `llvm.extractelement` and
 `llvm.addrspacecast`; and MLIR's checks that xDSL's verifiers lack, of
-`llvm.getelementptr`'s indices, of the types `llvm.load` and `llvm.store` move
+`llvm.getelementptr`'s indices, of the positions `llvm.extractvalue` and
+`llvm.insertvalue` take in an aggregate, of the types `llvm.load` and `llvm.store` move
 (LLVM's, with a size), and of what `llvm.call` and `llvm.return` pass against the
 functions' types.
 
@@ -210,7 +211,43 @@ def _stores_a_sized_type(op: Operation) -> str | None:
     )
 
 
+def _aggregate_position(op: Operation) -> str | None:
+    """MLIR's checks of `llvm.extractvalue`/`llvm.insertvalue` (xDSL's verifiers
+    have none): an aggregate (struct or array), each position within its level,
+    the value of the element type there, and an insert's result of the
+    aggregate's type."""
+    assert isinstance(op, xdsl_llvm.ExtractValueOp | xdsl_llvm.InsertValueOp)
+    container = op.container.type
+    if not isinstance(container, xdsl_llvm.LLVMStructType | xdsl_llvm.LLVMArrayType):
+        return f"operand #0 must be LLVM aggregate type, but got '{container}'"
+    element: Attribute = container
+    for position in op.position.get_values():
+        if isinstance(element, xdsl_llvm.LLVMStructType):
+            fields = element.types.data
+        elif isinstance(element, xdsl_llvm.LLVMArrayType):
+            fields = [element.type] * element.size.data
+        else:
+            return f"expected LLVM IR structure/array type, got: '{element}'"
+        if not 0 <= position < len(fields):
+            return f"position out of bounds: {position}"
+        element = fields[position]
+    if isinstance(op, xdsl_llvm.ExtractValueOp):
+        if op.res.type != element:
+            return (
+                f"Type mismatch: extracting from '{container}' should produce "
+                f"'{element}' but this op returns '{op.res.type}'"
+            )
+        return None
+    if op.value.type != element:
+        return f"Type mismatch: cannot insert '{op.value.type}' into '{container}'"
+    if op.res.type != container:
+        return "failed to verify that all of {container, res} have same type"
+    return None
+
+
 OP_CHECKS[xdsl_llvm.GEPOp] = _gep_indices
+OP_CHECKS[xdsl_llvm.ExtractValueOp] = _aggregate_position
+OP_CHECKS[xdsl_llvm.InsertValueOp] = _aggregate_position
 OP_CHECKS[xdsl_llvm.LoadOp] = _loads_a_sized_type
 OP_CHECKS[xdsl_llvm.StoreOp] = _stores_a_sized_type
 OP_CHECKS[xdsl_llvm.CallOp] = _call_matches_callee

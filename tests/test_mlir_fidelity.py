@@ -430,6 +430,39 @@ def test_a_symbol_defined_twice_is_reported_at_the_second_with_a_note():
     assert "twice.mlir:1:1: note: see existing symbol definition here" in report
 
 
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        (
+            '%r = "arith.addf"(%i, %i) : (i32, i32) -> i32',
+            "'arith.addf' op operand #0 must be floating-point or vector of "
+            "floating-point or tensor of floating-point, but got 'i32'",
+        ),
+        (
+            '%r = "arith.addi"(%a, %a) : (f32, f32) -> f32',
+            "'arith.addi' op operand #0 must be integer or index or vector of "
+            "(integer or index) or tensor of (integer or index), but got 'f32'",
+        ),
+        (
+            '%r = "llvm.add"(%a, %a) : (f32, f32) -> f32',
+            "'llvm.add' op operand #0 must be signless integer or vector of "
+            "signless integer, but got 'f32'",
+        ),
+    ],
+)
+def test_an_operand_of_a_type_the_op_refuses_is_said_with_the_types_it_takes(
+    line, message
+):
+    """MLIR's form, the types described from the op's definition (xDSL's says
+    "operand 'lhs' at position 0 does not verify:" and its reason on a line the
+    diagnostic used to drop)."""
+    text = f"func.func @f(%a: f32, %i: i32) {{\n  {line}\n  func.return\n}}"
+    module = parse_module(make_context(), text, "t.mlir")
+    with pytest.raises(VerificationError) as info:
+        verify(module)
+    assert format_exception(info.value).startswith(f"t.mlir:2:8: error: {message}")
+
+
 def test_what_mlir_accepts_as_dims_and_symbols_verifies():
     """Top-level values, constants, pure ops of symbols and affine.apply of dims; a
     gpu.launch and a gpu.func are affine scopes."""

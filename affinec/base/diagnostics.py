@@ -125,7 +125,7 @@ def is_user_error(error: BaseException) -> bool:
 
 def xdsl_failure(error: BaseException) -> str:
     """The one-line message of an exception xDSL raised about the input."""
-    text = first_line(str(error)) if str(error) else ""
+    text = _headline(str(error))
     if isinstance(error, DiagnosticException) or type(error) is Exception:
         return text or type(error).__name__  # a message meant for the user
     if isinstance(error, NotImplementedError):
@@ -450,6 +450,15 @@ def decode_source(data: bytes, name: str) -> str:
             f"{name} is not UTF-8 text: byte 0x{data[e.start]:02x} at offset "
             f"{e.start} (line {line})"
         ) from None
+
+
+def _headline(text: str) -> str:
+    """The first line of `text`, and the next where it ends in `:` (xDSL's "operand
+    'lhs' at position 0 does not verify:" gives its reason on the next line)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) > 1 and lines[0].endswith(":"):
+        return f"{lines[0]} {lines[1]}"
+    return lines[0] if lines else text
 
 
 def first_line(text: str) -> str:

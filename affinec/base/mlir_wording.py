@@ -17,15 +17,29 @@ from __future__ import annotations
 
 import re
 
-from xdsl.dialects.builtin import IndexType, MemRefType, StringAttr
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    IndexType,
+    IntegerType,
+    MemRefType,
+    Signedness,
+    SignednessAttr,
+    StringAttr,
+    TensorType,
+    VectorType,
+)
+from xdsl.dialects.llvm import LLVMPointerType
 from xdsl.ir import Attribute, Operation
 from xdsl.irdl import (
+    AnyOf,
     BaseAttr,
     EqAttrConstraint,
     OptOperandDef,
+    ParamAttrConstraint,
     RangeLengthConstraint,
     RangeOf,
     SingleOf,
+    VarConstraint,
     VarOperandDef,
 )
 from xdsl.utils.exceptions import ParseError
@@ -41,7 +55,13 @@ _PARENT = re.compile(r"^'[\w.]+' (?P<rest>expects parent op .*)")
 _REDEFINED_SYMBOL = re.compile(r'^Redefinition of symbol "(?P<name>.*)"$')
 _REDEFINITION = re.compile(r"^redefinition of symbol named '(?P<name>.*)'$")
 
-_DESCRIPTIONS: dict[type[Attribute], str] = {IndexType: "index"}
+_DESCRIPTIONS: dict[type[Attribute], str] = {
+    IndexType: "index",
+    IntegerType: "integer",
+    MemRefType: "memref",
+    VectorType: "vector",
+    LLVMPointerType: "LLVM pointer",
+}
 """What MLIR's operand definitions say of the types xDSL's constraints name."""
 
 
@@ -166,10 +186,51 @@ def _argument_message(op: Operation, match: re.Match[str]) -> str | None:
 
 
 def _description(constraint: object) -> str | None:
+    """MLIR's words for the types a constraint admits ("signless integer or vector
+    of signless integer"), where the constraint is built of parts with words."""
+    if isinstance(constraint, VarConstraint):
+        return _description(constraint.constraint)
+    if isinstance(constraint, AnyOf):
+        choices = constraint.attr_constrs
+        floats = [c for c in choices if _is_float(c)]
+        parts = ["floating-point"] if len(floats) > 1 else []
+        parts += [
+            _description(c) for c in choices if len(floats) < 2 or c not in floats
+        ]
+        return None if None in parts else " or ".join(parts)  # pyright: ignore
+    if isinstance(constraint, ParamAttrConstraint):
+        return _parametrized_description(constraint)
     if isinstance(constraint, BaseAttr):
+        if _is_float(constraint):
+            return constraint.attr.name
         return _DESCRIPTIONS.get(constraint.attr)
     if isinstance(constraint, EqAttrConstraint):
         return _DESCRIPTIONS.get(type(constraint.attr))
+    return None
+
+
+def _is_float(constraint: object) -> bool:
+    return isinstance(constraint, BaseAttr) and issubclass(constraint.attr, AnyFloat)
+
+
+_ELEMENT_PARAMETER = {VectorType: (0, "vector"), TensorType: (1, "tensor")}
+"""Which parameter of a shaped type is its element type, and the type's word."""
+
+
+def _parametrized_description(constraint: ParamAttrConstraint) -> str | None:
+    base, params = constraint.base_attr, constraint.param_constrs
+    if base is IntegerType and len(params) == 2:
+        signedness = params[1]
+        if isinstance(signedness, EqAttrConstraint) and signedness.attr == (
+            SignednessAttr(Signedness.SIGNLESS)
+        ):
+            return "signless integer"
+    if base in _ELEMENT_PARAMETER:
+        k, word = _ELEMENT_PARAMETER[base]
+        element = _description(params[k]) if k < len(params) else None
+        if element is not None and " or " in element:
+            element = f"({element})"
+        return None if element is None else f"{word} of {element}"
     return None
 
 

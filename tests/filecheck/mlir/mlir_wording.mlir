@@ -680,3 +680,19 @@ llvm.func @load_a_memref(%p: !llvm.ptr) {
   %r = llvm.load %p : !llvm.ptr -> memref<4xf32>
   llvm.return
 }
+
+// -----
+
+llvm.func @extract_the_wrong_type(%s: !llvm.struct<(i32, f32)>) {
+  // expected-error @+1 {{'llvm.extractvalue' op Type mismatch: extracting from '!llvm.struct<(i32, f32)>' should produce 'i32' but this op returns 'f32'}}
+  %r = "llvm.extractvalue"(%s) {position = array<i64: 0>} : (!llvm.struct<(i32, f32)>) -> f32
+  llvm.return
+}
+
+// -----
+
+llvm.func @insert_past_the_end(%s: !llvm.struct<(i32, f32)>, %a: f32) {
+  // expected-error @+1 {{'llvm.insertvalue' op position out of bounds: 3}}
+  %r = "llvm.insertvalue"(%s, %a) {position = array<i64: 3>} : (!llvm.struct<(i32, f32)>, f32) -> !llvm.struct<(i32, f32)>
+  llvm.return
+}
