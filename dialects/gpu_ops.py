@@ -212,8 +212,10 @@ class ReturnOp(IRDLOperation):
 
     def verify_(self) -> None:
         func = self.parent_op()
-        if func is None or func.name != "gpu.func":
-            return
+        if func is None:
+            return  # being built
+        if func.name != "gpu.func":
+            raise VerifyException("expects parent op 'gpu.func'")
         outputs = tuple(func.function_type.outputs.data)
         if len(self.args) != len(outputs):
             raise VerifyException(

@@ -72,6 +72,8 @@ def verifier_message(op: Operation, text: str) -> str:
         return _index_count_message(op) or text
     if text.startswith("Expected arguments to have the same types as the function"):
         return _return_message(op) or text
+    if text.startswith("Expected entry block arguments to have the same types"):
+        return _entry_block_message(op) or text
     if match := _PARENT.match(text):
         return match["rest"]
     if text.endswith("are cast incompatible") and op.operands and op.results:
@@ -144,6 +146,26 @@ def _return_message(op: Operation) -> str | None:
             return (
                 f"type of return operand {k} ('{value.type}') doesn't match "
                 f"function result type ('{result}') in function @{name.data}"
+            )
+    return None
+
+
+def _entry_block_message(op: Operation) -> str | None:
+    """MLIR's check of a function's entry block against its signature: as many
+    arguments, then each of the signature's type."""
+    function_type = getattr(op, "function_type", None)
+    if function_type is None or not op.regions or not op.regions[0].blocks:
+        return None
+    inputs, args = function_type.inputs.data, op.regions[0].blocks[0].args
+    if len(args) != len(inputs):
+        return (
+            f"entry block must have {len(inputs)} arguments to match function signature"
+        )
+    for k, (arg, t) in enumerate(zip(args, inputs, strict=True)):
+        if arg.type != t:
+            return (
+                f"type of entry block argument #{k}('{arg.type}') must match the type "
+                f"of the corresponding argument in function signature('{t}')"
             )
     return None
 

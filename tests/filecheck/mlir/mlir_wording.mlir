@@ -696,3 +696,22 @@ llvm.func @insert_past_the_end(%s: !llvm.struct<(i32, f32)>, %a: f32) {
   %r = "llvm.insertvalue"(%s, %a) {position = array<i64: 3>} : (!llvm.struct<(i32, f32)>, f32) -> !llvm.struct<(i32, f32)>
   llvm.return
 }
+
+// -----
+
+// expected-error @+1 {{'func.func' op type of entry block argument #0('f32') must match the type of the corresponding argument in function signature('i32')}}
+"func.func"() <{sym_name = "entry_block_of_another_type", function_type = (i32) -> ()}> ({
+^bb0(%a: f32):
+  "func.return"() : () -> ()
+}) : () -> ()
+
+// -----
+
+func.func @gpu_return_in_a_launch() {
+  %c1 = arith.constant 1 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    // expected-error @+1 {{'gpu.return' op expects parent op 'gpu.func'}}
+    gpu.return
+  }
+  func.return
+}
