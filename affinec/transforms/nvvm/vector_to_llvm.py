@@ -120,16 +120,24 @@ def elementwise(
     make: Callable[..., Operation],
 ) -> SSAValue:
     """Apply `make` (building an llvm op on 1-D vectors) to each row of lowered n-D
-    vector operands of type `t`."""
+    vector operands, for a result of type `t` (a cast's operands have rows of
+    another element type: each is read as its own)."""
     if t.get_num_dims() == 1:
         return c.emit(make(*operands))  # pyright: ignore[reportReturnType]
-    row_type = c.type(VectorType(t.get_element_type(), [t.get_shape()[-1]]))
     result = c.emit(llvm.UndefOp(c.type(t)))
     for row in _rows(t):
-        parts = [extract_row(c, v, row, row_type) for v in operands]
+        parts = [extract_row(c, v, row, _innermost(v.type)) for v in operands]
         result = insert_row(c, result, row, c.emit(make(*parts)))
     assert result is not None
     return result
+
+
+def _innermost(t: Attribute) -> Attribute:
+    """The 1-D vector type of the rows of a lowered n-D vector type (arrays of
+    arrays of rows)."""
+    while isinstance(t, llvm.LLVMArrayType):
+        t = t.type
+    return t
 
 
 def _static(op: Operation, positions: list, count: int) -> list[int]:
