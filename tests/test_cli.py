@@ -269,7 +269,7 @@ def test_opt_lists_passes(capsys):
     [
         (("%filter[%k, %c, %r, %s]", "%filter[%k, %c, %r]"), "map has 3 results"),
         (("arith.mulf %a, %b : f32", "arith.mulf %a, %b : f16"), "f16"),
-        (("memref.alloca()", "memref.alloca(%k)"), "dimension operand count"),
+        (("memref.alloca()", "memref.alloca(%k)"), "incorrect number of dynamic sizes"),
     ],
 )
 def test_opt_errors_point_at_the_line(conv_file, capsys, edit, message):

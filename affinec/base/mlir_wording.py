@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
     AnyFloat,
     IndexType,
     IntegerType,
@@ -68,8 +69,10 @@ _DESCRIPTIONS: dict[type[Attribute], str] = {
 def verifier_message(op: Operation, text: str) -> str:
     """`text`, a message of one of xDSL's generic checks of `op`, in MLIR's words
     where there is a rule for it (else `text`)."""
-    if text.lower() == "expected an index for each dimension":
+    if text.lower().rstrip(".") == "expected an index for each dimension":
         return _index_count_message(op) or text
+    if text.startswith("op dimension operand count does not equal memref dynamic"):
+        return _dynamic_sizes_message(op) or text
     if text.startswith("Expected arguments to have the same types as the function"):
         return _return_message(op) or text
     if text.startswith("Expected entry block arguments to have the same types"):
@@ -118,13 +121,27 @@ def redefinitions(op: Operation, message: str) -> tuple[Operation, Operation] | 
 
 
 def _index_count_message(op: Operation) -> str | None:
-    memref = op.operands[1 if op.name == "memref.store" else 0].type
+    stores = op.name in ("memref.store", "vector.store")
+    memref = op.operands[1 if stores else 0].type
     if not isinstance(memref, MemRefType):
         return None
-    if op.name == "memref.store":
+    rank = memref.get_num_dims()
+    if op.name.startswith("vector."):
+        return f"requires {rank} indices"
+    if stores:
         return "store index operand count not equal to memref rank"
-    rank, given = memref.get_num_dims(), len(op.operands) - 1
+    given = len(op.operands) - 1
     return f"incorrect number of indices for load, expected {rank} but got {given}"
+
+
+def _dynamic_sizes_message(op: Operation) -> str | None:
+    """MLIR's count of an allocation's sizes against its type's dynamic dims."""
+    memref = op.results[0].type if op.results else None
+    sizes = getattr(op, "dynamic_sizes", None)
+    if not isinstance(memref, MemRefType) or sizes is None:
+        return None
+    expected = sum(1 for d in memref.get_shape() if d == DYNAMIC_INDEX)
+    return f"incorrect number of dynamic sizes, has {len(sizes)}, expected {expected}"
 
 
 def _return_message(op: Operation) -> str | None:

@@ -715,3 +715,19 @@ func.func @gpu_return_in_a_launch() {
   }
   func.return
 }
+
+// -----
+
+func.func @alloc_without_its_size() {
+  // expected-error @+1 {{'memref.alloc' op incorrect number of dynamic sizes, has 0, expected 1}}
+  %m = memref.alloc() : memref<?xf32>
+  func.return
+}
+
+// -----
+
+func.func @vector_load_with_two_indices(%m: memref<8xf32>, %x: index) {
+  // expected-error @+1 {{'vector.load' op requires 1 indices}}
+  %r = vector.load %m[%x, %x] : memref<8xf32>, vector<4xf32>
+  func.return
+}
