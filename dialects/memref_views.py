@@ -94,6 +94,7 @@ def _subview_checks(op: Operation) -> None:
     offsets = op.static_offsets.get_values()
     sizes = op.static_sizes.get_values()
     steps = op.static_strides.get_values()
+    _check_counts(op, offsets, sizes, steps, len(source.get_shape()))
     if len(result.get_shape()) > len(source.get_shape()):
         _refuse(
             op,
@@ -219,6 +220,8 @@ def _reinterpret_cast_checks(op: Operation) -> None:
                 f"different {what} specified for source type '{source}' and result "
                 f"memref type '{result}'",
             )
+    sizes, steps = op.static_sizes.get_values(), op.static_strides.get_values()
+    _check_counts(op, op.static_offsets.get_values(), sizes, steps, 1)
     layout = _strides_and_offset(result)
     if layout is None:
         return  # an affine map: the interpreter and the lowering refuse it
@@ -229,7 +232,6 @@ def _reinterpret_cast_checks(op: Operation) -> None:
             op,
             f"expected result type with offset = {_said(expected)} instead of {offset}",
         )
-    steps = op.static_strides.get_values()
     for k, (stride, step) in enumerate(zip(strides, steps, strict=False)):
         if stride is not None and stride != step:
             _refuse(
@@ -237,6 +239,30 @@ def _reinterpret_cast_checks(op: Operation) -> None:
                 f"expected result type with stride = {_said(step)} instead of "
                 f"{stride} in dim = {k}",
             )
+
+
+def _check_counts(
+    op: Operation,
+    offsets: Sequence[int],
+    sizes: Sequence[int],
+    steps: Sequence[int],
+    rank: int,
+) -> None:
+    """MLIR's first checks of a view's offsets, sizes and strides: as many sizes
+    as strides, and as offsets unless there is one (a reinterpreting cast's base
+    offset), then `rank` offsets."""
+    pairs = [("sizes", sizes, "strides", steps)]
+    if len(offsets) != 1:
+        pairs.insert(0, ("offsets", offsets, "sizes", sizes))
+    for a, xs, b, ys in pairs:
+        if len(xs) != len(ys):
+            _refuse(
+                op,
+                f"expected mixed {a} rank to match mixed {b} rank ({len(xs)} vs "
+                f"{len(ys)}) so the rank of the result type is well-formed.",
+            )
+    if len(offsets) != rank:
+        _refuse(op, f"expected {rank} offset values, got {len(offsets)}")
 
 
 def _said(value: int) -> str:
