@@ -94,7 +94,8 @@ def _subview_checks(op: Operation) -> None:
     offsets = op.static_offsets.get_values()
     sizes = op.static_sizes.get_values()
     steps = op.static_strides.get_values()
-    _check_counts(op, offsets, sizes, steps, len(source.get_shape()))
+    rank = len(source.get_shape())
+    _check_counts(op, offsets, sizes, steps, (rank, rank))
     if len(result.get_shape()) > len(source.get_shape()):
         _refuse(
             op,
@@ -221,12 +222,13 @@ def _reinterpret_cast_checks(op: Operation) -> None:
                 f"memref type '{result}'",
             )
     sizes, steps = op.static_sizes.get_values(), op.static_strides.get_values()
-    _check_counts(op, op.static_offsets.get_values(), sizes, steps, 1)
+    offsets = op.static_offsets.get_values()
+    _check_counts(op, offsets, sizes, steps, (1, len(result.get_shape())))
     layout = _strides_and_offset(result)
     if layout is None:
         return  # an affine map: the interpreter and the lowering refuse it
     strides, offset = layout
-    (expected,) = op.static_offsets.get_values()
+    (expected,) = offsets
     if offset is not None and offset != expected:
         _refuse(
             op,
@@ -246,11 +248,11 @@ def _check_counts(
     offsets: Sequence[int],
     sizes: Sequence[int],
     steps: Sequence[int],
-    rank: int,
+    ranks: tuple[int, int],
 ) -> None:
     """MLIR's first checks of a view's offsets, sizes and strides: as many sizes
     as strides, and as offsets unless there is one (a reinterpreting cast's base
-    offset), then `rank` offsets."""
+    offset), then as many offsets and sizes as `ranks` says."""
     pairs = [("sizes", sizes, "strides", steps)]
     if len(offsets) != 1:
         pairs.insert(0, ("offsets", offsets, "sizes", sizes))
@@ -261,8 +263,12 @@ def _check_counts(
                 f"expected mixed {a} rank to match mixed {b} rank ({len(xs)} vs "
                 f"{len(ys)}) so the rank of the result type is well-formed.",
             )
-    if len(offsets) != rank:
-        _refuse(op, f"expected {rank} offset values, got {len(offsets)}")
+    for what, values, rank in (
+        ("offset", offsets, ranks[0]),
+        ("size", sizes, ranks[1]),
+    ):
+        if len(values) != rank:
+            _refuse(op, f"expected {rank} {what} values, got {len(values)}")
 
 
 def _said(value: int) -> str:

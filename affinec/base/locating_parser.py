@@ -15,8 +15,11 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import (
     FileLineColLoc,
     IntAttr,
+    MemRefType,
     ModuleOp,
+    StridedLayoutAttr,
     StringAttr,
+    UnrankedMemRefType,
     UnregisteredOp,
 )
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -97,6 +100,24 @@ class LocatingParser(Parser):
             if undefined and (at_use := self._undefined_use()):
                 raise at_use from None
             raise self._as_parse_error(e, start) from e
+
+    def _parse_memref_attrs(self) -> MemRefType | UnrankedMemRefType:
+        """xDSL's memref type, with MLIR's check that a strided layout has a
+        stride for each dimension (xDSL's type does not check it, and every
+        level would read the missing or extra strides its own way)."""
+        after_keyword = self.pos
+        memref = super()._parse_memref_attrs()
+        layout = memref.layout if isinstance(memref, MemRefType) else None
+        if isinstance(layout, StridedLayoutAttr) and len(layout.strides.data) != len(
+            memref.get_shape()
+        ):
+            text = self._parser_state.lexer.input
+            start = text.content.rfind("memref", 0, after_keyword)
+            raise ParseError(
+                Span(start, start + len("memref"), text),
+                "expected the number of strides to match the rank",
+            )
+        return memref
 
     def resolve_operand(self, operand, type):
         if operand.operand_name not in self.ssa_values:

@@ -345,6 +345,7 @@ _NOT_THE_OPS_OWN = (
     "operand is used with type",  # a use's, and MLIR's parser's own
     "Operation has",
     "reference to an undefined block",
+    "expected the number of strides",  # a type's
 )
 
 

@@ -731,3 +731,18 @@ func.func @vector_load_with_two_indices(%m: memref<8xf32>, %x: index) {
   %r = vector.load %m[%x, %x] : memref<8xf32>, vector<4xf32>
   func.return
 }
+
+// -----
+
+// expected-error @+1 {{expected the number of strides to match the rank}}
+func.func @strides_of_another_rank(%m: memref<2xf32, strided<[8, 1]>>) {
+  func.return
+}
+
+// -----
+
+func.func @subview_of_too_few_offsets(%m: memref<8x8xf32>) {
+  // expected-error @+1 {{expected 2 offset values, got 1}}
+  %s = memref.subview %m[1] [4] [1] : memref<8x8xf32> to memref<4xf32>
+  func.return
+}
