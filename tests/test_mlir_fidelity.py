@@ -463,6 +463,21 @@ def test_an_operand_of_a_type_the_op_refuses_is_said_with_the_types_it_takes(
     assert format_exception(info.value).startswith(f"t.mlir:2:8: error: {message}")
 
 
+def test_an_extracts_result_type_is_the_rest_of_the_vector():
+    """MLIR's first error (mlir-opt adds "failed to infer returned types")."""
+    text = (
+        "func.func @f(%m: vector<2x4xf32>) {\n"
+        "  %r = vector.extract %m[0] : vector<2xf32> from vector<2x4xf32>\n"
+        "  func.return\n}"
+    )
+    with pytest.raises(VerificationError) as info:
+        verify(parse_module(make_context(), text, "t.mlir"))
+    assert info.value.message == (
+        "inferred type(s) 'vector<4xf32>' are incompatible with return type(s) of "
+        "operation 'vector<2xf32>'"
+    )
+
+
 def test_what_mlir_accepts_as_dims_and_symbols_verifies():
     """Top-level values, constants, pure ops of symbols and affine.apply of dims; a
     gpu.launch and a gpu.func are affine scopes."""

@@ -746,3 +746,11 @@ func.func @subview_of_too_few_offsets(%m: memref<8x8xf32>) {
   %s = memref.subview %m[1] [4] [1] : memref<8x8xf32> to memref<4xf32>
   func.return
 }
+
+// -----
+
+func.func @load_a_matrix_from_a_row(%m: memref<8xf32>, %x: index) {
+  // expected-error @+1 {{'vector.load' op destination memref has lower rank than the result vector}}
+  %r = vector.load %m[%x] : memref<8xf32>, vector<2x2xf32>
+  func.return
+}
