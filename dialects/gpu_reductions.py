@@ -208,6 +208,12 @@ def check_same_type(value: SSAValue, result: SSAValue, names: str) -> None:
         )
 
 
+def check_same_operand_and_result_type(value: SSAValue, result: SSAValue) -> None:
+    """MLIR's `SameOperandsAndResultType` trait, in its words."""
+    if value.type != result.type:
+        raise VerifyException("requires the same type for all operands and results")
+
+
 def _parse_reduce_type(parser: Parser) -> tuple[Attribute, Attribute]:
     """`: (f32) -> f32`."""
     parser.parse_punctuation(":")
@@ -239,10 +245,11 @@ class AllReduceOp(IRDLOperation):
         kind: str | None,
         body: Region | None = None,
         uniform: bool = False,
+        result_type: Attribute | None = None,
     ):
         super().__init__(
             operands=[value],
-            result_types=[value.type],
+            result_types=[result_type or value.type],
             properties={
                 "op": None if kind is None else AllReduceOpAttr(AllReduceKind(kind)),
                 "uniform": UnitAttr() if uniform else None,
@@ -252,7 +259,7 @@ class AllReduceOp(IRDLOperation):
 
     def verify_(self) -> None:
         check_shuffled_value(self, vectors=False)
-        check_same_type(self.value, self.result, "result, value")
+        check_same_operand_and_result_type(self.value, self.result)
         if (self.op is None) == (not self.body.blocks):
             raise VerifyException("expected either an op attribute or a non-empty body")
         _check_reduction_kind(self.op, self.value.type)
@@ -286,8 +293,14 @@ class AllReduceOp(IRDLOperation):
         uniform = parser.parse_optional_keyword("uniform") is not None
         body = parser.parse_region()
         attrs = parser.parse_optional_attr_dict()
-        in_type, _ = _parse_reduce_type(parser)
-        op = cls(parser.resolve_operand(value, in_type), kind, body, uniform)
+        in_type, out_type = _parse_reduce_type(parser)
+        op = cls(
+            parser.resolve_operand(value, in_type),
+            kind,
+            body,
+            uniform,
+            result_type=out_type,
+        )
         op.attributes |= attrs
         return op
 
@@ -329,10 +342,11 @@ class SubgroupReduceOp(IRDLOperation):
         uniform: bool = False,
         cluster_size: int | None = None,
         cluster_stride: int = 1,
+        result_type: Attribute | None = None,
     ):
         super().__init__(
             operands=[value],
-            result_types=[value.type],
+            result_types=[result_type or value.type],
             properties={
                 "op": AllReduceOpAttr(AllReduceKind(kind)),
                 "uniform": UnitAttr() if uniform else None,
@@ -345,7 +359,7 @@ class SubgroupReduceOp(IRDLOperation):
 
     def verify_(self) -> None:
         check_shuffled_value(self)
-        check_same_type(self.value, self.result, "result, value")
+        check_same_operand_and_result_type(self.value, self.result)
         _check_reduction_kind(self.op, self.value.type)
         if self.cluster_size is None and self.cluster_stride.value.data != 1:
             raise VerifyException(
@@ -376,13 +390,14 @@ class SubgroupReduceOp(IRDLOperation):
                 stride = parser.parse_integer(allow_boolean=False)
             parser.parse_punctuation(")")
         attrs = parser.parse_optional_attr_dict()
-        in_type, _ = _parse_reduce_type(parser)
+        in_type, out_type = _parse_reduce_type(parser)
         op = cls(
             parser.resolve_operand(value, in_type),
             kind,
             uniform=uniform,
             cluster_size=size,
             cluster_stride=stride,
+            result_type=out_type,
         )
         for name in ("cluster_size", "cluster_stride"):  # MLIR's properties
             if name in attrs:

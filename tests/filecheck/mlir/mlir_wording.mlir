@@ -754,3 +754,11 @@ func.func @load_a_matrix_from_a_row(%m: memref<8xf32>, %x: index) {
   %r = vector.load %m[%x] : memref<8xf32>, vector<2x2xf32>
   func.return
 }
+
+// -----
+
+func.func @reduce_to_another_type(%a: f32) {
+  // expected-error @+1 {{'gpu.subgroup_reduce' op requires the same type for all operands and results}}
+  %r = gpu.subgroup_reduce add %a : (f32) -> f16
+  func.return
+}
