@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Operation
 
-from affinec.base.diagnostics import OP_CHECKS, VerificationError
+from affinec.base.diagnostics import OP_CHECKS, verification_error
 
 Strides = tuple[Sequence[int | None], int | None]
 """A layout's strides and offset, None where dynamic (MLIR's `getStridesAndOffset`)."""
@@ -276,9 +276,7 @@ def _said(value: int) -> str:
 
 
 def _refuse(op: Operation, message: str) -> NoReturn:
-    error = VerificationError(op, message)
-    error.names_op = False  # MLIR's `emitError`, not `emitOpError`
-    raise error
+    raise verification_error(op, message, names_op=False)  # MLIR's `emitError`
 
 
 OP_CHECKS[xdsl_memref.SubviewOp] = _subview_checks

@@ -234,8 +234,8 @@ def _verify_ops(module: ModuleOp) -> None:
             message = verifier_message(op, xdsl_failure(e))
             if (twice := redefinitions(op, message)) is not None:
                 note = (twice[0], "see existing symbol definition here")
-                raise _verification_error(twice[1], message, (note,)) from e
-            raise _verification_error(op, message) from e
+                raise verification_error(twice[1], message, (note,)) from e
+            raise verification_error(op, message) from e
         if op.attributes:
             for name, attr in op.attributes.items():
                 check = DIALECT_ATTRIBUTE_CHECKS.get(name)
@@ -247,10 +247,10 @@ def _verify_ops(module: ModuleOp) -> None:
             )
         op_check = OP_CHECKS.get(type(op))
         if op_check is not None and (message := op_check(op)) is not None:
-            raise _verification_error(op, message)
+            raise verification_error(op, message)
         branch = _BRANCHES.get(op.name)
         if branch is not None and (message := _successor_operands(op, branch)):
-            raise _verification_error(op, message)
+            raise verification_error(op, message)
         for k, operand in enumerate(op.operands):
             if not dominance.dominates(operand, op):
                 raise VerificationError(op, f"operand #{k} does not dominate this use")
@@ -276,11 +276,17 @@ def _in_symbol_table(symbol: Operation) -> bool:
     return parent is None or parent.has_trait(SymbolTable)
 
 
-def _verification_error(
-    op: Operation, message: str, notes: tuple[tuple[Operation, str], ...] = ()
+def verification_error(
+    op: Operation,
+    message: str,
+    notes: tuple[tuple[Operation, str], ...] = (),
+    names_op: bool | None = None,
 ) -> VerificationError:
+    """`op` fails with `message`, read after `'op.name' op` where `names_op` says
+    (MLIR's `emitOpError`; False: its `emitError`) or, by default, where MLIR
+    reads the message so (`UNPREFIXED`)."""
     error = VerificationError(op, message, notes)
-    error.names_op = not UNPREFIXED.match(message)
+    error.names_op = not UNPREFIXED.match(message) if names_op is None else names_op
     return error
 
 
