@@ -1,6 +1,6 @@
-"""xDSL's arith dialect with MLIR's checks of the float casts, which xDSL's
-verifiers lack: `arith.extf` widens and `arith.truncf` narrows, element by element
-of the same shape.
+"""xDSL's arith dialect with MLIR's checks that xDSL's verifiers lack: of the float
+casts (`arith.extf` widens and `arith.truncf` narrows, element by element of the
+same shape) and of the comparisons' predicates (one of MLIR's cases).
 
     %h = arith.extf %x : f32 to f16                        // refused
     %w = arith.truncf %v : vector<2xf16> to vector<4xf32>  // refused
@@ -52,6 +52,24 @@ def _width(t: Attribute) -> int | None:
     return width if isinstance(width, int) else None
 
 
+def _comparison_predicate(cases: int) -> Callable[[Operation], str | None]:
+    """MLIR's check of a comparison's predicate, one of `cases` (xDSL's verifier
+    takes any integer, and its printer and the interpreter then fail on it)."""
+
+    def check(op: Operation) -> str | None:
+        if 0 <= op.properties["predicate"].value.data < cases:  # pyright: ignore
+            return None
+        allowed = ", ".join(map(str, range(cases)))
+        return (
+            "attribute 'predicate' failed to satisfy constraint: allowed 64-bit "
+            f"signless integer cases: {allowed}"
+        )
+
+    return check
+
+
+OP_CHECKS[xdsl_arith.CmpiOp] = _comparison_predicate(10)
+OP_CHECKS[xdsl_arith.CmpfOp] = _comparison_predicate(16)
 OP_CHECKS[xdsl_arith.ExtFOp] = _float_cast(operator.gt)
 OP_CHECKS[xdsl_arith.TruncFOp] = _float_cast(operator.lt)
 

@@ -1,6 +1,7 @@
 """xDSL's llvm dialect with the ops it lacks: `llvm.extractelement` and
 `llvm.addrspacecast`; and MLIR's checks that xDSL's verifiers lack, of
-`llvm.getelementptr`'s indices, of the positions `llvm.extractvalue` and
+`llvm.getelementptr`'s indices, of `llvm.icmp`'s and `llvm.fcmp`'s predicates, of
+the positions `llvm.extractvalue` and
 `llvm.insertvalue` take in an aggregate, of the types `llvm.load` and `llvm.store` move
 (LLVM's, with a size), and of what `llvm.call` and `llvm.return` pass against the
 functions' types.
@@ -245,7 +246,20 @@ def _aggregate_position(op: Operation) -> str | None:
     return None
 
 
+def _llvm_predicate(op: Operation) -> str | None:
+    """MLIR's check of `llvm.icmp`/`llvm.fcmp`'s predicate (10 and 16 cases, in
+    the order of arith's, which the emitter and the interpreter index by)."""
+    icmp = isinstance(op, xdsl_llvm.ICmpOp)
+    value = op.properties["predicate"].value.data  # pyright: ignore
+    if 0 <= value < (10 if icmp else 16):
+        return None
+    which = "llvm.icmp" if icmp else "llvm.fcmp"
+    return f"attribute 'predicate' failed to satisfy constraint: {which} comparison predicate"
+
+
 OP_CHECKS[xdsl_llvm.GEPOp] = _gep_indices
+OP_CHECKS[xdsl_llvm.ICmpOp] = _llvm_predicate
+OP_CHECKS[xdsl_llvm.FCmpOp] = _llvm_predicate
 OP_CHECKS[xdsl_llvm.ExtractValueOp] = _aggregate_position
 OP_CHECKS[xdsl_llvm.InsertValueOp] = _aggregate_position
 OP_CHECKS[xdsl_llvm.LoadOp] = _loads_a_sized_type

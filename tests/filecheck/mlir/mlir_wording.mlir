@@ -762,3 +762,19 @@ func.func @reduce_to_another_type(%a: f32) {
   %r = gpu.subgroup_reduce add %a : (f32) -> f16
   func.return
 }
+
+// -----
+
+func.func @cmpi_of_no_predicate(%i: i32) {
+  // expected-error @+1 {{'arith.cmpi' op attribute 'predicate' failed to satisfy constraint: allowed 64-bit signless integer cases: 0, 1, 2, 3, 4, 5, 6, 7, 8, 9}}
+  %r = "arith.cmpi"(%i, %i) {predicate = 42 : i64} : (i32, i32) -> i1
+  func.return
+}
+
+// -----
+
+llvm.func @fcmp_of_no_predicate(%a: f32) {
+  // expected-error @+1 {{'llvm.fcmp' op attribute 'predicate' failed to satisfy constraint: llvm.fcmp comparison predicate}}
+  %r = "llvm.fcmp"(%a, %a) {predicate = 99 : i64} : (f32, f32) -> i1
+  llvm.return
+}
