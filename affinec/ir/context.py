@@ -72,6 +72,12 @@ def _arith() -> Dialect:
     return Arith
 
 
+def _func() -> Dialect:
+    from affinec.dialects.func import Func
+
+    return Func
+
+
 def _vector() -> Dialect:
     from affinec.dialects.vector import Vector
 
@@ -82,6 +88,7 @@ AFFINEC_DIALECTS: dict[str, Callable[[], Dialect]] = {
     "affine": _affine,
     "affinec": _affinec,
     "arith": _arith,
+    "func": _func,
     "gpu": _gpu,
     "linalg": _linalg,
     "llvm": _llvm,
@@ -93,10 +100,11 @@ AFFINEC_DIALECTS: dict[str, Callable[[], Dialect]] = {
 }
 """Dialects of ours, by name; those also in xDSL replace xDSL's in our context (`llvm`
 is xDSL's with the ops it lacks added; `arith` xDSL's with MLIR's checks of the
-float casts; `memref` xDSL's with MLIR's syntax of `memref.cast`; `linalg` xDSL's with MLIR's named
-convolutions and products as `affinec-lower-linalg` reads them; `scf` xDSL's with
-MLIR's forms of result types after `->`; `vector` xDSL's with MLIR's check of
-static positions)."""
+float casts and the comparisons' predicates; `func` xDSL's with MLIR's check of
+declarations; `memref` xDSL's with MLIR's syntax of `memref.cast` and checks of
+views; `linalg` xDSL's with MLIR's named convolutions and products as
+`affinec-lower-linalg` reads them; `scf` xDSL's with MLIR's forms of result types
+after `->`; `vector` xDSL's with MLIR's checks of positions and shapes)."""
 
 
 NOT_REGISTERED = ("test",)

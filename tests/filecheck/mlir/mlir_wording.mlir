@@ -778,3 +778,8 @@ llvm.func @fcmp_of_no_predicate(%a: f32) {
   %r = "llvm.fcmp"(%a, %a) {predicate = 99 : i64} : (f32, f32) -> i1
   llvm.return
 }
+
+// -----
+
+// expected-error @+1 {{'func.func' op symbol declaration cannot have public visibility}}
+func.func @public_declaration(i32) -> i32
