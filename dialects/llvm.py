@@ -141,6 +141,8 @@ def _call_matches_callee(op: Operation) -> str | None:
     if not isinstance(callee, xdsl_llvm.FuncOp):
         return None  # an indirect call, or xDSL's verifier's error
     function_type = callee.function_type
+    if function_type.is_variadic and op.var_callee_type is None:
+        return "missing var_callee_type attribute for vararg call"
     params, args = function_type.inputs.data, op.args
     if not function_type.is_variadic and len(params) != len(args):
         return (
