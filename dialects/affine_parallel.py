@@ -303,7 +303,7 @@ class ParallelOp(IRDLOperation):
         if any(not isinstance(t, IndexType) for t in self.body.block.arg_types):
             raise VerifyException("induction variables must be of index type")
         if len(self.reductions) != len(self.res):
-            raise VerifyException("reduction must be specified for each output")
+            raise VerifyException("a reduction must be specified for each output")
         for r, kind, t in zip(
             self.reductions.data, self.reduction_kinds, self.result_types, strict=True
         ):

@@ -80,7 +80,7 @@ func.func @parallel_counts() {
 // -----
 
 func.func @parallel_without_reduction() {
-  // expected-error @+1 {{reduction must be specified for each output}}
+  // expected-error @+1 {{'affine.parallel' op a reduction must be specified for each output}}
   %r = affine.parallel (%i) = (0) to (8) -> (f32) {
     %c = arith.constant 1.0 : f32
     affine.yield %c : f32
