@@ -448,6 +448,10 @@ def test_a_symbol_defined_twice_is_reported_at_the_second_with_a_note():
             "'llvm.add' op operand #0 must be signless integer or vector of "
             "signless integer, but got 'f32'",
         ),
+        (  # one type allowed: its name, not its kind's
+            '%r = "arith.select"(%i, %a, %a) : (i32, f32, f32) -> f32',
+            "'arith.select' op operand #0 must be i1, but got 'i32'",
+        ),
     ],
 )
 def test_an_operand_of_a_type_the_op_refuses_is_said_with_the_types_it_takes(

@@ -30,7 +30,7 @@ from xdsl.dialects.builtin import (
     VectorType,
 )
 from xdsl.dialects.llvm import LLVMPointerType
-from xdsl.ir import Attribute, Operation
+from xdsl.ir import Attribute, Operation, TypeAttribute
 from xdsl.irdl import (
     AnyOf,
     BaseAttr,
@@ -243,8 +243,10 @@ def _description(constraint: object) -> str | None:
         if _is_float(constraint):
             return constraint.attr.name
         return _DESCRIPTIONS.get(constraint.attr)
-    if isinstance(constraint, EqAttrConstraint):
-        return _DESCRIPTIONS.get(type(constraint.attr))
+    if isinstance(constraint, EqAttrConstraint):  # one type: its name (`i1`)
+        return (
+            str(constraint.attr) if isinstance(constraint.attr, TypeAttribute) else None
+        )
     return None
 
 
