@@ -52,24 +52,26 @@ def _width(t: Attribute) -> int | None:
     return width if isinstance(width, int) else None
 
 
-def _comparison_predicate(cases: int) -> Callable[[Operation], str | None]:
-    """MLIR's check of a comparison's predicate, one of `cases` (xDSL's verifier
-    takes any integer, and its printer and the interpreter then fail on it)."""
+def comparison_predicate(
+    cases: int, words: str | None = None
+) -> Callable[[Operation], str | None]:
+    """MLIR's check of a comparison's predicate, one of `cases` (xDSL's verifiers
+    take any integer, and its printer and the interpreter then fail on it);
+    `words` say what the predicate is (by default, arith's: the allowed cases)."""
+    allowed = words or (
+        f"allowed 64-bit signless integer cases: {', '.join(map(str, range(cases)))}"
+    )
 
     def check(op: Operation) -> str | None:
         if 0 <= op.properties["predicate"].value.data < cases:  # pyright: ignore
             return None
-        allowed = ", ".join(map(str, range(cases)))
-        return (
-            "attribute 'predicate' failed to satisfy constraint: allowed 64-bit "
-            f"signless integer cases: {allowed}"
-        )
+        return f"attribute 'predicate' failed to satisfy constraint: {allowed}"
 
     return check
 
 
-OP_CHECKS[xdsl_arith.CmpiOp] = _comparison_predicate(10)
-OP_CHECKS[xdsl_arith.CmpfOp] = _comparison_predicate(16)
+OP_CHECKS[xdsl_arith.CmpiOp] = comparison_predicate(10)
+OP_CHECKS[xdsl_arith.CmpfOp] = comparison_predicate(16)
 OP_CHECKS[xdsl_arith.ExtFOp] = _float_cast(operator.gt)
 OP_CHECKS[xdsl_arith.TruncFOp] = _float_cast(operator.lt)
 

@@ -36,6 +36,7 @@ from xdsl.traits import NoMemoryEffect, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
 from affinec.base.diagnostics import OP_CHECKS, VerificationError
+from affinec.dialects.arith import comparison_predicate
 
 
 @irdl_op_definition
@@ -198,20 +199,15 @@ def _sized(t: Attribute) -> bool:
     )
 
 
-def _loads_a_sized_type(op: Operation) -> str | None:
-    assert isinstance(op, xdsl_llvm.LoadOp)
-    t = op.dereferenced_value.type
-    return (
-        None if _sized(t) else f"result #0 must be LLVM type with size, but got '{t}'"
-    )
-
-
-def _stores_a_sized_type(op: Operation) -> str | None:
-    assert isinstance(op, xdsl_llvm.StoreOp)
-    t = op.value.type
-    return (
-        None if _sized(t) else f"operand #0 must be LLVM type with size, but got '{t}'"
-    )
+def _moves_a_sized_type(op: Operation) -> str | None:
+    """What `llvm.load` reads and `llvm.store` writes is an LLVM type with a size."""
+    assert isinstance(op, xdsl_llvm.LoadOp | xdsl_llvm.StoreOp)
+    load = isinstance(op, xdsl_llvm.LoadOp)
+    t = (op.dereferenced_value if load else op.value).type
+    if _sized(t):
+        return None
+    what = "result" if load else "operand"
+    return f"{what} #0 must be LLVM type with size, but got '{t}'"
 
 
 def _aggregate_position(op: Operation) -> str | None:
@@ -248,24 +244,13 @@ def _aggregate_position(op: Operation) -> str | None:
     return None
 
 
-def _llvm_predicate(op: Operation) -> str | None:
-    """MLIR's check of `llvm.icmp`/`llvm.fcmp`'s predicate (10 and 16 cases, in
-    the order of arith's, which the emitter and the interpreter index by)."""
-    icmp = isinstance(op, xdsl_llvm.ICmpOp)
-    value = op.properties["predicate"].value.data  # pyright: ignore
-    if 0 <= value < (10 if icmp else 16):
-        return None
-    which = "llvm.icmp" if icmp else "llvm.fcmp"
-    return f"attribute 'predicate' failed to satisfy constraint: {which} comparison predicate"
-
-
 OP_CHECKS[xdsl_llvm.GEPOp] = _gep_indices
-OP_CHECKS[xdsl_llvm.ICmpOp] = _llvm_predicate
-OP_CHECKS[xdsl_llvm.FCmpOp] = _llvm_predicate
+# (the cases in the order of arith's, which the emitter and the interpreter index by)
+OP_CHECKS[xdsl_llvm.ICmpOp] = comparison_predicate(10, "llvm.icmp comparison predicate")
+OP_CHECKS[xdsl_llvm.FCmpOp] = comparison_predicate(16, "llvm.fcmp comparison predicate")
 OP_CHECKS[xdsl_llvm.ExtractValueOp] = _aggregate_position
 OP_CHECKS[xdsl_llvm.InsertValueOp] = _aggregate_position
-OP_CHECKS[xdsl_llvm.LoadOp] = _loads_a_sized_type
-OP_CHECKS[xdsl_llvm.StoreOp] = _stores_a_sized_type
+OP_CHECKS[xdsl_llvm.LoadOp] = OP_CHECKS[xdsl_llvm.StoreOp] = _moves_a_sized_type
 OP_CHECKS[xdsl_llvm.CallOp] = _call_matches_callee
 OP_CHECKS[xdsl_llvm.ReturnOp] = _return_matches_function
 

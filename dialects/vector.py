@@ -7,8 +7,8 @@ dimension or -1 (poison), of `vector.extract`'s result type, of the shapes
 
 Without it the module verified, the interpreter stopped at the op with numpy's
 IndexError, and LLVM's `extractelement` past the vector gave poison, silently.
-`Vector` is xDSL's dialect (the same ops); affinec's context registers it, and with
-it the check (`OP_CHECKS`).
+`Vector` is xDSL's dialect; affinec's context registers it from here, and with it
+the checks (`OP_CHECKS`).
 """
 
 from __future__ import annotations
@@ -104,8 +104,4 @@ OP_CHECKS[xdsl_vector.LoadOp] = _vector_fits_memref
 OP_CHECKS[xdsl_vector.StoreOp] = _vector_fits_memref
 OP_CHECKS[xdsl_vector.InsertOp] = _static_positions
 
-Vector = Dialect(
-    "vector",
-    list(xdsl_vector.Vector.operations),
-    list(xdsl_vector.Vector.attributes),
-)
+Vector: Dialect = xdsl_vector.Vector
