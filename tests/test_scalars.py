@@ -165,3 +165,73 @@ def test_float_to_int_of_what_does_not_fit_is_an_error(value):
     module = parse_module(make_context(), text)
     with pytest.raises(InterpreterError, match="does not fit a signed i32"):
         Interpreter(module).run("f", np.float32(value))
+
+
+def _convert(op: str, source: str, target: str, value):
+    text = (
+        f"func.func @f(%a: {source}) -> {target} {{\n"
+        f"  %r = {op} %a : {source} to {target}\n"
+        f"  func.return %r : {target}\n}}\n"
+    )
+    module = parse_module(make_context(), text)
+    verify(module)
+    (result,) = Interpreter(module).call("f", value)
+    return result
+
+
+@pytest.mark.parametrize(
+    ("op", "source", "value", "target", "rounded_once"),
+    [
+        # Through float64 first, 2**60 + 2**52 + 1 becomes the tie 2**60 + 2**52
+        # and then 2**60 in bf16; rounded once it is 2**60 + 2**53.
+        ("arith.sitofp", "i64", 2**60 + 2**52 + 1, "bf16", 2**60 + 2**53),
+        ("arith.sitofp", "i64", 2**62 + 2**38 + 1, "f32", 2**62 + 2**39),
+        ("arith.uitofp", "i64", -1, "bf16", 2**64),  # all ones: 2**64 - 1
+        ("arith.uitofp", "i64", -1, "f16", float("inf")),
+        ("arith.sitofp", "i32", -(2**31), "f16", float("-inf")),
+    ],
+)
+def test_integers_convert_to_floats_rounded_once(
+    op, source, value, target, rounded_once
+):
+    assert float(_convert(op, source, target, value)) == rounded_once
+
+
+def test_a_bf16_converts_to_a_64_bit_integer():
+    from affinec.base.dtypes import BFLOAT16
+
+    big = BFLOAT16.type(2.0**62)
+    assert _convert("arith.fptosi", "bf16", "i64", big) == 2**62
+    with pytest.raises(InterpreterError, match="does not fit an unsigned i64"):
+        _convert("arith.fptoui", "bf16", "i64", BFLOAT16.type(2.0**65))
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "c"),
+    [
+        (0.1, 0.1, -0.01),  # the product's rounding error is the whole result
+        (1.0 + 2**-52, 1.0 - 2**-53, -1.0),
+        (1e308, 10.0, -1e308),  # the product overflows, the sum does not fit either
+        (-0.0, 1.0, -0.0),
+        (3.0, -0.0, 0.0),
+    ],
+)
+def test_an_f64_fma_rounds_once(a, b, c):
+    from fractions import Fraction
+
+    text = (
+        "func.func @f(%a: f64, %b: f64, %c: f64) -> f64 {\n"
+        "  %r = math.fma %a, %b, %c : f64\n"
+        "  func.return %r : f64\n}\n"
+    )
+    module = parse_module(make_context(), text)
+    (got,) = Interpreter(module).call("f", np.float64(a), np.float64(b), np.float64(c))
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    if exact == 0:
+        # -0 only for the sum of two -0s
+        want = -0.0 if np.signbit(a * b) and np.signbit(c) else 0.0
+        assert got == 0 and np.signbit(got) == np.signbit(want)
+    elif abs(exact) > Fraction(np.finfo(np.float64).max):
+        assert got == float("inf") * (1 if exact > 0 else -1)
+    else:
+        assert got == float(exact)

@@ -20,7 +20,9 @@ defines `result` as the signed quotient of the values named `a` and `b`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+import numpy as np
 from xdsl.dialects.builtin import IndexType, IntegerType, VectorType
 from xdsl.ir import Attribute, SSAValue
 
@@ -131,10 +133,11 @@ def shru(a: int, b: int, bits: int) -> int:
 def float_to_int(value, bits: int, signed: bool) -> int:
     """`fptosi` / `fptoui`: the value rounded toward zero, which must fit."""
     low, high = (-(1 << (bits - 1)), 1 << (bits - 1)) if signed else (0, 1 << bits)
+    value = float(value)  # exact; Python compares it with any int exactly
     if value != value or not low - 1 < value < high:
-        kind = "signed" if signed else "unsigned"
+        kind = "a signed" if signed else "an unsigned"
         raise InterpreterError(
-            f"{value} does not fit a {kind} i{bits} (the conversion is poison)"
+            f"{value} does not fit {kind} i{bits} (the conversion is poison)"
         )
     return wrap(int(value), bits) if bits > 1 else bool(int(value) & 1)
 
@@ -296,6 +299,29 @@ def element_type(t: Attribute) -> Attribute:
     return t.get_element_type() if isinstance(t, VectorType) else t
 
 
+_SIGNIFICAND_BITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+
+
+def int_to_float(value: int, to: type) -> Any:
+    """`sitofp` / `uitofp` of the integer `value` to numpy's float type `to`, rounded
+    once to nearest even. Converting the Python int straight to `to` would round it to
+    float64 first (and a bf16 through float32): twice, wrong where the first rounding
+    lands on a tie of the second (2**60 + 2**52 + 1 to bf16)."""
+    precision = _SIGNIFICAND_BITS[np.dtype(to).name]
+    magnitude = abs(value)
+    excess = magnitude.bit_length() - precision
+    if excess > 0:
+        kept, rest = divmod(magnitude, 1 << excess)
+        half = 1 << (excess - 1)
+        if rest > half or (rest == half and kept & 1):
+            kept += 1
+        magnitude = kept << excess
+    # exact in float64 now (at most `precision` significant bits), and to `to` too
+    # unless it overflows to an infinity, as it should
+    with np.errstate(over="ignore"):
+        return to(float(-magnitude if value < 0 else magnitude))
+
+
 def emit_int_to_float(
     w: FunctionWriter, result: SSAValue, value: SSAValue, signed: bool
 ) -> None:
@@ -303,7 +329,11 @@ def emit_int_to_float(
     name = w[value]
     if not signed:
         name = unsigned_expr(name, int_width(element_type(value.type)))
-    w.line(f"{w.define(result)} = {to}({name})")
+    if isinstance(result.type, VectorType):  # an array: numpy's casts round once
+        w.line(f"{w.define(result)} = {to}({name})")
+    else:
+        fn = w.global_(int_to_float, "int_to_float")
+        w.line(f"{w.define(result)} = {fn}({name}, {to})")
 
 
 def emit_float_to_int(

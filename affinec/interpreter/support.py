@@ -11,6 +11,7 @@ import math
 import struct
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -240,9 +241,12 @@ def fused_multiply_add(a, b, c):
     the neighbour with an odd last bit), and rounding that to the narrower type is
     then the correct single rounding, because float64 carries more than two extra
     bits (Boldo and Melquiond's round-to-odd theorem). To bf16 that last rounding is
-    `round_to_bfloat16`'s, since `ml_dtypes` would round through float32.
+    `round_to_bfloat16`'s, since `ml_dtypes` would round through float32. A float64
+    product is not exact in float64: `_fused_multiply_add_f64` computes it exactly.
     """
     t = type(a)
+    if t is np.float64 or t is float:
+        return t(_fused_multiply_add_f64(float(a), float(b), float(c)))
     to = dtypes.round_to_bfloat16 if t is _BFLOAT16 else t
     p = float(a) * float(b)
     z = float(c)
@@ -257,10 +261,32 @@ def fused_multiply_add(a, b, c):
     return to(s)
 
 
+def _fused_multiply_add_f64(a: float, b: float, c: float) -> float:
+    """`a * b + c` on float64s, rounded once: exactly in rationals (Python's
+    conversion of a fraction to a float rounds to nearest even)."""
+    if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
+        return a * b + c  # infinities and NaNs as IEEE 754 has them
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    if exact == 0:
+        # The sum of two zeros is -0 when both are; any other exact zero is +0
+        # (rounding to nearest).
+        product_negative = math.copysign(1.0, a) * math.copysign(1.0, b) < 0
+        if a * b == 0 and c == 0 and product_negative and math.copysign(1.0, c) < 0:
+            return -0.0
+        return 0.0
+    try:
+        return float(exact)
+    except OverflowError:
+        return math.inf if exact > 0 else -math.inf
+
+
 def fused_multiply_add_lanes(a, b, c):
     """`fused_multiply_add` on arrays (any of `a`, `b`, `c` may be a scalar): the same
     rounding to odd in float64, lane by lane, then one rounding to the operands'
     type."""
+    if np.result_type(a, b, c) == np.float64:
+        rounded_once = np.vectorize(_fused_multiply_add_f64, otypes=[np.float64])
+        return rounded_once(a, b, c)
     p = np.multiply(a, b, dtype=np.float64)
     s = np.add(p, c, dtype=np.float64)
     v = s - p

@@ -1,0 +1,164 @@
+"""MLIR's own execution of a module on the CPU, for the tests that check affinec's
+interpreter against it.
+
+`run_with_mlir(module_text, calls)` adds a `main` to the module that calls each
+function of `calls` on buffers holding the given arrays (each a global of bytes,
+viewed as the array's memref type), lowers everything with mlir-opt 22's passes to
+the llvm dialect, runs it with `mlir-runner` and reads every buffer back after the
+calls, bit for bit: each is printed as 32-bit words (`printMemrefI32`), so nothing
+goes through a decimal rendering. The functions must take identity-layout memrefs
+of static shapes, one per array, in order; host code only (no gpu ops).
+`needs_mlir_runner` skips a test where mlir-opt 22 or the runner is missing.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mlir_opt import MLIR_OPT
+
+MLIR_RUNNER = (
+    str(Path(MLIR_OPT).with_name("mlir-runner"))
+    if MLIR_OPT is not None and Path(MLIR_OPT).with_name("mlir-runner").exists()
+    else None
+)
+_LIBRARIES = Path(MLIR_OPT).parent.parent / "lib" if MLIR_OPT is not None else None
+
+
+def _runner_library(name: str) -> Path | None:
+    if _LIBRARIES is None:
+        return None
+    found = sorted(_LIBRARIES.glob(f"lib{name}.so*"))
+    return found[0] if found else None
+
+
+_RUNTIME = [
+    _runner_library("mlir_runner_utils"),
+    _runner_library("mlir_c_runner_utils"),
+]
+
+needs_mlir_runner = pytest.mark.skipif(
+    MLIR_RUNNER is None or None in _RUNTIME,
+    reason="needs mlir-opt 22's mlir-runner and its runtime libraries "
+    "(scripts/install_mlir_opt.sh)",
+)
+
+LOWER_TO_LLVM = (
+    "--convert-scf-to-cf",
+    "--convert-math-to-llvm",
+    "--expand-strided-metadata",
+    "--finalize-memref-to-llvm",
+    "--convert-arith-to-llvm",
+    "--convert-func-to-llvm",
+    "--convert-cf-to-llvm",
+    "--reconcile-unrealized-casts",
+)
+"""mlir-opt's passes from scf, arith, math, memref and func to the llvm dialect."""
+
+_ELEMENT_TYPES = {
+    "float64": "f64",
+    "float32": "f32",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "int64": "i64",
+    "int32": "i32",
+    "int16": "i16",
+    "int8": "i8",
+}
+
+
+class MlirRunError(Exception):
+    """mlir-opt or mlir-runner refused the module; the message is their stderr."""
+
+
+def memref_type(array: np.ndarray) -> str:
+    """The identity-layout memref type of `array`."""
+    element = _ELEMENT_TYPES[array.dtype.name]
+    return f"memref<{''.join(f'{d}x' for d in array.shape)}{element}>"
+
+
+def _main(calls: Sequence[tuple[str, Sequence[np.ndarray]]]) -> str:
+    """Globals holding the arrays' bytes and a `main` calling each function on views
+    of them, then printing every buffer as 32-bit words."""
+    globals_, body, prints = [], ["%c0 = arith.constant 0 : index"], []
+    for c, (function, arrays) in enumerate(calls):
+        views = []
+        for a, array in enumerate(arrays):
+            raw = array.tobytes() + b"\0" * (-array.nbytes % 4)
+            name, size, words = f"b{c}_{a}", len(raw), len(raw) // 4
+            globals_.append(
+                f'memref.global "private" @{name} : memref<{size}xi8> = '
+                f'dense<"0x{raw.hex().upper()}"> {{alignment = 64 : i64}}'
+            )
+            body += [
+                f"%{name} = memref.get_global @{name} : memref<{size}xi8>",
+                f"%{name}_v = memref.view %{name}[%c0][] : memref<{size}xi8> to "
+                f"{memref_type(array)}",
+                f"%{name}_w = memref.view %{name}[%c0][] : memref<{size}xi8> to "
+                f"memref<{words}xi32>",
+            ]
+            prints += [
+                f"%{name}_u = memref.cast %{name}_w : memref<{words}xi32> to "
+                "memref<*xi32>",
+                f"func.call @printMemrefI32(%{name}_u) : (memref<*xi32>) -> ()",
+            ]
+            views.append(f"%{name}_v")
+        types = ", ".join(memref_type(a) for a in arrays)
+        body.append(f"func.call @{function}({', '.join(views)}) : ({types}) -> ()")
+    return "\n".join(
+        [
+            *globals_,
+            "func.func private @printMemrefI32(memref<*xi32>)",
+            "func.func @main() {",
+            *body,
+            *prints,
+            "func.return",
+            "}",
+        ]
+    )
+
+
+def run_with_mlir(
+    module_text: str, calls: Sequence[tuple[str, Sequence[np.ndarray]]]
+) -> list[list[np.ndarray]]:
+    """Every buffer after MLIR's execution of the calls, as arrays like the given."""
+    assert MLIR_OPT is not None and MLIR_RUNNER is not None
+    text = module_text.rstrip()
+    assert text.endswith("}"), "a module in custom form"
+    text = f"{text[:-1]}{_main(calls)}\n}}\n"
+    lowered = subprocess.run(
+        [MLIR_OPT, *LOWER_TO_LLVM], input=text, capture_output=True, text=True
+    )
+    if lowered.returncode != 0:
+        raise MlirRunError(lowered.stderr)
+    libraries = ",".join(str(p) for p in _RUNTIME)
+    run = subprocess.run(
+        [
+            MLIR_RUNNER,
+            "-e",
+            "main",
+            "-entry-point-result=void",
+            f"-shared-libs={libraries}",
+        ],
+        input=lowered.stdout,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if run.returncode != 0:
+        raise MlirRunError(run.stderr)
+    printed = iter(re.findall(r"data =\s*\[([^\]]*)\]", run.stdout))
+    results = []
+    for _, arrays in calls:
+        after = []
+        for array in arrays:
+            words = [int(w) for w in next(printed).split(",") if w.strip()]
+            raw = np.array(words, np.int64).astype("<u4").tobytes()[: array.nbytes]
+            after.append(np.frombuffer(raw, array.dtype).reshape(array.shape).copy())
+        results.append(after)
+    return results

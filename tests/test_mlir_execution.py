@@ -1,0 +1,416 @@
+"""affinec's interpreter against MLIR's own execution (mlir-opt 22 lowering to the
+llvm dialect, `mlir-runner` running it on the CPU): the same module, the same
+inputs, the same bits out.
+
+Every proof of a pass compares the interpreter with itself, one level against the
+one before, and the naive level against a float64 reference within a tolerance. These
+tests check the interpreter against an executor it shares nothing with: random
+straight-line arith and math programs over every integer and float type (each op's
+rounding, wrapping, NaN and signed-zero rules), and the host levels of the default pipeline
+(the naive IR and each affine pass's output until the first GPU op) taken through
+affinec's `lower-affine`. Skipped where mlir-opt 22 or its runner is absent.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mlir_opt import parse, printed
+from mlir_runner import needs_mlir_runner, run_with_mlir
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp, StringAttr
+
+from affinec.base.diagnostics import verify
+from affinec.base.dtypes import storage_numpy_dtype
+from affinec.base.spec import ConvSpec
+from affinec.dialects.affinec import MAPPING
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import LowerAffine, default_passes
+from affinec.frontend.contraction import contraction_of
+from affinec.frontend.naive import build
+from affinec.frontend.reference import poisoned_output, random_inputs
+from affinec.interpreter import Interpreter
+from affinec.testing import kernel_configs, specs
+from strategies import mma_cases
+
+pytestmark = needs_mlir_runner
+
+INTS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64}
+FLOATS = {"f16": 11, "bf16": 8, "f32": 24, "f64": 53}
+"""The integer types and their widths; the float types and their precisions."""
+WIDER_INT = [
+    ("i8", "i16"),
+    ("i8", "i32"),
+    ("i16", "i32"),
+    ("i16", "i64"),
+    ("i32", "i64"),
+]
+WIDER_FLOAT = [
+    ("f16", "f32"),
+    ("f16", "f64"),
+    ("bf16", "f32"),
+    ("bf16", "f64"),
+    ("f32", "f64"),
+]
+CMPI = ["eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge"]
+CMPF = [
+    "false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord",
+    "ueq", "ugt", "uge", "ult", "ule", "une", "uno", "true",
+]  # fmt: skip
+INT_OPS = ["addi", "subi", "muli", "andi", "ori", "xori", "maxsi", "minsi"]
+DIVISIONS = ["divsi", "remsi", "floordivsi", "ceildivsi", "divui", "remui"]
+SHIFTS = ["shli", "shrsi", "shrui"]
+FLOAT_OPS = ["addf", "subf", "mulf", "divf", "maximumf", "minimumf"]
+EITHER_ZERO = ["maxnumf", "minnumf"]
+"""Which zero these return for -0 and +0 is unspecified (LLVM's maxnum/minnum)."""
+INPUTS = 4
+"""Values of each type a program loads."""
+
+
+class Program:
+    """A straight-line function `@f` being written: one input buffer of `INPUTS`
+    values and one output buffer per type; every value it makes is stored."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.pools: dict[str, list[str]] = {
+            t: [] for t in [*INTS, *FLOATS, "i1", "index"]
+        }
+        self.stored: dict[str, int] = {t: 0 for t in [*INTS, *FLOATS]}
+        self.stores: list[tuple[str, str, int]] = []
+        self.count = 0
+        for k in range(INPUTS):
+            self.lines.append(f"%c{k} = arith.constant {k} : index")
+        for t in [*INTS, *FLOATS]:
+            for k in range(INPUTS):
+                self.pools[t].append(
+                    self.op(f"memref.load %in_{t}[%c{k}] : memref<{INPUTS}x{t}>")
+                )
+
+    def op(self, text: str) -> str:
+        name = f"%v{self.count}"
+        self.count += 1
+        self.lines.append(f"{name} = {text}")
+        return name
+
+    def constant(self, value: int | float, t: str) -> str:
+        return self.op(f"arith.constant {value} : {t}")
+
+    def keep(self, value: str, t: str) -> None:
+        """`value` joins its pool and is stored (an i1 as an i8, an index as an i64)."""
+        self.pools[t].append(value)
+        if t == "i1":
+            value, t = self.op(f"arith.extui {value} : i1 to i8"), "i8"
+            self.pools[t].append(value)
+        elif t == "index":
+            value, t = self.op(f"arith.index_cast {value} : index to i64"), "i64"
+            self.pools[t].append(value)
+        self.stores.append((value, t, self.stored[t]))
+        self.stored[t] += 1
+
+    def text(self) -> str:
+        sizes = self.output_sizes()
+        params = [f"%in_{t}: memref<{INPUTS}x{t}>" for t in [*INTS, *FLOATS]]
+        params += [f"%out_{t}: memref<{n}x{t}>" for t, n in sizes.items()]
+        stores = [
+            f"%s{t}_{k} = arith.constant {k} : index\n    "
+            f"memref.store {value}, %out_{t}[%s{t}_{k}] : memref<{sizes[t]}x{t}>"
+            for value, t, k in self.stores
+        ]
+        body = "\n    ".join([*self.lines, *stores, "func.return"])
+        return f"builtin.module {{\n  func.func @f({', '.join(params)}) {{\n    {body}\n  }}\n}}\n"
+
+    def output_sizes(self) -> dict[str, int]:
+        return {t: max(n, 1) for t, n in self.stored.items()}
+
+
+def _signed_min(t: str) -> int:
+    return -(2 ** (INTS[t] - 1))
+
+
+def _write_op(p: Program, data: st.DataObject) -> None:
+    """One random op (with the guards that keep it defined) on values of the pools."""
+    pick = lambda t: data.draw(st.sampled_from(p.pools[t]))  # noqa: E731
+    kind = data.draw(
+        st.sampled_from(
+            ["int", "division", "shift", "cmpi", "select", "int cast", "index",
+             "float", "either zero", "negf", "fma", "cmpf", "float cast",
+             "int to float", "float to int"]
+        )
+    )  # fmt: skip
+    it = data.draw(st.sampled_from(list(INTS)))
+    ft = data.draw(st.sampled_from(list(FLOATS)))
+    match kind:
+        case "int":
+            name = data.draw(st.sampled_from(INT_OPS))
+            p.keep(p.op(f"arith.{name} {pick(it)}, {pick(it)} : {it}"), it)
+        case "division":
+            name = data.draw(st.sampled_from(DIVISIONS))
+            a, b = pick(it), pick(it)
+            bad = p.op(f"arith.cmpi eq, {b}, {p.constant(0, it)} : {it}")
+            if not name.endswith("ui"):  # the most negative value over -1 overflows
+                m1 = p.op(f"arith.cmpi eq, {b}, {p.constant(-1, it)} : {it}")
+                low = p.op(
+                    f"arith.cmpi eq, {a}, {p.constant(_signed_min(it), it)} : {it}"
+                )
+                both = p.op(f"arith.andi {m1}, {low} : i1")
+                bad = p.op(f"arith.ori {bad}, {both} : i1")
+            safe = p.op(f"arith.select {bad}, {p.constant(1, it)}, {b} : {it}")
+            p.keep(p.op(f"arith.{name} {a}, {safe} : {it}"), it)
+        case "shift":
+            name = data.draw(st.sampled_from(SHIFTS))
+            amount = p.op(f"arith.remui {pick(it)}, {p.constant(INTS[it], it)} : {it}")
+            p.keep(p.op(f"arith.{name} {pick(it)}, {amount} : {it}"), it)
+        case "cmpi":
+            predicate = data.draw(st.sampled_from(CMPI))
+            p.keep(p.op(f"arith.cmpi {predicate}, {pick(it)}, {pick(it)} : {it}"), "i1")
+        case "select":
+            if not p.pools["i1"]:
+                return
+            t = data.draw(st.sampled_from([it, ft]))
+            p.keep(p.op(f"arith.select {pick('i1')}, {pick(t)}, {pick(t)} : {t}"), t)
+        case "int cast":
+            narrow, wide = data.draw(st.sampled_from(WIDER_INT))
+            match data.draw(st.sampled_from(["extsi", "extui", "trunci"])):
+                case "trunci":
+                    p.keep(
+                        p.op(f"arith.trunci {pick(wide)} : {wide} to {narrow}"), narrow
+                    )
+                case ext:
+                    p.keep(
+                        p.op(f"arith.{ext} {pick(narrow)} : {narrow} to {wide}"), wide
+                    )
+        case "index":
+            a = p.op(f"arith.index_cast {pick(it)} : {it} to index")
+            b = data.draw(st.sampled_from([*p.pools["index"], a]))
+            name = data.draw(
+                st.sampled_from(["addi", "subi", "muli", "maxsi", "minsi"])
+            )
+            p.keep(p.op(f"arith.{name} {a}, {b} : index"), "index")
+        case "float":
+            name = data.draw(st.sampled_from(FLOAT_OPS))
+            p.keep(p.op(f"arith.{name} {pick(ft)}, {pick(ft)} : {ft}"), ft)
+        case "either zero":
+            name = data.draw(st.sampled_from(EITHER_ZERO))
+            value = p.op(f"arith.{name} {pick(ft)}, {pick(ft)} : {ft}")
+            # + 0.0 makes either zero +0 and leaves every other value as it is.
+            zero = p.constant(0.0, ft)
+            p.keep(p.op(f"arith.addf {value}, {zero} : {ft}"), ft)
+        case "negf":
+            p.keep(p.op(f"arith.negf {pick(ft)} : {ft}"), ft)
+        case "fma":
+            # MLIR on the CPU computes an f16 or bf16 fma in f32 and rounds twice;
+            # the GPU (and the interpreter) round once: only f32 and f64 compare.
+            t = data.draw(st.sampled_from(["f32", "f64"]))
+            p.keep(p.op(f"math.fma {pick(t)}, {pick(t)}, {pick(t)} : {t}"), t)
+        case "cmpf":
+            predicate = data.draw(st.sampled_from(CMPF))
+            p.keep(p.op(f"arith.cmpf {predicate}, {pick(ft)}, {pick(ft)} : {ft}"), "i1")
+        case "float cast":
+            narrow, wide = data.draw(st.sampled_from(WIDER_FLOAT))
+            if data.draw(st.booleans()):
+                p.keep(p.op(f"arith.extf {pick(narrow)} : {narrow} to {wide}"), wide)
+            else:
+                p.keep(p.op(f"arith.truncf {pick(wide)} : {wide} to {narrow}"), narrow)
+        case "int to float":
+            name = data.draw(st.sampled_from(["sitofp", "uitofp"]))
+            p.keep(p.op(f"arith.{name} {pick(it)} : {it} to {ft}"), ft)
+        case "float to int":
+            # Defined only for a number that fits: NaN becomes 0, the rest is clamped.
+            signed = data.draw(st.booleans())
+            x = pick(ft)
+            nan = p.op(f"arith.cmpf uno, {x}, {x} : {ft}")
+            x = p.op(f"arith.select {nan}, {p.constant(0.0, ft)}, {x} : {ft}")
+            bound = 2.0 ** min(INTS[it] - 2, 14 if ft == "f16" else 62)
+            x = p.op(f"arith.minimumf {x}, {p.constant(bound, ft)} : {ft}")
+            x = p.op(
+                f"arith.maximumf {x}, {p.constant(-bound if signed else 0.0, ft)} : {ft}"
+            )
+            name = "fptosi" if signed else "fptoui"
+            p.keep(p.op(f"arith.{name} {x} : {ft} to {it}"), it)
+
+
+def _numpy_dtype(t: str) -> np.dtype:
+    return (
+        np.dtype(f"int{INTS[t]}")
+        if t in INTS
+        else np.dtype(np.float64 if t == "f64" else storage_numpy_dtype(t))
+    )
+
+
+def _int_values(t: str, rng: np.random.Generator) -> np.ndarray:
+    bits = INTS[t]
+    special = [0, 1, -1, _signed_min(t), -_signed_min(t) - 1, 2, 3, -7]
+    dtype = np.dtype(f"int{bits}")
+    values = rng.choice(special, INPUTS).astype(dtype)
+    raw = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, INPUTS, dtype=dtype)
+    return np.where(rng.random(INPUTS) < 0.5, values, raw).astype(dtype)
+
+
+def _float_values(t: str, rng: np.random.Generator) -> np.ndarray:
+    dtype = _numpy_dtype(t)
+    special = [0.0, -0.0, 1.0, -1.5, np.inf, -np.inf, np.nan, 3.0, 1e-6, 1e-40, 65504.0]
+    values = np.array(rng.choice(special, INPUTS), np.float64)
+    normal = rng.standard_normal(INPUTS) * 10.0 ** rng.integers(-8, 8, INPUTS)
+    with np.errstate(over="ignore"):  # large values are infinities in f16
+        return np.where(rng.random(INPUTS) < 0.5, values, normal).astype(dtype)
+
+
+def _same_bits(got: np.ndarray, want: np.ndarray) -> bool:
+    """Bit for bit, but any NaN is any other (the payload of a NaN is not part of
+    any semantics affinec keeps)."""
+    if got.dtype.kind in "iu":
+        return got.tobytes() == want.tobytes()
+    got64, want64 = got.astype(np.float64), want.astype(np.float64)
+    nan = np.isnan(got64)
+    if not np.array_equal(nan, np.isnan(want64)):
+        return False
+    return got[~nan].tobytes() == want[~nan].tobytes()
+
+
+def _program_arrays(p: Program, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    inputs = [_int_values(t, rng) for t in INTS] + [
+        _float_values(t, rng) for t in FLOATS
+    ]
+    outputs = [np.zeros(n, _numpy_dtype(t)) for t, n in p.output_sizes().items()]
+    return inputs + outputs
+
+
+def _differences(text: str, arrays: list[np.ndarray], mlir_out: list[np.ndarray]):
+    interpreted = [a.copy() for a in arrays]
+    Interpreter(_parsed(text)).run("f", *interpreted)
+    return [
+        (k, got, want)
+        for k, (got, want) in enumerate(zip(interpreted, mlir_out, strict=True))
+        if not _same_bits(got, want)
+    ]
+
+
+def _parsed(text: str) -> ModuleOp:
+    module = parse(text)
+    verify(module)
+    return module
+
+
+@given(data=st.data(), seed=st.integers(0, 2**16))
+@settings(max_examples=25, deadline=None)
+def test_scalar_programs_compute_what_mlir_computes(data, seed):
+    """Random programs over i8-i64, index, f16, bf16, f32 and f64: the interpreter's
+    arith and math ops give MLIR's bits."""
+    p = Program()
+    for _ in range(data.draw(st.integers(10, 40))):
+        _write_op(p, data)
+    text = p.text()
+    arrays = _program_arrays(p, seed)
+    (mlir_out,) = run_with_mlir(text, [("f", arrays)])
+    assert _differences(text, arrays, mlir_out) == []
+
+
+# --------------------------------------------------------------------------------------
+# The levels of the default pipeline
+# --------------------------------------------------------------------------------------
+
+_GPU_OPS = re.compile(r"\b(gpu|nvgpu|nvvm)\.[a-z]")
+HOST_MAPPINGS = {"grid", "block"}
+"""Bands whose iterations run one after the other on the CPU as they would in any
+order on the GPU (no barrier between a block's threads yet)."""
+
+
+def _host_levels(spec, config) -> list[tuple[str, ModuleOp]]:
+    """The naive module and each pass's output until a GPU op or a thread mapping
+    appears."""
+    module = build(spec)
+    levels = [("naive", module.clone())]
+    Pipeline(default_passes(config)).run(
+        module, callback=lambda p, m, s: levels.append((p.name, m.clone()))
+    )
+    host = []
+    for name, level in levels:
+        mappings = {
+            o.attributes[MAPPING] for o in level.walk() if MAPPING in o.attributes
+        }
+        if (
+            _GPU_OPS.search(printed(level))
+            or {m.data for m in mappings if isinstance(m, StringAttr)} - HOST_MAPPINGS
+        ):
+            break
+        host.append((name, level))
+    return host
+
+
+def _for_the_cpu(level: ModuleOp, name: str) -> func.FuncOp:
+    """The level's function, renamed `name`, its bands unmapped and lowered by
+    affinec's `lower-affine`."""
+    level = level.clone()
+    for op in level.walk():
+        op.attributes.pop(MAPPING, None)
+    Pipeline([LowerAffine()]).run(level)
+    (function,) = [op for op in level.body.block.ops if isinstance(op, func.FuncOp)]
+    function.detach()
+    function.sym_name = StringAttr(name)
+    return function
+
+
+def _levels_compute_what_mlir_computes(spec, config, seed: int) -> None:
+    levels = _host_levels(spec, config)
+    assert levels[0][0] == "naive"
+    c = contraction_of(spec)
+    rng = np.random.default_rng(seed)
+    inputs = random_inputs(spec, rng)
+    for a in inputs:
+        a[rng.random(a.shape) < 0.03] = np.nan
+    arrays = [*inputs, poisoned_output(spec)]
+    functions = [
+        _for_the_cpu(level, f"level{k}") for k, (_, level) in enumerate(levels)
+    ]
+    for f in functions:
+        f.sym_visibility = None
+    text = printed(ModuleOp(functions))
+    mlir_out = run_with_mlir(text, [(f.sym_name.data, arrays) for f in functions])
+    for (name, level), after in zip(levels, mlir_out, strict=True):
+        interpreted = [a.copy() for a in arrays]
+        Interpreter(level).run(c.name, *interpreted)
+        assert interpreted[-1].tobytes() == after[-1].tobytes(), name
+        assert all(
+            a.tobytes() == b.tobytes()
+            for a, b in zip(arrays[:-1], after[:-1], strict=True)
+        )
+
+
+@given(data=st.data(), seed=st.integers(0, 2**16))
+@settings(max_examples=12, deadline=None)
+def test_the_host_levels_compute_what_mlir_computes(data, seed):
+    """Random specs (every kind, layout, dtype, stride, epilogue; NaN inputs) and
+    configurations: the naive level and each affine pass's, bit for bit."""
+    spec = data.draw(specs())
+    _levels_compute_what_mlir_computes(spec, data.draw(kernel_configs(spec)), seed)
+
+
+@given(case=mma_cases(), seed=st.integers(0, 2**16))
+@settings(max_examples=6, deadline=None)
+def test_the_tensor_core_routes_host_levels_compute_what_mlir_computes(case, seed):
+    spec, config = case
+    _levels_compute_what_mlir_computes(spec, config, seed)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32"])
+def test_a_convolution_with_nan_inputs_computes_what_mlir_computes(dtype):
+    """A fixed convolution with a bias and a ReLU: NaN reaches the output the same."""
+    spec = ConvSpec(1, 3, 5, 5, 4, 3, 3, padding=1, dtype=dtype, epilogue="bias-relu")
+    module = build(spec)
+    rng = np.random.default_rng(7)
+    inputs = random_inputs(spec, rng)
+    inputs[0][0, 0, 0, :2] = np.nan
+    arrays = [*inputs, poisoned_output(spec)]
+    text = printed(ModuleOp([_for_the_cpu(module, "conv")]))
+    (after,) = run_with_mlir(text, [("conv", arrays)])
+    interpreted = [a.copy() for a in arrays]
+    Interpreter(module).run(contraction_of(spec).name, *interpreted)
+    assert interpreted[-1].tobytes() == after[-1].tobytes()
+    assert np.isnan(after[-1].astype(np.float64)).any()
+    assert not np.isnan(after[-1].astype(np.float64)).all()
