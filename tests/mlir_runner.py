@@ -8,11 +8,13 @@ the llvm dialect, runs it with `mlir-runner` and reads every buffer back after t
 calls, bit for bit: each is printed as 32-bit words (`printMemrefI32`), so nothing
 goes through a decimal rendering. The functions must take identity-layout memrefs
 of static shapes, one per array, in order; host code only (no gpu ops).
-`needs_mlir_runner` skips a test where mlir-opt 22 or the runner is missing.
+`needs_mlir_runner` skips a test where mlir-opt 22 or the runner is missing (a
+failure where `AFFINEC_REQUIRE_MLIR_OPT` is set, as in CI).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from collections.abc import Sequence
@@ -42,6 +44,14 @@ _RUNTIME = [
     _runner_library("mlir_c_runner_utils"),
 ]
 
+if (MLIR_RUNNER is None or None in _RUNTIME) and os.environ.get(
+    "AFFINEC_REQUIRE_MLIR_OPT"
+):
+    raise RuntimeError(
+        "AFFINEC_REQUIRE_MLIR_OPT is set but mlir-opt 22's mlir-runner or its runtime "
+        "libraries are missing (scripts/install_mlir_opt.sh installs them)"
+    )
+
 needs_mlir_runner = pytest.mark.skipif(
     MLIR_RUNNER is None or None in _RUNTIME,
     reason="needs mlir-opt 22's mlir-runner and its runtime libraries "
@@ -51,6 +61,7 @@ needs_mlir_runner = pytest.mark.skipif(
 LOWER_TO_LLVM = (
     "--convert-scf-to-cf",
     "--convert-math-to-llvm",
+    "--convert-vector-to-llvm",
     "--expand-strided-metadata",
     "--finalize-memref-to-llvm",
     "--convert-arith-to-llvm",
@@ -58,7 +69,8 @@ LOWER_TO_LLVM = (
     "--convert-cf-to-llvm",
     "--reconcile-unrealized-casts",
 )
-"""mlir-opt's passes from scf, arith, math, memref and func to the llvm dialect."""
+"""mlir-opt's passes from scf, arith, math, vector, memref and func to the llvm
+dialect."""
 
 _ELEMENT_TYPES = {
     "float64": "f64",
