@@ -94,9 +94,10 @@ def memref_type(array: np.ndarray) -> str:
     return f"memref<{''.join(f'{d}x' for d in array.shape)}{element}>"
 
 
-def _main(calls: Sequence[tuple[str, Sequence[np.ndarray]]]) -> str:
+def _main(calls: Sequence[tuple[str, Sequence[np.ndarray]]], pointers: bool) -> str:
     """Globals holding the arrays' bytes and a `main` calling each function on views
-    of them, then printing every buffer as 32-bit words."""
+    of them (or on their addresses, with `pointers`), then printing every buffer as
+    32-bit words."""
     globals_, body, prints = [], ["%c0 = arith.constant 0 : index"], []
     for c, (function, arrays) in enumerate(calls):
         views = []
@@ -120,8 +121,20 @@ def _main(calls: Sequence[tuple[str, Sequence[np.ndarray]]]) -> str:
                 f"func.call @printMemrefI32(%{name}_u) : (memref<*xi32>) -> ()",
             ]
             views.append(f"%{name}_v")
-        types = ", ".join(memref_type(a) for a in arrays)
-        body.append(f"func.call @{function}({', '.join(views)}) : ({types}) -> ()")
+            if pointers:
+                body += [
+                    f"%{name}_a = memref.extract_aligned_pointer_as_index %{name}_v : "
+                    f"{memref_type(array)} -> index",
+                    f"%{name}_i = arith.index_cast %{name}_a : index to i64",
+                    f"%{name}_p = llvm.inttoptr %{name}_i : i64 to !llvm.ptr",
+                ]
+                views[-1] = f"%{name}_p"
+        if pointers:
+            types = ", ".join("!llvm.ptr" for _ in arrays)
+            body.append(f"llvm.call @{function}({', '.join(views)}) : ({types}) -> ()")
+        else:
+            types = ", ".join(memref_type(a) for a in arrays)
+            body.append(f"func.call @{function}({', '.join(views)}) : ({types}) -> ()")
     return "\n".join(
         [
             *globals_,
@@ -136,13 +149,17 @@ def _main(calls: Sequence[tuple[str, Sequence[np.ndarray]]]) -> str:
 
 
 def run_with_mlir(
-    module_text: str, calls: Sequence[tuple[str, Sequence[np.ndarray]]]
+    module_text: str,
+    calls: Sequence[tuple[str, Sequence[np.ndarray]]],
+    pointers: bool = False,
 ) -> list[list[np.ndarray]]:
-    """Every buffer after MLIR's execution of the calls, as arrays like the given."""
+    """Every buffer after MLIR's execution of the calls, as arrays like the given.
+    With `pointers`, the functions are `llvm.func`s taking each buffer as a bare
+    `!llvm.ptr` (as affinec's `convert-gpu-to-nvvm` passes a kernel its memrefs)."""
     assert MLIR_OPT is not None and MLIR_RUNNER is not None
     text = module_text.rstrip()
     assert text.endswith("}"), "a module in custom form"
-    text = f"{text[:-1]}{_main(calls)}\n}}\n"
+    text = f"{text[:-1]}{_main(calls, pointers)}\n}}\n"
     lowered = subprocess.run(
         [MLIR_OPT, *LOWER_TO_LLVM], input=text, capture_output=True, text=True
     )

@@ -6,13 +6,16 @@ Every proof of a pass compares the interpreter with itself, one level against th
 one before, and the naive level against a float64 reference within a tolerance. These
 tests check the interpreter against an executor it shares nothing with: random
 straight-line arith and math programs over every integer and float type (each op's
-rounding, wrapping, NaN and signed-zero rules), and the host levels of the default pipeline
+rounding, wrapping, NaN and signed-zero rules), the same programs as kernels lowered by
+affinec's `convert-gpu-to-nvvm` (MLIR runs affinec's llvm-level kernel, so the lowering
+is checked by an executor of its own too), and the host levels of the default pipeline
 (the naive IR and each affine pass's output until the first GPU op) taken through
 affinec's `lower-affine`. Skipped where mlir-opt 22 or its runner is absent.
 """
 
 from __future__ import annotations
 
+import io
 import re
 
 import numpy as np
@@ -21,15 +24,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from mlir_opt import parse, printed
 from mlir_runner import needs_mlir_runner, run_with_mlir
-from xdsl.dialects import func
+from xdsl.dialects import func, llvm
 from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.printer import Printer
 
 from affinec.base.diagnostics import verify
 from affinec.base.dtypes import storage_numpy_dtype
 from affinec.base.spec import ConvSpec
 from affinec.dialects.affinec import MAPPING
 from affinec.driver.pipeline import Pipeline
-from affinec.driver.pipelines import LowerAffine, default_passes
+from affinec.driver.pipelines import ConvertGpuToNvvm, LowerAffine, default_passes
 from affinec.frontend.contraction import contraction_of
 from affinec.frontend.naive import build
 from affinec.frontend.reference import poisoned_output, random_inputs
@@ -112,17 +116,43 @@ class Program:
         self.stores.append((value, t, self.stored[t]))
         self.stored[t] += 1
 
-    def text(self) -> str:
+    def _parameters(self) -> list[tuple[str, str]]:
         sizes = self.output_sizes()
-        params = [f"%in_{t}: memref<{INPUTS}x{t}>" for t in [*INTS, *FLOATS]]
-        params += [f"%out_{t}: memref<{n}x{t}>" for t, n in sizes.items()]
+        return [(f"%in_{t}", f"memref<{INPUTS}x{t}>") for t in [*INTS, *FLOATS]] + [
+            (f"%out_{t}", f"memref<{n}x{t}>") for t, n in sizes.items()
+        ]
+
+    def _body(self, terminator: str) -> str:
+        sizes = self.output_sizes()
         stores = [
             f"%s{t}_{k} = arith.constant {k} : index\n    "
             f"memref.store {value}, %out_{t}[%s{t}_{k}] : memref<{sizes[t]}x{t}>"
             for value, t, k in self.stores
         ]
-        body = "\n    ".join([*self.lines, *stores, "func.return"])
-        return f"builtin.module {{\n  func.func @f({', '.join(params)}) {{\n    {body}\n  }}\n}}\n"
+        return "\n    ".join([*self.lines, *stores, terminator])
+
+    def text(self) -> str:
+        """A module with the program as `func.func @f`."""
+        params = ", ".join(f"{name}: {t}" for name, t in self._parameters())
+        body = self._body("func.return")
+        return f"builtin.module {{\n  func.func @f({params}) {{\n    {body}\n  }}\n}}\n"
+
+    def kernel_text(self) -> str:
+        """A module whose `func.func @f` launches the program, a kernel, on one
+        thread."""
+        params = ", ".join(f"{name}: {t}" for name, t in self._parameters())
+        args = ", ".join(f"{name} : {t}" for name, t in self._parameters())
+        body = self._body("gpu.return")
+        return (
+            "builtin.module attributes {gpu.container_module} {\n"
+            f"  func.func @f({params}) {{\n"
+            "    %one = arith.constant 1 : index\n"
+            "    gpu.launch_func @k::@f blocks in (%one, %one, %one) threads in "
+            f"(%one, %one, %one) args({args})\n"
+            "    func.return\n  }\n"
+            f"  gpu.module @k {{\n  gpu.func @f({params}) kernel {{\n    {body}\n  }}\n  }}\n"
+            "}\n"
+        )
 
     def output_sizes(self) -> dict[str, int]:
         return {t: max(n, 1) for t, n in self.stored.items()}
@@ -132,16 +162,26 @@ def _signed_min(t: str) -> int:
     return -(2 ** (INTS[t] - 1))
 
 
-def _write_op(p: Program, data: st.DataObject) -> None:
-    """One random op (with the guards that keep it defined) on values of the pools."""
+KINDS = [
+    "int", "division", "shift", "cmpi", "select", "int cast", "index", "float",
+    "either zero", "negf", "fma", "cmpf", "float cast", "int to float", "float to int",
+]  # fmt: skip
+NOT_IN_KERNELS = {"floordivsi", "ceildivsi", "uitofp", "float to int"}
+"""What affinec's `convert-gpu-to-nvvm` does not lower (it refuses it by name):
+`lower-affine` makes no such op."""
+
+
+def _write_op(p: Program, data: st.DataObject, kernel: bool = False) -> None:
+    """One random op (with the guards that keep it defined) on values of the pools;
+    with `kernel`, one that affinec's `convert-gpu-to-nvvm` lowers."""
+
+    def choose(options: list[str]) -> str:
+        if kernel:
+            options = [o for o in options if o not in NOT_IN_KERNELS]
+        return data.draw(st.sampled_from(options))
+
     pick = lambda t: data.draw(st.sampled_from(p.pools[t]))  # noqa: E731
-    kind = data.draw(
-        st.sampled_from(
-            ["int", "division", "shift", "cmpi", "select", "int cast", "index",
-             "float", "either zero", "negf", "fma", "cmpf", "float cast",
-             "int to float", "float to int"]
-        )
-    )  # fmt: skip
+    kind = choose(KINDS)
     it = data.draw(st.sampled_from(list(INTS)))
     ft = data.draw(st.sampled_from(list(FLOATS)))
     match kind:
@@ -149,7 +189,7 @@ def _write_op(p: Program, data: st.DataObject) -> None:
             name = data.draw(st.sampled_from(INT_OPS))
             p.keep(p.op(f"arith.{name} {pick(it)}, {pick(it)} : {it}"), it)
         case "division":
-            name = data.draw(st.sampled_from(DIVISIONS))
+            name = choose(DIVISIONS)
             a, b = pick(it), pick(it)
             bad = p.op(f"arith.cmpi eq, {b}, {p.constant(0, it)} : {it}")
             if not name.endswith("ui"):  # the most negative value over -1 overflows
@@ -217,7 +257,7 @@ def _write_op(p: Program, data: st.DataObject) -> None:
             else:
                 p.keep(p.op(f"arith.truncf {pick(wide)} : {wide} to {narrow}"), narrow)
         case "int to float":
-            name = data.draw(st.sampled_from(["sitofp", "uitofp"]))
+            name = choose(["sitofp", "uitofp"])
             p.keep(p.op(f"arith.{name} {pick(it)} : {it} to {ft}"), ft)
         case "float to int":
             # Defined only for a number that fits: NaN becomes 0, the rest is clamped.
@@ -281,9 +321,14 @@ def _program_arrays(p: Program, seed: int) -> list[np.ndarray]:
     return inputs + outputs
 
 
-def _differences(text: str, arrays: list[np.ndarray], mlir_out: list[np.ndarray]):
+def _differences(
+    program: str | ModuleOp, arrays: list[np.ndarray], mlir_out: list[np.ndarray]
+):
+    """The buffers (index, interpreted, MLIR's) where the interpreter's run of the
+    module's `@f` differs from MLIR's."""
     interpreted = [a.copy() for a in arrays]
-    Interpreter(_parsed(text)).run("f", *interpreted)
+    module = _parsed(program) if isinstance(program, str) else program
+    Interpreter(module).run("f", *interpreted)
     return [
         (k, got, want)
         for k, (got, want) in enumerate(zip(interpreted, mlir_out, strict=True))
@@ -309,6 +354,50 @@ def test_scalar_programs_compute_what_mlir_computes(data, seed):
     arrays = _program_arrays(p, seed)
     (mlir_out,) = run_with_mlir(text, [("f", arrays)])
     assert _differences(text, arrays, mlir_out) == []
+
+
+def _lowered_kernel(text: str) -> ModuleOp:
+    module = _parsed(text)
+    Pipeline([ConvertGpuToNvvm(use_bare_ptr_memref_call_conv=True)]).run(module)
+    return module
+
+
+def _kernel_for_the_cpu(lowered: ModuleOp) -> str:
+    """The lowered kernel alone in a module MLIR runs on the CPU: out of its
+    `gpu.module`, without the GPU's attributes, its pointers in address space 0; in
+    the generic form, which mlir-opt reads for every op affinec prints."""
+    (kernel,) = [op for op in lowered.walk() if isinstance(op, llvm.FuncOp)]
+    kernel = kernel.clone()
+    for name in list(kernel.attributes):
+        if name.startswith(("gpu.", "nvvm.")):
+            del kernel.attributes[name]
+    out = io.StringIO()
+    Printer(stream=out, print_generic_format=True).print_op(kernel)
+    return f"builtin.module {{\n{out.getvalue().replace('!llvm.ptr<1>', '!llvm.ptr')}\n}}\n"
+
+
+@given(data=st.data(), seed=st.integers(0, 2**16))
+@settings(max_examples=15, deadline=None)
+def test_kernels_lowered_by_affinec_compute_what_mlir_computes(data, seed):
+    """The same programs as kernels, lowered by affinec's `convert-gpu-to-nvvm` to the
+    llvm dialect: the interpreter gives MLIR's bits for the kernel at the arith
+    level and at the llvm level, and MLIR running affinec's llvm-level kernel gives
+    them too (so the lowering and the interpreter's llvm ops are checked by an
+    executor of their own)."""
+    p = Program()
+    for _ in range(data.draw(st.integers(10, 40))):
+        _write_op(p, data, kernel=True)
+    arrays = _program_arrays(p, seed)
+    (expected,) = run_with_mlir(p.text(), [("f", arrays)])
+    lowered = _lowered_kernel(p.kernel_text())
+    assert _differences(p.kernel_text(), arrays, expected) == []
+    assert _differences(lowered, arrays, expected) == []
+    (ran,) = run_with_mlir(_kernel_for_the_cpu(lowered), [("f", arrays)], pointers=True)
+    assert [
+        k
+        for k, (a, b) in enumerate(zip(ran, expected, strict=True))
+        if not _same_bits(a, b)
+    ] == []
 
 
 # --------------------------------------------------------------------------------------
