@@ -60,6 +60,7 @@ WIDER_FLOAT = [
     ("bf16", "f64"),
     ("f32", "f64"),
 ]
+SAME_WIDTH = [("i16", "f16"), ("i16", "bf16"), ("i32", "f32"), ("i64", "f64")]
 CMPI = ["eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge"]
 CMPF = [
     "false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord",
@@ -165,6 +166,7 @@ def _signed_min(t: str) -> int:
 KINDS = [
     "int", "division", "shift", "cmpi", "select", "int cast", "index", "float",
     "either zero", "negf", "fma", "cmpf", "float cast", "int to float", "float to int",
+    "bitcast",
 ]  # fmt: skip
 NOT_IN_KERNELS = {"floordivsi", "ceildivsi", "uitofp", "float to int"}
 """What affinec's `convert-gpu-to-nvvm` does not lower (it refuses it by name):
@@ -256,6 +258,11 @@ def _write_op(p: Program, data: st.DataObject, kernel: bool = False) -> None:
                 p.keep(p.op(f"arith.extf {pick(narrow)} : {narrow} to {wide}"), wide)
             else:
                 p.keep(p.op(f"arith.truncf {pick(wide)} : {wide} to {narrow}"), narrow)
+        case "bitcast":
+            # A NaN's payload is not kept the same way by every executor (nor
+            # compared): only integers become floats here.
+            i, f = data.draw(st.sampled_from(SAME_WIDTH))
+            p.keep(p.op(f"arith.bitcast {pick(i)} : {i} to {f}"), f)
         case "int to float":
             name = choose(["sitofp", "uitofp"])
             p.keep(p.op(f"arith.{name} {pick(it)} : {it} to {ft}"), ft)

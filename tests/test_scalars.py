@@ -235,3 +235,16 @@ def test_an_f64_fma_rounds_once(a, b, c):
         assert got == float("inf") * (1 if exact > 0 else -1)
     else:
         assert got == float(exact)
+
+
+@pytest.mark.parametrize(
+    ("source", "value", "target", "want"),
+    [
+        ("i32", 0x3F800000, "f32", 1.0),
+        ("i16", -0x4000, "f16", -2.0),  # 0xC000
+        ("i16", 0x3F80, "bf16", 1.0),
+        ("f64", np.float64(-0.0), "i64", -(2**63)),
+    ],
+)
+def test_arith_bitcast_reinterprets_the_bits(source, value, target, want):
+    assert _convert("arith.bitcast", source, target, value) == want

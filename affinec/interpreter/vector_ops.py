@@ -1,6 +1,6 @@
 """Vectors and aggregates: the vector dialect's extract, insert and broadcast,
 `ub.poison`, and llvm's aggregate and vector ops (extractvalue, insertvalue,
-extractelement, insertelement, bitcast, undef, zero).
+extractelement, insertelement, bitcast, undef, zero), and `arith.bitcast`.
 
 A vector is a numpy array of its shape and element type, never written in place
 (`vector.insert` copies), so its elements are numpy scalars of the IR's type as
@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import llvm, ub, vector
+from xdsl.dialects import arith, llvm, ub, vector
 from xdsl.dialects.builtin import IndexType, IntegerType, VectorType
 from xdsl.ir import Attribute, Operation
 
@@ -177,12 +177,13 @@ def bitcast(value, source: tuple, target: tuple):
     return int(scalar) if dst_dtype.kind == "i" else scalar
 
 
-@emits(llvm.BitcastOp)
-def _bitcast(op: llvm.BitcastOp, w: FunctionWriter) -> None:
-    source, target = op.arg.type, op.result.type
+@emits(llvm.BitcastOp, arith.BitcastOp)
+def _bitcast(op: llvm.BitcastOp | arith.BitcastOp, w: FunctionWriter) -> None:
+    (value,), (result,) = op.operands, op.results
+    source, target = value.type, result.type
     if isinstance(source, llvm.LLVMPointerType):
-        w.alias(op.result, w[op.arg])
+        w.alias(result, w[value])
         return
     layouts = w.global_((layout_of(op, source), layout_of(op, target)), "layouts")
     fn = w.global_(bitcast, "bitcast")
-    w.line(f"{w.define(op.result)} = {fn}({w[op.arg]}, *{layouts})")
+    w.line(f"{w.define(result)} = {fn}({w[value]}, *{layouts})")

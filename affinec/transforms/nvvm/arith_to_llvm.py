@@ -139,6 +139,11 @@ def _sitofp(op: arith.SIToFPOp, c: KernelConverter):
     return [c.emit(llvm.SIToFPOp(c.v(op.input), op.result.type))]
 
 
+@converts(arith.BitcastOp)
+def _bitcast(op: arith.BitcastOp, c: KernelConverter):
+    return [c.emit(llvm.BitcastOp(c.v(op.input), c.type(op.result.type)))]
+
+
 @converts(arith.IndexCastOp, arith.ExtSIOp, arith.ExtUIOp, arith.TruncIOp)
 def _int_cast(op: Operation, c: KernelConverter):
     (value,) = (c.v(v) for v in op.operands)
