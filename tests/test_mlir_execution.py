@@ -5,7 +5,7 @@ inputs, the same bits out.
 Every proof of a pass compares the interpreter with itself, one level against the
 one before, and the naive level against a float64 reference within a tolerance. These
 tests check the interpreter against an executor it shares nothing with: random
-straight-line arith and math programs over every integer and float type (each op's
+arith and math programs over every integer and float type, with `scf.if` and `scf.for` (each op's
 rounding, wrapping, NaN and signed-zero rules), the same programs as kernels lowered by
 affinec's `convert-gpu-to-nvvm` (MLIR runs affinec's llvm-level kernel, so the lowering
 is checked by an executor of its own too), and the host levels of the default pipeline
@@ -33,7 +33,12 @@ from affinec.base.dtypes import storage_numpy_dtype
 from affinec.base.spec import ConvSpec
 from affinec.dialects.affinec import MAPPING
 from affinec.driver.pipeline import Pipeline
-from affinec.driver.pipelines import ConvertGpuToNvvm, LowerAffine, default_passes
+from affinec.driver.pipelines import (
+    ConvertGpuToNvvm,
+    ConvertScfToCf,
+    LowerAffine,
+    default_passes,
+)
 from affinec.frontend.contraction import contraction_of
 from affinec.frontend.naive import build
 from affinec.frontend.reference import poisoned_output, random_inputs
@@ -77,7 +82,7 @@ INPUTS = 4
 
 
 class Program:
-    """A straight-line function `@f` being written: one input buffer of `INPUTS`
+    """A function `@f` being written: one input buffer of `INPUTS`
     values and one output buffer per type; every value it makes is stored."""
 
     def __init__(self) -> None:
@@ -166,7 +171,7 @@ def _signed_min(t: str) -> int:
 KINDS = [
     "int", "division", "shift", "cmpi", "select", "int cast", "index", "float",
     "either zero", "negf", "fma", "cmpf", "float cast", "int to float", "float to int",
-    "bitcast",
+    "bitcast", "if", "loop",
 ]  # fmt: skip
 NOT_IN_KERNELS = {"floordivsi", "ceildivsi", "uitofp", "float to int"}
 """What affinec's `convert-gpu-to-nvvm` does not lower (it refuses it by name):
@@ -258,6 +263,38 @@ def _write_op(p: Program, data: st.DataObject, kernel: bool = False) -> None:
                 p.keep(p.op(f"arith.extf {pick(narrow)} : {narrow} to {wide}"), wide)
             else:
                 p.keep(p.op(f"arith.truncf {pick(wide)} : {wide} to {narrow}"), narrow)
+        case "if":
+            # a value from one of two ops, by a condition (branches and block
+            # arguments once lowered to cf)
+            if not p.pools["i1"]:
+                return
+            t = data.draw(st.sampled_from([it, ft]))
+            a, b = pick(t), pick(t)
+            then = data.draw(st.sampled_from(INT_OPS if t in INTS else FLOAT_OPS))
+            p.keep(
+                p.op(
+                    f"scf.if {pick('i1')} -> ({t}) {{\n"
+                    f"      %then = arith.{then} {a}, {b} : {t}\n"
+                    f"      scf.yield %then : {t}\n"
+                    f"    }} else {{\n      scf.yield {b} : {t}\n    }}"
+                ),
+                t,
+            )
+        case "loop":
+            # a value carried through 0 to 4 iterations of one op
+            t = data.draw(st.sampled_from([it, ft]))
+            step = data.draw(st.sampled_from(INT_OPS if t in INTS else FLOAT_OPS))
+            trips = p.constant(data.draw(st.integers(0, 4)), "index")
+            zero, one = p.constant(0, "index"), p.constant(1, "index")
+            p.keep(
+                p.op(
+                    f"scf.for %i = {zero} to {trips} step {one} "
+                    f"iter_args(%carried = {pick(t)}) -> ({t}) {{\n"
+                    f"      %next = arith.{step} %carried, {pick(t)} : {t}\n"
+                    f"      scf.yield %next : {t}\n    }}"
+                ),
+                t,
+            )
         case "bitcast":
             # A NaN's payload is not kept the same way by every executor (nor
             # compared): only integers become floats here.
@@ -312,9 +349,8 @@ def _same_bits(got: np.ndarray, want: np.ndarray) -> bool:
     any semantics affinec keeps)."""
     if got.dtype.kind in "iu":
         return got.tobytes() == want.tobytes()
-    got64, want64 = got.astype(np.float64), want.astype(np.float64)
-    nan = np.isnan(got64)
-    if not np.array_equal(nan, np.isnan(want64)):
+    nan = np.isnan(got)
+    if not np.array_equal(nan, np.isnan(want)):
         return False
     return got[~nan].tobytes() == want[~nan].tobytes()
 
@@ -352,8 +388,9 @@ def _parsed(text: str) -> ModuleOp:
 @given(data=st.data(), seed=st.integers(0, 2**16))
 @settings(max_examples=25, deadline=None)
 def test_scalar_programs_compute_what_mlir_computes(data, seed):
-    """Random programs over i8-i64, index, f16, bf16, f32 and f64: the interpreter's
-    arith and math ops give MLIR's bits."""
+    """Random programs over i8-i64, index, f16, bf16, f32 and f64 (values chosen by
+    `scf.if`, carried through `scf.for`): the interpreter's arith, math and scf ops
+    give MLIR's bits."""
     p = Program()
     for _ in range(data.draw(st.integers(10, 40))):
         _write_op(p, data)
@@ -365,7 +402,9 @@ def test_scalar_programs_compute_what_mlir_computes(data, seed):
 
 def _lowered_kernel(text: str) -> ModuleOp:
     module = _parsed(text)
-    Pipeline([ConvertGpuToNvvm(use_bare_ptr_memref_call_conv=True)]).run(module)
+    Pipeline(
+        [ConvertScfToCf(), ConvertGpuToNvvm(use_bare_ptr_memref_call_conv=True)]
+    ).run(module)
     return module
 
 
@@ -386,8 +425,8 @@ def _kernel_for_the_cpu(lowered: ModuleOp) -> str:
 @given(data=st.data(), seed=st.integers(0, 2**16))
 @settings(max_examples=15, deadline=None)
 def test_kernels_lowered_by_affinec_compute_what_mlir_computes(data, seed):
-    """The same programs as kernels, lowered by affinec's `convert-gpu-to-nvvm` to the
-    llvm dialect: the interpreter gives MLIR's bits for the kernel at the arith
+    """The same programs as kernels, lowered by affinec's `convert-scf-to-cf` and
+    `convert-gpu-to-nvvm` to the llvm dialect (branches, block arguments): the interpreter gives MLIR's bits for the kernel at the arith
     level and at the llvm level, and MLIR running affinec's llvm-level kernel gives
     them too (so the lowering and the interpreter's llvm ops are checked by an
     executor of their own)."""
