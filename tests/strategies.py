@@ -1,7 +1,8 @@
 """The spec strategies the tests draw from: affinec's public ones
-(`affinec.testing`), which users testing their own passes use too, and the
-tensor-core cases several test files share."""
+(`affinec.testing`), which users testing their own passes use too, the
+tensor-core cases several test files share, and inputs with NaNs."""
 
+import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
@@ -10,7 +11,27 @@ from affinec.driver.config import KernelConfig
 from affinec.frontend.contraction import contraction_of
 from affinec.testing import conv_specs, matmul_specs, outer_specs, specs
 
-__all__ = ["conv_specs", "matmul_specs", "mma_cases", "outer_specs", "specs"]
+__all__ = [
+    "conv_specs",
+    "matmul_specs",
+    "mma_cases",
+    "outer_specs",
+    "specs",
+    "with_nans",
+]
+
+
+def with_nans(arrays: list[np.ndarray], seed: int) -> list[np.ndarray]:
+    """Copies of the float arrays with some elements NaN (3 %), so that NaN
+    propagation is compared too; other arrays as they are."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for a in arrays:
+        if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
+            a = a.copy()
+            a[rng.random(a.shape) < 0.03] = np.nan
+        out.append(a)
+    return out
 
 
 @st.composite

@@ -18,18 +18,7 @@ from affinec.interpreter import Interpreter, InterpreterError
 from affinec.interpreter.lanes import plan_lanes
 from affinec.ir.context import make_context
 from affinec.testing import kernel_configs, specs
-
-
-def _with_nans(arrays: list[np.ndarray], seed: int) -> list[np.ndarray]:
-    """Some elements of the float arrays NaN, so NaN propagation is compared too."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for a in arrays:
-        if a.dtype.kind == "f" or a.dtype.name == "bfloat16":
-            a = a.copy()
-            a[rng.random(a.shape) < 0.03] = np.nan
-        out.append(a)
-    return out
+from strategies import with_nans
 
 
 def _runs(module, spec, seed: int) -> list[np.ndarray]:
@@ -37,7 +26,7 @@ def _runs(module, spec, seed: int) -> list[np.ndarray]:
     name = contraction_of(spec).name
     outputs = []
     for lanes in (True, False):
-        inputs = _with_nans(random_inputs(spec, np.random.default_rng(seed)), seed)
+        inputs = with_nans(random_inputs(spec, np.random.default_rng(seed)), seed)
         out = poisoned_output(spec)
         Interpreter(module, lanes=lanes).run(name, *inputs, out)
         outputs.append(out)

@@ -22,18 +22,7 @@ from affinec.interpreter.shared_memory import DataRaceError
 from affinec.interpreter.support import StepLimitError
 from affinec.ir.context import make_context
 from affinec.testing import kernel_configs, specs
-from strategies import mma_cases
-
-
-def _with_nans(arrays: list[np.ndarray], seed: int) -> list[np.ndarray]:
-    """Some elements of the float arrays NaN, so NaN propagation is compared too."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for a in arrays:
-        a = a.copy()
-        a[rng.random(a.shape) < 0.03] = np.nan
-        out.append(a)
-    return out
+from strategies import mma_cases, with_nans
 
 
 def _kernels(module) -> list[gpu.FuncOp]:
@@ -89,7 +78,7 @@ def _same_in_lockstep(spec, config, seed: int) -> None:
             assert (".lanes" in interpreter.source) == lockstep, name
             inputs = random_inputs(spec, np.random.default_rng(seed))
             out = poisoned_output(spec)
-            interpreter.run(contraction_of(spec).name, *_with_nans(inputs, seed), out)
+            interpreter.run(contraction_of(spec).name, *with_nans(inputs, seed), out)
             outputs.append(out)
         assert outputs[0].tobytes() == outputs[1].tobytes()
 

@@ -44,7 +44,7 @@ from affinec.frontend.naive import build
 from affinec.frontend.reference import poisoned_output, random_inputs
 from affinec.interpreter import Interpreter
 from affinec.testing import kernel_configs, specs
-from strategies import mma_cases
+from strategies import mma_cases, with_nans
 
 pytestmark = needs_mlir_runner
 
@@ -495,10 +495,7 @@ def _levels_compute_what_mlir_computes(spec, config, seed: int) -> None:
     levels = _host_levels(spec, config)
     assert levels[0][0] == "naive"
     c = contraction_of(spec)
-    rng = np.random.default_rng(seed)
-    inputs = random_inputs(spec, rng)
-    for a in inputs:
-        a[rng.random(a.shape) < 0.03] = np.nan
+    inputs = with_nans(random_inputs(spec, np.random.default_rng(seed)), seed)
     arrays = [*inputs, poisoned_output(spec)]
     functions = [
         _for_the_cpu(level, f"level{k}") for k, (_, level) in enumerate(levels)
