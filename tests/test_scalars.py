@@ -248,3 +248,12 @@ def test_an_f64_fma_rounds_once(a, b, c):
 )
 def test_arith_bitcast_reinterprets_the_bits(source, value, target, want):
     assert _convert("arith.bitcast", source, target, value) == want
+
+
+def test_an_array_of_integers_converts_to_bf16_rounded_once():
+    from affinec.base.dtypes import BFLOAT16
+    from affinec.interpreter.scalars import int_to_float
+
+    # ml_dtypes' cast rounds through float32: 2**30 + 2**22 + 1 becomes 2**30
+    got = int_to_float(np.array([2**30 + 2**22 + 1, -3], np.int32), BFLOAT16.type)
+    assert got.dtype == BFLOAT16 and [float(x) for x in got] == [2**30 + 2**23, -3.0]

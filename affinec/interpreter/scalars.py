@@ -306,7 +306,11 @@ def int_to_float(value: int, to: type) -> Any:
     """`sitofp` / `uitofp` of the integer `value` to numpy's float type `to`, rounded
     once to nearest even. Converting the Python int straight to `to` would round it to
     float64 first (and a bf16 through float32): twice, wrong where the first rounding
-    lands on a tie of the second (2**60 + 2**52 + 1 to bf16)."""
+    lands on a tie of the second (2**60 + 2**52 + 1 to bf16). An array (a vector)
+    converts element by element."""
+    if isinstance(value, np.ndarray):
+        flat = [int_to_float(int(x), to) for x in value.ravel()]
+        return np.array(flat, np.dtype(to)).reshape(value.shape)
     precision = _SIGNIFICAND_BITS[np.dtype(to).name]
     magnitude = abs(value)
     excess = magnitude.bit_length() - precision
@@ -329,11 +333,8 @@ def emit_int_to_float(
     name = w[value]
     if not signed:
         name = unsigned_expr(name, int_width(element_type(value.type)))
-    if isinstance(result.type, VectorType):  # an array: numpy's casts round once
-        w.line(f"{w.define(result)} = {to}({name})")
-    else:
-        fn = w.global_(int_to_float, "int_to_float")
-        w.line(f"{w.define(result)} = {fn}({name}, {to})")
+    fn = w.global_(int_to_float, "int_to_float")
+    w.line(f"{w.define(result)} = {fn}({name}, {to})")
 
 
 def emit_float_to_int(
