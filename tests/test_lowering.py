@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from xdsl.dialects import llvm
 
 from affinec.base.diagnostics import OpError, PassError, verify
+from affinec.base.dtypes import storage_numpy_dtype
 from affinec.base.locating_parser import parse_module
 from affinec.base.spec import ConvSpec, MatmulSpec
 from affinec.dialects import affine, gpu
@@ -443,3 +444,63 @@ def test_the_lowerings_constants_are_the_ops_their_constructors_make(value, type
         assert op.attributes == expected.attributes
         assert [r.type for r in op.results] == [r.type for r in expected.results]
         op.verify()
+
+
+@pytest.mark.parametrize(
+    ("op", "t", "called"),
+    [
+        ("math.fma %v, %v, %v", "vector<2x2xf32>", "llvm.fma.v2f32"),
+        ("arith.maximumf %v, %v", "vector<2x2xf32>", "llvm.maximum.v2f32"),
+        ("arith.minnumf %v, %v", "vector<2xf16>", "llvm.minnum.v2f16"),
+        ("arith.maximumf %v, %v", "bf16", "llvm.maximum.bf16"),
+        ("math.fma %v, %v, %v", "f16", "llvm.fma.f16"),
+    ],
+)
+def test_intrinsics_are_called_by_their_mangled_names_row_by_row(op, t, called):
+    """An intrinsic on an n-D vector is called on each row (it built an
+    `llvm.extractvalue` of the unlowered vector, which did not verify); its name
+    carries the type LLVM mangles into it (it said `f16` for bf16 and `fNone` for
+    a vector)."""
+    *shape, element = t.removeprefix("vector<").removesuffix(">").split("x")
+    if shape:
+        make = f"vector.broadcast %x : {element} to {t}"
+        take = f"vector.extract %r[{', '.join('1' * len(shape))}] : {element} from {t}"
+    else:
+        make, take = f"arith.addf %x, %x : {t}", f"arith.addf %r, %r : {t}"
+    memref = f"memref<4x{element}>"
+    text = f"""
+builtin.module attributes {{gpu.container_module}} {{
+  func.func @f(%a: {memref}, %o: {memref}) {{
+    %one = arith.constant 1 : index
+    gpu.launch_func @k::@k blocks in (%one, %one, %one) threads in (%one, %one, %one) args(%a : {memref}, %o : {memref})
+    func.return
+  }}
+  gpu.module @k {{
+    gpu.func @k(%a: {memref}, %o: {memref}) kernel {{
+      %c0 = arith.constant 0 : index
+      %x = memref.load %a[%c0] : {memref}
+      %v = {make}
+      %r = {op} : {t}
+      %e = {take}
+      memref.store %e, %o[%c0] : {memref}
+      gpu.return
+    }}
+  }}
+}}
+"""
+    module = parse(text)
+    lowered = module.clone()
+    Pipeline.parse("convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}").run(
+        lowered
+    )
+    calls = {
+        o.intrin.data for o in lowered.walk() if isinstance(o, llvm.CallIntrinsicOp)
+    }
+    assert calls == {called}
+    a = np.array([1.5, -2.0, 3.0, 0.5], storage_numpy_dtype(element))
+    results = []
+    for m in (module, lowered):
+        out = np.zeros(4, a.dtype)
+        Interpreter(m).run("f", a.copy(), out)
+        results.append(out)
+    assert results[0].tobytes() == results[1].tobytes() and results[0][0] != 0

@@ -91,7 +91,8 @@ class Program:
             t: [] for t in [*INTS, *FLOATS, "i1", "index"]
         }
         self.stored: dict[str, int] = {t: 0 for t in [*INTS, *FLOATS]}
-        self.stores: list[tuple[str, str, int]] = []
+        self.stores: list[tuple[str, str, int, str | None]] = []
+        """(value, element type, position, the value's vector type or None)"""
         self.count = 0
         for k in range(INPUTS):
             self.lines.append(f"%c{k} = arith.constant {k} : index")
@@ -111,15 +112,31 @@ class Program:
         return self.op(f"arith.constant {value} : {t}")
 
     def keep(self, value: str, t: str) -> None:
-        """`value` joins its pool and is stored (an i1 as an i8, an index as an i64)."""
-        self.pools[t].append(value)
+        """`value` joins its pool and is stored (an i1 as an i8, an index as an i64,
+        a vector with `vector.store`, a 2-D one row by row)."""
+        self.pools.setdefault(t, []).append(value)
+        if t.startswith("vector<"):
+            shape, element = _vector_shape(t)
+            rows = [value]
+            if len(shape) == 2:
+                row_type = f"vector<{shape[1]}x{element}>"
+                rows = [
+                    self.op(f"vector.extract {value}[{i}] : {row_type} from {t}")
+                    for i in range(shape[0])
+                ]
+            for row in rows:
+                # at a multiple of its size: the GPU faults on a misaligned vector
+                at = -(-self.stored[element] // shape[-1]) * shape[-1]
+                self.stores.append((row, element, at, t))
+                self.stored[element] = at + shape[-1]
+            return
         if t == "i1":
             value, t = self.op(f"arith.extui {value} : i1 to i8"), "i8"
             self.pools[t].append(value)
         elif t == "index":
             value, t = self.op(f"arith.index_cast {value} : index to i64"), "i64"
             self.pools[t].append(value)
-        self.stores.append((value, t, self.stored[t]))
+        self.stores.append((value, t, self.stored[t], None))
         self.stored[t] += 1
 
     def _parameters(self) -> list[tuple[str, str]]:
@@ -132,8 +149,13 @@ class Program:
         sizes = self.output_sizes()
         stores = [
             f"%s{t}_{k} = arith.constant {k} : index\n    "
-            f"memref.store {value}, %out_{t}[%s{t}_{k}] : memref<{sizes[t]}x{t}>"
-            for value, t, k in self.stores
+            + (
+                f"memref.store {value}, %out_{t}[%s{t}_{k}] : memref<{sizes[t]}x{t}>"
+                if vector_type is None
+                else f"vector.store {value}, %out_{t}[%s{t}_{k}] : "
+                f"memref<{sizes[t]}x{t}>, vector<{_vector_shape(vector_type)[0][-1]}x{t}>"
+            )
+            for value, t, k, vector_type in self.stores
         ]
         return "\n    ".join([*self.lines, *stores, terminator])
 
@@ -162,6 +184,88 @@ class Program:
 
     def output_sizes(self) -> dict[str, int]:
         return {t: max(n, 1) for t, n in self.stored.items()}
+
+
+VECTOR_SHAPES = [(2,), (4,), (2, 2), (4, 2)]
+VECTOR_FLOATS = ["f16", "bf16", "f32"]
+"""The vectors the programs make: of the kernels' float types, 1-D and 2-D (LLVM
+arrays of 1-D vectors once lowered)."""
+
+
+def _vector_type(shape: tuple[int, ...], element: str) -> str:
+    return f"vector<{'x'.join(map(str, shape))}x{element}>"
+
+
+def _vector_shape(t: str) -> tuple[tuple[int, ...], str]:
+    *dims, element = t.removeprefix("vector<").removesuffix(">").split("x")
+    return tuple(int(d) for d in dims), element
+
+
+def _write_vector_op(p: Program, data: st.DataObject) -> None:
+    """One random op on vectors (`vector.load`, `broadcast`, `insert`, `extract`,
+    elementwise arith and `math.fma`, float casts); every vector made is stored."""
+    element = data.draw(st.sampled_from(VECTOR_FLOATS))
+    shape = data.draw(st.sampled_from(VECTOR_SHAPES))
+    vt = _vector_type(shape, element)
+    row = _vector_type(shape[-1:], element)
+    vectors = lambda t: p.pools.get(t, [])  # noqa: E731
+    kind = data.draw(
+        st.sampled_from(
+            ["load", "broadcast", "insert", "extract", "float", "fma", "cast"]
+        )
+    )
+    if kind not in ("load", "broadcast") and not vectors(vt):
+        kind = "broadcast"
+    pick = lambda t: data.draw(st.sampled_from(vectors(t)))  # noqa: E731
+    match kind:
+        case "load" if len(shape) == 1:
+            at = data.draw(st.sampled_from(range(0, INPUTS, shape[0])))  # aligned
+            p.keep(
+                p.op(
+                    f"vector.load %in_{element}[%c{at}] : memref<{INPUTS}x{element}>, {vt}"
+                ),
+                vt,
+            )
+        case "load" | "broadcast":  # of a scalar (affinec broadcasts no vector)
+            scalar = data.draw(st.sampled_from(p.pools[element]))
+            p.keep(p.op(f"vector.broadcast {scalar} : {element} to {vt}"), vt)
+        case "insert":
+            if len(shape) == 2 and vectors(row) and data.draw(st.booleans()):
+                at = data.draw(st.integers(0, shape[0] - 1))
+                p.keep(
+                    p.op(
+                        f"vector.insert {pick(row)}, {pick(vt)} [{at}] : {row} into {vt}"
+                    ),
+                    vt,
+                )
+            else:
+                at = ", ".join(str(data.draw(st.integers(0, d - 1))) for d in shape)
+                scalar = data.draw(st.sampled_from(p.pools[element]))
+                p.keep(
+                    p.op(
+                        f"vector.insert {scalar}, {pick(vt)} [{at}] : {element} into {vt}"
+                    ),
+                    vt,
+                )
+        case "extract":
+            at = ", ".join(str(data.draw(st.integers(0, d - 1))) for d in shape)
+            p.keep(
+                p.op(f"vector.extract {pick(vt)}[{at}] : {element} from {vt}"), element
+            )
+        case "float":
+            name = data.draw(st.sampled_from(FLOAT_OPS))
+            p.keep(p.op(f"arith.{name} {pick(vt)}, {pick(vt)} : {vt}"), vt)
+        case "fma" if element == "f32":
+            p.keep(p.op(f"math.fma {pick(vt)}, {pick(vt)}, {pick(vt)} : {vt}"), vt)
+        case "fma" | "cast":
+            if element == "f32":
+                narrow = _vector_type(
+                    shape, data.draw(st.sampled_from(["f16", "bf16"]))
+                )
+                p.keep(p.op(f"arith.truncf {pick(vt)} : {vt} to {narrow}"), narrow)
+            else:
+                wide = _vector_type(shape, "f32")
+                p.keep(p.op(f"arith.extf {pick(vt)} : {vt} to {wide}"), wide)
 
 
 def _signed_min(t: str) -> int:
@@ -422,19 +526,13 @@ def _kernel_for_the_cpu(lowered: ModuleOp) -> str:
     return f"builtin.module {{\n{out.getvalue().replace('!llvm.ptr<1>', '!llvm.ptr')}\n}}\n"
 
 
-@given(data=st.data(), seed=st.integers(0, 2**16))
-@settings(max_examples=15, deadline=None)
-def test_kernels_lowered_by_affinec_compute_what_mlir_computes(data, seed):
-    """The same programs as kernels, lowered by affinec's `convert-scf-to-cf` and
-    `convert-gpu-to-nvvm` to the llvm dialect (branches, block arguments): the interpreter gives MLIR's bits for the kernel at the arith
-    level and at the llvm level, and MLIR running affinec's llvm-level kernel gives
-    them too (so the lowering and the interpreter's llvm ops are checked by an
-    executor of their own)."""
-    p = Program()
-    for _ in range(data.draw(st.integers(10, 40))):
-        _write_op(p, data, kernel=True)
+def _same_as_a_kernel(p: Program, seed: int) -> None:
+    """MLIR's bits for the program as a function; the interpreter's for it and for
+    it as a kernel at the arith and the llvm level (affinec's lowering); MLIR's for
+    affinec's llvm-level kernel: all the same."""
     arrays = _program_arrays(p, seed)
     (expected,) = run_with_mlir(p.text(), [("f", arrays)])
+    assert _differences(p.text(), arrays, expected) == []
     lowered = _lowered_kernel(p.kernel_text())
     assert _differences(p.kernel_text(), arrays, expected) == []
     assert _differences(lowered, arrays, expected) == []
@@ -444,6 +542,36 @@ def test_kernels_lowered_by_affinec_compute_what_mlir_computes(data, seed):
         for k, (a, b) in enumerate(zip(ran, expected, strict=True))
         if not _same_bits(a, b)
     ] == []
+
+
+@given(data=st.data(), seed=st.integers(0, 2**16))
+@settings(max_examples=15, deadline=None)
+def test_kernels_lowered_by_affinec_compute_what_mlir_computes(data, seed):
+    """The same programs as kernels, lowered by affinec's `convert-scf-to-cf` and
+    `convert-gpu-to-nvvm` to the llvm dialect (branches, block arguments): MLIR
+    running affinec's llvm-level kernel gives MLIR's bits for the program, and so
+    does the interpreter at both levels (so the lowering and the interpreter's llvm
+    ops are checked by an executor of their own)."""
+    p = Program()
+    for _ in range(data.draw(st.integers(10, 40))):
+        _write_op(p, data, kernel=True)
+    _same_as_a_kernel(p, seed)
+
+
+@given(data=st.data(), seed=st.integers(0, 2**16))
+@settings(max_examples=10, deadline=None)
+def test_vector_kernels_lowered_by_affinec_compute_what_mlir_computes(data, seed):
+    """Programs on 1-D and 2-D vectors of f16, bf16 and f32 (loads, stores,
+    broadcasts, inserts, extracts, elementwise ops, fma, float casts), as the staged
+    output and the MMA fragments use them: affinec lowers a 2-D vector to an LLVM
+    array of rows; MLIR's own execution is the judge."""
+    p = Program()
+    for _ in range(data.draw(st.integers(5, 25))):
+        if data.draw(st.integers(0, 3)) == 0:
+            _write_op(p, data, kernel=True)
+        else:
+            _write_vector_op(p, data)
+    _same_as_a_kernel(p, seed)
 
 
 # --------------------------------------------------------------------------------------

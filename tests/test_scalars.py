@@ -257,3 +257,18 @@ def test_an_array_of_integers_converts_to_bf16_rounded_once():
     # ml_dtypes' cast rounds through float32: 2**30 + 2**22 + 1 becomes 2**30
     got = int_to_float(np.array([2**30 + 2**22 + 1, -3], np.int32), BFLOAT16.type)
     assert got.dtype == BFLOAT16 and [float(x) for x in got] == [2**30 + 2**23, -3.0]
+
+
+def test_math_fma_on_a_vector_rounds_each_element_once():
+    # it stopped with a TypeError (the scalar fma of an array)
+    text = (
+        "func.func @f(%a: vector<2xf32>) -> vector<2xf32> {\n"
+        "  %r = math.fma %a, %a, %a : vector<2xf32>\n"
+        "  func.return %r : vector<2xf32>\n}\n"
+    )
+    module = parse_module(make_context(), text)
+    verify(module)
+    a = np.array([1.0 + 2**-23, 3.0], np.float32)
+    (got,) = Interpreter(module).call("f", a)
+    want = [np.float32(float(x) * float(x) + float(x)) for x in a]  # exact in float64
+    assert got.tolist() == want

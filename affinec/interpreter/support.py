@@ -244,6 +244,8 @@ def fused_multiply_add(a, b, c):
     `round_to_bfloat16`'s, since `ml_dtypes` would round through float32. A float64
     product is not exact in float64: `_fused_multiply_add_f64` computes it exactly.
     """
+    if isinstance(a, np.ndarray):  # a vector's elements, each rounded once
+        return fused_multiply_add_lanes(a, b, c)
     t = type(a)
     if t is np.float64 or t is float:
         return t(_fused_multiply_add_f64(float(a), float(b), float(c)))

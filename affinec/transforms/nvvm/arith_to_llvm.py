@@ -11,11 +11,15 @@ from xdsl.dialects.builtin import (
     IntegerType,
     VectorType,
 )
-from xdsl.ir import Attribute, Operation
+from xdsl.ir import Operation
 
 from affinec.base.diagnostics import PassError
 from affinec.transforms.nvvm.converter import KernelConverter, converts
-from affinec.transforms.nvvm.vector_to_llvm import elementwise, vector_constant
+from affinec.transforms.nvvm.vector_to_llvm import (
+    elementwise,
+    intrinsic_call,
+    vector_constant,
+)
 
 _BINARY: dict[type[Operation], type[Operation]] = {
     arith.AddiOp: llvm.AddOp,
@@ -57,15 +61,8 @@ _FLOAT_INTRINSICS = {
 
 @converts(*_FLOAT_INTRINSICS)
 def _float_intrinsic(op: Operation, c: KernelConverter):
-    t = op.results[0].type
-    name = f"{_FLOAT_INTRINSICS[type(op)]}.{_type_suffix(t)}"
     args = [c.v(v) for v in op.operands]
-    return [c.emit(llvm.CallIntrinsicOp(name, args, [t]))]
-
-
-def _type_suffix(t: Attribute) -> str:
-    bits = getattr(t, "bitwidth", None)
-    return f"f{bits}"
+    return [intrinsic_call(c, _FLOAT_INTRINSICS[type(op)], args, op.results[0].type)]
 
 
 @converts(arith.NegfOp)

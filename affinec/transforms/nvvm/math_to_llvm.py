@@ -1,15 +1,15 @@
-"""math ops as LLVM intrinsics: `math.fma` is `llvm.fma.f32` (PTX `fma.rn`)."""
+"""math ops as LLVM intrinsics: `math.fma` is `llvm.fma.f32` (PTX `fma.rn`), on a
+vector `llvm.fma.v2f16`, on an n-D vector one call per row."""
 
 from __future__ import annotations
 
-from xdsl.dialects import llvm, math
+from xdsl.dialects import math
 
 from affinec.transforms.nvvm.converter import KernelConverter, converts
+from affinec.transforms.nvvm.vector_to_llvm import intrinsic_call
 
 
 @converts(math.FmaOp)
 def _fma(op: math.FmaOp, c: KernelConverter):
-    t = op.result.type
-    name = f"llvm.fma.f{getattr(t, 'bitwidth', 32)}"
     args = [c.v(v) for v in op.operands]
-    return [c.emit(llvm.CallIntrinsicOp(name, args, [t]))]
+    return [intrinsic_call(c, "llvm.fma", args, op.result.type)]

@@ -19,6 +19,8 @@ from itertools import product
 
 from xdsl.dialects import llvm, ub, vector
 from xdsl.dialects.builtin import (
+    AnyFloat,
+    BFloat16Type,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
     FloatAttr,
@@ -130,6 +132,32 @@ def elementwise(
         result = insert_row(c, result, row, c.emit(make(*parts)))
     assert result is not None
     return result
+
+
+def intrinsic_call(
+    c: KernelConverter, name: str, operands: Sequence[SSAValue], t: Attribute
+) -> SSAValue:
+    """A call of the overloaded LLVM intrinsic `name` (`llvm.fma`) on scalars or
+    vectors of type `t`, mangled for the type (`llvm.fma.v2f16`); on an n-D vector,
+    one call per row."""
+    if isinstance(t, VectorType) and t.get_num_dims() > 1:
+        row = VectorType(t.get_element_type(), [t.get_shape()[-1]])
+        return elementwise(c, t, operands, lambda *rows: _call(name, list(rows), row))
+    return c.emit(_call(name, list(operands), t))
+
+
+def _call(name: str, operands: list[SSAValue], t: Attribute) -> Operation:
+    return llvm.CallIntrinsicOp(f"{name}.{_mangled(t)}", operands, [t])
+
+
+def _mangled(t: Attribute) -> str:
+    """LLVM's name of a float or 1-D vector type in an intrinsic's name."""
+    if isinstance(t, VectorType):
+        return f"v{t.get_shape()[0]}{_mangled(t.get_element_type())}"
+    if isinstance(t, BFloat16Type):
+        return "bf16"
+    assert isinstance(t, AnyFloat), t
+    return f"f{t.bitwidth}"
 
 
 def _innermost(t: Attribute) -> Attribute:
