@@ -94,10 +94,15 @@ def memref_type(array: np.ndarray) -> str:
     return f"memref<{''.join(f'{d}x' for d in array.shape)}{element}>"
 
 
-def _main(calls: Sequence[tuple[str, Sequence[np.ndarray]]], pointers: bool) -> str:
+def _main(
+    calls: Sequence[tuple[str, Sequence[np.ndarray]]],
+    pointers: bool,
+    threads: Sequence[int] = (),
+) -> str:
     """Globals holding the arrays' bytes and a `main` calling each function on views
-    of them (or on their addresses, with `pointers`), then printing every buffer as
-    32-bit words."""
+    of them (or on their addresses, with `pointers`; once for each combination of
+    `range(n)` for each `n` of `threads`, those numbers as i32 arguments after the
+    addresses), then printing every buffer as 32-bit words."""
     globals_, body, prints = [], ["%c0 = arith.constant 0 : index"], []
     for c, (function, arrays) in enumerate(calls):
         views = []
@@ -130,8 +135,19 @@ def _main(calls: Sequence[tuple[str, Sequence[np.ndarray]]], pointers: bool) -> 
                 ]
                 views[-1] = f"%{name}_p"
         if pointers:
-            types = ", ".join("!llvm.ptr" for _ in arrays)
-            body.append(f"llvm.call @{function}({', '.join(views)}) : ({types}) -> ()")
+            ids = []
+            for k, extent in enumerate(threads):
+                body += [
+                    f"%n{c}_{k} = arith.constant {extent} : index",
+                    f"%one{c}_{k} = arith.constant 1 : index",
+                    f"scf.for %t{c}_{k} = %c0 to %n{c}_{k} step %one{c}_{k} {{",
+                    f"%id{c}_{k} = arith.index_cast %t{c}_{k} : index to i32",
+                ]
+                ids.append(f"%id{c}_{k}")
+            types = ", ".join(["!llvm.ptr" for _ in arrays] + ["i32" for _ in ids])
+            operands = ", ".join([*views, *ids])
+            body.append(f"llvm.call @{function}({operands}) : ({types}) -> ()")
+            body += ["}" for _ in threads]
         else:
             types = ", ".join(memref_type(a) for a in arrays)
             body.append(f"func.call @{function}({', '.join(views)}) : ({types}) -> ()")
@@ -152,14 +168,17 @@ def run_with_mlir(
     module_text: str,
     calls: Sequence[tuple[str, Sequence[np.ndarray]]],
     pointers: bool = False,
+    threads: Sequence[int] = (),
 ) -> list[list[np.ndarray]]:
     """Every buffer after MLIR's execution of the calls, as arrays like the given.
     With `pointers`, the functions are `llvm.func`s taking each buffer as a bare
-    `!llvm.ptr` (as affinec's `convert-gpu-to-nvvm` passes a kernel its memrefs)."""
+    `!llvm.ptr` (as affinec's `convert-gpu-to-nvvm` passes a kernel its memrefs),
+    called for every combination of numbers below `threads` (a kernel whose
+    thread and block numbers are arguments, one thread after the other)."""
     assert MLIR_OPT is not None and MLIR_RUNNER is not None
     text = module_text.rstrip()
     assert text.endswith("}"), "a module in custom form"
-    text = f"{text[:-1]}{_main(calls, pointers)}\n}}\n"
+    text = f"{text[:-1]}{_main(calls, pointers, threads)}\n}}\n"
     lowered = subprocess.run(
         [MLIR_OPT, *LOWER_TO_LLVM], input=text, capture_output=True, text=True
     )

@@ -3,34 +3,39 @@ llvm dialect, `mlir-runner` running it on the CPU): the same module, the same
 inputs, the same bits out.
 
 Every proof of a pass compares the interpreter with itself, one level against the
-one before, and the naive level against a float64 reference within a tolerance. These
-tests check the interpreter against an executor it shares nothing with: random
-arith and math programs over every integer and float type, with `scf.if` and `scf.for` (each op's
-rounding, wrapping, NaN and signed-zero rules), the same programs as kernels lowered by
-affinec's `convert-gpu-to-nvvm` (MLIR runs affinec's llvm-level kernel, so the lowering
-is checked by an executor of its own too), and the host levels of the default pipeline
-(the naive IR and each affine pass's output until the first GPU op) taken through
-affinec's `lower-affine`. Skipped where mlir-opt 22 or its runner is absent.
+one before, and the naive level against a float64 reference within a tolerance.
+These tests check the interpreter against an executor it shares nothing with:
+- random arith, math and scf programs over every integer and float type, and on
+  vectors (each op's rounding, wrapping, NaN and signed-zero rules);
+- the same programs as kernels lowered by affinec's `convert-gpu-to-nvvm` (MLIR
+  runs affinec's llvm-level kernel, so the lowering meets an executor of its own);
+- the host levels of the default pipeline (the naive IR and each affine pass's
+  output until the first GPU op) taken through affinec's `lower-affine`;
+- whole compiled SIMT kernels whose threads never meet, run by MLIR one thread
+  after the other.
+Skipped where mlir-opt 22 or its runner is absent.
 """
 
 from __future__ import annotations
 
 import io
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from mlir_opt import parse, printed
 from mlir_runner import needs_mlir_runner, run_with_mlir
-from xdsl.dialects import func, llvm
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects import arith, func, llvm
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr, i32
 from xdsl.printer import Printer
 
 from affinec.base.diagnostics import verify
 from affinec.base.dtypes import storage_numpy_dtype
 from affinec.base.spec import ConvSpec
+from affinec.dialects import gpu
 from affinec.dialects.affinec import MAPPING
 from affinec.driver.pipeline import Pipeline
 from affinec.driver.pipelines import (
@@ -640,6 +645,84 @@ def _levels_compute_what_mlir_computes(spec, config, seed: int) -> None:
             a.tobytes() == b.tobytes()
             for a, b in zip(arrays[:-1], after[:-1], strict=True)
         )
+
+
+SIMT_THREAD_REGISTERS = {
+    "nvvm.read.ptx.sreg.ctaid.x": "gridSizeX",
+    "nvvm.read.ptx.sreg.ctaid.y": "gridSizeY",
+    "nvvm.read.ptx.sreg.ctaid.z": "gridSizeZ",
+    "nvvm.read.ptx.sreg.tid.x": "blockSizeX",
+    "nvvm.read.ptx.sreg.tid.y": "blockSizeY",
+    "nvvm.read.ptx.sreg.tid.z": "blockSizeZ",
+}
+"""The registers a kernel's threads differ by, and the launch's size of each."""
+
+
+def _threads_as_arguments(compiled: ModuleOp) -> tuple[str, list[int]] | None:
+    """The compiled module's kernel with its block and thread numbers as i32
+    arguments after its pointers, in a module MLIR runs on the CPU, and how many of
+    each there are; None for a kernel whose threads meet (a barrier, shared memory,
+    any other nvvm op), which running them one after the other would not honour."""
+    (launch,) = [op for op in compiled.walk() if isinstance(op, gpu.LaunchFuncOp)]
+    kernel = next(op for op in compiled.walk() if isinstance(op, llvm.FuncOp)).clone()
+    reads = [op for op in kernel.walk() if op.name.startswith("nvvm.")]
+    if any(op.name not in SIMT_THREAD_REGISTERS for op in reads) or any(
+        isinstance(op, llvm.AddressOfOp) for op in kernel.walk()
+    ):
+        return None
+    block = kernel.body.blocks[0]
+    extents = []
+    for name in sorted({op.name for op in reads}):
+        size = getattr(launch, SIMT_THREAD_REGISTERS[name]).owner
+        assert isinstance(size, arith.ConstantOp), "a launch of constant sizes"
+        extents.append(size.value.value.data)
+        number = block.insert_arg(i32, len(block.args))
+        for op in [op for op in reads if op.name == name]:
+            op.results[0].replace_all_uses_with(number)
+            op.detach()
+            op.erase()
+    kernel.properties["function_type"] = llvm.LLVMFunctionType(
+        [a.type for a in block.args], kernel.function_type.output
+    )
+    if (attrs := kernel.properties.get("arg_attrs")) is not None:
+        added = len(block.args) - len(attrs.data)
+        kernel.properties["arg_attrs"] = ArrayAttr(
+            [*attrs.data, *[DictionaryAttr({})] * added]
+        )
+    for name in list(kernel.attributes):
+        if name.startswith(("gpu.", "nvvm.")):
+            del kernel.attributes[name]
+    out = io.StringIO()
+    Printer(stream=out, print_generic_format=True).print_op(kernel)
+    text = out.getvalue().replace("!llvm.ptr<1>", "!llvm.ptr")
+    return f"builtin.module {{\n{text}\n}}\n", extents
+
+
+@given(data=st.data(), seed=st.integers(0, 2**16))
+@settings(max_examples=8, deadline=None)
+def test_compiled_simt_kernels_compute_on_mlir_what_the_interpreter_computes(
+    data, seed
+):
+    """The whole default pipeline down to the llvm level (outlining, narrowed
+    indices, `lower-affine`, `convert-gpu-to-nvvm`): MLIR runs the compiled kernel,
+    thread after thread with their numbers as arguments, and gives the bits the
+    interpreter gives for it. Kernels without shared memory or barriers (their
+    threads never meet), SIMT configurations of random specs."""
+    spec = data.draw(specs())
+    config = replace(data.draw(kernel_configs(spec)), promote=False, mma=False)
+    module = build(spec)
+    Pipeline(default_passes(config)).run(module)
+    emulated = _threads_as_arguments(module)
+    assume(emulated is not None)
+    assert emulated is not None
+    text, extents = emulated
+    inputs = with_nans(random_inputs(spec, np.random.default_rng(seed)), seed)
+    arrays = [*inputs, poisoned_output(spec)]
+    interpreted = [a.copy() for a in arrays]
+    Interpreter(module).run(contraction_of(spec).name, *interpreted)
+    name = next(op for op in module.walk() if isinstance(op, llvm.FuncOp)).sym_name.data
+    (ran,) = run_with_mlir(text, [(name, arrays)], pointers=True, threads=extents)
+    assert ran[-1].tobytes() == interpreted[-1].tobytes()
 
 
 @given(data=st.data(), seed=st.integers(0, 2**16))
