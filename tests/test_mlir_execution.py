@@ -54,8 +54,8 @@ from strategies import mma_cases, with_nans
 pytestmark = needs_mlir_runner
 
 INTS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64}
-FLOATS = {"f16": 11, "bf16": 8, "f32": 24, "f64": 53}
-"""The integer types and their widths; the float types and their precisions."""
+FLOATS = ["f16", "bf16", "f32", "f64"]
+"""The integer types and their widths; the float types."""
 WIDER_INT = [
     ("i8", "i16"),
     ("i8", "i32"),
@@ -518,11 +518,15 @@ def _lowered_kernel(text: str) -> ModuleOp:
 
 
 def _kernel_for_the_cpu(lowered: ModuleOp) -> str:
-    """The lowered kernel alone in a module MLIR runs on the CPU: out of its
-    `gpu.module`, without the GPU's attributes, its pointers in address space 0; in
-    the generic form, which mlir-opt reads for every op affinec prints."""
+    """The lowered module's kernel alone in a module MLIR runs on the CPU."""
     (kernel,) = [op for op in lowered.walk() if isinstance(op, llvm.FuncOp)]
-    kernel = kernel.clone()
+    return _cpu_module(kernel.clone())
+
+
+def _cpu_module(kernel: llvm.FuncOp) -> str:
+    """A module of `kernel` (detached) for the CPU: without the GPU's attributes, its
+    pointers in address space 0; in the generic form, which mlir-opt reads for every
+    op affinec prints."""
     for name in list(kernel.attributes):
         if name.startswith(("gpu.", "nvvm.")):
             del kernel.attributes[name]
@@ -689,13 +693,7 @@ def _threads_as_arguments(compiled: ModuleOp) -> tuple[str, list[int]] | None:
         kernel.properties["arg_attrs"] = ArrayAttr(
             [*attrs.data, *[DictionaryAttr({})] * added]
         )
-    for name in list(kernel.attributes):
-        if name.startswith(("gpu.", "nvvm.")):
-            del kernel.attributes[name]
-    out = io.StringIO()
-    Printer(stream=out, print_generic_format=True).print_op(kernel)
-    text = out.getvalue().replace("!llvm.ptr<1>", "!llvm.ptr")
-    return f"builtin.module {{\n{text}\n}}\n", extents
+    return _cpu_module(kernel), extents
 
 
 @given(data=st.data(), seed=st.integers(0, 2**16))
