@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import IndexType, IntegerType, VectorType
 from xdsl.ir import Attribute, SSAValue
@@ -299,9 +300,6 @@ def element_type(t: Attribute) -> Attribute:
     return t.get_element_type() if isinstance(t, VectorType) else t
 
 
-_SIGNIFICAND_BITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
-
-
 def int_to_float(value: int, to: type) -> Any:
     """`sitofp` / `uitofp` of the integer `value` to numpy's float type `to`, rounded
     once to nearest even. Converting the Python int straight to `to` would round it to
@@ -311,7 +309,7 @@ def int_to_float(value: int, to: type) -> Any:
     if isinstance(value, np.ndarray):
         flat = [int_to_float(int(x), to) for x in value.ravel()]
         return np.array(flat, np.dtype(to)).reshape(value.shape)
-    precision = _SIGNIFICAND_BITS[np.dtype(to).name]
+    precision = ml_dtypes.finfo(to).nmant + 1  # the significand's bits
     magnitude = abs(value)
     excess = magnitude.bit_length() - precision
     if excess > 0:
