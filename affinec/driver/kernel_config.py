@@ -10,6 +10,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
+from functools import cache
 from typing import Any
 
 
@@ -21,15 +22,33 @@ def _integers(value: object) -> bool:
     return isinstance(value, tuple) and all(map(_integer, value))
 
 
-_KNOB_TYPES: dict[str, tuple[str, Callable[[Any], bool], Callable[[Any], Any]]] = {
-    "bool": ("True or False", lambda v: isinstance(v, bool), bool),
-    "int": ("an integer", _integer, int),
-    "str": ("a string", lambda v: isinstance(v, str), str),
-    "tuple[int, ...]": ("a tuple of integers", _integers, lambda v: tuple(map(int, v))),
+def _is_bool(value: object) -> bool:
+    return type(value) is bool
+
+
+def _kept_integers(value: object) -> bool:
+    return type(value) is tuple and all(type(v) is int for v in value)
+
+
+_KNOB_TYPES: dict[
+    str,
+    tuple[str, Callable[[Any], bool], Callable[[Any], Any], Callable[[Any], bool]],
+] = {
+    "bool": ("True or False", lambda v: isinstance(v, bool), bool, _is_bool),
+    "int": ("an integer", _integer, int, lambda v: type(v) is int),
+    "str": ("a string", lambda v: isinstance(v, str), str, lambda v: type(v) is str),
+    "tuple[int, ...]": (
+        "a tuple of integers",
+        _integers,
+        lambda v: tuple(map(int, v)),
+        _kept_integers,
+    ),
 }
 """Per annotation of a knob: what it takes, in words; whether a value is one; the
 value as the config keeps it (numpy's integers as Python's: configs hash and
-compare by value, and the passes build constants of them)."""
+compare by value, and the passes build constants of them); and whether a value
+is already kept so (the tuner builds hundreds of thousands of configs: the
+abstract `numbers.Integral` check costs more than all the rest of one)."""
 
 
 @dataclass(frozen=True)
@@ -114,16 +133,17 @@ class KernelConfig:
     (`affinec-wgmma-gemm`)."""
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
+        for name, (words, accepts, kept, is_kept) in _knobs():
+            value = getattr(self, name)
+            if is_kept(value):
+                continue
             if isinstance(value, list):
                 value = tuple(value)
-            words, accepts, kept = _KNOB_TYPES[str(f.type)]
             if not accepts(value):
                 raise TypeError(
-                    f"{f.name.replace('_', '-')} takes {words}, got {value!r}"
+                    f"{name.replace('_', '-')} takes {words}, got {value!r}"
                 )
-            object.__setattr__(self, f.name, kept(value))
+            object.__setattr__(self, name, kept(value))
         if self.tf32 and not self.mma:
             raise ValueError("tf32 multiplies on the tensor cores: it needs mma")
         if self.splits < 1:
@@ -149,6 +169,12 @@ class KernelConfig:
             if getattr(self, f.name) != getattr(default, f.name)
         ]
         return " ".join(parts) or "defaults"
+
+
+@cache
+def _knobs() -> tuple[tuple[str, tuple], ...]:
+    """Each knob's name and `_KNOB_TYPES` entry, in the fields' order."""
+    return tuple((f.name, _KNOB_TYPES[str(f.type)]) for f in fields(KernelConfig))
 
 
 UNPROMOTED = KernelConfig(promote=False, fma=False, index_bitwidth=64)
