@@ -1,5 +1,6 @@
-"""xDSL's llvm dialect with the ops it lacks: `llvm.extractelement` and
-`llvm.addrspacecast`; and MLIR's checks that xDSL's verifiers lack, of
+"""xDSL's llvm dialect with the ops it lacks: `llvm.extractelement`,
+`llvm.addrspacecast`, and the casts `llvm.uitofp`, `llvm.fptosi` and `llvm.fptoui`;
+and MLIR's checks that xDSL's verifiers lack, of
 `llvm.getelementptr`'s indices, of `llvm.icmp`'s and `llvm.fcmp`'s predicates, of
 the positions `llvm.extractvalue` and
 `llvm.insertvalue` take in an aggregate, of the types `llvm.load` and `llvm.store` move
@@ -14,6 +15,12 @@ the cluster sees it). In MLIR's syntax:
     %e = llvm.extractelement %v[%i : i32] : vector<2xf16>
     %p = llvm.addrspacecast %s : !llvm.ptr<3> to !llvm.ptr<7>
 
+Nor has it the casts between integers and floats but `llvm.sitofp`, which
+`convert-gpu-to-nvvm` needs for arith's `uitofp`, `fptosi` and `fptoui`:
+
+    %f = llvm.uitofp %i : i32 to f32
+    %i = llvm.fptosi %f : f16 to i64
+
 `LLVM` is xDSL's dialect plus these ops; affinec's context registers it in place of
 xDSL's (every xDSL llvm op is still there).
 """
@@ -21,7 +28,7 @@ xDSL's (every xDSL llvm op is still there).
 from __future__ import annotations
 
 from xdsl.dialects import llvm as xdsl_llvm
-from xdsl.dialects.builtin import IntegerType, VectorType
+from xdsl.dialects.builtin import AnyFloat, IntegerType, Signedness, VectorType
 from xdsl.ir import Attribute, Dialect, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
@@ -114,6 +121,64 @@ class AddrSpaceCastOp(IRDLOperation):
 
     def __init__(self, pointer: SSAValue | Operation, result: Attribute):
         super().__init__(operands=[SSAValue.get(pointer)], result_types=[result])
+
+
+@irdl_op_definition
+class UIToFPOp(xdsl_llvm.GenericCastOp):
+    """`llvm.uitofp`: an unsigned integer as the nearest float."""
+
+    name = "llvm.uitofp"
+
+
+@irdl_op_definition
+class FPToSIOp(xdsl_llvm.GenericCastOp):
+    """`llvm.fptosi`: a float rounded toward zero to a signed integer (poison where
+    it does not fit)."""
+
+    name = "llvm.fptosi"
+
+
+@irdl_op_definition
+class FPToUIOp(xdsl_llvm.GenericCastOp):
+    """`llvm.fptoui`: a float rounded toward zero to an unsigned integer (poison
+    where it does not fit)."""
+
+    name = "llvm.fptoui"
+
+
+_INTEGERS = "signless integer or LLVM dialect-compatible vector of signless integer"
+_FLOATS = (
+    "floating point LLVM type or LLVM dialect-compatible vector of floating point "
+    "LLVM type"
+)
+
+
+def _scalar(t: Attribute) -> Attribute:
+    return t.get_element_type() if isinstance(t, VectorType) else t
+
+
+def _is_integer(t: Attribute) -> bool:
+    t = _scalar(t)
+    return isinstance(t, IntegerType) and t.signedness.data == Signedness.SIGNLESS
+
+
+def _is_float(t: Attribute) -> bool:
+    return isinstance(_scalar(t), AnyFloat)
+
+
+def _int_float_cast(op: Operation) -> str | None:
+    """An integer to a float (`sitofp`, `uitofp`) or back (`fptosi`, `fptoui`),
+    each a scalar or a vector of them, in MLIR's words (xDSL's casts take any
+    types)."""
+    to_float = isinstance(op, xdsl_llvm.SIToFPOp | UIToFPOp)
+    source, target = op.operands[0].type, op.results[0].type
+    want = (_is_integer, _INTEGERS) if to_float else (_is_float, _FLOATS)
+    if not want[0](source):
+        return f"operand #0 must be {want[1]}, but got '{source}'"
+    want = (_is_float, _FLOATS) if to_float else (_is_integer, _INTEGERS)
+    if not want[0](target):
+        return f"result #0 must be {want[1]}, but got '{target}'"
+    return None
 
 
 def _gep_indices(op: Operation) -> str | None:
@@ -252,11 +317,20 @@ OP_CHECKS[xdsl_llvm.ExtractValueOp] = _aggregate_position
 OP_CHECKS[xdsl_llvm.InsertValueOp] = _aggregate_position
 OP_CHECKS[xdsl_llvm.LoadOp] = OP_CHECKS[xdsl_llvm.StoreOp] = _moves_a_sized_type
 OP_CHECKS[xdsl_llvm.CallOp] = _call_matches_callee
+for _cast in (xdsl_llvm.SIToFPOp, UIToFPOp, FPToSIOp, FPToUIOp):
+    OP_CHECKS[_cast] = _int_float_cast
 OP_CHECKS[xdsl_llvm.ReturnOp] = _return_matches_function
 
 
 LLVM = Dialect(
     "llvm",
-    [*xdsl_llvm.LLVM.operations, ExtractElementOp, AddrSpaceCastOp],
+    [
+        *xdsl_llvm.LLVM.operations,
+        ExtractElementOp,
+        AddrSpaceCastOp,
+        UIToFPOp,
+        FPToSIOp,
+        FPToUIOp,
+    ],
     [*xdsl_llvm.LLVM.attributes],
 )

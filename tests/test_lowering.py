@@ -351,6 +351,31 @@ def test_illegal_inputs_and_options_are_refused(text, pipeline, message):
     _refused(text, pipeline, message)
 
 
+VECTOR_FLOOR_DIVISION = """
+builtin.module attributes {gpu.container_module} {
+  gpu.module @k {
+    gpu.func @f(%a: vector<2xi32>, %b: vector<2xi32>, %out: memref<2xi32>) kernel {
+      %c0 = arith.constant 0 : index
+      %q = arith.floordivsi %a, %b : vector<2xi32>
+      vector.store %q, %out[%c0] : memref<2xi32>, vector<2xi32>
+      gpu.return
+    }
+  }
+}"""
+
+
+def test_a_rounded_division_of_vectors_is_refused_at_its_op():
+    module = parse(VECTOR_FLOOR_DIVISION)
+    pipeline = Pipeline.parse("convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}")
+    before = str(module)
+    with pytest.raises(
+        PassError, match="lowered on scalars only, not on vector<2x"
+    ) as e:
+        pipeline.run(module)
+    assert e.value.op is not None and e.value.op.name == "arith.floordivsi"
+    assert str(module) == before, "the pass rewrote before refusing"
+
+
 def test_a_mapping_that_names_no_level_is_refused():
     module = parse(_grid_block(outer="warp"))
     with pytest.raises(OpError, match="'affinec.mapping' must be one of") as info:

@@ -90,7 +90,7 @@ CMPF = [
     "ueq", "ugt", "uge", "ult", "ule", "une", "uno", "true",
 ]  # fmt: skip
 INT_OPS = ["addi", "subi", "muli", "andi", "ori", "xori", "maxsi", "minsi"]
-DIVISIONS = ["divsi", "remsi", "floordivsi", "ceildivsi", "divui", "remui"]
+DIVISIONS = ["divsi", "remsi", "floordivsi", "ceildivsi", "divui", "remui", "ceildivui"]
 SHIFTS = ["shli", "shrsi", "shrui"]
 FLOAT_OPS = ["addf", "subf", "mulf", "divf", "maximumf", "minimumf"]
 EITHER_ZERO = ["maxnumf", "minnumf"]
@@ -305,18 +305,13 @@ KINDS = [
     "either zero", "negf", "fma", "cmpf", "float cast", "int to float", "float to int",
     "bitcast", "if", "loop",
 ]  # fmt: skip
-NOT_IN_KERNELS = {"floordivsi", "ceildivsi", "uitofp", "float to int"}
-"""What affinec's `convert-gpu-to-nvvm` does not lower (it refuses it by name):
-`lower-affine` makes no such op."""
 
 
-def _write_op(p: Program, data: st.DataObject, kernel: bool = False) -> None:
-    """One random op (with the guards that keep it defined) on values of the pools;
-    with `kernel`, one that affinec's `convert-gpu-to-nvvm` lowers."""
+def _write_op(p: Program, data: st.DataObject) -> None:
+    """One random op (with the guards that keep it defined) on values of the
+    pools."""
 
     def choose(options: list[str]) -> str:
-        if kernel:
-            options = [o for o in options if o not in NOT_IN_KERNELS]
         return data.draw(st.sampled_from(options))
 
     pick = lambda t: data.draw(st.sampled_from(p.pools[t]))  # noqa: E731
@@ -582,8 +577,36 @@ def test_kernels_lowered_by_affinec_compute_what_mlir_computes(data, seed):
     ops are checked by an executor of their own)."""
     p = Program()
     for _ in range(data.draw(st.integers(10, 40))):
-        _write_op(p, data, kernel=True)
+        _write_op(p, data)
     _same_as_a_kernel(p, seed)
+
+
+def test_rounded_divisions_and_conversions_in_kernels_compute_what_mlir_computes():
+    """Every sign of dividend and divisor, exact and inexact, through `floordivsi`,
+    `ceildivsi` and `ceildivui` (which `convert-gpu-to-nvvm` expands into a
+    quotient rounded toward zero and a correction), and integers read as unsigned
+    or floats rounded toward zero (`uitofp`, `fptosi`, `fptoui`), at every integer
+    width: the interpreter at both levels and MLIR agree."""
+    p = Program()
+    for t, bits in INTS.items():
+        low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+        pairs = [(7, 2), (-7, 2), (7, -2), (-7, -2), (6, 3), (-6, 3), (6, -3)]
+        pairs += [(0, 5), (0, -5), (low, 3), (high, -3), (low, 1), (high, 2)]
+        for a, b in pairs:
+            x, y = p.constant(a, t), p.constant(b, t)
+            for name in ("floordivsi", "ceildivsi", "ceildivui", "divui"):
+                p.keep(p.op(f"arith.{name} {x}, {y} : {t}"), t)
+        for value in (-1, low, high, 5):
+            x = p.constant(value, t)
+            for ft in FLOATS:
+                p.keep(p.op(f"arith.uitofp {x} : {t} to {ft}"), ft)
+        for value in (-3.75, -0.5, 0.0, 0.99, 42.5):
+            for ft in FLOATS:
+                x = p.constant(value, ft)
+                p.keep(p.op(f"arith.fptosi {x} : {ft} to {t}"), t)
+                if value >= 0:
+                    p.keep(p.op(f"arith.fptoui {x} : {ft} to {t}"), t)
+    _same_as_a_kernel(p, seed=0)
 
 
 @given(data=st.data(), seed=st.integers(0, 2**16))
@@ -596,7 +619,7 @@ def test_vector_kernels_lowered_by_affinec_compute_what_mlir_computes(data, seed
     p = Program()
     for _ in range(data.draw(st.integers(5, 25))):
         if data.draw(st.integers(0, 3)) == 0:
-            _write_op(p, data, kernel=True)
+            _write_op(p, data)
         else:
             _write_vector_op(p, data)
     _same_as_a_kernel(p, seed)

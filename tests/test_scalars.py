@@ -272,3 +272,27 @@ def test_math_fma_on_a_vector_rounds_each_element_once():
     (got,) = Interpreter(module).call("f", a)
     want = [np.float32(float(x) * float(x) + float(x)) for x in a]  # exact in float64
     assert got.tolist() == want
+
+
+@pytest.mark.parametrize("bits", [8, 16, 32, 64])
+def test_ceildivui_rounds_the_unsigned_quotient_up(bits):
+    """`arith.ceildivui` reads both operands as unsigned, on one thread and on a
+    band's lanes alike (the lanes' 64-bit case must not overflow)."""
+    from affinec.interpreter import lane_scalars, scalars
+
+    top = 2**bits - 1
+    pairs = [(7, 2), (6, 3), (0, 5), (top, 2), (top, top), (1, top), (top - 1, 3)]
+    signed = [(scalars.wrap(a, bits), scalars.wrap(b, bits)) for a, b in pairs]
+    want = [scalars.wrap(-(-a // b), bits) for a, b in pairs]
+    assert [scalars.ceildivu(a, b, bits) for a, b in signed] == [
+        w % 2**bits for w in want
+    ]
+    a, b = (np.array(column, np.int64) for column in zip(*signed, strict=True))
+    assert lane_scalars.ceildivu(a, b, bits).tolist() == want
+    text = (
+        f"func.func @f(%a: i{bits}, %b: i{bits}) -> i{bits} {{\n"
+        f"  %q = arith.ceildivui %a, %b : i{bits}\n"
+        f"  func.return %q : i{bits}\n}}\n"
+    )
+    module = parse_module(make_context(), text)
+    assert [Interpreter(module).call("f", a, b)[0] for a, b in signed] == want

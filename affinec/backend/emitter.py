@@ -10,8 +10,9 @@ any address space, globals keep their alignment, kernels (`nvvm.kernel`) get the
 `nvvm.annotations` entries, `llvm.noalias` arguments the `noalias` attribute, each
 `nvvm` op becomes a call of its intrinsic (`op.intrinsic()`, with the operands and then
 `op.immediates()` as i32 constants; an `nvvm.mma.sync` or `nvvm.ldmatrix` returns a
-struct, read with `llvm.extractvalue`), and `llvm.extractelement` (which xDSL's
-backend lacks) an `extractelement`. Vectors such as `<2 x half>` and their `bitcast`
+struct, read with `llvm.extractvalue`), and the ops xDSL's backend lacks
+(`llvm.extractelement`, `llvm.addrspacecast`, `llvm.uitofp`, `llvm.fptosi`,
+`llvm.fptoui`) their instructions. Vectors such as `<2 x half>` and their `bitcast`
 to i32 go through xDSL's backend as they are. Neither llvmlite nor xDSL's backend
 knows LLVM's `bfloat`: `BFloatType` is it, and this module registers it for xDSL's
 `bf16`.
@@ -276,6 +277,15 @@ def _define(op: llvm.FuncOp, out: ir.Module) -> None:
                 _convert(inner, builder, values, blocks)
 
 
+_INT_FLOAT_CASTS: dict[type[Operation], str] = {
+    llvm_extensions.UIToFPOp: "uitofp",
+    llvm_extensions.FPToSIOp: "fptosi",
+    llvm_extensions.FPToUIOp: "fptoui",
+}
+"""The casts of affinec's llvm dialect that xDSL's backend does not know, by
+llvmlite's builder method."""
+
+
 def _convert(
     op: Operation,
     builder: ir.IRBuilder,
@@ -318,6 +328,11 @@ def _convert(
     elif isinstance(op, llvm_extensions.AddrSpaceCastOp):
         values[op.res] = builder.addrspacecast(
             values[op.arg], convert_type(op.res.type)
+        )
+    elif type(op) in _INT_FLOAT_CASTS:
+        cast = getattr(builder, _INT_FLOAT_CASTS[type(op)])
+        values[op.results[0]] = cast(
+            values[op.operands[0]], convert_type(op.results[0].type)
         )
     else:
         convert_op(op, builder, values, blocks)

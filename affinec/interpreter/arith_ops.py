@@ -117,6 +117,7 @@ INT_BINARY_OPS = {
     arith.CeilDivSIOp: "ceildivs",
     arith.DivUIOp: "divu",
     arith.RemUIOp: "remu",
+    arith.CeilDivUIOp: "ceildivu",
     arith.MinSIOp: "mins",
     arith.MaxSIOp: "maxs",
 }

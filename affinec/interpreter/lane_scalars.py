@@ -108,6 +108,13 @@ def remu(a, b, bits: int):
     return r.view(np.int64) if bits == 64 else wrap(r, bits)
 
 
+def ceildivu(a, b, bits: int):
+    _nonzero(unsigned(b, bits))
+    ua, ub = unsigned(a, bits), unsigned(b, bits)
+    q = ua // ub + (ua % ub != 0)  # (ua + ub - 1) // ub would overflow at 64 bits
+    return np.asarray(q, ua.dtype).view(np.int64) if bits == 64 else wrap(q, bits)
+
+
 def _amount(b, bits: int):
     amount = unsigned(b, bits)
     if np.any(amount >= bits):
@@ -150,6 +157,7 @@ INT_BINARY: dict[str, Callable] = {
     "ceildivs": ceildivs,
     "divu": divu,
     "remu": remu,
+    "ceildivu": ceildivu,
     "mins": lambda a, b, bits: np.minimum(_wide(a), b),
     "maxs": lambda a, b, bits: np.maximum(_wide(a), b),
 }

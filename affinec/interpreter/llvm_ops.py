@@ -32,7 +32,7 @@ from xdsl.traits import SymbolTable
 
 from affinec.base import dtypes
 from affinec.dialects import gpu, nvvm
-from affinec.dialects.llvm import AddrSpaceCastOp
+from affinec.dialects.llvm import AddrSpaceCastOp, FPToSIOp, FPToUIOp, UIToFPOp
 from affinec.interpreter import scalars
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source, emits
 from affinec.interpreter.control_ops import write_body
@@ -325,9 +325,16 @@ def _float_cast(op: Operation, w: FunctionWriter) -> None:
     scalars.emit_float_cast(w, op.results[0], op.operands[0])
 
 
-@emits(llvm.SIToFPOp)
-def _sitofp(op: llvm.SIToFPOp, w: FunctionWriter) -> None:
-    scalars.emit_int_to_float(w, op.results[0], op.operands[0], signed=True)
+@emits(llvm.SIToFPOp, UIToFPOp)
+def _int_to_float(op: Operation, w: FunctionWriter) -> None:
+    signed = isinstance(op, llvm.SIToFPOp)
+    scalars.emit_int_to_float(w, op.results[0], op.operands[0], signed)
+
+
+@emits(FPToSIOp, FPToUIOp)
+def _float_to_int(op: Operation, w: FunctionWriter) -> None:
+    signed = isinstance(op, FPToSIOp)
+    scalars.emit_float_to_int(w, op.results[0], op.operands[0], signed)
 
 
 INTRINSICS = {

@@ -111,6 +111,10 @@ def remu(a: int, b: int, bits: int) -> int:
     return unsigned(a, bits) % _nonzero(unsigned(b, bits))
 
 
+def ceildivu(a: int, b: int, bits: int) -> int:
+    return -(-unsigned(a, bits) // _nonzero(unsigned(b, bits)))
+
+
 def _shift_amount(b: int, bits: int) -> int:
     """A shift amount, read as unsigned; poison (an error) from the width on."""
     amount = unsigned(b, bits)
@@ -196,6 +200,7 @@ INT_BINARY: dict[str, Callable[[FunctionWriter, str, str, int], str]] = {
     "ceildivs": _call(ceildivs, False, True),
     "divu": _call(divu, True, True),
     "remu": _call(remu, True, True),
+    "ceildivu": _call(ceildivu, True, True),
     "mins": _call(min, False, False),
     "maxs": _call(max, False, False),
 }

@@ -11,9 +11,10 @@ from xdsl.dialects.builtin import (
     IntegerType,
     VectorType,
 )
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 
 from affinec.base.diagnostics import PassError
+from affinec.dialects.llvm import FPToSIOp, FPToUIOp, UIToFPOp
 from affinec.transforms.nvvm.converter import KernelConverter, converts
 from affinec.transforms.nvvm.vector_to_llvm import (
     elementwise,
@@ -115,25 +116,62 @@ def _min_max(op: Operation, c: KernelConverter):
         arith.MaxUIOp: "ugt",
     }[type(op)]  # pyright: ignore[reportArgumentType]
     lhs, rhs = (c.v(v) for v in op.operands)
+    return [c.emit(llvm.SelectOp(_icmp(c, predicate, lhs, rhs), lhs, rhs))]
+
+
+def _icmp(c: KernelConverter, predicate: str, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
     flag = llvm.ICmpPredicateFlag(predicate).to_int()
-    test = c.emit(llvm.ICmpOp(lhs, rhs, IntegerAttr(flag, 64)))
-    assert test is not None
-    return [c.emit(llvm.SelectOp(test, lhs, rhs))]
+    return c.emit(llvm.ICmpOp(lhs, rhs, IntegerAttr(flag, 64)))
 
 
-@converts(arith.ExtFOp, arith.TruncFOp)
-def _float_cast(op: arith.ExtFOp | arith.TruncFOp, c: KernelConverter):
-    cast = llvm.FPExtOp if isinstance(op, arith.ExtFOp) else llvm.FPTruncOp
-    t = op.result.type
+_CASTS: dict[type[Operation], type[llvm.GenericCastOp]] = {
+    arith.ExtFOp: llvm.FPExtOp,
+    arith.TruncFOp: llvm.FPTruncOp,
+    arith.SIToFPOp: llvm.SIToFPOp,
+    arith.UIToFPOp: UIToFPOp,
+    arith.FPToSIOp: FPToSIOp,
+    arith.FPToUIOp: FPToUIOp,
+}
+
+
+@converts(*_CASTS)
+def _cast(op: Operation, c: KernelConverter):
+    cast = _CASTS[type(op)]
+    t = op.results[0].type
     if isinstance(t, VectorType):
         row = VectorType(t.get_element_type(), [t.get_shape()[-1]])
-        return [elementwise(c, t, [c.v(op.input)], lambda v: cast(v, row))]
-    return [c.emit(cast(c.v(op.input), t))]
+        return [elementwise(c, t, [c.v(op.operands[0])], lambda v: cast(v, row))]
+    return [c.emit(cast(c.v(op.operands[0]), t))]
 
 
-@converts(arith.SIToFPOp)
-def _sitofp(op: arith.SIToFPOp, c: KernelConverter):
-    return [c.emit(llvm.SIToFPOp(c.v(op.input), op.result.type))]
+@converts(arith.FloorDivSIOp, arith.CeilDivSIOp, arith.CeilDivUIOp)
+def _rounded_division(op: Operation, c: KernelConverter):
+    """A quotient rounded toward minus or plus infinity, from the one rounded
+    toward zero:
+
+        floordivsi(a, b) = q - 1 where a != q * b and a, b differ in sign, else q
+        ceildivsi(a, b)  = q + 1 where a != q * b and a, b agree in sign, else q
+        ceildivui(a, b)  = 0 where a == 0, else (a - 1) / b + 1
+
+    with q = a / b (signed); scalars only."""
+    t = c.type(op.results[0].type)
+    if not isinstance(t, IntegerType):
+        raise PassError(op, f"is lowered on scalars only, not on {t}")
+    a, b = (c.v(v) for v in op.operands)
+    zero, one = c.int_constant(0, t), c.int_constant(1, t)
+    if isinstance(op, arith.CeilDivUIOp):
+        quotient = c.emit(llvm.UDivOp(c.emit(llvm.SubOp(a, one)), b))
+        rounded = c.emit(llvm.AddOp(quotient, one))
+        return [c.emit(llvm.SelectOp(_icmp(c, "eq", a, zero), zero, rounded))]
+    floor = isinstance(op, arith.FloorDivSIOp)
+    step = c.int_constant(-1, t) if floor else one
+    quotient = c.emit(llvm.SDivOp(a, b))
+    inexact = _icmp(c, "ne", a, c.emit(llvm.MulOp(quotient, b)))
+    signs = _icmp(
+        c, "ne" if floor else "eq", _icmp(c, "slt", a, zero), _icmp(c, "slt", b, zero)
+    )
+    adjust = c.emit(llvm.AndOp(inexact, signs))
+    return [c.emit(llvm.SelectOp(adjust, c.emit(llvm.AddOp(quotient, step)), quotient))]
 
 
 @converts(arith.BitcastOp)
