@@ -1,6 +1,6 @@
 """xDSL's llvm dialect with the ops it lacks: `llvm.extractelement`,
-`llvm.addrspacecast`, and the casts `llvm.uitofp`, `llvm.fptosi` and `llvm.fptoui`;
-and MLIR's checks that xDSL's verifiers lack, of
+`llvm.addrspacecast`, the casts `llvm.uitofp`, `llvm.fptosi` and `llvm.fptoui`, and
+the intrinsics `llvm.intr.maximum` and `llvm.intr.minimum`; and MLIR's checks that xDSL's verifiers lack, of
 `llvm.getelementptr`'s indices, of `llvm.icmp`'s and `llvm.fcmp`'s predicates, of
 the positions `llvm.extractvalue` and
 `llvm.insertvalue` take in an aggregate, of the types `llvm.load` and `llvm.store` move
@@ -21,25 +21,40 @@ Nor has it the casts between integers and floats but `llvm.sitofp`, which
     %f = llvm.uitofp %i : i32 to f32
     %i = llvm.fptosi %f : f16 to i64
 
+and MLIR's `convert-arith-to-llvm` writes `arith.maximumf` and `arith.minimumf` as
+intrinsic ops (`llvm.intr.maximum(%a, %b) : (f32, f32) -> f32`), which xDSL has for
+`maxnum`, `minnum` and `fma` only.
+
 `LLVM` is xDSL's dialect plus these ops; affinec's context registers it in place of
 xDSL's (every xDSL llvm op is still there).
 """
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from xdsl.dialects import llvm as xdsl_llvm
-from xdsl.dialects.builtin import AnyFloat, IntegerType, Signedness, VectorType
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    AnyFloatConstr,
+    IntegerType,
+    Signedness,
+    VectorType,
+)
 from xdsl.ir import Attribute, Dialect, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
+    ParsePropInAttrDict,
+    VarConstraint,
     irdl_op_definition,
     operand_def,
+    prop_def,
     result_def,
     traits_def,
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
-from xdsl.traits import NoMemoryEffect, SymbolTable
+from xdsl.traits import NoMemoryEffect, Pure, SymbolTable
 from xdsl.utils.exceptions import VerifyException
 
 from affinec.base.diagnostics import OP_CHECKS, VerificationError
@@ -151,6 +166,41 @@ _FLOATS = (
     "floating point LLVM type or LLVM dialect-compatible vector of floating point "
     "LLVM type"
 )
+
+
+class _FloatBinaryIntrinsic(IRDLOperation):
+    """A float intrinsic of two operands of one type, as MLIR prints it."""
+
+    T: ClassVar = VarConstraint("T", AnyFloatConstr | VectorType.constr(AnyFloatConstr))
+    lhs = operand_def(T)
+    rhs = operand_def(T)
+    res = result_def(T)
+    fastmathFlags = prop_def(
+        xdsl_llvm.FastMathAttr, default_value=xdsl_llvm.FastMathAttr(None)
+    )
+
+    assembly_format = (
+        "`(` operands `)` attr-dict `:` functional-type(operands, results)"
+    )
+    irdl_options = (ParsePropInAttrDict(),)
+    traits = traits_def(Pure())
+
+    def __init__(self, lhs: SSAValue | Operation, rhs: SSAValue | Operation):
+        super().__init__(operands=[lhs, rhs], result_types=[SSAValue.get(lhs).type])
+
+
+@irdl_op_definition
+class MaximumOp(_FloatBinaryIntrinsic):
+    """`llvm.intr.maximum`: the larger, NaN if either is (-0 below +0)."""
+
+    name = "llvm.intr.maximum"
+
+
+@irdl_op_definition
+class MinimumOp(_FloatBinaryIntrinsic):
+    """`llvm.intr.minimum`: the smaller, NaN if either is (-0 below +0)."""
+
+    name = "llvm.intr.minimum"
 
 
 def _scalar(t: Attribute) -> Attribute:
@@ -331,6 +381,8 @@ LLVM = Dialect(
         UIToFPOp,
         FPToSIOp,
         FPToUIOp,
+        MaximumOp,
+        MinimumOp,
     ],
     [*xdsl_llvm.LLVM.attributes],
 )

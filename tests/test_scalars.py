@@ -296,3 +296,44 @@ def test_ceildivui_rounds_the_unsigned_quotient_up(bits):
     )
     module = parse_module(make_context(), text)
     assert [Interpreter(module).call("f", a, b)[0] for a, b in signed] == want
+
+
+@pytest.mark.parametrize(
+    ("op", "a", "b", "want"),
+    [
+        ("maximum", 1.0, float("nan"), float("nan")),
+        ("maximum", -0.0, 0.0, 0.0),
+        ("minimum", -0.0, 0.0, -0.0),
+        ("minimum", float("-inf"), 2.0, float("-inf")),
+        ("maxnum", 1.0, float("nan"), 1.0),
+        ("minnum", float("nan"), -3.0, -3.0),
+    ],
+)
+def test_mlirs_intrinsic_ops_at_the_llvm_level_are_interpreted(op, a, b, want):
+    """`llvm.intr.maximum` and the others, as MLIR's lowerings write them: NaN
+    propagates through maximum and minimum, not through maxnum and minnum; -0 is
+    below +0 for maximum and minimum."""
+    text = (
+        "func.func @f(%a: f32, %b: f32) -> f32 {\n"
+        f"  %r = llvm.intr.{op}(%a, %b) : (f32, f32) -> f32\n"
+        "  func.return %r : f32\n}\n"
+    )
+    module = parse_module(make_context(), text)
+    verify(module)
+    (got,) = Interpreter(module).call("f", np.float32(a), np.float32(b))
+    assert np.array_equal(got, np.float32(want), equal_nan=True)
+    assert np.signbit(got) == np.signbit(want)
+
+
+def test_mlirs_fma_op_rounds_once():
+    text = (
+        "func.func @f(%a: f32, %b: f32, %c: f32) -> f32 {\n"
+        "  %r = llvm.intr.fma(%a, %b, %c) : (f32, f32, f32) -> f32\n"
+        "  func.return %r : f32\n}\n"
+    )
+    a = np.float32(1.0 + 2.0**-12)
+    (got,) = Interpreter(parse_module(make_context(), text)).call(
+        "f", a, a, np.float32(-1.0)
+    )
+    # a * a = 1 + 2**-11 + 2**-24: the last bit is lost if the product is rounded
+    assert got == np.float32(2.0**-11 + 2.0**-24)

@@ -12,7 +12,8 @@ any address space, globals keep their alignment, kernels (`nvvm.kernel`) get the
 `op.immediates()` as i32 constants; an `nvvm.mma.sync` or `nvvm.ldmatrix` returns a
 struct, read with `llvm.extractvalue`), and the ops xDSL's backend lacks
 (`llvm.extractelement`, `llvm.addrspacecast`, `llvm.uitofp`, `llvm.fptosi`,
-`llvm.fptoui`) their instructions. Vectors such as `<2 x half>` and their `bitcast`
+`llvm.fptoui`) their instructions, and MLIR's intrinsic ops (`llvm.intr.maximum`,
+`minimum`, `maxnum`, `minnum`, `fma`) calls of their intrinsics. Vectors such as `<2 x half>` and their `bitcast`
 to i32 go through xDSL's backend as they are. Neither llvmlite nor xDSL's backend
 knows LLVM's `bfloat`: `BFloatType` is it, and this module registers it for xDSL's
 `bf16`.
@@ -52,6 +53,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, Operation, SSAValue
 
 from affinec.base.diagnostics import OpError, is_user_error, raised_by, xdsl_failure
+from affinec.base.element_types import intrinsic_suffix
 from affinec.dialects import gpu, nvvm
 from affinec.dialects import llvm as llvm_extensions
 from affinec.dialects.affinec import UNROLL
@@ -286,6 +288,17 @@ _INT_FLOAT_CASTS: dict[type[Operation], str] = {
 llvmlite's builder method."""
 
 
+_INTRINSIC_OPS: dict[type[Operation], str] = {
+    llvm_extensions.MaximumOp: "llvm.maximum",
+    llvm_extensions.MinimumOp: "llvm.minimum",
+    llvm.VectorFMaxOp: "llvm.maxnum",
+    llvm.VectorFMinOp: "llvm.minnum",
+    llvm.FMAOp: "llvm.fma",
+}
+"""The intrinsic ops MLIR's lowerings write (`llvm.intr.maximum`), by the
+intrinsic each calls (mangled for its type)."""
+
+
 def _convert(
     op: Operation,
     builder: ir.IRBuilder,
@@ -329,6 +342,11 @@ def _convert(
         values[op.res] = builder.addrspacecast(
             values[op.arg], convert_type(op.res.type)
         )
+    elif type(op) in _INTRINSIC_OPS:
+        t = op.results[0].type
+        name = f"{_INTRINSIC_OPS[type(op)]}.{intrinsic_suffix(t)}"
+        args = [values[v] for v in op.operands]
+        values[op.results[0]] = _call_intrinsic(builder, name, convert_type(t), args)
     elif type(op) in _INT_FLOAT_CASTS:
         cast = getattr(builder, _INT_FLOAT_CASTS[type(op)])
         values[op.results[0]] = cast(
@@ -409,7 +427,6 @@ def _intrinsic_call(
     builder: ir.IRBuilder,
     values: dict[SSAValue, ir.Value],
 ) -> None:
-    module = builder.module
     args: Sequence[ir.Value] = [values[v] for v in op.call_operands()] + [
         ir.Constant(ir.IntType(32), a)
         if isinstance(a, int)
@@ -422,15 +439,21 @@ def _intrinsic_call(
         result_type = convert_type(op.RESULT)
     else:
         result_type = ir.VoidType()
-    name = op.intrinsic()
-    fn = module.globals.get(name)
-    if fn is None:
-        fn = ir.Function(
-            module, ir.FunctionType(result_type, [a.type for a in args]), name
-        )
-    call = builder.call(fn, args)
+    call = _call_intrinsic(builder, op.intrinsic(), result_type, args)
     if op.results:
         values[op.results[0]] = call
+
+
+def _call_intrinsic(
+    builder: ir.IRBuilder, name: str, result: ir.Type, args: Sequence[ir.Value]
+) -> ir.Instruction:
+    """A call of the intrinsic `name`, declared in the module on its first call."""
+    fn = builder.module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(
+            builder.module, ir.FunctionType(result, [a.type for a in args]), name
+        )
+    return builder.call(fn, args)
 
 
 def _inline_ptx(

@@ -9,9 +9,11 @@ import math
 
 from xdsl.dialects.builtin import (
     AnyFloat,
+    BFloat16Type,
     FixedBitwidthType,
     IndexType,
     MemRefType,
+    VectorType,
     bf16,
     f16,
     f32,
@@ -63,3 +65,14 @@ def memref_bytes(t: Attribute) -> int:
 def storage_bytes(name: str) -> int:
     """Bytes of one element of the storage dtype `name` ("f32", "f16" or "bf16")."""
     return element_size(storage_type(name))
+
+
+def intrinsic_suffix(t: Attribute) -> str:
+    """LLVM's name of a float or 1-D vector type in an overloaded intrinsic's name
+    (`f32` in `llvm.fma.f32`, `v2f16` in `llvm.maximum.v2f16`)."""
+    if isinstance(t, VectorType):
+        return f"v{t.get_shape()[0]}{intrinsic_suffix(t.get_element_type())}"
+    if isinstance(t, BFloat16Type):
+        return "bf16"
+    assert isinstance(t, AnyFloat), t
+    return f"f{t.bitwidth}"

@@ -32,7 +32,14 @@ from xdsl.traits import SymbolTable
 
 from affinec.base import dtypes
 from affinec.dialects import gpu, nvvm
-from affinec.dialects.llvm import AddrSpaceCastOp, FPToSIOp, FPToUIOp, UIToFPOp
+from affinec.dialects.llvm import (
+    AddrSpaceCastOp,
+    FPToSIOp,
+    FPToUIOp,
+    MaximumOp,
+    MinimumOp,
+    UIToFPOp,
+)
 from affinec.interpreter import scalars
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source, emits
 from affinec.interpreter.control_ops import write_body
@@ -360,6 +367,27 @@ def _intrinsic(op: llvm.CallIntrinsicOp, w: FunctionWriter) -> None:
         fn = LANEWISE[fn]
     args = ", ".join(w.names(op.args))
     w.line(f"{w.define(op.ress)} = {w.global_(fn, fn.__name__)}({args})")
+
+
+INTRINSIC_OPS = {
+    MaximumOp: maximumf,
+    MinimumOp: minimumf,
+    llvm.VectorFMaxOp: maxnumf,
+    llvm.VectorFMinOp: minnumf,
+    llvm.FMAOp: fused_multiply_add,
+}
+"""The intrinsics MLIR's `convert-arith-to-llvm` and `convert-math-to-llvm` write
+as ops of their own (`llvm.intr.maximum(%a, %b)`), where affinec's lowering calls
+them (`INTRINSICS`)."""
+
+
+@emits(*INTRINSIC_OPS)
+def _intrinsic_op(op: Operation, w: FunctionWriter) -> None:
+    fn = INTRINSIC_OPS[type(op)]  # pyright: ignore[reportArgumentType]
+    if isinstance(op.results[0].type, VectorType):
+        fn = LANEWISE[fn]
+    args = ", ".join(w.names(op.operands))
+    w.line(f"{w.define(op.results[0])} = {w.global_(fn, fn.__name__)}({args})")
 
 
 @emits(llvm.GEPOp)

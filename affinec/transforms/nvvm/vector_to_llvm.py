@@ -19,8 +19,6 @@ from itertools import product
 
 from xdsl.dialects import llvm, ub, vector
 from xdsl.dialects.builtin import (
-    AnyFloat,
-    BFloat16Type,
     DenseArrayBase,
     DenseIntOrFPElementsAttr,
     FloatAttr,
@@ -32,6 +30,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from affinec.base.diagnostics import PassError
+from affinec.base.element_types import intrinsic_suffix
 from affinec.dialects import llvm as llvm_extensions
 from affinec.dialects import nvvm
 from affinec.transforms.nvvm.converter import KernelConverter, converts
@@ -147,17 +146,7 @@ def intrinsic_call(
 
 
 def _call(name: str, operands: list[SSAValue], t: Attribute) -> Operation:
-    return llvm.CallIntrinsicOp(f"{name}.{_mangled(t)}", operands, [t])
-
-
-def _mangled(t: Attribute) -> str:
-    """LLVM's name of a float or 1-D vector type in an intrinsic's name."""
-    if isinstance(t, VectorType):
-        return f"v{t.get_shape()[0]}{_mangled(t.get_element_type())}"
-    if isinstance(t, BFloat16Type):
-        return "bf16"
-    assert isinstance(t, AnyFloat), t
-    return f"f{t.bitwidth}"
+    return llvm.CallIntrinsicOp(f"{name}.{intrinsic_suffix(t)}", operands, [t])
 
 
 def _innermost(t: Attribute) -> Attribute:
