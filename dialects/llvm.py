@@ -1,6 +1,7 @@
 """xDSL's llvm dialect with the ops it lacks: `llvm.extractelement`,
-`llvm.addrspacecast`, the casts `llvm.uitofp`, `llvm.fptosi` and `llvm.fptoui`, and
-the intrinsics `llvm.intr.maximum` and `llvm.intr.minimum`; and MLIR's checks that xDSL's verifiers lack, of
+`llvm.addrspacecast`, the casts `llvm.uitofp`, `llvm.fptosi` and `llvm.fptoui`,
+the intrinsics `llvm.intr.maximum` and `llvm.intr.minimum`, and
+`llvm.mlir.poison`; and MLIR's checks that xDSL's verifiers lack, of
 `llvm.getelementptr`'s indices, of `llvm.icmp`'s and `llvm.fcmp`'s predicates, of
 the positions `llvm.extractvalue` and
 `llvm.insertvalue` take in an aggregate, of the types `llvm.load` and `llvm.store` move
@@ -23,7 +24,10 @@ Nor has it the casts between integers and floats but `llvm.sitofp`, which
 
 and MLIR's `convert-arith-to-llvm` writes `arith.maximumf` and `arith.minimumf` as
 intrinsic ops (`llvm.intr.maximum(%a, %b) : (f32, f32) -> f32`), which xDSL has for
-`maxnum`, `minnum` and `fma` only.
+`maxnum`, `minnum` and `fma` only; MLIR's lowerings start the aggregates they build
+(a memref's descriptor) from `llvm.mlir.poison`, which xDSL lacks:
+
+    %d = llvm.mlir.poison : !llvm.struct<(ptr, ptr, i64)>
 
 `LLVM` is xDSL's dialect plus these ops; affinec's context registers it in place of
 xDSL's (every xDSL llvm op is still there).
@@ -166,6 +170,22 @@ _FLOATS = (
     "floating point LLVM type or LLVM dialect-compatible vector of floating point "
     "LLVM type"
 )
+
+
+@irdl_op_definition
+class PoisonOp(IRDLOperation):
+    """`llvm.mlir.poison`: a value of any LLVM type that is poison (an aggregate
+    being built, each member inserted after)."""
+
+    name = "llvm.mlir.poison"
+
+    res = result_def()
+
+    traits = traits_def(Pure())
+    assembly_format = "attr-dict `:` type($res)"
+
+    def __init__(self, t: Attribute):
+        super().__init__(result_types=[t])
 
 
 class _FloatBinaryIntrinsic(IRDLOperation):
@@ -383,6 +403,7 @@ LLVM = Dialect(
         FPToUIOp,
         MaximumOp,
         MinimumOp,
+        PoisonOp,
     ],
     [*xdsl_llvm.LLVM.attributes],
 )

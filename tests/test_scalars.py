@@ -337,3 +337,19 @@ def test_mlirs_fma_op_rounds_once():
     )
     # a * a = 1 + 2**-11 + 2**-24: the last bit is lost if the product is rounded
     assert got == np.float32(2.0**-11 + 2.0**-24)
+
+
+def test_an_aggregate_built_from_mlirs_poison_reads_back_its_members():
+    """`llvm.mlir.poison`, as MLIR's lowerings start a struct they fill."""
+    text = (
+        "func.func @f(%a: f32, %b: i32) -> (f32, i32) {\n"
+        "  %s = llvm.mlir.poison : !llvm.struct<(f32, i32)>\n"
+        "  %t = llvm.insertvalue %a, %s[0] : !llvm.struct<(f32, i32)>\n"
+        "  %u = llvm.insertvalue %b, %t[1] : !llvm.struct<(f32, i32)>\n"
+        "  %x = llvm.extractvalue %u[0] : !llvm.struct<(f32, i32)>\n"
+        "  %y = llvm.extractvalue %u[1] : !llvm.struct<(f32, i32)>\n"
+        "  func.return %x, %y : f32, i32\n}\n"
+    )
+    module = parse_module(make_context(), text)
+    verify(module)
+    assert Interpreter(module).call("f", np.float32(2.5), -7) == (2.5, -7)

@@ -342,6 +342,9 @@ def _convert(
         values[op.res] = builder.addrspacecast(
             values[op.arg], convert_type(op.res.type)
         )
+    elif isinstance(op, llvm_extensions.PoisonOp):
+        # undef refines poison: LLVM may read either as any value
+        values[op.res] = ir.Constant(convert_type(op.res.type), ir.Undefined)
     elif type(op) in _INTRINSIC_OPS:
         t = op.results[0].type
         name = f"{_INTRINSIC_OPS[type(op)]}.{intrinsic_suffix(t)}"

@@ -101,7 +101,7 @@ def value_of(t: Attribute, fill: str) -> Any:
     return poisoned((1,), dtype)[0] if fill == "poison" else dtype.type(0)
 
 
-@emits(ub.PoisonOp, llvm.UndefOp)
+@emits(ub.PoisonOp, llvm.UndefOp, llvm_extensions.PoisonOp)
 def _poison(op: Operation, w: FunctionWriter) -> None:
     result = op.results[0]
     w.alias(result, w.global_(value_of(result.type, "poison"), "poison"))

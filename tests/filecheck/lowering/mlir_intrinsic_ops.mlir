@@ -4,7 +4,8 @@
 
 // The intrinsics MLIR's convert-arith-to-llvm and convert-math-to-llvm write as ops
 // of their own: read, printed back as they came, and compiled as calls of the
-// intrinsics (LLVM's names mangled for the type).
+// intrinsics (LLVM's names mangled for the type); and an aggregate started from
+// llvm.mlir.poison, as MLIR's lowerings build one.
 
 builtin.module attributes {gpu.container_module} {
   gpu.module @k {
@@ -17,7 +18,10 @@ builtin.module attributes {gpu.container_module} {
       %2 = llvm.intr.maxnum(%1, %a) : (f32, f32) -> f32
       %3 = llvm.intr.minnum(%2, %b) : (f32, f32) -> f32
       %4 = llvm.intr.fma(%3, %a, %b) : (f32, f32, f32) -> f32
-      llvm.store %4, %p {alignment = 4 : i64} : f32, !llvm.ptr<1>
+      %s = llvm.mlir.poison : !llvm.struct<(f32, f32)>
+      %t = llvm.insertvalue %4, %s[1] : !llvm.struct<(f32, f32)>
+      %e = llvm.extractvalue %t[1] : !llvm.struct<(f32, f32)>
+      llvm.store %e, %p {alignment = 4 : i64} : f32, !llvm.ptr<1>
       %v = llvm.load %h {alignment = 4 : i64} : !llvm.ptr<1> -> vector<2xf16>
       %r = llvm.getelementptr %h[1] : (!llvm.ptr<1>) -> !llvm.ptr<1>, vector<2xf16>
       %w = llvm.load %r {alignment = 4 : i64} : !llvm.ptr<1> -> vector<2xf16>
@@ -33,6 +37,7 @@ builtin.module attributes {gpu.container_module} {
 // CHECK-NEXT: %2 = llvm.intr.maxnum(%1, %a) : (f32, f32) -> f32
 // CHECK-NEXT: %3 = llvm.intr.minnum(%2, %b) : (f32, f32) -> f32
 // CHECK-NEXT: %4 = llvm.intr.fma(%3, %a, %b) : (f32, f32, f32) -> f32
+// CHECK-NEXT: %s = llvm.mlir.poison : !llvm.struct<(f32, f32)>
 // CHECK:      %5 = llvm.intr.maximum(%v, %w) : (vector<2xf16>, vector<2xf16>) -> vector<2xf16>
 
 // PTX:      max.NaN.f32
@@ -40,4 +45,5 @@ builtin.module attributes {gpu.container_module} {
 // PTX-NEXT: max.f32
 // PTX-NEXT: min.f32
 // PTX-NEXT: fma.rn.f32
+// PTX-NEXT: st.global.b32
 // PTX:      max.NaN.f16x2
