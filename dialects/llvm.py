@@ -1,7 +1,7 @@
 """xDSL's llvm dialect with the ops it lacks: `llvm.extractelement`,
 `llvm.addrspacecast`, the casts `llvm.uitofp`, `llvm.fptosi` and `llvm.fptoui`,
 the intrinsics `llvm.intr.maximum` and `llvm.intr.minimum`, and
-`llvm.mlir.poison`; and MLIR's checks that xDSL's verifiers lack, of
+`llvm.mlir.poison`; `llvm.getelementptr` with MLIR 22's no-wrap flags; and MLIR's checks that xDSL's verifiers lack, of
 `llvm.getelementptr`'s indices, of `llvm.icmp`'s and `llvm.fcmp`'s predicates, of
 the positions `llvm.extractvalue` and
 `llvm.insertvalue` take in an aggregate, of the types `llvm.load` and `llvm.store` move
@@ -29,21 +29,37 @@ intrinsic ops (`llvm.intr.maximum(%a, %b) : (f32, f32) -> f32`), which xDSL has 
 
     %d = llvm.mlir.poison : !llvm.struct<(ptr, ptr, i64)>
 
+MLIR 22 keeps a `getelementptr`'s `inbounds` among its no-wrap flags
+(`noWrapFlags`: `inbounds` 3, `nusw` 2, `nuw` 4) and writes them as keywords
+(`llvm.getelementptr inbounds|nuw %p[1]`); xDSL 0.74 keeps `inbounds` as a property
+of its own and reads no other flag, so that MLIR and affinec read each other's
+generic form differently. `GEPOp` is MLIR 22's.
+
 `LLVM` is xDSL's dialect plus these ops; affinec's context registers it in place of
 xDSL's (every xDSL llvm op is still there).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from xdsl.dialects import llvm as xdsl_llvm
 from xdsl.dialects.builtin import (
+    I32,
     AnyFloat,
     AnyFloatConstr,
+    DenseArrayBase,
+    IntegerAttr,
     IntegerType,
     Signedness,
+    UnitAttr,
     VectorType,
+    i32,
+)
+from xdsl.dialects.utils import (
+    parse_dynamic_index_list_without_types,
+    print_dynamic_index_list,
 )
 from xdsl.ir import Attribute, Dialect, Operation, SSAValue
 from xdsl.irdl import (
@@ -52,9 +68,11 @@ from xdsl.irdl import (
     VarConstraint,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     result_def,
     traits_def,
+    var_operand_def,
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -186,6 +204,113 @@ class PoisonOp(IRDLOperation):
 
     def __init__(self, t: Attribute):
         super().__init__(result_types=[t])
+
+
+GEP_NO_WRAP_FLAGS = {"inbounds": 3, "nusw": 2, "nuw": 4}
+"""MLIR 22's no-wrap flags of a `getelementptr` (`inbounds` implies `nusw`)."""
+
+
+@irdl_op_definition
+class GEPOp(xdsl_llvm.GEPOp):
+    """`llvm.getelementptr`, its `inbounds` (and `nusw`, `nuw`) in `noWrapFlags`,
+    as MLIR 22 keeps and writes them."""
+
+    name = "llvm.getelementptr"
+
+    # (an IRDL op's definitions are its own class's: xDSL's, declared again)
+    ptr = operand_def(xdsl_llvm.LLVMPointerType)
+    ssa_indices = var_operand_def(IntegerType)
+    elem_type = prop_def()
+    noWrapFlags = prop_def(IntegerAttr[I32])
+    result = result_def(xdsl_llvm.LLVMPointerType)
+    rawConstantIndices = prop_def(DenseArrayBase.constr(i32))
+    inbounds = opt_prop_def(UnitAttr)
+    """xDSL's way of saying `inbounds`, read from older texts; never set here."""
+    traits = traits_def(NoMemoryEffect())
+
+    def __init__(
+        self,
+        ptr: SSAValue | Operation,
+        indices: Sequence[int],
+        pointee_type: Attribute,
+        ssa_indices: Sequence[SSAValue | Operation] | None = None,
+        result_type: xdsl_llvm.LLVMPointerType | None = None,
+        inbounds: bool = False,
+        flags: int = 0,
+    ):
+        result_type = result_type or xdsl_llvm.LLVMPointerType()
+        super().__init__(ptr, indices, pointee_type, ssa_indices, result_type)
+        if inbounds:
+            flags |= GEP_NO_WRAP_FLAGS["inbounds"]
+        self.properties["noWrapFlags"] = IntegerAttr(flags, 32)
+
+    def print(self, printer: Printer) -> None:
+        flags = no_wrap_flags(self)
+        words = [w for w, bits in GEP_NO_WRAP_FLAGS.items() if flags & bits == bits]
+        if "inbounds" in words:
+            words.remove("nusw")
+        if words:
+            printer.print_string(" " + "|".join(words))
+        printer.print_string(" ")
+        printer.print_ssa_value(self.ptr)
+        print_dynamic_index_list(
+            printer,
+            xdsl_llvm.GEP_USE_SSA_VAL,
+            self.ssa_indices,
+            self.rawConstantIndices.iter_values(),
+        )
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_function_type(
+            [self.ptr.type, *(v.type for v in self.ssa_indices)], [self.result.type]
+        )
+        printer.print_string(", ")
+        printer.print_attribute(self.elem_type)
+
+    @classmethod
+    def parse(cls, parser: Parser) -> GEPOp:
+        flags = 0
+        word = parser.parse_optional_keyword_in(list(GEP_NO_WRAP_FLAGS))
+        while word is not None:
+            flags |= GEP_NO_WRAP_FLAGS[word]
+            word = None
+            if parser.parse_optional_punctuation("|") is not None:
+                word = parser.parse_keyword_in(list(GEP_NO_WRAP_FLAGS))
+        ptr = parser.parse_unresolved_operand()
+        ssa_refs, const_indices = parse_dynamic_index_list_without_types(
+            parser, xdsl_llvm.GEP_USE_SSA_VAL
+        )
+        attrs = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        ft = parser.parse_function_type()
+        parser.parse_punctuation(",")
+        elem_type = parser.parse_type()
+        resolved = parser.resolve_operands([ptr, *ssa_refs], ft.inputs.data, parser.pos)
+        result = ft.outputs.data[0]
+        assert isinstance(result, xdsl_llvm.LLVMPointerType)
+        op = cls(
+            resolved[0],
+            list(const_indices),
+            elem_type,
+            resolved[1:],
+            result_type=result,
+            flags=flags,
+        )
+        op.attributes |= attrs
+        return op
+
+
+def no_wrap_flags(op: xdsl_llvm.GEPOp) -> int:
+    """A `getelementptr`'s no-wrap flags, `inbounds` among them whether kept as MLIR
+    22 keeps it or as a property of its own (xDSL's `GEPOp`, an older text)."""
+    flags = op.noWrapFlags.value.data
+    if op.inbounds is not None:
+        flags |= GEP_NO_WRAP_FLAGS["inbounds"]
+    return flags
+
+
+def is_inbounds(op: xdsl_llvm.GEPOp) -> bool:
+    return bool(no_wrap_flags(op) & 1)
 
 
 class _FloatBinaryIntrinsic(IRDLOperation):
@@ -379,7 +504,7 @@ def _aggregate_position(op: Operation) -> str | None:
     return None
 
 
-OP_CHECKS[xdsl_llvm.GEPOp] = _gep_indices
+OP_CHECKS[xdsl_llvm.GEPOp] = OP_CHECKS[GEPOp] = _gep_indices
 # (the cases in the order of arith's, which the emitter and the interpreter index by)
 OP_CHECKS[xdsl_llvm.ICmpOp] = comparison_predicate(10, "llvm.icmp comparison predicate")
 OP_CHECKS[xdsl_llvm.FCmpOp] = comparison_predicate(16, "llvm.fcmp comparison predicate")
@@ -395,7 +520,8 @@ OP_CHECKS[xdsl_llvm.ReturnOp] = _return_matches_function
 LLVM = Dialect(
     "llvm",
     [
-        *xdsl_llvm.LLVM.operations,
+        *(op for op in xdsl_llvm.LLVM.operations if op is not xdsl_llvm.GEPOp),
+        GEPOp,
         ExtractElementOp,
         AddrSpaceCastOp,
         UIToFPOp,

@@ -315,7 +315,7 @@ def _convert(
         ]
         base = values[op.ptr]
         element = convert_type(op.elem_type)
-        inbounds = op.inbounds is not None
+        inbounds = llvm_extensions.is_inbounds(op)
         if getattr(base.type, "is_opaque", True):
             values[op.result] = builder.gep(
                 base, index_values, inbounds=inbounds, source_etype=element

@@ -36,6 +36,7 @@ from affinec.dialects.affinec import (
     SHARED_OFFSETS,
     shared_alignments,
 )
+from affinec.dialects.llvm import GEPOp
 from affinec.dialects.nvgpu import (
     TENSOR_MAP_ALIGNMENT,
     TENSOR_MAP_BYTES,
@@ -277,7 +278,7 @@ class KernelConverter:
         base = llvm.AddressOfOp(
             self._dynamic_name, llvm.LLVMPointerType(IntAttr(SHARED_ADDRESS_SPACE))
         )
-        address = llvm.GEPOp(
+        address = GEPOp(
             base,
             [offset // element_size(t.get_element_type())],
             pointee_type=element,

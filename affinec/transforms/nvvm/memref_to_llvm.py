@@ -19,6 +19,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from affinec.base.diagnostics import PassError
 from affinec.base.element_types import element_size
 from affinec.dialects.affinec import ElementPointerOp
+from affinec.dialects.llvm import GEPOp
 from affinec.transforms.nvvm.address_parts import LIMIT
 from affinec.transforms.nvvm.converter import KernelConverter, converts
 
@@ -81,20 +82,20 @@ def _offset(
     element: Attribute,
     offset: SSAValue | int,
     inbounds: bool,
-) -> llvm.GEPOp:
+) -> GEPOp:
     """`base + offset` elements: a constant index where `GEP_CONSTANT_INDICES`
     holds the offset, else a value."""
     if isinstance(offset, int) and offset not in GEP_CONSTANT_INDICES:
         offset = c.int_constant(offset)
     if isinstance(offset, int):
-        return llvm.GEPOp(
+        return GEPOp(
             base,
             [offset],
             element,
             result_type=base.type,  # pyright: ignore[reportArgumentType]
             inbounds=inbounds,
         )
-    return llvm.GEPOp(
+    return GEPOp(
         base,
         [llvm.GEP_USE_SSA_VAL],
         element,
