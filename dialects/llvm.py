@@ -1,6 +1,6 @@
 """xDSL's llvm dialect with the ops it lacks: `llvm.extractelement`,
 `llvm.addrspacecast`, the casts `llvm.uitofp`, `llvm.fptosi` and `llvm.fptoui`,
-the intrinsics `llvm.intr.maximum` and `llvm.intr.minimum`, and
+the intrinsics `llvm.intr.maximum`, `minimum`, `smax`, `smin`, `umax` and `umin`, and
 `llvm.mlir.poison`; `llvm.getelementptr` with MLIR 22's no-wrap flags; and MLIR's checks that xDSL's verifiers lack, of
 `llvm.getelementptr`'s indices, of `llvm.icmp`'s and `llvm.fcmp`'s predicates, of
 the positions `llvm.extractvalue` and
@@ -63,6 +63,7 @@ from xdsl.dialects.utils import (
 )
 from xdsl.ir import Attribute, Dialect, Operation, SSAValue
 from xdsl.irdl import (
+    BaseAttr,
     IRDLOperation,
     ParsePropInAttrDict,
     VarConstraint,
@@ -348,6 +349,53 @@ class MinimumOp(_FloatBinaryIntrinsic):
     name = "llvm.intr.minimum"
 
 
+class _IntegerBinaryIntrinsic(IRDLOperation):
+    """An integer intrinsic of two operands of one type, as MLIR prints it."""
+
+    T: ClassVar = VarConstraint(
+        "T", BaseAttr(IntegerType) | VectorType.constr(BaseAttr(IntegerType))
+    )
+    lhs = operand_def(T)
+    rhs = operand_def(T)
+    res = result_def(T)
+
+    assembly_format = (
+        "`(` operands `)` attr-dict `:` functional-type(operands, results)"
+    )
+    traits = traits_def(Pure())
+
+    def __init__(self, lhs: SSAValue | Operation, rhs: SSAValue | Operation):
+        super().__init__(operands=[lhs, rhs], result_types=[SSAValue.get(lhs).type])
+
+
+@irdl_op_definition
+class SMaxOp(_IntegerBinaryIntrinsic):
+    """`llvm.intr.smax`: the larger, as signed integers."""
+
+    name = "llvm.intr.smax"
+
+
+@irdl_op_definition
+class SMinOp(_IntegerBinaryIntrinsic):
+    """`llvm.intr.smin`: the smaller, as signed integers."""
+
+    name = "llvm.intr.smin"
+
+
+@irdl_op_definition
+class UMaxOp(_IntegerBinaryIntrinsic):
+    """`llvm.intr.umax`: the larger, as unsigned integers."""
+
+    name = "llvm.intr.umax"
+
+
+@irdl_op_definition
+class UMinOp(_IntegerBinaryIntrinsic):
+    """`llvm.intr.umin`: the smaller, as unsigned integers."""
+
+    name = "llvm.intr.umin"
+
+
 def _scalar(t: Attribute) -> Attribute:
     return t.get_element_type() if isinstance(t, VectorType) else t
 
@@ -530,6 +578,10 @@ LLVM = Dialect(
         MaximumOp,
         MinimumOp,
         PoisonOp,
+        SMaxOp,
+        SMinOp,
+        UMaxOp,
+        UMinOp,
     ],
     [*xdsl_llvm.LLVM.attributes],
 )

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from mlir_opt import parse, printed
+from mlir_opt import mlir_opt, parse, printed
 from mlir_runner import needs_mlir_runner, run_with_mlir
 from xdsl.dialects import arith, func, llvm
 from xdsl.dialects.builtin import (
@@ -89,7 +89,18 @@ CMPF = [
     "false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord",
     "ueq", "ugt", "uge", "ult", "ule", "une", "uno", "true",
 ]  # fmt: skip
-INT_OPS = ["addi", "subi", "muli", "andi", "ori", "xori", "maxsi", "minsi"]
+INT_OPS = [
+    "addi",
+    "subi",
+    "muli",
+    "andi",
+    "ori",
+    "xori",
+    "maxsi",
+    "minsi",
+    "maxui",
+    "minui",
+]
 DIVISIONS = ["divsi", "remsi", "floordivsi", "ceildivsi", "divui", "remui", "ceildivui"]
 SHIFTS = ["shli", "shrsi", "shrui"]
 FLOAT_OPS = ["addf", "subf", "mulf", "divf", "maximumf", "minimumf"]
@@ -579,6 +590,30 @@ def test_kernels_lowered_by_affinec_compute_what_mlir_computes(data, seed):
     for _ in range(data.draw(st.integers(10, 40))):
         _write_op(p, data)
     _same_as_a_kernel(p, seed)
+
+
+@given(data=st.data(), seed=st.integers(0, 2**16))
+@settings(max_examples=15, deadline=None)
+def test_kernels_lowered_by_mlir_and_interpreted_by_affinec_compute_what_mlir_computes(
+    data, seed
+):
+    """The same random kernels lowered by MLIR's own `convert-gpu-to-nvvm` (not
+    affinec's): affinec reads MLIR's llvm level (memref descriptors built from
+    `llvm.mlir.poison`, `getelementptr inbounds|nuw`, `llvm.intr.smax`, libdevice's
+    `__nv_fmaxf`) and its interpreter gives the bits MLIR's CPU execution of the
+    program gives, so the interpreter's llvm level is held to a lowering it did not
+    write."""
+    p = Program()
+    for _ in range(data.draw(st.integers(10, 40))):
+        _write_op(p, data)
+    arrays = _program_arrays(p, seed)
+    (expected,) = run_with_mlir(p.text(), [("f", arrays)])
+    lowered = mlir_opt(
+        p.kernel_text(),
+        "--convert-scf-to-cf",
+        "--convert-gpu-to-nvvm=use-bare-ptr-memref-call-conv=1",
+    )
+    assert _differences(lowered, arrays, expected) == []
 
 
 def test_rounded_divisions_and_conversions_in_kernels_compute_what_mlir_computes():

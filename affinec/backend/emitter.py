@@ -13,7 +13,8 @@ any address space, globals keep their alignment, kernels (`nvvm.kernel`) get the
 struct, read with `llvm.extractvalue`), and the ops xDSL's backend lacks
 (`llvm.extractelement`, `llvm.addrspacecast`, `llvm.uitofp`, `llvm.fptosi`,
 `llvm.fptoui`) their instructions, and MLIR's intrinsic ops (`llvm.intr.maximum`,
-`minimum`, `maxnum`, `minnum`, `fma`) calls of their intrinsics. Vectors such as `<2 x half>` and their `bitcast`
+`minimum`, `maxnum`, `minnum`, `fma`, `smax`, `smin`, `umax`, `umin`) calls of their
+intrinsics. Vectors such as `<2 x half>` and their `bitcast`
 to i32 go through xDSL's backend as they are. Neither llvmlite nor xDSL's backend
 knows LLVM's `bfloat`: `BFloatType` is it, and this module registers it for xDSL's
 `bf16`.
@@ -294,6 +295,10 @@ _INTRINSIC_OPS: dict[type[Operation], str] = {
     llvm.VectorFMaxOp: "llvm.maxnum",
     llvm.VectorFMinOp: "llvm.minnum",
     llvm.FMAOp: "llvm.fma",
+    llvm_extensions.SMaxOp: "llvm.smax",
+    llvm_extensions.SMinOp: "llvm.smin",
+    llvm_extensions.UMaxOp: "llvm.umax",
+    llvm_extensions.UMinOp: "llvm.umin",
 }
 """The intrinsic ops MLIR's lowerings write (`llvm.intr.maximum`), by the
 intrinsic each calls (mangled for its type)."""

@@ -12,6 +12,7 @@ from xdsl.dialects.builtin import (
     BFloat16Type,
     FixedBitwidthType,
     IndexType,
+    IntegerType,
     MemRefType,
     VectorType,
     bf16,
@@ -68,11 +69,14 @@ def storage_bytes(name: str) -> int:
 
 
 def intrinsic_suffix(t: Attribute) -> str:
-    """LLVM's name of a float or 1-D vector type in an overloaded intrinsic's name
-    (`f32` in `llvm.fma.f32`, `v2f16` in `llvm.maximum.v2f16`)."""
+    """LLVM's name of a scalar or 1-D vector type in an overloaded intrinsic's name
+    (`f32` in `llvm.fma.f32`, `v2f16` in `llvm.maximum.v2f16`, `i8` in
+    `llvm.smax.i8`)."""
     if isinstance(t, VectorType):
         return f"v{t.get_shape()[0]}{intrinsic_suffix(t.get_element_type())}"
     if isinstance(t, BFloat16Type):
         return "bf16"
+    if isinstance(t, IntegerType):
+        return f"i{t.width.data}"
     assert isinstance(t, AnyFloat), t
     return f"f{t.bitwidth}"

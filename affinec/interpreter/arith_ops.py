@@ -120,6 +120,8 @@ INT_BINARY_OPS = {
     arith.CeilDivUIOp: "ceildivu",
     arith.MinSIOp: "mins",
     arith.MaxSIOp: "maxs",
+    arith.MaxUIOp: "maxu",
+    arith.MinUIOp: "minu",
 }
 """arith's integer operations by their `scalars.INT_BINARY` name."""
 

@@ -160,6 +160,8 @@ INT_BINARY: dict[str, Callable] = {
     "ceildivu": ceildivu,
     "mins": lambda a, b, bits: np.minimum(_wide(a), b),
     "maxs": lambda a, b, bits: np.maximum(_wide(a), b),
+    "maxu": lambda a, b, bits: np.where(unsigned(a, bits) >= unsigned(b, bits), a, b),
+    "minu": lambda a, b, bits: np.where(unsigned(a, bits) <= unsigned(b, bits), a, b),
 }
 """`scalars.INT_BINARY`'s operations on lanes: (a, b, width) -> result."""
 

@@ -38,7 +38,11 @@ from affinec.dialects.llvm import (
     FPToUIOp,
     MaximumOp,
     MinimumOp,
+    SMaxOp,
+    SMinOp,
     UIToFPOp,
+    UMaxOp,
+    UMinOp,
 )
 from affinec.interpreter import scalars
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source, emits
@@ -277,6 +281,10 @@ INT_BINARY = {
     llvm.SRemOp: "rems",
     llvm.UDivOp: "divu",
     llvm.URemOp: "remu",
+    SMaxOp: "maxs",
+    SMinOp: "mins",
+    UMaxOp: "maxu",
+    UMinOp: "minu",
 }
 
 
@@ -388,6 +396,30 @@ def _intrinsic_op(op: Operation, w: FunctionWriter) -> None:
         fn = LANEWISE[fn]
     args = ", ".join(w.names(op.operands))
     w.line(f"{w.define(op.results[0])} = {w.global_(fn, fn.__name__)}({args})")
+
+
+LIBDEVICE = {
+    "__nv_fmaxf": maxnumf,
+    "__nv_fmax": maxnumf,
+    "__nv_fminf": minnumf,
+    "__nv_fmin": minnumf,
+    "__nv_fmaf": fused_multiply_add,
+    "__nv_fma": fused_multiply_add,
+}
+"""The functions of CUDA's libdevice that MLIR's `convert-gpu-to-nvvm` calls for
+`arith.maxnumf`, `arith.minnumf` and `math.fma`, by what they compute."""
+
+
+@emits(llvm.CallOp)
+def _call(op: llvm.CallOp, w: FunctionWriter) -> None:
+    name = op.callee.string_value() if op.callee is not None else None
+    fn = LIBDEVICE.get(name or "")
+    if fn is None or op.returned is None:
+        raise InterpreterError(
+            f"the interpreter calls only libdevice's {', '.join(LIBDEVICE)}", op
+        )
+    args = ", ".join(w.names(op.args))
+    w.line(f"{w.define(op.returned)} = {w.global_(fn, fn.__name__)}({args})")
 
 
 @emits(llvm.GEPOp)

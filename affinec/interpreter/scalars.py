@@ -115,6 +115,14 @@ def ceildivu(a: int, b: int, bits: int) -> int:
     return -(-unsigned(a, bits) // _nonzero(unsigned(b, bits)))
 
 
+def maxu(a: int, b: int, bits: int) -> int:
+    return a if unsigned(a, bits) >= unsigned(b, bits) else b
+
+
+def minu(a: int, b: int, bits: int) -> int:
+    return a if unsigned(a, bits) <= unsigned(b, bits) else b
+
+
 def _shift_amount(b: int, bits: int) -> int:
     """A shift amount, read as unsigned; poison (an error) from the width on."""
     amount = unsigned(b, bits)
@@ -203,6 +211,8 @@ INT_BINARY: dict[str, Callable[[FunctionWriter, str, str, int], str]] = {
     "ceildivu": _call(ceildivu, True, True),
     "mins": _call(min, False, False),
     "maxs": _call(max, False, False),
+    "maxu": _call(maxu, True, False),
+    "minu": _call(minu, True, False),
 }
 """Integer binary operations by name: each gives the Python expression of its
 result from the names of its operands and the width."""

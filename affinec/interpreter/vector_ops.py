@@ -84,6 +84,8 @@ def value_of(t: Attribute, fill: str) -> Any:
         return (value_of(t.type, fill),) * t.size.data
     if isinstance(t, llvm.LLVMStructType):
         return tuple(value_of(x, fill) for x in t.types.data)
+    if isinstance(t, llvm.LLVMPointerType):
+        return None  # (a pointer member of an aggregate being built: set before use)
     if isinstance(t, VectorType):
         dtype = numpy_dtype(t.get_element_type())
         array = (
