@@ -42,7 +42,7 @@ xDSL's (every xDSL llvm op is still there).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from xdsl.dialects import llvm as xdsl_llvm
 from xdsl.dialects.builtin import (
@@ -283,12 +283,19 @@ class GEPOp(xdsl_llvm.GEPOp):
         )
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
+        start = parser.pos
         ft = parser.parse_function_type()
+        if len(ft.outputs.data) != 1:
+            parser.raise_error(
+                f"expected one result type, got {len(ft.outputs.data)}",
+                start,
+                parser.pos,
+            )
         parser.parse_punctuation(",")
         elem_type = parser.parse_type()
         resolved = parser.resolve_operands([ptr, *ssa_refs], ft.inputs.data, parser.pos)
-        result = ft.outputs.data[0]
-        assert isinstance(result, xdsl_llvm.LLVMPointerType)
+        # (any type: the verifier says what a result that is no pointer must be)
+        result = cast(xdsl_llvm.LLVMPointerType, ft.outputs.data[0])
         op = cls(
             resolved[0],
             list(const_indices),

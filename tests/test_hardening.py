@@ -301,6 +301,37 @@ def test_a_getelementptr_of_no_index_is_refused(tmp_path):
         assert_error(outcome, "expected at least one index", line=line)
 
 
+@pytest.mark.parametrize(
+    ("gep", "message"),
+    [
+        (
+            "inbounds| %p[1] : (!llvm.ptr) -> !llvm.ptr, f32",
+            "expected one of 'inbounds'",
+        ),
+        (
+            "nuw|wrap %p[1] : (!llvm.ptr) -> !llvm.ptr, f32",
+            "expected one of 'inbounds'",
+        ),
+        ("%p[1] : (!llvm.ptr) -> i32, f32", "result #0 must be LLVM pointer"),
+        ("%p[1] : (!llvm.ptr) -> (), f32", "expected one result type, got 0"),
+        (
+            "%p[1] : (!llvm.ptr) -> (!llvm.ptr, !llvm.ptr), f32",
+            "expected one result type, got 2",
+        ),
+    ],
+)
+def test_a_malformed_getelementptr_is_refused_at_its_line(tmp_path, gep, message):
+    """The no-wrap flags and the result types of `llvm.getelementptr` (one result
+    type of no pointer crashed the parser, two were read as one)."""
+    text = (
+        "llvm.func @f(%p: !llvm.ptr) {\n"
+        f"  %0 = llvm.getelementptr {gep}\n"
+        "  llvm.return\n}\n"
+    )
+    outcome = run(tmp_path, "affinec-opt", text)
+    assert_error(outcome, message, line=2)
+
+
 # -- targets --------------------------------------------------------------------------------
 
 
