@@ -403,6 +403,21 @@ class UMinOp(_IntegerBinaryIntrinsic):
     name = "llvm.intr.umin"
 
 
+INTRINSIC_NAMES: dict[type[Operation], str] = {
+    MaximumOp: "llvm.maximum",
+    MinimumOp: "llvm.minimum",
+    xdsl_llvm.VectorFMaxOp: "llvm.maxnum",
+    xdsl_llvm.VectorFMinOp: "llvm.minnum",
+    xdsl_llvm.FMAOp: "llvm.fma",
+    SMaxOp: "llvm.smax",
+    SMinOp: "llvm.smin",
+    UMaxOp: "llvm.umax",
+    UMinOp: "llvm.umin",
+}
+"""The intrinsic ops MLIR's lowerings write (`llvm.intr.maximum`), by the overloaded
+LLVM intrinsic each is (`llvm.maximum`, its name mangled for the type at use)."""
+
+
 def _scalar(t: Attribute) -> Attribute:
     return t.get_element_type() if isinstance(t, VectorType) else t
 

@@ -289,21 +289,6 @@ _INT_FLOAT_CASTS: dict[type[Operation], str] = {
 llvmlite's builder method."""
 
 
-_INTRINSIC_OPS: dict[type[Operation], str] = {
-    llvm_extensions.MaximumOp: "llvm.maximum",
-    llvm_extensions.MinimumOp: "llvm.minimum",
-    llvm.VectorFMaxOp: "llvm.maxnum",
-    llvm.VectorFMinOp: "llvm.minnum",
-    llvm.FMAOp: "llvm.fma",
-    llvm_extensions.SMaxOp: "llvm.smax",
-    llvm_extensions.SMinOp: "llvm.smin",
-    llvm_extensions.UMaxOp: "llvm.umax",
-    llvm_extensions.UMinOp: "llvm.umin",
-}
-"""The intrinsic ops MLIR's lowerings write (`llvm.intr.maximum`), by the
-intrinsic each calls (mangled for its type)."""
-
-
 def _convert(
     op: Operation,
     builder: ir.IRBuilder,
@@ -350,9 +335,9 @@ def _convert(
     elif isinstance(op, llvm_extensions.PoisonOp):
         # undef refines poison: LLVM may read either as any value
         values[op.res] = ir.Constant(convert_type(op.res.type), ir.Undefined)
-    elif type(op) in _INTRINSIC_OPS:
+    elif type(op) in llvm_extensions.INTRINSIC_NAMES:
         t = op.results[0].type
-        name = f"{_INTRINSIC_OPS[type(op)]}.{intrinsic_suffix(t)}"
+        name = f"{llvm_extensions.INTRINSIC_NAMES[type(op)]}.{intrinsic_suffix(t)}"
         args = [values[v] for v in op.operands]
         values[op.results[0]] = _call_intrinsic(builder, name, convert_type(t), args)
     elif type(op) in _INT_FLOAT_CASTS:

@@ -22,10 +22,6 @@ def _integers(value: object) -> bool:
     return isinstance(value, tuple) and all(map(_integer, value))
 
 
-def _is_bool(value: object) -> bool:
-    return type(value) is bool
-
-
 def _kept_integers(value: object) -> bool:
     return type(value) is tuple and all(type(v) is int for v in value)
 
@@ -34,7 +30,12 @@ _KNOB_TYPES: dict[
     str,
     tuple[str, Callable[[Any], bool], Callable[[Any], Any], Callable[[Any], bool]],
 ] = {
-    "bool": ("True or False", lambda v: isinstance(v, bool), bool, _is_bool),
+    "bool": (
+        "True or False",
+        lambda v: isinstance(v, bool),
+        bool,
+        lambda v: type(v) is bool,
+    ),
     "int": ("an integer", _integer, int, lambda v: type(v) is int),
     "str": ("a string", lambda v: isinstance(v, str), str, lambda v: type(v) is str),
     "tuple[int, ...]": (

@@ -15,7 +15,7 @@ reinterpreted as unsigned by the unsigned ops; i1 values are bools.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from xdsl.dialects import llvm
@@ -27,17 +27,16 @@ from xdsl.dialects.builtin import (
     UnrealizedConversionCastOp,
     VectorType,
 )
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 from xdsl.traits import SymbolTable
 
 from affinec.base import dtypes
 from affinec.dialects import gpu, nvvm
 from affinec.dialects.llvm import (
+    INTRINSIC_NAMES,
     AddrSpaceCastOp,
     FPToSIOp,
     FPToUIOp,
-    MaximumOp,
-    MinimumOp,
     SMaxOp,
     SMinOp,
     UIToFPOp,
@@ -361,6 +360,14 @@ INTRINSICS = {
 }
 
 
+def _write_call(
+    w: FunctionWriter, result: SSAValue, fn: Callable, operands: Sequence[SSAValue]
+) -> None:
+    """`result = fn(*operands)`, `fn` a helper the generated code calls."""
+    args = ", ".join(w.names(operands))
+    w.line(f"{w.define(result)} = {w.global_(fn, fn.__name__)}({args})")
+
+
 @emits(llvm.CallIntrinsicOp)
 def _intrinsic(op: llvm.CallIntrinsicOp, w: FunctionWriter) -> None:
     name = op.intrin.data
@@ -373,20 +380,15 @@ def _intrinsic(op: llvm.CallIntrinsicOp, w: FunctionWriter) -> None:
         if fn not in LANEWISE:
             raise InterpreterError(f"the interpreter lacks {name} on vectors", op)
         fn = LANEWISE[fn]
-    args = ", ".join(w.names(op.args))
-    w.line(f"{w.define(op.ress)} = {w.global_(fn, fn.__name__)}({args})")
+    _write_call(w, op.ress, fn, op.args)
 
 
 INTRINSIC_OPS = {
-    MaximumOp: maximumf,
-    MinimumOp: minimumf,
-    llvm.VectorFMaxOp: maxnumf,
-    llvm.VectorFMinOp: minnumf,
-    llvm.FMAOp: fused_multiply_add,
+    op: INTRINSICS[name] for op, name in INTRINSIC_NAMES.items() if name in INTRINSICS
 }
-"""The intrinsics MLIR's `convert-arith-to-llvm` and `convert-math-to-llvm` write
-as ops of their own (`llvm.intr.maximum(%a, %b)`), where affinec's lowering calls
-them (`INTRINSICS`)."""
+"""The float intrinsics MLIR's lowerings write as ops of their own
+(`llvm.intr.maximum(%a, %b)`), where affinec's lowering calls them (the integer
+ones are `INT_BINARY`'s)."""
 
 
 @emits(*INTRINSIC_OPS)
@@ -394,8 +396,7 @@ def _intrinsic_op(op: Operation, w: FunctionWriter) -> None:
     fn = INTRINSIC_OPS[type(op)]  # pyright: ignore[reportArgumentType]
     if isinstance(op.results[0].type, VectorType):
         fn = LANEWISE[fn]
-    args = ", ".join(w.names(op.operands))
-    w.line(f"{w.define(op.results[0])} = {w.global_(fn, fn.__name__)}({args})")
+    _write_call(w, op.results[0], fn, op.operands)
 
 
 LIBDEVICE = {
@@ -418,8 +419,7 @@ def _call(op: llvm.CallOp, w: FunctionWriter) -> None:
         raise InterpreterError(
             f"the interpreter calls only libdevice's {', '.join(LIBDEVICE)}", op
         )
-    args = ", ".join(w.names(op.args))
-    w.line(f"{w.define(op.returned)} = {w.global_(fn, fn.__name__)}({args})")
+    _write_call(w, op.returned, fn, op.args)
 
 
 @emits(llvm.GEPOp)
