@@ -14,7 +14,8 @@ With `--network`, also `config_for`'s configuration of each distinct layer of th
 network at `--batch` (`affinec.frontend.networks`), and the stages' mean over those layers.
 Prints a table and writes JSON. `AFFINEC_FAST_CODEGEN=1 python benchmarks/compile.py`
 times LLVM's code generation without straight-line strength reduction (the JSON says
-which).
+which). `--arch sm_90a` times Hopper's route (`config_for(spec, arch="sm_90a",
+wgmma=True)`: TMA and wgmma) and names the convolutions it refuses.
 """
 
 from __future__ import annotations
@@ -22,18 +23,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from machine import cpu_model, machine
+
 from affinec.backend.emitter import FAST_CODEGEN
 from affinec.base.spec import ConvSpec
 from affinec.driver.benchmark import DESIGN_CONVOLUTIONS, with_format
 from affinec.driver.compiler import compile_to_ptx
 from affinec.driver.config import config_for
+from affinec.driver.kernel_config import KernelConfig
 from affinec.frontend.naive import build
 from affinec.frontend.networks import NETWORKS, network
 
@@ -47,13 +50,24 @@ SPECS |= {
 }
 
 
+def configuration(spec: ConvSpec, arch: str) -> KernelConfig:
+    """`config_for`'s configuration; on sm_90a, Hopper's (wgmma and TMA), which
+    refuses what that route does not take (a ValueError saying why)."""
+    if arch == "sm_90a":
+        return config_for(spec, arch=arch, wgmma=True)
+    return config_for(spec)
+
+
 def compile_once(spec: ConvSpec, arch: str) -> list[tuple[str, float]]:
-    """One compilation of `spec` with `config_for`'s configuration, timed stage by
-    stage (as `compile_to_ptx` does: the verifier once, at the end)."""
+    """One compilation of `spec` with its `configuration`, timed stage by stage (as
+    `compile_to_ptx` does: the verifier once, at the end)."""
+    config = configuration(spec, arch)
     start = time.perf_counter()
     module = build(spec)
     stages = [("frontend (naive IR)", time.perf_counter() - start)]
-    compiled = compile_to_ptx(module, config_for(spec), arch=arch, verify_each=False)
+    # The flattened route builds its own product from the spec.
+    source = spec if config.flatten_pixels else module
+    compiled = compile_to_ptx(source, config, arch=arch, verify_each=False)
     assert ".entry" in compiled.ptx
     return stages + [(name.split("{")[0], t) for name, t in compiled.timings]
 
@@ -92,7 +106,12 @@ def process_wall_time(spec: ConvSpec, arch: str) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--arch", default="sm_90", choices=("sm_80", "sm_90"))
+    parser.add_argument(
+        "--arch",
+        default="sm_90",
+        choices=("sm_80", "sm_90", "sm_90a"),
+        help="sm_90a: Hopper's wgmma route (config_for(..., wgmma=True))",
+    )
     parser.add_argument("--json", default="benchmarks/results/compile.json")
     parser.add_argument(
         "--process", action="store_true", help="also time a fresh process (imports)"
@@ -110,21 +129,29 @@ def main() -> None:
             label = f"{args.network} {layer.name} (batch {args.batch})"
             specs[label] = layer.spec
             layers.append(label)
-    results = {}
+    results, refused = {}, {}
     for label, spec in specs.items():
+        try:
+            configuration(spec, args.arch)
+        except ValueError as e:
+            refused[label] = str(e)
+            continue
         r = measure(spec, args.repeat, args.arch)
         if args.process:
             r["process_wall_s"] = process_wall_time(spec, args.arch)
         results[label] = r
 
-    default = results[DEFAULT]
-    print(
-        f"naive -> PTX ({args.arch}), the default convolution, median of {args.repeat}:"
-    )
-    print(f"  {'stage':<58} {'ms':>8}")
-    for name, seconds in default["stages_s_median"].items():
-        print(f"  {name:<58} {seconds * 1000:8.1f}")
-    print(f"  {'total':<58} {default['total_s_median'] * 1000:8.1f}\n")
+    print(f"on {cpu_model()}")
+    if DEFAULT in results:
+        default = results[DEFAULT]
+        print(
+            f"naive -> PTX ({args.arch}), the default convolution, median of "
+            f"{args.repeat}:"
+        )
+        print(f"  {'stage':<58} {'ms':>8}")
+        for name, seconds in default["stages_s_median"].items():
+            print(f"  {name:<58} {seconds * 1000:8.1f}")
+        print(f"  {'total':<58} {default['total_s_median'] * 1000:8.1f}\n")
     print(f"  {'spec':<52} {'median ms':>10} {'cold ms':>9} {'process s':>10}")
     for label, r in results.items():
         process = f"{r['process_wall_s']:10.2f}" if "process_wall_s" in r else " " * 10
@@ -132,8 +159,13 @@ def main() -> None:
             f"  {label:<52} {r['total_s_median'] * 1000:10.1f} "
             f"{r['cold_total_s'] * 1000:9.1f} {process}"
         )
-    kernels = [r["total_s_median"] for label, r in results.items() if label in SPECS]
-    kernels = kernels[1:]  # not the default convolution
+    for label, why in refused.items():
+        print(f"  {label:<52} refused on {args.arch}: {why.split(' (')[0]}")
+    kernels = [
+        r["total_s_median"]
+        for label, r in results.items()
+        if label in SPECS and label != DEFAULT
+    ]
     fast = os.environ.get(FAST_CODEGEN) == "1"
     how = "without straight-line strength reduction)" if fast else "as it is)"
     print(
@@ -155,14 +187,10 @@ def main() -> None:
             print(f"    {name:<56} {mean * 1000:8.1f}")
 
     payload = {
-        "machine": {
-            "platform": platform.platform(),
-            "processor": platform.processor() or platform.machine(),
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-        },
+        "machine": machine(),
         "fast_codegen": fast,
         "results": results,
+        "refused": refused,
     }
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import time
 from pathlib import Path
 
 import numpy as np
+from machine import machine
 
 from affinec.base.spec import ConvSpec
 from affinec.driver.compiler import compile_to_ptx
@@ -122,7 +122,7 @@ def main() -> None:
         for label, spec in ROUTES.items()
     }
     result = {
-        "machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}",
+        "machine": machine(),
         "date": time.strftime("%Y-%m-%d"),
         "naive": naive,
         "routes": routes,
