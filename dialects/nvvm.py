@@ -58,6 +58,8 @@ from affinec.dialects.nvvm_hopper import (
     WgmmaGroupSyncAlignedOp,
     WgmmaMmaAsyncOp,
     WgmmaWaitGroupSyncOp,
+    accumulation_ptx,
+    accumulation_run,
     accumulator_struct,
     required_feature,
 )
@@ -148,6 +150,8 @@ __all__ = [
     "WgmmaGroupSyncAlignedOp",
     "WgmmaMmaAsyncOp",
     "WgmmaWaitGroupSyncOp",
+    "accumulation_ptx",
+    "accumulation_run",
     "accumulator_struct",
     "required_feature",
 ]

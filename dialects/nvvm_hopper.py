@@ -49,6 +49,8 @@ from affinec.dialects.nvvm_wgmma import (
     WGMMAScaleOutAttr,
     WGMMATypeAttr,
     WgmmaWaitGroupSyncOp,
+    accumulation_ptx,
+    accumulation_run,
     accumulator_struct,
 )
 
@@ -265,6 +267,8 @@ __all__ = [
     "WgmmaGroupSyncAlignedOp",
     "WgmmaMmaAsyncOp",
     "WgmmaWaitGroupSyncOp",
+    "accumulation_ptx",
+    "accumulation_run",
     "accumulator_struct",
     "required_feature",
 ]

@@ -13,11 +13,15 @@ import re
 import numpy as np
 import pytest
 from mlir_opt import mlir_opt, needs_mlir_opt, printed, same_ir
+from xdsl.dialects.builtin import DenseArrayBase, f32, i64
+from xdsl.dialects.llvm import ExtractValueOp
+from xdsl.rewriter import InsertPoint, Rewriter
 
-from affinec.backend.emitter import EmitterError, to_ptx
+from affinec.backend.emitter import EmitterError, to_llvm_ir, to_ptx
 from affinec.backend.ptxas import assemble, find_ptxas
 from affinec.base.diagnostics import PassError
 from affinec.base.locating_parser import parse_module
+from affinec.dialects.nvvm import WgmmaMmaAsyncOp
 from affinec.driver.pipeline import Pipeline
 from affinec.hardware.wgmma_layouts import MatrixDescriptor, TileLayout
 from affinec.interpreter import Interpreter, InterpreterError
@@ -105,6 +109,30 @@ def test_the_lowered_kernel_takes_its_tensor_maps_by_value_and_aligns_its_tiles(
         "nvvm.grid_constant}"
     )
     assert llvm.count(grid_constant) == 2
+
+
+def _asm_statements(module) -> list[int]:
+    """The wgmmas of each inline PTX statement of the module's LLVM IR."""
+    return [
+        statement.count("wgmma.mma_async")
+        for statement in to_llvm_ir(module, "sm_90a").split(" asm sideeffect ")[1:]
+        if "wgmma.mma_async" in statement.split('", "')[0]
+    ]
+
+
+@needs_ptxas
+def test_a_run_of_wgmmas_is_one_inline_statement_unless_a_d_is_read_elsewhere():
+    """The four K=16 MMAs of a K step accumulate into the same registers: one
+    inline PTX statement. Where something else reads a D inside the run, the run
+    ends there, so that value exists in LLVM IR; both assemble."""
+    module = _lowered(matmul_module(64, 64, 128, 2))
+    assert _asm_statements(module) == [4, 4]
+    mmas = [op for op in module.walk() if isinstance(op, WgmmaMmaAsyncOp)]
+    read = ExtractValueOp(DenseArrayBase.from_list(i64, [0]), mmas[1].res, f32)
+    Rewriter.insert_op(read, InsertPoint.after(mmas[3]))
+    assert _asm_statements(module) == [2, 2, 4]
+    (resources,) = assemble(to_ptx(module, "sm_90a"), "sm_90a").values()
+    assert resources.spill_stores == 0
 
 
 @needs_ptxas

@@ -275,9 +275,17 @@ def _define(op: llvm.FuncOp, out: ir.Module) -> None:
     for block in op.body.blocks:
         builder = ir.IRBuilder(blocks[block])
         builder.position_at_end(blocks[block])
+        written: set[Operation] = set()  # the later wgmmas of a run
         for inner in block.ops:
+            if inner in written:
+                continue
             with _at(inner):
-                _convert(inner, builder, values, blocks)
+                if isinstance(inner, nvvm.WgmmaMmaAsyncOp):
+                    run = nvvm.accumulation_run(inner)
+                    _inline_ptx(run, builder, values)
+                    written.update(run[1:])
+                else:
+                    _convert(inner, builder, values, blocks)
 
 
 _INT_FLOAT_CASTS: dict[type[Operation], str] = {
@@ -450,11 +458,21 @@ def _call_intrinsic(
 
 
 def _inline_ptx(
-    op: nvvm.PtxOp, builder: ir.IRBuilder, values: dict[SSAValue, ir.Value]
+    op: nvvm.PtxOp | list[nvvm.WgmmaMmaAsyncOp],
+    builder: ir.IRBuilder,
+    values: dict[SSAValue, ir.Value],
 ) -> None:
-    asm, constraints = op.ptx()
+    """An op's inline PTX, or a run of wgmmas' (`nvvm.accumulation_run`) as one
+    statement: each one's descriptors, then the first one's accumulator."""
+    if isinstance(op, list):
+        asm, constraints = nvvm.accumulation_ptx(op)
+        operands = [v for mma in op for v in mma.operands[:2]] + [op[0].inouts]
+        op = op[-1]
+    else:
+        asm, constraints = op.ptx()
+        operands = list(op.operands)
     args = []
-    for v in op.operands:  # a struct passes its members (an accumulator's registers)
+    for v in operands:  # a struct passes its members (an accumulator's registers)
         value = values[v]
         if isinstance(value.type, ir.LiteralStructType):
             args += [

@@ -346,6 +346,9 @@ class _HopperKernel:
                 )
             ops.append(start)
             c = start.results[0]
+            # The descriptors first, then the MMAs one after the other: a run the
+            # emitter writes as one inline PTX statement (`nvvm.accumulation_run`).
+            mmas: list[Operation] = []
             for k0 in range(0, layout_a.cols, _WGMMA_K):
                 offset_a = layout_a.m_offset(block * WGMMA_M) + layout_a.k_offset(
                     k0, True
@@ -356,8 +359,10 @@ class _HopperKernel:
                 mma = nvvm.WgmmaMmaAsyncOp(
                     a, b, c, n, kind, accumulate=not (from_zero and k0 == 0)
                 )
-                ops += [*a_ops, *b_ops, mma]
+                ops += [*a_ops, *b_ops]
+                mmas.append(mma)
                 c = mma.res
+            ops += mmas
             insert = InsertValueOp(DenseArrayBase.from_list(i64, [block]), result, c)
             ops.append(insert)
             result = insert.res

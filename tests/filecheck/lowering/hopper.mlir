@@ -2,6 +2,7 @@
 // RUN: affinec-opt %s -p 'nvvm-attach-target{chip=sm_90a},convert-nvgpu-to-nvvm' | filecheck %s --check-prefix=NVVM
 // RUN: affinec-opt %s -p 'nvvm-attach-target{chip=sm_90a},convert-nvgpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}' | filecheck %s --check-prefix=LLVM
 // RUN: affinec-opt %s -p 'nvvm-attach-target{chip=sm_90a},convert-nvgpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}' -t 'ptx{arch=sm_90a}' | filecheck %s --check-prefix=PTX
+// RUN: affinec-opt %s -p 'nvvm-attach-target{chip=sm_90a},convert-nvgpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}' -t llvm | filecheck %s --check-prefix=IR
 // RUN: not affinec-opt %s -p 'nvvm-attach-target{chip=sm_90},convert-nvgpu-to-nvvm' 2>&1 | filecheck %s --check-prefix=SM90
 
 // C = A x B on Hopper, one warpgroup: thread 0 announces the bytes and starts the
@@ -79,7 +80,10 @@ module attributes {gpu.container_module} {
 // NVVM:      nvvm.mbarrier.try_wait.parity %{{.*}}, %{{.*}}, %{{.*}} : !llvm.ptr<3>, i32, i32
 // NVVM:      llvm.ptrtoint
 // NVVM:      nvvm.wgmma.fence.aligned
-// NVVM:      nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>, <wrapped>], A[<f16>, <one>, <row>], B[<f16>, <one>, <row>]
+// NVVM:      nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <zero>, <wrapped>], A[<f16>, <one>, <row>], B[<f16>, <one>, <row>]
+// NVVM-NEXT: nvvm.wgmma.mma_async {{.*}}, <m = 64, n = 64, k = 16>, D[<f32>, <one>, <wrapped>], A[<f16>, <one>, <row>], B[<f16>, <one>, <row>]
+// NVVM-NEXT: nvvm.wgmma.mma_async
+// NVVM-NEXT: nvvm.wgmma.mma_async
 // NVVM:      nvvm.wgmma.commit.group.sync.aligned
 // NVVM-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
 // NVVM:      nvvm.wgmma.wait.group.sync.aligned 0
@@ -87,6 +91,32 @@ module attributes {gpu.container_module} {
 
 // LLVM: llvm.mlir.global internal @__shared_matmul_kernel_0() {addr_space = 3 : i32, alignment = 1024 : i64}
 // LLVM: llvm.func @matmul_kernel(%mapA: !llvm.ptr {llvm.align = 64 : i64, llvm.byval = !llvm.array<128 x i8>, nvvm.grid_constant}
+
+// The four MMAs accumulate into the same registers, one after the other: one inline
+// PTX statement, its 32 outputs tied to the inputs, then four pairs of descriptors
+// (LLVM's register coalescer is quadratic in a chain of statements tied one to the
+// next).
+// IR:      = call {float, {{.*}}} asm sideeffect "{
+// IR-NEXT: .reg .pred scale_d;
+// IR-NEXT: setp.ne.b32 scale_d, 0, 0;
+// IR-NEXT: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {$0, {{.*}}, $31}, $32, $33, scale_d, 1, 1, 0, 1;
+// IR-NEXT: }
+// IR-NEXT: {
+// IR-NEXT: .reg .pred scale_d;
+// IR-NEXT: setp.ne.b32 scale_d, 1, 0;
+// IR-NEXT: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {$0, {{.*}}, $31}, $34, $35, scale_d, 1, 1, 0, 1;
+// IR-NEXT: }
+// IR-NEXT: {
+// IR-NEXT: .reg .pred scale_d;
+// IR-NEXT: setp.ne.b32 scale_d, 1, 0;
+// IR-NEXT: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {$0, {{.*}}, $31}, $36, $37, scale_d, 1, 1, 0, 1;
+// IR-NEXT: }
+// IR-NEXT: {
+// IR-NEXT: .reg .pred scale_d;
+// IR-NEXT: setp.ne.b32 scale_d, 1, 0;
+// IR-NEXT: wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {$0, {{.*}}, $31}, $38, $39, scale_d, 1, 1, 0, 1;
+// IR-NEXT: }", "{{(=f,)+}}l,l,l,l,l,l,l,l,0,1,2,{{.*}},31"
+// IR-NOT:  wgmma.mma_async
 
 // PTX:      .target sm_90a
 // PTX:      .param .align 64 .b8 matmul_kernel_param_0[128]
