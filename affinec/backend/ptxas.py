@@ -117,8 +117,11 @@ def find_ptxas() -> str | None:
     return None
 
 
-def assemble(ptx: str, arch: str = "sm_80") -> dict[str, Resources]:
+def assemble(
+    ptx: str, arch: str = "sm_80", cubin: Path | None = None
+) -> dict[str, Resources]:
     """Assemble `ptx` for `arch` with `ptxas -v`; the resources of each kernel.
+    With `cubin`, the assembled code is written there too (for `cuobjdump`).
 
     Raises `PtxasError` with ptxas's message if it refuses the PTX.
     """
@@ -138,7 +141,7 @@ def assemble(ptx: str, arch: str = "sm_80") -> dict[str, Resources]:
                     f"-arch={arch}",
                     "-v",
                     "-o",
-                    str(Path(tmp) / "kernel.cubin"),
+                    str(cubin or Path(tmp) / "kernel.cubin"),
                     str(source),
                 ],
                 capture_output=True,
