@@ -1,0 +1,52 @@
+"""scripts/kernel_digests.py, which tells whether a compiler change changed the
+kernels: one kernel digested and compared with itself; records compared in words."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from affinec.backend.ptxas import find_ptxas
+
+SCRIPT = Path(__file__).parent.parent / "scripts" / "kernel_digests.py"
+
+
+@pytest.fixture(scope="module")
+def digests():
+    spec = importlib.util.spec_from_file_location("kernel_digests", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="needs ptxas")
+def test_a_kernel_compared_with_itself_is_the_same(digests, tmp_path, capsys):
+    record = tmp_path / "before.json"
+    only = ["--only", "conv1x1-256-64 f16 sm_90"]
+    assert digests.main([*only, "--json", str(record)]) == 0
+    (row,) = json.loads(record.read_text()).values()
+    assert row["registers"] > 0 and row["spill_bytes"] == 0 and len(row["ptx"]) == 16
+    assert digests.main([*only, "--against", str(record)]) == 0
+    assert "0 of 1 kernels differ" in capsys.readouterr().out
+
+
+def test_differences_say_what_moved(digests):
+    row = {"ptx": "a", "sass": "s", "registers": 90, "spill_bytes": 0}
+    row |= {"instructions": 500, **{kind: 1 for kind in digests.KINDS}}
+    same_sass = {**row, "ptx": "b"}
+    longer = {**row, "ptx": "c", "sass": "t", "instructions": 520, "LDS": 3}
+    assert digests.differences({"k": row}, {"k": row}) == []
+    assert digests.differences({"k": row}, {"k": same_sass}) == [
+        "k: PTX differs, SASS identical"
+    ]
+    assert digests.differences({"k": row}, {"k": longer}) == [
+        "k: differs (instructions 500 -> 520, LDS 1 -> 3)"
+    ]
+    assert digests.differences({"k": row}, {"j": row}) == [
+        "j: only after",
+        "k: only before",
+    ]
