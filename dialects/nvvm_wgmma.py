@@ -359,10 +359,16 @@ def accumulation_run(first: WgmmaMmaAsyncOp) -> list[WgmmaMmaAsyncOp]:
     return run
 
 
+def accumulation_operands(run: list[WgmmaMmaAsyncOp]) -> list[SSAValue]:
+    """The inputs of a run's statement (`accumulation_ptx`): each one's two
+    descriptors, then the first one's C (whose members are tied to the outputs)."""
+    return [v for op in run for v in (op.descriptorA, op.descriptorB)] + [run[0].inouts]
+
+
 def accumulation_ptx(run: list[WgmmaMmaAsyncOp]) -> tuple[str, str]:
     """One inline PTX statement for a run of wgmmas accumulating into the same
     registers (`accumulation_run`): their N/2 registers the outputs, tied to the
-    first one's C; then each one's two descriptors. Each wgmma as an inline
+    first one's C; its inputs are `accumulation_operands`. Each wgmma as an inline
     statement of its own would tie a chain of values through the whole unrolled K
     loop, which LLVM's register coalescer joins in time quadratic in its length
     (1.7 s of a 3x3 256-channel kernel's 2.2 s compile, 288 wgmmas in two chains);

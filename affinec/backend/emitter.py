@@ -282,7 +282,9 @@ def _define(op: llvm.FuncOp, out: ir.Module) -> None:
             with _at(inner):
                 if isinstance(inner, nvvm.WgmmaMmaAsyncOp):
                     run = nvvm.accumulation_run(inner)
-                    _inline_ptx(run, builder, values)
+                    statement = nvvm.accumulation_ptx(run)
+                    operands = nvvm.accumulation_operands(run)
+                    _inline_ptx(statement, operands, run[-1].res, builder, values)
                     written.update(run[1:])
                 else:
                     _convert(inner, builder, values, blocks)
@@ -333,7 +335,8 @@ def _convert(
     elif isinstance(op, nvvm.IntrinsicOp):
         _intrinsic_call(op, builder, values)
     elif isinstance(op, nvvm.PtxOp):
-        _inline_ptx(op, builder, values)
+        result = op.results[0] if op.results else None
+        _inline_ptx(op.ptx(), op.operands, result, builder, values)
     elif isinstance(op, llvm_extensions.ExtractElementOp):
         values[op.res] = builder.extract_element(values[op.vector], values[op.position])
     elif isinstance(op, llvm_extensions.AddrSpaceCastOp):
@@ -458,19 +461,15 @@ def _call_intrinsic(
 
 
 def _inline_ptx(
-    op: nvvm.PtxOp | list[nvvm.WgmmaMmaAsyncOp],
+    statement: tuple[str, str],
+    operands: Sequence[SSAValue],
+    result: SSAValue | None,
     builder: ir.IRBuilder,
     values: dict[SSAValue, ir.Value],
 ) -> None:
-    """An op's inline PTX, or a run of wgmmas' (`nvvm.accumulation_run`) as one
-    statement: each one's descriptors, then the first one's accumulator."""
-    if isinstance(op, list):
-        asm, constraints = nvvm.accumulation_ptx(op)
-        operands = [v for mma in op for v in mma.operands[:2]] + [op[0].inouts]
-        op = op[-1]
-    else:
-        asm, constraints = op.ptx()
-        operands = list(op.operands)
+    """An inline PTX statement (assembly, constraints) on `operands`, its outputs
+    `result`'s (a struct of them, or none)."""
+    asm, constraints = statement
     args = []
     for v in operands:  # a struct passes its members (an accumulator's registers)
         value = values[v]
@@ -480,7 +479,7 @@ def _inline_ptx(
             ]
         else:
             args.append(value)
-    result_type = convert_type(op.results[0].type) if op.results else ir.VoidType()
+    result_type = convert_type(result.type) if result else ir.VoidType()
     call = builder.asm(
         ir.FunctionType(result_type, [a.type for a in args]),
         asm,
@@ -488,8 +487,8 @@ def _inline_ptx(
         args,
         side_effect=True,
     )
-    if op.results:
-        values[op.results[0]] = call
+    if result:
+        values[result] = call
 
 
 # --------------------------------------------------------------------------------------
