@@ -1,24 +1,14 @@
 """The API reference builds from the docstrings (`scripts/build_api_docs.py`, pdoc)
 without a warning, for every public module, so it cannot rot."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from repository_scripts import load_script
 
 pytest.importorskip("pdoc")
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def _builder():
-    spec = importlib.util.spec_from_file_location(
-        "build_api_docs", ROOT / "scripts" / "build_api_docs.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/build_api_docs.py")
 
 
 def test_the_api_reference_builds_without_a_warning(tmp_path):

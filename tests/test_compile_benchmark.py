@@ -7,26 +7,14 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
+from repository_scripts import ROOT, load_script
 
 
 @pytest.fixture(scope="module")
 def compile_benchmark():
-    sys.path.insert(0, str(BENCHMARKS))  # the scripts' own helpers (machine.py)
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "compile_bench", BENCHMARKS / "compile.py"
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    return load_script("benchmarks/compile.py")
 
 
 def test_hopper_s_route_is_compiled_where_it_takes_the_convolution(compile_benchmark):
@@ -51,7 +39,7 @@ def test_the_triton_yardstick_says_what_it_needs_without_triton():
     if importlib.util.find_spec("triton") is not None:
         pytest.skip("Triton is installed here")
     run = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "triton_compile.py")],
+        [sys.executable, str(ROOT / "benchmarks" / "triton_compile.py")],
         capture_output=True,
         text=True,
     )

@@ -175,15 +175,11 @@ def test_the_interpreter_checks_the_in_bounds_claim():
 def test_the_benchmark_compiles_a_layer_both_ways(tmp_path, capsys):
     """benchmarks/dynamic_batch.py --compile-only: the same configuration compiled
     for a fixed batch and for any batch, ptxas's report of both (no GPU)."""
-    import importlib.util
     import json
-    from pathlib import Path
 
-    path = Path(__file__).parent.parent / "benchmarks" / "dynamic_batch.py"
-    module_spec = importlib.util.spec_from_file_location("dynamic_batch", path)
-    assert module_spec is not None and module_spec.loader is not None
-    bench = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(bench)
+    from repository_scripts import load_script
+
+    bench = load_script("benchmarks/dynamic_batch.py")
     out = tmp_path / "rows.json"
     argv = ["--compile-only", "--layers", "2", "--batch", "1", "4", "--json", str(out)]
     assert bench.main(argv) == 0

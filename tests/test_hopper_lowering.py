@@ -13,6 +13,7 @@ import re
 import numpy as np
 import pytest
 from mlir_opt import mlir_opt, needs_mlir_opt, printed, same_ir
+from repository_scripts import load_script
 from xdsl.dialects.builtin import DenseArrayBase, f32, i64
 from xdsl.dialects.llvm import ExtractValueOp
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -266,14 +267,7 @@ def test_b_tiles_wider_than_a_swizzle_row_are_loaded_slab_by_slab(tile, schedule
 
 
 def test_the_gpu_script_compiles_its_kernels_without_a_gpu(capsys):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).parent.parent / "scripts" / "gpu_hopper.py"
-    spec = importlib.util.spec_from_file_location("gpu_hopper", path)
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("scripts/gpu_hopper.py")
     argv = ["--compile-only", "--only", "0", "3", "--spec-only", "0"]
     assert script.main(argv) == 0
     report = capsys.readouterr().out

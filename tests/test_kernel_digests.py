@@ -3,24 +3,17 @@ kernels: one kernel digested and compared with itself; records compared in words
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
+from repository_scripts import load_script
 
 from affinec.backend.ptxas import find_ptxas
-
-SCRIPT = Path(__file__).parent.parent / "scripts" / "kernel_digests.py"
 
 
 @pytest.fixture(scope="module")
 def digests():
-    spec = importlib.util.spec_from_file_location("kernel_digests", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/kernel_digests.py")
 
 
 @pytest.mark.skipif(find_ptxas() is None, reason="needs ptxas")
