@@ -31,6 +31,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from xdsl.utils.exceptions import DiagnosticException
+
 from affinec.backend.ptxas import assemble
 from affinec.base.spec import MatmulSpec, Spec
 from affinec.driver.benchmark import DESIGN_CONVOLUTIONS, with_format
@@ -117,6 +119,12 @@ def differences(before: dict, after: dict) -> list[str]:
             continue
         if old == new:
             continue
+        if "refused" in old or "refused" in new:
+            when, why = ("before", old) if "refused" in old else ("after", new)
+            if "refused" in old and "refused" in new:
+                when = "before and after"
+            lines.append(f"{label}: refused {when} ({why['refused']})")
+            continue
         if old.get("sass") and old.get("sass") == new.get("sass"):
             lines.append(f"{label}: PTX differs, SASS identical")
             continue
@@ -135,12 +143,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--against", help="an earlier run's JSON: print what differs")
     parser.add_argument("--only", help="the kernels whose label contains this")
     args = parser.parse_args(argv)
+    before = None
+    if args.against:  # read first: a wrong path should not wait for 61 compiles
+        try:
+            before = json.loads(Path(args.against).read_text())
+        except (OSError, ValueError) as e:
+            parser.error(f"--against {args.against}: {e}")
+    if args.json and not Path(args.json).parent.is_dir():
+        parser.error(f"--json {args.json}: no directory {Path(args.json).parent}")
     rows = {}
     for label, spec, config, arch in kernels():
         if args.only and args.only not in label:
             continue
-        rows[label] = digest(spec, config, arch)
-        row = rows[label]
+        try:
+            rows[label] = row = digest(spec, config, arch)
+        except (DiagnosticException, ValueError) as e:  # refused: say so, go on
+            rows[label] = {"refused": str(e).splitlines()[0]}
+            print(f"{label:<52} refused: {rows[label]['refused']}", flush=True)
+            continue
         print(
             f"{label:<52} {row['registers']:4d} registers "
             f"{row.get('instructions', '-'):>6} SASS  {row.get('sass', row['ptx'])}",
@@ -150,8 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         print("(no cuobjdump on PATH: PTX digests and ptxas's report only)")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
-    if args.against:
-        before = json.loads(Path(args.against).read_text())
+    if before is not None:
         if args.only:
             before = {k: v for k, v in before.items() if args.only in k}
         found = differences(before, rows)

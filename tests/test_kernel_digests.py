@@ -39,7 +39,23 @@ def test_differences_say_what_moved(digests):
     assert digests.differences({"k": row}, {"k": longer}) == [
         "k: differs (instructions 500 -> 520, LDS 1 -> 3)"
     ]
+    refused = {"refused": "affinec-mma-sync: the tile does not fit"}
+    assert digests.differences({"k": row}, {"k": refused}) == [
+        "k: refused after (affinec-mma-sync: the tile does not fit)"
+    ]
     assert digests.differences({"k": row}, {"j": row}) == [
         "j: only after",
         "k: only before",
     ]
+
+
+def test_a_record_that_cannot_be_read_is_named_before_any_compile(
+    digests, tmp_path, capsys
+):
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    for record in (broken, tmp_path / "missing.json"):
+        with pytest.raises(SystemExit) as exit:
+            digests.main(["--against", str(record)])
+        assert exit.value.code == 2
+        assert f"--against {record}: " in capsys.readouterr().err
