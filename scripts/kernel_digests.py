@@ -1,6 +1,6 @@
 """Whether a change to the compiler changed the kernels it emits: a fixed set of
 kernels compiled, each one's PTX digest, ptxas's registers and spills, and where
-`cuobjdump` is on PATH its SASS (the instructions without their addresses and
+`cuobjdump` is found (`affinec.backend.sass`) its SASS (the instructions without their addresses and
 encodings: a digest, the count, the memory and MMA instructions by kind). A change
 that should leave the kernels alone (a faster pass, a different LLVM IR for the same
 thing) shows here as "SASS identical" without a GPU; one that changes them shows
@@ -23,9 +23,6 @@ import collections
 import dataclasses
 import hashlib
 import json
-import re
-import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -34,6 +31,7 @@ from pathlib import Path
 from xdsl.utils.exceptions import DiagnosticException
 
 from affinec.backend.ptxas import assemble
+from affinec.backend.sass import disassemble, sass_available
 from affinec.base.spec import MatmulSpec, Spec
 from affinec.driver.benchmark import DESIGN_CONVOLUTIONS, with_format
 from affinec.driver.compiler import compile_to_ptx
@@ -44,7 +42,6 @@ from affinec.transforms.gpu.wgmma_plan import SCHEDULES
 
 KINDS = ("HMMA", "HGMMA", "LDSM", "LDGSTS", "UTMALDG", "LDG", "STG", "LDS", "STS")
 """The instructions counted by kind (the memory and MMA traffic of a kernel)."""
-_INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
 
 
 def kernels() -> Iterator[tuple[str, Spec, KernelConfig, str]]:
@@ -77,23 +74,12 @@ def kernels() -> Iterator[tuple[str, Spec, KernelConfig, str]]:
         yield f"matmul 1024^3 f16 {schedule} sm_90a", product, config, "sm_90a"
 
 
-def sass(cubin: Path) -> list[str] | None:
-    """The instructions of `cubin` as `cuobjdump -sass` lists them, or None without
-    cuobjdump (which also needs nvdisasm on PATH)."""
-    if shutil.which("cuobjdump") is None:
-        return None
-    listing = subprocess.run(
-        ["cuobjdump", "-sass", str(cubin)], capture_output=True, text=True, check=True
-    ).stdout
-    return _INSTRUCTION.findall(listing)
-
-
 def digest(spec: Spec, config: KernelConfig, arch: str) -> dict:
     compiled = compile_to_ptx(spec, config, arch=arch, verify_each=False)
     with tempfile.TemporaryDirectory(prefix="affinec-digest-") as tmp:
         cubin = Path(tmp) / "kernel.cubin"
         (resources,) = assemble(compiled.ptx, arch, cubin=cubin).values()
-        instructions = sass(cubin)
+        instructions = disassemble(cubin) if sass_available() else None
     row = {
         "ptx": hashlib.sha256(compiled.ptx.encode()).hexdigest()[:16],
         "registers": resources.registers,
@@ -167,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     if not any("sass" in row for row in rows.values()):
-        print("(no cuobjdump on PATH: PTX digests and ptxas's report only)")
+        print("(no cuobjdump/nvdisasm: PTX digests and ptxas's report only)")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     if before is not None:

@@ -15,6 +15,7 @@ tuner's cost model both ask it).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -70,7 +71,7 @@ class PtxasError(DiagnosticException):
 
 
 class PtxasNotFound(PtxasError):
-    """No ptxas on PATH, under CUDA_HOME, or in /usr/local/cuda/bin."""
+    """No ptxas on PATH, under CUDA_HOME, in /usr/local/cuda/bin or NVIDIA's wheels."""
 
 
 @dataclass(frozen=True)
@@ -102,19 +103,30 @@ class Resources:
         )
 
 
-def find_ptxas() -> str | None:
-    """The path of ptxas, or None."""
-    found = shutil.which("ptxas")
+def find_cuda_tool(name: str) -> str | None:
+    """The path of one of CUDA's command-line tools (`ptxas`, `cuobjdump`,
+    `nvdisasm`): on PATH, under `$CUDA_HOME/bin`, in `/usr/local/cuda/bin`, or from
+    NVIDIA's wheels (`nvidia/cu13/bin`, as `pip install nvidia-cuda-cuobjdump` puts
+    it); None where it is nowhere."""
+    found = shutil.which(name)
     if found:
         return found
     candidates = []
     if cuda_home := os.environ.get("CUDA_HOME"):
-        candidates.append(Path(cuda_home) / "bin" / "ptxas")
-    candidates.append(Path("/usr/local/cuda/bin/ptxas"))
+        candidates.append(Path(cuda_home) / "bin" / name)
+    candidates.append(Path("/usr/local/cuda/bin") / name)
+    wheels = importlib.util.find_spec("nvidia")
+    for folder in (wheels.submodule_search_locations or []) if wheels else []:
+        candidates.append(Path(folder) / "cu13" / "bin" / name)
     for path in candidates:
         if path.is_file() and os.access(path, os.X_OK):
             return str(path)
     return None
+
+
+def find_ptxas() -> str | None:
+    """The path of ptxas, or None (`find_cuda_tool`)."""
+    return find_cuda_tool("ptxas")
 
 
 def assemble(
@@ -128,8 +140,8 @@ def assemble(
     ptxas = find_ptxas()
     if ptxas is None:
         raise PtxasNotFound(
-            "ptxas not found (looked on PATH, under $CUDA_HOME/bin and in "
-            "/usr/local/cuda/bin)"
+            "ptxas not found (looked on PATH, under $CUDA_HOME/bin, in "
+            "/usr/local/cuda/bin and NVIDIA's wheels)"
         )
     with tempfile.TemporaryDirectory(prefix="affinec-ptxas-") as tmp:
         source = Path(tmp) / "kernel.ptx"
