@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings
 
 from affinec.backend.runtime import cuda_available
+from affinec.backend.sass import sass_available
 from affinec.base.spec import ConvSpec, MatmulSpec
 from affinec.frontend.naive import build
 from affinec.tools.cli import main as affinec
@@ -318,6 +319,29 @@ def test_compile_writes_ptx(tmp_path, capsys):
     assert affinec(["compile", "conv", *CONV_FLAGS, "--pad", "1", "-o", str(path)]) == 0
     ptx = path.read_text()
     assert ".visible .entry conv_kernel(" in ptx and ".target sm_80" in ptx
+
+
+@pytest.mark.skipif(not sass_available(), reason="needs cuobjdump and nvdisasm")
+def test_compile_writes_the_sass_ptxas_makes(tmp_path, capsys):
+    ptx, sass = tmp_path / "conv.ptx", tmp_path / "conv.sass"
+    spec = ConvSpec(
+        1,
+        16,
+        8,
+        8,
+        16,
+        3,
+        3,
+        padding=1,
+        dtype="f16",
+        layout="nhwc",
+        filter_layout="rsck",
+    )
+    argv = ["compile", "conv", *_flags(spec), "-o", str(ptx), "--sass", str(sass)]
+    assert affinec(argv) == 0
+    instructions = sass.read_text().splitlines()
+    assert "EXIT" in instructions and "/*" not in sass.read_text()
+    assert sum(i.startswith("HMMA.16816.F32") for i in instructions) > 0
 
 
 def test_compile_tf32_alone_is_the_tensor_core_configuration(tmp_path, capsys):

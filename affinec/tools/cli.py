@@ -208,6 +208,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
             found = assemble(compiled.ptx, arch)
             for launch in compiled.launches:
                 print(found[launch.kernel].describe(), file=sys.stderr)
+    if args.sass:
+        from affinec.backend.sass import sass
+
+        _write("\n".join(sass(compiled.ptx, compiled.arch)) + "\n", args.sass)
     if args.timing:
         for name, seconds in compiled.timings:
             print(f"{seconds * 1000:8.1f} ms  {name}", file=sys.stderr)
@@ -376,6 +380,12 @@ def build_parser() -> argparse.ArgumentParser:
         )
         sub.add_argument(
             "-o", "--output", help="write the PTX to FILE instead of stdout"
+        )
+        sub.add_argument(
+            "--sass",
+            metavar="FILE",
+            help="write the GPU instructions ptxas makes of the PTX (cuobjdump's "
+            "SASS, one a line, without addresses) to FILE; no GPU needed",
         )
     compile_.set_defaults(run=cmd_compile)
 
