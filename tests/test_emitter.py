@@ -259,6 +259,36 @@ ptxas info    : Used 64 registers, used 1 barriers, 4096 bytes smem, 8+4 bytes l
     assert r.constant_memory == 376
 
 
+def test_ptxas_s_notes_of_what_it_did_at_a_cost_are_kept_once_each():
+    """What ptxas 13.0 printed for a Hopper kernel whose wgmmas were written with
+    copies between them (LLVM's coalescing off): inserted waits, one a wgmma, and
+    the serialization they cost."""
+    text = (
+        "".join(
+            f"ptxas info    : (C7519) warpgroup.arrive is injected in around line "
+            f"{line} by compiler to allow use of registers in GMMA in function "
+            "'conv_kernel'\n"
+            for line in (238, 312, 386)
+        )
+        + "ptxas info    : (C7511) Potential Performance Loss: wgmma.mma_async "
+        "instructions are serialized due to insufficient register resources for "
+        "the wgmma pipeline in the function 'conv_kernel'\n"
+        "ptxas info    : Compiling entry function 'conv_kernel' for 'sm_90a'\n"
+        "ptxas info    : Used 212 registers, used 1 barriers\n"
+        "ptxas info    : Compiling entry function 'other' for 'sm_90a'\n"
+        "ptxas info    : Used 40 registers\n"
+    )
+    found = parse_verbose(text, "sm_90a")
+    assert found["conv_kernel"].advisories == (
+        "C7519 warpgroup.arrive is injected by compiler to allow use of registers "
+        "in GMMA (3 times)",
+        "C7511 Potential Performance Loss: wgmma.mma_async instructions are "
+        "serialized due to insufficient register resources for the wgmma pipeline",
+    )
+    assert "; ptxas: C7511 Potential" in found["conv_kernel"].describe()
+    assert found["other"].advisories == ()
+
+
 @pytest.mark.parametrize(
     "spec",
     [

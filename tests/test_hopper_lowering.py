@@ -150,6 +150,7 @@ def test_ptxas_assembles_the_kernel_for_sm_90a(m, n, k, stages):
     )
     (resources,) = assemble(ptx, "sm_90a").values()
     assert resources.spill_stores == resources.stack_frame == 0
+    assert resources.advisories == ()  # no wgmma serialized, no wait inserted
 
 
 @pytest.mark.parametrize(

@@ -122,6 +122,7 @@ def test_the_cooperative_schedule_takes_128x256_tiles_without_spilling():
     resources = compiled.resources()
     assert compiled.launch.block == (384, 1, 1)
     assert resources.spill_stores == 0 and resources.registers < 255
+    assert resources.advisories == ()  # ptxas serialized no wgmma
 
 
 def test_cooperative_consumers_hand_stages_back_together():
@@ -178,6 +179,7 @@ def test_a_1x1_convolution_compiles_as_its_pixels_product_with_tensor_maps():
     assert "cp.async.bulk.tensor" in compiled.ptx
     resources = compiled.resources()
     assert resources.spill_stores == 0 and resources.stack_frame == 0
+    assert resources.advisories == ()
     kernel = compiled.runtime_kernel()
     assert [p.name for p in kernel.arguments] == [
         "input",

@@ -93,13 +93,19 @@ class Resources:
     barriers: int = 0
     constant_memory: int = 0
     """Bytes of constant bank 0 (kernel parameters and the like)."""
+    advisories: tuple[str, ...] = ()
+    """What ptxas says it did to the kernel at a cost (its `(C75xx)` notes, each
+    once, with how often): wgmma serialized for want of registers, warpgroup
+    waits it inserted. A kernel that has any is slower than its PTX reads."""
 
     def describe(self) -> str:
+        notes = "".join(f"; ptxas: {note}" for note in self.advisories)
         return (
             f"{self.kernel} ({self.arch}): {self.registers} registers, "
             f"{self.shared_memory} bytes shared memory, {self.stack_frame} bytes stack, "
             f"{self.local_memory} bytes local memory, {self.spill_stores} bytes spill "
             f"stores, {self.spill_loads} bytes spill loads, {self.barriers} barriers"
+            f"{notes}"
         )
 
 
@@ -189,6 +195,26 @@ _NUMBERS = {
 _LOCAL = re.compile(r"(\d+)(?:\+(\d+))? bytes lmem")
 
 
+_ADVISORY = re.compile(r"\((C\d+)\) (.*) in (?:the )?function '([^']+)'")
+_LINE = re.compile(r" in around line \d+")
+
+
+def _advisories(output: str) -> dict[str, tuple[str, ...]]:
+    """ptxas's `(C75xx)` notes by kernel: each note once, `(N times)` where
+    repeated (a wgmma route's inserted waits come one per instruction)."""
+    counts: dict[str, dict[str, int]] = {}
+    for code, text, kernel in _ADVISORY.findall(_LINE.sub("", output)):
+        note = f"{code} {text}"
+        notes = counts.setdefault(kernel, {})
+        notes[note] = notes.get(note, 0) + 1
+    return {
+        kernel: tuple(
+            note if n == 1 else f"{note} ({n} times)" for note, n in notes.items()
+        )
+        for kernel, notes in counts.items()
+    }
+
+
 def parse_verbose(output: str, arch: str) -> dict[str, Resources]:
     """The per-kernel resources in what `ptxas -v` printed."""
     found: dict[str, dict[str, int]] = {}
@@ -205,4 +231,8 @@ def parse_verbose(output: str, arch: str) -> dict[str, Resources]:
                 fields[name] = int(m[1])
         if m := _LOCAL.search(line):
             fields["local_memory"] = int(m[1]) + int(m[2] or 0)
-    return {name: Resources(name, arch, **fields) for name, fields in found.items()}
+    advisories = _advisories(output)
+    return {
+        name: Resources(name, arch, **fields, advisories=advisories.get(name, ()))
+        for name, fields in found.items()
+    }
