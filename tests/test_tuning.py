@@ -272,6 +272,26 @@ def test_spills_are_pruned_with_the_reason():
     assert "64 bytes of spills" in record.reason
 
 
+def test_ptxas_s_cost_notes_reach_the_log():
+    record = Record(0, config_for(SMALL_F32), "baseline", 1.0)
+    compiled = compile_one(
+        0, SMALL_F32.to_text(), config_to_json(record.config), "sm_90"
+    )
+    assert compiled.resources is not None and compiled.resources.advisories == ()
+    note = (
+        "C7511 Potential Performance Loss: wgmma.mma_async instructions are serialized"
+    )
+    noted = Compiled(
+        0,
+        record.config,
+        COMPILED,
+        kernel=compiled.kernel,
+        resources=dataclasses.replace(compiled.resources, advisories=(note,)),
+    )
+    _absorb(record, noted, problem_of(SMALL_F32))
+    assert json.loads(json.dumps(record.to_json()))["ptxas_notes"] == [note]
+
+
 def test_outer_products_are_not_tunable():
     with pytest.raises(NotTunable, match="convolutions and matrix products"):
         search_space(OuterSpec(8, 8))

@@ -136,6 +136,9 @@ class Record:
     registers: int | None = None
     spill_bytes: int | None = None
     stack_bytes: int | None = None
+    ptxas_notes: tuple[str, ...] = ()
+    """ptxas's notes of what it did at a cost (`Resources.advisories`: wgmma
+    serialized, waits inserted), logged for reading the measurements."""
     shared_memory: int | None = None
     """Static plus dynamic bytes per block."""
     threads: int | None = None
@@ -174,6 +177,7 @@ class Record:
             "registers",
             "spill_bytes",
             "stack_bytes",
+            "ptxas_notes",
             "shared_memory",
             "threads",
             "occupancy",
@@ -467,6 +471,7 @@ def _absorb(record: Record, c: Compiled, problem) -> None:
     record.registers = res.registers
     record.spill_bytes = res.spill_stores + res.spill_loads
     record.stack_bytes = res.stack_frame
+    record.ptxas_notes = res.advisories
     record.shared_memory = shared
     record.threads = threads
     record.instructions_per_compute = c.mix.per_compute if c.mix else None
