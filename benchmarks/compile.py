@@ -103,7 +103,7 @@ def process_wall_time(spec: ConvSpec, arch: str) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument(
@@ -120,7 +120,7 @@ def main() -> None:
         "--network", choices=NETWORKS, help="also every distinct layer of a network"
     )
     parser.add_argument("--batch", type=int, default=32, help="the network's batch")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     specs = dict(SPECS)
     layers = []
@@ -168,10 +168,12 @@ def main() -> None:
     ]
     fast = os.environ.get(FAST_CODEGEN) == "1"
     how = "without straight-line strength reduction)" if fast else "as it is)"
-    print(
-        f"\n  median over config_for's f16 kernels: "
-        f"{statistics.median(kernels) * 1000:.0f} ms (NVPTX code generation {how}"
-    )
+    if kernels:
+        print(
+            f"\n  median over config_for's f16 kernels: "
+            f"{statistics.median(kernels) * 1000:.0f} ms (NVPTX code generation {how}"
+        )
+    layers = [label for label in layers if label in results]  # not the refused
     if layers:
         totals = [results[label]["total_s_median"] for label in layers]
         print(

@@ -5,11 +5,16 @@ Triton yardstick says what it needs where Triton is missing."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from repository_scripts import ROOT, load_script
+
+from affinec.base.spec import ConvSpec
+from affinec.frontend.networks import Layer
 
 
 @pytest.fixture(scope="module")
@@ -45,3 +50,26 @@ def test_the_triton_yardstick_says_what_it_needs_without_triton():
     )
     assert run.returncode == 1
     assert "needs Triton" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_network_s_layers_the_route_refuses_are_named_not_counted(
+    compile_benchmark, monkeypatch, tmp_path, capsys
+):
+    """On sm_90a a 3-channel first layer is not the wgmma route's: it is named as
+    refused, and the network's median is over the layers that compiled."""
+    bench = compile_benchmark
+    small = ConvSpec(1, 64, 8, 8, 64, 1, 1, dtype="f16", layout="nhwc")
+    small = replace(small, filter_layout="rsck")
+    first = replace(small, c=3, r=7, s=7, stride=(2, 2), padding=(3, 3), h=32, w=32)
+    layers = [Layer("first 7x7", first, 1), Layer("1x1 64", small, 1)]
+    monkeypatch.setattr(bench, "network", lambda name, batch: layers)
+    monkeypatch.setattr(bench, "SPECS", {})
+    out = tmp_path / "compile.json"
+    argv = ["--arch", "sm_90a", "--network", "resnet50", "--batch", "1"]
+    bench.main([*argv, "--repeat", "1", "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert "resnet50 first 7x7 (batch 1)" in printed and "refused on sm_90a" in printed
+    assert "median over resnet50's 1 layers at batch 1" in printed
+    assert list(json.loads(out.read_text())["refused"]) == [
+        "resnet50 first 7x7 (batch 1)"
+    ]
