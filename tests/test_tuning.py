@@ -766,6 +766,48 @@ def test_a_networks_shapes_are_tuned_within_one_budget(tmp_path):
     assert [r.outcome for r in spent] == ["skipped", "skipped"]
 
 
+def test_each_spec_of_many_compiles_in_a_pool_of_its_own(tmp_path, monkeypatch):
+    """LLVM keeps memory for every module a process optimized, so `tune_specs`
+    gives each spec a pool that ends with the spec: the next spec's starts once
+    this one's candidates are compiled (while it is measured), never more than two
+    at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from affinec.tuning import many
+
+    events: list[str] = []
+    alive: set[int] = set()
+
+    class RecordingPool(ThreadPoolExecutor):
+        def __init__(self, number: int) -> None:
+            super().__init__(max_workers=1)
+            self.number = number
+            alive.add(number)
+            events.append(f"start {number}")
+
+        def shutdown(self, wait=True, *, cancel_futures=False):
+            if self.number in alive:
+                alive.discard(self.number)
+                events.append(f"end {self.number}")
+            super().shutdown(wait, cancel_futures=cancel_futures)
+
+    def make_pool(jobs):
+        assert len(alive) < 2
+        return RecordingPool(len([e for e in events if e.startswith("start")]))
+
+    monkeypatch.setattr(many, "make_pool", make_pool)
+    specs = [SMALL_F32, SMALL_MATMUL, dataclasses.replace(SMALL_F32, k=16)]
+    options = TuneOptions(
+        top=1, explore=0, finalists=1, max_candidates=2, jobs=2, progress=False
+    )
+    results = many.tune_specs(
+        specs, options, TuningCache(tmp_path / "tuning.json"), budget_s=600,
+        gpu=FAKE_GPU, measurer_for=lambda spec: FakeMeasurer(), say=lambda _: None,
+    )  # fmt: skip
+    assert [r.outcome for r in results] == ["tuned"] * 3
+    assert events == ["start 0", "start 1", "end 0", "start 2", "end 1", "end 2"]
+
+
 def test_affinec_tune_network_dry_run(capsys, monkeypatch):
     """The command over a network (its layers made small here: VGG-16's 224×224
     kernels take most of a minute to compile)."""

@@ -174,6 +174,8 @@ class Compilation:
         self.pool = pool
         self.futures: dict[Future[Compiled], int] = {}
         self.broken = False
+        self.after: Callable[[], None] | None = None
+        """Called once the results are in (the next spec's compiles start then)."""
         if pool is not None:
             try:
                 for i, c in enumerate(self.configs):
@@ -188,6 +190,19 @@ class Compilation:
         self,
         progress: Callable[[Compiled], None] | None = None,
         deadline: float | None = None,
+    ) -> list[Compiled]:
+        """Every candidate's outcome; then `after`, once, if it is set."""
+        try:
+            return self._results(progress, deadline)
+        finally:
+            after, self.after = self.after, None
+            if after is not None:
+                after()
+
+    def _results(
+        self,
+        progress: Callable[[Compiled], None] | None,
+        deadline: float | None,
     ) -> list[Compiled]:
         out: list[Compiled | None] = [None] * len(self.configs)
         if self.pool is None:

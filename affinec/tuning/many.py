@@ -1,7 +1,10 @@
 """Tuning many specs at once — a whole network's distinct convolutions — within one
-budget: every spec's candidates are submitted to one pool of compiler processes at
-the start, so the pool compiles the next specs while this process measures the
-current one; each spec gets an equal share of what is left of the budget.
+budget: each spec's candidates go to a pool of compiler processes of their own,
+started once the spec before is compiled, while it is measured (so compiling
+keeps ahead of the GPU), and shut down when the spec is done; each spec gets an equal share of what is
+left of the budget. A pool lives for one spec because LLVM keeps memory for every
+module a process optimized (`affinec.tuning.compiling.make_pool`): one pool for a
+whole network's thousands of candidates grew by gigabytes.
 
     results = tune_specs(specs, options, cache, budget_s=300, measurer_for=GpuMeasurer)
     for r in results: r.spec, r.outcome, r.entry
@@ -14,15 +17,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from affinec.base.spec import Spec
 from affinec.tuning.cache import Entry, TuningCache, tuning_key
-from affinec.tuning.compiling import make_pool
+from affinec.tuning.compiling import Compilation, make_pool
 from affinec.tuning.log import write_log
 from affinec.tuning.measure import Measurer
-from affinec.tuning.space import search_space
+from affinec.tuning.space import Space, search_space
 from affinec.tuning.tuner import TuneOptions, TuneResult, start_compiling, tune
 
 MIN_SHARE_S = 10.0
@@ -65,24 +69,33 @@ def tune_specs(
         if entry is not None and entry.arch == options.arch:
             done[spec] = SpecTuning(spec, "cached", entry=entry)
     todo = [s for s in specs if s not in done]
-    pool = make_pool(options.workers) if options.workers > 1 and todo else None
-    try:
-        queued = []
-        for spec in todo:
+    started: dict[int, _Compiling] = {}
+
+    def start_compiling_spec(k: int) -> None:
+        if k < len(todo) and k not in started:
+            spec = todo[k]
             space = search_space(
                 spec, max_candidates=options.max_candidates, arch=options.arch
             )
-            queued.append(
-                (spec, space, start_compiling(spec, space, options.arch, pool))
-            )
-        for k, (spec, space, compilation) in enumerate(queued):
+            pool = make_pool(options.workers) if options.workers > 1 else None
+            compilation = start_compiling(spec, space, options.arch, pool)
+            # the next spec compiles while this one is measured
+            compilation.after = lambda: start_compiling_spec(k + 1)
+            started[k] = _Compiling(space, compilation, pool)
+
+    try:
+        for k, spec in enumerate(todo):
             left = budget_s - (time.monotonic() - start)
-            share = left / (len(queued) - k)
+            share = left / (len(todo) - k)
             if share < MIN_SHARE_S:
-                compilation.cancel()
+                if k in started:
+                    started[k].compilation.cancel()
+                    started.pop(k).close()
                 done[spec] = SpecTuning(spec, "skipped")
                 say(f"{spec.to_text()}: skipped, the budget is spent")
                 continue
+            start_compiling_spec(k)
+            space, compilation = started[k].space, started[k].compilation
             measurer = measurer_for(spec) if measurer_for is not None else None
             try:
                 result = tune(
@@ -96,14 +109,29 @@ def tune_specs(
             finally:
                 if measurer is not None:
                     measurer.close()
+                started.pop(k).close()
             done[spec] = _stored(result, cache, measurer is not None)
             if log_dir is not None:
                 write_log(result, log_dir / f"{spec.kind}-{len(done)}.jsonl")
             say(_line(done[spec]))
     finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
+        for compiling in started.values():
+            compiling.close()
     return [done[s] for s in specs]
+
+
+@dataclass
+class _Compiling:
+    """One spec's candidates being compiled, in a pool of their own (or inline)."""
+
+    space: Space
+    compilation: Compilation
+    pool: ProcessPoolExecutor | None
+
+    def close(self) -> None:
+        """The pool's processes end, and with them what LLVM kept."""
+        if self.pool is not None:
+            self.pool.shutdown(cancel_futures=True)
 
 
 def _stored(result: TuneResult, cache: TuningCache, measured: bool) -> SpecTuning:
