@@ -6,6 +6,7 @@ and shut down when the spec is done. A pool lives for one spec because LLVM, as
 llvmlite 0.50 runs its -O3 pipeline, keeps about 0.3 KB an instruction of every
 module a process optimized (1-3 MB a tensor-core kernel) until the process ends:
 one pool for a whole network's thousands of candidates grew by gigabytes.
+
     results = tune_specs(specs, options, cache, budget_s=300, measurer_for=GpuMeasurer)
     for r in results: r.spec, r.outcome, r.entry
 
