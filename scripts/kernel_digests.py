@@ -1,10 +1,11 @@
 """Whether a change to the compiler changed the kernels it emits: a fixed set of
 kernels compiled, each one's PTX digest, ptxas's registers and spills, and where
-`cuobjdump` is found (`affinec.backend.sass`) its SASS (the instructions without their addresses and
-encodings: a digest, the count, the memory and MMA instructions by kind). A change
-that should leave the kernels alone (a faster pass, a different LLVM IR for the same
-thing) shows here as "SASS identical" without a GPU; one that changes them shows
-what moved, before any GPU time is spent.
+cuobjdump is found (`affinec.backend.sass`) its SASS (the instructions without
+their addresses and encodings: a digest, the count, the memory and MMA
+instructions by kind). A change that should leave the kernels alone (a faster
+pass, a different LLVM IR for the same thing) shows here as "SASS identical"
+without a GPU; one that changes them shows what moved, before any GPU time is
+spent.
 
     python scripts/kernel_digests.py --json /tmp/before.json     # before the change
     python scripts/kernel_digests.py --against /tmp/before.json  # after: what differs
@@ -12,8 +13,9 @@ what moved, before any GPU time is spent.
 The kernels: `config_for`'s configuration of the five benchmark convolutions in f16,
 bf16 and f32 for sm_80 and sm_90, of ResNet-50's distinct layers at batch 32 in f16
 for sm_90, and Hopper's route for sm_90a (the convolutions it takes, and a 1024^3
-matrix product in 128 x 128 tiles under each schedule). `--only TEXT` keeps the kernels whose label
-contains TEXT. Times nothing.
+matrix product in 128 x 128 tiles under each schedule). `--only TEXT` keeps the
+kernels whose label contains TEXT. A kernel the compiler refuses is recorded as
+refused. Times nothing.
 """
 
 from __future__ import annotations
