@@ -1,7 +1,7 @@
 """NVIDIA's PTX assembler as a checker and a resource report.
 
-`assemble(ptx, arch)` runs `ptxas -v` on the PTX (found on PATH, under `$CUDA_HOME/bin`
-or in `/usr/local/cuda/bin`); an error of the assembler raises `PtxasError` with its
+`assemble(ptx, arch)` runs `ptxas -v` on the PTX (found on PATH, under `$CUDA_HOME/bin`,
+in `/usr/local/cuda/bin` or NVIDIA's wheels: `find_cuda_tool`); an error of the assembler raises `PtxasError` with its
 message, and what `-v` prints is parsed into one `Resources` per kernel:
 
     ptxas info    : Function properties for conv_kernel
