@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -70,7 +69,7 @@ def tune_specs(
         if entry is not None and entry.arch == options.arch:
             done[spec] = SpecTuning(spec, "cached", entry=entry)
     todo = [s for s in specs if s not in done]
-    started: dict[int, _Compiling] = {}
+    started: dict[int, tuple[Space, Compilation]] = {}
 
     def start_compiling_spec(k: int) -> None:
         if k < len(todo) and k not in started:
@@ -82,7 +81,7 @@ def tune_specs(
             compilation = start_compiling(spec, space, options.arch, pool)
             # the next spec compiles while this one is measured
             compilation.after = lambda: start_compiling_spec(k + 1)
-            started[k] = _Compiling(space, compilation, pool)
+            started[k] = space, compilation
 
     try:
         for k, spec in enumerate(todo):
@@ -90,13 +89,12 @@ def tune_specs(
             share = left / (len(todo) - k)
             if share < MIN_SHARE_S:
                 if k in started:
-                    started[k].compilation.cancel()
-                    started.pop(k).close()
+                    _end(started.pop(k)[1])
                 done[spec] = SpecTuning(spec, "skipped")
                 say(f"{spec.to_text()}: skipped, the budget is spent")
                 continue
             start_compiling_spec(k)
-            space, compilation = started[k].space, started[k].compilation
+            space, compilation = started[k]
             measurer = measurer_for(spec) if measurer_for is not None else None
             try:
                 result = tune(
@@ -110,29 +108,23 @@ def tune_specs(
             finally:
                 if measurer is not None:
                     measurer.close()
-                started.pop(k).close()
+                _end(started.pop(k)[1])
             done[spec] = _stored(result, cache, measurer is not None)
             if log_dir is not None:
                 write_log(result, log_dir / f"{spec.kind}-{len(done)}.jsonl")
             say(_line(done[spec]))
     finally:
-        for compiling in started.values():
-            compiling.close()
+        for _, compilation in started.values():
+            _end(compilation)
     return [done[s] for s in specs]
 
 
-@dataclass
-class _Compiling:
-    """One spec's candidates being compiled, in a pool of their own (or inline)."""
-
-    space: Space
-    compilation: Compilation
-    pool: ProcessPoolExecutor | None
-
-    def close(self) -> None:
-        """The pool's processes end, and with them what LLVM kept."""
-        if self.pool is not None:
-            self.pool.shutdown(cancel_futures=True)
+def _end(compilation: Compilation) -> None:
+    """What is left of a spec's compiles cancelled, and its pool's processes ended
+    (with them what LLVM kept)."""
+    compilation.cancel()
+    if compilation.pool is not None:
+        compilation.pool.shutdown(cancel_futures=True)
 
 
 def _stored(result: TuneResult, cache: TuningCache, measured: bool) -> SpecTuning:
