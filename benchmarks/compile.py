@@ -92,11 +92,13 @@ def measure(spec: ConvSpec, repeat: int, arch: str) -> dict:
 
 
 def process_wall_time(spec: ConvSpec, arch: str) -> float:
-    """A fresh interpreter importing affinec and compiling `spec` once."""
+    """A fresh interpreter importing affinec and compiling `spec` once (on sm_90a,
+    Hopper's route, as `configuration` has it)."""
+    route = ", wgmma=True" if arch == "sm_90a" else ""
     code = (
         "from affinec.driver.compiler import compile_to_ptx\n"
         "from affinec.base.spec import parse_spec\n"
-        f"compile_to_ptx(parse_spec({spec.to_text()!r}), arch={arch!r})\n"
+        f"compile_to_ptx(parse_spec({spec.to_text()!r}), arch={arch!r}{route})\n"
     )
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], check=True)
