@@ -101,18 +101,15 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{name} {batch:3d} {layer.name:34s} {seconds:5.2f} s "
                           f"{r.registers} regs", flush=True)  # fmt: skip
                     for label, knobs in variants:
-                        target = _variant_arch(knobs, arch)
-                        try:
-                            config = config_for(layer.spec, arch=target, **knobs)
-                        except ValueError:
+                        other = _variant(layer.spec, label, knobs, arch, row)
+                        if other is None:
                             continue
-                        other = compile_to_ptx(layer.spec, config, arch=target)
                         blocks = [launch.grid for launch in other.launches]
                         print(f"    {label}: grids {blocks}, "
                               f"{other.resources().registers} regs")  # fmt: skip
                 else:
                     bench = bench_conv(layer.name, layer.spec, compiled=compiled)
-                    bench, variant = _fastest(layer, bench, variants, arch)
+                    bench, variant = _fastest(layer, bench, variants, arch, row)
                     row |= {
                         "variant": variant,
                         "ours_ms": bench.ours_ms,
@@ -129,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                           flush=True)  # fmt: skip
                 rows.append(row | {"spec": layer.spec.to_text()})
             results.append({"network": name, "batch": batch, "layers": rows})
+    _print_skipped(results)
     if args.compile_only:
         return 0
     print()
@@ -161,18 +159,33 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
-def _fastest(layer, plain, variants: list[tuple[str, dict]], arch: str):
+def _variant(spec, label: str, knobs: dict, arch: str, row: dict):
+    """`spec` compiled as the variant `label` (`config_for` knobs: a split
+    reduction, the flattened pixels, Hopper's kernel), or None where `config_for` or
+    the passes refuse it for this layer (fewer channel steps than splits, not a 1x1
+    layer, ...): the refusal is printed and kept in `row["skipped"]`, never raised."""
+    from affinec.base.diagnostics import OpError
+
+    target = _variant_arch(knobs, arch)
+    try:
+        config = config_for(spec, arch=target, **knobs)
+        return compile_to_ptx(spec, config, arch=target)
+    except (ValueError, OpError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        row.setdefault("skipped", {})[label] = reason
+        print(f"    {label}: skipped ({reason})", flush=True)
+        return None
+
+
+def _fastest(layer, plain, variants: list[tuple[str, dict]], arch: str, row: dict):
     """The fastest of `plain` and the layer compiled as each of `variants` (label,
-    `config_for` knobs: a split reduction, the flattened pixels) where the layer
-    allows it, and the winner's label ("plain")."""
+    `config_for` knobs) where the layer allows it, and the winner's label ("plain");
+    a variant refused for the layer is skipped and named (`_variant`)."""
     best, best_label = plain, "plain"
     for label, knobs in variants:
-        target = _variant_arch(knobs, arch)
-        try:
-            config = config_for(layer.spec, arch=target, **knobs)
-        except ValueError:
-            continue  # fewer channels than splits, or not a 1x1 layer
-        compiled = compile_to_ptx(layer.spec, config, arch=target)
+        compiled = _variant(layer.spec, label, knobs, arch, row)
+        if compiled is None:
+            continue
         bench = bench_conv(layer.name, layer.spec, compiled=compiled)
         print(f"    {label}: {bench.ours_ms} ms {bench.note}", flush=True)
         if bench.ours_ms is not None and (
@@ -180,6 +193,17 @@ def _fastest(layer, plain, variants: list[tuple[str, dict]], arch: str):
         ):
             best, best_label = bench, label
     return best, best_label
+
+
+def _print_skipped(results: list[dict]) -> None:
+    """The variants refused for some layers, each with how many layers and why."""
+    skipped: dict[str, list[str]] = {}
+    for res in results:
+        for row in res["layers"]:
+            for label, reason in row.get("skipped", {}).items():
+                skipped.setdefault(label, []).append(f"{row['layer']}: {reason}")
+    for label, reasons in skipped.items():
+        print(f"{label}: skipped on {len(reasons)} layers (first: {reasons[0]})")
 
 
 def _variant_arch(knobs: dict, arch: str) -> str:
