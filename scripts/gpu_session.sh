@@ -13,6 +13,9 @@
 #   timing    the harness against Nsight Compute's gpu__time_duration
 #   profile   ncu sections (speed of light, occupancy, stalls) for our kernels
 #   sanitize  compute-sanitizer memcheck and racecheck over a GPU test subset
+#   sanitize_routes  one small kernel per route (scripts/gpu_sanitize.py) under
+#             memcheck, racecheck and synccheck, each checked against float64: a
+#             table of routes x tools and each tool's error count
 #   differential  random specs x the tuner's configurations against float64
 #   networks  ResNet-50, VGG-16 and MobileNetV2 convolutions at batch 1 and 32
 #             against cuDNN
@@ -108,6 +111,53 @@ step_sanitize() {
     -p no:cacheprovider
   grep -hE "ERROR SUMMARY|RACECHECK SUMMARY|passed|failed" "$OUT/memcheck.log" \
     "$OUT/racecheck.log"
+}
+
+step_sanitize_routes() {
+  # One small kernel per route (scripts/gpu_sanitize.py --list), compiled once, then
+  # launched and checked against float64 under each tool in one process. API-probe
+  # noise (numba's and torch's failed queries of pointers) is excluded by flag.
+  run sanitize-compile 240 $PY scripts/gpu_sanitize.py --compile "$OUT/sanitize_kernels.pkl"
+  tail -2 "$OUT/sanitize-compile.log"
+  local tool
+  for tool in memcheck racecheck synccheck; do
+    local extra=()
+    [ "$tool" = memcheck ] && extra=(--check-api-memory-access no --leak-check no)
+    [ "$tool" = racecheck ] && extra=(--racecheck-report hazard)
+    run "sanitize-$tool" "${SANITIZE_LIMIT_S:-240}" compute-sanitizer --tool "$tool" \
+      --target-processes all --report-api-errors no --error-exitcode 3 "${extra[@]}" \
+      python3 scripts/gpu_sanitize.py --run "$OUT/sanitize_kernels.pkl"
+  done
+  python3 - "$OUT" <<'PY'
+import re, sys
+out = sys.argv[1]
+tools = ["memcheck", "racecheck", "synccheck"]
+table, totals = {}, {}
+for tool in tools:
+    try:
+        text = open(f"{out}/sanitize-{tool}.log").read()
+    except OSError:
+        text = ""
+    # a kernel's reports come before its route's line (the check synchronizes)
+    found = 0
+    for line in text.splitlines():
+        route = re.match(r"route ([^\s:]+)[^:]*: (.*)$", line)
+        if route:
+            verdict = "ok" if "(ok:" in route.group(2) else "WRONG"
+            table.setdefault(route.group(1), {})[tool] = f"{verdict} {found}"
+            found = 0
+        elif re.match(r"========= \S", line) and not re.search(
+            r"SUMMARY|COMPUTE-SANITIZER|^========= +at |Saved host backtrace", line
+        ):
+            found += 1
+    summary = re.findall(r"(?:ERROR|RACECHECK) SUMMARY: (\d+) (?:error|hazard)", text)
+    totals[tool] = summary[-1] if summary else "no summary"
+print("each cell: the check against float64, then the sanitizer's reports")
+print(f"{'route':40s}" + "".join(f"{t:>11s}" for t in tools))
+for name, row in table.items():
+    print(f"{name:40s}" + "".join(f"{row.get(t, '-'):>11s}" for t in tools))
+print(f"{'sanitizer errors / hazards':40s}" + "".join(f"{totals[t]:>11s}" for t in tools))
+PY
 }
 
 step_differential() {  # PAIRS random pairs (1200 by default) against float64
