@@ -161,6 +161,65 @@ class Kernel:
             for p in self.arguments
         )
 
+    def __repr__(self) -> str:
+        """One line: entry point, spec, arch and the size of the PTX (not the PTX:
+        `kernel.ptx` holds it)."""
+        parts = [repr(self.name)]
+        for key in ("spec", "arch"):
+            if self.info.get(key):
+                parts.append(f"{key}={self.info[key]!r}")
+        parts.append(f"ptx={len(self.ptx)} chars")
+        return f"<affinec Kernel {' '.join(parts)}>"
+
+    def __str__(self) -> str:
+        """A few lines to read: what the kernel computes, with which configuration,
+        for which GPU, how each kernel is launched, the registers a thread takes
+        when known, and where the PTX is."""
+        info = self.info
+        lines = [f"affinec Kernel {self.name}({self.signature()})"]
+        for key, label in (
+            ("spec", "spec"),
+            ("config", "config"),
+            ("config_source", "config from"),
+            ("arch", "arch"),
+        ):
+            if info.get(key):
+                lines.append(f"  {label}: {info[key]}")
+        registers = self._known_registers()
+        for launch in self.launches:
+            grid = "x".join(
+                "(by batch)" if k == 0 and launch.batch_grid is not None else str(g)
+                for k, g in enumerate(launch.grid)
+            )
+            block = "x".join(str(b) for b in launch.block)
+            text = f"  launch {launch.name}: grid {grid}, block {block}"
+            if launch.shared_memory:
+                text += f", {launch.shared_memory} bytes dynamic shared memory"
+            if launch.name in registers:
+                text += f", {registers[launch.name]} registers per thread"
+            lines.append(text)
+        lines.append(
+            f"  ptx: {len(self.ptx)} characters (kernel.ptx; "
+            "`affinec compile` prints it)"
+        )
+        return "\n".join(lines)
+
+    def _known_registers(self) -> dict[str, int]:
+        """Registers per thread of each kernel where something already measured
+        them: ptxas's report in `info["resources"]`, or the loaded kernels'
+        attributes. Nothing is loaded or assembled to find out."""
+        found: dict[str, int] = {}
+        for resources in self.info.get("resources") or ():
+            registers = getattr(resources, "registers", None)
+            if isinstance(registers, int) and registers > 0:
+                found[resources.kernel] = registers
+        loaded = self.__dict__.get("functions") or {}
+        for name, function in loaded.items():
+            registers = getattr(getattr(function, "attrs", None), "regs", None)
+            if isinstance(registers, int) and registers > 0:
+                found.setdefault(name, registers)
+        return found
+
     @property
     def batched(self) -> bool:
         """Whether the kernel takes any batch (its batched parameters agree)."""

@@ -31,6 +31,7 @@ from affinec.base.spec import DTYPES, ConvSpec, Spec
 from affinec.dialects.affinec import read_spec
 from affinec.driver.benchmark import DESIGN_CONVOLUTIONS
 from affinec.driver.pipeline import Pipeline, PipelineError
+from affinec.driver.pipeline_names import pipeline_text
 from affinec.frontend.naive import build
 from affinec.hardware.chips import ARCHS, DEFAULT_ARCH
 from affinec.ir.context import make_context
@@ -52,6 +53,7 @@ from affinec.tools.cli_tune import (
     cmd_tune,
     format_cache,
 )
+from affinec.tools.pipes import broken_pipe_exit
 
 # The commands import what only they need (the interpreter, LLVM, numpy, the
 # runtime) themselves: `affinec gen` and `--help` should not wait for them.
@@ -138,9 +140,25 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         module = parse_module(make_context(), text, name)
         verify(module)
+        pipeline = Pipeline.for_module(args.passes or "", module)
+        # Input that records no spec (linalg, which affinec-lower-linalg turns into
+        # the naive IR of its spec) is checked from the first stage that has one.
+        passes = list(pipeline.passes)
+        lead: list[ModulePass] = []
+        while passes and read_spec(module, required=False) is None:
+            lead.append(passes.pop(0))
+            Pipeline([lead[-1]]).run(module)
+        pipeline = Pipeline(passes)
+        if read_spec(module, required=False) is None and any(
+            op.name.startswith("linalg.") for op in module.walk()
+        ):
+            raise UsageError(
+                "linalg input records no spec until affinec-lower-linalg turns it "
+                "into the naive IR of one: start the pipeline with it (-p "
+                "affinec-lower-linalg or -p affinec-lower-linalg,affinec-default)"
+            )
         spec = read_spec(module)
         assert spec is not None
-        pipeline = Pipeline.for_module(args.passes or "", module)
         print(f"spec: {spec.to_text()}")
         checker = Checker(spec, args.seed)
         print(f"{'stage':<44} {'rel. error':>10}  vs previous stage")
@@ -159,7 +177,8 @@ def cmd_check(args: argparse.Namespace) -> int:
                 sys.stdout.flush()
                 print(message, file=sys.stderr)
 
-        record(checker.check("input", module))
+        first = "input" + (f" after {pipeline_text(lead)}" if lead else "")
+        record(checker.check(first, module))
         if results[0].stopped is not None:
             # Nothing to compare the passes with (and each would run as long).
             print("FAILED: the input itself does not run; no pass was checked")
@@ -449,6 +468,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else 1
     try:
         return args.run(args)
+    except BrokenPipeError:
+        # the reader of the output went away (`affinec gen ... | head`)
+        return broken_pipe_exit()
     except (
         UsageError,
         NoCudaGPU,

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import ast
 import inspect
+import re
 import sys
 import textwrap
 import time
@@ -73,6 +74,7 @@ from affinec.driver.pipeline import (
 )
 from affinec.driver.pipeline_names import NAMED_PIPELINES, pass_text, pipeline_text
 from affinec.ir.context import all_dialects
+from affinec.tools.pipes import broken_pipe_exit
 from affinec.tools.verify_diagnostics import (
     DesignatorError,
     Diagnostic,
@@ -392,6 +394,8 @@ class AffinecOptMain(xDSLOptMain):
             with collecting_remarks() as remarks:
                 self.apply_passes(module)
             output.write(self.output_resulting_program(module))
+        except BrokenPipeError:
+            raise  # not the input's fault: `main` ends quietly
         except USER_ERRORS as e:
             if self.args.debug:
                 raise
@@ -527,9 +531,18 @@ _OPTION_KINDS = {
 }
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`'\"(])")
+
+
+def summary(doc: str | None) -> str:
+    """The first sentence of a docstring, whole however many lines it spans."""
+    paragraph = (doc or "").strip().split("\n\n")[0]
+    text = " ".join(paragraph.split())
+    return _SENTENCE_END.split(text, maxsplit=1)[0]
+
+
 def _describe_pass(cls: type[ModulePass], out: IO[str]) -> None:
-    doc = (cls.__doc__ or "").strip().splitlines()
-    print(f"  {cls.name}: {doc[0] if doc else ''}", file=out)
+    print(f"  {cls.name}: {summary(cls.__doc__)}", file=out)
     docs = _option_docs(cls)
     for info in get_pass_option_infos(cls):
         default = f", default {info.default_value}" if info.default_value else ""
@@ -576,6 +589,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if tool.args.mlir_timing:
             tool.print_timing()
         return 0 if ok else 1
+    except BrokenPipeError:
+        # the reader of the output went away (`affinec-opt x.mlir | head`)
+        return broken_pipe_exit()
     except USER_ERRORS as e:
         if debug:
             raise
