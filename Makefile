@@ -2,6 +2,9 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# What is installed: the core (the compiler, the command lines, the interpreter) for
+# `make demo`, the `dev` extra (torch's CPU build, hypothesis, the linters) for the rest.
+CORE := $(VENV)/.installed-core
 STAMP := $(VENV)/.installed
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 # Python caches what it compiles (__pycache__) unless PYTHONDONTWRITEBYTECODE is set,
@@ -12,14 +15,20 @@ unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test lint pytest lit docs notebooks gpu-test gpu-sanitize bench clean
 
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
 # --no-compile: Python compiles what the tools import when they first import it,
 # rather than pip all of torch and the rest up front (20 s of a fresh `make test`).
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --no-compile -e '.[dev]'
-	touch $(STAMP)
+$(CORE): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --no-compile -e .
+	touch $(CORE)
 
-demo: $(STAMP)
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet --no-compile -e '.[dev]'
+	touch $(STAMP) $(CORE)
+
+demo: $(CORE)
 	$(BIN)/affinec demo
 
 # One after the other: pytest and lit side by side (make -j2) measured slower on the

@@ -26,8 +26,8 @@ Written under `--out` (six files, within what the device tool brings back):
 `--budget-s` (default 420) is the whole run's; each spec gets an equal share of
 what is left (at most `--spec-budget-s`, 120). A spec already in `--out`'s cache for
 this GPU and compiler is not tuned again unless `--force`, so a run cut short
-continues where it stopped. The plots need matplotlib (`pip install
-'affinec[plots]'`); without it the other files are written and `--plot-only` draws
+continues where it stopped. The plots need matplotlib (the `plots` extra:
+`pip install -e '.[plots]'`); without it the other files are written and `--plot-only` draws
 them later on a machine that has it.
 """
 
@@ -253,10 +253,11 @@ def draw(out: Path, args: argparse.Namespace) -> int:
     text = _table(rows)
     print(text)
     (out / TABLE).write_text(text + "\n")
+    from affinec.base.extras import install_hint
     from affinec.tuning.plots import plots_available
 
     if not plots_available():
-        print("plots: matplotlib is not installed (pip install 'affinec[plots]')")
+        print(f"plots: matplotlib is not installed ({install_hint('matplotlib')})")
         return 0
     _plots(out, rows)
     return 0

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from affinec.backend.ptxas import resident_blocks
+from affinec.base.extras import missing_extra
 from affinec.base.spec import DTYPES, ConvSpec, Spec, parse_spec
 from affinec.driver.config import config_for
 
@@ -188,7 +189,10 @@ def require_torch_epilogue(spec: Spec) -> None:
 def bench_conv(name: str, spec: ConvSpec, *, compiled=None, seed: int = 0) -> Row:
     """Check and time our kernel for `spec` (compiled if not given) and cuDNN's."""
     require_torch_epilogue(spec)
-    import torch
+    try:
+        import torch
+    except ModuleNotFoundError as error:
+        raise missing_extra(error, "timing against cuDNN") from None
 
     from affinec.backend.runtime import current_arch
     from affinec.backend.timing import time_launches

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from affinec.base.extras import install_hint
 from affinec.base.spec import Spec
 from affinec.hardware.chips import ARCHS, DEFAULT_ARCH
 from affinec.tools.cli_flags import UsageError, spec_from_args
@@ -88,7 +89,7 @@ def _tune_plot(result, log) -> None:
     from affinec.tuning.plots import SpecTimes, plot_tuning, plots_available
 
     if not plots_available():
-        print("plots: matplotlib is not installed (pip install 'affinec[plots]')")
+        print(f"plots: matplotlib is not installed ({install_hint('matplotlib')})")
         return
     path = plot_tuning(
         [

@@ -33,9 +33,14 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-import torch
-import torch.nn.functional as F
-from torch import fx, nn
+from affinec.base.extras import missing_extra
+
+try:
+    import torch
+    import torch.nn.functional as F
+    from torch import fx, nn
+except ModuleNotFoundError as error:
+    raise missing_extra(error, "affinec.torch") from None
 
 from affinec.base.spec import ConvSpec, epilogue_text
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from affinec.backend.runtime import Kernel
+from affinec.base.extras import install_hint
 from affinec.base.spec import ConvSpec, MatmulSpec, Spec
 from affinec.frontend.reference import Verdict, verdict
 
@@ -98,7 +99,8 @@ class GpuMeasurer:
         except ImportError:
             raise MeasurerUnavailable(
                 "measuring on the GPU needs torch (the float64 reference runs on "
-                "the GPU, as in affinec.driver.benchmark); --dry-run ranks without it"
+                "the GPU, as in affinec.driver.benchmark): "
+                f"{install_hint('torch')}; --dry-run ranks without it"
             ) from None
         if not isinstance(spec, ConvSpec | MatmulSpec):
             raise MeasurerUnavailable(f"cannot measure a {spec.kind} spec")

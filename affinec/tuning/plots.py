@@ -1,5 +1,5 @@
-"""Plots of a tuning, as PNG, when matplotlib is installed (`pip install
-affinec[plots]`): without it `plots_available()` is False and the tools say so
+"""Plots of a tuning, as PNG, when matplotlib is installed (the `plots` extra:
+`pip install -e '.[plots]'` in affinec's checkout): without it `plots_available()` is False and the tools say so
 instead of plotting.
 
 - `plot_tuning`: every configuration measured for each spec, its time against the
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from affinec.base.extras import missing_extra
 from affinec.tuning.cost import H100, Machine
 
 
@@ -31,7 +32,10 @@ def plots_available() -> bool:
 
 
 def _pyplot():
-    import matplotlib
+    try:
+        import matplotlib
+    except ModuleNotFoundError as error:
+        raise missing_extra(error, "the tuner's plots") from None
 
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
