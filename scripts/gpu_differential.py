@@ -1,19 +1,25 @@
-"""Random convolutions x configurations from the tuner's space, compiled in a process
-pool and run on this GPU against float64 (`affinec.tuning.differential`).
+"""Random convolutions and products x configurations from the tuner's space, compiled
+in a process pool and run on this GPU against float64 (`affinec.tuning.differential`):
+every route (SIMT, mma.sync, the coalesced k, Hopper's wgmma on sm_90a) and every knob
+(split-K, flattened pixels, groups, depthwise, residuals, any batch run at another
+batch, bf16 on torch tensors).
 
-    scripts/gpu_python.sh scripts/gpu_differential.py --pairs 1200 --seed 1 \
+    scripts/gpu_python.sh scripts/gpu_differential.py --pairs 3000 --seed 1 \\
         --json /tmp/affinec-gpu/differential.json
 
-Prints a line per wrong or failed pair, then a table of outcomes by dtype; exits 1 if
-any pair was wrong or failed. Without a GPU, `--compile-only` compiles them all
-(the passes' static checks still apply) and counts refusals.
+Prints a line per wrong or failed pair, then a table of outcomes by route and knob (a
+pair counts under its route and under each knob it exercises) and by dtype; exits 1 if
+any pair was wrong or failed. Without a GPU, `--compile-only` compiles them all (the
+passes' static checks still apply) and counts refusals.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 
@@ -24,22 +30,43 @@ from affinec.tuning.differential import (
     FAILED,
     REFUSED,
     WRONG,
+    Pair,
     check_on_gpu,
     compile_pair,
     random_pairs,
 )
 
+CHUNK = 50
+"""Pairs drawn a task: drawing (the search space of each spec) runs in the pool too."""
+
+
+def _draw(args: tuple[int, int, str, bool]) -> list[Pair]:
+    seed, count, arch, wgmma_only = args
+    return random_pairs(seed, count, arch=arch, wgmma_only=wgmma_only)
+
+
+def draw_pairs(
+    seed: int, count: int, arch: str, wgmma_only: bool, pool: ProcessPoolExecutor
+) -> list[Pair]:
+    """`count` pairs in chunks of `CHUNK`, each its own seed derived from `seed`."""
+    tasks = [
+        (seed * 100_003 + i, min(CHUNK, count - start), arch, wgmma_only)
+        for i, start in enumerate(range(0, count, CHUNK))
+    ]
+    return [pair for chunk in pool.map(_draw, tasks) for pair in chunk]
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pairs", type=int, default=1000)
+    parser.add_argument("--pairs", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=0, help="compiler processes")
     parser.add_argument("--compile-only", action="store_true")
     parser.add_argument(
         "--arch",
         help="the chip to draw configurations for and compile to (default: this "
-        "GPU's; sm_90 without one); sm_90a adds the wgmma route's",
+        "GPU's, sm_90a on an sm_90 GPU so that Hopper's wgmma route is drawn too; "
+        "sm_90a without one)",
     )
     parser.add_argument(
         "--wgmma-only",
@@ -53,17 +80,19 @@ def main(argv: list[str] | None = None) -> int:
     run = not args.compile_only
     if run and not cuda_available():
         parser.error("no CUDA GPU: use --compile-only")
-    arch = args.arch or (current_arch() if run else "sm_90")
+    arch = args.arch or (current_arch() if run else "sm_90a")
+    if arch == "sm_90" and not args.arch:
+        arch = "sm_90a"
     if args.wgmma_only and arch != "sm_90a":
         parser.error("--wgmma-only draws the wgmma route's kernels: --arch sm_90a")
-    pairs = random_pairs(args.seed, args.pairs, arch=arch, wgmma_only=args.wgmma_only)
-    import os
-
     jobs = args.jobs or max(1, (os.cpu_count() or 2) - 1)
+    start = time.perf_counter()
     outcomes = []
     with ProcessPoolExecutor(jobs) as pool:
+        pairs = draw_pairs(args.seed, args.pairs, arch, args.wgmma_only, pool)
+        drawn = time.perf_counter() - start
         for k, compiled in enumerate(
-            pool.map(compile_pair, pairs, [arch] * len(pairs))
+            pool.map(compile_pair, pairs, [arch] * len(pairs), chunksize=4)
         ):
             outcome = (
                 check_on_gpu(compiled, seed=args.seed * 100003 + k) if run else compiled
@@ -76,21 +105,38 @@ def main(argv: list[str] | None = None) -> int:
                     f"{outcome.error if outcome.error is not None else outcome.reason}",
                     flush=True,
                 )
-    table: dict[str, Counter] = {}
-    for o in outcomes:
-        table.setdefault(o.pair.spec.dtype, Counter())[o.status] += 1
+    seconds = time.perf_counter() - start
     columns = [CORRECT, WRONG, FAILED, REFUSED] if run else [COMPILED, FAILED, REFUSED]
-    print(f"{'dtype':6s}" + "".join(f"{c:>10s}" for c in columns))
-    for dtype, counts in sorted(table.items()):
-        print(f"{dtype:6s}" + "".join(f"{counts[c]:10d}" for c in columns))
+    by_route: dict[str, Counter] = {}
+    by_dtype: dict[str, Counter] = {}
+    for o in outcomes:
+        for row in (o.pair.route(), *(f"  {k}" for k in o.pair.knobs())):
+            by_route.setdefault(row, Counter())[o.status] += 1
+        by_dtype.setdefault(o.pair.spec.dtype, Counter())[o.status] += 1
     total = Counter(o.status for o in outcomes)
-    print(f"{'all':6s}" + "".join(f"{total[c]:10d}" for c in columns))
+    routes = ["simt", "mma", "coalesced", "wgmma"]
+    order = [r for r in routes if r in by_route] + sorted(
+        r for r in by_route if r not in routes
+    )
+    print(
+        f"{len(outcomes)} pairs on {arch} in {seconds:.0f} s (drawn in {drawn:.0f} s, "
+        f"{jobs} compiler processes)"
+    )
+    print(f"{'route / knob':14s}" + "".join(f"{c:>10s}" for c in columns))
+    for row in order:
+        print(f"{row:14s}" + "".join(f"{by_route[row][c]:10d}" for c in columns))
+    for dtype in sorted(by_dtype):
+        print(f"{dtype:14s}" + "".join(f"{by_dtype[dtype][c]:10d}" for c in columns))
+    print(f"{'all':14s}" + "".join(f"{total[c]:10d}" for c in columns))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(
                 {
                     "seed": args.seed,
                     "arch": arch,
+                    "seconds": round(seconds, 1),
+                    "totals": dict(total),
+                    "by_route": {r: dict(by_route[r]) for r in order},
                     "outcomes": [o.to_json() for o in outcomes],
                 },
                 f,
