@@ -116,7 +116,7 @@ def test_the_torch_models_have_the_networks_convolutions(name):
     """The specs the converted model's convolutions ask affinec for, at 224×224 in
     f16 NHWC, are `affinec.frontend.networks`' list (epilogues aside)."""
     make = {"resnet50": resnet50, "mobilenet_v2": mobilenet_v2}[name]
-    fast = at.convert(make())
+    fast = at.convert(make().eval())
     seen: list[ConvSpec] = []
 
     def record(module, inputs, _output):
@@ -140,14 +140,14 @@ def test_the_torch_models_have_the_networks_convolutions(name):
 def test_a_padding_mode_other_than_zeros_is_left_to_torch():
     model = torch.nn.Sequential(
         torch.nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect")
-    )
+    ).eval()
     with pytest.warns(UserWarning, match="pads with 'reflect'; left to torch"):
         fast = at.convert(model)
     assert not at.convolutions(fast)
 
 
 def test_an_integer_input_is_refused_not_run_with_truncated_weights():
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1))
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1)).eval()
     x = torch.ones(1, 3, 5, 5, dtype=torch.int32)
     with pytest.raises(RuntimeError):
         model(x)  # torch refuses it: its weights are floats
@@ -159,6 +159,52 @@ def test_an_integer_input_is_refused_not_run_with_truncated_weights():
 def test_convert_takes_a_module(model):
     with pytest.raises(TypeError, match="convert takes an nn.Module, got"):
         at.convert(model)
+
+
+def test_convert_leaves_the_callers_model_as_it_was():
+    model = randomize_batch_norms(resnet50())  # in training mode, as made
+    with pytest.warns(UserWarning, match="is in training mode; the converted model"):
+        fast = at.convert(model, graphs=False)
+    assert model.training and all(m.training for m in model.modules())
+    assert sum(isinstance(m, torch.nn.Conv2d) for m in model.modules()) == 53
+    assert not any(isinstance(m, at.AffinecConv2d) for m in model.modules())
+    assert not fast.training and len(at.convolutions(fast)) == 53
+    x = torch.randn(1, 3, 32, 32)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # on the CPU every convolution is torch's
+        got = fast(x)
+        expected = model.eval()(x)
+    assert float((got - expected).norm() / expected.norm()) < 1e-5
+
+
+class _Branching(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 4, 3)
+
+    def forward(self, x):
+        return self.conv(x) if x.sum() > 0 else -self.conv(x)
+
+
+def test_a_model_that_branches_on_values_is_refused_with_what_to_do():
+    with pytest.raises(
+        at.Unsupported,
+        match=r"cannot trace _Branching: .*control flow.* convert its parts",
+    ):
+        at.convert(_Branching().eval())
+
+
+def test_a_graphed_model_runs_eagerly_where_no_graph_can_be_captured():
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()).eval()
+    fast = at.convert(model)
+    assert isinstance(fast, at.GraphedModel) and fast.graphs
+    assert [n.op for n in fast.graph.nodes] == ["placeholder", "call_module", "output"]
+    x = torch.randn(2, 3, 8, 8)
+    with pytest.warns(UserWarning, match="on the CPU"), torch.no_grad():
+        got = fast(x)  # a CPU input: no graph
+    assert fast.captured == 0 and torch.allclose(got, model(x))
+    eager = at.convert(model, graphs=False)
+    assert isinstance(eager, torch.fx.GraphModule)
 
 
 # -- on the GPU ----------------------------------------------------------------------------
@@ -227,7 +273,8 @@ def test_kernels_of_any_batch_are_one_per_batch_bucket():
     assert shared == {dataclasses.replace(spec, n=4, dynamic_batch=True)}
     (any_batch,) = shared
     assert compile_to_ptx(any_batch).launches[0].batch_grid is not None
-    fast = at.convert(torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3)), any_batch=True)
+    model = torch.nn.Sequential(torch.nn.Conv2d(16, 32, 3)).eval()
+    fast = at.convert(model, any_batch=True)
     (module,) = at.convolutions(fast)
     assert module.any_batch and "any_batch=True" in repr(module)
     with pytest.warns(UserWarning, match="on the CPU"):  # torch's, on the CPU

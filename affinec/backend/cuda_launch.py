@@ -127,11 +127,7 @@ def launch_by_driver(function, launch: Launch, values: list, stream) -> None:
     types = tuple(
         None if isinstance(v, driver.CUtensorMap) else ctypes.c_void_p for v in values
     )
-    handle = 0
-    if stream is not None:
-        from numba.cuda.cudadrv.driver import _to_core_stream
-
-        handle = _to_core_stream(stream).handle
+    handle = stream_handle(stream)
     driver_result(
         driver.cuLaunchKernel(
             function,
@@ -143,6 +139,53 @@ def launch_by_driver(function, launch: Launch, values: list, stream) -> None:
             0,
         )
     )
+
+
+def stream_handle(stream: Any) -> int:
+    """The CUDA stream handle of `stream`: None (the default stream, 0), a handle
+    already, a torch stream (its `cuda_stream`) or a numba one."""
+    if stream is None:
+        return 0
+    if isinstance(stream, int):
+        return stream
+    handle = getattr(stream, "cuda_stream", None)  # torch.cuda.Stream
+    if handle is not None:
+        return int(handle)
+    from numba.cuda.cudadrv.driver import _to_core_stream
+
+    return int(_to_core_stream(stream).handle)
+
+
+def torch_stream(device: int) -> int:
+    """The handle of torch's current stream on CUDA device `device` (torch imported
+    already: the arguments are its tensors)."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:  # what torch.cuda.current_stream reads, without a Stream
+        return int(raw(device))
+    return int(torch.cuda.current_stream(device).cuda_stream)
+
+
+def launch_parameters(
+    function: Any,
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    shared_memory: int,
+    stream: int,
+    parameters: int,
+) -> None:
+    """`cuLaunchKernel` with its parameters already packed: `parameters` is the
+    address of the array of addresses of each parameter's bytes
+    (`kernel_arguments.ParameterBlock`), `stream` a handle."""
+    from cuda.bindings import driver
+
+    result = driver.cuLaunchKernel(
+        function, *grid, *block, shared_memory, stream, parameters, 0
+    )
+    status = result[0] if isinstance(result, tuple) else result
+    if status != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"CUDA driver: cuLaunchKernel: {status}")
 
 
 def shared_memory_limit() -> int | None:

@@ -7,6 +7,8 @@ was expected and what came.
 
 from __future__ import annotations
 
+import ctypes
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -118,6 +120,11 @@ def _interface_dtype(p: Parameter, value: Any, typestr: object) -> np.dtype:
         ) from None
     declared = str(getattr(value, "dtype", "")).rpartition(".")[2]
     if declared == "bfloat16" and dtype.itemsize == 2 and dtype.kind in "fV":
+        return BFLOAT16
+    if p.dtype == BFLOAT16 and dtype == np.uint16 and array_kind(value) != "torch":
+        # numba and cupy have no bf16: their bf16 arrays hold its bits as uint16
+        # (what `transferable` makes of a bf16 numpy array, what `new_output`
+        # allocates); torch has bfloat16 of its own, so its uint16 is refused
         return BFLOAT16
     return dtype
 
@@ -235,7 +242,12 @@ def new_output(p: Parameter, like: Any) -> Any:
             return cupy.empty(p.shape, p.dtype)
     from numba import cuda
 
-    return cuda.device_array(p.shape, p.dtype)
+    dtype = p.dtype
+    if dtype == BFLOAT16 and getattr(like, "dtype", None) != BFLOAT16:
+        # numba has no bf16 of its own: the output holds its bits as uint16, as
+        # the inputs that came did
+        dtype = np.dtype(np.uint16)
+    return cuda.device_array(p.shape, dtype)
 
 
 def check_aliasing(arguments: list[Argument]) -> None:
@@ -256,3 +268,141 @@ def check_aliasing(arguments: list[Argument]) -> None:
                     f"argument '{out.parameter.name}' (the output) shares memory "
                     f"with argument '{other.parameter.name}'"
                 )
+
+
+# -- a call's layout, for the launch path that checks it once ------------------------------
+
+
+def layout_of(value: Any) -> tuple[Hashable, int] | None:
+    """A device array's layout — everything the checks above look at except its
+    address: its type, shape, dtype, strides (and for torch its device and whether it
+    requires grad) — and its address. None for a numpy array, or anything the checks
+    alone judge (a CPU tensor, a tensor that requires grad, an object without
+    `__cuda_array_interface__`).
+
+    Two arrays of one layout pass or fail the checks alike, but for their addresses'
+    alignment, overlap and memory, which `addresses_admitted` judges at each call.
+    """
+    kind = type(value)
+    reader = _READERS.get(kind)
+    if reader is None:
+        reader = _READERS[kind] = _reader_for(kind)
+    return reader(value)
+
+
+def _no_layout(value: Any) -> None:
+    return None
+
+
+def _torch_layout(t: Any) -> tuple[Hashable, int] | None:
+    if t.requires_grad or not t.is_cuda:
+        return None
+    return (type(t), t.shape, t.dtype, t.stride(), t.device.index), t.data_ptr()
+
+
+def _numba_layout(a: Any) -> tuple[Hashable, int]:
+    pointer = a.device_ctypes_pointer.value or 0
+    return (type(a), a.shape, a.dtype, a.strides), pointer
+
+
+def _interface_layout(value: Any) -> tuple[Hashable, int] | None:
+    try:
+        interface = value.__cuda_array_interface__
+    except Exception:
+        return None
+    if not isinstance(interface, dict):
+        return None
+    strides = interface.get("strides")
+    pointer, readonly = interface["data"]
+    key = (
+        type(value),
+        tuple(interface["shape"]),
+        interface["typestr"],
+        None if strides is None else tuple(strides),
+        str(getattr(value, "dtype", "")),
+        bool(readonly),
+    )
+    return key, int(pointer or 0)
+
+
+def _reader_for(kind: type) -> Any:
+    if issubclass(kind, np.ndarray):
+        return _no_layout
+    module = kind.__module__.partition(".")[0]
+    if module == "torch" and hasattr(kind, "data_ptr"):
+        return _torch_layout
+    if module.startswith("numba") and hasattr(kind, "device_ctypes_pointer"):
+        return _numba_layout
+    return _interface_layout
+
+
+_READERS: dict[type, Any] = {type(None): _no_layout}
+
+
+def memory_vouched(value: Any) -> bool:
+    """Whether the kind of `value` alone says its memory is device memory (a CUDA
+    tensor of torch's, whose device is part of its layout; a numba device array):
+    an object that only offers `__cuda_array_interface__` may point anywhere, so
+    its address is asked of the driver at every call."""
+    return layout_of(value) is not None and _READERS[type(value)] in (
+        _torch_layout,
+        _numba_layout,
+    )
+
+
+def addresses_admitted(
+    addresses: Sequence[int],
+    sizes: Sequence[int],
+    output: int,
+    asked: Sequence[bool],
+) -> bool:
+    """Whether arrays at `addresses` (of `sizes` bytes; the output at position
+    `output`, -1 for none) pass what the layout does not decide: each aligned, the output apart
+    from every other, and the memory of each one whose `asked` is set on the current
+    GPU. False sends the call to the full checks, which say what is wrong."""
+    for address in addresses:
+        if address % ARGUMENT_ALIGNMENT:
+            return False
+    if output >= 0:
+        start = addresses[output]
+        end = start + sizes[output]
+        for k, address in enumerate(addresses):
+            if k != output and start < address + sizes[k] and address < end:
+                return False
+    for address, ask in zip(addresses, asked, strict=True):
+        if ask and address and cuda_available() and not _is_device_pointer(address):
+            return False
+    return True
+
+
+class ParameterBlock:
+    """The parameters of one kernel launch as `cuLaunchKernel` takes them: an array
+    of addresses, one per parameter, each pointing at the parameter's bytes. An
+    array's address is kept in the block's own 8-byte slot (`set_pointer`); a
+    parameter passed by value from elsewhere (a TMA tensor map's 128 bytes) is
+    pointed at where it lies (`point_at`). Built once per kernel and layout; a call
+    writes its addresses into it and launches (one call at a time: concurrent
+    calls of one kernel from several threads would share it)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.slots = (ctypes.c_uint64 * max(count, 1))()
+        base = ctypes.addressof(self.slots)
+        self.addresses = (ctypes.c_void_p * max(count, 1))(
+            *(base + 8 * k for k in range(count))
+        )
+        self.address = ctypes.addressof(self.addresses)
+        """What `cuLaunchKernel`'s kernelParams takes: the address of the array of
+        addresses."""
+
+    def set_pointer(self, position: int, pointer: int) -> None:
+        self.slots[position] = pointer
+
+    def point_at(self, position: int, address: int) -> None:
+        self.addresses[position] = address
+
+    def parameter_bytes(self, position: int, size: int = 8) -> bytes:
+        """The `size` bytes parameter `position` passes (what the driver copies)."""
+        address = self.addresses[position]
+        assert address is not None
+        return ctypes.string_at(address, size)

@@ -32,8 +32,11 @@ from affinec.backend.cuda_launch import (  # noqa: F401 (cuda_available ...: pub
     driver_result,
     launch_by_driver,
     launch_function,
+    launch_parameters,
     require_gpu,
     shared_memory_limit,
+    stream_handle,
+    torch_stream,
 )
 from affinec.backend.errors import (  # noqa: F401 (NoCudaGPU ...: public here too)
     KernelArgumentError,
@@ -43,9 +46,13 @@ from affinec.backend.errors import (  # noqa: F401 (NoCudaGPU ...: public here t
 from affinec.backend.kernel_arguments import (  # noqa: F401 (array_kind ...: public here too)
     Argument,
     Parameter,
+    ParameterBlock,
+    addresses_admitted,
     array_kind,
     check_aliasing,
     check_argument,
+    layout_of,
+    memory_vouched,
     new_output,
     shape_of,
     transferable,
@@ -59,6 +66,36 @@ if TYPE_CHECKING:
 
 MAX_GRID_X = (1 << 31) - 1
 """The most blocks a grid has along x."""
+
+MAX_PLANS = 64
+"""Argument layouts a kernel keeps plans for (past that, it starts again)."""
+
+
+@dataclass
+class LaunchPlan:
+    """What a call of a kernel with one layout of device arrays needs, decided once
+    when the first call of that layout passed every check (`Kernel.prepare`): a
+    later call of the layout only reads its arrays' addresses, has them judged by
+    `addresses_admitted`, writes them into the parameter blocks and launches."""
+
+    names: tuple[str, ...]
+    """The parameter of each array the call gives, in the call's order."""
+    sizes: tuple[int, ...]
+    """Bytes of each array given."""
+    output: int
+    """The output's position among the arrays given; -1 where the call leaves it
+    to the kernel, which then allocates it (`allocate`) at each call."""
+    allocate: Parameter | None
+    asked: tuple[bool, ...]
+    """Per array given: whether its memory is asked of the driver at each call
+    (`memory_vouched`)."""
+    torch_device: int | None
+    """The CUDA device of the call's torch tensors, if any: the kernels then run
+    on torch's current stream there, and the workspaces are torch's memory."""
+    grids: tuple[tuple[int, int, int], ...]
+    """Each launch's grid at the call's batch."""
+    blocks: tuple[ParameterBlock, ...]
+    """Each launch's parameters."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +138,18 @@ class Kernel:
     partial sums) are not arguments: the kernel object allocates them on the device
     once per stream, on first use, and frees them with itself, so concurrent calls
     on one stream are ordered as CUDA orders them and calls on different streams do
-    not share them.
+    not share them. Calls from torch tensors run on torch's current stream, their
+    workspaces taken from torch's allocator (inside a CUDA graph's capture, from the
+    graph's own pool).
+
+    A call on numpy arrays copies them to the device and the output back, and
+    returns when the kernels are done. A call on device arrays (numba, torch, cupy)
+    is asynchronous, as their own kernels are: the first call of a layout of arrays
+    (shapes, dtypes, strides, devices) checks them all and keeps a `LaunchPlan`; a
+    later call of the same layout compares the layout, checks the addresses (aligned,
+    the output apart from the inputs) and launches through `cuLaunchKernel` with
+    the parameters packed once. An array that does not fit is still refused before
+    launch, by the full checks, with the same message.
     """
 
     ptx: str
@@ -113,6 +161,8 @@ class Kernel:
     _workspaces: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
     _encoded: dict[tuple[str, int, int], Any] = field(default_factory=dict, repr=False)
     """Tensor maps already encoded, by kernel, argument position and address."""
+    _plans: dict[tuple, LaunchPlan] = field(default_factory=dict, repr=False)
+    """Plans by the layout of a call's arguments (`_layout_key`)."""
 
     @classmethod
     def single(
@@ -310,47 +360,50 @@ class Kernel:
 
     @cached_property
     def functions(self) -> dict[str, Any]:
-        """The loaded kernels by name (numba's wrappers of cuda.core kernels)."""
+        """The loaded kernels by name: the driver's `CUfunction`s (loaded in numba's
+        context, the primary one torch shares), as `cuLaunchKernel` takes them."""
         require_gpu()
-        from numba import cuda
-
-        if any(launch.takes_tensor_maps for launch in self.launches):
-            return _driver_functions(self.ptx, self.launches)
-        module = cuda.current_context().create_module_ptx(self.ptx)
-        loaded = {}
-        for launch in self.launches:
-            function = module.get_function(launch.name)
-            if launch.shared_memory > DEFAULT_SHARED_PER_BLOCK:
-                limit = shared_memory_limit()
-                if limit is not None and launch.shared_memory > limit:
-                    raise SharedMemoryError(
-                        f"kernel {launch.name} needs {launch.shared_memory} bytes of "
-                        f"shared memory per block; this GPU gives a block at most "
-                        f"{limit}"
-                    )
-                allow_dynamic_shared_memory(function, launch.shared_memory)
-            loaded[launch.name] = function
-        return loaded
+        return _driver_functions(self.ptx, self.launches)
 
     @property
     def function(self):
         """The first kernel, loaded."""
         return self.functions[self.name]
 
-    def workspaces(self, stream: Any = None) -> dict[str, Any]:
-        """The device buffers of the workspaces for `stream`, allocated once."""
-        key = id(stream) if stream is not None else 0
+    def workspaces(
+        self, stream: Any = None, torch_device: int | None = None
+    ) -> dict[str, Any]:
+        """The device buffers of the workspaces for `stream`, allocated once: torch
+        tensors (from torch's allocator: inside a graph's capture, the graph's pool)
+        where `torch_device` is given, numba device arrays otherwise."""
+        key = (stream_handle(stream), torch_device)
         if key not in self._workspaces:
-            from numba import cuda
+            spaces = [p for p in self.parameters if p.workspace]
+            if torch_device is not None:
+                import torch
 
-            self._workspaces[key] = {
-                p.name: cuda.device_array(
-                    p.shape, np.uint16 if p.dtype == BFLOAT16 else p.dtype
-                )
-                for p in self.parameters
-                if p.workspace
-            }
+                self._workspaces[key] = {
+                    p.name: torch.empty(
+                        p.nbytes, dtype=torch.uint8, device=f"cuda:{torch_device}"
+                    )
+                    for p in spaces
+                }
+            else:
+                from numba import cuda
+
+                self._workspaces[key] = {
+                    p.name: cuda.device_array(
+                        p.shape, np.uint16 if p.dtype == BFLOAT16 else p.dtype
+                    )
+                    for p in spaces
+                }
         return self._workspaces[key]
+
+    def _workspace_addresses(self, stream: int, torch_device: int | None) -> dict:
+        return {
+            name: _address(buffer)
+            for name, buffer in self.workspaces(stream, torch_device).items()
+        }
 
     def launch(self, arguments: Sequence[Argument], stream: Any = None) -> None:
         """Launch every kernel in order on checked arguments already on the device
@@ -361,30 +414,17 @@ class Kernel:
             (a.parameter.shape[0] for a in arguments if a.parameter.name in batched),
             None,
         )
-        for name, buffer in self.workspaces(stream).items():
-            pointers[name] = buffer.__cuda_array_interface__["data"][0]
-        # kernels that take tensor maps are loaded by the driver, their siblings too
-        by_driver = any(launch.takes_tensor_maps for launch in self.launches)
+        pointers.update(self._workspace_addresses(stream_handle(stream), None))
         for launch in self.launches:
-            if by_driver:
-                maps = launch.tensor_maps or (None,) * len(launch.arguments)
-                values = [
-                    pointers[a]
-                    if m is None
-                    else self._tensor_map(launch, k, m, pointers[a])
-                    for k, (a, m) in enumerate(zip(launch.arguments, maps, strict=True))
-                ]
-                sized = replace(launch, grid=launch.grid_for(batch))
-                launch_by_driver(self.functions[launch.name], sized, values, stream)
-                continue
-            launch_function(
-                self.functions[launch.name],
-                launch.grid_for(batch),
-                launch.block,
-                launch.shared_memory,
-                [np.uint64(pointers[a]) for a in launch.arguments],
-                stream,
-            )
+            maps = launch.tensor_maps or (None,) * len(launch.arguments)
+            values = [
+                pointers[a]
+                if m is None
+                else self._tensor_map(launch, k, m, pointers[a])
+                for k, (a, m) in enumerate(zip(launch.arguments, maps, strict=True))
+            ]
+            sized = replace(launch, grid=launch.grid_for(batch))
+            launch_by_driver(self.functions[launch.name], sized, values, stream)
 
     def _tensor_map(
         self, launch: Launch, position: int, tensor_map: TiledTensorMap, address: int
@@ -395,21 +435,175 @@ class Kernel:
             self._encoded[key] = tensor_map.encode(address)
         return self._encoded[key]
 
+    # -- the launch path of a layout checked once -----------------------------------------
+
+    @staticmethod
+    def _layout_key(args: tuple, kwargs: dict) -> tuple[tuple, list[int]] | None:
+        """The key of a call's layout (how many arrays by position, the names of
+        the others, each array's layout) and the addresses of the arrays given;
+        None where an argument has no layout (a numpy array, anything else)."""
+        values = (*args, *kwargs.values()) if kwargs else args
+        layouts, addresses = [], []
+        for value in values:
+            if value is None:
+                layouts.append(None)
+                continue
+            layout = layout_of(value)
+            if layout is None:
+                return None
+            layouts.append(layout[0])
+            addresses.append(layout[1])
+        return (len(args), tuple(kwargs), tuple(layouts)), addresses
+
+    def prepare(self, *args: Any, **kwargs: Any) -> LaunchPlan | None:
+        """Check a call's arguments (`check`: a `KernelArgumentError` if one does
+        not fit) and, if they are all device arrays, decide and keep all that a
+        call of their layout needs (`LaunchPlan`); None for a call with numpy
+        arrays. Needs no GPU."""
+        arguments = self.check(*args, **kwargs)
+        return self._plan(args, kwargs, arguments)
+
+    def _plan(
+        self, args: tuple, kwargs: dict, arguments: list[Argument]
+    ) -> LaunchPlan | None:
+        keyed = self._layout_key(args, kwargs)
+        if keyed is None:
+            return None
+        key, _ = keyed
+        names = [p.name for p in self.arguments[: len(args)]] + list(kwargs)
+        given = [
+            (n, v) for n, v in zip(names, (*args, *kwargs.values()), strict=True)
+            if v is not None
+        ]  # fmt: skip
+        by_name = {a.parameter.name: a.parameter for a in arguments}
+        (out,) = (a.parameter for a in arguments if a.parameter.output)
+        given_names = [n for n, _ in given]
+        batch = None
+        if self.batched:  # every batched parameter was checked at the call's batch
+            batch = next(by_name[p.name].shape[0] for p in self.arguments if p.batched)
+        torch_device = next(
+            (v.device.index for _, v in given if array_kind(v) == "torch"), None
+        )
+        plan = LaunchPlan(
+            names=tuple(given_names),
+            sizes=tuple(by_name[n].nbytes for n in given_names),
+            output=given_names.index(out.name) if out.name in given_names else -1,
+            allocate=None if out.name in given_names else out,
+            asked=tuple(not memory_vouched(v) for _, v in given),
+            torch_device=torch_device,
+            grids=tuple(launch.grid_for(batch) for launch in self.launches),
+            blocks=tuple(ParameterBlock(len(launch.arguments)) for launch in self.launches),
+        )  # fmt: skip
+        if len(self._plans) >= MAX_PLANS:
+            self._plans.clear()
+        self._plans[key] = plan
+        return plan
+
+    def planned(
+        self, args: tuple, kwargs: dict
+    ) -> tuple[LaunchPlan, list[Any], list[int]] | None:
+        """The plan of a call whose layout was checked before and whose addresses
+        pass (`addresses_admitted`), with the arrays given and their addresses; None
+        sends the call to the full checks."""
+        if not self._plans:
+            return None
+        keyed = self._layout_key(args, kwargs)
+        if keyed is None:
+            return None
+        key, addresses = keyed
+        plan = self._plans.get(key)
+        if plan is None or not addresses_admitted(
+            addresses, plan.sizes, plan.output, plan.asked
+        ):
+            return None
+        values = [v for v in (*args, *kwargs.values()) if v is not None]
+        return plan, values, addresses
+
+    def pack(self, plan: LaunchPlan, pointers: dict[str, int]) -> None:
+        """Write the addresses of a call (every parameter's, the workspaces' too)
+        into the plan's parameter blocks; a tensor map's parameter points at its
+        encoding for the address (which needs the driver)."""
+        for launch, block in zip(self.launches, plan.blocks, strict=True):
+            maps = launch.tensor_maps or (None,) * len(launch.arguments)
+            for k, (name, tensor_map) in enumerate(
+                zip(launch.arguments, maps, strict=True)
+            ):
+                if tensor_map is None:
+                    block.set_pointer(k, pointers[name])
+                else:
+                    encoded = self._tensor_map(launch, k, tensor_map, pointers[name])
+                    block.point_at(k, int(encoded.getPtr()))
+
+    def _run_plan(
+        self, plan: LaunchPlan, pointers: dict[str, int], stream: Any
+    ) -> None:
+        """Launch every kernel of a planned call, on `stream` (torch's current one
+        for torch tensors where none is given)."""
+        functions = self.functions
+        if stream is not None:
+            handle = stream_handle(stream)
+        elif plan.torch_device is not None:
+            handle = torch_stream(plan.torch_device)
+        else:
+            handle = 0
+        if len(self.parameters) != len(self.arguments):  # workspaces
+            pointers.update(self._workspace_addresses(handle, plan.torch_device))
+        self.pack(plan, pointers)
+        for launch, grid, block in zip(
+            self.launches, plan.grids, plan.blocks, strict=True
+        ):
+            launch_parameters(
+                functions[launch.name],
+                grid,
+                launch.block,
+                launch.shared_memory,
+                handle,
+                block.address,
+            )
+
     def __call__(self, *args: Any, stream: Any = None, **kwargs: Any) -> Any:
-        """Check the arguments, run the kernel, return the output array."""
+        """Check the arguments, run the kernel, return the output array (see the
+        class's docstring for when a call returns)."""
+        planned = self.planned(args, kwargs)
+        if planned is not None:
+            plan, values, addresses = planned
+            if plan.allocate is not None:
+                out = new_output(plan.allocate, values[0])
+                pointers = dict(zip(plan.names, addresses, strict=True))
+                pointers[plan.allocate.name] = _address(out)
+            else:
+                out = values[plan.output]
+                pointers = dict(zip(plan.names, addresses, strict=True))
+            self._run_plan(plan, pointers, stream)
+            return out
         arguments = self.check(*args, **kwargs)
         require_gpu()
+        (out,) = (a for a in arguments if a.parameter.output)
+        plan = self._plan(args, kwargs, arguments)
+        if plan is not None:
+            self._run_plan(
+                plan, {a.parameter.name: a.span[0] for a in arguments}, stream
+            )
+            return out.value
         for a in arguments:
             a.to_device()
         self.launch(arguments, stream)
         from numba import cuda
 
         cuda.synchronize()
-        (out,) = (a for a in arguments if a.parameter.output)
         if out.host is not None:
             out.to_host()
             return out.host
         return out.value
+
+
+def _address(array: Any) -> int:
+    """The device address of a torch tensor or any array with
+    `__cuda_array_interface__`."""
+    layout = layout_of(array)
+    if layout is not None:
+        return layout[1]
+    return int(array.__cuda_array_interface__["data"][0])
 
 
 def _driver_functions(ptx: str, launches: Sequence[Launch]) -> dict[str, Any]:

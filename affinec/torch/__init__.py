@@ -19,13 +19,22 @@ padding other than what it spells, a machine without a GPU — runs
 `AffinecConv2d`, folding a `BatchNorm2d` that follows it into its filter and bias,
 and fusing into the kernel's epilogue an addition that follows (a skip connection:
 the other operand becomes the kernel's residual input) and a ReLU or ReLU6 after
-that (inference only: the batch norm's running statistics are folded). Off the GPU the converted
-model still runs (each convolution falls back to torch with its folded weights), so
-the folding is checked anywhere.
+that (inference only: the batch norm's running statistics are folded). It works
+on a copy: the caller's model keeps its mode and modules. On CUDA inputs the
+converted model's forward pass is captured once per input shape as a CUDA graph
+and replayed (`affinec.torch.graphs`; `convert(model, graphs=False)` for none).
+Off the GPU the converted model still runs (each convolution falls back to torch
+with its folded weights), so the folding is checked anywhere.
+
+A convolution checks its input's shapes once: later calls of the same shapes go
+straight to the compiled kernel, whose own launch path checks each layout of
+arrays once too (`affinec.backend.runtime.Kernel`) and launches on torch's current
+stream.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import operator
 import warnings
@@ -43,13 +52,15 @@ except ModuleNotFoundError as error:
     raise missing_extra(error, "affinec.torch") from None
 
 from affinec.base.spec import ConvSpec, epilogue_text
+from affinec.torch.graphs import GraphedModel
 
 DTYPES = {torch.float16: "f16", torch.bfloat16: "bf16", torch.float32: "f32"}
 ACTIVATIONS = ("relu", "relu6")
 
 
 class Unsupported(Exception):
-    """Why affinec does not run a convolution (torch then does)."""
+    """Why affinec does not run a convolution (torch then does), or why `convert`
+    cannot take a model."""
 
 
 def _pair(value: int | Sequence[int], what: str) -> tuple[int, int]:
@@ -195,8 +206,10 @@ def _run(
     bias: torch.Tensor | None,
     residual: torch.Tensor | None,
     any_batch: bool = False,
+    kernel: Any = None,
 ) -> torch.Tensor:
-    kernel = _kernel(kernel_spec(spec, any_batch), input.device.index or 0)
+    if kernel is None:
+        kernel = _kernel(kernel_spec(spec, any_batch), input.device.index or 0)
     out = torch.empty(
         (spec.n, spec.k, spec.out_h, spec.out_w),
         dtype=input.dtype,
@@ -276,7 +289,12 @@ def _conv2d(
     residual=None,
     filter=None,
     any_batch=False,
+    record: dict | None = None,
+    key: tuple | None = None,
 ) -> torch.Tensor:
+    """`conv2d` with an activation and a residual; where `record` is given, what a
+    call of the same shapes needs (spec, filter, kernel) is kept there under
+    `key` once affinec takes it."""
     args = (input, weight, bias, stride, padding, dilation, groups, activation)
     try:
         spec = spec_of(*args, residual)
@@ -286,7 +304,10 @@ def _conv2d(
         return _torch_conv(*args, residual)
     if filter is None:
         filter = filter_for(weight, spec.layout)
-    return _run(spec, input, filter, bias, residual, any_batch)
+    kernel = _kernel(kernel_spec(spec, any_batch), input.device.index or 0)
+    if record is not None:
+        record[key] = (spec, filter, kernel)
+    return _run(spec, input, filter, bias, residual, any_batch, kernel)
 
 
 class AffinecConv2d(nn.Module):
@@ -310,6 +331,15 @@ class AffinecConv2d(nn.Module):
         self.register_buffer("weight", weight.detach().clone())
         self.register_buffer("bias", None if bias is None else bias.detach().clone())
         self._filters: dict[tuple, torch.Tensor] = {}
+        self._calls: dict[tuple, tuple] = {}
+        """What a call of given shapes needs, decided by its first call: its spec,
+        the filter laid out for it, the compiled kernel."""
+
+    def _apply(self, fn, *args, **kwargs):
+        # the weights move or change type: what was derived from them goes
+        self._filters.clear()
+        self._calls.clear()
+        return super()._apply(fn, *args, **kwargs)
 
     def extra_repr(self) -> str:
         k, c, r, s = self.weight.shape
@@ -334,10 +364,23 @@ class AffinecConv2d(nn.Module):
             )
         weight = self.weight.to(input.dtype)
         bias = None if self.bias is None else self.bias.to(input.dtype)
+        key = (
+            input.shape,
+            input.stride(),
+            input.dtype,
+            input.device,
+            input.requires_grad,
+            None if residual is None else (residual.shape, residual.stride(),
+                                           residual.dtype, residual.device),
+        )  # fmt: skip
+        known = self._calls.get(key)
+        if known is not None:
+            spec, filter, kernel = known
+            return _run(spec, input, filter, bias, residual, self.any_batch, kernel)
         layout = "nhwc" if _channels_last(input) else "nchw"
-        key = (layout, input.dtype, input.device)
-        if key not in self._filters:  # the filter laid out once per layout
-            self._filters[key] = filter_for(weight, layout)
+        filter_key = (layout, input.dtype, input.device)
+        if filter_key not in self._filters:  # the filter laid out once per layout
+            self._filters[filter_key] = filter_for(weight, layout)
         return _conv2d(
             input,
             weight,
@@ -348,8 +391,10 @@ class AffinecConv2d(nn.Module):
             self.groups,
             self.activation,
             residual,
-            filter=self._filters[key],
+            filter=self._filters[filter_key],
             any_batch=self.any_batch,
+            record=self._calls,
+            key=key,
         )
 
 
@@ -421,18 +466,61 @@ def _only_user(node: fx.Node) -> fx.Node | None:
     return users[0] if len(users) == 1 else None
 
 
-def convert(model: nn.Module, *, any_batch: bool = False) -> fx.GraphModule:
-    """`model` (in eval mode) with every `nn.Conv2d` on affinec: a batch norm that
-    follows one folded into it, an addition of a skip connection and a ReLU or
-    ReLU6 after that fused (see the module docstring). A convolution affinec cannot
-    take as such (a padding mode other than zeros) is left to torch, with a
+def convert(
+    model: nn.Module, *, any_batch: bool = False, graphs: bool = True
+) -> nn.Module:
+    """A copy of `model`, for inference, with every `nn.Conv2d` on affinec: a batch
+    norm that follows one folded into it, an addition of a skip connection and a
+    ReLU or ReLU6 after that fused (see the module docstring). A convolution affinec
+    cannot take as such (a padding mode other than zeros) is left to torch, with a
     warning. With `any_batch`, each convolution runs kernels of any batch, one per
     batch bucket (`kernel_spec`): a new batch size compiles nothing new within its
-    bucket."""
+    bucket.
+
+    `model` itself is left as it was, its mode included: the conversion works on a
+    copy, in eval mode (batch norms by their running statistics, dropout off); a
+    model in training mode is converted so, with a warning saying it. A model that
+    cannot be copied is put in eval mode itself, with a warning.
+
+    With `graphs` (the default), the result is a `GraphedModel`: on CUDA inputs its
+    forward pass is captured once per input layout as a CUDA graph and replayed
+    (`affinec.torch.graphs`; `graphs=False`, or setting `.graphs = False` on it,
+    runs it eagerly); without, the converted `torch.fx.GraphModule` itself. Either
+    way `.graph` is the converted model's fx graph.
+
+    The model must be traceable by `torch.fx.symbolic_trace`: a forward pass that
+    branches or loops on tensor values is refused (`Unsupported`, saying what to
+    do)."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"convert takes an nn.Module, got {type(model).__name__}")
+    if model.training:
+        warnings.warn(
+            f"affinec.torch.convert: {type(model).__name__} is in training mode; the "
+            "converted model runs inference (eval mode: batch norms by their running "
+            "statistics, folded into the convolutions); the model itself is "
+            "left as it is",
+            stacklevel=2,
+        )
+    try:
+        model = copy.deepcopy(model)
+    except Exception as e:  # a module holding something deepcopy refuses
+        warnings.warn(
+            f"affinec.torch.convert: {type(model).__name__} cannot be copied ({e}); "
+            "putting the model itself in eval mode",
+            stacklevel=2,
+        )
     model = model.eval()
-    graph_module = fx.symbolic_trace(model)
+    try:
+        graph_module = fx.symbolic_trace(model)
+    except fx.proxy.TraceError as e:
+        raise Unsupported(
+            f"affinec.torch.convert cannot trace {type(model).__name__}: {e}. "
+            "torch.fx traces one graph for every input, so a forward pass that "
+            "branches or loops on tensor values (if x.sum() > 0, ...) cannot be "
+            "converted whole: convert its parts that can be (model.backbone = "
+            "affinec.torch.convert(model.backbone, graphs=False)), or call "
+            "affinec.torch.conv2d in its forward"
+        ) from None
     modules = dict(graph_module.named_modules())
     for node in list(graph_module.graph.nodes):
         if node.op != "call_module":
@@ -488,6 +576,8 @@ def convert(model: nn.Module, *, any_batch: bool = False) -> fx.GraphModule:
     graph_module.graph.lint()
     graph_module.delete_all_unused_submodules()
     graph_module.recompile()
+    if graphs:
+        return GraphedModel(graph_module)
     return graph_module
 
 
@@ -504,6 +594,7 @@ def convolutions(model: nn.Module) -> list[AffinecConv2d]:
 
 __all__ = [
     "AffinecConv2d",
+    "GraphedModel",
     "Unsupported",
     "conv2d",
     "convert",

@@ -1,0 +1,132 @@
+"""A converted model replayed as CUDA graphs: `GraphedModel` captures the model's
+forward pass once per input layout (shape, strides, dtype, device) with
+`torch.cuda.graph` and replays it at every later call, so that the host launches
+one graph instead of every kernel and torch operation of the model.
+
+The first call of a layout runs the model twice on a side stream (compiling each
+convolution's kernel, checking its arguments once, laying out its filters), then
+captures a third run. Everything the captured run allocates — activations, the
+output, the split-K workspaces of affinec's kernels (taken from torch's allocator on
+the capturing stream) — comes from the graph's own memory pool. A replay copies the
+input into the graph's input and returns a copy of its output (the graph's own is
+overwritten by the next replay).
+
+What is not replayed runs the model as it is: a CPU input, an input that requires
+grad, a call during another capture, several inputs or keyword arguments, a layout
+whose capture failed (said once, in a warning), and every call with
+`graphs = False`. Moving the model or changing its type (`.to()`, `.half()`,
+`.cuda()`) drops the captured graphs: they read the old weights.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import fx, nn
+
+
+@dataclass
+class Capture:
+    """One layout's graph: its input and output tensors, which each replay reads
+    and writes."""
+
+    graph: torch.cuda.CUDAGraph
+    input: torch.Tensor
+    output: Any
+
+
+def _copy(output: Any) -> Any:
+    """`output` with every tensor in it copied (tuples, lists and dicts kept)."""
+    if isinstance(output, torch.Tensor):
+        return output.clone()
+    if isinstance(output, (tuple, list)):
+        return type(output)(_copy(o) for o in output)
+    if isinstance(output, dict):
+        return {k: _copy(v) for k, v in output.items()}
+    return output
+
+
+class GraphedModel(nn.Module):
+    """A converted model (`affinec.torch.convert`) whose forward pass is a CUDA
+    graph per input layout (see the module docstring); `graphs = False` runs it
+    eagerly. The converted `fx.GraphModule` is `converted`; `graph` and `code` are
+    its."""
+
+    def __init__(self, converted: fx.GraphModule, warmup: int = 2) -> None:
+        super().__init__()
+        self.converted = converted
+        self.graphs = True
+        self.warmup = warmup
+        self._captures: dict[tuple, Capture] = {}
+        self._refused: dict[tuple, str] = {}
+
+    @property
+    def graph(self) -> fx.Graph:
+        return self.converted.graph
+
+    @property
+    def code(self) -> str:
+        return self.converted.code
+
+    @property
+    def captured(self) -> int:
+        """How many input layouts have a graph."""
+        return len(self._captures)
+
+    def _apply(self, fn, *args, **kwargs):
+        # the weights move or change type: the graphs would read the old ones
+        self._captures.clear()
+        self._refused.clear()
+        return super()._apply(fn, *args, **kwargs)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.graphs or kwargs or len(args) != 1:
+            return self.converted(*args, **kwargs)
+        (x,) = args
+        if (
+            not isinstance(x, torch.Tensor)
+            or not x.is_cuda
+            or x.requires_grad
+            or torch.cuda.is_current_stream_capturing()
+        ):
+            return self.converted(x)
+        key = (x.shape, x.stride(), x.dtype, x.device)
+        capture = self._captures.get(key)
+        if capture is None:
+            if key in self._refused:
+                return self.converted(x)
+            capture = self._capture(x, key)
+            if capture is None:
+                return self.converted(x)
+        capture.input.copy_(x)
+        capture.graph.replay()
+        return _copy(capture.output)
+
+    def _capture(self, x: torch.Tensor, key: tuple) -> Capture | None:
+        device = x.device
+        static = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=device)
+        static.copy_(x)
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side), torch.no_grad():
+            for _ in range(self.warmup):  # errors of the model itself surface here
+                self.converted(static)
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.no_grad(), torch.cuda.graph(graph):
+                output = self.converted(static)
+        except Exception as e:  # a capture the driver or torch refuses
+            self._refused[key] = f"{type(e).__name__}: {e}"
+            warnings.warn(
+                f"affinec.torch: the forward pass at input shape {tuple(x.shape)} "
+                f"could not be captured as a CUDA graph ({self._refused[key]}); "
+                "it runs eagerly",
+                stacklevel=3,
+            )
+            return None
+        self._captures[key] = Capture(graph, static, output)
+        return self._captures[key]

@@ -1,0 +1,227 @@
+"""The launch path that checks a layout of arguments once: layout keys, the plan a
+first call keeps, the checks a later call still passes through, the parameters
+packed into bytes — on the CPU with arrays that only carry
+`__cuda_array_interface__` — and, on a GPU, repeated calls from numba and torch.
+"""
+
+import struct
+
+import numpy as np
+import pytest
+
+from affinec.backend.kernel_arguments import (
+    ParameterBlock,
+    addresses_admitted,
+    layout_of,
+    memory_vouched,
+)
+from affinec.backend.runtime import (
+    Kernel,
+    KernelArgumentError,
+    NoCudaGPU,
+    Parameter,
+    cuda_available,
+)
+
+F32 = np.dtype(np.float32)
+
+
+class Fake:
+    """A device array as far as `__cuda_array_interface__` says."""
+
+    def __init__(self, shape, pointer, typestr="<f4", strides=None, readonly=False):
+        self.__cuda_array_interface__ = {
+            "shape": shape,
+            "typestr": typestr,
+            "strides": strides,
+            "data": (pointer, readonly),
+            "version": 3,
+        }
+
+
+def two_launch_kernel() -> Kernel:
+    """A split reduction's shape: a kernel taking (in, ws) and one taking (ws, out),
+    whose PTX is never loaded here."""
+    from affinec.backend.runtime import Launch
+
+    parameters = [
+        Parameter("in", (1000,), F32),
+        Parameter("out", (1000,), F32, output=True),
+        Parameter("ws", (2, 1000), F32, workspace=True),
+    ]
+    return Kernel(
+        "",
+        [
+            Launch("partial", (8, 2, 1), (128, 1, 1), 0, ("in", "ws")),
+            Launch("sum", (8, 1, 1), (128, 1, 1), 0, ("ws", "out")),
+        ],
+        parameters,
+    )
+
+
+def _batched() -> Kernel:
+    from xdsl.ir.affine import AffineExpr, AffineMap
+
+    from affinec.backend.runtime import Launch
+
+    grid_of = AffineMap(1, 0, (AffineExpr.dimension(0) * 4,))
+    return Kernel(
+        "",
+        [Launch("k", (0, 1, 1), (32, 1, 1), 0, ("in", "out"), batch_grid=grid_of)],
+        [Parameter("in", (-1, 8), F32), Parameter("out", (-1, 8), F32, True)],
+    )
+
+
+def scale() -> Kernel:
+    return Kernel.single(
+        "",
+        "scale",
+        (8, 1, 1),
+        (128, 1, 1),
+        [Parameter("in", (1000,), F32), Parameter("out", (1000,), F32, True)],
+    )
+
+
+# -- layouts ---------------------------------------------------------------------------
+
+
+def test_a_layout_is_all_but_the_address():
+    a, b = Fake((1000,), 0x10000), Fake((1000,), 0x20000)
+    assert layout_of(a)[0] == layout_of(b)[0]
+    assert layout_of(a)[1] == 0x10000 and layout_of(b)[1] == 0x20000
+    for other in (
+        Fake((999,), 0x10000),
+        Fake((1000,), 0x10000, "<f2"),
+        Fake((1000,), 0x10000, strides=(8,)),
+        Fake((1000,), 0x10000, readonly=True),
+    ):
+        assert layout_of(other)[0] != layout_of(a)[0]
+    assert layout_of(np.zeros(3)) is None  # numpy goes through the full checks
+    assert layout_of([1.0]) is None
+    assert not memory_vouched(a)  # its memory is asked of the driver at each call
+
+
+def test_torch_tensors_have_layouts_of_their_own():
+    torch = pytest.importorskip("torch")
+    cpu = torch.zeros(4, 4)
+    assert layout_of(cpu) is None  # a CPU tensor: the checks say what is wrong
+    assert layout_of(torch.zeros(4, requires_grad=True)) is None
+
+
+# -- plans -----------------------------------------------------------------------------
+
+
+def test_a_checked_call_keeps_a_plan_a_repeated_layout_finds():
+    kernel = scale()
+    plan = kernel.prepare(Fake((1000,), 0x10000), Fake((1000,), 0x20000))
+    assert plan is not None
+    assert plan.names == ("in", "out") and plan.sizes == (4000, 4000)
+    assert plan.output == 1 and plan.allocate is None and plan.grids == ((8, 1, 1),)
+    found = kernel.planned((Fake((1000,), 0x30000), Fake((1000,), 0x40000)), {})
+    assert found is not None and found[0] is plan and found[2] == [0x30000, 0x40000]
+    # by name, it is another layout of the call: not planned yet
+    assert kernel.planned((), {"in": Fake((1000,), 0x30000)}) is None
+
+
+@pytest.mark.parametrize(
+    ("arrays", "message"),
+    [
+        ((Fake((999,), 0x30000), Fake((1000,), 0x40000)), r"shape \(999,\)"),
+        ((Fake((1000,), 0x30000, "<f2"), Fake((1000,), 0x40000)), "float16"),
+        ((Fake((1000,), 0x30004), Fake((1000,), 0x40000)), "not 16-byte aligned"),
+        ((Fake((1000,), 0x30000), Fake((1000,), 0x30000 + 3984)), "shares memory"),
+        ((np.zeros(1000, np.float32), Fake((1000,), 0x40000)), None),
+    ],
+)
+@pytest.mark.skipif(cuda_available(), reason="fake device pointers fail the GPU check")
+def test_a_wrong_array_after_a_right_one_is_refused_as_before(arrays, message):
+    """What a plan does not cover goes to the full checks, with their words."""
+    kernel = scale()
+    kernel.prepare(Fake((1000,), 0x10000), Fake((1000,), 0x20000))
+    assert kernel.planned(arrays, {}) is None
+    if message is not None:
+        with pytest.raises(KernelArgumentError, match=message):
+            kernel.prepare(*arrays)
+
+
+def test_numpy_calls_keep_no_plan():
+    assert scale().prepare(np.zeros(1000, np.float32)) is None
+
+
+def test_a_missing_output_is_allocated_at_each_call():
+    kernel = scale()
+    if not cuda_available():
+        with pytest.raises(NoCudaGPU):
+            kernel.prepare(Fake((1000,), 0x10000))  # allocating it needs a GPU
+        return
+    plan = kernel.prepare(Fake((1000,), 0x10000))
+    assert plan is not None and plan.output == -1 and plan.allocate.name == "out"
+
+
+def test_a_batch_is_part_of_the_layout():
+    kernel = _batched()
+    plan = kernel.prepare(Fake((3, 8), 0x10000), Fake((3, 8), 0x20000))
+    assert plan.grids == ((12, 1, 1),)
+    assert kernel.planned((Fake((5, 8), 0x10000), Fake((5, 8), 0x20000)), {}) is None
+    plan5 = kernel.prepare(Fake((5, 8), 0x10000), Fake((5, 8), 0x20000))
+    assert plan5.grids == ((20, 1, 1),)
+
+
+# -- the checks of addresses ------------------------------------------------------------
+
+
+def test_addresses_pass_aligned_and_apart():
+    sizes = (4000, 4000)
+    assert addresses_admitted([0x10000, 0x20000], sizes, 1, (False, False))
+    assert not addresses_admitted([0x10008, 0x20000], sizes, 1, (False, False))
+    assert not addresses_admitted([0x10000, 0x10000 + 3984], sizes, 1, (False, False))
+    assert addresses_admitted([0x10000, 0x10000 + 4000], sizes, 1, (False, False))
+    # an input overlapping another input is no one's business
+    assert addresses_admitted([0x10000, 0x10000, 0x20000], (*sizes, 8), 2, (False,) * 3)
+    assert addresses_admitted([0x10000], (4000,), -1, (False,))  # output allocated
+
+
+# -- packing ---------------------------------------------------------------------------
+
+
+def test_a_parameter_block_holds_each_address_by_value():
+    block = ParameterBlock(3)
+    for k, pointer in enumerate((0x7F0000001000, 0x10, 0xFFFF_FFFF_FFFF_FFF0)):
+        block.set_pointer(k, pointer)
+    assert [block.parameter_bytes(k) for k in range(3)] == [
+        struct.pack("<Q", 0x7F0000001000),
+        struct.pack("<Q", 0x10),
+        struct.pack("<Q", 0xFFFF_FFFF_FFFF_FFF0),
+    ]
+    # a parameter by value from elsewhere: the block points at its bytes
+    import ctypes
+
+    elsewhere = (ctypes.c_uint8 * 128)(*range(128))
+    block.point_at(1, ctypes.addressof(elsewhere))
+    assert block.parameter_bytes(1, 128) == bytes(range(128))
+    assert block.parameter_bytes(0) == struct.pack("<Q", 0x7F0000001000)
+
+
+def test_a_plan_packs_each_launch_with_its_own_parameters():
+    kernel = two_launch_kernel()
+    plan = kernel.prepare(Fake((1000,), 0x10000), Fake((1000,), 0x20000))
+    assert len(plan.blocks) == 2 and plan.grids == ((8, 2, 1), (8, 1, 1))
+    kernel.pack(plan, {"in": 0x10000, "out": 0x20000, "ws": 0x90000})
+    partial, total = plan.blocks
+    assert partial.parameter_bytes(0) == struct.pack("<Q", 0x10000)
+    assert partial.parameter_bytes(1) == struct.pack("<Q", 0x90000)
+    assert total.parameter_bytes(0) == struct.pack("<Q", 0x90000)
+    assert total.parameter_bytes(1) == struct.pack("<Q", 0x20000)
+    # a second call's addresses replace the first's
+    kernel.pack(plan, {"in": 0x50000, "out": 0x60000, "ws": 0x90000})
+    assert partial.parameter_bytes(0) == struct.pack("<Q", 0x50000)
+    assert total.parameter_bytes(1) == struct.pack("<Q", 0x60000)
+
+
+def test_a_kernels_plans_are_bounded():
+    from affinec.backend.runtime import MAX_PLANS
+
+    kernel = _batched()
+    for batch in range(1, MAX_PLANS + 5):
+        kernel.prepare(Fake((batch, 8), 0x10000), Fake((batch, 8), 0x20000))
+    assert 0 < len(kernel._plans) <= MAX_PLANS
