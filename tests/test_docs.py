@@ -1,19 +1,97 @@
-"""The code of the documentation runs: every ```python block of a page, in order, in
-one namespace (a page that stops working fails here)."""
+"""What the documentation promises a reader holds outside the suite too: the
+hypothesis example passes when copied into a test file of one's own, and the
+install hints name what exists. (Every code block of the pages runs in
+tests/test_doc_blocks.py.)"""
 
+import os
 import re
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).parent.parent / "docs"
+import affinec.testing
+
+ROOT = Path(__file__).parent.parent
 
 
-@pytest.mark.parametrize("page", ["WRITING_A_PASS.md"])
-def test_the_pages_code_runs(page):
-    text = (DOCS / page).read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
-    assert blocks
-    namespace: dict = {"__name__": f"docs.{page}"}
-    for block in blocks:
-        exec(compile(block, f"{page}", "exec"), namespace)  # noqa: S102
+def _readme_hypothesis_example() -> str:
+    text = (ROOT / "README.md").read_text()
+    found = [
+        b for b in re.findall(r"```python\n(.*?)```", text, re.DOTALL) if "@given" in b
+    ]
+    assert len(found) == 1, "the README shows one hypothesis test"
+    return found[0]
+
+
+def _docstring_example() -> str:
+    """The indented example of affinec.testing's docstring."""
+    doc = affinec.testing.__doc__ or ""
+    match = re.search(r"\n\n((?:    .*\n|\n)+)", doc)
+    assert match, "affinec.testing's docstring has an indented example"
+    return textwrap.dedent(match[1]).strip() + "\n"
+
+
+def test_the_readme_and_the_docstring_show_the_same_example():
+    assert _docstring_example() == _readme_hypothesis_example().strip() + "\n"
+
+
+def test_the_hypothesis_example_passes_as_written(tmp_path):
+    """The README's test, in a file of its own run by a fresh pytest that loads no
+    conftest (so none of this suite's hypothesis profiles): hypothesis's defaults,
+    its 200 ms deadline included, apply, and the example passes."""
+    example = _readme_hypothesis_example()
+    sanity = textwrap.dedent(
+        """
+
+        def test_hypothesis_defaults_apply():
+            from datetime import timedelta
+
+            from hypothesis import settings
+
+            assert settings.default.deadline == timedelta(milliseconds=200)
+        """
+    )
+    (tmp_path / "test_my_pass.py").write_text(example + sanity)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"HYPOTHESIS_PROFILE", "AFFINEC_VERIFY_EACH", "PYTEST_ADDOPTS"}
+        and not k.startswith("PYTEST_XDIST")
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "--noconftest", "-p", "no:cacheprovider"]
+        + ["-p", "no:xdist", "--rootdir", str(tmp_path), "test_my_pass.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "2 passed" in result.stdout
+
+
+@pytest.mark.parametrize("pattern", [r"pip install[^\n`]*affinec\["])
+def test_no_page_or_module_installs_from_a_package_index(pattern):
+    """affinec is installed from its checkout (`pip install -e '.[extra]'`), never
+    `pip install affinec[...]`: it is not on a package index."""
+    files = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *ROOT.glob("docs/*.md")]
+    for folder in ("affinec", "dialects", "passes", "benchmarks", "scripts"):
+        files += (ROOT / folder).rglob("*.py")
+    offenders = [
+        str(f.relative_to(ROOT)) for f in files if re.search(pattern, f.read_text())
+    ]
+    assert offenders == []
+
+
+def test_no_page_narrates_the_projects_making():
+    """The pages say what the tool does and what it measured, not who built it
+    when: no sessions or sittings (a script's name, `gpu_session.sh`, aside)."""
+    pages = [ROOT / "README.md", ROOT / "CHANGELOG.md", *ROOT.glob("docs/**/*.md")]
+    for page in pages:
+        text = page.read_text().replace("gpu_session", "")
+        found = re.search(r"(?i)[^\n]*\b(session|sitting)s?\b[^\n]*", text)
+        assert found is None, f"{page.relative_to(ROOT)}: {found[0]!r}"

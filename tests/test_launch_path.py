@@ -225,3 +225,129 @@ def test_a_kernels_plans_are_bounded():
     for batch in range(1, MAX_PLANS + 5):
         kernel.prepare(Fake((batch, 8), 0x10000), Fake((batch, 8), 0x20000))
     assert 0 < len(kernel._plans) <= MAX_PLANS
+
+
+# -- on the GPU ------------------------------------------------------------------------
+
+
+def _conv_kernel(dtype: str = "f16", splits: int = 1):
+    """A 3x3 64->64 convolution on 14x14, NHWC, as the torch front door runs it (or
+    split `splits` ways: two kernels and a workspace)."""
+    import affinec
+    from affinec.backend.runtime import current_arch
+    from affinec.base.spec import ConvSpec
+    from affinec.driver.compiler import compile_to_ptx
+    from affinec.driver.config import config_for
+
+    spec = ConvSpec(
+        1, 64, 14, 14, 64, 3, 3, padding=1, dtype=dtype, layout="nhwc",
+        filter_layout="rsck", epilogue="bias-relu",
+    )  # fmt: skip
+    if splits == 1:
+        return spec, affinec.compile(spec)
+    compiled = compile_to_ptx(
+        spec, config_for(spec, splits=splits), arch=current_arch()
+    )
+    return spec, compiled.runtime_kernel()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("splits", [1, 4])
+def test_repeated_torch_calls_give_the_first_calls_result(splits):
+    torch = pytest.importorskip("torch")
+    from affinec.frontend.reference import TOLERANCE, random_inputs, reference
+
+    spec, kernel = _conv_kernel(splits=splits)
+    inputs = random_inputs(spec, np.random.default_rng(3))
+    tensors = [torch.as_tensor(a, device="cuda") for a in inputs]
+    expected = reference(spec, *inputs)
+    first = kernel(*tensors)
+    assert len(kernel._plans) == 1
+    results = [kernel(*tensors) for _ in range(5)]  # the planned path
+    out = torch.empty_like(first)
+    assert kernel(*tensors, out) is out  # a given output: another layout of call
+    assert kernel(*tensors, out) is out
+    torch.cuda.synchronize()
+    error = np.linalg.norm(first.double().cpu().numpy() - expected)
+    assert error / np.linalg.norm(expected) <= TOLERANCE["f16"]
+    for again in (*results, out):
+        assert torch.equal(again, first)
+
+
+@pytest.mark.gpu
+def test_a_wrong_array_after_a_right_one_is_still_refused_on_the_gpu():
+    torch = pytest.importorskip("torch")
+    spec, kernel = _conv_kernel()
+    x = torch.randn(1, 14, 14, 64, device="cuda", dtype=torch.float16)
+    w = torch.randn(3, 3, 64, 64, device="cuda", dtype=torch.float16)
+    b = torch.randn(64, device="cuda", dtype=torch.float16)
+    out = torch.empty(1, 14, 14, 64, device="cuda", dtype=torch.float16)
+    kernel(x, w, b, out)
+    kernel(x, w, b, out)
+    with pytest.raises(KernelArgumentError, match=r"argument 'input'.*shape"):
+        kernel(x[:, :13], w, b, out)
+    with pytest.raises(KernelArgumentError, match="dtype"):
+        kernel(x.float(), w, b, out)
+    with pytest.raises(KernelArgumentError, match="shares memory"):
+        kernel(x, w, b, x)
+    unaligned = torch.empty(1 + x.numel(), device="cuda", dtype=torch.float16)
+    with pytest.raises(KernelArgumentError, match="not 16-byte aligned"):
+        kernel(unaligned[1:].view(x.shape), w, b, out)
+    with pytest.raises(KernelArgumentError, match="got Tensor"):
+        kernel(x.cpu(), w, b, out)
+    kernel(x, w, b, out)  # and the right one still runs
+
+
+@pytest.mark.gpu
+def test_torch_calls_run_on_torchs_current_stream():
+    torch = pytest.importorskip("torch")
+    spec, kernel = _conv_kernel()
+    x = torch.randn(1, 14, 14, 64, device="cuda", dtype=torch.float16)
+    w = torch.randn(3, 3, 64, 64, device="cuda", dtype=torch.float16)
+    b = torch.randn(64, device="cuda", dtype=torch.float16)
+    expected = kernel(x, w, b)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        graph = torch.cuda.CUDAGraph()
+        kernel(x, w, b)
+        side.synchronize()
+    # a launch outside the capturing stream would fail the capture
+    with torch.cuda.graph(graph):
+        captured = kernel(x, w, b)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured, expected)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["numba", "torch"])
+def test_bf16_comes_back_as_the_callers_kind(kind):
+    from numba import cuda
+
+    from affinec.backend.kernel_arguments import transferable
+    from affinec.frontend.reference import TOLERANCE, random_inputs, reference
+
+    spec, kernel = _conv_kernel("bf16")
+    inputs = random_inputs(spec, np.random.default_rng(5))
+    expected = reference(spec, *inputs)
+    if kind == "numba":
+        arrays = [cuda.to_device(transferable(a)) for a in inputs]
+        out = kernel(*arrays)
+        assert isinstance(out, cuda.cudadrv.devicearray.DeviceNDArray)
+        assert out.dtype == np.uint16  # bf16's bits, as the inputs came
+        got = out.copy_to_host().view(inputs[0].dtype).astype(np.float64)
+        again = kernel(*arrays).copy_to_host()  # the planned path
+        assert again.tobytes() == out.copy_to_host().tobytes()
+    else:
+        torch = pytest.importorskip("torch")
+        arrays = [
+            torch.as_tensor(a.astype(np.float32), device="cuda").bfloat16()
+            for a in inputs
+        ]
+        out = kernel(*arrays)
+        assert isinstance(out, torch.Tensor) and out.dtype == torch.bfloat16
+        got = out.double().cpu().numpy()
+        assert torch.equal(kernel(*arrays), out)
+    error = np.linalg.norm(got - expected) / np.linalg.norm(expected)
+    assert error <= TOLERANCE["bf16"]

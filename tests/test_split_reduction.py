@@ -15,7 +15,13 @@ from affinec.base.spec import ConvSpec, MatmulSpec, OuterSpec
 from affinec.dialects.affinec import split_count
 from affinec.driver.checking import Checker
 from affinec.driver.compiler import compile_to_ptx
-from affinec.driver.config import config_for, split_spec
+from affinec.driver.config import (
+    MIN_SPLIT_CHANNELS,
+    MULTIPROCESSORS,
+    config_for,
+    grid_blocks,
+    split_spec,
+)
 from affinec.driver.pipeline import Pipeline
 from affinec.driver.pipelines import default_passes
 from affinec.frontend.naive import build
@@ -170,6 +176,74 @@ def test_splits_with_padded_or_coalesced_channels_are_refused():
         KernelConfig(mma=True, pad_channels=4, splits=2)
 
 
+@pytest.mark.parametrize(
+    "c, h, k, r, stride",
+    [(1024, 14, 256, 1, 1), (256, 28, 256, 3, 2), (2048, 7, 512, 1, 1)],
+)
+def test_config_for_splits_a_grid_of_less_than_one_wave(c, h, k, r, stride):
+    """ResNet-50's deep layers at batch 1 launch a few dozen blocks of the chip's
+    132 unsplit: `config_for` splits their channels into as many grids as fill the
+    chip once, and no more; `splits=1` keeps the spec's own grid."""
+    spec = ConvSpec(
+        1,
+        c,
+        h,
+        h,
+        k,
+        r,
+        r,
+        stride=stride,
+        padding=r // 2,
+        dtype="f16",
+        layout="nhwc",
+        filter_layout="rsck",
+    )
+    unsplit = config_for(spec, splits=1)
+    config = config_for(spec)
+    blocks = grid_blocks(spec, unsplit)
+    assert unsplit.splits == 1 and blocks < MULTIPROCESSORS
+    assert config.splits > 1 and config.mma
+    assert blocks * config.splits <= MULTIPROCESSORS < blocks * config.splits * 2 or (
+        c // (config.splits * 2) < MIN_SPLIT_CHANNELS
+    )
+    assert c // config.splits >= MIN_SPLIT_CHANNELS
+    assert config == config_for(spec, splits=config.splits)
+
+
+def test_config_for_leaves_a_full_grid_and_any_batch_unsplit():
+    full = ConvSpec(
+        32,
+        64,
+        56,
+        56,
+        64,
+        3,
+        3,
+        padding=1,
+        dtype="f16",
+        layout="nhwc",
+        filter_layout="rsck",
+    )
+    assert grid_blocks(full, config_for(full, splits=1)) >= MULTIPROCESSORS
+    assert config_for(full) == config_for(full, splits=1, flatten_pixels=False)
+    deep = ConvSpec(
+        1,
+        1024,
+        14,
+        14,
+        256,
+        1,
+        1,
+        dtype="f16",
+        layout="nhwc",
+        filter_layout="rsck",
+        dynamic_batch=True,
+    )
+    assert config_for(deep).splits == 1  # a split's workspace is sized by the batch
+    f32 = dataclasses.replace(deep, dtype="f32", dynamic_batch=False)
+    assert config_for(f32).splits == 1  # the SIMT route: not measured split
+
+
 def test_config_for_a_split_plans_one_splits_channels():
     spec = ConvSpec(
         1,
@@ -211,7 +285,7 @@ def test_a_split_compiles_to_two_kernels_and_the_runtime_owns_the_workspace():
         filter_layout="rsck",
         epilogue="bias-relu",
     )
-    unsplit = compile_to_ptx(spec, arch="sm_90")
+    unsplit = compile_to_ptx(spec, config_for(spec, splits=1), arch="sm_90")
     for arch in ("sm_80", "sm_90"):
         compiled = compile_to_ptx(spec, config_for(spec, splits=8), arch=arch)
         first, second = compiled.launches

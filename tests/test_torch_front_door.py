@@ -299,3 +299,41 @@ def test_a_model_of_any_batch_compiles_once_per_bucket():
         assert float(error) < 2e-2, batch
         compiled.append(at._kernel.cache_info().currsize)
     assert compiled[0] == compiled[1] == compiled[2]  # 5 and 7 compiled nothing
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("make", [resnet50, mobilenet_v2])
+@pytest.mark.parametrize("batch", [1, 32])
+def test_a_graphed_model_is_the_eager_model_is_torch(make, batch):
+    """Replayed as a CUDA graph, the converted model computes what it computes
+    eagerly (the same kernels), and both agree with torch in f16 as
+    torch's own f16 model does."""
+    import copy
+
+    model = randomize_batch_norms(make()).eval().cuda()
+    reference = copy.deepcopy(model).double()
+    half = model.half().to(memory_format=CL)
+    graphed = at.convert(half)
+    eager = at.convert(half, graphs=False)
+    x = torch.randn(batch, 3, 224, 224, device="cuda")
+    x16 = x.half().to(memory_format=CL)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback, no refused capture
+        expected = reference(x.double())
+        ours = half(x16)
+        eager_out = eager(x16)
+        first = graphed(x16)
+        again = graphed(x16)
+    assert graphed.captured == 1
+
+    def apart(a, b):  # cuBLAS may pick another algorithm for the classifier
+        return float((a.double() - b.double()).norm() / b.double().norm())
+
+    assert apart(first, eager_out) <= 1e-3 and torch.equal(again, first)
+    error = float((first.double() - expected).norm() / expected.norm())
+    torch_error = float((ours.double() - expected).norm() / expected.norm())
+    assert error <= max(2 * torch_error, 2e-3), (error, torch_error)
+    # another input of the shape: the graph reads it, not the first one's copy
+    y = torch.randn_like(x16)
+    with torch.no_grad():
+        assert apart(graphed(y), eager(y)) <= 1e-3
