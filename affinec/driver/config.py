@@ -57,10 +57,14 @@ def batch_config_for(
     fixed batch `spec.n` where it takes one image a block (the grid then grows with
     the batch and nothing in a block depends on it), else `config_for`'s for one
     image (the configuration of the batch bucket below every other)."""
-    fixed = config_for(replace(spec, dynamic_batch=False), tf32=tf32, arch=arch)
+    fixed = config_for(
+        replace(spec, dynamic_batch=False), tf32=tf32, arch=arch, splits=1
+    )
     if takes_any_batch(fixed):
         return fixed
-    return config_for(replace(spec, n=1, dynamic_batch=False), tf32=tf32, arch=arch)
+    return config_for(
+        replace(spec, n=1, dynamic_batch=False), tf32=tf32, arch=arch, splits=1
+    )
 
 
 def config_for(
@@ -68,8 +72,8 @@ def config_for(
     *,
     tf32: bool = False,
     arch: str = DEFAULT_PLANNING_ARCH,
-    splits: int = 1,
-    flatten_pixels: bool = False,
+    splits: int | None = None,
+    flatten_pixels: bool | None = None,
     wgmma: bool = False,
 ) -> KernelConfig:
     """A good configuration for `spec` without measuring. f16 and bf16 with at least
@@ -85,7 +89,13 @@ def config_for(
     `flatten_pixels`, the configuration is the product's (`flattened_spec`). With
     `wgmma`, Hopper's kernel (`wgmma_config_for`). A spec of any batch
     (`dynamic_batch`) is configured for its `n` with one image a block
-    (`batch_config_for`)."""
+    (`batch_config_for`). Left unsaid, `splits` and `flatten_pixels` are chosen
+    to fill the chip (`filling_config_for`); `splits=1, flatten_pixels=False` is
+    the grid of the spec's own tiles."""
+    if splits is None and flatten_pixels is None and not wgmma:
+        return filling_config_for(spec, tf32=tf32, arch=arch)
+    splits = 1 if splits is None else splits
+    flatten_pixels = bool(flatten_pixels)
     if splits < 1:
         raise ValueError(f"splits must be 1 or more, got {splits}")
     if isinstance(spec, ConvSpec) and spec.dynamic_batch:
@@ -250,6 +260,67 @@ SHARED_ROW_PADDING = 16
 """Bytes `affinec-plan-shared-memory` adds to a tensor-core tile's rows: a 16-byte
 shift a row keeps ldmatrix's eight rows in distinct banks. tf32's filter tiles are
 read as 32-bit words four rows at a time and take twice that."""
+
+
+SPLIT_COUNTS = (2, 4, 8, 16)
+"""The split counts `filling_config_for` chooses from."""
+MIN_SPLIT_CHANNELS = 64
+"""The fewest channels one split keeps: below, its partial sums cost more to write
+and add than the blocks gain."""
+
+
+def filling_config_for(
+    spec: Spec, *, tf32: bool = False, arch: str = DEFAULT_PLANNING_ARCH
+) -> KernelConfig:
+    """`config_for`'s configuration with the grid filled: a tensor-core
+    configuration whose blocks leave most multiprocessors idle takes fewer idle
+    ones. A 1x1 convolution is compiled over its flattened pixels when the
+    product's tiles compute fewer outputs than the image's (small images at a
+    batch: a 7x7 image in 128-pixel tiles computes 79 % idle rows); then, while
+    the grid is under one block a multiprocessor (`MULTIPROCESSORS`), the channel
+    reduction is split in as many as fill it (`SPLIT_COUNTS`), each split keeping
+    `MIN_SPLIT_CHANNELS` channels or more (split-K for a grid of less than one
+    wave). Other configurations are `config_for`'s as they are."""
+    base = config_for(spec, tf32=tf32, arch=arch, splits=1, flatten_pixels=False)
+    if not base.mma or base.pad_channels > 1 or base.coalesce_reduction:
+        return base
+    if isinstance(spec, ConvSpec) and spec.dynamic_batch:
+        return base
+    flatten = False
+    if isinstance(spec, ConvSpec) and flattens(spec):
+        product = flattened_spec(spec)
+        flat = config_for(product, tf32=tf32, arch=arch, splits=1, flatten_pixels=False)
+        flatten = computed_outputs(product, flat) < computed_outputs(spec, base)
+    if flatten:
+        base = replace(flat, flatten_pixels=True)
+    routed = flattened_spec(spec) if flatten else spec
+    blocks = grid_blocks(routed, base)
+    channels = _channels(routed)
+    splits = 1
+    for s in SPLIT_COUNTS:
+        if blocks * s > MULTIPROCESSORS or channels // s < MIN_SPLIT_CHANNELS:
+            break
+        splits = s
+    if splits == 1:
+        return base
+    return config_for(spec, tf32=tf32, arch=arch, splits=splits, flatten_pixels=flatten)
+
+
+def grid_blocks(spec: Spec, config: KernelConfig) -> int:
+    """The blocks of `config`'s tiles over `spec`'s outputs (one split's grid)."""
+    extents = [e for _, e in contraction_of(spec).output_index]
+    tiles = list(config.tile_sizes) + [1] * (len(extents) - len(config.tile_sizes))
+    return math.prod(-(-e // min(t, e)) for e, t in zip(extents, tiles, strict=True))
+
+
+def computed_outputs(spec: Spec, config: KernelConfig) -> int:
+    """The outputs `config`'s blocks compute, the tiles' idle rows and columns
+    counted (a partial tile is computed whole)."""
+    extents = [e for _, e in contraction_of(spec).output_index]
+    tiles = list(config.tile_sizes) + [1] * (len(extents) - len(config.tile_sizes))
+    return grid_blocks(spec, config) * math.prod(
+        min(t, e) for e, t in zip(extents, tiles, strict=True)
+    )
 
 
 def _grouped(spec: Spec) -> bool:

@@ -48,6 +48,7 @@ from dataclasses import dataclass, replace
 from affinec.base.spec import ConvSpec, Spec
 from affinec.driver.config import (
     DEFAULT_PLANNING_ARCH,
+    MIN_SPLIT_CHANNELS,
     MMA_MIN_CHANNELS,
     KernelConfig,
     config_for,
@@ -151,6 +152,8 @@ def search_space(
         raise ValueError(f"max_candidates must be at least 1, got {max_candidates}")
     problem = problem_of(spec)
     baseline = config_for(spec, arch=arch)
+    # the routes and split counts are drawn around the spec's own grid
+    unsplit = config_for(spec, arch=arch, splits=1, flatten_pixels=False)
     given_capacity = capacity
     if capacity is None:
         capacity = shared_capacity(chip(arch))
@@ -162,24 +165,24 @@ def search_space(
         pass  # a grouped convolution in NCHW: the SIMT route only
     elif spec.dtype != "f32" and channels >= MMA_MIN_CHANNELS:
         generators["mma"] = _mma_configs(problem)
-    elif spec.dtype != "f32" and baseline.pad_channels > 1:
+    elif spec.dtype != "f32" and unsplit.pad_channels > 1:
         # channels padded with zeros (3 as 4): the coalesced route of the padded spec
         assert isinstance(spec, ConvSpec)
-        padded = problem_of(replace(spec, c=baseline.pad_channels))
+        padded = problem_of(replace(spec, c=unsplit.pad_channels))
         generators["mma"] = (
-            replace(c, pad_channels=baseline.pad_channels)
+            replace(c, pad_channels=unsplit.pad_channels)
             for c in _mma_configs(padded, coalesced=True)
         )
-    elif spec.dtype != "f32" and baseline.coalesce_reduction:
+    elif spec.dtype != "f32" and unsplit.coalesce_reduction:
         generators["mma"] = _mma_configs(problem, coalesced=True)
-    for splits in _split_counts(problem, baseline):
-        # Few blocks: the baseline's route over one split's channels, S times the
+    for splits in _split_counts(problem, unsplit):
+        # Few blocks: the unsplit route over one split's channels, S times the
         # blocks (a padded or coalesced route keeps to its few channels unsplit).
-        route = "mma" if baseline.mma else "simt"
-        if baseline.pad_channels > 1 or baseline.coalesce_reduction:
+        route = "mma" if unsplit.mma else "simt"
+        if unsplit.pad_channels > 1 or unsplit.coalesce_reduction:
             break
         one = split_problem(problem, splits)
-        made = _mma_configs(one) if baseline.mma else _simt_configs(one)
+        made = _mma_configs(one) if unsplit.mma else _simt_configs(one)
         generators[f"{route}/{splits}"] = (replace(c, splits=splits) for c in made)
     if flattens(spec) and generators.get("mma") is not None:
         # a 1x1 convolution as the product of its flattened pixels: its M tiled freely
@@ -235,9 +238,6 @@ SPLITS = (2, 4, 8, 16)
 baseline launches fewer blocks than the chip has multiprocessors: the two largest
 that keep the grid within `MAX_SPLIT_WAVES` of the chip."""
 MAX_SPLIT_WAVES = 1.5
-MIN_SPLIT_CHANNELS = 64
-"""The fewest channels one split keeps: below, its partial sums cost more to write
-and add than the blocks gain."""
 
 
 def _split_counts(problem: Problem, baseline: KernelConfig) -> list[int]:
