@@ -66,6 +66,14 @@ def main(argv: list[str] | None = None) -> int:
         "compiled for sm_90a with TMA and wgmma (config_for(spec, wgmma=True)) and "
         "keep the fastest",
     )
+    parser.add_argument(
+        "--unsplit",
+        action="store_true",
+        help="also time each layer whose config_for configuration splits its "
+        "reduction or flattens its pixels as the spec's own grid "
+        "(config_for(spec, splits=1, flatten_pixels=False)), in the same run, and "
+        "print that total beside config_for's (the filling rule before and after)",
+    )
     parser.add_argument("--compile-only", action="store_true")
     parser.add_argument("--json")
     parser.add_argument("--plot")
@@ -109,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                               f"{other.resources().registers} regs")  # fmt: skip
                 else:
                     bench = bench_conv(layer.name, layer.spec, compiled=compiled)
+                    if args.unsplit:
+                        row["unsplit_ms"] = _unsplit_ms(layer, compiled, bench, arch)
                     bench, variant = _fastest(layer, bench, variants, arch, row)
                     row |= {
                         "variant": variant,
@@ -147,6 +157,13 @@ def main(argv: list[str] | None = None) -> int:
                 "geomean_ratio": geomean([r["ratio"] for r in rows])}  # fmt: skip
         print(f"{res['network']:10s} {res['batch']:5d} {ours:9.3f} {cudnn:9.3f} "
               f"{cudnn / ours:10.3f} {worst:11.3f}")  # fmt: skip
+        if args.unsplit and all(r.get("unsplit_ms") for r in rows):
+            unsplit = sum(r["count"] * r["unsplit_ms"] for r in rows)
+            worst_unsplit = min(r["cudnn_ms"] / r["unsplit_ms"] for r in rows)
+            res |= {"unsplit_ms": unsplit, "unsplit_ratio": cudnn / unsplit,
+                    "unsplit_worst_ratio": worst_unsplit}  # fmt: skip
+            print(f"{'  unsplit':10s} {res['batch']:5d} {unsplit:9.3f} {cudnn:9.3f} "
+                  f"{cudnn / unsplit:10.3f} {worst_unsplit:11.3f}")  # fmt: skip
     info = device_description()
     print(
         f"{info['gpu']}, cuDNN {info['cudnn']}, torch {info['torch']}, {info['date']}"
@@ -175,6 +192,19 @@ def _variant(spec, label: str, knobs: dict, arch: str, row: dict):
         row.setdefault("skipped", {})[label] = reason
         print(f"    {label}: skipped ({reason})", flush=True)
         return None
+
+
+def _unsplit_ms(layer, compiled, plain, arch: str) -> float | None:
+    """The layer's time on the spec's own grid (`config_for(spec, splits=1,
+    flatten_pixels=False)`): `plain`'s where config_for chose that already, else
+    that configuration compiled, checked and timed in this run."""
+    config = config_for(layer.spec, arch=arch, splits=1, flatten_pixels=False)
+    if config == compiled.config:
+        return plain.ours_ms
+    unsplit = compile_to_ptx(layer.spec, config, arch=arch)
+    bench = bench_conv(layer.name, layer.spec, compiled=unsplit)
+    print(f"    unsplit: {bench.ours_ms} ms {bench.note}", flush=True)
+    return bench.ours_ms
 
 
 def _fastest(layer, plain, variants: list[tuple[str, dict]], arch: str, row: dict):
