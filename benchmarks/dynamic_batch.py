@@ -2,7 +2,7 @@
 batch, and cuDNN, in the same run.
 
     scripts/gpu_python.sh benchmarks/dynamic_batch.py --network resnet50 \
-        --batch 1 8 32 --json /tmp/affinec-gpu/dynamic_batch.json
+        --batch 1 8 15 32 --json /tmp/affinec-gpu/dynamic_batch.json
 
 For each distinct layer of the network and each batch B, the configuration is
 `config_for`'s for the layer of any batch configured at B (one image a block); the
@@ -11,7 +11,8 @@ are checked against float64 and timed (kernel time, as `affinec.driver.benchmark
 column runs the one kernel of any batch compiled at the first batch given, at every
 batch (what a user of one compiled kernel gets). The table shows the kernels' times,
 cuDNN's, and the dynamic kernel's time over the fixed one's (the target is
-1.10 at most). `--compile-only` (no GPU needed) compiles both and compares what ptxas
+1.10 at most). Exits 1 if any kernel was wrong against float64 (a time of n/a, the
+layer named). `--compile-only` (no GPU needed) compiles both and compares what ptxas
 reports.
 """
 
@@ -54,6 +55,11 @@ def _row(name: str, batch: int, spec, once, arch: str, compile_only: bool) -> di
         cudnn_ms=f.cudnn_ms,
         errors=[f.error, d.error, o.error],
         notes=[x.note for x in (f, d, o) if x.note],
+        wrong=[
+            label
+            for label, x in (("fixed", f), ("any batch", d), ("one kernel", o))
+            if x.ours_ms is None
+        ],
     )
     return row
 
@@ -84,7 +90,7 @@ def _table(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--network", default="resnet50", choices=NETWORKS)
-    parser.add_argument("--batch", nargs="+", type=int, default=[1, 8, 32])
+    parser.add_argument("--batch", nargs="+", type=int, default=[1, 8, 15, 32])
     parser.add_argument("--layers", type=int, default=0, help="the first N (0: all)")
     parser.add_argument("--arch", default=None, help="default: the GPU's")
     parser.add_argument("--compile-only", action="store_true")
@@ -121,11 +127,18 @@ def main(argv: list[str] | None = None) -> int:
             f"any batch over fixed batch: geomean {geomean(ratios):.3f}, "
             f"worst {max(ratios):.3f} ({len(ratios)} kernels)"
         )
+    wrong = [r for r in rows if r.get("wrong")]
+    for r in wrong:
+        print(f"WRONG: {r['layer']} at batch {r['batch']}: {', '.join(r['wrong'])} "
+              f"(errors {r['errors']})")  # fmt: skip
+    if not args.compile_only:
+        print(f"{len(rows) * 3 - sum(len(r['wrong']) for r in wrong)} of "
+              f"{len(rows) * 3} kernels right against float64")  # fmt: skip
     if args.json:
         extra = {} if args.compile_only else {"device": device_description()}
         with open(args.json, "w") as f:
             json.dump({"rows": rows, **extra}, f, indent=1)
-    return 0
+    return 1 if wrong else 0
 
 
 if __name__ == "__main__":
