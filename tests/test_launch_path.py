@@ -351,3 +351,43 @@ def test_bf16_comes_back_as_the_callers_kind(kind):
         assert torch.equal(kernel(*arrays), out)
     error = np.linalg.norm(got - expected) / np.linalg.norm(expected)
     assert error <= TOLERANCE["bf16"]
+
+
+def test_a_tensor_map_parameter_points_at_its_encoding(monkeypatch):
+    """A Hopper kernel's parameter block: the tensor maps' 128 bytes where they
+    lie, encoded once per address; the output's address in its own slot."""
+    import ctypes
+
+    from affinec.backend import runtime
+    from affinec.base.spec import MatmulSpec
+    from affinec.driver.compiler import compile_to_ptx
+
+    class Encoded:
+        def __init__(self, address: int) -> None:
+            self.bytes = (ctypes.c_uint8 * 128)(*(address >> 20 & 0xFF,) * 128)
+
+        def getPtr(self) -> int:
+            return ctypes.addressof(self.bytes)
+
+    encoded = []
+    monkeypatch.setattr(
+        runtime.TiledTensorMap,
+        "encode",
+        lambda self, address: encoded.append(address) or Encoded(address),
+    )
+    spec = MatmulSpec(128, 64, 64, "f16")
+    kernel = compile_to_ptx(spec, arch="sm_90a", wgmma=True).runtime_kernel()
+    assert kernel.launches[0].takes_tensor_maps
+    a, b = (
+        Fake(p.shape, 0x100000 * (k + 1), "<f2")
+        for k, p in enumerate(kernel.arguments[:2])
+    )
+    c = Fake(kernel.arguments[2].shape, 0x300000, "<f2")
+    plan = kernel.prepare(a, b, c)
+    for _ in range(2):
+        kernel.pack(plan, {"A": 0x100000, "B": 0x200000, "C": 0x300000})
+    assert encoded == [0x100000, 0x200000]  # once per address
+    block = plan.blocks[0]
+    assert block.parameter_bytes(0, 128) == bytes([0x01] * 128)  # A's map
+    assert block.parameter_bytes(1, 128) == bytes([0x02] * 128)  # B's
+    assert block.parameter_bytes(2) == struct.pack("<Q", 0x300000)
