@@ -6,6 +6,11 @@
 #   scripts/gpu_session.sh tests bench timing     # a subset of the steps, in order
 #   scripts/gpu_session.sh all
 #
+# Every route proven in two runs of under 10 minutes each (16 cores, one H100):
+#   scripts/gpu_session.sh sanitize_routes differential   # about 3 + 5 minutes
+#   DYNAMIC_LAYERS=6 scripts/gpu_session.sh tests dynamic notebook  # about 6 + 2 + 1.5
+# (each step's limit: TESTS_LIMIT_S, SANITIZE_LIMIT_S, DIFFERENTIAL_LIMIT_S, ...).
+#
 # Steps:
 #   tests     make gpu-test: the GPU test matrix (pytest -m gpu)
 #   bench     affinec bench: the five benchmark convolutions against cuDNN (JSON too)
@@ -16,7 +21,16 @@
 #   sanitize_routes  one small kernel per route (scripts/gpu_sanitize.py) under
 #             memcheck, racecheck and synccheck, each checked against float64: a
 #             table of routes x tools and each tool's error count
-#   differential  random specs x the tuner's configurations against float64
+#   differential  PAIRS (3000) random specs x the tuner's configurations against
+#             float64 on sm_90a: every route and knob, a table by route
+#   dynamic   ResNet-50's layers (DYNAMIC_LAYERS of them, 0: all) at batch 1, 8, 15
+#             and 32: one kernel of any batch against the same configuration compiled
+#             for each batch, and cuDNN
+#   dynamic_models  the torch model converted with any_batch at 8, 12, 15
+#   notebook  notebooks/05_pytorch.ipynb run as a script on the GPU, its figures
+#             saved under $OUT
+#   variants  ResNet-50 at batch 1 with Hopper's kernel and split-K variants: the
+#             ones refused for a layer are named, never a crash
 #   networks  ResNet-50, VGG-16 and MobileNetV2 convolutions at batch 1 and 32
 #             against cuDNN
 #   splits    ResNet-50 at batch 1 and 32 with split-K tried on every layer (2, 4, 8),
@@ -31,9 +45,6 @@
 #             each; the five benchmark convolutions and ResNet-50 and VGG-16 on
 #             the route against cuDNN; ncu on
 #             the five benchmark convolutions' wgmma kernels
-#   dynamic   ResNet-50's layers at batch 1, 8 and 32: a kernel of any batch against
-#             the same configuration compiled for the fixed batch, and cuDNN; the
-#             torch model converted with any_batch at 8, 12, 15 (one compile)
 #   codegen   affinec bench in f16 twice, LLVM's code generation as it is and with
 #             AFFINEC_FAST_CODEGEN=1 (no straight-line strength reduction: a third of
 #             the compile time): whether the kernels lose anything by it
@@ -56,7 +67,7 @@ run() {  # run NAME SECONDS COMMAND...: log, exit code and seconds in the summar
 }
 
 step_tests() {  # the GPU tests in 8 shards at once: compiling them is most of their time
-  run tests 300 $PY scripts/pytest_shards.py 8 tests -- -q -m gpu -p no:cacheprovider
+  run tests "${TESTS_LIMIT_S:-420}" $PY scripts/pytest_shards.py 8 tests -- -q -m gpu -p no:cacheprovider
   tail -12 "$OUT/tests.log"
 }
 
@@ -117,14 +128,14 @@ step_sanitize_routes() {
   # One small kernel per route (scripts/gpu_sanitize.py --list), compiled once, then
   # launched and checked against float64 under each tool in one process. API-probe
   # noise (numba's and torch's failed queries of pointers) is excluded by flag.
-  run sanitize-compile 240 $PY scripts/gpu_sanitize.py --compile "$OUT/sanitize_kernels.pkl"
+  run sanitize-compile 120 $PY scripts/gpu_sanitize.py --compile "$OUT/sanitize_kernels.pkl"
   tail -2 "$OUT/sanitize-compile.log"
   local tool
   for tool in memcheck racecheck synccheck; do
     local extra=()
     [ "$tool" = memcheck ] && extra=(--check-api-memory-access no --leak-check no)
     [ "$tool" = racecheck ] && extra=(--racecheck-report hazard)
-    run "sanitize-$tool" "${SANITIZE_LIMIT_S:-240}" compute-sanitizer --tool "$tool" \
+    run "sanitize-$tool" "${SANITIZE_LIMIT_S:-150}" compute-sanitizer --tool "$tool" \
       --target-processes all --report-api-errors no --error-exitcode 3 "${extra[@]}" \
       python3 scripts/gpu_sanitize.py --run "$OUT/sanitize_kernels.pkl"
   done
@@ -160,14 +171,11 @@ print(f"{'sanitizer errors / hazards':40s}" + "".join(f"{totals[t]:>11s}" for t 
 PY
 }
 
-step_differential() {  # PAIRS random pairs (1200 by default) against float64
-  run differential 900 $PY scripts/gpu_differential.py --pairs "${PAIRS:-1200}" \
-    --seed "${SEED:-1}" --json "$OUT/differential.json"
-  tail -8 "$OUT/differential.log"
-  run differential-wgmma 600 $PY scripts/gpu_differential.py --arch sm_90a \
-    --wgmma-only --pairs "${WGMMA_PAIRS:-400}" --seed "${SEED:-1}" \
-    --json "$OUT/differential_wgmma.json"
-  tail -6 "$OUT/differential-wgmma.log"
+step_differential() {  # PAIRS random pairs (3000 by default) over every route, sm_90a
+  run differential "${DIFFERENTIAL_LIMIT_S:-420}" $PY scripts/gpu_differential.py \
+    --pairs "${PAIRS:-3000}" --seed "${SEED:-1}" --json "$OUT/differential.json"
+  grep -E "^(wrong|failed):" "$OUT/differential.log" | head -20
+  tail -24 "$OUT/differential.log"
 }
 
 step_networks() {
@@ -214,13 +222,38 @@ step_hopper() {
     "$OUT/hopper-profile.log" | head -80
 }
 
-step_dynamic() {
-  run dynamic 900 $PY benchmarks/dynamic_batch.py --network resnet50 --batch 1 8 32 \
-    --json "$OUT/dynamic_batch.json"
-  tail -6 "$OUT/dynamic.log"
+step_dynamic() {  # DYNAMIC_LAYERS: ResNet-50's first N distinct layers (0: all)
+  run dynamic "${DYNAMIC_LIMIT_S:-600}" $PY benchmarks/dynamic_batch.py --network resnet50 \
+    --batch 1 8 15 32 --layers "${DYNAMIC_LAYERS:-0}" --json "$OUT/dynamic_batch.json"
+  grep -E "^WRONG|kernels right|geomean" "$OUT/dynamic.log"
+  tail -"$((4 * ${DYNAMIC_LAYERS:-20} + 2))" "$OUT/dynamic.log" | head -60
+}
+
+step_dynamic_models() {  # the torch model of any batch at 8, 12, 15: one compile
   run dynamic-models 600 $PY benchmarks/torch_models.py --model resnet50 \
     --batch 8 12 15 --any-batch --json "$OUT/torch_models_any_batch.json"
   tail -4 "$OUT/dynamic-models.log"
+}
+
+step_notebook() {  # notebooks/05_pytorch.ipynb as a script; its figures saved to $OUT
+  MPLBACKEND=Agg run notebook-05 "${NOTEBOOK_LIMIT_S:-300}" $PY -c '
+import sys
+sys.path.insert(0, "scripts")
+from run_notebook import main
+main("notebooks/05_pytorch.ipynb")
+import matplotlib.pyplot as plt
+for n in plt.get_fignums():
+    plt.figure(n).savefig(f"{sys.argv[1]}/notebook05_figure{n}.png", dpi=120)
+    print(f"saved {sys.argv[1]}/notebook05_figure{n}.png")
+' "$(realpath "$OUT")"
+  tail -8 "$OUT/notebook-05.log"
+}
+
+step_variants() {  # a variant refused for a layer is skipped and named, never a crash
+  run variants "${VARIANTS_LIMIT_S:-420}" $PY benchmarks/networks.py --network resnet50 \
+    --batch 1 --wgmma --splits 2 --json "$OUT/variants.json"
+  grep -E "skipped on|Traceback|Error" "$OUT/variants.log" | head -10
+  tail -4 "$OUT/variants.log"
 }
 
 step_codegen() {
