@@ -7,7 +7,9 @@ both look like "rows 0 to 32". Where the variables an access depends on span few
 enough points, `index_sets` enumerates them instead: every combination of the free
 block arguments (thread ids, loop variables) within their ranges, the enclosing
 guards applied, each index computed with numpy. The result is, per dimension, the
-set of values the access reaches.
+set of values the access reaches. `index_points` keeps the points themselves: which
+element each combination reaches, beside the values of the variables (the thread
+that runs it), so that a caller can tell which thread touches which element.
 
     index_sets(load, [%i, %j], guards, known={%t: 3})  ->  [{0, 1}, {17, ..., 31}]
 
@@ -88,23 +90,60 @@ def index_sets(
     `free_roots` found them, the `known` ones fixed, the others over their `ranges`
     (a cache `value_range` fills). None when a root has no range or there are more
     than `MAX_POINTS` combinations."""
-    free = [r for r in roots if r not in known]
-    extents = []
-    for r in free:
+    axes = []
+    for r in roots:
+        if r in known:
+            continue
         span = value_range(r, ranges)
         if span is None or span[1] < span[0]:  # unbounded, or code that never runs
             return None
-        extents.append(span)
-    if math.prod(hi - lo + 1 for lo, hi in extents) > MAX_POINTS:
+        axes.append(([r], span))
+    points = index_points(indices, m, guards, axes, known, MAX_POINTS)
+    if points is None:
+        return None
+    results, _ = points
+    return [frozenset(np.unique(r).tolist()) for r in results]
+
+
+Axis = tuple[Sequence[SSAValue], Interval]
+"""A variable enumerated over an interval, and the values that take it (several
+names of one variable, as the thread id read by two ops; none for a variable the
+indices do not name, as the thread that runs them)."""
+
+
+def index_points(
+    indices: Sequence[SSAValue],
+    m: AffineMap | None,
+    guards: Sequence[Guard],
+    axes: Sequence[Axis],
+    known: dict[SSAValue, int],
+    limit: int,
+) -> tuple[list[np.ndarray], list[np.ndarray]] | None:
+    """Every point of `axes` (each variable over its interval, the `known` values
+    fixed) where the guards hold: per result of `m` over `indices` (the indices
+    themselves without a map) its value there, and per axis the variable's value
+    there, as 1-D arrays of one entry per point. Every root the indices and guards
+    depend on must be known or on an axis. None past `limit` points, or where
+    64-bit arithmetic would not keep the numbers exact."""
+    extents = [span for _, span in axes]
+    if any(hi < lo for lo, hi in extents):  # code that never runs
+        return [np.zeros(0, np.int64) for _ in (m.results if m else indices)], [
+            np.zeros(0, np.int64) for _ in axes
+        ]
+    if math.prod(hi - lo + 1 for lo, hi in extents) > limit:
         return None
     if any(max(abs(lo), abs(hi)) > LARGEST for lo, hi in extents):
         return None
     env: dict[SSAValue, np.ndarray | int] = dict(known)
     shape = [hi - lo + 1 for lo, hi in extents]
-    for axis, (r, (lo, _)) in enumerate(zip(free, extents, strict=True)):
-        along = [1] * len(free)
+    grids = []
+    for axis, ((values, _), (lo, _)) in enumerate(zip(axes, extents, strict=True)):
+        along = [1] * len(axes)
         along[axis] = shape[axis]
-        env[r] = np.arange(lo, lo + shape[axis], dtype=np.int64).reshape(along)
+        grid = np.arange(lo, lo + shape[axis], dtype=np.int64).reshape(along)
+        grids.append(grid)
+        for v in values:
+            env[v] = grid
     mask = np.ones(shape, dtype=bool)
     try:
         for guard, branch in guards:
@@ -114,9 +153,10 @@ def index_sets(
         results = values if m is None else [_expr(e, m, values) for e in m.results]
     except (_TooLarge, OverflowError):
         return None  # numbers past what 64-bit arithmetic keeps exact
-    return [
-        frozenset(np.unique(np.broadcast_to(r, shape)[mask]).tolist()) for r in results
-    ]
+    return (
+        [np.broadcast_to(r, shape)[mask] for r in results],
+        [np.broadcast_to(g, shape)[mask] for g in grids],
+    )
 
 
 _IDS = (gpu.ThreadIdOp, gpu.BlockIdOp, gpu.LaneIdOp)
