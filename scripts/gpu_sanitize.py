@@ -24,20 +24,19 @@ import pickle
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from affinec.base.spec import ConvSpec, MatmulSpec, Spec
 
 
-@dataclass(frozen=True)
-class Route:
+class Route(NamedTuple):
     """A route's kernel: `spec` compiled with `config_for(spec, **knobs)` changed by
     `changes`, for `arch`; run at `run_batch` where it is a kernel of any batch."""
 
     name: str
     spec: Spec
-    knobs: dict = field(default_factory=dict)
-    changes: dict = field(default_factory=dict)
+    knobs: dict = {}  # noqa: RUF012 (never changed)
+    changes: dict = {}  # noqa: RUF012
     arch: str = "sm_90"
     run_batch: int = 0
 
@@ -150,7 +149,10 @@ def compile_all(names: list[str], jobs: int) -> tuple[dict, list[str]]:
     chosen = [r for r in routes() if not names or r.name in names]
     kernels, failures = {}, []
     with ProcessPoolExecutor(jobs) as pool:
-        for name, built, reason, seconds in pool.map(compile_route, chosen):
+        each = (
+            pool.map(compile_route, chosen) if jobs > 1 else map(compile_route, chosen)
+        )
+        for name, built, reason, seconds in each:
             if built is None:
                 failures.append(name)
                 print(f"{name}: NOT COMPILED: {reason}", flush=True)
