@@ -129,8 +129,10 @@ def compile_route(route: Route):
 
     start = time.perf_counter()
     try:
+        # the route's own knobs only: nothing split or flattened unless asked
+        knobs = {"splits": 1, "flatten_pixels": False} | route.knobs
         config = with_knobs(
-            config_for(route.spec, arch=route.arch, **route.knobs), **route.changes
+            config_for(route.spec, arch=route.arch, **knobs), **route.changes
         )
         compiled = compile_to_ptx(route.spec, config, arch=route.arch)
         kernel = compiled.runtime_kernel()
