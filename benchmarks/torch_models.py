@@ -147,6 +147,15 @@ def model_rows(
         ways["affinec"] = at.convert(half, any_batch=any_batch, graphs=False)
         ways["graphed"] = at.convert(half, any_batch=any_batch)
     ways["torch"] = half
+    if compile_modes:
+        import torch._dynamo
+
+        # a fresh start per model, and room for both modes at every batch: past
+        # dynamo's limit of recompilations a compiled model silently runs eagerly
+        torch._dynamo.reset()
+        for limit in ("cache_size_limit", "recompile_limit"):
+            if hasattr(torch._dynamo.config, limit):
+                setattr(torch._dynamo.config, limit, 64)
     for mode in compile_modes:
         way = "compiled" if mode == "default" else "reduce_overhead"
         ways[way] = torch.compile(copy.deepcopy(half), mode=mode)

@@ -391,3 +391,14 @@ def test_a_tensor_map_parameter_points_at_its_encoding(monkeypatch):
     assert block.parameter_bytes(0, 128) == bytes([0x01] * 128)  # A's map
     assert block.parameter_bytes(1, 128) == bytes([0x02] * 128)  # B's
     assert block.parameter_bytes(2) == struct.pack("<Q", 0x300000)
+
+
+def test_a_copied_parameter_block_points_into_itself():
+    import copy
+
+    block = ParameterBlock(2)
+    block.set_pointer(0, 0x1000)
+    twin = copy.deepcopy(block)
+    twin.set_pointer(0, 0x2000)
+    assert block.parameter_bytes(0) == struct.pack("<Q", 0x1000)
+    assert twin.parameter_bytes(0) == struct.pack("<Q", 0x2000)

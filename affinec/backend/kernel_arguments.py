@@ -287,7 +287,10 @@ def layout_of(value: Any) -> tuple[Hashable, int] | None:
     reader = _READERS.get(kind)
     if reader is None:
         reader = _READERS[kind] = _reader_for(kind)
-    return reader(value)
+    try:
+        return reader(value)
+    except Exception:  # a sparse tensor, an array that refuses: the checks say why
+        return None
 
 
 def _no_layout(value: Any) -> None:
@@ -394,6 +397,10 @@ class ParameterBlock:
         self.address = ctypes.addressof(self.addresses)
         """What `cuLaunchKernel`'s kernelParams takes: the address of the array of
         addresses."""
+
+    def __reduce__(self):
+        # a copy gets slots of its own (the addresses point into the block)
+        return (ParameterBlock, (self.count,))
 
     def set_pointer(self, position: int, pointer: int) -> None:
         self.slots[position] = pointer

@@ -335,6 +335,12 @@ class AffinecConv2d(nn.Module):
         """What a call of given shapes needs, decided by its first call: its spec,
         the filter laid out for it, the compiled kernel."""
 
+    def __getstate__(self) -> dict:
+        # a copy (deepcopy, pickle) derives its own: the kernels hold the GPU's
+        state = self.__dict__.copy()
+        state["_filters"], state["_calls"] = {}, {}
+        return state
+
     def _apply(self, fn, *args, **kwargs):
         # the weights move or change type: what was derived from them goes
         self._filters.clear()

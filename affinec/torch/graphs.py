@@ -76,6 +76,12 @@ class GraphedModel(nn.Module):
         """How many input layouts have a graph."""
         return len(self._captures)
 
+    def __getstate__(self) -> dict:
+        # a copy (deepcopy, pickle) captures its own graphs
+        state = self.__dict__.copy()
+        state["_captures"], state["_refused"] = {}, {}
+        return state
+
     def _apply(self, fn, *args, **kwargs):
         # the weights move or change type: the graphs would read the old ones
         self._captures.clear()
