@@ -519,7 +519,11 @@ def test_split_kernels_launch_through_the_driver_with_the_workspace(monkeypatch)
     class Buffer:
         __cuda_array_interface__ = {"data": (0x9000, False)}
 
-    monkeypatch.setattr(kernel, "workspaces", lambda stream=None: {"partial": Buffer()})
+    monkeypatch.setattr(
+        kernel,
+        "workspaces",
+        lambda stream=None, torch_device=None: {"partial": Buffer()},
+    )
 
     class Arg:
         def __init__(self, name, address):
