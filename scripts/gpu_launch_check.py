@@ -29,6 +29,7 @@ without torch.compile, or not at all. The last lines printed are the summary.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import sys
@@ -42,6 +43,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@functools.cache
 def _torch_models():
     """benchmarks/torch_models.py as a module (benchmarks/ is no package)."""
     path = ROOT / "benchmarks" / "torch_models.py"
@@ -236,14 +238,57 @@ def launch(args: argparse.Namespace) -> dict[str, Any]:
     from affinec.frontend.reference import random_inputs
 
     costs = _torch_models().launch_costs(args.calls)
-    spec, kernel = _conv()
-    arrays = [cuda.to_device(a) for a in random_inputs(spec, np.random.default_rng(0))]
-    out = cuda.device_array(spec.output_shape, np.float16)
-    costs["numba_kernel_call_us"] = _torch_models().wall_us_per_call(
-        lambda: kernel(*arrays, out), args.calls
-    )
+    try:
+        spec, kernel = _conv()
+        rng = np.random.default_rng(0)
+        arrays = [cuda.to_device(a) for a in random_inputs(spec, rng)]
+        out = cuda.device_array(spec.output_shape, np.float16)
+        costs["numba_kernel_call_us"] = _torch_models().wall_us_per_call(
+            lambda: kernel(*arrays, out), args.calls
+        )
+        costs.update(_launch_entries(kernel, arrays, out, args.calls))
+    except Exception:
+        traceback.print_exc()
+        costs["numba_failed"] = traceback.format_exc()[-500:]
     print(f"  {json.dumps(costs)}", flush=True)
     return costs
+
+
+def _launch_entries(kernel, arrays, out, calls: int) -> dict[str, float]:
+    """µs per launch of the same kernel on the same arrays through the two lowest
+    entries, nothing else in the loop: the driver's cuLaunchKernel with the plan's
+    packed parameters (what a planned call uses), and cuda.core's launch of the
+    kernel loaded by numba (how numba launches its own)."""
+    from numba import cuda
+
+    from affinec.backend.cuda_launch import launch_function, launch_parameters
+
+    tm = _torch_models()
+    plan = kernel.prepare(*arrays, out)
+    pointers = {
+        name: int(a.__cuda_array_interface__["data"][0])
+        for name, a in zip(plan.names, (*arrays, out), strict=True)
+    }
+    kernel.pack(plan, pointers)
+    (launch,) = kernel.launches
+    function, block = kernel.functions[launch.name], plan.blocks[0]
+    grid = plan.grids[0]
+    driver_us = tm.wall_us_per_call(
+        lambda: launch_parameters(
+            function, grid, launch.block, launch.shared_memory, 0, block.address
+        ),
+        calls,
+    )
+    module = cuda.current_context().create_module_ptx(kernel.ptx)
+    loaded = module.get_function(launch.name)
+    values = [np.uint64(pointers[a]) for a in launch.arguments]
+    core_us = tm.wall_us_per_call(
+        lambda: launch_function(
+            loaded, grid, launch.block, launch.shared_memory, values, None
+        ),
+        calls,
+    )
+    return {"driver_launch_us": driver_us, "core_launch_us": core_us}
 
 
 def models(args: argparse.Namespace, started: float) -> list[dict]:
@@ -340,11 +385,21 @@ def main(argv: list[str] | None = None) -> int:
     costs = result.get("launch", {})
     if "kernel_call_us" in costs:
         print(
-            f"launch µs  kernel from torch {costs['kernel_call_us']:.1f}, from numba "
-            f"{costs['numba_kernel_call_us']:.1f}, affinec.torch.conv2d "
-            f"{costs['affinec_conv2d_us']:.1f}, AffinecConv2d "
+            f"launch µs  kernel from torch {costs['kernel_call_us']:.1f}, "
+            f"affinec.torch.conv2d {costs['affinec_conv2d_us']:.1f}, AffinecConv2d "
             f"{costs['affinec_module_us']:.1f}, F.conv2d {costs['torch_conv2d_us']:.1f}"
         )
+        if "core_launch_us" in costs:
+            print(
+                f"launch µs  kernel from numba {costs['numba_kernel_call_us']:.1f}; "
+                f"the entries alone: cuLaunchKernel packed "
+                f"{costs['driver_launch_us']:.1f}, cuda.core launch "
+                f"{costs['core_launch_us']:.1f}"
+            )
+        else:
+            print(
+                f"launch     numba part FAILED: {costs.get('numba_failed', '')[-200:]}"
+            )
     elif costs:
         print(f"launch     FAILED: {str(costs)[-300:]}")
     rows = result.get("models", [])
