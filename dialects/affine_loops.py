@@ -25,6 +25,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from affinec.base.diagnostics import OpError
 from affinec.dialects.affine_syntax import (
+    parse_index_literal,
     parse_map_and_operands,
     parse_operand_lists,
     parse_type_list,
@@ -102,12 +103,20 @@ def verify_yield(op: Operation, region: Region, types: Sequence[Attribute]) -> N
 # --------------------------------------------------------------------------------------
 
 
+_OUT_OF_RANGE = "integer constant out of range for attribute"
+"""MLIR's words for a bound or step that no `index` holds."""
+
+
 def _parse_for_bound(parser: Parser, keyword: str) -> tuple[AffineMap, list[SSAValue]]:
     """One `affine.for` bound: `%n`, `42`, or `[max|min] affine_map<...>(...)[...]`."""
     prefixed = parser.parse_optional_keyword(keyword) is not None
     if (operand := parser.parse_optional_operand(IndexType())) is not None:
         return AffineMap(0, 1, (AffineExpr.symbol(0),)), [operand]
-    if not prefixed and (value := parser.parse_optional_integer()) is not None:
+    if (
+        not prefixed
+        and (value := parse_index_literal(parser, _OUT_OF_RANGE, optional=True))
+        is not None
+    ):
         return AffineMap.constant_map(value), []
     attr, operands = parse_map_and_operands(parser, "affine.for")
     if len(attr.data.results) > 1 and not prefixed:
@@ -234,7 +243,8 @@ class ForOp(IRDLOperation):
         step = 1
         if parser.parse_optional_keyword("step") is not None:
             pos = parser.pos
-            step = parser.parse_integer(allow_boolean=False)
+            step = parse_index_literal(parser, _OUT_OF_RANGE)
+            assert step is not None
             if step <= 0:
                 parser.raise_error(
                     "expected step to be representable as a positive signed integer",

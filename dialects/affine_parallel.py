@@ -36,6 +36,7 @@ from xdsl.utils.exceptions import VerifyException
 from affinec.dialects.affine_loops import ensure_yield, verify_yield
 from affinec.dialects.affine_syntax import (
     SSAOperandSpace,
+    parse_index_literal,
     parse_ssa_expr,
     parse_ssa_expr_list,
     parse_type_list,
@@ -329,7 +330,8 @@ class ParallelOp(IRDLOperation):
         if parser.parse_optional_keyword("step") is not None:
             pos = parser.pos
             steps = parser.parse_comma_separated_list(
-                Parser.Delimiter.PAREN, lambda: parser.parse_integer(False)
+                Parser.Delimiter.PAREN,
+                lambda: parse_index_literal(parser, "constant too large for index"),
             )
             if any(s <= 0 for s in steps):
                 parser.raise_error(

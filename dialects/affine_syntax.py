@@ -44,7 +44,13 @@ from xdsl.printer import Printer
 from xdsl.utils.lexer import Span
 from xdsl.utils.mlir_lexer import MLIRTokenKind
 
-from affinec.base.semi_affine import MLIRAffineParser, add, mlir_form, multiply
+from affinec.base.semi_affine import (
+    MLIRAffineParser,
+    add,
+    fits_index,
+    mlir_form,
+    multiply,
+)
 
 _ADD = 1
 _MUL = 2
@@ -201,6 +207,24 @@ class SSAOperandSpace:
             parser.resolve_operand(UnresolvedOperand(span, 0), IndexType())
             for span in spans
         ]
+
+
+def parse_index_literal(
+    parser: Parser, message: str, *, optional: bool = False
+) -> int | None:
+    """An integer literal that an `index` holds (a loop bound, a step), or None if
+    `optional` and none is there; `message` at the literal, as MLIR words it, if it
+    is out of the 64-bit range."""
+    start = parser.pos
+    if optional:
+        value = parser.parse_optional_integer()
+    else:
+        value = parser.parse_integer(allow_boolean=False)
+    if value is not None and not fits_index(value):
+        # MLIR points at the digits, after a sign
+        at = start + 1 if value < 0 else start
+        parser.raise_error(message, at, at + len(str(abs(value))))
+    return value
 
 
 def parse_ssa_expr(parser: Parser, space: SSAOperandSpace) -> AffineExpr:

@@ -30,6 +30,7 @@ from xdsl.traits import ConstantLike, IsolatedFromAbove, Pure
 from xdsl.utils.exceptions import VerifyException
 
 from affinec.base.diagnostics import verification_memo
+from affinec.base.semi_affine import fits_index
 from affinec.dialects.affine_syntax import OPERAND_COUNT
 
 # --------------------------------------------------------------------------------------
@@ -223,9 +224,15 @@ def verify_map_operands(
 def verify_divisors(exprs: Iterable[AffineExpr]) -> None:
     """Refuse a `floordiv`, `ceildiv` or `mod` by a constant that is not positive:
     MLIR's affine expressions divide by positive constants, and so do the passes
-    (and simplification) that compute with them."""
+    (and simplification) that compute with them. Refuse a constant that no `index`
+    holds (MLIR's are 64-bit): `lower-affine` would make an `index` constant of it
+    that each level reads its own way."""
     for expr in exprs:
         for sub in _subexprs(expr):
+            if isinstance(sub, AffineConstantExpr) and not fits_index(sub.value):
+                raise VerifyException(
+                    f"constant {sub.value} is too large for index (64-bit)"
+                )
             if (
                 isinstance(sub, AffineBinaryOpExpr)
                 and sub.kind

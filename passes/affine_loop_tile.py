@@ -439,11 +439,15 @@ def default_tile_sizes(extents: Sequence[int | None]) -> tuple[int, ...]:
 
     About `BLOCK_ITERATIONS` points per block, filled from the innermost dimension
     outwards so that a block covers a contiguous run of the output: ResNet-50's first
-    layer (128, 64, 112, 112) gets 1x1x16x16, a 12x12 matrix product 12x12.
+    layer (128, 64, 112, 112) gets 1x1x16x16, a 12x12 matrix product 12x12. A
+    dimension of unknown extent (a dynamic batch, bounded by a symbol) is tiled by
+    1, the only size the tiling takes for it.
     """
     sizes = [1] * len(extents)
     budget = BLOCK_ITERATIONS
     for k in reversed(range(len(extents))):
+        if extents[k] is None:
+            continue
         inner = k >= len(extents) - 2
         t = _fit(extents[k], min(budget, MAX_INNER_TILE) if inner else budget)
         sizes[k] = t

@@ -23,8 +23,9 @@ count the splits do not divide is padded with zeros. Runs on the naive level, on
 before `affine-loop-tile`; needs the module's spec (`affinec.spec`) to know which
 reduction loop is the channels'. Refused, located: splits below 1 or above
 `MAX_SPLITS`, more splits than channels, a spec without a channel reduction (an
-outer product), a module already split, a grouped convolution whose group's channels
-the splits do not divide (its padding would read the next group's channels).
+outer product), a convolution of any batch (`batch=dynamic`), a module already
+split, a grouped convolution whose group's channels the splits do not divide (its
+padding would read the next group's channels).
 """
 
 from __future__ import annotations
@@ -86,6 +87,12 @@ class AffinecSplitReduction(ModulePass):
         depth = channel_depth(spec)
         if depth is None:
             raise PassError(op, f"a {spec.kind} has no reduction to split")
+        if getattr(spec, "dynamic_batch", False):
+            raise PassError(
+                op,
+                "a convolution of any batch (batch=dynamic) compiles with one image "
+                "a block: no splits yet",
+            )
         bands = naive_parallels(
             op, "affinec-split-reduction runs on the naive IR, before affine-loop-tile"
         )

@@ -14,7 +14,10 @@ from collections.abc import Iterable
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
     FileLineColLoc,
+    FloatAttr,
+    IndexType,
     IntAttr,
+    IntegerAttr,
     MemRefType,
     ModuleOp,
     StridedLayoutAttr,
@@ -33,7 +36,7 @@ from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 
 from affinec.base.diagnostics import is_user_error, xdsl_failure
 from affinec.base.mlir_wording import RESULT_LIST, in_custom_op
-from affinec.base.semi_affine import MLIRAffineParser
+from affinec.base.semi_affine import MLIRAffineParser, fits_index
 
 
 class LinearLexer(MLIRLexer):
@@ -118,6 +121,27 @@ class LocatingParser(Parser):
                 "expected the number of strides to match the rank",
             )
         return memref
+
+    def parse_optional_builtin_int_or_float_attr(
+        self,
+    ) -> IntegerAttr | FloatAttr | None:
+        """xDSL's, with MLIR's check that an `index` attribute fits 64 signed bits
+        (xDSL's takes any integer, which every level would then read its own way)."""
+        start = self.pos
+        attr = super().parse_optional_builtin_int_or_float_attr()
+        if (
+            isinstance(attr, IntegerAttr)
+            and isinstance(attr.type, IndexType)
+            and not fits_index(value := attr.value.data)
+        ):
+            # MLIR points at the digits, after a sign
+            at = start + 1 if value < 0 else start
+            self.raise_error(
+                "integer constant out of range for attribute",
+                at,
+                at + len(str(abs(value))),
+            )
+        return attr
 
     def resolve_operand(self, operand, type):
         if operand.operand_name not in self.ssa_values:

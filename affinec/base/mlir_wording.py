@@ -348,6 +348,8 @@ _NOT_THE_OPS_OWN = (
     "Operation has",
     "reference to an undefined block",
     "expected the number of strides",  # a type's
+    "constant too large for index",  # an affine expression's literal
+    "integer constant out of range for attribute",  # an attribute's
 )
 
 

@@ -39,6 +39,23 @@ _DIVISIONS = {
 }
 
 
+INDEX_MIN, INDEX_MAX = -(2**63), 2**63 - 1
+"""The values of an `index` constant: 64-bit two's complement, as MLIR holds an
+affine constant (`int64_t`) and as every level after `lower-affine` computes."""
+
+
+def fits_index(value: int) -> bool:
+    """Whether `value` is an `index` constant MLIR can hold."""
+    return INDEX_MIN <= value <= INDEX_MAX
+
+
+def _folded(value: int) -> AffineExpr | None:
+    """The constant `value` if it fits an `index`, else None: a fold that
+    overflows is left unfolded (as MLIR leaves a sum or product of two constants
+    that overflows), so that no level reads a constant it cannot hold."""
+    return AffineExpr.constant(value) if fits_index(value) else None
+
+
 class NotAffineError(ValueError):
     """An expression MLIR refuses too (`d0 * d1`, `d0 mod d1`)."""
 
@@ -71,7 +88,9 @@ def add(lhs: AffineExpr, rhs: AffineExpr) -> AffineExpr:
     `e - (e floordiv q) * q` is `e mod q`."""
     lc, rc = _constant(lhs), _constant(rhs)
     if lc is not None and rc is not None:
-        return AffineExpr.constant(lc + rc)
+        if (total := _folded(lc + rc)) is not None:
+            return total
+        return AffineBinaryOpExpr(AffineBinaryOpKind.Add, lhs, rhs)
     if lc is not None or (is_symbolic(lhs) and not is_symbolic(rhs)):
         return add(rhs, lhs)
     if rc == 0:
@@ -80,11 +99,13 @@ def add(lhs: AffineExpr, rhs: AffineExpr) -> AffineExpr:
         assert isinstance(lhs, AffineBinaryOpExpr)
         if (inner := _constant(lhs.rhs)) is not None:
             if rc is not None:
-                return add(lhs.lhs, AffineExpr.constant(inner + rc))
-            return add(add(lhs.lhs, rhs), lhs.rhs)
+                if (total := _folded(inner + rc)) is not None:
+                    return add(lhs.lhs, total)
+            else:
+                return add(add(lhs.lhs, rhs), lhs.rhs)
     (cl, first), (cr, second) = _factored(lhs), _factored(rhs)
-    if first == second:
-        return multiply(first, AffineExpr.constant(cl + cr))
+    if first == second and (factor := _folded(cl + cr)) is not None:
+        return multiply(first, factor)
     if (as_mod := _remainder(lhs, rhs)) is not None:
         return as_mod
     return AffineBinaryOpExpr(AffineBinaryOpKind.Add, lhs, rhs)
@@ -123,7 +144,9 @@ def multiply(lhs: AffineExpr, rhs: AffineExpr) -> AffineExpr:
     product. `NotAffineError` when neither factor is symbolic."""
     lc, rc = _constant(lhs), _constant(rhs)
     if lc is not None and rc is not None:
-        return AffineExpr.constant(lc * rc)
+        if (product := _folded(lc * rc)) is not None:
+            return product
+        return AffineBinaryOpExpr(AffineBinaryOpKind.Mul, lhs, rhs)
     if not is_symbolic(lhs) and not is_symbolic(rhs):
         raise NotAffineError(
             "non-affine expression: at least one of the multiply operands has to be "
@@ -138,8 +161,9 @@ def multiply(lhs: AffineExpr, rhs: AffineExpr) -> AffineExpr:
     if isinstance(lhs, AffineBinaryOpExpr) and lhs.kind == AffineBinaryOpKind.Mul:
         factor = _constant(lhs.rhs)
         if factor is not None and rc is not None:
-            return multiply(lhs.lhs, AffineExpr.constant(factor * rc))
-        if factor is not None:
+            if (product := _folded(factor * rc)) is not None:
+                return multiply(lhs.lhs, product)
+        elif factor is not None:
             return multiply(multiply(lhs.lhs, rhs), lhs.rhs)
     return AffineBinaryOpExpr(AffineBinaryOpKind.Mul, lhs, rhs)
 
@@ -159,10 +183,15 @@ def divide(kind: AffineBinaryOpKind, lhs: AffineExpr, rhs: AffineExpr) -> Affine
         return AffineBinaryOpExpr(kind, lhs, rhs)
     if (lc := _constant(lhs)) is not None:
         if kind == AffineBinaryOpKind.FloorDiv:
-            return AffineExpr.constant(lc // rc)
-        if kind == AffineBinaryOpKind.CeilDiv:
-            return AffineExpr.constant(-(-lc // rc))
-        return AffineExpr.constant(lc % rc)
+            value = lc // rc
+        elif kind == AffineBinaryOpKind.CeilDiv:
+            value = -(-lc // rc)
+        else:
+            value = lc % rc
+        if (quotient := _folded(value)) is not None:
+            return quotient
+        # only -2**63 floordiv -1 overflows
+        return AffineBinaryOpExpr(kind, lhs, rhs)
     if (simpler := _simplified_division(kind, lhs, rc)) is not None:
         return simpler
     if kind == AffineBinaryOpKind.FloorDiv:
@@ -273,6 +302,13 @@ class MLIRAffineParser(AffineParser):
     def _parse_primary(
         self, parse_optional_bare_id: Callable[[], AffineExpr | None]
     ) -> AffineExpr:
+        token = self._current_token
+        if token.kind == MLIRTokenKind.INTEGER_LIT and not fits_index(
+            token.kind.get_int_value(token.span)
+        ):
+            # a literal is read before its sign, as MLIR reads it: even
+            # `-9223372036854775808` is refused
+            raise ParseError(token.span, "constant too large for index")
         if self._current_token.kind == MLIRTokenKind.MINUS:
             self._consume_token()
             operand = self._parse_primary(parse_optional_bare_id)

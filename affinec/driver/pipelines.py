@@ -18,14 +18,19 @@ Named pipelines (`NAMED_PIPELINES` in `affinec.driver.pipeline_names`, listed by
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.transforms.common_subexpression_elimination import (
     CommonSubexpressionElimination,
 )
 
+from affinec.base.diagnostics import PassError
 from affinec.base.spec import Spec
+from affinec.dialects.affinec import SPLITS
 from affinec.driver import pipeline_names as names
 from affinec.driver.config import UNPROMOTED, KernelConfig, config_for
 from affinec.passes.affine_data_copy_generate import (
@@ -174,13 +179,44 @@ def wgmma_passes(config: KernelConfig) -> list[ModulePass]:
 
 def _default_after_split(spec: Spec | None, splits: int) -> list[ModulePass]:
     """`affinec-default`: `config_for`'s pipeline for `spec`, for a reduction the
-    module has already split into `splits` (then without a split of its own)."""
+    module has already split into `splits` (then without a split of its own).
+
+    A split that `config_for` cannot configure gives a pass that refuses the module
+    when it runs (`RefusedDefault`): the pipeline is built before any pass runs, and
+    the `affinec-split-reduction` before it, which refuses most such splits itself,
+    must get to say why, located, in its own words."""
     if spec is None:
         return default_passes(DEFAULT_CONFIG)
+    try:
+        config = config_for(spec, splits=splits)
+    except ValueError as e:
+        return [RefusedDefault(reason=str(e))]
+    passes = default_passes(config)
     if splits == 1:
-        return default_passes(config_for(spec))
-    passes = default_passes(config_for(spec, splits=splits))
+        return passes
     return [p for p in passes if not isinstance(p, AffinecSplitReduction)]
+
+
+@dataclass(frozen=True)
+class RefusedDefault(ModulePass):
+    """`affinec-default` for a module it has no configuration for: refuses it,
+    located, with `config_for`'s reason."""
+
+    name = names.DEFAULT
+
+    reason: str = ""
+    """Why no configuration fits the module."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        raise PassError(_split_band(op) or op, f"{self.name}: {self.reason}")
+
+
+def _split_band(module: ModuleOp) -> Operation | None:
+    """The band the module's split records its count on, if any."""
+    for op in module.walk():
+        if SPLITS in op.attributes:
+            return op
+    return None
 
 
 def named_passes(name: str, spec: Spec | None, splits: int) -> list[ModulePass]:

@@ -14,11 +14,18 @@ from affinec.dialects.affinec import BLOCK, GRID, mapping_of
 
 def naive_parallels(module: ModuleOp, why: str) -> list[affine.ParallelOp]:
     """The outermost `affine.parallel` of each function (the naive IR's band),
-    refusing a mapped one: `'op' is already mapped to 'grid': {why}`."""
+    refusing a mapped one (`'op' is already mapped to 'grid': {why}`) and a function
+    of several blocks, whose control flow is already lowered to `cf`."""
     found = []
     for fn in module.walk():
         if not isinstance(fn, func.FuncOp) or not fn.body.blocks:
             continue
+        if len(fn.body.blocks) > 1:
+            raise PassError(
+                fn,
+                f"has {len(fn.body.blocks)} blocks, its control flow lowered to cf: "
+                f"{why}",
+            )
         for op in fn.body.block.ops:
             if isinstance(op, affine.ParallelOp):
                 if (level := mapping_of(op)) is not None:

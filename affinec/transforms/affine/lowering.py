@@ -42,7 +42,7 @@ from xdsl.ir.affine import (
 )
 
 from affinec.base.diagnostics import PassError
-from affinec.base.semi_affine import divide, multiply
+from affinec.base.semi_affine import divide, fits_index, multiply
 from affinec.dialects import affine
 from affinec.dialects.affine import REDUCTION_IDENTITY
 from affinec.dialects.affine_syntax import format_expr
@@ -72,7 +72,11 @@ class IndexBuilder:
         return op.results[0]
 
     def index(self, value: int) -> SSAValue:
-        return self.add(index_constant(value))
+        # A constant the lowering computes (a negated or folded term) can leave the
+        # 64 bits of an index; index arithmetic is modulo 2**64, so its two's
+        # complement is the same value to every op that uses it.
+        wrapped = (value + 2**63) % 2**64 - 2**63
+        return self.add(index_constant(wrapped))
 
     def range_of(self, value: SSAValue) -> Interval | None:
         return value_range(value, self.known)
@@ -297,6 +301,12 @@ def check_lowerable(op: Operation) -> None:
     for m in maps:
         for e in m.results:
             for sub in e.dfs():
+                if isinstance(sub, AffineConstantExpr) and not fits_index(sub.value):
+                    raise PassError(
+                        op,
+                        f"cannot lower the constant {sub.value}: it is too large for "
+                        "index (64-bit)",
+                    )
                 if (
                     isinstance(sub, AffineBinaryOpExpr)
                     and sub.kind in _DIVISIONS

@@ -116,6 +116,7 @@ def plan_mma(
             f"{len(accs)} (run affinec-place-buffers after affinec-split)",
         )
     (acc,) = accs
+    _check_accumulator_accesses(acc.results[0])
     phases = [p for p in analysis.phases if _uses(p.op, acc.results[0])]
     init, compute, writeback = [], [], []
     for p in phases:
@@ -197,6 +198,22 @@ def plan_mma(
             _check_row_alignment(operand, c.channel.induction_variable, kind)
             plan.pads[operand.buffer] = _padded_shape(operand, c_extent, k_padded)
     return plan
+
+
+def _check_accumulator_accesses(acc: SSAValue) -> None:
+    """Refuse an op other than `affine.load` and `affine.store` on the accumulator:
+    the rewrite moves the accumulator into the lanes' registers and rewrites
+    exactly those (a padded load of it, say, would be left reading a buffer that
+    is gone)."""
+    for use in acc.uses:
+        user = use.operation
+        if isinstance(user, affine.LoadOp | affine.StoreOp) and user.memref is acc:
+            continue
+        raise PassError(
+            user,
+            "uses the accumulator: the MMA rewrite takes it read by affine.load and "
+            "written by affine.store only",
+        )
 
 
 def _uses(op: Operation, value: SSAValue) -> bool:
