@@ -402,3 +402,92 @@ def test_a_copied_parameter_block_points_into_itself():
     twin.set_pointer(0, 0x2000)
     assert block.parameter_bytes(0) == struct.pack("<Q", 0x1000)
     assert twin.parameter_bytes(0) == struct.pack("<Q", 0x2000)
+
+
+@pytest.mark.skipif(cuda_available(), reason="fake device pointers fail the GPU check")
+def test_a_call_launches_its_packed_parameters_first_and_again(monkeypatch):
+    """The whole call without a GPU: the driver's launch stood in for, what each
+    launch passes read back from the parameter blocks."""
+    from affinec.backend import runtime
+
+    launched = []
+
+    def launch(function, grid, block, shared, stream, parameters):
+        import ctypes
+
+        addresses = (ctypes.c_void_p * 2).from_address(parameters)
+        values = [ctypes.c_uint64.from_address(a).value for a in addresses]
+        launched.append((function, grid, block, stream, values))
+
+    monkeypatch.setattr(runtime, "launch_parameters", launch)
+    monkeypatch.setattr(runtime, "require_gpu", lambda: None)
+    kernel = two_launch_kernel()
+    monkeypatch.setitem(kernel.__dict__, "functions", {"partial": "P", "sum": "S"})
+    monkeypatch.setattr(
+        kernel, "_workspace_addresses", lambda stream, device: {"ws": 0x90000}
+    )
+    out = Fake((1000,), 0x20000)
+    assert kernel(Fake((1000,), 0x10000), out) is out
+    out2 = Fake((1000,), 0x40000)
+    assert kernel(Fake((1000,), 0x30000), out=out2) is out2  # another layout
+    assert kernel(Fake((1000,), 0x50000), out=Fake((1000,), 0x60000)) is not out2
+    assert len(kernel._plans) == 2
+    assert launched == [
+        ("P", (8, 2, 1), (128, 1, 1), 0, [0x10000, 0x90000]),
+        ("S", (8, 1, 1), (128, 1, 1), 0, [0x90000, 0x20000]),
+        ("P", (8, 2, 1), (128, 1, 1), 0, [0x30000, 0x90000]),
+        ("S", (8, 1, 1), (128, 1, 1), 0, [0x90000, 0x40000]),
+        ("P", (8, 2, 1), (128, 1, 1), 0, [0x50000, 0x90000]),
+        ("S", (8, 1, 1), (128, 1, 1), 0, [0x90000, 0x60000]),
+    ]
+    with pytest.raises(KernelArgumentError, match="shares memory"):
+        kernel(Fake((1000,), 0x70000), out=Fake((1000,), 0x70000))
+    assert len(launched) == 6  # refused before launch
+
+
+class _Device:
+    type, index = "cuda", 0
+
+
+class FakeTensor(Fake):
+    """What the launch path reads of a CUDA tensor of torch's."""
+
+    requires_grad, is_cuda, device, dtype = False, True, _Device(), "torch.float32"
+
+    def __init__(self, pointer: int) -> None:
+        super().__init__((1000,), pointer)
+        self.shape = (1000,)
+
+    def stride(self):
+        return (1,)
+
+    def data_ptr(self):
+        return self.__cuda_array_interface__["data"][0]
+
+
+FakeTensor.__module__ = "torch"
+
+
+@pytest.mark.skipif(cuda_available(), reason="fake device pointers fail the GPU check")
+def test_torch_tensors_launch_on_torchs_current_stream(monkeypatch):
+    from affinec.backend import runtime
+
+    streams = []
+    monkeypatch.setattr(
+        runtime,
+        "launch_parameters",
+        lambda function, grid, block, shared, stream, parameters: streams.append(
+            stream
+        ),
+    )
+    monkeypatch.setattr(runtime, "require_gpu", lambda: None)
+    monkeypatch.setattr(runtime, "torch_stream", lambda device: 0xABC0 + device)
+    kernel = scale()
+    monkeypatch.setitem(kernel.__dict__, "functions", {"scale": "F"})
+    for _ in range(2):
+        kernel(FakeTensor(0x10000), FakeTensor(0x20000))
+    assert streams == [0xABC0, 0xABC0]
+    (plan,) = kernel._plans.values()
+    assert plan.torch_device == 0 and plan.asked == (False, False)
+    kernel(FakeTensor(0x10000), FakeTensor(0x20000), stream=0x77)  # given: it
+    assert streams[-1] == 0x77
