@@ -1,4 +1,5 @@
-"""Running emitted PTX on a GPU through numba.cuda.
+"""Running emitted PTX on a GPU: the driver's `cuLaunchKernel` (through
+cuda.bindings, in numba's context, the primary one torch shares).
 
 `Kernel` is a compiled kernel plus the wrapper around it that Loopy's generated
 wrappers are the model for: every argument is checked before launch — present,
@@ -11,6 +12,14 @@ returned: numpy in, numpy out; torch in, a torch tensor out (same device, bf16 a
 `torch.bfloat16`); cupy in, cupy out; numba in, numba out. bf16 arrays are
 `ml_dtypes`' bfloat16 in numpy and `torch.bfloat16` tensors, whose dtype (not their
 typestr, which torch spells as float16's or as two opaque bytes) tells them apart.
+
+A call on device arrays checks each layout of arrays (shapes, dtypes, strides,
+devices) once and keeps what a call of that layout needs (`LaunchPlan`: the
+parameters packed as `cuLaunchKernel` takes them, each launch's grid); a later call
+of the layout reads the arrays' addresses, checks them (aligned, the output apart)
+and launches, on torch's current stream for torch tensors. bf16 arrays of numba or
+cupy, which have no bf16, arrive as uint16 (their bits) and a missing output comes
+back so.
 
 Without a GPU everything up to PTX works; calling a kernel raises `NoCudaGPU`. The
 checks run first, so they work (and are tested) without a GPU too.
