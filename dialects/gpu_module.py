@@ -142,7 +142,8 @@ class ModuleOp(IRDLOperation):
             printer.print_string("]")
         printer.print_op_attributes(self.attributes, print_keyword=True)
         printer.print_string(" ")
-        printer.print_region(self.body)
+        # an empty module prints as `{\n}`, as MLIR prints it, not with `^bb0:`
+        printer.print_region(self.body, print_empty_block=False)
 
 
 @irdl_op_definition

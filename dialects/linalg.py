@@ -212,12 +212,23 @@ class NamedStructuredOp(IRDLOperation):
 MEMOIZED_MAPS = "linalg.memoized_indexing_maps"
 
 
+def _is_i64_pair(attr: Attribute) -> bool:
+    """Whether `attr` is dense elements of two signless 64-bit integers."""
+    if not isinstance(attr, DenseIntOrFPElementsAttr):
+        return False
+    shaped = attr.get_type()
+    return tuple(shaped.get_shape()) == (
+        2,
+    ) and shaped.get_element_type() == IntegerType(64)
+
+
 class WindowedOp(NamedStructuredOp):
     """A convolution: `strides` and `dilations` (MLIR's default 1, 1) and, once
     built or read, its indexing maps memoized as MLIR memoizes them."""
 
-    strides = opt_prop_def(DenseIntOrFPElementsAttr)
-    dilations = opt_prop_def(DenseIntOrFPElementsAttr)
+    # any attribute, so that the verifier refuses a wrong one in MLIR's words
+    strides = opt_prop_def(Attribute)
+    dilations = opt_prop_def(Attribute)
 
     PROPERTIES: ClassVar[tuple[str, ...]] = ("strides", "dilations")
 
@@ -247,6 +258,14 @@ class WindowedOp(NamedStructuredOp):
         self.attributes[MEMOIZED_MAPS] = ArrayAttr([AffineMapAttr(m) for m in maps])
 
     def verify_(self) -> None:
+        # MLIR's constraint on the two properties, checked in its order
+        for name in ("dilations", "strides"):
+            attr = self.properties.get(name)
+            if attr is not None and not _is_i64_pair(attr):
+                raise VerifyException(
+                    f"attribute '{name}' failed to satisfy constraint: 64-bit "
+                    "signless int elements attribute of shape [2]"
+                )
         super().verify_()
         memo = self.attributes.get(MEMOIZED_MAPS)
         if memo is not None and memo != ArrayAttr(

@@ -37,9 +37,11 @@ This module defines the dialect, the MMA kinds and the warp-level ops; the
 asynchronous copies are in `nvgpu_async_copy`, the checks both share in
 `nvgpu_common` (all re-exported here).
 
-The verifiers are stricter than MLIR's where our lowering needs it: memrefs must be
-row-major (identity layout), ldmatrix reads 16-bit elements only (the `m8n8.b16`
-form).
+The verifiers run MLIR's checks first, in MLIR's order and words (so that an
+`expected-error` written against mlir-opt meets affinec-opt), then affinec's own,
+stricter where our lowering needs it: memrefs must be row-major (identity layout),
+ldmatrix reads 16-bit elements only (the `m8n8.b16` form), mma.sync is one of
+`MMA_KINDS`.
 """
 
 from __future__ import annotations
@@ -52,8 +54,10 @@ from xdsl.dialects.builtin import (
     BFloat16Type,
     Float16Type,
     Float32Type,
+    Float64Type,
     IndexType,
     IntegerAttr,
+    IntegerType,
     MemRefType,
     UnitAttr,
     VectorType,
@@ -88,6 +92,7 @@ from affinec.dialects.nvgpu_async_copy import (
     DeviceAsyncWaitOp,
 )
 from affinec.dialects.nvgpu_common import (
+    NOT_SHARED,
     SHARED_MEMORY_SPACE,
     DeviceAsyncTokenType,
     check_indices,
@@ -262,11 +267,8 @@ class LdMatrixOp(IRDLOperation):
     def verify_(self) -> None:
         t = self.srcMemref.type
         assert isinstance(t, MemRefType)
-        if memory_space_of(t) != SHARED_MEMORY_SPACE:
-            raise VerifyException(
-                f"ldmatrix reads shared memory (memory space {SHARED_MEMORY_SPACE}), "
-                f"got {t}"
-            )
+        _mlir_ldmatrix_checks(t, self.res.type, self.num_tiles, self.is_transposed)
+        # affinec's own limits, where MLIR accepts more than the lowering emits
         check_row_major("the source", t)
         check_indices("source", t, self.indices)
         element = t.get_element_type()
@@ -276,12 +278,33 @@ class LdMatrixOp(IRDLOperation):
             )
         if self.num_tiles not in (1, 2, 4):
             raise VerifyException(f"numTiles must be 1, 2 or 4, got {self.num_tiles}")
-        expected = VectorType(element, [self.num_tiles, 2])
-        if self.res.type != expected:
-            raise VerifyException(
-                f"{self.num_tiles} tiles of {element} give each lane {expected}, "
-                f"got {self.res.type}"
-            )
+
+
+def _mlir_ldmatrix_checks(
+    source: MemRefType, result: Attribute, tiles: int, transposed: bool
+) -> None:
+    """MLIR's checks of `nvgpu.ldmatrix`, in its order and words."""
+    assert isinstance(result, VectorType)
+    element = result.get_element_type()
+    if source.get_element_type() != element:
+        raise VerifyException(
+            "failed to verify that srcMemref and res have same element type"
+        )
+    if memory_space_of(source) != SHARED_MEMORY_SPACE:
+        raise VerifyException(f"expected nvgpu.ldmatrix srcMemref {NOT_SHARED}")
+    width = element_bitwidth(element)
+    if width > 32:
+        raise VerifyException("nvgpu.ldmatrix works for 32b or lower")
+    if transposed and width != 16:
+        raise VerifyException("nvgpu.ldmatrix transpose works only at 16b granularity")
+    shape = result.get_shape()
+    if len(shape) != 2:
+        raise VerifyException("results must be 2 dimensional vector")
+    if shape[1] != 32 // width:
+        # a 32-bit register of each 8x8 tile per lane
+        raise VerifyException(f"expected vector register shape[1] = {32 // width}")
+    if shape[0] != tiles:
+        raise VerifyException("expected vector register shape[0] and numTiles to match")
 
 
 # --------------------------------------------------------------------------------------
@@ -353,11 +376,10 @@ class MmaSyncOp(IRDLOperation):
             )
         a, b, c = (v.type for v in (self.matrixA, self.matrixB, self.matrixC))
         assert isinstance(a, VectorType) and isinstance(b, VectorType)
+        assert isinstance(c, VectorType)
         element = a.get_element_type()
-        if b.get_element_type() != element:
-            raise VerifyException(
-                f"A and B must have one element type, got {a} and {b}"
-            )
+        _mlir_mma_sync_checks(a, b, c, self.shape, self.tf32Enabled is not None)
+        # affinec's own limits: the MMAs of MMA_KINDS, accumulating in f32
         kind = mma_kind(self.shape, element, self.tf32Enabled is not None)
         f32 = Float32Type()
         for what, t, elt, shape in (
@@ -373,6 +395,51 @@ class MmaSyncOp(IRDLOperation):
         if self.res.type != c:
             raise VerifyException(
                 f"the result must have C's type {c}, got {self.res.type}"
+            )
+
+
+def _mlir_mma_sync_checks(
+    a: VectorType, b: VectorType, c: VectorType, shape: Sequence[int], tf32: bool
+) -> None:
+    """MLIR's checks of `nvgpu.mma.sync`, in its order and words: the element
+    counts of the warp's fragments, then the shapes of a lane's fragments in
+    fundamental 8 x 8 tiles (each 128 bits deep, 256 for f64)."""
+    element = a.get_element_type()
+    if b.get_element_type() != element:
+        raise VerifyException(
+            "failed to verify that matrixA and matrixB have same element type"
+        )
+    if isinstance(element, Float64Type):
+        tile_k, per_register = 4, 1
+    elif isinstance(element, Float16Type | BFloat16Type | Float32Type) or (
+        isinstance(element, IntegerType) and element.width.data in (4, 8)
+    ):
+        width = element_bitwidth(element)
+        tile_k, per_register = 128 // width, 32 // width
+    else:
+        raise VerifyException(
+            "expected input data type (i4,i8,f16,bf16,tf32,f64) supported by "
+            "nvgpu.mma.sync"
+        )
+    for what, t in (("A", a), ("B", b), ("C", c)):
+        if len(t.get_shape()) != 2:
+            raise VerifyException(f"matrix{what} must be 2 dimensional vector")
+    m, n, k = shape
+    for what, t, count in (("A", a, m * k), ("B", b, k * n), ("C", c, m * n)):
+        rows, columns = t.get_shape()
+        if rows * columns * WARP_SIZE != count:
+            raise VerifyException(f"expected {count} warp-wide matrix {what} elements")
+    if tf32 and not isinstance(element, Float32Type):
+        raise VerifyException("expected tf32 tensor cores only for F32 operands")
+    tiles_m, tiles_n, tiles_k = m // 8, n // 8, k // tile_k
+    for what, t, expected in (
+        ("A", a, (tiles_m * tiles_k, per_register)),
+        ("B", b, (tiles_k * tiles_n, per_register)),
+        ("C", c, (tiles_m * tiles_n, 2)),
+    ):
+        if tuple(t.get_shape()) != expected:
+            raise VerifyException(
+                f"expected matrix {what} to be shaped ({expected[0]} x {expected[1]})"
             )
 
 

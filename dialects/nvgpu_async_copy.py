@@ -38,12 +38,15 @@ from xdsl.utils.exceptions import VerifyException
 
 from affinec.dialects.memory_effects import AccessesOperands
 from affinec.dialects.nvgpu_common import (
+    NOT_SHARED,
     SHARED_MEMORY_SPACE,
     DeviceAsyncTokenType,
     check_indices,
     check_row_major,
     element_bitwidth,
+    last_dim_unit_stride,
     memory_space_of,
+    mlir_type_text,
 )
 
 # --------------------------------------------------------------------------------------
@@ -123,36 +126,47 @@ class DeviceAsyncCopyOp(IRDLOperation):
     def verify_(self) -> None:
         src, dst = self.src.type, self.dst.type
         assert isinstance(src, MemRefType) and isinstance(dst, MemRefType)
-        if memory_space_of(dst) != SHARED_MEMORY_SPACE:
-            raise VerifyException(
-                f"the destination must be shared memory (memory space "
-                f"{SHARED_MEMORY_SPACE}), got {dst}"
-            )
+        self._mlir_checks(src, dst)
+        # affinec's own limits, where MLIR accepts more than the lowering emits
         if memory_space_of(src) == SHARED_MEMORY_SPACE:
             raise VerifyException(f"the source must be global memory, got {src}")
         check_row_major("the source", src)
         check_row_major("the destination", dst)
+        if self.elements * element_bitwidth(dst.get_element_type()) % 8:
+            raise VerifyException(
+                f"a copy of {self.elements} elements of {dst.get_element_type()} is "
+                "not a whole number of bytes"
+            )
+
+    def _mlir_checks(self, src: MemRefType, dst: MemRefType) -> None:
+        """MLIR's checks, in its order and words."""
+        if not last_dim_unit_stride(src):
+            raise VerifyException("source memref most minor dim must have unit stride")
+        if not last_dim_unit_stride(dst):
+            raise VerifyException(
+                "destination memref most minor dim must have unit stride"
+            )
+        if memory_space_of(dst) != SHARED_MEMORY_SPACE:
+            raise VerifyException(f"destination memref {NOT_SHARED}")
         if src.get_element_type() != dst.get_element_type():
             raise VerifyException(
-                f"source and destination must have one element type, got {src} "
-                f"and {dst}"
+                "source and destination must have the same element type"
             )
         check_indices("source", src, self.srcIndices)
         check_indices("destination", dst, self.dstIndices)
         width = element_bitwidth(dst.get_element_type())
-        if (
-            self.elements <= 0
-            or self.elements * width % 8
-            or self.bytes not in (COPY_BYTES)
-        ):
-            choices = ", ".join(str(b * 8 // width) for b in COPY_BYTES)
+        if self.elements * width // 8 not in COPY_BYTES:
+            choices = [b * 8 // width for b in COPY_BYTES if b * 8 // width]
+            listed = ", ".join(map(str, choices))
             raise VerifyException(
-                f"a copy of {self.elements} elements of {dst.get_element_type()} is "
-                f"not 4, 8 or 16 bytes (copy {choices} elements)"
+                f"Requested copy elements is {self.elements} with width {width}. "
+                f"But copy elements could be one of {listed}."
             )
         if self.bypassL1 is not None and self.bytes != 16:
             raise VerifyException(
-                f"bypassL1 needs a 16-byte copy, this one is {self.bytes} bytes"
+                f"bypassL1 does not satify alignment for '{mlir_type_text(dst)}' "
+                f"with destination element {self.elements}. Unset bypassL1, or set "
+                f"destination element to {16 * 8 // width}"
             )
 
     @classmethod

@@ -178,13 +178,16 @@ class TensorMapDescriptorType(ParametrizedAttribute, TypeAttribute):
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        def keyword(choices: Sequence[str]):
+        def keyword(kind: str, choices: Sequence[str]):
             def parse() -> StringAttr:
                 pos = parser.pos
                 word = parser.parse_identifier()
                 if word not in choices:
+                    # MLIR's words, which name the enum's C++ type
                     parser.raise_error(
-                        f"expected one of {', '.join(choices)}, got '{word}'", pos
+                        f"expected ::mlir::nvgpu::{kind} to be one of: "
+                        f"{', '.join(choices)}",
+                        pos,
                     )
                 return StringAttr(word)
 
@@ -192,10 +195,10 @@ class TensorMapDescriptorType(ParametrizedAttribute, TypeAttribute):
 
         options = {
             "tensor": parser.parse_type,
-            "swizzle": keyword(_SWIZZLES),
-            "l2promo": keyword(_L2_PROMOTIONS),
-            "oob": keyword(_OOB_FILLS),
-            "interleave": keyword(_INTERLEAVES),
+            "swizzle": keyword("TensorMapSwizzleKind", _SWIZZLES),
+            "l2promo": keyword("TensorMapL2PromoKind", _L2_PROMOTIONS),
+            "oob": keyword("TensorMapOOBKind", _OOB_FILLS),
+            "interleave": keyword("TensorMapInterleaveKind", _INTERLEAVES),
         }
         given = _parse_options(parser, options, tuple(options))
         return tuple(given[k] for k in options)

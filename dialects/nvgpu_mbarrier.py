@@ -39,6 +39,7 @@ from affinec.dialects.nvgpu_common import (
     SHARED_MEMORY_SPACE,
     element_bitwidth,
     memory_space_of,
+    mlir_type_text,
 )
 from affinec.dialects.nvgpu_hopper_types import (
     MBarrierGroupType,
@@ -289,6 +290,72 @@ class MBarrierTryWaitParityOp(IRDLOperation):
 # --------------------------------------------------------------------------------------
 
 
+MAX_TMA_RANK = 5
+"""The most dimensions a TMA tensor map has."""
+
+MAX_TMA_BOX = 256
+"""The most elements a TMA box has along any dimension."""
+
+
+def check_tensor_map(
+    descriptor: TensorMapDescriptorType, dst: MemRefType | None = None
+) -> None:
+    """MLIR's checks of a tensor map's box (and of the memref a load fills), in its
+    order and words: no interleave, a static shared box of 1 to 256 elements a
+    dimension, an innermost dimension as wide as the swizzle's span, and a
+    destination of the box's type in shared memory."""
+    box = descriptor.tensor
+    if descriptor.interleave.data != "none":
+        raise VerifyException("Interleave options are not supported yet.")
+    if memory_space_of(box) != SHARED_MEMORY_SPACE:
+        raise VerifyException(
+            "the tensor map descriptor has incorrect address space, it must be "
+            "shared memory address space."
+        )
+    if any(d < 0 for d in box.get_shape()):
+        raise VerifyException("the tensor map descriptor must be static shaped")
+    for size in box.get_shape():
+        if not 0 < size <= MAX_TMA_BOX:
+            raise VerifyException(
+                "the tensor map descriptor must have dimensions between 1 and "
+                f"{MAX_TMA_BOX} but it is {size}"
+            )
+    width = element_bitwidth(box.get_element_type())
+    last_bytes = box.get_shape()[-1] * width // 8 if box.get_shape() else 0
+    span = descriptor.swizzle_span
+    if box.get_num_dims() > 1 and span and last_bytes != span:
+        raise VerifyException(
+            f"the tensormap descriptor must have last dimension of {span} bytes "
+            f"but it is {last_bytes} bytes"
+        )
+    if dst is None:
+        return
+    if dst.get_element_type() != box.get_element_type():
+        raise VerifyException(
+            "the element type of tensor map descriptor and memref must be same"
+        )
+    if memory_space_of(dst) != SHARED_MEMORY_SPACE:
+        raise VerifyException(
+            "the destination memref has incorrect address space, it must be shared "
+            "memory address space."
+        )
+    if any(d < 0 for d in dst.get_shape()):
+        raise VerifyException("the destination memref must be static shaped")
+    if dst.get_num_dims() != box.get_num_dims():
+        raise VerifyException(
+            "the shape of tensor map descriptor and memref must have same rank"
+        )
+    if tuple(dst.get_shape()) != tuple(box.get_shape()):
+        raise VerifyException(
+            f"memref and tensor map shapes mismatch {mlir_type_text(box)} != "
+            f"{mlir_type_text(dst)}"
+        )
+    if last_bytes % 16:
+        raise VerifyException(
+            "the bytes in the last dimension of the tensor map must be a multiple of 16"
+        )
+
+
 @irdl_op_definition
 class TmaCreateDescriptorOp(IRDLOperation):
     """`%map = nvgpu.tma.create.descriptor %tensor box[%d0, %d1] : memref<*xf16> ->
@@ -341,6 +408,9 @@ class TmaCreateDescriptorOp(IRDLOperation):
     def verify_(self) -> None:
         t = self.tensorMap.type
         assert isinstance(t, TensorMapDescriptorType)
+        if len(self.boxDimensions) > MAX_TMA_RANK:
+            raise VerifyException(f"Maximum {MAX_TMA_RANK} coordinates are supported.")
+        check_tensor_map(t)
         if len(self.boxDimensions) != t.tensor.get_num_dims():
             raise VerifyException(
                 f"the box of {t.tensor} has {t.tensor.get_num_dims()} dimensions, "
@@ -438,6 +508,15 @@ class TmaAsyncLoadOp(IRDLOperation):
         box = self.map_type.tensor
         dst = self.dst.type
         assert isinstance(dst, MemRefType)
+        check_tensor_map(self.map_type, dst)
+        if len(self.coordinates) > MAX_TMA_RANK:
+            raise VerifyException(f"Maximum {MAX_TMA_RANK} coordinates are supported.")
+        if len(self.coordinates) != box.get_num_dims():
+            raise VerifyException(
+                "number of coordinates do not match with the rank of tensor "
+                "descriptor map."
+            )
+        # affinec's own words for what MLIR leaves to the driver
         if memory_space_of(dst) != SHARED_MEMORY_SPACE:
             raise VerifyException(f"the destination must be shared memory, got {dst}")
         if dst.get_shape() != box.get_shape() or (

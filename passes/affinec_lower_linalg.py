@@ -49,7 +49,9 @@ group dimension the same way (N x G x C x H x W as N x GC x H x W), also said.
 Differs from MLIR's meaning in one more way, said as a remark: in f16 and bf16 the
 sum is taken in f32 and rounded once (linalg's body adds in the output's type).
 Refused by name, at the op: mixed element types, a function that does more than the
-one op, a second such op in the module.
+one op, a second such op in the module, and any other linalg op (a pooling, an
+elementwise op, a `linalg.generic` that is no contraction, a fill outside the
+function of the op it fills for), which this pass would otherwise leave in place.
 
     affinec-opt model.mlir -p 'affinec-lower-linalg,affinec-default'
 """
@@ -62,8 +64,15 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 
+from affinec.base.diagnostics import PassError
+from affinec.dialects.linalg import Linalg, NamedStructuredOp
 from affinec.ir.context import require_affinec_dialects
-from affinec.transforms.affine.linalg_import import import_linalg, module_spec
+from affinec.transforms.affine.linalg_import import (
+    import_linalg,
+    is_fill,
+    module_spec,
+    named_ops,
+)
 
 
 @dataclass(frozen=True)
@@ -75,5 +84,32 @@ class AffinecLowerLinalg(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
+        _refuse_other_linalg_ops(op)
         module_spec(op)  # every refusal before any rewriting
         import_linalg(op)
+
+
+def _refuse_other_linalg_ops(module: ModuleOp) -> None:
+    """A `PassError` at the first linalg op this pass does not lower: neither one of
+    its named ops or contractions, nor a fill in the function of one."""
+    lowered = named_ops(module)
+    functions = {o.parent_op() for o in lowered}
+    for o in module.walk():
+        if o.dialect_name() != "linalg" or o in lowered:
+            continue
+        parent = o.parent_op()
+        if parent is not None and parent.dialect_name() == "linalg":
+            continue  # the body of a linalg op (linalg.yield, linalg.index)
+        if is_fill(o) and parent in functions:
+            continue  # the function's own checks say whether it fills the output
+        names = ", ".join(sorted(_lowered_names()))
+        raise PassError(
+            o,
+            f"is not an op affinec-lower-linalg lowers; it lowers {names} and "
+            "linalg.generic contractions (out + in0 * in1)",
+        )
+
+
+def _lowered_names() -> list[str]:
+    """The named linalg ops this pass reads."""
+    return [o.name for o in Linalg.operations if issubclass(o, NamedStructuredOp)]

@@ -78,6 +78,12 @@ def _func() -> Dialect:
     return Func
 
 
+def _rocdl() -> Dialect:
+    from affinec.dialects.rocdl import ROCDL
+
+    return ROCDL
+
+
 def _vector() -> Dialect:
     from affinec.dialects.vector import Vector
 
@@ -95,6 +101,7 @@ AFFINEC_DIALECTS: dict[str, Callable[[], Dialect]] = {
     "memref": _memref,
     "nvgpu": _nvgpu,
     "nvvm": _nvvm,
+    "rocdl": _rocdl,
     "scf": _scf,
     "vector": _vector,
 }

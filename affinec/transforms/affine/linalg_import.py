@@ -301,7 +301,7 @@ def _function_of(op: Operation) -> func.FuncOp:
     if not isinstance(function, func.FuncOp) or block is None:
         raise PassError(op, "affinec takes a named linalg op in a func.func")
     body = [o for o in block.ops if not _is_zero(o)]
-    fills = [o for o in body if _is_fill(o)]
+    fills = [o for o in body if is_fill(o)]
     output = op.outputs[0]  # pyright: ignore[reportAttributeAccessIssue]
     if not fills or not any(_fills_with_zero(f, output) for f in fills):
         raise PassError(
@@ -337,7 +337,7 @@ def _is_zero(op: Operation) -> bool:
     )
 
 
-def _is_fill(op: Operation) -> bool:
+def is_fill(op: Operation) -> bool:
     """`linalg.fill`, or the generic MLIR generalizes it to (a scalar yielded into
     every element of the output)."""
     if isinstance(op, xdsl_linalg.FillOp):
