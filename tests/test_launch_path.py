@@ -461,6 +461,9 @@ class FakeTensor(Fake):
     def stride(self):
         return (1,)
 
+    def get_device(self):
+        return self.device.index
+
     def data_ptr(self):
         return self.__cuda_array_interface__["data"][0]
 

@@ -300,7 +300,7 @@ def _no_layout(value: Any) -> None:
 def _torch_layout(t: Any) -> tuple[Hashable, int] | None:
     if t.requires_grad or not t.is_cuda:
         return None
-    return (type(t), t.shape, t.dtype, t.stride(), t.device.index), t.data_ptr()
+    return (type(t), t.shape, t.dtype, t.stride(), t.get_device()), t.data_ptr()
 
 
 def _numba_layout(a: Any) -> tuple[Hashable, int]:
