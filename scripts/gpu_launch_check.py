@@ -255,13 +255,19 @@ def launch(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _launch_entries(kernel, arrays, out, calls: int) -> dict[str, float]:
-    """µs per launch of the same kernel on the same arrays through the two lowest
-    entries, nothing else in the loop: the driver's cuLaunchKernel with the plan's
-    packed parameters (what a planned call uses), and cuda.core's launch of the
-    kernel loaded by numba (how numba launches its own)."""
+    """µs per launch of the same kernel (its launches, for a split one) on the same
+    arrays through the two lowest entries, nothing else in the loop: the driver's
+    cuLaunchKernel with the plan's packed parameters (what a planned call uses),
+    and cuda.core's launch of the kernel loaded by numba (how numba launches its
+    own)."""
     from numba import cuda
 
-    from affinec.backend.cuda_launch import launch_function, launch_parameters
+    from affinec.backend.cuda_launch import (
+        allow_dynamic_shared_memory,
+        launch_function,
+        launch_parameters,
+    )
+    from affinec.hardware.chips import DEFAULT_SHARED_PER_BLOCK
 
     tm = _torch_models()
     plan = kernel.prepare(*arrays, out)
@@ -269,25 +275,38 @@ def _launch_entries(kernel, arrays, out, calls: int) -> dict[str, float]:
         name: int(a.__cuda_array_interface__["data"][0])
         for name, a in zip(plan.names, (*arrays, out), strict=True)
     }
+    pointers.update(kernel._workspace_addresses(0, None))
     kernel.pack(plan, pointers)
-    (launch,) = kernel.launches
-    function, block = kernel.functions[launch.name], plan.blocks[0]
-    grid = plan.grids[0]
-    driver_us = tm.wall_us_per_call(
-        lambda: launch_parameters(
-            function, grid, launch.block, launch.shared_memory, 0, block.address
-        ),
-        calls,
-    )
+    functions = kernel.functions
+    steps = list(zip(kernel.launches, plan.grids, plan.blocks, strict=True))
+
+    def by_driver():
+        for launch, grid, block in steps:
+            launch_parameters(
+                functions[launch.name], grid, launch.block, launch.shared_memory,
+                0, block.address,
+            )  # fmt: skip
+
+    driver_us = tm.wall_us_per_call(by_driver, calls)
     module = cuda.current_context().create_module_ptx(kernel.ptx)
-    loaded = module.get_function(launch.name)
-    values = [np.uint64(pointers[a]) for a in launch.arguments]
-    core_us = tm.wall_us_per_call(
-        lambda: launch_function(
-            loaded, grid, launch.block, launch.shared_memory, values, None
-        ),
-        calls,
-    )
+    for launch, _, _ in steps:
+        if launch.shared_memory > DEFAULT_SHARED_PER_BLOCK:
+            allow_dynamic_shared_memory(
+                module.get_function(launch.name), launch.shared_memory
+            )
+    loaded = [
+        (module.get_function(launch.name), launch, grid,
+         [np.uint64(pointers[a]) for a in launch.arguments])
+        for launch, grid, _ in steps
+    ]  # fmt: skip
+
+    def by_core():
+        for function, launch, grid, values in loaded:
+            launch_function(
+                function, grid, launch.block, launch.shared_memory, values, None
+            )
+
+    core_us = tm.wall_us_per_call(by_core, calls)
     return {"driver_launch_us": driver_us, "core_launch_us": core_us}
 
 
