@@ -397,10 +397,12 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(result, indent=2, default=str))
 
-    print(f"\n== summary ({result['seconds']:.0f} s, {result['device']})")
+    device = result["device"]
+    gpu = device.get("gpu", device) if isinstance(device, dict) else device
+    print(f"\n== summary ({result['seconds']:.0f} s, {gpu})")
     fast = result.get("fast", {})
     for name, verdict in fast.items():
-        print(f"fast path  {name:<42} {verdict}")
+        print(f"fast path  {name:<42} {str(verdict)[-200:]}")
     costs = result.get("launch", {})
     if "kernel_call_us" in costs:
         print(
