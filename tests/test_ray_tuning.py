@@ -11,9 +11,9 @@ look only at what the orchestration does with the times.
 
 import dataclasses
 import json
+import multiprocessing
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -24,12 +24,13 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from affinec.base.extras import MissingExtra  # noqa: E402
 from affinec.base.spec import ConvSpec, MatmulSpec  # noqa: E402
-from affinec.tuning import Measurement, TuneOptions, TuningCache  # noqa: E402
+from affinec.driver.config import KernelConfig  # noqa: E402
+from affinec.tuning import Entry, Measurement, TuneOptions, TuningCache  # noqa: E402
 from affinec.tuning.distributed import (  # noqa: E402
     LOST,
     TIMED_OUT,
-    RayUnavailable,
     require_ray,
     tune_specs_ray,
 )
@@ -99,6 +100,39 @@ class Measuring:
 
     def __call__(self, spec, seed: int) -> Made:
         return Made(self.hang, self.die_on, self.marks)
+
+
+def _write(path: str, who: int, count: int) -> None:
+    cache = TuningCache(path)
+    for i in range(count):
+        config = KernelConfig()
+        cache.store(Entry(f"spec {who} {i}", FAKE_GPU, "c", "sm_90", config, 1.0))
+        cache.append_measurements([{"who": who, "i": i}])
+
+
+def test_concurrent_writers_of_the_cache_lose_no_record(tmp_path):
+    """Processes storing entries and appending measurements at once: every entry
+    and every line is there, and a line torn by a writer that died is skipped and
+    ended by the next writer. (First in the module: the writers are forked, before
+    Ray's threads exist.)"""
+    path = tmp_path / "tuning.json"
+    cache = TuningCache(path)
+    cache.journal_path.write_text('{"torn": ')  # a writer killed mid-line
+    writers, each = 4, 25
+    fork = multiprocessing.get_context("fork")
+    procs = [
+        fork.Process(target=_write, args=(str(path), w, each)) for w in range(writers)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+    assert [p.exitcode for p in procs] == [0] * writers
+    assert len(cache.entries()) == writers * each
+    rows = cache.measurements()
+    assert sorted((r["who"], r["i"]) for r in rows) == sorted(
+        (w, i) for w in range(writers) for i in range(each)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -237,7 +271,7 @@ def test_killed_workers_and_a_hanging_kernel_lose_nothing_else(
     cache = TuningCache(tmp_path / "tuning.json")
     try:
         zoo = tune_specs_ray(
-            SPECS, OPTIONS, cache, gpu=FAKE_GPU, timeout_s=5, say=lambda _: None,
+            SPECS, OPTIONS, cache, gpu=FAKE_GPU, timeout_s=3, say=lambda _: None,
             measure=Measuring(
                 hang=hung.config.describe(), die_on=victim.config.describe(),
                 marks=str(marks),
@@ -295,38 +329,7 @@ def test_the_command_line_tunes_a_zoo_through_ray_by_the_cost_model(
     assert "2 shapes (2 cached)" in capsys.readouterr().out
 
 
-_WRITER = """
-import sys
-from affinec.driver.config import KernelConfig
-from affinec.tuning.cache import Entry, TuningCache
-cache, who = TuningCache(sys.argv[1]), sys.argv[2]
-for i in range(int(sys.argv[3])):
-    cache.store(Entry(f"spec {who} {i}", "Fake GPU", "c", "sm_90", KernelConfig(), 1.0))
-    cache.append_measurements([{"who": who, "i": i}])
-"""
-
-
-def test_concurrent_writers_of_the_cache_lose_no_record(tmp_path):
-    """Processes storing entries and appending measurements at once: every entry
-    and every line is there, and a line torn by a writer that died is skipped and
-    ended by the next writer."""
-    path = tmp_path / "tuning.json"
-    cache = TuningCache(path)
-    cache.journal_path.write_text('{"torn": ')  # a writer killed mid-line
-    writers, each = 4, 25
-    procs = [
-        subprocess.Popen([sys.executable, "-c", _WRITER, str(path), str(w), str(each)])
-        for w in range(writers)
-    ]
-    assert all(p.wait(timeout=120) == 0 for p in procs)
-    assert len(cache.entries()) == writers * each
-    rows = cache.measurements()
-    assert sorted((r["who"], r["i"]) for r in rows) == sorted(
-        (str(w), i) for w in range(writers) for i in range(each)
-    )
-
-
 def test_without_ray_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
-    with pytest.raises(RayUnavailable, match=r"\.\[ray\]"):
+    with pytest.raises(MissingExtra, match=r"pip install -e '\.\[ray\]'"):
         require_ray()

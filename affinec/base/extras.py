@@ -2,8 +2,9 @@
 
 The core (the compiler, the command lines, the interpreter) needs none of them;
 `affinec.torch` needs torch, `affinec.testing` hypothesis, the tuner's plots
-matplotlib. A module of affinec that imports one of them turns the bare
-`ModuleNotFoundError` into one that names the extra:
+matplotlib, tuning over a Ray cluster (`affinec.tuning.distributed`) ray. A module
+of affinec that imports one of them turns the bare `ModuleNotFoundError` into one
+that names the extra:
 
     try:
         import torch
@@ -11,7 +12,12 @@ matplotlib. A module of affinec that imports one of them turns the bare
         raise missing_extra(error, "affinec.torch") from None
 """
 
-EXTRAS = {"torch": "torch", "hypothesis": "testing", "matplotlib": "plots"}
+EXTRAS = {
+    "torch": "torch",
+    "hypothesis": "testing",
+    "matplotlib": "plots",
+    "ray": "ray",
+}
 """The optional packages, and the extra of affinec's pyproject.toml that has each."""
 
 

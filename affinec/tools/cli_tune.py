@@ -50,6 +50,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return _tune_network(args, cache)
     if args.dry_run:
         return _tune_dry_run(args, cache)
+    if args.ray is not None:
+        _tune_options(args, args.arch or DEFAULT_ARCH)  # flags checked first
+        return _tune_ray(args, cache, [spec_from_args(args.kind, args)])
+    if args.measure == "cost-model":
+        return _tune_by_the_cost_model(args, cache)
     from affinec.backend.runtime import current_arch, require_gpu
     from affinec.tuning import cached_entry, tune_and_store
 
@@ -74,6 +79,50 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"cache: {cache.path}")
     _tune_plot(result, log)
     return 0 if result.best is not None else 1
+
+
+def _tune_by_the_cost_model(args: argparse.Namespace, cache) -> int:
+    """`--measure cost-model` without Ray: the whole tuning, the model's
+    predictions taken as the times (affinec.tuning.model_measure)."""
+    from affinec.tuning import tune_and_store
+    from affinec.tuning.model_measure import CostModelMeasurer
+
+    options = _tune_options(args, args.arch or "sm_90")  # the model's GPU
+    spec = spec_from_args(args.kind, args)
+    log = _log_path(args, cache, spec)
+    result = tune_and_store(spec, options, cache, CostModelMeasurer(spec), log=log)
+    print(result.report())
+    print(
+        "measured by the cost model: no kernel ran, the times are its predictions "
+        "and nothing was checked against float64"
+    )
+    print(f"log: {log}")
+    if result.best is not None:
+        print(f"cache: {cache.path}")
+    return 0 if result.best is not None else 1
+
+
+def _tune_ray(args: argparse.Namespace, cache, specs: list[Spec]) -> int:
+    """Tune `specs` over a Ray cluster (affinec.tuning.distributed): print a line
+    per shape as it finishes, then the summary table."""
+    from affinec.tuning.distributed import connect, tune_specs_ray
+
+    connect(args.ray or None)
+    model = args.measure == "cost-model"
+    options = _tune_options(args, args.arch or ("sm_90" if model else DEFAULT_ARCH))
+    zoo = tune_specs_ray(
+        specs,
+        options,
+        cache,
+        measure=args.measure,
+        arch=args.arch,
+        timeout_s=args.measure_timeout_s,
+        budget_s=getattr(args, "network_budget_s", None),
+        force=args.force,
+    )
+    print(zoo.table())
+    print(f"cache: {cache.path}")
+    return 0 if all(t.outcome in ("cached", "tuned") for t in zoo.shapes) else 1
 
 
 def _log_path(args: argparse.Namespace, cache, spec: Spec):
@@ -133,32 +182,59 @@ def add_network_arguments(parser: argparse.ArgumentParser) -> None:
     """`affinec tune network NAME --batch B`: its own flags, then the tuner's."""
     from affinec.frontend.networks import NETWORKS
 
-    parser.add_argument("name", choices=NETWORKS, help="the network")
-    parser.add_argument("--batch", type=int, default=1, help="images (default 1)")
+    parser.add_argument(
+        "name", choices=NETWORKS, nargs="+", help="the network (several: a zoo)"
+    )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="images (default 1; several: each network at each)",
+    )
     parser.add_argument(
         "--dtype", choices=("f16", "bf16", "f32"), default="f16", help="(default f16)"
     )
     parser.add_argument(
         "--network-budget-s",
         type=float,
-        default=300.0,
         help="wall time for the whole network, shared out equally among the shapes "
-        "still to tune (default 300)",
+        "still to tune (default 300; with --ray: none, and after it no compile or "
+        "measurement starts)",
     )
     add_tune_arguments(parser, given_before=False)
 
 
 def _tune_network(args: argparse.Namespace, cache) -> int:
-    """Tune (or, with --dry-run, rank) every distinct convolution of a network, then
-    print each with its count and the network's total."""
+    """Tune (or, with --dry-run, rank) every distinct convolution of the networks at
+    the batches, then print each network's layers with their counts and totals."""
     from affinec.frontend.networks import network
     from affinec.tuning.many import tune_specs
 
-    if args.batch < 1 or args.network_budget_s <= 0:
+    budget = args.network_budget_s
+    if min(args.batch) < 1 or (budget is not None and budget <= 0):
         raise UsageError("--batch and --network-budget-s must be positive")
-    layers = network(args.name, args.batch, args.dtype)
+    zoo = [
+        (name, batch, network(name, batch, args.dtype))
+        for name in dict.fromkeys(args.name)
+        for batch in dict.fromkeys(args.batch)
+    ]
+    specs = list(dict.fromkeys(layer.spec for *_, layers in zoo for layer in layers))
+    for name, batch, layers in zoo:
+        print(f"{name} at batch {batch}: {len(layers)} distinct convolutions")
+    if len(zoo) > 1:
+        print(f"{len(zoo)} networks and batches: {len(specs)} distinct convolutions")
+    if args.ray is not None and not args.dry_run:
+        _tune_options(args, args.arch or DEFAULT_ARCH)  # flags checked first
+        return _tune_ray(args, cache, specs)
     measurer_for, gpu, arch = None, "", args.arch or "sm_90"
-    if not args.dry_run:
+    if args.dry_run:
+        pass
+    elif args.measure == "cost-model":
+        from affinec.tuning.model_measure import COST_MODEL_GPU, CostModelMeasurer
+
+        measurer_for, gpu = CostModelMeasurer, COST_MODEL_GPU
+    else:
         from affinec.backend.runtime import current_arch, require_gpu
         from affinec.tuning import GpuMeasurer
         from affinec.tuning.measure import gpu_name
@@ -172,16 +248,34 @@ def _tune_network(args: argparse.Namespace, cache) -> int:
             return GpuMeasurer(spec, args.seed)
 
     options = _tune_options(args, arch)
-    print(f"{args.name} at batch {args.batch}: {len(layers)} distinct convolutions")
     results = tune_specs(
-        [layer.spec for layer in layers],
+        specs,
         options,
         cache,
-        budget_s=args.network_budget_s,
+        budget_s=300.0 if budget is None else budget,
         gpu=gpu,
         measurer_for=measurer_for,
         force=args.force,
     )
+    by_spec = dict(zip(specs, results, strict=True))
+    for name, batch, layers in zoo:
+        if len(zoo) > 1:
+            print(f"{name} at batch {batch}:")
+        _network_table(layers, [by_spec[layer.spec] for layer in layers])
+    if args.dry_run:
+        print("ranked only (--dry-run): nothing cached; ~ms: the model's prediction")
+        return 0
+    if args.measure == "cost-model":
+        print(
+            "measured by the cost model: no kernel ran, the times are its "
+            "predictions and nothing was checked against float64"
+        )
+    print(f"cache: {cache.path}")
+    return 0 if all(t.outcome in ("cached", "tuned") for t in results) else 1
+
+
+def _network_table(layers, results) -> None:
+    """Each layer with its count, outcome and times; the network's total."""
     total = baseline = 0.0
     complete = True
     print(f"{'layer':<38} {'count':>5} {'outcome':>8} {'ms':>9} {'config_for':>10}")
@@ -202,14 +296,9 @@ def _tune_network(args: argparse.Namespace, cache) -> int:
             continue
         total += layer.count * e.ms
         baseline += layer.count * e.baseline_ms
-    if args.dry_run:
-        print("ranked only (--dry-run): nothing cached; ~ms: the model's prediction")
-        return 0
-    if complete:
+    if complete and total:
         print(f"total: {total:.3f} ms tuned, {baseline:.3f} ms with config_for "
               f"({baseline / total:.2f}x)")  # fmt: skip
-    print(f"cache: {cache.path}")
-    return 0 if all(t.outcome in ("cached", "tuned") for t in results) else 1
 
 
 def format_cache(cache) -> str:
@@ -307,6 +396,30 @@ def add_tune_arguments(parser: argparse.ArgumentParser, *, given_before: bool) -
         help="no GPU: enumerate, compile and rank with the cost model only",
     )
     flag("--no-progress", action="store_true", help="no progress bars on stderr")
+    flag(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="tune through a Ray cluster: compiles on its CPUs, measurements on its "
+        "GPUs, one actor each (ADDRESS: 'auto', 'ray://host:10001'; none: "
+        "$RAY_ADDRESS, else a cluster started on this machine; give it as "
+        "--ray=ADDRESS before the spec); needs the `ray` extra",
+    )
+    flag(
+        "--measure",
+        choices=("gpu", "cost-model"),
+        default="gpu",
+        help="gpu (default), or cost-model: no GPU, the cost model's predictions "
+        "taken as the times (for CI; cached under a GPU name of their own)",
+    )
+    flag(
+        "--measure-timeout-s",
+        type=float,
+        default=120.0,
+        help="with --ray: a measurement that takes longer (a kernel that hangs) "
+        "is recorded as timed out and its actor restarted (default 120)",
+    )
     if given_before:
         return  # the `tune` parser has its own --cache
     parser.add_argument(

@@ -18,6 +18,26 @@ tuner or the command lines), so any change to the compiler makes old entries sta
 `affinec tune --list` shows them as such, lookups skip them, and tuning again
 replaces them. Writes go through a temporary file and a rename, under a lock, and
 keep the entries other processes wrote meanwhile.
+
+Beside the file, a journal of measurements (`tuning.measurements.jsonl` beside
+`tuning.json`): one JSON line per configuration measured by `affinec tune --ray`,
+appended as each measurement comes in, so that a run that stops (killed, a machine
+lost) resumes without measuring again what it had measured
+(`affinec.tuning.distributed`).
+
+Why this format and not a database such as SQLite: the cache is written by one
+process per tuning run (in a Ray cluster, the driver: the workers hand their results
+back through Ray), so what must be safe is several runs, or `affinec tune` and a
+script, writing one file on one machine at once. The lock (`flock`) serializes
+them, the rename means a reader never sees half a file, and a writer that dies
+leaves the previous file whole; the journal is appended under the same lock, and a
+line torn by a writer killed mid-write is ended by the next writer and skipped by
+readers. SQLite would give the same guarantees, not more: its locks are no safer on
+a network file system than `flock`, and the cluster needs none. It would cost the
+format that `affinec.compile`, `affinec tune --list` and people (it is JSON that
+diffs and reads) already use. Rewriting the whole file per store is what this
+costs: one write per tuned shape, a few hundred kilobytes for a zoo of hundreds of
+shapes, while the per-measurement records, thousands, are appended.
 """
 
 from __future__ import annotations
@@ -29,7 +49,7 @@ import importlib.util
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -205,6 +225,52 @@ class TuningCache:
             data = self._read()
             data["entries"][entry.key] = entry.to_json()
             self._write(data)
+
+    @property
+    def journal_path(self) -> Path:
+        """The journal of measurements beside the file (`tuning.json` →
+        `tuning.measurements.jsonl`)."""
+        return self.path.with_name(f"{self.path.stem}.measurements.jsonl")
+
+    def append_measurements(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Append `rows` (JSON objects) to the journal, one line each, under the
+        cache's lock."""
+        if not rows:
+            return
+        text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+        with self._locked():
+            try:
+                with open(self.journal_path, "ab+") as f:
+                    if f.seek(0, os.SEEK_END) > 0:
+                        f.seek(-1, os.SEEK_END)
+                        if f.read(1) != b"\n":  # a writer died mid-line: end it
+                            text = "\n" + text
+                    f.write(text.encode())
+            except OSError as e:
+                raise CacheError(
+                    f"cannot write the journal {self.journal_path}: {e}"
+                ) from None
+
+    def measurements(self) -> list[dict[str, Any]]:
+        """The journal's rows (none if it is missing); a line that is not a JSON
+        object (torn by a writer that died) is skipped."""
+        try:
+            text = self.journal_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return []
+        except OSError as e:
+            raise CacheError(
+                f"cannot read the journal {self.journal_path}: {e}"
+            ) from None
+        rows = []
+        for line in text.splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict):
+                rows.append(row)
+        return rows
 
     def _read(self) -> dict[str, Any]:
         try:

@@ -482,6 +482,8 @@ def _absorb(record: Record, c: Compiled, problem) -> None:
     record.occupancy = prediction.occupancy
     record.bound = prediction.bound
     record.kernel = c.kernel
+    # what a measurer without a GPU reports (affinec.tuning.model_measure)
+    c.kernel.info["predicted_ms"] = prediction.ms
     if record.spill_bytes or record.stack_bytes:
         record.status = PRUNED
         record.reason = (
@@ -507,19 +509,7 @@ def _measure(
 ) -> None:
     """Measure the baseline, the model's top picks, then random ones, in that order,
     until the budget runs out; then time the fastest again."""
-    picks: list[Record] = []
-    baseline = result.baseline
-    if baseline is not None and baseline.status in (RANKED, PRUNED):
-        baseline.picked_by = "baseline"
-        picks.append(baseline)
-    for r in ranked[: options.top]:
-        if r not in picks:
-            r.picked_by = "model"
-            picks.append(r)
-    rest = [r for r in ranked[options.top :] if r not in picks]
-    for r in random.Random(options.seed).sample(rest, min(options.explore, len(rest))):
-        r.picked_by = "explore"
-        picks.append(r)
+    picks = choose_picks(result, ranked, options)
     # Finalists are timed again: keep time for them.
     reserve = options.finalists * 1.0
     with _bar(len(picks), "measure", options.progress) as bar:
@@ -567,6 +557,28 @@ def _measure(
         if m.ok:
             break
         best.status, best.reason = WRONG, m.reason
+
+
+def choose_picks(
+    result: TuneResult, ranked: list[Record], options: TuneOptions
+) -> list[Record]:
+    """What is measured, in order, each marked with `picked_by`: the baseline (if it
+    compiled), the model's top `options.top`, then `options.explore` at random (by
+    `options.seed`) from the rest of the ranking."""
+    picks: list[Record] = []
+    baseline = result.baseline
+    if baseline is not None and baseline.status in (RANKED, PRUNED):
+        baseline.picked_by = "baseline"
+        picks.append(baseline)
+    for r in ranked[: options.top]:
+        if r not in picks:
+            r.picked_by = "model"
+            picks.append(r)
+    rest = [r for r in ranked[options.top :] if r not in picks]
+    for r in random.Random(options.seed).sample(rest, min(options.explore, len(rest))):
+        r.picked_by = "explore"
+        picks.append(r)
+    return picks
 
 
 class _NoBar:
