@@ -360,7 +360,9 @@ def tune_specs_ray(
         gpus = int(resources.get("GPU", 0))
         count = measurers or gpus
         if count > gpus:
-            raise ValueError(f"{count} measurers asked for, the cluster has {gpus} GPUs")
+            raise ValueError(
+                f"{count} measurers asked for, the cluster has {gpus} GPUs"
+            )
         if count == 0:
             raise MeasurerUnavailable(
                 "the Ray cluster has no GPU to measure on: --measure cost-model "
