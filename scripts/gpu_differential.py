@@ -1,5 +1,5 @@
 """Random convolutions and products x configurations from the tuner's space, compiled
-in a process pool and run on this GPU against float64 (`affinec.tuning.differential`):
+and run on this GPU against float64 in a pool of processes (`affinec.tuning.differential`):
 every route (SIMT, mma.sync, the coalesced k, Hopper's wgmma on sm_90a) and every knob
 (split-K, flattened pixels, groups, depthwise, residuals, any batch run at another
 batch, bf16 on torch tensors).
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import sys
 import time
@@ -43,6 +44,17 @@ CHUNK = 50
 def _draw(args: tuple[int, int, str, bool]) -> list[Pair]:
     seed, count, arch, wgmma_only = args
     return random_pairs(seed, count, arch=arch, wgmma_only=wgmma_only)
+
+
+def _compile_and_check(task: tuple[Pair, str, int, bool]):
+    """One pair compiled and, with `run`, checked on the GPU in this process: the
+    driver's loading of each kernel (its PTX compiled for the GPU) runs in every
+    worker at once, not one kernel after another in the parent."""
+    pair, arch, seed, run = task
+    compiled = compile_pair(pair, arch)
+    outcome = check_on_gpu(compiled, seed=seed) if run else compiled
+    outcome.extra.pop("kernel", None)
+    return outcome
 
 
 def draw_pairs(
@@ -88,16 +100,14 @@ def main(argv: list[str] | None = None) -> int:
     jobs = args.jobs or max(1, (os.cpu_count() or 2) - 1)
     start = time.perf_counter()
     outcomes = []
-    with ProcessPoolExecutor(jobs) as pool:
+    # each worker runs its own kernels on the GPU: spawned, not forked, so that none
+    # inherits this process's CUDA state
+    context = multiprocessing.get_context("spawn" if run else None)
+    with ProcessPoolExecutor(jobs, mp_context=context) as pool:
         pairs = draw_pairs(args.seed, args.pairs, arch, args.wgmma_only, pool)
         drawn = time.perf_counter() - start
-        for k, compiled in enumerate(
-            pool.map(compile_pair, pairs, [arch] * len(pairs), chunksize=4)
-        ):
-            outcome = (
-                check_on_gpu(compiled, seed=args.seed * 100003 + k) if run else compiled
-            )
-            outcome.extra.pop("kernel", None)
+        tasks = [(p, arch, args.seed * 100003 + k, run) for k, p in enumerate(pairs)]
+        for outcome in pool.map(_compile_and_check, tasks, chunksize=4):
             outcomes.append(outcome)
             if outcome.status in (WRONG, FAILED):
                 print(
