@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import replace
 
 from affinec.base.spec import (
     DTYPES,
@@ -21,8 +22,14 @@ from affinec.base.spec import (
     OuterSpec,
     Spec,
 )
-from affinec.driver.config import KernelConfig, config_for, with_knobs
-from affinec.hardware.chips import ARCHS, DEFAULT_ARCH
+from affinec.driver.config import (
+    KernelConfig,
+    config_for,
+    flattened_spec,
+    with_knobs,
+)
+from affinec.hardware.chips import ARCHS, DEFAULT_ARCH, chip
+from affinec.transforms.gpu.wgmma_plan import plan_of, route_refusal
 
 
 class UsageError(Exception):
@@ -365,13 +372,11 @@ def config_from_args(
     compiler then picks one for the spec). `--tf32`, `--splits` and
     `--flatten-pixels`, alone or together, give the configuration `config_for` picks
     for the spec on tf32 tensor cores of `arch`, with its reduction split, or as
-    the product of its flattened pixels; `--wgmma` alone, its Hopper kernel."""
+    the product of its flattened pixels; `--wgmma`, its Hopper kernel, with the
+    knobs given (`_wgmma_config`)."""
     given = {k: getattr(args, k) for k in KNOBS if getattr(args, k) is not None}
-    if given.get("wgmma") and set(given) == {"wgmma"}:
-        try:
-            return config_for(spec, arch=arch, wgmma=True)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
+    if given.get("wgmma"):
+        return _wgmma_config(given, spec, arch)
     alone = {"tf32", "splits", "flatten_pixels"}
     if given and set(given) <= alone and given.get("tf32", True):
         try:
@@ -385,3 +390,36 @@ def config_from_args(
         except ValueError as e:
             raise UsageError(str(e)) from None
     return with_knobs(KernelConfig(), **given) if given else None
+
+
+def _wgmma_config(given: dict[str, object], spec: Spec, arch: str) -> KernelConfig:
+    """`--wgmma` and the knobs given with it: `config_for`'s Hopper kernel for the
+    spec, those knobs changed. Without `--stages`, the stages are `config_for`'s,
+    or as many as the tile's and the schedule's shared memory leaves room for on
+    `arch`, never fewer than the schedule needs (2 with MMAs in flight)."""
+    try:
+        base = config_for(spec, arch=arch, wgmma=True, splits=given.get("splits", 1))  # pyright: ignore[reportArgumentType]
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    config = with_knobs(base, **given)
+    if "stages" in given:
+        return config
+    return replace(config, stages=_wgmma_stages(config, spec, arch, most=base.stages))
+
+
+def _wgmma_stages(config: KernelConfig, spec: Spec, arch: str, most: int) -> int:
+    """The most stages, up to `most` and to the steps of K a block takes, whose
+    tiles fit a block's shared memory on `arch` in `config`'s tile and schedule;
+    the least the schedule takes (2 with MMAs in flight) if none does, and the
+    pass then says why."""
+    least = 1 if config.wgmma_schedule == "waited" else 2
+    if len(config.wgmma_tile) != 2 or route_refusal(spec) is not None:
+        return max(most, least)  # refused by the pass, in its words
+    routed = flattened_spec(spec) if config.flatten_pixels else spec
+    tile = (config.wgmma_tile[0], config.wgmma_tile[1])
+    kernel = plan_of(routed, tile, most, config.wgmma_schedule, splits=config.splits)
+    room = chip(arch).max_shared_per_block
+    for stages in range(max(min(most, kernel.steps), least), least, -1):
+        if replace(kernel, stages=stages).shared_bytes <= room:
+            return stages
+    return least
