@@ -105,6 +105,16 @@ class LaunchPlan:
     """Each launch's grid at the call's batch."""
     blocks: tuple[ParameterBlock, ...]
     """Each launch's parameters."""
+    order: tuple[str, ...] = ()
+    """The parameters whose addresses a call lists, in its order: the arrays
+    given, the output allocated (if it is), the workspaces."""
+    workspaces: tuple[str, ...] = ()
+    writes: tuple[tuple[tuple[int, int], ...], ...] = ()
+    """Per launch: (parameter position, index into the call's addresses) of each
+    array passed by its address."""
+    maps: tuple[tuple[tuple[int, int, TiledTensorMap], ...], ...] = ()
+    """Per launch: (parameter position, index, tensor map) of each array passed as
+    a TMA tensor map."""
 
 
 @dataclass(frozen=True)
@@ -503,6 +513,20 @@ class Kernel:
             grids=tuple(launch.grid_for(batch) for launch in self.launches),
             blocks=tuple(ParameterBlock(len(launch.arguments)) for launch in self.launches),
         )  # fmt: skip
+        plan.workspaces = tuple(p.name for p in self.parameters if p.workspace)
+        plan.order = (
+            *plan.names,
+            *((out.name,) if plan.allocate is not None else ()),
+            *plan.workspaces,
+        )
+        index = {name: k for k, name in enumerate(plan.order)}
+        writes, maps = [], []
+        for launch in self.launches:
+            tensor_maps = launch.tensor_maps or (None,) * len(launch.arguments)
+            pairs = list(enumerate(zip(launch.arguments, tensor_maps, strict=True)))
+            writes.append(tuple((k, index[a]) for k, (a, m) in pairs if m is None))
+            maps.append(tuple((k, index[a], m) for k, (a, m) in pairs if m is not None))
+        plan.writes, plan.maps = tuple(writes), tuple(maps)
         if len(self._plans) >= MAX_PLANS:
             self._plans.clear()
         self._plans[key] = plan
@@ -529,25 +553,29 @@ class Kernel:
         return plan, values, addresses
 
     def pack(self, plan: LaunchPlan, pointers: dict[str, int]) -> None:
-        """Write the addresses of a call (every parameter's, the workspaces' too)
+        """Write the addresses of a call, by parameter name (the workspaces' too),
         into the plan's parameter blocks; a tensor map's parameter points at its
         encoding for the address (which needs the driver)."""
-        for launch, block in zip(self.launches, plan.blocks, strict=True):
-            maps = launch.tensor_maps or (None,) * len(launch.arguments)
-            for k, (name, tensor_map) in enumerate(
-                zip(launch.arguments, maps, strict=True)
-            ):
-                if tensor_map is None:
-                    block.set_pointer(k, pointers[name])
-                else:
-                    encoded = self._tensor_map(launch, k, tensor_map, pointers[name])
-                    block.point_at(k, int(encoded.getPtr()))
+        self._pack(plan, [pointers[name] for name in plan.order])
 
-    def _run_plan(
-        self, plan: LaunchPlan, pointers: dict[str, int], stream: Any
-    ) -> None:
-        """Launch every kernel of a planned call, on `stream` (torch's current one
-        for torch tensors where none is given)."""
+    def _pack(self, plan: LaunchPlan, addresses: list[int]) -> None:
+        for block, writes in zip(plan.blocks, plan.writes, strict=True):
+            slots = block.slots
+            for position, source in writes:
+                slots[position] = addresses[source]
+        for launch, block, maps in zip(
+            self.launches, plan.blocks, plan.maps, strict=True
+        ):
+            for position, source, tensor_map in maps:
+                encoded = self._tensor_map(
+                    launch, position, tensor_map, addresses[source]
+                )
+                block.point_at(position, int(encoded.getPtr()))
+
+    def _run_plan(self, plan: LaunchPlan, addresses: list[int], stream: Any) -> None:
+        """Launch every kernel of a planned call (`addresses` in `plan.order`, but
+        the workspaces'), on `stream` (torch's current one for torch tensors where
+        none is given)."""
         functions = self.functions
         if stream is not None:
             handle = stream_handle(stream)
@@ -555,9 +583,10 @@ class Kernel:
             handle = torch_stream(plan.torch_device)
         else:
             handle = 0
-        if len(self.parameters) != len(self.arguments):  # workspaces
-            pointers.update(self._workspace_addresses(handle, plan.torch_device))
-        self.pack(plan, pointers)
+        if plan.workspaces:
+            spaces = self._workspace_addresses(handle, plan.torch_device)
+            addresses = [*addresses, *(spaces[name] for name in plan.workspaces)]
+        self._pack(plan, addresses)
         for launch, grid, block in zip(
             self.launches, plan.grids, plan.blocks, strict=True
         ):
@@ -578,21 +607,19 @@ class Kernel:
             plan, values, addresses = planned
             if plan.allocate is not None:
                 out = new_output(plan.allocate, values[0])
-                pointers = dict(zip(plan.names, addresses, strict=True))
-                pointers[plan.allocate.name] = _address(out)
+                addresses.append(_address(out))
             else:
                 out = values[plan.output]
-                pointers = dict(zip(plan.names, addresses, strict=True))
-            self._run_plan(plan, pointers, stream)
+            self._run_plan(plan, addresses, stream)
             return out
         arguments = self.check(*args, **kwargs)
         require_gpu()
         (out,) = (a for a in arguments if a.parameter.output)
         plan = self._plan(args, kwargs, arguments)
         if plan is not None:
-            self._run_plan(
-                plan, {a.parameter.name: a.span[0] for a in arguments}, stream
-            )
+            spans = {a.parameter.name: a.span[0] for a in arguments}
+            given = plan.order[: len(plan.order) - len(plan.workspaces)]
+            self._run_plan(plan, [spans[name] for name in given], stream)
             return out.value
         for a in arguments:
             a.to_device()
