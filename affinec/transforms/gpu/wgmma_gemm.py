@@ -19,8 +19,13 @@ from affinec.transforms.gpu.wgmma_text import gemm_module_text
 def replace_with_kernel(module: ModuleOp, fn: func.FuncOp, plan: GemmKernel) -> None:
     """`fn` replaced by the host function and `gpu.module` of `plan`, each kernel
     carrying its launch record (its tensor maps named after the arrays they map;
-    with a split, the MMA kernel, then the one adding the partial sums)."""
+    with a split, the MMA kernel, then the one adding the partial sums), every op
+    located at `fn`."""
     written = parse_module(make_context(), gemm_module_text(plan))
+    # The ops stand for `fn`: a diagnostic about any of them points at the user's
+    # function, not at a line of the text written here.
+    for op in written.walk():
+        op.location = fn.location
     host, kernels = list(written.body.block.ops)
     assert isinstance(host, func.FuncOp) and isinstance(kernels, gpu.ModuleOp)
     launches = [o for o in host.walk() if isinstance(o, gpu.LaunchFuncOp)]
