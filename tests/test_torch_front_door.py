@@ -199,6 +199,8 @@ def test_a_graphed_model_runs_eagerly_where_no_graph_can_be_captured():
     fast = at.convert(model)
     assert isinstance(fast, at.GraphedModel) and fast.graphs
     assert [n.op for n in fast.graph.nodes] == ["placeholder", "call_module", "output"]
+    (call,) = [n for n in fast.graph.nodes if n.op == "call_module"]
+    assert isinstance(fast.get_submodule(call.target), at.AffinecConv2d)
     x = torch.randn(2, 3, 8, 8)
     with pytest.warns(UserWarning, match="on the CPU"), torch.no_grad():
         got = fast(x)  # a CPU input: no graph

@@ -71,6 +71,16 @@ class GraphedModel(nn.Module):
     def code(self) -> str:
         return self.converted.code
 
+    def get_submodule(self, target: str) -> nn.Module:
+        """A submodule by the converted model's path (what its fx graph's nodes
+        name), or by this module's own."""
+        if target:
+            try:
+                return self.converted.get_submodule(target)
+            except AttributeError:
+                pass
+        return super().get_submodule(target)
+
     @property
     def captured(self) -> int:
         """How many input layouts have a graph."""
