@@ -189,6 +189,8 @@ def model_rows(
                 row[f"{way}_ms"] = forward_ms(run, x16, repeat)
             except Exception as e:  # one way failing leaves the others measured
                 row[f"{way}_failed"] = f"{type(e).__name__}: {e}"[:500]
+        if hasattr(ways["graphed"], "captured"):  # graphs it replays (0: eager)
+            row["graphs_captured"] = ways["graphed"].captured
         if "graphed" in outputs and "affinec" in outputs:
             row["graphed_vs_eager"] = _error(outputs["graphed"], outputs["affinec"])
         rows.append(row)
