@@ -175,6 +175,7 @@ def model_rows(
         outputs = {}
         for way, run in ways.items():
             try:
+                graphs = getattr(run, "captured", 0)
                 start = time.perf_counter()
                 with warnings.catch_warnings(record=True) as said, torch.no_grad():
                     warnings.simplefilter("always")
@@ -184,13 +185,13 @@ def model_rows(
                 row[f"{way}_first_s"] = time.perf_counter() - start
                 if way in ("affinec", "graphed"):
                     row[f"{way}_fallbacks"] = sorted({str(w.message) for w in said})
+                if way == "graphed":  # whether this input shape is replayed
+                    row["graph_captured"] = getattr(run, "captured", 0) > graphs
                 outputs[way] = got.clone()
                 row[f"{way}_error"] = _error(got, expected)
                 row[f"{way}_ms"] = forward_ms(run, x16, repeat)
             except Exception as e:  # one way failing leaves the others measured
                 row[f"{way}_failed"] = f"{type(e).__name__}: {e}"[:500]
-        if hasattr(ways["graphed"], "captured"):  # graphs it replays (0: eager)
-            row["graphs_captured"] = ways["graphed"].captured
         if "graphed" in outputs and "affinec" in outputs:
             row["graphed_vs_eager"] = _error(outputs["graphed"], outputs["affinec"])
         rows.append(row)

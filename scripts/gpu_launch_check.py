@@ -346,7 +346,7 @@ def _agreement(row: dict) -> str:
             verdicts.append(f"{way} failed")
         elif row[f"{way}_error"] > bound:
             verdicts.append(f"{way} {row[f'{way}_error']:.1e} > {bound:.1e}")
-    if row.get("graphs_captured") == 0:
+    if row.get("graph_captured") is False:
         verdicts.append("no graph captured (ran eagerly)")
     if row.get("graphed_vs_eager", 0.0) > 1e-3:
         verdicts.append(f"graphed vs eager {row['graphed_vs_eager']:.1e}")
