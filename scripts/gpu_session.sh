@@ -131,14 +131,15 @@ step_sanitize_routes() {
   run sanitize-compile 120 $PY scripts/gpu_sanitize.py --compile "$OUT/sanitize_kernels.pkl"
   tail -2 "$OUT/sanitize-compile.log"
   local tool
-  for tool in memcheck racecheck synccheck; do
+  for tool in memcheck racecheck synccheck; do  # side by side: each mostly waits
     local extra=()
     [ "$tool" = memcheck ] && extra=(--check-api-memory-access no --leak-check no)
     [ "$tool" = racecheck ] && extra=(--racecheck-report hazard)
     run "sanitize-$tool" "${SANITIZE_LIMIT_S:-150}" compute-sanitizer --tool "$tool" \
       --target-processes all --report-api-errors no --error-exitcode 3 "${extra[@]}" \
-      python3 scripts/gpu_sanitize.py --run "$OUT/sanitize_kernels.pkl"
+      python3 scripts/gpu_sanitize.py --run "$OUT/sanitize_kernels.pkl" &
   done
+  wait
   python3 - "$OUT" <<'PY'
 import re, sys
 out = sys.argv[1]
