@@ -13,6 +13,7 @@ while accepting the kernels the passes make (every test that compiles runs it).
 from __future__ import annotations
 
 import dataclasses
+import re
 from functools import partial
 from pathlib import Path
 
@@ -29,7 +30,10 @@ from affinec.driver.pipeline import Pipeline
 from affinec.driver.pipelines import affine_passes, default_passes, map_to_gpu_passes
 from affinec.frontend.naive import build
 from affinec.ir.context import make_context
-from affinec.transforms.gpu.shared_memory_hazards import check_shared_memory_hazards
+from affinec.transforms.gpu.shared_memory_hazards import (
+    check_shared_memory_hazards,
+    hazards_checked_once,
+)
 
 RACY = (
     Path(__file__).parent / "filecheck/passes/verify_shared_memory_racy_pipeline.mlir"
@@ -317,3 +321,146 @@ def test_without_verify_each_the_hazards_are_checked_once_by_the_outlining():
 
 def _record(done: list, p, _module, _seconds) -> None:
     done.append(p)
+
+
+# -- which thread touches which element -------------------------------------------------
+
+# The grouped convolution the interpreter found racy while the check passed it: the
+# copy of the input and the compute reading it were two thread bands of one loop.
+DEPTHWISE = ConvSpec(
+    1, 4, 5, 4, 4, 3, 3, padding=1, groups=4, layout="nchw", dtype="f16",
+    epilogue="bias,relu6",
+)  # fmt: skip
+
+
+DEPTHWISE_RACE = (
+    r"reads %input_shared.*which 'affine.store .*%input_shared.* with no gpu.barrier "
+    r"between: other threads' writes may not be visible yet \(thread \(\d+, 0, 0\) "
+    r"writes %input_shared\[[\d, ]+\], thread \(\d+, 0, 0\) reads it\)"
+)
+
+
+@pytest.mark.parametrize(
+    "stop", ["affinec-map-threads", "affinec-convert-parallel-to-gpu"]
+)
+def test_a_depthwise_kernel_without_barriers_is_refused(stop):
+    passes = default_passes(config_for(DEPTHWISE))
+    passes = [p for p in passes if p.name != "affinec-insert-barriers"]
+    names = [p.name for p in passes]
+    module = build(DEPTHWISE)
+    # the passes' own checks left out: the check on what they made
+    with hazards_checked_once():
+        Pipeline(passes[: names.index(stop) + 1]).run(module, verify_each=False)
+    with pytest.raises(PassError, match=DEPTHWISE_RACE):
+        check_shared_memory_hazards(module)
+
+
+@pytest.mark.parametrize("verify_each", [True, False])
+def test_the_pipeline_refuses_the_depthwise_kernel_without_barriers(verify_each):
+    """By the first pass that checks: affinec-map-threads when verifying after each
+    pass, else gpu-kernel-outlining."""
+    passes = default_passes(config_for(DEPTHWISE))
+    passes = [p for p in passes if p.name != "affinec-insert-barriers"]
+    done: list = []
+    with pytest.raises(PassError, match=DEPTHWISE_RACE):
+        Pipeline(passes).run(
+            build(DEPTHWISE), verify_each=verify_each, callback=partial(_record, done)
+        )
+    refusing = passes[len(done)].name
+    expected = "affinec-map-threads" if verify_each else "gpu-kernel-outlining"
+    assert refusing == expected
+
+
+def _launch(body: str, threads: tuple[int, int, int] = (4, 1, 1)) -> str:
+    """A `gpu.launch` of one block of `threads` whose body (with `%tx`, `%ty` and the
+    shared `%tile: memref<8xf32, 3>`) is `body`."""
+    x, y, z = threads
+    return f"""
+func.func @f() {{
+  %c1 = arith.constant 1 : index
+  %x = arith.constant {x} : index
+  %y = arith.constant {y} : index
+  %z = arith.constant {z} : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1) threads(%tx, %ty, %tz) in (%sx = %x, %sy = %y, %sz = %z) workgroup(%tile : memref<8xf32, 3 : i64>) {{
+    %v = arith.constant 1.0 : f32
+{body}
+    gpu.terminator
+  }}
+  func.return
+}}
+"""
+
+
+def _hazard(body: str, threads: tuple[int, int, int] = (4, 1, 1)) -> str | None:
+    """What the check says of the kernel (None: accepted)."""
+    module = parse_module(make_context(), _launch(body, threads))
+    try:
+        check_shared_memory_hazards(module)
+    except PassError as e:
+        return str(e)
+    return None
+
+
+def _interpreted_race(body: str, threads: tuple[int, int, int] = (4, 1, 1)) -> bool:
+    from affinec.interpreter import Interpreter
+    from affinec.interpreter.shared_memory import DataRaceError
+
+    module = parse_module(make_context(), _launch(body, threads))
+    try:
+        Interpreter(module).run("f")
+    except DataRaceError:
+        return True
+    return False
+
+
+OWN_ELEMENT = """
+    affine.store %v, %tile[%tx] : memref<8xf32, 3 : i64>
+    %w = affine.load %tile[%tx] : memref<8xf32, 3 : i64>
+"""
+NEIGHBOUR = """
+    affine.store %v, %tile[%tx] : memref<8xf32, 3 : i64>
+    %w = affine.load %tile[(%tx + 1) mod 4] : memref<8xf32, 3 : i64>
+"""
+NEIGHBOUR_AFTER_A_BARRIER = """
+    affine.store %v, %tile[%tx] : memref<8xf32, 3 : i64>
+    gpu.barrier
+    %w = affine.load %tile[(%tx + 1) mod 4] : memref<8xf32, 3 : i64>
+"""
+ONE_ELEMENT_FOR_ALL = """
+    affine.store %v, %tile[0] : memref<8xf32, 3 : i64>
+"""
+ACROSS_TRIPS = """
+    affine.for %i = 0 to 2 {
+      %w = affine.load %tile[%tx + %i] : memref<8xf32, 3 : i64>
+      affine.store %w, %tile[%tx + 4] : memref<8xf32, 3 : i64>
+    }
+"""
+DISJOINT_TRIPS = """
+    affine.for %i = 0 to 2 {
+      %w = affine.load %tile[%tx * 2 + %i] : memref<8xf32, 3 : i64>
+      affine.store %w, %tile[%tx * 2 + %i] : memref<8xf32, 3 : i64>
+    }
+"""
+
+
+@pytest.mark.parametrize(
+    "body, threads, refused",
+    [
+        (OWN_ELEMENT, (4, 1, 1), None),
+        (NEIGHBOUR, (4, 1, 1), r"thread \(0, 0, 0\) writes %tile\[0\], thread \(3, 0, 0\) reads it"),
+        (NEIGHBOUR_AFTER_A_BARRIER, (4, 1, 1), None),
+        (ONE_ELEMENT_FOR_ALL, (4, 1, 1), "from more than one thread"),
+        (ONE_ELEMENT_FOR_ALL, (1, 1, 1), None),
+        # %ty names no index: threads (0, 0, 0) and (0, 1, 0) write one element
+        (OWN_ELEMENT, (4, 2, 1), r"thread \(0, 0, 0\) writes %tile\[0\], thread \(0, 1, 0\) writes it"),
+        (ACROSS_TRIPS, (4, 1, 1), "no gpu.barrier since that read"),
+        (DISJOINT_TRIPS, (4, 1, 1), None),
+    ],
+)  # fmt: skip
+def test_the_check_tells_threads_apart_as_the_interpreter_does(body, threads, refused):
+    said = _hazard(body, threads)
+    if refused is None:
+        assert said is None
+    else:
+        assert said is not None and re.search(refused, said), said
+    assert _interpreted_race(body, threads) == (refused is not None)
