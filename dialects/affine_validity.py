@@ -18,7 +18,7 @@ from xdsl.dialects.arith import ConstantOp as ArithConstantOp
 from xdsl.dialects.builtin import DYNAMIC_INDEX, IndexType, IntegerAttr, MemRefType
 from xdsl.dialects.memref import AllocOp as MemrefAllocOp
 from xdsl.dialects.memref import DimOp as MemrefDimOp
-from xdsl.ir import BlockArgument, Operation, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.ir.affine import (
     AffineBinaryOpExpr,
     AffineBinaryOpKind,
@@ -121,22 +121,45 @@ def is_valid_symbol(value: SSAValue, region: Region | None) -> bool:
 
 
 def _is_valid_dim_op_symbol(op: MemrefDimOp, region: Region | None) -> bool:
-    """`memref.dim` of a memref defined at the top of a scope, or of a
-    `memref.alloc` whose size along that dimension is a symbol."""
+    """`memref.dim` of a memref defined at the top of a scope, or, along a constant
+    dimension and through any `memref.cast`, of a `memref.alloc`, `memref.view` or
+    `memref.subview` whose size there is static or a symbol (MLIR's rule)."""
     source = op.source
     if _is_top_level(source):
         return True
-    alloc = source.owner
     index = op.index.owner
-    if not isinstance(alloc, MemrefAllocOp) or not isinstance(index, ArithConstantOp):
+    if not isinstance(index, ArithConstantOp) or not isinstance(
+        index.value, IntegerAttr
+    ):
         return False
-    assert isinstance(source.type, MemRefType) and isinstance(index.value, IntegerAttr)
-    shape = source.type.get_shape()
+    defining = source.owner
+    while isinstance(defining, Operation) and defining.name == "memref.cast":
+        if not isinstance(defining.operands[0].type, MemRefType):
+            return False  # unranked: no size to read
+        defining = defining.operands[0].owner
+        if not isinstance(defining, Operation):
+            return True  # MLIR: a cast of a block argument
+    sizes = _dynamic_sizes(defining)
+    if sizes is None:
+        return False
+    shape = defining.results[0].type.get_shape()  # pyright: ignore
     i = index.value.value.data
-    if not 0 <= i < len(shape) or shape[i] != DYNAMIC_INDEX:
+    if not 0 <= i < len(shape):
         return False
+    if shape[i] != DYNAMIC_INDEX:
+        return True
     dynamic = shape[:i].count(DYNAMIC_INDEX)
-    return is_valid_symbol(alloc.dynamic_sizes[dynamic], region)
+    return dynamic < len(sizes) and is_valid_symbol(sizes[dynamic], region)
+
+
+def _dynamic_sizes(op: Operation | Block) -> Sequence[SSAValue] | None:
+    """The dynamic-size operands of a memref.alloc, memref.view or memref.subview
+    (in the order of its result's dynamic dimensions); None for another owner."""
+    if isinstance(op, MemrefAllocOp):
+        return op.dynamic_sizes
+    if isinstance(op, Operation) and op.name in ("memref.view", "memref.subview"):
+        return op.sizes  # pyright: ignore[reportAttributeAccessIssue]
+    return None
 
 
 def is_induction_variable(value: SSAValue) -> bool:

@@ -1,7 +1,9 @@
 """xDSL's memref dialect with MLIR's custom syntax for `memref.cast` and
-`memref.global`, which xDSL's ops lack:
+`memref.global`, which xDSL's ops lack, and MLIR's `memref.prefetch`, which xDSL
+does not have:
 
     %u = memref.cast %a : memref<64x64xf16> to memref<*xf16>
+    memref.prefetch %a[%i, %j], read, locality<3>, data : memref<64x64xf16>
     memref.global "private" constant @c : memref<2xf32> = dense<[1.0, 2.0]>
     memref.global @z : memref<3xf16> = uninitialized
     memref.global "private" @y : memref<4xi32>
@@ -15,21 +17,28 @@ and of `memref.get_global`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from io import StringIO
+from typing import Annotated
 
 from xdsl.dialects import memref as xdsl_memref
 from xdsl.dialects.builtin import (
     I64,
+    BoolAttr,
     DenseIntOrFPElementsAttr,
+    IndexType,
     IntegerAttr,
+    IntegerType,
     MemRefType,
     StringAttr,
     SymbolNameConstraint,
     TensorType,
     UnitAttr,
     UnrankedMemRefType,
+    i1,
+    i32,
 )
-from xdsl.ir import Dialect, Operation
+from xdsl.ir import Dialect, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     base,
@@ -39,6 +48,7 @@ from xdsl.irdl import (
     prop_def,
     result_def,
     traits_def,
+    var_operand_def,
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -191,10 +201,105 @@ def _names_a_global_of_its_type(op: Operation) -> str | None:
 
 OP_CHECKS[xdsl_memref.GetGlobalOp] = _names_a_global_of_its_type
 
+
+@irdl_op_definition
+class PrefetchOp(IRDLOperation):
+    """`memref.prefetch %A[%i, %j], read, locality<3>, data : memref<...>`: a hint
+    that the element will be read (or written) soon, kept in the data (or
+    instruction) cache at a locality from 0 (none) to 3 (keep). What
+    `lower-affine` makes of `affine.prefetch`; it computes nothing."""
+
+    name = "memref.prefetch"
+
+    memref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    isWrite = prop_def(IntegerAttr[Annotated[IntegerType, i1]])
+    localityHint = prop_def(IntegerAttr[Annotated[IntegerType, i32]])
+    isDataCache = prop_def(IntegerAttr[Annotated[IntegerType, i1]])
+
+    def __init__(
+        self,
+        memref: SSAValue,
+        indices: Sequence[SSAValue],
+        *,
+        is_write: bool,
+        locality: int,
+        is_data_cache: bool,
+    ):
+        super().__init__(
+            operands=[memref, indices],
+            properties={
+                "isWrite": BoolAttr.from_bool(is_write),
+                "localityHint": IntegerAttr(locality, i32),
+                "isDataCache": BoolAttr.from_bool(is_data_cache),
+            },
+        )
+
+    def verify_(self) -> None:
+        if not 0 <= self.localityHint.value.data <= 3:
+            raise VerifyException(
+                "attribute 'localityHint' failed to satisfy constraint: 32-bit "
+                "signless integer attribute whose minimum value is 0 whose maximum "
+                "value is 3"
+            )
+        assert isinstance(self.memref.type, MemRefType)
+        if len(self.indices) != self.memref.type.get_num_dims():
+            raise VerifyException("too few indices")
+
+    @classmethod
+    def parse(cls, parser: Parser) -> PrefetchOp:
+        memref = parser.parse_unresolved_operand()
+        indices = parser.parse_comma_separated_list(
+            parser.Delimiter.SQUARE, parser.parse_unresolved_operand
+        )
+        parser.parse_punctuation(",")
+        pos = parser.pos
+        access = parser.parse_identifier()
+        if access not in ("read", "write"):
+            parser.raise_error("rw specifier has to be 'read' or 'write'", pos)
+        parser.parse_punctuation(",")
+        parser.parse_keyword("locality")
+        parser.parse_punctuation("<")
+        locality = parser.parse_integer(allow_boolean=False)
+        parser.parse_punctuation(">")
+        parser.parse_punctuation(",")
+        pos = parser.pos
+        cache = parser.parse_identifier()
+        if cache not in ("data", "instr"):
+            parser.raise_error("cache type has to be 'data' or 'instr'", pos)
+        attributes = parser.parse_optional_attr_dict()
+        parser.parse_punctuation(":")
+        memref_type = parser.parse_type()
+        index = IndexType()
+        op = cls(
+            parser.resolve_operand(memref, memref_type),
+            [parser.resolve_operand(i, index) for i in indices],
+            is_write=access == "write",
+            locality=locality,
+            is_data_cache=cache == "data",
+        )
+        op.attributes |= attributes
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(" ")
+        printer.print_operand(self.memref)
+        printer.print_string("[")
+        printer.print_list(self.indices, printer.print_operand)
+        access = "write" if self.isWrite.value.data else "read"
+        cache = "data" if self.isDataCache.value.data else "instr"
+        printer.print_string(
+            f"], {access}, locality<{self.localityHint.value.data}>, {cache}"
+        )
+        printer.print_op_attributes(self.attributes)
+        printer.print_string(" : ")
+        printer.print_attribute(self.memref.type)
+
+
 _OURS = {xdsl_memref.CastOp: CastOp, xdsl_memref.GlobalOp: GlobalOp}
 
 MemRef = Dialect(
     "memref",
-    [_OURS.get(op, op) for op in xdsl_memref.MemRef.operations],
+    [_OURS.get(op, op) for op in xdsl_memref.MemRef.operations] + [PrefetchOp],
     list(xdsl_memref.MemRef.attributes),
 )

@@ -44,9 +44,10 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
-from affinec.base.diagnostics import PassError
+from affinec.base.diagnostics import PassError, location_of
 from affinec.dialects.nvvm_target import chip_of
 from affinec.hardware.chips import CHIPS, KIB
 from affinec.ir.context import require_affinec_dialects
@@ -96,9 +97,10 @@ class AffineDataCopyGenerate(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
         refuse_unsupported(op, self.name)
+        site = _option_site(op)
         if not 0 < self.fast_mem_capacity <= MAX_CAPACITY_KIB:
             raise PassError(
-                op,
+                site,
                 f"fast-mem-capacity must be between 1 and {MAX_CAPACITY_KIB} KiB, "
                 f"got {self.fast_mem_capacity}",
             )
@@ -108,7 +110,7 @@ class AffineDataCopyGenerate(ModulePass):
         ):
             if value != only:
                 raise PassError(
-                    op,
+                    site,
                     f"{option}={value}: this pass copies from global memory (space "
                     f"0) into a block's shared memory (space 3) only",
                 )
@@ -125,3 +127,12 @@ class AffineDataCopyGenerate(ModulePass):
             )
         ]
         generate_copies(plans, self.generate_dma)
+
+
+def _option_site(module: ModuleOp) -> Operation:
+    """Where an option's refusal is reported: the module, or, for one the parser
+    made around the input's ops (which has no place in the text), the first op
+    that has one."""
+    if location_of(module) is not None:
+        return module
+    return next((o for o in module.walk() if location_of(o) is not None), module)

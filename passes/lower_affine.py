@@ -31,8 +31,9 @@ Differences from MLIR's pass, on MLIR's inputs: an `affine.parallel` becomes a n
 of `scf.for` carrying its reductions in order (MLIR: `scf.parallel` with
 `scf.reduce`), one of the orders the parallel loop allows; the reductions lowered
 are those affinec interprets (`addf`, `mulf`, `maximumf`, `minimumf`, `addi`,
-`muli`), others are refused. `affine.prefetch` and `affine.dma_start`/`dma_wait` are
-refused (MLIR makes memref ops affinec does not have). A semi-affine map is lowered
+`muli`), others are refused. `affine.prefetch` becomes `memref.prefetch`, as in
+MLIR; `affine.dma_start`/`dma_wait` are refused (MLIR makes memref ops affinec's
+pipeline does not use). A semi-affine map is lowered
 as MLIR lowers it, its symbolic divisors assumed positive.
 """
 

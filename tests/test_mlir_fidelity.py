@@ -613,9 +613,10 @@ func.func @f(%x: index, %n: index) -> (index, index, index, index) {
             "affine.vector_load",
         ),
         (
-            "affine.prefetch %A[%i], read, locality<3>, data : memref<8xf32>",
+            "%T = memref.alloc() : memref<1xi32>\n"
+            "  affine.dma_wait %T[0], %n : memref<1xi32>",
             "lower-affine",
-            "affine.prefetch",
+            "affine.dma_wait",
         ),
     ],
 )

@@ -211,3 +211,142 @@ def test_lower_linalg_still_lowers_its_ops():
     module = parse_module(make_context(), CONV)
     Pipeline.parse("affinec-lower-linalg").run(module)
     assert not [o for o in module.walk() if o.dialect_name() == "linalg"]
+
+
+# -- what was still open ------------------------------------------------------------------
+
+SUBVIEW_SYMBOL = """\
+func.func @valid_symbols(%a: index, %b: index, %n: index) {
+  %c1 = arith.constant 1 : index
+  %c0 = arith.constant 0 : index
+  %m = memref.alloc(%a, %b) : memref<?x?xf32>
+  affine.for %i = 0 to %n step 768 {
+    %d1 = memref.dim %m, %c1 : memref<?x?xf32>
+    affine.for %j = 0 to %d1 step 264 {
+      %d0 = memref.dim %m, %c0 : memref<?x?xf32>
+      %v = memref.subview %m[%c0, %c0][%d0, %j][%c1, %c1] : memref<?x?xf32> to memref<?x?xf32, strided<[?, ?], offset: ?>>
+      %s = memref.dim %v, DIMENSION : memref<?x?xf32, strided<[?, ?], offset: ?>>
+      affine.for %k = 0 to %s step 768 {
+      }
+    }
+  }
+  func.return
+}
+"""
+
+
+def test_a_subview_size_that_is_a_symbol_gives_a_symbol(tmp_path):
+    """`memref.dim` of a subview along a size that is a symbol (the dim of a
+    memref allocated at the top) is a symbol, as MLIR has it; along a size that
+    is a loop's induction variable it is not."""
+    code, out, err = _opt(tmp_path, SUBVIEW_SYMBOL.replace("DIMENSION", "%c0"))
+    assert (code, err) == (0, "")
+    assert "affine.for %k = 0 to %s step 768 {" in out
+    bound_by_j = SUBVIEW_SYMBOL.replace("DIMENSION", "%c1")
+    code, _, err = _opt(tmp_path, bound_by_j)
+    assert code == 1
+    assert ":11:7: error: 'affine.for' op operand cannot be used as a symbol" in err
+    if (theirs := _mlir_error(bound_by_j)) is not None:
+        assert "operand cannot be used as a symbol" in theirs
+        mlir_opt(SUBVIEW_SYMBOL.replace("DIMENSION", "%c0"))
+
+
+PREFETCH = """\
+func.func @prefetch(%A: memref<16x64xf32>, %B: memref<16x64xf32>, %n: index) {
+  affine.for %i = 0 to 15 {
+    affine.for %j = 0 to 64 step 8 {
+      affine.prefetch %A[%i + 1, %j + symbol(%n)], read, locality<3>, data : memref<16x64xf32>
+      affine.prefetch %B[%i, %j], write, locality<0>, instr : memref<16x64xf32>
+      %v = affine.load %A[%i, %j] : memref<16x64xf32>
+      affine.store %v, %B[%i, %j] : memref<16x64xf32>
+    }
+  }
+  func.return
+}
+"""
+
+
+def test_lower_affine_lowers_prefetch_to_memref_prefetch(tmp_path):
+    import numpy as np
+
+    from affinec.interpreter import Interpreter
+
+    code, out, err = _opt(tmp_path, PREFETCH, "-p", "lower-affine")
+    assert (code, err) == (0, "")
+    assert "affine." not in out
+    prefetches = [
+        line.strip() for line in out.splitlines() if "memref.prefetch" in line
+    ]
+    assert len(prefetches) == 2
+    assert prefetches[0].startswith("memref.prefetch %A[")
+    assert prefetches[0].endswith("], read, locality<3>, data : memref<16x64xf32>")
+    assert prefetches[1] == (
+        "memref.prefetch %B[%i, %j], write, locality<0>, instr : memref<16x64xf32>"
+    )
+    # a hint: the interpreter runs both levels alike
+    a = np.arange(16 * 64, dtype=np.float32).reshape(16, 64)
+    outputs = []
+    for text in (PREFETCH, out):
+        b = np.zeros((16, 64), np.float32)
+        Interpreter(parse_module(make_context(), text)).run("prefetch", a, b, 3)
+        outputs.append(b)
+    assert (outputs[0] == outputs[1]).all() and outputs[0][3, 8] == a[3, 8]
+    if (path := _mlir_opt_path()) is not None:
+        import subprocess
+
+        theirs = subprocess.run(
+            [path, "-lower-affine"], input=PREFETCH, capture_output=True, text=True
+        )
+        ours_read = mlir_opt(out)  # mlir-opt reads affinec's memref.prefetch
+        assert theirs.returncode == 0
+        assert ours_read.count("memref.prefetch") == 2
+        assert theirs.stdout.count("memref.prefetch") == 2
+
+
+def _mlir_opt_path() -> str | None:
+    from mlir_opt import MLIR_OPT
+
+    return MLIR_OPT
+
+
+def test_memref_prefetch_is_verified_in_mlirs_words(tmp_path):
+    text = (
+        "func.func @f(%A: memref<4x4xf32>, %i: index) {\n"
+        "  memref.prefetch %A[%i], read, locality<3>, data : memref<4x4xf32>\n"
+        "  func.return\n}\n"
+    )
+    code, _, err = _opt(tmp_path, text)
+    assert code == 1 and "'memref.prefetch' op too few indices" in err
+    code, _, err = _opt(
+        tmp_path, text.replace("[%i]", "[%i, %i]").replace("<3>", "<4>")
+    )
+    assert code == 1
+    assert "attribute 'localityHint' failed to satisfy constraint" in err
+
+
+def test_a_file_of_aliases_alone_is_an_empty_module(tmp_path):
+    text = (
+        "#map0 = affine_map<(d0) -> (d0)>\n"
+        "#map1 = affine_map<(d0, d1)[s0] -> (d0 + s0, d1 floordiv 2)>\n"
+        "#set0 = affine_set<(d0) : (d0 >= 0)>\n"
+    )
+    code, out, err = _opt(tmp_path, text)
+    assert (code, out, err) == (0, "builtin.module {\n}\n\n", "")
+    code, _, err = _opt(tmp_path, text + "#map1 = affine_map<(d0) -> (d0)>\n")
+    assert code == 1 and ":4:" in err  # an alias defined twice is still refused
+    if _mlir_opt_path() is not None:
+        assert same_ir(out, mlir_opt(text))
+
+
+def test_data_copy_options_are_refused_at_a_place_in_the_text(tmp_path):
+    text = (
+        "func.func @f(%A: memref<8xf32>) {\n  affine.for %i = 0 to 8 {\n"
+        "    %v = affine.load %A[%i] : memref<8xf32>\n  }\n  func.return\n}\n"
+    )
+    for option in ("fast-mem-space=0", "slow-mem-space=1", "fast-mem-capacity=0"):
+        code, _, err = _opt(
+            tmp_path, text, "-p", f"affine-data-copy-generate{{{option}}}"
+        )
+        assert code == 1
+        assert err.startswith(f"{tmp_path / 'input.mlir'}:1:1: error: 'func.func' op ")
+        assert option.split("=")[0] in err

@@ -97,6 +97,15 @@ class LocatingParser(Parser):
         try:
             return super().parse_module(allow_implicit_module)
         except Exception as e:
+            if (
+                allow_implicit_module
+                and isinstance(e, ParseError)
+                and e.msg == "Could not parse entire input!"
+                and self._current_token.kind == MLIRTokenKind.EOF
+            ):
+                # Alias definitions and nothing else: an empty module, as MLIR
+                # reads it (xDSL wants at least one op).
+                return ModuleOp([])
             undefined = isinstance(e, ParseError) and e.msg.startswith(
                 "values used but not defined"
             )

@@ -22,9 +22,11 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Operation
 
+from affinec.dialects.affine_memory import PrefetchOp as AffinePrefetchOp
 from affinec.dialects.affinec import ElementPointerOp
 from affinec.dialects.gpu_common import WORKGROUP_ADDRESS_SPACE, memory_space
 from affinec.dialects.memref import CastOp as MemRefCastOp
+from affinec.dialects.memref import PrefetchOp as MemRefPrefetchOp
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.scalars import python_int
 from affinec.interpreter.shared_memory import SharedArray, SharedView, shared_subview
@@ -229,6 +231,11 @@ def _alloc(op: memref.AllocOp | memref.AllocaOp, w: FunctionWriter) -> None:
 @emits(memref.DeallocOp)
 def _dealloc(op: memref.DeallocOp, w: FunctionWriter) -> None:
     pass
+
+
+@emits(MemRefPrefetchOp, AffinePrefetchOp)
+def _prefetch(op: MemRefPrefetchOp | AffinePrefetchOp, w: FunctionWriter) -> None:
+    pass  # a hint to the cache: nothing to compute (and never out of bounds)
 
 
 @emits(memref.DimOp)

@@ -268,9 +268,9 @@ _DIVISIONS = (
     AffineBinaryOpKind.Mod,
 )
 
-NOT_LOWERED = (affine.PrefetchOp, affine.DmaStartOp, affine.DmaWaitOp)
-"""Affine ops MLIR's lower-affine turns into memref ops that affinec does not have
-or use (`memref.prefetch`, `memref.dma_start`, `memref.dma_wait`)."""
+NOT_LOWERED = (affine.DmaStartOp, affine.DmaWaitOp)
+"""Affine ops MLIR's lower-affine turns into memref ops that affinec's pipeline
+does not use (`memref.dma_start`, `memref.dma_wait`)."""
 
 
 def check_lowerable(op: Operation) -> None:
@@ -285,6 +285,7 @@ def check_lowerable(op: Operation) -> None:
             | PaddedLoadOp()
             | affine.VectorLoadOp()
             | affine.VectorStoreOp()
+            | affine.PrefetchOp()
         ):
             maps = [op.map.data]
         case affine.ForOp():
@@ -340,6 +341,19 @@ def check_lowerable(op: Operation) -> None:
         )
 
 
+def memref_prefetch(op: affine.PrefetchOp, indices: list[SSAValue]) -> Operation:
+    """The `memref.prefetch` of `op` at the computed `indices`."""
+    from affinec.dialects.memref import PrefetchOp
+
+    return PrefetchOp(
+        op.memref,
+        indices,
+        is_write=bool(op.isWrite.value.data),
+        locality=op.localityHint.value.data,
+        is_data_cache=bool(op.isDataCache.value.data),
+    )
+
+
 def lower_op(op: Operation, known: dict[SSAValue, Interval]) -> None:
     """Replace the affine op `op` by scf/arith/memref ops (nested ops stay as they are)."""
     em = IndexBuilder(op, known)
@@ -364,6 +378,10 @@ def lower_op(op: Operation, known: dict[SSAValue, Interval]) -> None:
         case affine.VectorStoreOp():
             indices = em.map_results(op.map.data, op.indices)
             em.ops.append(vector.StoreOp(op.value, op.memref, indices))
+            _finish(em, op, [])
+        case affine.PrefetchOp():
+            indices = em.map_results(op.map.data, op.indices)
+            em.ops.append(memref_prefetch(op, indices))
             _finish(em, op, [])
         case affine.DelinearizeIndexOp():
             m, operands = delinearization(op)
