@@ -4,7 +4,11 @@ Changes nothing. Proves, without running the kernel, that every read of shared
 memory comes after the wait that lands the asynchronous copies writing it and after
 a barrier that makes other threads' writes visible, that no write lands on elements
 still being read or still being copied into, and that no copy is in flight when the
-kernel ends (`affinec/transforms/gpu/shared_memory_hazards.py` has the rules). The
+kernel ends (`affinec/transforms/gpu/shared_memory_hazards.py` has the rules). Two
+accesses with no barrier between, one of them a write, are compared element by
+element: where two threads may touch one element (or the check cannot tell which
+thread touches which), the kernel is refused, and the error names the element and
+the two threads it found. The
 passes that move copies, waits and barriers (`affine-pipeline-data-transfer`,
 `affinec-insert-barriers`, `affinec-mma-sync`, `affinec-map-threads`,
 `affinec-convert-parallel-to-gpu`, `gpu-kernel-outlining`) run the same check on
@@ -24,6 +28,15 @@ is refused at the `nvgpu.ldmatrix`:
     asynchronous copy into %input_shared[0, *, *, *] may still be writing: the last
     wait, 'nvgpu.device_async_wait %0 {numGroups = 3 : i32}', leaves its group in
     flight with 1 newer one (the copy: ...)
+
+A copy band and the band reading what it copied, in one loop with no barrier
+between (`affinec-insert-barriers` left out), is refused at the read:
+
+    error: 'affine.load' op reads %input_shared[0, 0..3, 0..6, 0..5], which
+    'affine.store %input, %input_shared[%0, %1, %2, %3] : ...' wrote into
+    %input_shared[0, 0..3, 0..6, 0..5] with no gpu.barrier between: other threads'
+    writes may not be visible yet (thread (1, 0, 0) writes %input_shared[0, 0, 0, 1],
+    thread (0, 0, 0) reads it)
 
 Runs on grid-mapped bands, `gpu.launch` bodies and kernels down to `lower-affine`.
 """
