@@ -329,6 +329,16 @@ def test_the_command_line_tunes_a_zoo_through_ray_by_the_cost_model(
     assert "2 shapes (2 cached)" in capsys.readouterr().out
 
 
+def test_a_spent_budget_starts_nothing(cluster, tmp_path):
+    cache = TuningCache(tmp_path / "tuning.json")
+    zoo = tune_specs_ray(
+        SPECS, OPTIONS, cache, measure=Measuring(), gpu=FAKE_GPU, budget_s=1e-9,
+        say=lambda _: None,
+    )  # fmt: skip
+    assert [t.outcome for t in zoo.shapes] == ["skipped", "skipped"]
+    assert cache.entries() == [] and cache.measurements() == []
+
+
 def test_without_ray_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(MissingExtra, match=r"pip install -e '\.\[ray\]'"):

@@ -107,6 +107,8 @@ def _tune_ray(args: argparse.Namespace, cache, specs: list[Spec]) -> int:
     per shape as it finishes, then the summary table."""
     from affinec.tuning.distributed import connect, tune_specs_ray
 
+    if args.cudnn:
+        raise UsageError("--cudnn is not timed through --ray (tune without it)")
     connect(args.ray or None)
     model = args.measure == "cost-model"
     options = _tune_options(args, args.arch or ("sm_90" if model else DEFAULT_ARCH))
@@ -327,6 +329,16 @@ def format_cache(cache) -> str:
     return "\n".join(lines)
 
 
+def _ray_address(text: str) -> str:
+    """`--ray`'s address, which must not be the kind that follows a bare `--ray`."""
+    if text in ("conv", "matmul", "network"):
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is a kind, not the cluster's address: write --ray=ADDRESS, "
+            "or --ray after the spec"
+        )
+    return text
+
+
 def add_tune_arguments(parser: argparse.ArgumentParser, *, given_before: bool) -> None:
     """The flags of `affinec tune [KIND]` beyond the spec's. They may come before the
     kind too (`affinec tune --dry-run conv ...`): the `tune` parser takes them with
@@ -400,6 +412,7 @@ def add_tune_arguments(parser: argparse.ArgumentParser, *, given_before: bool) -
         "--ray",
         nargs="?",
         const="",
+        type=_ray_address,
         metavar="ADDRESS",
         help="tune through a Ray cluster: compiles on its CPUs, measurements on its "
         "GPUs, one actor each (ADDRESS: 'auto', 'ray://host:10001'; none: "

@@ -209,7 +209,8 @@ class ZooTuning:
     measurers: int
     cpus: float
     seconds: float
-    compile_restarts: int = 0
+    compile_failures: int = 0
+    """Compiles whose worker process died each time Ray ran them."""
     actor_restarts: int = 0
 
     def table(self) -> str:
@@ -303,6 +304,8 @@ class _Slot:
     after a start or a restart), `idle`, `busy` or `dead`."""
 
     actor: Any
+    gpu: str = ""
+    """The name of its GPU: it measures the specs of that GPU model only."""
     state: str = "starting"
     ref: Any = None
     job: _Job | None = None
@@ -333,7 +336,8 @@ def tune_specs_ray(
     the cost model's predictions, see `affinec.tuning.model_measure`), or a function
     `(spec, seed) -> Measurer`, run in each actor, whose results are cached under
     `gpu`. `arch`: what to compile for (default: each GPU's own; without a GPU,
-    `options.arch`). `measurers`: how many actors (default: one per GPU; one without GPUs).
+    `options.arch`). `measurers`: how many actors (default: one per GPU; one
+    without GPUs).
     `timeout_s`: longest a measurement may take. `remeasure`: times a kernel is
     measured again after its actor died. `budget_s`: after that many seconds no more
     compiles or screening measurements start (the specs not compiled are `skipped`).
@@ -388,8 +392,8 @@ def tune_specs_ray(
     except ray.exceptions.RayTaskError as e:
         _kill_all(ray, slots)
         raise _cause(e) from None
-    for s in slots:
-        s.state = "idle"
+    for s, (name, _, _) in zip(slots, identities, strict=True):
+        s.state, s.gpu = "idle", name
     models = sorted(
         {(name, arch or found or options.arch) for name, found, _ in identities}
     )
@@ -397,18 +401,19 @@ def tune_specs_ray(
     journal = {} if force else _journal_index(cache)
     units: list[_Unit] = []
     results: list[ShapeTuning] = []
-    for name, arch in models:
+    for name, target in models:
         for spec in distinct:
-            unit = _Unit(len(units), spec, name, arch, journal.get((tuning_key(spec), name, arch), {}))  # fmt: skip
+            key = tuning_key(spec)
+            done = journal.get((key, name, target), {})
+            unit = _Unit(len(units), spec, name, target, done)
             units.append(unit)
-            entry = None if force else cache.lookup(tuning_key(spec), name)
-            if entry is not None and entry.arch == arch:
+            entry = None if force else cache.lookup(key, name)
+            if entry is not None and entry.arch == target:
                 unit.phase = "done"
                 unit.tuning = ShapeTuning(spec, "cached", entry=entry, gpu=name)
     driver = _Driver(
-        ray, options, cache, units, slots, identities, actor_gpu, timeout_s,
-        remeasure, None if budget_s is None else start + budget_s, cpus,
-        say or print, measure,
+        ray, options, cache, units, slots, actor_gpu, timeout_s, remeasure,
+        None if budget_s is None else start + budget_s, cpus, say or print, measure,
     )  # fmt: skip
     try:
         driver.run()
@@ -475,7 +480,6 @@ class _Driver:
         cache: TuningCache,
         units: list[_Unit],
         slots: list[_Slot],
-        identities: list[tuple[str, str | None, int]],
         actor_gpu: str,
         timeout_s: float,
         remeasure: int,
@@ -497,6 +501,9 @@ class _Driver:
             num_cpus=1, max_retries=COMPILE_RETRIES, max_calls=RECYCLE_COMPILES
         )(compile_one)
         self.most_compiling = max(2, int(2 * cpus))
+        self.most_ahead = 2 * len(slots) + 2
+        """Specs compiled or compiling ahead of their measurements, at most: enough
+        to keep every GPU busy, few enough that their kernels fit the driver."""
         self.compiles: dict[Any, tuple[_Unit, int]] = {}
         self.jobs: list[_Job] = []
         self.compile_failures = 0
@@ -527,6 +534,7 @@ class _Driver:
         while any(u.phase != "done" for u in self.units):
             if self.deadline is not None and time.monotonic() > self.deadline:
                 self._out_of_time()
+                continue
             self._submit_compiles()
             self._dispatch()
             waiting = list(self.compiles)
@@ -573,6 +581,9 @@ class _Driver:
     def _start_next_unit(self) -> _Unit | None:
         if self.deadline is not None and time.monotonic() > self.deadline:
             return None
+        started = sum(u.phase not in ("waiting", "done") for u in self.units)
+        if started >= self.most_ahead:
+            return None  # enough compiled kernels wait at the driver
         while self.next_unit < len(self.units):
             unit = self.units[self.next_unit]
             self.next_unit += 1
@@ -648,7 +659,12 @@ class _Driver:
         for k, r in enumerate(ranked):
             r.rank = k + 1
         unit.phase = "screening"
-        for r in choose_picks(unit.result, ranked, self.options):
+        picks = choose_picks(unit.result, ranked, self.options)
+        picked = {r.index for r in picks}
+        for r in unit.records:
+            if r.index not in picked:
+                r.kernel = None  # never measured: its PTX need not wait here
+        for r in picks:
             if r.index in unit.queued:
                 if r.index not in unit.early:
                     unit.waiting.add(r.index)
@@ -689,9 +705,12 @@ class _Driver:
 
     def _dispatch(self) -> None:
         for slot in self.slots:
-            if slot.state != "idle" or not self.jobs:
+            if slot.state != "idle":
                 continue
-            job = min(self.jobs, key=lambda j: (j.unit.number, j.kind != _CONFIRM))
+            mine = [j for j in self.jobs if j.unit.gpu == slot.gpu]
+            if not mine:
+                continue
+            job = min(mine, key=lambda j: (j.unit.number, j.kind != _CONFIRM))
             self.jobs.remove(job)
             kernel = job.record.kernel
             slot.ref = slot.actor.run.remote(
@@ -786,10 +805,13 @@ class _Driver:
             self._advance(job.unit)
 
     def _no_actor_left(self) -> None:
-        """Every actor is out of restarts: what is left to measure is lost."""
-        if any(s.state != "dead" for s in self.slots) or not self.jobs:
+        """Every actor of a GPU model is out of restarts: what is left to measure
+        on that model is lost."""
+        alive = {s.gpu for s in self.slots if s.state != "dead"}
+        jobs = [j for j in self.jobs if j.unit.gpu not in alive]
+        if not jobs:
             raise RuntimeError("the tuning loop has nothing to wait for")  # a bug
-        jobs, self.jobs = self.jobs, []
+        self.jobs = [j for j in self.jobs if j.unit.gpu in alive]
         for job in jobs:
             self._count(job.unit, "lost")
             reason = "every measuring actor is out of restarts"
