@@ -105,7 +105,7 @@ def _run_page(page: Path, tmp_path: Path, monkeypatch, gpu: bool) -> int:
             continue
         ran += 1
         if block.lang == "python":
-            code = compile(block.code, block.where, "exec")
+            code = compile(block.code, block.where, "exec", dont_inherit=True)
             exec(code, namespace)  # noqa: S102
             continue
         result = subprocess.run(
