@@ -28,6 +28,7 @@ from affinec.dialects.affine_syntax import (
     parse_index_literal,
     parse_map_and_operands,
     parse_operand_lists,
+    parse_optional_index_literal,
     parse_type_list,
     print_map_attr,
     print_operand_lists,
@@ -114,8 +115,7 @@ def _parse_for_bound(parser: Parser, keyword: str) -> tuple[AffineMap, list[SSAV
         return AffineMap(0, 1, (AffineExpr.symbol(0),)), [operand]
     if (
         not prefixed
-        and (value := parse_index_literal(parser, _OUT_OF_RANGE, optional=True))
-        is not None
+        and (value := parse_optional_index_literal(parser, _OUT_OF_RANGE)) is not None
     ):
         return AffineMap.constant_map(value), []
     attr, operands = parse_map_and_operands(parser, "affine.for")
@@ -244,7 +244,6 @@ class ForOp(IRDLOperation):
         if parser.parse_optional_keyword("step") is not None:
             pos = parser.pos
             step = parse_index_literal(parser, _OUT_OF_RANGE)
-            assert step is not None
             if step <= 0:
                 parser.raise_error(
                     "expected step to be representable as a positive signed integer",

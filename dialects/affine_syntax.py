@@ -209,21 +209,24 @@ class SSAOperandSpace:
         ]
 
 
-def parse_index_literal(
-    parser: Parser, message: str, *, optional: bool = False
-) -> int | None:
-    """An integer literal that an `index` holds (a loop bound, a step), or None if
-    `optional` and none is there; `message` at the literal, as MLIR words it, if it
-    is out of the 64-bit range."""
+def parse_optional_index_literal(parser: Parser, message: str) -> int | None:
+    """An integer literal that an `index` holds (a loop bound, a step), if there is
+    one; `message` at the literal, as MLIR words it, if it is out of the 64-bit
+    range."""
     start = parser.pos
-    if optional:
-        value = parser.parse_optional_integer()
-    else:
-        value = parser.parse_integer(allow_boolean=False)
+    value = parser.parse_optional_integer()
     if value is not None and not fits_index(value):
         # MLIR points at the digits, after a sign
         at = start + 1 if value < 0 else start
         parser.raise_error(message, at, at + len(str(abs(value))))
+    return value
+
+
+def parse_index_literal(parser: Parser, message: str) -> int:
+    """`parse_optional_index_literal`, the literal required."""
+    value = parse_optional_index_literal(parser, message)
+    if value is None:
+        parser.raise_error("Expected integer literal")
     return value
 
 
