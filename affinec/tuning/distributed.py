@@ -244,7 +244,7 @@ class ZooTuning:
             + ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items()))
             + f") on {', '.join(gpus)}: {self.measurers} measuring actors, "
             f"{self.cpus:g} CPUs, {self.seconds:.1f} s; "
-            f"{sum(t.measured for t in self.shapes)} measured, "
+            f"{sum(t.measured for t in self.shapes)} measurements, "
             f"{sum(t.restored for t in self.shapes)} from the journal, "
             f"{sum(t.timed_out for t in self.shapes)} timed out, "
             f"{sum(t.lost for t in self.shapes)} lost; actors restarted "
@@ -1024,7 +1024,7 @@ def _line(t: ShapeTuning) -> str:
             text += f" ({e.baseline_ms / e.ms:.2f}x config_for)"
     if t.outcome != "cached":
         text += (
-            f"; {t.measured} measured, {t.restored} from the journal, "
+            f"; {t.measured} measurements, {t.restored} from the journal, "
             f"{t.timed_out} timed out, {t.lost} lost, {t.seconds:.1f} s"
         )
     return text
