@@ -597,7 +597,7 @@ class _Walk:
         roots = self.roots[op]
         region: list[Span] | None = None
         if roots is not None:
-            key = (op, tuple(self.known.get(r) for r in roots))
+            key = (op, self.values_of(roots))
             if key not in self.sets:
                 self.sets[key] = index_sets(
                     indices, m, self.guards, roots, self.known, self.known_ranges()
@@ -618,6 +618,14 @@ class _Walk:
                 region[-1] = (last[0], last[1] + run - 1)
         points = self.points_of(op, buffer, indices, m, run, roots)
         return Access(op, buffer, tuple(region), self.band_of(op), points)
+
+    def values_of(self, roots: Sequence[SSAValue]) -> tuple:
+        """What the known trips say of `roots`: a value, else a range (a loop's
+        bounds may depend on the trip of one enclosing it)."""
+        ranges = self.known_ranges()
+        return tuple(
+            self.known[r] if r in self.known else value_range(r, ranges) for r in roots
+        )
 
     # -- who touches what ----------------------------------------------------------------
 
@@ -681,7 +689,7 @@ class _Walk:
         who, _ = self.who(op)
         if roots is None or who is None:
             return None
-        key = (op, buffer, tuple(self.known.get(r) for r in roots))
+        key = (op, buffer, self.values_of(roots))
         if key in self.points:
             return self.points[key]
         named = {v for values, _, _ in who.axes for v in values}
