@@ -95,3 +95,42 @@ def test_no_page_narrates_the_projects_making():
         text = page.read_text().replace("gpu_session", "")
         found = re.search(r"(?i)[^\n]*\b(session|sitting)s?\b[^\n]*", text)
         assert found is None, f"{page.relative_to(ROOT)}: {found[0]!r}"
+
+
+_NARRATION = re.compile(
+    r"(?i)\b(this|that|the|previous|next|last|same|a later|an earlier"
+    r"|(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh"
+    r"|twelfth|thirteenth|fourteenth|fifteenth|sixteenth|seventeenth|eighteenth"
+    r"|nineteenth|twentieth)) sessions?('s)?\b|\bsittings?\b"
+)
+
+
+def test_no_docstring_or_help_narrates_the_projects_making():
+    """Code speaks to users: no docstring, comment or help text tells which session
+    built what (a session of a library, such as Ray's, is another matter)."""
+    files = []
+    for folder in (
+        "affinec",
+        "dialects",
+        "passes",
+        "benchmarks",
+        "scripts",
+        "examples",
+    ):
+        files += (ROOT / folder).rglob("*.py")
+    found = [
+        f"{f.relative_to(ROOT)}: {m[0]}"
+        for f in files
+        if (m := _NARRATION.search(f.read_text()))
+    ]
+    assert found == []
+
+
+def test_the_readme_is_a_manual():
+    """Read in ten minutes: at most 250 lines, the two commands a fresh machine
+    needs, links into docs/ that exist."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    assert "make demo" in text and "make test" in text
+    for link in re.findall(r"\]\((docs/[^)#]+)", text):
+        assert (ROOT / link).is_file(), link
