@@ -27,7 +27,13 @@ ray = pytest.importorskip("ray")
 from affinec.base.extras import MissingExtra  # noqa: E402
 from affinec.base.spec import ConvSpec, MatmulSpec  # noqa: E402
 from affinec.driver.config import KernelConfig  # noqa: E402
-from affinec.tuning import Entry, Measurement, TuneOptions, TuningCache  # noqa: E402
+from affinec.tuning import (  # noqa: E402
+    Entry,
+    Measurement,
+    TuneOptions,
+    TuningCache,
+    compile_cached,
+)
 from affinec.tuning.distributed import (  # noqa: E402
     LOST,
     TIMED_OUT,
@@ -192,6 +198,10 @@ def test_ray_finds_what_the_tuner_finds(reference, through_ray):
         assert mine.restored == mine.timed_out == mine.lost == 0
     stored = {e.spec: e.config for e in cache.entries()}
     assert stored == {t.entry.spec: t.entry.config for t in reference}
+    # what affinec.compile reads
+    compiled = compile_cached(SPECS[0], OPTIONS.arch, cache=cache.path, gpu=FAKE_GPU)
+    assert compiled.config == zoo.shapes[0].entry.config
+    assert compiled.config_source.startswith("tuned")
     assert len(said) == 2 and all("tuned" in line for line in said)
     table = zoo.table()
     assert "2 shapes (2 tuned) on Fake GPU" in table
