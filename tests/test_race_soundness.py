@@ -141,7 +141,10 @@ def pipelines(draw, spec: Spec, config: KernelConfig) -> Case:
             passes.insert(draw(st.integers(earliest, len(passes))), found[0])
     names = [p.name for p in passes]
     first = min((names.index(n) for n in THREADED if n in names), default=0)
-    stop = draw(st.integers(first, len(passes) - 1))
+    # Mostly within the levels the check covers, sometimes down to the nvvm level.
+    checked = names.index(CHECKED_UNTIL) - 1
+    last = len(passes) - 1 if draw(st.integers(0, 3)) == 0 else max(first, checked)
+    stop = draw(st.integers(first, last))
     return Case(spec, passes, stop, default)
 
 

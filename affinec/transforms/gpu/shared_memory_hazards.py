@@ -687,11 +687,40 @@ class _Walk:
     ) -> _Lazy | None:
         """Which thread touches which element (enumerated when first asked)."""
         who, _ = self.who(op)
-        if roots is None or who is None:
+        if who is None:
             return None
-        key = (op, buffer, self.values_of(roots))
+        # Past `MAX_POINTS` (or where a guard cannot be followed), the guards and
+        # their variables (often the block's position: a partial tile) are left
+        # out: more points, none lost.
+        tries = [(roots, self.guards)] if roots is not None else []
+        if self.guards:
+            tries.append((free_roots(indices, []), []))
+        tries = [(r, g) for r, g in tries if r is not None]
+        if not tries:
+            return None
+        key = (op, buffer, self.values_of(tries[0][0]))
         if key in self.points:
             return self.points[key]
+        plans = []
+        for variables, guards in tries:
+            axes = self.axes_of(who, variables)
+            if axes is not None:
+                known = {r: self.known[r] for r in variables if r in self.known}
+                plans.append((axes, guards, known))
+
+        def compute() -> Points | None:
+            for axes, guards, known in plans:
+                found = index_points(indices, m, guards, axes, known, MAX_POINTS)
+                if found is not None:
+                    return _points(found, who, run)
+            return None
+
+        lazy = self.points[key] = _Lazy(compute)
+        return lazy
+
+    def axes_of(self, who: _Who, roots: Sequence[SSAValue]) -> list[Axis] | None:
+        """The variables to enumerate: who runs the access, and every root not
+        known (None where one has no range)."""
         named = {v for values, _, _ in who.axes for v in values}
         axes: list[Axis] = [(values, span) for values, span, _ in who.axes]
         for r in roots:
@@ -701,29 +730,7 @@ class _Walk:
             if span is None:
                 return None
             axes.append(([r], span))
-        known = {r: self.known[r] for r in roots if r in self.known}
-        guards = self.guards
-
-        def compute() -> Points | None:
-            found = index_points(indices, m, guards, axes, known, MAX_POINTS)
-            if found is None:
-                return None
-            results, values = found
-            count = len(results[0]) if results else len(values[0]) if values else 1
-            keys = np.full(count, who.base, np.int64)
-            for (_, (lo, _), stride), v in zip(who.axes, values, strict=False):
-                keys += who.sign * stride * (v - lo)
-            columns = [np.broadcast_to(r, (count,)) for r in results]
-            elements = np.stack(columns or [np.zeros(count)], axis=1).astype(np.int64)
-            if run > 1:
-                step = np.zeros((1, run, elements.shape[1]), np.int64)
-                step[0, :, -1] = np.arange(run)
-                elements = (elements[:, None, :] + step).reshape(-1, elements.shape[1])
-                keys = np.repeat(keys, run)
-            return elements, keys
-
-        lazy = self.points[key] = _Lazy(compute)
-        return lazy
+        return axes
 
     def race(self, a: Access, b: Access, *, twice: bool = False) -> _Found | None:
         """Whether `a` and `b` (one of them a write, no barrier between) may touch
@@ -887,6 +894,25 @@ def _row_major(
         (tuple(v) if isinstance(v, tuple) else (v,), span, strides[k])
         for k, (v, span) in enumerate(zip(values, spans, strict=True))
     )
+
+
+def _points(
+    found: tuple[list[np.ndarray], list[np.ndarray]], who: _Who, run: int
+) -> Points:
+    """The elements and keys of the points `index_points` found."""
+    results, values = found
+    count = len(results[0]) if results else len(values[0]) if values else 1
+    keys = np.full(count, who.base, np.int64)
+    for (_, (lo, _), stride), v in zip(who.axes, values, strict=False):
+        keys += who.sign * stride * (v - lo)
+    columns = [np.broadcast_to(r, (count,)) for r in results]
+    elements = np.stack(columns or [np.zeros(count)], axis=1).astype(np.int64)
+    if run > 1:
+        step = np.zeros((1, run, elements.shape[1]), np.int64)
+        step[0, :, -1] = np.arange(run)
+        elements = (elements[:, None, :] + step).reshape(-1, elements.shape[1])
+        keys = np.repeat(keys, run)
+    return elements, keys
 
 
 def _clash(
