@@ -32,7 +32,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument(
-        "--networks", nargs="+", default=["resnet50", "mobilenetv2", "vgg16"],
+        "--networks", nargs="+", default=["resnet50", "mobilenet_v2", "vgg16"],
         choices=NETWORKS,
     )  # fmt: skip
     parser.add_argument("--batch", nargs="+", type=int, default=[1, 8, 32])

@@ -334,6 +334,8 @@ def test_the_command_line_tunes_a_zoo_through_ray_by_the_cost_model(
     assert "2 distinct convolutions" in out  # n=1 twice, n=2 once
     assert out.count("on cost model (no GPU): tuned") == 2
     assert "2 shapes (2 tuned) on cost model (no GPU)" in out
+    assert "resnet50 at batch 2 on cost model (no GPU):" in out
+    assert out.count("total: ") == 4  # each network at each batch
     assert "measured by the cost model: no kernel ran" in out
     assert main(argv) == 0
     assert "2 shapes (2 cached)" in capsys.readouterr().out

@@ -102,9 +102,10 @@ def _tune_by_the_cost_model(args: argparse.Namespace, cache) -> int:
     return 0 if result.best is not None else 1
 
 
-def _tune_ray(args: argparse.Namespace, cache, specs: list[Spec]) -> int:
+def _tune_ray(args: argparse.Namespace, cache, specs: list[Spec], zoo_layers=()) -> int:
     """Tune `specs` over a Ray cluster (affinec.tuning.distributed): print a line
-    per shape as it finishes, then the summary table."""
+    per shape as it finishes, then each network's table (`zoo_layers`: (name,
+    batch, layers)) per GPU model, then the summary table."""
     from affinec.tuning.distributed import connect, tune_specs_ray
 
     if args.cudnn:
@@ -122,6 +123,11 @@ def _tune_ray(args: argparse.Namespace, cache, specs: list[Spec]) -> int:
         budget_s=getattr(args, "network_budget_s", None),
         force=args.force,
     )
+    for gpu in dict.fromkeys(t.gpu for t in zoo.shapes):
+        by_spec = {t.spec: t for t in zoo.shapes if t.gpu == gpu}
+        for name, batch, layers in zoo_layers:
+            print(f"{name} at batch {batch} on {gpu}:")
+            _network_table(layers, [by_spec[layer.spec] for layer in layers])
     print(zoo.table())
     print(f"cache: {cache.path}")
     return 0 if all(t.outcome in ("cached", "tuned") for t in zoo.shapes) else 1
@@ -228,7 +234,7 @@ def _tune_network(args: argparse.Namespace, cache) -> int:
         print(f"{len(zoo)} networks and batches: {len(specs)} distinct convolutions")
     if args.ray is not None and not args.dry_run:
         _tune_options(args, args.arch or DEFAULT_ARCH)  # flags checked first
-        return _tune_ray(args, cache, specs)
+        return _tune_ray(args, cache, specs, zoo)
     measurer_for, gpu, arch = None, "", args.arch or "sm_90"
     if args.dry_run:
         pass
