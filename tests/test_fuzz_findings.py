@@ -29,7 +29,7 @@ from affinec.base.locating_parser import parse_module
 from affinec.base.semi_affine import INDEX_MAX, INDEX_MIN, add, multiply
 from affinec.base.spec import ConvSpec, MatmulSpec, OuterSpec, Spec
 from affinec.dialects import affine
-from affinec.driver.config import config_for
+from affinec.driver.config import config_for, flattened_spec
 from affinec.driver.pipeline import Pipeline
 from affinec.driver.pipelines import default_passes
 from affinec.frontend.naive import build
@@ -473,7 +473,19 @@ CONV_ARGV = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("argv", [MATMUL_ARGV, CONV_ARGV], ids=["matmul", "conv"])
+POINTWISE_ARGV = [
+    "compile", "conv", "--n", "2", "--c", "256", "--h", "16", "--w", "16", "--k",
+    "128", "--r", "1", "--s", "1", "--layout", "nhwc", "--filter-layout", "rsck",
+    "--dtype", "f16", "--arch", "sm_90a", "--wgmma",
+]  # fmt: skip
+"""A 1x1 convolution: the route takes it as the product of its flattened pixels."""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [MATMUL_ARGV, CONV_ARGV, POINTWISE_ARGV],
+    ids=["matmul", "conv", "pointwise conv"],
+)
 @pytest.mark.parametrize("flags", WGMMA_FLAGS, ids=" ".join)
 def test_wgmma_knobs_without_stages_give_a_stage_count_the_route_takes(argv, flags):
     """The stages are config_for's, or as many as the tile and schedule leave room
@@ -482,6 +494,8 @@ def test_wgmma_knobs_without_stages_give_a_stage_count_the_route_takes(argv, fla
     spec, config = _config([*argv, *flags])
     assert config is not None and config.wgmma
     tile = (config.wgmma_tile[0], config.wgmma_tile[1])
+    if config.flatten_pixels:
+        spec = flattened_spec(spec)
     plan = plan_of(
         spec, tile, config.stages, config.wgmma_schedule, splits=config.splits
     )
