@@ -464,3 +464,19 @@ def test_the_check_tells_threads_apart_as_the_interpreter_does(body, threads, re
     else:
         assert said is not None and re.search(refused, said), said
     assert _interpreted_race(body, threads) == (refused is not None)
+
+
+def test_hoppers_kernels_are_refused_by_name_not_checked():
+    """The check has no rules for mbarrier phases, TMA copies and wgmma: it says so
+    rather than pass or refuse such a kernel on rules that do not apply (the
+    interpreter checks them: tests/test_hopper_interpreter.py)."""
+    from affinec.base.spec import MatmulSpec
+    from affinec.driver.pipelines import wgmma_passes
+
+    spec = MatmulSpec(64, 16, 32, "f16")
+    config = KernelConfig(wgmma=True, wgmma_tile=(64, 16), stages=2)
+    module = build(spec)
+    target = Pipeline.parse("nvvm-attach-target{chip=sm_90a}").passes
+    Pipeline([*target, *wgmma_passes(config)[:1]]).run(module)
+    with pytest.raises(PassError, match="not mbarrier phases, TMA copies or wgmma"):
+        check_shared_memory_hazards(module)

@@ -76,6 +76,9 @@ from affinec.transforms.gpu.bands import is_shared
 
 SYNC = (gpu.BarrierOp, nvgpu.DeviceAsyncCreateGroupOp, nvgpu.DeviceAsyncWaitOp)
 
+_NOT_FOLLOWED = ("nvgpu.mbarrier.", "nvgpu.tma.", "nvgpu.warpgroup.")
+"""Hopper's synchronization and the ops it orders, which the check has no rules for."""
+
 MAX_TRIPS = 1 << 14
 """Iterations of the loops holding barriers, copy groups or waits the check follows
 in all: a kernel's reduction steps number tens to hundreds (ResNet-50's 1x1 of 2048
@@ -394,6 +397,14 @@ class _Walk:
         """Iterations of structural loops followed so far (at most `MAX_TRIPS`)."""
 
     def run(self, block: Block) -> None:
+        for op in block.walk():
+            if op.name.startswith(_NOT_FOLLOWED):
+                raise PassError(
+                    op,
+                    "the shared-memory hazard check follows gpu.barrier and cp.async "
+                    "groups and waits, not mbarrier phases, TMA copies or wgmma: it "
+                    "cannot check this kernel (the interpreter checks such kernels)",
+                )
         self.block(block)
         for copy in self.state.in_flight():
             raise PassError(
