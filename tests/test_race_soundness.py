@@ -10,8 +10,14 @@ have their waits loosened. For each, either the static check refuses the kernel
 the interpreter runs it on random inputs without finding a data race. The default
 pipeline, unchanged, is never refused by the check (its precision).
 
-The `ci` profile draws some hundreds of cases, `fuzz` thousands;
-`AFFINEC_RACE_EXAMPLES` sets the number of cases each test draws.
+Hopper's route (`affinec-wgmma-gemm`: TMA, mbarrier phases, `wgmma`) is not drawn:
+one pass writes its whole kernel, with no barrier or wait pass to leave out, and
+the check has no rules for its synchronization (it refuses such a kernel by name);
+the interpreter checks those kernels (`tests/test_hopper_interpreter.py`).
+
+The `ci` profile draws some hundreds of cases (ten times its examples for the SIMT
+route, twice for the tensor cores), `fuzz` thousands; `AFFINEC_RACE_EXAMPLES` sets
+the number of cases each test draws.
 
     HYPOTHESIS_PROFILE=fuzz AFFINEC_RACE_EXAMPLES=2500 pytest tests/test_race_soundness.py
 """
