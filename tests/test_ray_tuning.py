@@ -41,6 +41,7 @@ from affinec.tuning.distributed import (  # noqa: E402
     tune_specs_ray,
 )
 from affinec.tuning.many import tune_specs  # noqa: E402
+from affinec.tuning.measure import MeasurerUnavailable  # noqa: E402
 
 SPECS = [
     ConvSpec(1, 8, 10, 10, 24, 3, 3, padding=1),
@@ -349,6 +350,11 @@ def test_a_spent_budget_starts_nothing(cluster, tmp_path):
     )  # fmt: skip
     assert [t.outcome for t in zoo.shapes] == ["skipped", "skipped"]
     assert cache.entries() == [] and cache.measurements() == []
+
+
+def test_measuring_on_gpus_needs_a_cluster_with_some(cluster, tmp_path):
+    with pytest.raises(MeasurerUnavailable, match="--measure cost-model"):
+        tune_specs_ray(SPECS, OPTIONS, TuningCache(tmp_path / "t.json"))
 
 
 def test_without_ray_the_error_names_the_extra(monkeypatch):

@@ -99,8 +99,9 @@ COMPILE_RETRIES = 3
 """Times Ray runs a compile again whose worker process died."""
 RECYCLE_COMPILES = 32
 """Compiles a worker process runs before Ray replaces it (LLVM's memory)."""
-ACTOR_RESTARTS = 8
-"""Times Ray restarts a measuring actor that died or was killed (a hang)."""
+ACTOR_RESTARTS = 100
+"""Times Ray restarts a measuring actor that died or was killed (each hang costs
+one)."""
 
 _SCREEN, _FINAL, _CONFIRM = "screen", "final", "confirm"
 
