@@ -1180,7 +1180,8 @@ def test_verification_reports_what_mlir_reports():
 
 VERIFY = """// RUN: affinec-opt %s -split-input-file -verify-diagnostics
 func.func @f() {
-  // expected-error @+1 {{region entry argument '%i' is already in use}}
+  // expected-error @+2 {{region entry argument '%i' is already in use}}
+  // expected-note @+1 {{previously referenced here}}
   affine.for %i = 0 to %i {
   }
   func.return
@@ -1220,7 +1221,7 @@ def test_verify_diagnostics_fails_on_a_mismatch(tmp_path, capsys):
         [str(path), "--split-input-file", "--verify-diagnostics"], capsys
     )
     assert code == 1
-    assert f"{path}:13:" in err
+    assert f"{path}:14:" in err
     assert (
         "unexpected error: 'affine.load' op operand cannot be used as a symbol" in err
     )

@@ -350,3 +350,52 @@ def test_data_copy_options_are_refused_at_a_place_in_the_text(tmp_path):
         assert code == 1
         assert err.startswith(f"{tmp_path / 'input.mlir'}:1:1: error: 'func.func' op ")
         assert option.split("=")[0] in err
+
+
+# -- --verify-diagnostics on MLIR's own cases ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "#m = affine_map<(d0) -> (d0 floordiv 4)>\n"
+            "func.func @f() {\n  affine.for %i = #m(%i) to 10 {\n  }\n"
+            "  func.return\n}\n",
+            [
+                ":3:14: error: region entry argument '%i' is already in use",
+                ":3:22: note: previously referenced here",
+            ],
+        ),
+        (
+            "func.func @f() {\n  affine.for %i#0 = 0 to 7 {\n  }\n  func.return\n}\n",
+            [":2:16: error: result number not allowed in argument list"],
+        ),
+        (
+            "func.func @f(%C: memref<f32>) {\n  %c0 = arith.constant 0 : i32\n"
+            '  "affine.store"(%c0, %C) <{map = affine_map<() -> ()>}> : (i32, '
+            "memref<f32>) -> ()\n  func.return\n}\n",
+            [
+                ":3:3: error: 'affine.store' op value to store must have the same "
+                "type as memref element type"
+            ],
+        ),
+    ],
+    ids=["note-at-first-use", "result-number", "store-type"],
+)
+def test_mlir_parse_and_verify_errors_in_its_words(tmp_path, text, expected):
+    """As mlir-opt 22 words and places them (checked against it where installed)."""
+    code, _, err = _opt(tmp_path, text)
+    assert code == 1
+    reported = [
+        line for line in err.splitlines() if ": error: " in line or ": note: " in line
+    ]
+    assert reported == [str(tmp_path / "input.mlir") + e for e in expected]
+    if (path := _mlir_opt_path()) is not None:
+        import subprocess
+
+        theirs = subprocess.run(
+            [path, str(tmp_path / "input.mlir")], capture_output=True, text=True
+        ).stderr
+        for e in expected:
+            assert e.split(" error: ")[-1].split(" note: ")[-1] in theirs

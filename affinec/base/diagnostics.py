@@ -29,6 +29,7 @@ from xdsl.utils.exceptions import (
     PassFailedException,
     VerifyException,
 )
+from xdsl.utils.lexer import Span
 
 from affinec.base import irdl_verify
 from affinec.base.mlir_wording import (
@@ -540,8 +541,29 @@ def format_exception(
     return "\n".join(lines)
 
 
-def exception_notes(error: BaseException) -> list[tuple[SourceLocation | None, str]]:
-    """The notes MLIR prints after `error` (see `OpError.notes`), located."""
+@dataclass
+class NotedParseError(ParseError):
+    """A parse error MLIR follows with notes, each at a place in the text (its
+    "previously referenced here")."""
+
+    notes: tuple[tuple[Span, str], ...] = ()
+
+
+def exception_notes(
+    error: BaseException, line_offset: int = 0
+) -> list[tuple[SourceLocation | None, str]]:
+    """The notes MLIR prints after `error` (see `OpError.notes` and
+    `NotedParseError`), located (a parse error's lines `line_offset` further on,
+    as `locate_exception` places them)."""
+    if isinstance(error, NotedParseError):
+        located = []
+        for span, text in error.notes:
+            where = span.get_location()
+            place = SourceLocation(
+                where.file or "<stdin>", where.line + line_offset, where.col
+            )
+            located.append((place, text))
+        return located
     notes = error.notes if isinstance(error, OpError) else ()
     return [(location_of(op), text) for op, text in notes]
 

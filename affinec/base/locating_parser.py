@@ -34,7 +34,7 @@ from xdsl.utils.exceptions import MultipleSpansParseError, ParseError
 from xdsl.utils.lexer import Input, Span
 from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 
-from affinec.base.diagnostics import is_user_error, xdsl_failure
+from affinec.base.diagnostics import NotedParseError, is_user_error, xdsl_failure
 from affinec.base.mlir_wording import RESULT_LIST, in_custom_op
 from affinec.base.semi_affine import MLIRAffineParser, fits_index
 
@@ -251,6 +251,26 @@ class LocatingParser(Parser):
             return None  # the generic form: `"name"(...)`
         return Span(at.start, at.start + len(name), at.input)
 
+    def parse_optional_argument(self, expect_type: bool = True):  # pyright: ignore
+        """xDSL's, with MLIR's refusal of a result number (`%i#0`) in an
+        argument's name."""
+        argument = super().parse_optional_argument(expect_type=False)
+        if argument is None:
+            return None
+        follower = self._current_token
+        if (
+            follower.kind == MLIRTokenKind.HASH_IDENT
+            and follower.span.start == argument.name.end
+            and follower.text[1:].isdigit()
+        ):
+            self.raise_error(
+                "result number not allowed in argument list", follower.span
+            )
+        if not expect_type:
+            return argument
+        self.parse_punctuation(":", " after block argument name!")
+        return self.Argument(argument.name, self.parse_type())
+
     def parse_affine_map(self) -> AffineMap:
         return MLIRAffineParser(self._parser_state).parse_affine_map()
 
@@ -261,11 +281,14 @@ class LocatingParser(Parser):
         self, arguments: Iterable[Parser.Argument] | None = None
     ) -> Region | None:
         for arg in arguments or ():
-            if arg.name.text[1:] in self.forward_ssa_references:
-                self.raise_error(
-                    f"region entry argument '{arg.name.text}' is already in use",
-                    arg.name,
+            name = arg.name.text[1:]
+            if name in self.forward_ssa_references:
+                message = f"region entry argument '{arg.name.text}' is already in use"
+                first = self._first_uses.get(name)
+                notes = (
+                    () if first is None else ((first, "previously referenced here"),)
                 )
+                raise NotedParseError(arg.name, message, notes)
         try:
             return super().parse_optional_region(arguments)
         except MultipleSpansParseError as e:

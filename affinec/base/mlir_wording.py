@@ -15,6 +15,7 @@ line that lacks it (`after_previous_token`).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from xdsl.dialects.builtin import (
@@ -90,10 +91,19 @@ def verifier_message(op: Operation, text: str) -> str:
     if match := _MISSING.match(text):
         return f"requires attribute '{match['name']}'"
     if match := _ARGUMENT.match(text):
+        if op.name in _SAME_TYPE and "expected from variable" in text:
+            return _SAME_TYPE[op.name]
         return _argument_message(op, match) or text
     if _SEGMENTS.match(text):
         return _too_few_operands(op) or text
     return text
+
+
+_SAME_TYPE = {
+    "affine.store": "value to store must have the same type as memref element type",
+}
+"""MLIR's words, by op, where xDSL's definition ties a value's type to a memref's
+element type (a constraint variable) and MLIR's verifier checks it by hand."""
 
 
 UNPREFIXED = re.compile(
@@ -340,6 +350,7 @@ _NOT_THE_OPS_OWN = (
     "unregistered operation",
     "use of undeclared",
     "region entry argument",
+    "result number not allowed",
     "redefinition of",
     "SSA value %",
     "custom op '",
@@ -362,7 +373,8 @@ def in_custom_op(error: ParseError, op_start: Span) -> ParseError:
     match = _CUSTOM_OP_NAME.match(op_start.input.content, op_start.start)
     if match is None:
         return error
-    return ParseError(error.span, f"custom op '{match['name']}' {error.msg}")
+    # `replace` keeps what a subclass carries (a NotedParseError's notes)
+    return dataclasses.replace(error, msg=f"custom op '{match['name']}' {error.msg}")
 
 
 def after_previous_token(span: Span, line: int, col: int) -> tuple[int, int]:

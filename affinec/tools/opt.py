@@ -401,7 +401,7 @@ class AffinecOptMain(xDSLOptMain):
                 raise
             location, message = locate_exception(e, offset)
             emitted.append(Diagnostic(location, "error", message))
-            for where, note in exception_notes(e):
+            for where, note in exception_notes(e, offset):
                 emitted.append(Diagnostic(where, "note", note))
             if isinstance(e, ParseError) and self.args.parsing_diagnostics:
                 # xDSL's flag: a parse error is the expected output.

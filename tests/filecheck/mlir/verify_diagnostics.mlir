@@ -5,7 +5,8 @@
 // own (each chunk alone, every `expected-error` met, nothing unexpected).
 
 func.func @own_bound() {
-  // expected-error @+1 {{region entry argument '%i' is already in use}}
+  // expected-error @+2 {{region entry argument '%i' is already in use}}
+  // expected-note @+1 {{previously referenced here}}
   affine.for %i = 0 to %i {
   }
   func.return
