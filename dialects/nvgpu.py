@@ -399,16 +399,26 @@ class MmaSyncOp(IRDLOperation):
 
 
 def _mlir_mma_sync_checks(
-    a: VectorType, b: VectorType, c: VectorType, shape: Sequence[int], tf32: bool
+    a: VectorType,
+    b: VectorType,
+    c: VectorType,
+    shape: Sequence[int],
+    tf32: bool,
+    sparse: bool = False,
 ) -> None:
-    """MLIR's checks of `nvgpu.mma.sync`, in its order and words: the element
-    counts of the warp's fragments, then the shapes of a lane's fragments in
-    fundamental 8 x 8 tiles (each 128 bits deep, 256 for f64)."""
+    """MLIR's checks of `nvgpu.mma.sync` (and, `sparse`, of `nvgpu.mma.sp.sync`,
+    whose A holds half the elements), in its order and words: the element counts
+    of the warp's fragments, then the shapes of a lane's fragments in fundamental
+    8 x 8 tiles (each 128 bits deep, 256 for f64). The words give A's full
+    count and shape where a sparse A holds half, as MLIR's do."""
     element = a.get_element_type()
     if b.get_element_type() != element:
         raise VerifyException(
             "failed to verify that matrixA and matrixB have same element type"
         )
+    halved = 2 if sparse else 1
+    if sparse and isinstance(element, Float64Type):
+        raise VerifyException("f64 is not supported for sparse mode")
     if isinstance(element, Float64Type):
         tile_k, per_register = 4, 1
     elif isinstance(element, Float16Type | BFloat16Type | Float32Type) or (
@@ -425,22 +435,77 @@ def _mlir_mma_sync_checks(
         if len(t.get_shape()) != 2:
             raise VerifyException(f"matrix{what} must be 2 dimensional vector")
     m, n, k = shape
-    for what, t, count in (("A", a, m * k), ("B", b, k * n), ("C", c, m * n)):
+    for what, t, count, held in (
+        ("A", a, m * k, m * k // halved),
+        ("B", b, k * n, k * n),
+        ("C", c, m * n, m * n),
+    ):
         rows, columns = t.get_shape()
-        if rows * columns * WARP_SIZE != count:
+        if rows * columns * WARP_SIZE != held:
             raise VerifyException(f"expected {count} warp-wide matrix {what} elements")
     if tf32 and not isinstance(element, Float32Type):
         raise VerifyException("expected tf32 tensor cores only for F32 operands")
     tiles_m, tiles_n, tiles_k = m // 8, n // 8, k // tile_k
-    for what, t, expected in (
-        ("A", a, (tiles_m * tiles_k, per_register)),
-        ("B", b, (tiles_k * tiles_n, per_register)),
-        ("C", c, (tiles_m * tiles_n, 2)),
+    for what, t, expected, held in (
+        ("A", a, (tiles_m * tiles_k, per_register), tiles_m * tiles_k // halved),
+        ("B", b, (tiles_k * tiles_n, per_register), tiles_k * tiles_n),
+        ("C", c, (tiles_m * tiles_n, 2), tiles_m * tiles_n),
     ):
-        if tuple(t.get_shape()) != expected:
+        if tuple(t.get_shape()) != (held, expected[1]):
             raise VerifyException(
                 f"expected matrix {what} to be shaped ({expected[0]} x {expected[1]})"
             )
+
+
+@irdl_op_definition
+class MmaSparseSyncOp(IRDLOperation):
+    """`nvgpu.mma.sp.sync`: `mma.sync` with a 2:4 structured-sparse A (half its
+    elements, and `metadata` saying where they sit), as MLIR has it:
+
+        %d = nvgpu.mma.sp.sync (%a, %b, %c) metadata(%m) {mmaShape = [16, 8, 32]}
+            : (vector<4x2xf16>, vector<4x2xf16>, vector<2x2xf16>) -> vector<2x2xf16>
+
+    Read, verified (MLIR's checks) and printed back; affinec emits no sparse MMA:
+    neither `convert-nvgpu-to-nvvm` nor the interpreter takes it."""
+
+    name = "nvgpu.mma.sp.sync"
+
+    matrixA = operand_def(VectorType)
+    matrixB = operand_def(VectorType)
+    matrixC = operand_def(VectorType)
+    sparseMetadata = operand_def(VectorType(IntegerType(16), [2]))
+    mmaShape = prop_def(ArrayAttr)
+    sparsitySelector = opt_prop_def(IntegerAttr)
+    """Which pair of threads gives the metadata (0 or 1); 0 when absent."""
+    tf32Enabled = opt_prop_def(UnitAttr)
+    res = result_def(VectorType)
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "`(` $matrixA `,` $matrixB `,` $matrixC `)` `metadata` `(` $sparseMetadata "
+        "`)` attr-dict `:` `(` type($matrixA) `,` type($matrixB) `,` "
+        "type($matrixC) `)` `->` type($res)"
+    )
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(
+            a.value.data for a in self.mmaShape.data if isinstance(a, IntegerAttr)
+        )
+
+    def verify_(self) -> None:
+        selector = self.sparsitySelector
+        if selector is not None and selector.value.data not in (0, 1):
+            raise VerifyException("sparsity selector should be 0 or 1")
+        if len(self.shape) != 3 or len(self.mmaShape.data) != 3:
+            raise VerifyException(
+                f"mmaShape must be three integers [m, n, k], got {self.mmaShape}"
+            )
+        a, b, c = (v.type for v in (self.matrixA, self.matrixB, self.matrixC))
+        assert isinstance(a, VectorType) and isinstance(b, VectorType)
+        assert isinstance(c, VectorType)
+        tf32 = self.tf32Enabled is not None
+        _mlir_mma_sync_checks(a, b, c, self.shape, tf32, sparse=True)
 
 
 NVGPU = Dialect(
@@ -448,6 +513,7 @@ NVGPU = Dialect(
     [
         LdMatrixOp,
         MmaSyncOp,
+        MmaSparseSyncOp,
         DeviceAsyncCopyOp,
         DeviceAsyncCreateGroupOp,
         DeviceAsyncWaitOp,
@@ -477,6 +543,7 @@ __all__ = [
     "MBarrierTokenType",
     "MBarrierTryWaitParityOp",
     "MmaKind",
+    "MmaSparseSyncOp",
     "MmaSyncOp",
     "TensorMapDescriptorType",
     "TmaAsyncLoadOp",

@@ -49,6 +49,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
+from affinec.base.diagnostics import PassError
+from affinec.dialects.nvgpu import MmaSparseSyncOp
 from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.nvvm.hopper_to_nvvm import lower_hopper
 from affinec.transforms.nvvm.nvgpu_to_nvvm import (
@@ -66,6 +68,9 @@ class ConvertNvgpuToNvvm(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
+        for o in op.walk():
+            if isinstance(o, MmaSparseSyncOp):
+                raise PassError(o, "is not lowered: affinec emits no sparse mma.sync")
         lower_hopper(op)
         found = [o for o in op.walk() if o in LOWERINGS]
         for o in found:

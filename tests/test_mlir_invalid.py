@@ -399,3 +399,24 @@ def test_mlir_parse_and_verify_errors_in_its_words(tmp_path, text, expected):
         ).stderr
         for e in expected:
             assert e.split(" error: ")[-1].split(" note: ")[-1] in theirs
+
+
+SPARSE_MMA = """\
+func.func @sparse(%a: vector<4x2xf16>, %b: vector<4x2xf16>, %c: vector<2x2xf16>, %m: vector<2xi16>) -> vector<2x2xf16> {
+  %d = nvgpu.mma.sp.sync(%a, %b, %c) metadata(%m) {mmaShape = [16, 8, 32], sparsitySelector = 1 : i32} : (vector<4x2xf16>, vector<4x2xf16>, vector<2x2xf16>) -> vector<2x2xf16>
+  func.return %d : vector<2x2xf16>
+}
+"""
+
+
+def test_sparse_mma_is_read_printed_back_and_refused_by_the_lowering(tmp_path):
+    code, out, err = _opt(tmp_path, SPARSE_MMA)
+    assert (code, err) == (0, "")
+    assert "nvgpu.mma.sp.sync(%a, %b, %c) metadata(%m) {mmaShape = [" in out
+    assert "sparsitySelector = 1 : i32}" in out
+    assert _opt(tmp_path, out)[1] == out
+    code, _, err = _opt(tmp_path, SPARSE_MMA, "-p", "convert-nvgpu-to-nvvm")
+    assert code == 1
+    assert ":2:8: error: 'nvgpu.mma.sp.sync' op is not lowered" in err
+    if _mlir_opt_path() is not None:
+        assert same_ir(out, mlir_opt(SPARSE_MMA))

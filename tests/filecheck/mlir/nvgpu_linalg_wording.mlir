@@ -185,3 +185,27 @@ func.func @depthwise_strides_of_three(%x: memref<1x9x9x2xf32>, %w: memref<3x3x2x
   linalg.depthwise_conv_2d_nhwc_hwc {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<3xi64>} ins(%x, %w : memref<1x9x9x2xf32>, memref<3x3x2xf32>) outs(%y : memref<1x7x7x2xf32>)
   func.return
 }
+
+// -----
+
+func.func @sparse_selector(%a: vector<4x2xf16>, %b: vector<4x2xf16>, %c: vector<2x2xf16>, %m: vector<2xi16>) -> vector<2x2xf16> {
+  // expected-error @+1 {{'nvgpu.mma.sp.sync' op sparsity selector should be 0 or 1}}
+  %d = nvgpu.mma.sp.sync(%a, %b, %c) metadata(%m) {mmaShape = [16, 8, 32], sparsitySelector = 3 : i32} : (vector<4x2xf16>, vector<4x2xf16>, vector<2x2xf16>) -> vector<2x2xf16>
+  return %d : vector<2x2xf16>
+}
+
+// -----
+
+func.func @sparse_a_shape(%a: vector<2x4xf16>, %b: vector<4x2xf16>, %c: vector<2x2xf16>, %m: vector<2xi16>) -> vector<2x2xf16> {
+  // expected-error @+1 {{'nvgpu.mma.sp.sync' op expected matrix A to be shaped (8 x 2)}}
+  %d = nvgpu.mma.sp.sync(%a, %b, %c) metadata(%m) {mmaShape = [16, 8, 32]} : (vector<2x4xf16>, vector<4x2xf16>, vector<2x2xf16>) -> vector<2x2xf16>
+  return %d : vector<2x2xf16>
+}
+
+// -----
+
+func.func @sparse_f64(%a: vector<1x1xf64>, %b: vector<1x1xf64>, %c: vector<1x2xf64>, %m: vector<2xi16>) -> vector<1x2xf64> {
+  // expected-error @+1 {{f64 is not supported for sparse mode}}
+  %d = nvgpu.mma.sp.sync(%a, %b, %c) metadata(%m) {mmaShape = [8, 8, 4]} : (vector<1x1xf64>, vector<1x1xf64>, vector<1x2xf64>) -> vector<1x2xf64>
+  return %d : vector<1x2xf64>
+}
