@@ -45,10 +45,11 @@ from xdsl.dialects.builtin import (
     Float64Type,
     IntegerType,
     MemRefType,
+    ShapedType,
 )
 from xdsl.dialects.linalg.ops import YieldOp
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
-from xdsl.ir.affine import AffineExpr, AffineMap
+from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     IRDLOperation,
@@ -123,6 +124,8 @@ class NamedStructuredOp(IRDLOperation):
             )
         if len(self.inputs) != 2 or len(self.outputs) != 1:
             raise VerifyException("takes two inputs and one output")
+        self._mlir_checks()
+        # affinec's own limits: static memrefs of the op's ranks
         for v in (*self.inputs, *self.outputs):
             if not isinstance(v.type, MemRefType):
                 raise VerifyException(f"takes memrefs, got {v.type}")
@@ -148,6 +151,59 @@ class NamedStructuredOp(IRDLOperation):
 
     def output_shape(self) -> tuple[int, ...]:
         raise NotImplementedError
+
+    def _mlir_checks(self) -> None:
+        """MLIR's checks of a structured op, in its order and words: each
+        operand's rank against its indexing map, then (where every loop's size
+        is known from a static operand dimension the loop indexes alone) the
+        operands' sizes against the ranges the maps infer from those loops."""
+        maps = self.default_maps()
+        operand_types = [v.type for v in (*self.inputs, *self.outputs)]
+        for k, v in enumerate(self.outputs, start=len(self.inputs)):
+            if not isinstance(v.type, ShapedType):
+                raise VerifyException(
+                    f"operand #{k} must be variadic of shaped of any type values, "
+                    f"but got '{v.type}'"
+                )
+        shapes: list[tuple[int, ...]] = []
+        for k, (m, t) in enumerate(zip(maps, operand_types, strict=True)):
+            shape = tuple(t.get_shape()) if isinstance(t, ShapedType) else ()
+            if len(shape) != len(m.results):
+                raise VerifyException(
+                    f"expected operand #{k} rank ({len(shape)}) to match the result "
+                    f"rank of indexing_map ({len(m.results)})"
+                )
+            shapes.append(shape)
+        loops: list[int | None] = [None] * maps[0].num_dims
+        for m, shape in zip(maps, shapes, strict=True):
+            for e, size in zip(m.results, shape, strict=True):
+                if isinstance(e, AffineDimExpr) and loops[e.position] is None:
+                    loops[e.position] = size
+        if any(size is None or size < 0 for size in loops):
+            return  # a loop of unknown size: MLIR checks nothing more
+        for k, (m, shape) in enumerate(zip(maps, shapes, strict=True)):
+            low = m.eval([0] * len(loops), [])
+            high = m.eval([size - 1 for size in loops], [])  # pyright: ignore
+            for d, size in enumerate(shape):
+                if size <= 0:
+                    continue
+                inferred = max(low[d], high[d]) + 1
+                if min(low[d], high[d]) < 0:
+                    raise VerifyException(
+                        f"unexpected result less than 0 at expression #{d} in {m}"
+                    )
+                exact = isinstance(m.results[d], AffineDimExpr)
+                if exact and inferred != size:
+                    raise VerifyException(
+                        f"inferred input/output operand #{k} has shape's dimension "
+                        f"#{d} to be {inferred}, but found {size}"
+                    )
+                if not exact and inferred > size:
+                    raise VerifyException(
+                        f"inferred input/output operand #{k} has shape's dimension "
+                        f"#{d} to be greater than or equal to {inferred}, but found "
+                        f"{size}"
+                    )
 
     @classmethod
     def parse(cls, parser: Parser) -> NamedStructuredOp:

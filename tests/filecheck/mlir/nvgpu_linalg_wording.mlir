@@ -209,3 +209,43 @@ func.func @sparse_f64(%a: vector<1x1xf64>, %b: vector<1x1xf64>, %c: vector<1x2xf
   %d = nvgpu.mma.sp.sync(%a, %b, %c) metadata(%m) {mmaShape = [8, 8, 4]} : (vector<1x1xf64>, vector<1x1xf64>, vector<1x2xf64>) -> vector<1x2xf64>
   return %d : vector<1x2xf64>
 }
+
+// -----
+
+func.func @batch_matmul_rank(%a: memref<?x?x?xf16>, %b: memref<?x?xf16>, %c: memref<?x?x?xf32>) {
+  // expected-error @+1 {{'linalg.batch_matmul' op expected operand #1 rank (2) to match the result rank of indexing_map (3)}}
+  linalg.batch_matmul ins(%a, %b : memref<?x?x?xf16>, memref<?x?xf16>) outs(%c : memref<?x?x?xf32>)
+  func.return
+}
+
+// -----
+
+func.func @matmul_scalar_output(%a: memref<8x16xf32>, %b: memref<16x4xf32>, %c: f32) {
+  // expected-error @+1 {{'linalg.matmul' op operand #2 must be variadic of shaped of any type values, but got 'f32'}}
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<16x4xf32>) outs(%c : f32)
+  func.return
+}
+
+// -----
+
+func.func @matmul_scalar_input(%a: f16, %b: memref<16x4xf16>, %c: memref<8x4xf32>) {
+  // expected-error @+1 {{'linalg.matmul' op expected operand #0 rank (0) to match the result rank of indexing_map (2)}}
+  linalg.matmul ins(%a, %b : f16, memref<16x4xf16>) outs(%c : memref<8x4xf32>)
+  func.return
+}
+
+// -----
+
+func.func @matmul_inner_sizes(%a: memref<8x16xf32>, %b: memref<12x4xf32>, %c: memref<8x4xf32>) {
+  // expected-error @+1 {{'linalg.matmul' op inferred input/output operand #1 has shape's dimension #0 to be 16, but found 12}}
+  linalg.matmul ins(%a, %b : memref<8x16xf32>, memref<12x4xf32>) outs(%c : memref<8x4xf32>)
+  func.return
+}
+
+// -----
+
+func.func @conv_window_too_small(%x: memref<2x3x9x9xf32>, %w: memref<4x3x3x3xf32>, %y: memref<2x4x5x8xf32>) {
+  // expected-error @+1 {{'linalg.conv_2d_nchw_fchw' op inferred input/output operand #0 has shape's dimension #3 to be greater than or equal to 10, but found 9}}
+  linalg.conv_2d_nchw_fchw {dilations = dense<1> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} ins(%x, %w : memref<2x3x9x9xf32>, memref<4x3x3x3xf32>) outs(%y : memref<2x4x5x8xf32>)
+  func.return
+}
