@@ -102,6 +102,22 @@ def test_check_runs_linalg_input_through_the_lowering_pass(tmp_path, capsys):
     assert "bit-identical" in out and out.rstrip().splitlines()[-1].startswith("ok:")
 
 
+def test_check_says_when_the_lowered_op_is_no_spec(tmp_path, capsys):
+    """TOSA's filter layout is no spec: the lowering runs, and check says why it
+    has nothing to compare with (rather than running the whole pipeline)."""
+    path = tmp_path / "fhwc.mlir"
+    path.write_text(
+        LINALG_CONV.replace("linalg.conv_2d_nhwc_hwcf", "linalg.conv_2d_nhwc_fhwc")
+        .replace("%w: memref<3x3x3x4xf32>", "%w: memref<4x3x3x3xf32>")
+        .replace("memref<3x3x3x4xf32>)", "memref<4x3x3x3xf32>)")
+    )
+    argv = ["check", str(path), "-p", "affinec-lower-linalg,affinec-default"]
+    assert affinec(argv) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "the module records no spec after affinec-lower-linalg" in err
+
+
 def test_check_says_how_to_check_linalg_input(tmp_path, capsys):
     path = tmp_path / "conv.mlir"
     path.write_text(LINALG_CONV)
