@@ -213,3 +213,24 @@ def test_a_closed_pipe_prints_nothing(command):
     err = child.stderr.read().decode()
     assert child.wait(timeout=120) == BROKEN_PIPE_STATUS
     assert err == ""
+
+
+def test_a_missing_extra_is_one_line_from_the_command_line(monkeypatch, capsys):
+    """A command that needs an extra the machine lacks (`affinec bench` on a GPU
+    machine without torch) says which extra, in one line, without a traceback."""
+    from affinec.base.extras import missing_extra
+    from affinec.tools import cli
+
+    def needs_torch(args):
+        error = ModuleNotFoundError("No module named 'torch'", name="torch")
+        raise missing_extra(error, "timing against cuDNN")
+
+    parser = cli.build_parser()
+    args = parser.parse_args(["bench"])
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    monkeypatch.setattr(parser, "parse_args", lambda argv: args)
+    monkeypatch.setattr(args, "run", needs_torch)
+    assert cli.main(["bench"]) == 1
+    err = capsys.readouterr().err
+    assert "pip install -e '.[torch]'" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -26,6 +26,7 @@ from xdsl.utils.exceptions import DiagnosticException, ParseError
 
 from affinec.backend.errors import KernelArgumentError, NoCudaGPU, SharedMemoryError
 from affinec.base.diagnostics import decode_source, format_exception, verify
+from affinec.base.extras import MissingExtra
 from affinec.base.locating_parser import parse_module
 from affinec.base.spec import DTYPES, ConvSpec, Spec
 from affinec.dialects.affinec import read_spec
@@ -491,6 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         OSError,
         ParseError,
         DiagnosticException,
+        MissingExtra,
     ) as e:
         print(format_exception(e), file=sys.stderr)
     return 1
