@@ -22,6 +22,7 @@ from affinec.driver.config import (
     grid_blocks,
     split_spec,
 )
+from affinec.driver.kernel_config import KernelConfig
 from affinec.driver.pipeline import Pipeline
 from affinec.driver.pipelines import default_passes
 from affinec.frontend.naive import build
@@ -41,6 +42,17 @@ def _split(spec, splits: int):
 
 splittable = st.one_of(conv_specs(), matmul_specs())
 
+tensor_core_sized = st.builds(
+    MatmulSpec,
+    m=st.integers(16, 28),
+    n=st.sampled_from([8, 16]),
+    k=st.sampled_from([96, 160]),
+    dtype=st.sampled_from(["f16", "bf16"]),
+    epilogue=st.just("none"),
+)
+"""Contractions the tuner sends down the tensor-core route, with reduction tiles of
+32 or more: their splits' last steps can be partial."""
+
 
 @given(spec=splittable, data=st.data())
 @settings(max_examples=40, deadline=None)
@@ -56,15 +68,19 @@ def test_the_partial_sums_add_up_to_the_contraction(spec, data):
         assert result.versus == "bit-identical"
 
 
-@given(spec=splittable, data=st.data())
+@given(spec=st.one_of(splittable, tensor_core_sized), data=st.data())
 @settings(max_examples=25, deadline=None)
 def test_split_kernels_are_checked_at_every_level(spec, data):
     """The tuner's configurations with a split: the two kernels interpreted after
-    every pass down to the llvm level (partial tiles, epilogues, both routes)."""
+    every pass down to the llvm level (partial tiles, epilogues, both routes). The
+    configuration comes from the search space of one split's share, or of the
+    whole reduction (a reduction tile that need not divide a split's channels, so
+    that a split's last step is partial, on either route)."""
     splits = data.draw(st.integers(2, min(max(_channels(spec), 2), 4)))
     if _channels(spec) < splits:
         splits = 1
-    drawn = data.draw(kernel_configs(split_spec(spec, splits) if splits > 1 else spec))
+    whole = splits == 1 or data.draw(st.booleans())
+    drawn = data.draw(kernel_configs(spec if whole else split_spec(spec, splits)))
     # (few channels a split: the padded or coalesced route, which splits refuse)
     assume(splits == 1 or not (drawn.pad_channels > 1 or drawn.coalesce_reduction))
     config = dataclasses.replace(drawn, splits=splits)
@@ -333,3 +349,45 @@ def test_a_band_of_partial_sums_without_splits_is_refused_at_tiling():
     mutated = parse_module(make_context(), text)
     with pytest.raises(PassError, match="split dimension has no constant extent"):
         Pipeline([AffineLoopTilePass(tile_sizes=(8, 8))]).run(mutated)
+
+
+@pytest.mark.parametrize(
+    "k, splits, tile",
+    [(80, 1, 32), (320, 4, 32), (160, 2, 32), (96, 1, 32), (96, 2, 32), (320, 4, 16)]
+    + [(100, 2, 32), (72, 2, 32)],
+)
+def test_a_split_whose_last_step_is_partial_on_tensor_cores(k, splits, tile):
+    """A reduction tile that does not divide a split's channels (80 a split in tiles
+    of 32: the last step has 16; 50 in 32: 18, not a whole MMA; 36: 4): the MMAs read
+    the whole tile, whose channels past the step's end hold the next split's, which
+    the pass zeroes first. Interpreted after every pass."""
+    spec = MatmulSpec(28, 16, k, dtype="f16", epilogue="none")
+    config = KernelConfig(
+        tile_sizes=(28, 16),
+        reduction_tile_sizes=(tile,),
+        reassociate=True,
+        stages=3,
+        mma=True,
+        warp_grid=(1, 2),
+        stage_output=True,
+        splits=splits,
+    )
+    Pipeline(default_passes(config)).run(build(spec), check=True, seed=0)
+
+
+@pytest.mark.parametrize("mma", [True, False], ids=["mma", "simt"])
+def test_a_convolution_split_whose_last_step_is_partial(mma):
+    """96 channels in two splits of 48, steps of 32 channels: on both routes."""
+    spec = ConvSpec(
+        1, 96, 4, 4, 16, 3, 3, padding=1, dtype="f16", layout="nhwc",
+        filter_layout="rsck", epilogue="none",
+    )  # fmt: skip
+    base = config_for(spec)
+    assert base.mma
+    config = dataclasses.replace(
+        base,
+        reduction_tile_sizes=(*base.reduction_tile_sizes[:-1], 32),
+        splits=2,
+        **({} if mma else {"mma": False, "stage_output": False, "unroll_taps": False}),
+    )
+    Pipeline(default_passes(config)).run(build(spec), check=True, seed=0)

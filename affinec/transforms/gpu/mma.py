@@ -25,7 +25,10 @@ im2col copy. The lanes' addresses and the fragments' rows and columns follow the
 ISA's layouts (`affinec.ir.mma_layouts`, checked against these expressions in the
 tests). Rows past the block's pixels read the last pixel's row (their results are
 never stored); a channel step that does not fill k = 16 is padded with zeros in both
-tiles by a band that zeroes the padding once per block (the copies never write it).
+tiles by a band that zeroes the padding once per block (the copies never write it);
+a step cut short by its channel loop's bound (the last step of a split reduction that
+the tile does not divide) has its tiles' channels past the bound zeroed by a guarded
+band before its MMAs, since there the copies brought the next split's channels.
 
 The pass's machinery lies in three modules: the analysis (`plan_mma`, the
 `MmaPlan`: `affinec.transforms.gpu.mma_plan`), the lanes' fragments of A and B
