@@ -76,11 +76,11 @@ func.func @an_index_constant() -> index {
 
 // CHECK-NOT: error
 // CHECK-LABEL: func.func @the_largest_that_fit
-// CHECK: affine.for %{{.*}} = -9223372036854775808 to 4
+// CHECK: affine.for %{{.*}} = -9223372036854775807 to 4
 // CHECK: affine_set<(d0) : (d0 - 9223372036854775807 >= 0)>
 // CHECK: arith.constant 9223372036854775807 : index
 func.func @the_largest_that_fit(%A: memref<4xf32>, %v: f32) -> index {
-  affine.for %i = -9223372036854775808 to 4 {
+  affine.for %i = -9223372036854775807 to 4 {
     affine.if affine_set<(d0) : (d0 - 9223372036854775807 >= 0)>(%i) {
       affine.store %v, %A[%i] : memref<4xf32>
     }
