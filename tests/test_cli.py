@@ -143,7 +143,7 @@ def test_demo_agrees_with_numpy(capsys):
         (
             ["compile", "conv", *CONV_FLAGS, "--c", "16", "--layout", "nhwc"]
             + ["--filter-layout", "rsck", "--dtype", "f16", "--arch", "sm_90a"]
-            + ["--wgmma", "--wgmma-tile=0,64"],
+            + ["--k", "16", "--wgmma", "--wgmma-tile=0,64"],
             "tile-sizes must be positive, got (0, 64)",
         ),
     ],

@@ -128,7 +128,8 @@ def test_a_missing_barrier_is_a_race_at_the_mapped_level():
             "run affinec-map-threads before affinec-convert-parallel-to-gpu",
         ),
         (
-            "affinec-place-buffers,affinec-map-threads,affinec-map-threads",
+            "affinec-place-buffers,affinec-insert-barriers,affinec-map-threads,"
+            "affinec-map-threads",
             "already mapped to threads",
         ),
     ],

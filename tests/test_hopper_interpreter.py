@@ -252,7 +252,9 @@ def test_the_verifier_refuses_what_the_op_cannot_mean(old, new, message):
 
 def test_a_swizzled_box_must_be_one_swizzle_row_wide():
     text = matmul_module(n=32).replace("swizzle_64b", "swizzle_128b")
-    with pytest.raises(VerifyException, match="innermost dimension of 128 bytes"):
+    with pytest.raises(
+        VerifyException, match="must have last dimension of 128 bytes but it is 64"
+    ):
         parse_module(make_context(), text).verify()
 
 

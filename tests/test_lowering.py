@@ -146,8 +146,19 @@ def test_without_its_barriers_the_shared_buffer_races():
     inputs = random_inputs(spec, np.random.default_rng(2))
     with pytest.raises(DataRaceError, match="data race on shared memory %tile"):
         interpreted(module, spec, inputs)
-    # The race is still caught once the kernel is in the llvm dialect.
-    Pipeline.parse("affinec-lower-to-nvvm").run(module)
+    # The lowering's static check refuses the racy kernel before PTX...
+    with pytest.raises(PassError, match="no gpu.barrier between"):
+        Pipeline.parse("affinec-lower-to-nvvm").run(module)
+    # ...and the interpreter still catches the race in the llvm dialect, where the
+    # barriers of a kernel lowered whole are taken out.
+    module = parse((INPUTS / "matmul_shared.mlir").read_text())
+    Pipeline.parse(
+        "affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{threads-per-block=4},affinec-convert-parallel-to-gpu,affinec-lower-to-nvvm"
+    ).run(module)
+    barriers = [op for op in module.walk() if op.name == "nvvm.barrier0"]
+    assert barriers
+    for op in barriers:
+        op.parent_block().erase_op(op)  # pyright: ignore[reportOptionalMemberAccess]
     with pytest.raises(DataRaceError, match="data race on shared memory"):
         interpreted(module, spec, inputs)
 

@@ -414,7 +414,11 @@ def _wgmma_stages(config: KernelConfig, spec: Spec, arch: str, most: int) -> int
     pass then says why."""
     least = 1 if config.wgmma_schedule == "waited" else 2
     routed = flattened_spec(spec) if config.flatten_pixels else spec
-    if len(config.wgmma_tile) != 2 or route_refusal(routed) is not None:
+    if (
+        len(config.wgmma_tile) != 2
+        or min(config.wgmma_tile) < 1
+        or route_refusal(routed) is not None
+    ):
         return max(most, least)  # refused by the pass, in its words
     tile = (config.wgmma_tile[0], config.wgmma_tile[1])
     kernel = plan_of(routed, tile, most, config.wgmma_schedule, splits=config.splits)
