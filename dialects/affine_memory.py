@@ -48,6 +48,7 @@ from affinec.dialects.affine_validity import (
     verify_memref_access,
 )
 from affinec.dialects.memory_effects import AccessesOperands
+from affinec.dialects.memref import parse_prefetch_hints, prefetch_hints_text
 
 # --------------------------------------------------------------------------------------
 # affine.load, affine.store
@@ -331,43 +332,18 @@ class PrefetchOp(IRDLOperation):
     @classmethod
     def parse(cls, parser: Parser) -> PrefetchOp:
         unresolved, m, indices = parse_indexed(parser)
-        parser.parse_punctuation(",")
-        pos = parser.pos
-        access = parser.parse_identifier()
-        if access not in ("read", "write"):
-            parser.raise_error("rw specifier has to be 'read' or 'write'", pos)
-        parser.parse_punctuation(",")
-        parser.parse_keyword("locality")
-        parser.parse_punctuation("<")
-        locality = parser.parse_integer(allow_boolean=False)
-        parser.parse_punctuation(">")
-        parser.parse_punctuation(",")
-        pos = parser.pos
-        cache = parser.parse_identifier()
-        if cache not in ("data", "instr"):
-            parser.raise_error("cache type has to be 'data' or 'instr'", pos)
+        hints = parse_prefetch_hints(parser)
         attrs = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         memref = parser.resolve_operand(unresolved, parse_memref_type(parser))
-        op = cls(
-            memref,
-            indices,
-            m,
-            is_write=access == "write",
-            locality=locality,
-            is_data_cache=cache == "data",
-        )
+        op = cls(memref, indices, m, **hints)
         op.attributes |= attrs
         return op
 
     def print(self, printer: Printer):
         printer.print_string(" ")
         print_indexed(printer, self.memref, self.map.data, self.indices)
-        access = "write" if self.isWrite.value.data else "read"
-        cache = "data" if self.isDataCache.value.data else "instr"
-        printer.print_string(
-            f", {access}, locality<{self.localityHint.value.data}>, {cache}"
-        )
+        printer.print_string(prefetch_hints_text(self))
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.memref.type)

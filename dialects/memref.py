@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from io import StringIO
-from typing import Annotated
+from typing import Annotated, TypedDict
 
 from xdsl.dialects import memref as xdsl_memref
 from xdsl.dialects.builtin import (
@@ -202,6 +202,52 @@ def _names_a_global_of_its_type(op: Operation) -> str | None:
 OP_CHECKS[xdsl_memref.GetGlobalOp] = _names_a_global_of_its_type
 
 
+class PrefetchHints(TypedDict):
+    """The hints a prefetch op is built from, as its constructor takes them."""
+
+    is_write: bool
+    locality: int
+    is_data_cache: bool
+
+
+def parse_prefetch_hints(parser: Parser) -> PrefetchHints:
+    """`, read, locality<3>, data`: the hints `memref.prefetch` and
+    `affine.prefetch` write after their indices, with MLIR's errors."""
+    parser.parse_punctuation(",")
+    pos = parser.pos
+    access = parser.parse_identifier()
+    if access not in ("read", "write"):
+        parser.raise_error("rw specifier has to be 'read' or 'write'", pos)
+    parser.parse_punctuation(",")
+    parser.parse_keyword("locality")
+    parser.parse_punctuation("<")
+    locality = parser.parse_integer(allow_boolean=False)
+    parser.parse_punctuation(">")
+    parser.parse_punctuation(",")
+    pos = parser.pos
+    cache = parser.parse_identifier()
+    if cache not in ("data", "instr"):
+        parser.raise_error("cache type has to be 'data' or 'instr'", pos)
+    return PrefetchHints(
+        is_write=access == "write",
+        locality=locality,
+        is_data_cache=cache == "data",
+    )
+
+
+def prefetch_hints_text(op: Operation) -> str:
+    """`, read, locality<3>, data`: the hints of a prefetch op (one with
+    `PrefetchOp`'s properties) as `parse_prefetch_hints` reads them."""
+    is_write, locality, is_data_cache = (
+        op.properties[name] for name in ("isWrite", "localityHint", "isDataCache")
+    )
+    assert isinstance(is_write, IntegerAttr) and isinstance(locality, IntegerAttr)
+    assert isinstance(is_data_cache, IntegerAttr)
+    access = "write" if is_write.value.data else "read"
+    cache = "data" if is_data_cache.value.data else "instr"
+    return f", {access}, locality<{locality.value.data}>, {cache}"
+
+
 @irdl_op_definition
 class PrefetchOp(IRDLOperation):
     """`memref.prefetch %A[%i, %j], read, locality<3>, data : memref<...>`: a hint
@@ -252,21 +298,7 @@ class PrefetchOp(IRDLOperation):
         indices = parser.parse_comma_separated_list(
             parser.Delimiter.SQUARE, parser.parse_unresolved_operand
         )
-        parser.parse_punctuation(",")
-        pos = parser.pos
-        access = parser.parse_identifier()
-        if access not in ("read", "write"):
-            parser.raise_error("rw specifier has to be 'read' or 'write'", pos)
-        parser.parse_punctuation(",")
-        parser.parse_keyword("locality")
-        parser.parse_punctuation("<")
-        locality = parser.parse_integer(allow_boolean=False)
-        parser.parse_punctuation(">")
-        parser.parse_punctuation(",")
-        pos = parser.pos
-        cache = parser.parse_identifier()
-        if cache not in ("data", "instr"):
-            parser.raise_error("cache type has to be 'data' or 'instr'", pos)
+        hints = parse_prefetch_hints(parser)
         attributes = parser.parse_optional_attr_dict()
         parser.parse_punctuation(":")
         memref_type = parser.parse_type()
@@ -274,9 +306,7 @@ class PrefetchOp(IRDLOperation):
         op = cls(
             parser.resolve_operand(memref, memref_type),
             [parser.resolve_operand(i, index) for i in indices],
-            is_write=access == "write",
-            locality=locality,
-            is_data_cache=cache == "data",
+            **hints,
         )
         op.attributes |= attributes
         return op
@@ -286,11 +316,7 @@ class PrefetchOp(IRDLOperation):
         printer.print_operand(self.memref)
         printer.print_string("[")
         printer.print_list(self.indices, printer.print_operand)
-        access = "write" if self.isWrite.value.data else "read"
-        cache = "data" if self.isDataCache.value.data else "instr"
-        printer.print_string(
-            f"], {access}, locality<{self.localityHint.value.data}>, {cache}"
-        )
+        printer.print_string("]" + prefetch_hints_text(self))
         printer.print_op_attributes(self.attributes)
         printer.print_string(" : ")
         printer.print_attribute(self.memref.type)
