@@ -14,6 +14,7 @@ from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 
 from affinec.base.diagnostics import OpError
+from affinec.dialects.target_options import parse_target_options, print_target_options
 from affinec.hardware.chips import Chip, chip
 
 KERNEL = "nvvm.kernel"
@@ -68,55 +69,25 @@ class TargetAttr(ParametrizedAttribute):
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        given: dict[str, Attribute] = {}
+        def parse_value(key: str, pos: int) -> Attribute:
+            if key == "verifyTarget":
+                return IntAttr(int(parser.parse_boolean()))
+            value = parser.parse_attribute()
+            if not isinstance(value, type(_TARGET_DEFAULTS[key])):
+                parser.raise_error(f"unexpected value for '{key}'", pos)
+            return value
 
-        def parse_option() -> None:
-            pos = parser.pos
-            key = parser.parse_identifier()
-            if key not in _TARGET_DEFAULTS or key in given:
-                parser.raise_error(f"unexpected or repeated option '{key}'", pos)
-            parser.parse_punctuation("=")
-            if key == "O":
-                given[key] = IntAttr(parser.parse_integer(allow_boolean=False))
-            elif key == "verifyTarget":
-                given[key] = IntAttr(int(parser.parse_boolean()))
-            elif key in ("flags", "link"):
-                value = parser.parse_attribute()
-                if not isinstance(value, type(_TARGET_DEFAULTS[key])):
-                    parser.raise_error(f"unexpected value for '{key}'", pos)
-                given[key] = value
-            else:
-                given[key] = StringAttr(parser.parse_str_literal())
-
-        opened = parser.parse_optional_punctuation("<") is not None
-        if opened and parser.parse_optional_punctuation(">") is None:
-            parser.parse_comma_separated_list(parser.Delimiter.NONE, parse_option)
-            parser.parse_punctuation(">")
-        return tuple(given.get(k, d) for k, d in _TARGET_DEFAULTS.items())
+        return parse_target_options(
+            parser,
+            _TARGET_DEFAULTS,
+            "unexpected or repeated option '{key}'",
+            parse_value,
+        )
 
     def print_parameters(self, printer: Printer) -> None:
-        options = [
-            (key, value)
-            for (key, default), value in zip(
-                _TARGET_DEFAULTS.items(), self.parameters, strict=True
-            )
-            if value != default
-        ]
-        if not options:
-            return
-        printer.print_string("<")
-        for k, (key, value) in enumerate(options):
-            if k:
-                printer.print_string(", ")
-            printer.print_string(f"{key} = ")
-            if isinstance(value, IntAttr):
-                text = str(value.data)
-                if key == "verifyTarget":
-                    text = "true" if value.data else "false"
-                printer.print_string(text)
-            else:
-                printer.print_attribute(value)
-        printer.print_string(">")
+        print_target_options(
+            printer, _TARGET_DEFAULTS, self.parameters, booleans=("verifyTarget",)
+        )
 
 
 TARGET = "affinec.target"

@@ -24,6 +24,8 @@ from xdsl.irdl import irdl_attr_definition, param_def
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 
+from affinec.dialects.target_options import parse_target_options, print_target_options
+
 _DEFAULTS: dict[str, Attribute] = {
     "O": IntAttr(2),
     "triple": StringAttr("amdgcn-amd-amdhsa"),
@@ -56,56 +58,26 @@ class RocdlTargetAttr(ParametrizedAttribute):
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
-        given: dict[str, Attribute] = {}
-
-        def parse_option() -> None:
-            pos = parser.pos
-            key = parser.parse_identifier()
-            if key not in _DEFAULTS or key in given:
+        def parse_value(key: str, pos: int) -> Attribute:
+            value = parser.parse_attribute()
+            if not isinstance(value, _KINDS[key]):
                 parser.raise_error(
-                    f"duplicate or unknown struct parameter name: {key}", pos
+                    f"failed to parse ROCDLTargetAttr parameter '{key}'", pos
                 )
-            parser.parse_punctuation("=")
-            if key == "O":
-                given[key] = IntAttr(parser.parse_integer(allow_boolean=False))
-            elif key in _KINDS:
-                value = parser.parse_attribute()
-                if not isinstance(value, _KINDS[key]):
-                    parser.raise_error(
-                        f"failed to parse ROCDLTargetAttr parameter '{key}'", pos
-                    )
-                if isinstance(value, DictionaryAttr):
-                    # MLIR keeps a dictionary's entries sorted
-                    value = DictionaryAttr(dict(sorted(value.data.items())))
-                given[key] = value
-            else:
-                given[key] = StringAttr(parser.parse_str_literal())
+            if isinstance(value, DictionaryAttr):
+                # MLIR keeps a dictionary's entries sorted
+                value = DictionaryAttr(dict(sorted(value.data.items())))
+            return value
 
-        opened = parser.parse_optional_punctuation("<") is not None
-        if opened and parser.parse_optional_punctuation(">") is None:
-            parser.parse_comma_separated_list(parser.Delimiter.NONE, parse_option)
-            parser.parse_punctuation(">")
-        return tuple(given.get(key, default) for key, default in _DEFAULTS.items())
+        return parse_target_options(
+            parser,
+            _DEFAULTS,
+            "duplicate or unknown struct parameter name: {key}",
+            parse_value,
+        )
 
     def print_parameters(self, printer: Printer) -> None:
-        options = [
-            (key, value)
-            for (key, default), value in zip(
-                _DEFAULTS.items(), self.parameters, strict=True
-            )
-            if value != default
-        ]
-        if not options:
-            return
-        printer.print_string("<")
-        for k, (key, value) in enumerate(options):
-            printer.print_string(", " if k else "")
-            printer.print_string(f"{key} = ")
-            if isinstance(value, IntAttr):
-                printer.print_string(str(value.data))
-            else:
-                printer.print_attribute(value)
-        printer.print_string(">")
+        print_target_options(printer, _DEFAULTS, self.parameters)
 
 
 ROCDL = Dialect("rocdl", [], [RocdlTargetAttr])
