@@ -312,6 +312,18 @@ def _mlir_ldmatrix_checks(
 # --------------------------------------------------------------------------------------
 
 
+def _mma_shape(mma_shape: ArrayAttr) -> tuple[int, ...]:
+    """The integers of an MMA op's `mmaShape` ([m, n, k] once it verifies)."""
+    return tuple(a.value.data for a in mma_shape.data if isinstance(a, IntegerAttr))
+
+
+def _check_mma_shape(mma_shape: ArrayAttr) -> None:
+    if len(_mma_shape(mma_shape)) != 3 or len(mma_shape.data) != 3:
+        raise VerifyException(
+            f"mmaShape must be three integers [m, n, k], got {mma_shape}"
+        )
+
+
 @irdl_op_definition
 class MmaSyncOp(IRDLOperation):
     """`nvgpu.mma.sync`: the warp computes D = A x B + C for one m x n x k tile, each
@@ -358,9 +370,7 @@ class MmaSyncOp(IRDLOperation):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(
-            a.value.data for a in self.mmaShape.data if isinstance(a, IntegerAttr)
-        )
+        return _mma_shape(self.mmaShape)
 
     @property
     def kind(self) -> MmaKind:
@@ -370,10 +380,7 @@ class MmaSyncOp(IRDLOperation):
         return mma_kind(self.shape, a.get_element_type(), self.tf32Enabled is not None)
 
     def verify_(self) -> None:
-        if len(self.shape) != 3 or len(self.mmaShape.data) != 3:
-            raise VerifyException(
-                f"mmaShape must be three integers [m, n, k], got {self.mmaShape}"
-            )
+        _check_mma_shape(self.mmaShape)
         a, b, c = (v.type for v in (self.matrixA, self.matrixB, self.matrixC))
         assert isinstance(a, VectorType) and isinstance(b, VectorType)
         assert isinstance(c, VectorType)
@@ -489,18 +496,13 @@ class MmaSparseSyncOp(IRDLOperation):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(
-            a.value.data for a in self.mmaShape.data if isinstance(a, IntegerAttr)
-        )
+        return _mma_shape(self.mmaShape)
 
     def verify_(self) -> None:
         selector = self.sparsitySelector
         if selector is not None and selector.value.data not in (0, 1):
             raise VerifyException("sparsity selector should be 0 or 1")
-        if len(self.shape) != 3 or len(self.mmaShape.data) != 3:
-            raise VerifyException(
-                f"mmaShape must be three integers [m, n, k], got {self.mmaShape}"
-            )
+        _check_mma_shape(self.mmaShape)
         a, b, c = (v.type for v in (self.matrixA, self.matrixB, self.matrixC))
         assert isinstance(a, VectorType) and isinstance(b, VectorType)
         assert isinstance(c, VectorType)
