@@ -72,8 +72,6 @@ from affinec.tuning.model_measure import COST_MODEL_GPU, CostModelMeasurer
 from affinec.tuning.problem import problem_of
 from affinec.tuning.space import Space, search_space
 from affinec.tuning.tuner import (
-    LAUNCH_FAILED,
-    MEASURED,
     PRUNED,
     RANKED,
     UNMEASURED,
@@ -83,6 +81,8 @@ from affinec.tuning.tuner import (
     TuneResult,
     _absorb,
     choose_picks,
+    record_final,
+    record_measurement,
 )
 
 GPU = "gpu"
@@ -824,17 +824,9 @@ class _Driver:
     def _apply(self, unit: _Unit, r: Record, kind: str, m: Measurement) -> None:
         """What `affinec.tuning.tuner` does with a measurement of each kind."""
         if kind == _SCREEN:
-            r.measure_s, r.error = m.seconds, m.error
-            if m.ok:
-                r.status, r.measured_ms = MEASURED, m.ms
-            else:
-                r.status = LAUNCH_FAILED if m.reason.startswith("launch") else WRONG
-                r.reason = m.reason
+            record_measurement(r, m)
         elif kind == _FINAL:
-            if m.ok:
-                r.final_ms = m.ms
-            else:  # right once, wrong now: never pick it
-                r.status, r.reason = WRONG, m.reason
+            record_final(r, m)
         elif m.ok:
             unit.phase = "confirmed"
         else:

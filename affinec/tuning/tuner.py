@@ -54,7 +54,7 @@ from affinec.tuning.compiling import (
     make_pool,
 )
 from affinec.tuning.cost import Facts, predict
-from affinec.tuning.measure import Measurer
+from affinec.tuning.measure import Measurement, Measurer
 from affinec.tuning.problem import problem_of
 from affinec.tuning.space import MAX_CANDIDATES, Space, search_space
 from affinec.tuning.stats import spearman
@@ -500,6 +500,24 @@ def _absorb(record: Record, c: Compiled, problem) -> None:
         record.status = RANKED
 
 
+def record_measurement(r: Record, m: Measurement) -> None:
+    """A candidate's first measurement: its time, or why it failed."""
+    r.measure_s, r.error = m.seconds, m.error
+    if m.ok:
+        r.status, r.measured_ms = MEASURED, m.ms
+    else:
+        r.status = LAUNCH_FAILED if m.reason.startswith("launch") else WRONG
+        r.reason = m.reason
+
+
+def record_final(r: Record, m: Measurement) -> None:
+    """A finalist timed again: its final time, or WRONG when it fails now."""
+    if m.ok:
+        r.final_ms = m.ms
+    else:  # right once, wrong now: never pick it
+        r.status, r.reason = WRONG, m.reason
+
+
 def _measure(
     result: TuneResult,
     measurer: Measurer,
@@ -521,13 +539,7 @@ def _measure(
                 result.stopped = f"the budget of {options.budget_s:g} s ran out"
                 break
             assert r.kernel is not None
-            m = measurer.measure(r.kernel)
-            r.measure_s, r.error = m.seconds, m.error
-            if m.ok:
-                r.status, r.measured_ms = MEASURED, m.ms
-            else:
-                r.status = LAUNCH_FAILED if m.reason.startswith("launch") else WRONG
-                r.reason = m.reason
+            record_measurement(r, measurer.measure(r.kernel))
             bar.update(1)
             best = result.best
             if best is not None:
@@ -544,11 +556,7 @@ def _measure(
         if measurer.broken:
             break
         assert r.kernel is not None
-        m = measurer.measure(r.kernel, final=True)
-        if m.ok:
-            r.final_ms = m.ms
-        else:  # right once, wrong now: never pick it
-            r.status, r.reason = WRONG, m.reason
+        record_final(r, measurer.measure(r.kernel, final=True))
     # A racy kernel can be right on one set of inputs: the winner is checked on
     # fresh ones before it is taken (and cached); a wrong one gives way to the next.
     while (best := result.best) is not None and not measurer.broken:
