@@ -297,6 +297,18 @@ MAX_TMA_BOX = 256
 """The most elements a TMA box has along any dimension."""
 
 
+def _check_shared_and_static(t: MemRefType, what: str) -> None:
+    """MLIR's two checks of a memref a TMA load reads or fills, in its words: it
+    is in shared memory and its shape is static."""
+    if memory_space_of(t) != SHARED_MEMORY_SPACE:
+        raise VerifyException(
+            f"{what} has incorrect address space, it must be shared memory "
+            "address space."
+        )
+    if any(d < 0 for d in t.get_shape()):
+        raise VerifyException(f"{what} must be static shaped")
+
+
 def check_tensor_map(
     descriptor: TensorMapDescriptorType, dst: MemRefType | None = None
 ) -> None:
@@ -307,13 +319,7 @@ def check_tensor_map(
     box = descriptor.tensor
     if descriptor.interleave.data != "none":
         raise VerifyException("Interleave options are not supported yet.")
-    if memory_space_of(box) != SHARED_MEMORY_SPACE:
-        raise VerifyException(
-            "the tensor map descriptor has incorrect address space, it must be "
-            "shared memory address space."
-        )
-    if any(d < 0 for d in box.get_shape()):
-        raise VerifyException("the tensor map descriptor must be static shaped")
+    _check_shared_and_static(box, "the tensor map descriptor")
     for size in box.get_shape():
         if not 0 < size <= MAX_TMA_BOX:
             raise VerifyException(
@@ -334,13 +340,7 @@ def check_tensor_map(
         raise VerifyException(
             "the element type of tensor map descriptor and memref must be same"
         )
-    if memory_space_of(dst) != SHARED_MEMORY_SPACE:
-        raise VerifyException(
-            "the destination memref has incorrect address space, it must be shared "
-            "memory address space."
-        )
-    if any(d < 0 for d in dst.get_shape()):
-        raise VerifyException("the destination memref must be static shaped")
+    _check_shared_and_static(dst, "the destination memref")
     if dst.get_num_dims() != box.get_num_dims():
         raise VerifyException(
             "the shape of tensor map descriptor and memref must have same rank"
