@@ -74,13 +74,13 @@ from affinec.tuning.space import Space, search_space
 from affinec.tuning.tuner import (
     PRUNED,
     RANKED,
-    UNMEASURED,
     WRONG,
     Record,
     TuneOptions,
     TuneResult,
     _absorb,
     choose_picks,
+    end_screening,
     record_final,
     record_measurement,
 )
@@ -881,16 +881,8 @@ class _Driver:
         result = unit.result
         while not unit.waiting and result is not None:
             if unit.phase == "screening":
-                for r in unit.records:
-                    if r.status == RANKED and r.picked_by:
-                        r.status = UNMEASURED
-                        r.reason = result.stopped or "not measured"
-                timed = sorted(
-                    (r for r in result.measured if r.measured_ms is not None),
-                    key=lambda r: r.measured_ms or math.inf,
-                )
+                finals = end_screening(result, unit.records, self.options.finalists)
                 unit.phase = "finals"
-                finals = timed[: self.options.finalists]
                 unit.waiting.update(r.index for r in finals)
                 for r in finals:
                     self._queue(unit, r, _FINAL)

@@ -34,6 +34,7 @@ import random
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -518,6 +519,22 @@ def record_final(r: Record, m: Measurement) -> None:
         r.status, r.reason = WRONG, m.reason
 
 
+def end_screening(
+    result: TuneResult, records: Iterable[Record], finalists: int
+) -> list[Record]:
+    """The `finalists` fastest candidates measured, to be timed again; the picks
+    among `records` left unmeasured say why (the reason the measuring stopped)."""
+    for r in records:
+        if r.status == RANKED and r.picked_by:
+            r.status = UNMEASURED
+            r.reason = result.stopped or "not measured"
+    timed = sorted(
+        (r for r in result.measured if r.measured_ms is not None),
+        key=lambda r: r.measured_ms or math.inf,
+    )
+    return timed[:finalists]
+
+
 def _measure(
     result: TuneResult,
     measurer: Measurer,
@@ -544,15 +561,7 @@ def _measure(
             best = result.best
             if best is not None:
                 bar.set_postfix_str(f"best {best.ms:.4f} ms")
-    for r in picks:
-        if r.status == RANKED and r.picked_by:
-            r.status = UNMEASURED
-            r.reason = result.stopped or "not measured"
-    timed = sorted(
-        (r for r in result.measured if r.measured_ms is not None),
-        key=lambda r: r.measured_ms or math.inf,
-    )
-    for r in timed[: options.finalists]:
+    for r in end_screening(result, picks, options.finalists):
         if measurer.broken:
             break
         assert r.kernel is not None
