@@ -306,21 +306,23 @@ def filling_config_for(
     return config_for(spec, tf32=tf32, arch=arch, splits=splits, flatten_pixels=flatten)
 
 
+def _output_tiles(spec: Spec, config: KernelConfig) -> list[tuple[int, int]]:
+    """Each output dimension's extent and `config`'s tile along it (at most the
+    extent; 1 where no tile size is given)."""
+    extents = [e for _, e in contraction_of(spec).output_index]
+    sizes = list(config.tile_sizes) + [1] * (len(extents) - len(config.tile_sizes))
+    return [(e, min(t, e)) for e, t in zip(extents, sizes, strict=True)]
+
+
 def grid_blocks(spec: Spec, config: KernelConfig) -> int:
     """The blocks of `config`'s tiles over `spec`'s outputs (one split's grid)."""
-    extents = [e for _, e in contraction_of(spec).output_index]
-    tiles = list(config.tile_sizes) + [1] * (len(extents) - len(config.tile_sizes))
-    return math.prod(-(-e // min(t, e)) for e, t in zip(extents, tiles, strict=True))
+    return math.prod(-(-e // t) for e, t in _output_tiles(spec, config))
 
 
 def computed_outputs(spec: Spec, config: KernelConfig) -> int:
     """The outputs `config`'s blocks compute, the tiles' idle rows and columns
     counted (a partial tile is computed whole)."""
-    extents = [e for _, e in contraction_of(spec).output_index]
-    tiles = list(config.tile_sizes) + [1] * (len(extents) - len(config.tile_sizes))
-    return grid_blocks(spec, config) * math.prod(
-        min(t, e) for e, t in zip(extents, tiles, strict=True)
-    )
+    return math.prod(-(-e // t) * t for e, t in _output_tiles(spec, config))
 
 
 def _grouped(spec: Spec) -> bool:
