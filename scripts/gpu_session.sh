@@ -66,8 +66,8 @@ run() {  # run NAME SECONDS COMMAND...: log, exit code and seconds in the summar
   return $code
 }
 
-step_tests() {  # the GPU tests in 8 shards at once: compiling them is most of their time
-  run tests "${TESTS_LIMIT_S:-420}" $PY scripts/pytest_shards.py 8 tests -- -q -m gpu -p no:cacheprovider
+step_tests() {  # the GPU tests in TEST_SHARDS (8) at once: compiling is most of their time
+  run tests "${TESTS_LIMIT_S:-420}" $PY scripts/pytest_shards.py "${TEST_SHARDS:-8}" tests -- -q -m gpu -p no:cacheprovider
   tail -12 "$OUT/tests.log"
 }
 
