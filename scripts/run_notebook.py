@@ -24,6 +24,7 @@ def _stub_ipython_display() -> None:
         display.display = print
         package = types.ModuleType("IPython")
         package.display = display
+        package.get_ipython = lambda: None  # matplotlib asks: not inside IPython
         sys.modules["IPython"] = package
         sys.modules["IPython.display"] = display
 

@@ -339,3 +339,23 @@ def test_a_graphed_model_is_the_eager_model_is_torch(make, batch):
     y = torch.randn_like(x16)
     with torch.no_grad():
         assert apart(graphed(y), eager(y)) <= 1e-3
+
+
+@pytest.mark.gpu
+def test_a_model_with_forward_hooks_runs_eagerly_so_the_hooks_run():
+    """A replayed graph calls no module's hooks: with a hook on any module the model
+    runs as it is, and every hook sees every call."""
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3), torch.nn.ReLU())
+    fast = at.convert(model.eval().cuda().half())
+    x = torch.randn(2, 8, 9, 9, device="cuda", dtype=torch.float16)
+    with torch.no_grad():
+        fast(x)
+        assert fast.captured == 1
+        seen = []
+        (conv,) = at.convolutions(fast)
+        hook = conv.register_forward_hook(lambda m, args, out: seen.append(out))
+        fast(x)
+        fast(x)
+        hook.remove()
+        fast(x)  # replayed again
+    assert len(seen) == 2 and fast.captured == 1

@@ -303,8 +303,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if checked.ok:
             ms = time_kernel(kernel, inputs, repeat=args.repeat)
             print(
-                f"{at}time: {ms:.3f} ms (median of {args.repeat} batches), "
-                f"{each.flops / (ms * 1e-3) / 1e12:.2f} TFLOP/s"
+                f"{at}time: {ms:.4f} ms (median of {args.repeat} batches), "
+                f"{each.flops / (ms * 1e-3) / 1e12:.3g} TFLOP/s"
             )
     return 0 if ok else 1
 

@@ -12,7 +12,8 @@ input into the graph's input and returns a copy of its output (the graph's own i
 overwritten by the next replay).
 
 What is not replayed runs the model as it is: a CPU input, an input that requires
-grad, a call during another capture, several inputs or keyword arguments, a layout
+grad, a call during another capture, several inputs or keyword arguments, a model
+with forward hooks on any of its modules (a replay would not call them), a layout
 whose capture failed (said once, in a warning), and every call with
 `graphs = False`. Moving the model or changing its type (`.to()`, `.half()`,
 `.cuda()`) drops the captured graphs: they read the old weights.
@@ -107,6 +108,7 @@ class GraphedModel(nn.Module):
             or not x.is_cuda
             or x.requires_grad
             or torch.cuda.is_current_stream_capturing()
+            or self._hooked()
         ):
             return self.converted(x)
         key = (x.shape, x.stride(), x.dtype, x.device)
@@ -120,6 +122,18 @@ class GraphedModel(nn.Module):
         capture.input.copy_(x)
         capture.graph.replay()
         return _copy(capture.output)
+
+    def _hooked(self) -> bool:
+        """Whether a forward hook is registered on any module of the model, or on
+        every module (torch's global hooks): those run only when the model does."""
+        if (
+            nn.modules.module._global_forward_hooks
+            or nn.modules.module._global_forward_pre_hooks
+        ):
+            return True
+        return any(
+            m._forward_hooks or m._forward_pre_hooks for m in self.converted.modules()
+        )
 
     def _capture(self, x: torch.Tensor, key: tuple) -> Capture | None:
         device = x.device
