@@ -24,7 +24,9 @@ def _stub_ipython_display() -> None:
         display.display = print
         package = types.ModuleType("IPython")
         package.display = display
-        package.get_ipython = lambda: None  # matplotlib asks: not inside IPython
+        # matplotlib asks which IPython runs it, and whether it runs at all: none
+        package.get_ipython = lambda: None
+        package.version_info = (0, 0)
         sys.modules["IPython"] = package
         sys.modules["IPython.display"] = display
 
