@@ -218,17 +218,27 @@ MMA_WINDOW_STEP = 16
 halo is copied once for all of them, not once a tap (H100, 2026-11-23, the 3x3
 convolutions in f16: 0.628 -> 0.528 ms with 64 channels, 0.533 -> 0.418 ms with 256,
 0.044 -> 0.041 ms with 128 (one filter row a step))."""
-MMA_WARP_GRID = (1, 2)
-"""Two warps, each 128 pixels x 32 channels (8 x 4 MMAs): on the H100 (2026-11-23,
-benchmarks/sweep.py) 1.08 ms for the 3x3 64-channel convolution, against 1.34 ms
-with 2 x 2 warps of 64 x 32 and 1.58 ms with 4 x 1; the same order on the others."""
+MMA_WARP_GRID = (2, 2)
+"""Four warps a block, each 64 pixels x 32 channels of a 128 x 64 tile (per-tap and
+coalesced steps, products). Two warps of 128 x 32 were faster on the large benchmark
+convolutions (H100, 2026-11-23: 3x3 64-channel 1.08 ms against 1.34 with 2 x 2), but
+where a layer has about one block a multiprocessor they leave two of its four
+schedulers without a warp. Fitted on MobileNetV2 and VGG-16 at batch 32
+(`benchmarks/layer_sweep.py`, H100, 2026-12-06, `docs/results/gpu/2026-12-06/`):
+MobileNetV2's convolutions 1.084 -> 0.947 ms (cuDNN 0.586), its coalesced stem
+68.4 -> 30.2 us, its deep 1x1 projections up to 2x faster, its shallow ones within
+6 %; VGG-16 (window steps only) unchanged. Reported on ResNet-50, which the choice
+never saw: batch 32 1.962 -> 1.593 ms, batch 1 0.453 -> 0.418 (cuDNN 0.999, 0.417)."""
+MMA_TF32_WARP_GRID = (1, 2)
+"""tf32's grid: two warps measured faster (2026-11-23); four not timed in tf32."""
 MMA_WINDOW_PIXELS = 256
 MMA_WINDOW_WARP_GRID = (2, 2)
 """Window steps: four warps over 256 pixels, each 128 x 32 as with two; the taps
 unrolled. H100 (2026-11-23, docs/results/sweep/sweep-v8*.log, f16): the 3x3
 64-channel convolution 0.424 -> 0.380 ms, 256-512 0.388 -> 0.357, 3x3-128 0.032 ->
 0.029. The 1x1 (per-tap steps) and ResNet-50's first layer (coalesced) were slower
-so (0.032 -> 0.035, 0.222 -> 0.255): they keep `MMA_WARP_GRID`."""
+in 256-pixel blocks (0.032 -> 0.035, 0.222 -> 0.255): they keep 128 pixels a block
+(`MMA_WARP_GRID`)."""
 STAGED_OUTPUT = True
 """The tensor-core route stores its output through shared memory (`stage_output`,
 16 bytes a thread, in the bytes of the dead tiles) in 16-bit types. On the H100
@@ -385,7 +395,7 @@ def _tensor_core_config(
         tile_sizes=tiles,
         reduction_tile_sizes=reduction_tiles,
         coalesce_reduction=_coalescible(spec),
-        warp_grid=MMA_WARP_GRID,
+        warp_grid=MMA_TF32_WARP_GRID if tf32 else MMA_WARP_GRID,
         stages=stages,
         stage_output=STAGED_OUTPUT and not tf32,
     )
