@@ -17,4 +17,7 @@ fi
 if ! python3 -c "import affinec.dialects" 2>/dev/null; then
   python3 -m pip install --quiet --no-index --no-deps --no-build-isolation -e .
 fi
+# This tree's affinec first: the editable install may be another copy's (two trees
+# run on one machine import the first one installed, even from a script's folder).
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 exec python3 "$@"
