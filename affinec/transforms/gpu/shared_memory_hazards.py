@@ -22,19 +22,13 @@ region of its buffer: each index that the known values determine (the trip of a
 tile loop, the stage `%t mod 4` it computes), or any index (`*`) where a thread id
 or a leaf's own loop decides it. Two regions overlap unless some index differs.
 Where two accesses overlap with no barrier between (one of them a write), the check
-asks which thread touches which element: it enumerates each access's points (its
-thread's id, and the leaf's loops, under the guards around it) and refuses when one
-element is touched by two threads — or when it cannot tell (too many points, indices
-it cannot follow), except within one block-mapped band, whose iterations are
-independent by the band's own contract (the interpreter runs them on one thread).
-Who runs an access: a thread band's iteration is its thread (the thread's linear id,
-as the interpreter numbers them); code of a launch or a kernel runs on every thread
-of the block, the thread ids its variables; code of a grid band outside its bands
-runs on every thread of a band mapped to threads, on the block as one program
-before. So what it passes is race-free for every thread; what it refuses names the
-two ops and, where it found one, the element and the two threads. The asynchronous
-copies' rules look at no thread: a copy in flight may be touched by none, its own
-thread included.
+asks which thread touches which element (`thread_overlaps`: who runs each access,
+its points under the guards around it) and refuses when one element is touched by
+two threads — or when it cannot tell, except within one block-mapped band, whose
+iterations are independent by the band's own contract. So what it passes is
+race-free for every thread; what it refuses names the two ops and, where it found
+one, the element and the two threads. The asynchronous copies' rules look at no
+thread: a copy in flight may be touched by none, its own thread included.
 
     affine.for %t = 0 to 2 {
       ... nvgpu.device_async_copy ... %input_shared[(%t + 1) mod 2, ...]
@@ -52,27 +46,32 @@ is a mechanical lowering of what was checked.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-import numpy as np
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import AffineMapAttr, MemRefType, VectorType
-from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineConstraintKind, AffineMap
 
 from affinec.base.diagnostics import PassError
 from affinec.base.element_types import element_size
 from affinec.dialects import affine, gpu, nvgpu
-from affinec.dialects.affinec import BLOCK, GRID, OVERLAY, THREAD, mapping_of
+from affinec.dialects.affinec import GRID, OVERLAY, mapping_of
 from affinec.ir.affine_exprs import Interval, expr_range
 from affinec.ir.effects import reads, writes
-from affinec.ir.index_sets import Axis, Guard, free_roots, index_points, index_sets
+from affinec.ir.index_sets import Guard, free_roots, index_sets
 from affinec.ir.ranges import map_ranges, value_range
 from affinec.transforms.gpu.bands import is_shared
+from affinec.transforms.gpu.thread_overlaps import (
+    Access,
+    Span,
+    ThreadOverlaps,
+    trip_values,
+    varies_by_thread,
+)
 
 SYNC = (gpu.BarrierOp, nvgpu.DeviceAsyncCreateGroupOp, nvgpu.DeviceAsyncWaitOp)
 
@@ -84,57 +83,6 @@ MAX_TRIPS = 1 << 14
 in all: a kernel's reduction steps number tens to hundreds (ResNet-50's 1x1 of 2048
 channels in steps of 16: 128); past this the check refuses rather than run for
 minutes."""
-
-Span = frozenset[int] | Interval | None
-"""The indices of one dimension an access may touch: the values it takes (where they
-could be enumerated), an interval, or None where nothing bounds them."""
-
-Region = tuple[Span, ...]
-
-MAX_POINTS = 1 << 16
-"""Points of one access (its thread, its leaf's loops) enumerated at most to tell
-which thread touches which element; past this two overlapping accesses count as a
-race (a copy of a 128 x 64 tile by 256 threads: 8,192)."""
-
-Points = tuple[np.ndarray, np.ndarray]
-"""Which element (a row of indices) which thread (its key, `_Who`) touches, one
-entry per point of an access."""
-
-
-class _Lazy:
-    """An access's points, enumerated when first asked (most accesses never are)."""
-
-    __slots__ = ("compute", "value")
-
-    def __init__(self, compute: Callable[[], Points | None]) -> None:
-        self.compute: Callable[[], Points | None] | None = compute
-        self.value: Points | None = None
-
-    def get(self) -> Points | None:
-        if self.compute is not None:
-            self.value, self.compute = self.compute(), None
-        return self.value
-
-
-@dataclass(frozen=True, eq=False)
-class Access:
-    op: Operation
-    buffer: SSAValue
-    region: Region
-    band: tuple[int, Operation] | None
-    """The visit of a leaf and the block-mapped band the access lies in, if any: two
-    accesses of one band's visit are iterations of it, independent by its contract."""
-    points: _Lazy | None = None
-    """Which thread touches which element, where the check can tell."""
-
-    def overlaps(self, other: Access, overlays: set[SSAValue]) -> bool:
-        if self.buffer is not other.buffer:
-            return self.buffer in overlays or other.buffer in overlays
-        return all(_meet(a, b) for a, b in zip(self.region, other.region, strict=True))
-
-    def describe(self) -> str:
-        name = self.buffer.name_hint or "<shared>"
-        return f"%{name}[{', '.join(_span_text(i) for i in self.region)}]"
 
 
 @dataclass
@@ -231,155 +179,13 @@ def _programs(root: Operation) -> Iterator[tuple[Operation, set[SSAValue]]]:
             yield op, {workgroup[i] for i in indices if i < len(workgroup)}
 
 
-@dataclass(frozen=True)
-class _Who:
-    """Who runs an access at one of its points: the key
-    `base + sign * sum(stride * (value - lo))` over the axes (each the values naming
-    one variable, its interval, its stride). Threads have keys from 0 (their linear
-    id); an iteration of a block-mapped band one below -1 (the band's number in its
-    high bits); the block of a band not yet mapped to threads, -1."""
-
-    axes: tuple[tuple[tuple[SSAValue, ...], Interval, int], ...] = ()
-    base: int = 0
-    sign: int = 1
-
-
-_BLOCK_PROGRAM = -1
-_BAND_BITS = 32
-
-
-class _Threads:
-    """The threads of a block program and how the interpreter numbers them."""
-
-    def __init__(self, program: Operation) -> None:
-        self.program = program
-        self.dims: tuple[int, int, int] | None = None
-        """The block's threads along x, y, z (None: unknown, or not yet mapped)."""
-        self.ids: tuple[tuple[SSAValue, ...], ...] = ((), (), ())
-        """The values that are the thread id along x, y, z."""
-        self.mapped = False
-        """A grid band with thread bands: the interpreter runs it as a launch."""
-        if isinstance(program, affine.ParallelOp):
-            sizes = {
-                e
-                for band in program.walk()
-                if isinstance(band, affine.ParallelOp) and mapping_of(band) == THREAD
-                for e in [_thread_band_size(band)]
-            }
-            self.mapped = bool(sizes)
-            if len(sizes) == 1 and None not in sizes:
-                self.dims = (sizes.pop(), 1, 1)  # pyright: ignore[reportAttributeAccessIssue]
-            return
-        ids: list[list[SSAValue]] = [[], [], []]
-        extents: list[int | None] = [None, None, None]
-        if isinstance(program, gpu.LaunchOp):
-            args = program.body.blocks[0].args
-            for k in range(3):
-                ids[k].append(args[3 + k])
-                r = value_range(program.block_sizes[k], {})
-                extents[k] = None if r is None else r[1]
-        else:
-            assert isinstance(program, gpu.FuncOp)
-            known = program.block_size or _launched_block(program)
-            if known is not None:
-                extents = list(known)
-        for op in program.walk():
-            if isinstance(op, gpu.ThreadIdOp):
-                k = "xyz".index(op.dim)
-                ids[k].append(op.result)
-                if extents[k] is None and isinstance(program, gpu.FuncOp):
-                    extents[k] = op.bound  # pyright: ignore[reportAttributeAccessIssue]
-        self.ids = tuple(tuple(i) for i in ids)
-        if all(isinstance(e, int) and e > 0 for e in extents):
-            self.dims = tuple(extents)  # pyright: ignore[reportAttributeAccessIssue]
-
-    def name(self, key: int) -> str:
-        """Who a key says ran an access."""
-        if key == _BLOCK_PROGRAM:
-            return "the block"
-        if key < 0:
-            return f"iteration {(-2 - key) % (1 << _BAND_BITS)} of a block-mapped band"
-        if self.dims is None:
-            return f"thread {key}"
-        bx, by, _ = self.dims
-        return f"thread ({key % bx}, {key // bx % by}, {key // (bx * by)})"
-
-
-def _launched_block(kernel: gpu.FuncOp) -> tuple[int, int, int] | None:
-    """The most threads along x, y, z that the module's `gpu.launch_func`s of
-    `kernel` launch it with (None where none does, or some size is unknown)."""
-    module = kernel.parent_op()
-    top = kernel
-    while top.parent_op() is not None:
-        top = top.parent_op()  # pyright: ignore[reportAssignmentType]
-    name = kernel.properties.get("sym_name") or kernel.attributes.get("sym_name")
-    module_name = None
-    if module is not None:
-        module_name = module.properties.get("sym_name") or module.attributes.get(
-            "sym_name"
-        )
-    if name is None or module_name is None:
-        return None
-    sizes: list[int] | None = None
-    for launch in top.walk():
-        if not isinstance(launch, gpu.LaunchFuncOp):
-            continue
-        if (launch.module_name, launch.kernel_name) != (
-            module_name.data,  # pyright: ignore[reportAttributeAccessIssue]
-            name.data,  # pyright: ignore[reportAttributeAccessIssue]
-        ):
-            continue
-        found = [
-            value_range(v, {})
-            for v in (launch.blockSizeX, launch.blockSizeY, launch.blockSizeZ)
-        ]
-        if any(r is None for r in found):
-            return None
-        ends = [r[1] for r in found]  # pyright: ignore[reportOptionalSubscript]
-        sizes = (
-            ends
-            if sizes is None
-            else [max(a, b) for a, b in zip(sizes, ends, strict=True)]
-        )
-    return None if sizes is None else tuple(sizes)  # pyright: ignore[reportReturnType]
-
-
-def _thread_band_size(band: affine.ParallelOp) -> int | None:
-    """The threads a thread band's iterations number (its bounds constant)."""
-    extents = _band_extents(band)
-    return None if extents is None else math.prod(extents)
-
-
-def _band_extents(band: affine.ParallelOp) -> list[int] | None:
-    """A band's extents where its bounds are constants from 0, step 1 (the
-    interpreter's thread bands)."""
-    lower, upper = band.lowerBoundsMap.data, band.upperBoundsMap.data
-    n = len(band.induction_variables)
-    if (
-        lower.num_dims + lower.num_symbols + upper.num_dims + upper.num_symbols
-        or len(lower.results) != n
-        or len(upper.results) != n
-        or any(s != 1 for s in band.step_values)
-    ):
-        return None
-    if any(e.eval([], []) != 0 for e in lower.results):
-        return None
-    return [max(0, e.eval([], [])) for e in upper.results]
-
-
 class _Walk:
     def __init__(
         self, overlays: set[SSAValue], barriers: bool, program: Operation
     ) -> None:
         self.overlays = overlays
         self.barriers = barriers
-        self.threads = _Threads(program)
-        self.whos: dict[Operation, tuple[_Who | None, Operation | None]] = {}
-        """Per op touching shared memory: who runs it, and the block-mapped band it
-        lies in."""
-        self.bands: dict[Operation, int] = {}
-        """The block-mapped bands met so far, numbered."""
-        self.points: dict[tuple, _Lazy] = {}
+        self.threads = ThreadOverlaps(program, overlays)
         self.known: dict[SSAValue, int] = {}
         self.ranges: dict[SSAValue, Interval] | None = None
         self.guards: list[Guard] = []
@@ -459,7 +265,7 @@ class _Walk:
                 self.block(region.block)
             return
         roots = free_roots(list(op.args), [])
-        if roots is None or any(_varies_by_thread(r) for r in roots):
+        if roots is None or any(varies_by_thread(r) for r in roots):
             raise PassError(
                 op,
                 "a barrier or an asynchronous-copy group or wait under a condition "
@@ -608,7 +414,7 @@ class _Walk:
         roots = self.roots[op]
         region: list[Span] | None = None
         if roots is not None:
-            key = (op, self.values_of(roots))
+            key = (op, trip_values(roots, self.known, self.known_ranges()))
             if key not in self.sets:
                 self.sets[key] = index_sets(
                     indices, m, self.guards, roots, self.known, self.known_ranges()
@@ -627,144 +433,24 @@ class _Walk:
             if last is not None and run > 1:
                 assert isinstance(last, tuple)
                 region[-1] = (last[0], last[1] + run - 1)
-        points = self.points_of(op, buffer, indices, m, run, roots)
-        return Access(op, buffer, tuple(region), self.band_of(op), points)
-
-    def values_of(self, roots: Sequence[SSAValue]) -> tuple:
-        """What the known trips say of `roots`: a value, else a range (a loop's
-        bounds may depend on the trip of one enclosing it)."""
-        ranges = self.known_ranges()
-        return tuple(
-            self.known[r] if r in self.known else value_range(r, ranges) for r in roots
+        points = self.threads.points_of(
+            op,
+            buffer,
+            indices,
+            m,
+            run,
+            roots,
+            self.guards,
+            self.known,
+            self.known_ranges(),
         )
+        return Access(op, buffer, tuple(region), self.band_of(op), points)
 
     # -- who touches what ----------------------------------------------------------------
 
-    def who(self, op: Operation) -> tuple[_Who | None, Operation | None]:
-        """Who runs `op` (None: the check cannot tell), and the block-mapped band
-        it lies in."""
-        if op in self.whos:
-            return self.whos[op]
-        band = op.parent_op()
-        while band is not None and band is not self.threads.program:
-            if isinstance(band, affine.ParallelOp) and mapping_of(band) in (
-                BLOCK,
-                THREAD,
-            ):
-                break
-            band = band.parent_op()
-        if band is self.threads.program:
-            band = None
-        who: _Who | None = None
-        block_band: Operation | None = None
-        threads = self.threads
-        if isinstance(band, affine.ParallelOp) and mapping_of(band) == THREAD:
-            extents = _band_extents(band)
-            if extents is not None:
-                ivs = band.induction_variables
-                who = _Who(_row_major(ivs, [(0, e - 1) for e in extents]))
-        elif isinstance(band, affine.ParallelOp):
-            block_band = band
-            number = self.bands.setdefault(band, len(self.bands))
-            spans = [value_range(iv, {}) for iv in band.induction_variables]
-            if all(s is not None for s in spans):
-                axes = _row_major(band.induction_variables, spans)  # pyright: ignore
-                size = math.prod(s[1] - s[0] + 1 for s in spans)  # pyright: ignore
-                if size < 1 << _BAND_BITS:
-                    who = _Who(axes, -2 - (number << _BAND_BITS), -1)
-        elif isinstance(threads.program, affine.ParallelOp):
-            if not threads.mapped:
-                who = _Who(base=_BLOCK_PROGRAM)
-            elif threads.dims is not None:  # every thread runs it
-                who = _Who((((), (0, threads.dims[0] - 1), 1),))
-        elif threads.dims is not None:
-            spans = [(0, d - 1) for d in threads.dims]
-            who = _Who(_row_major(threads.ids, spans, reverse=True))
-        self.whos[op] = (who, block_band)
-        return who, block_band
-
     def band_of(self, op: Operation) -> tuple[int, Operation] | None:
-        _, band = self.who(op)
+        _, band = self.threads.who(op)
         return None if band is None else (self.phase, band)
-
-    def points_of(
-        self,
-        op: Operation,
-        buffer: SSAValue,
-        indices: Sequence[SSAValue],
-        m: AffineMap | None,
-        run: int,
-        roots: list[SSAValue] | None,
-    ) -> _Lazy | None:
-        """Which thread touches which element (enumerated when first asked)."""
-        who, _ = self.who(op)
-        if who is None:
-            return None
-        # Past `MAX_POINTS` (or where a guard cannot be followed), the guards and
-        # their variables (often the block's position: a partial tile) are left
-        # out: more points, none lost.
-        tries = [(roots, self.guards)] if roots is not None else []
-        if self.guards:
-            tries.append((free_roots(indices, []), []))
-        tries = [(r, g) for r, g in tries if r is not None]
-        if not tries:
-            return None
-        key = (op, buffer, self.values_of(tries[0][0]))
-        if key in self.points:
-            return self.points[key]
-        plans = []
-        for variables, guards in tries:
-            axes = self.axes_of(who, variables)
-            if axes is not None:
-                known = {r: self.known[r] for r in variables if r in self.known}
-                plans.append((axes, guards, known))
-
-        def compute() -> Points | None:
-            for axes, guards, known in plans:
-                found = index_points(indices, m, guards, axes, known, MAX_POINTS)
-                if found is not None:
-                    return _points(found, who, run)
-            return None
-
-        lazy = self.points[key] = _Lazy(compute)
-        return lazy
-
-    def axes_of(self, who: _Who, roots: Sequence[SSAValue]) -> list[Axis] | None:
-        """The variables to enumerate: who runs the access, and every root not
-        known (None where one has no range)."""
-        named = {v for values, _, _ in who.axes for v in values}
-        axes: list[Axis] = [(values, span) for values, span, _ in who.axes]
-        for r in roots:
-            if r in self.known or r in named:
-                continue
-            span = value_range(r, self.known_ranges())
-            if span is None:
-                return None
-            axes.append(([r], span))
-        return axes
-
-    def race(self, a: Access, b: Access, *, twice: bool = False) -> _Found | None:
-        """Whether `a` and `b` (one of them a write, no barrier between) may touch
-        one element from two threads: None if not, else what shows it (an element
-        and its two threads, or nothing where the check cannot tell). With `twice`
-        (`a` is `b`, an asynchronous copy), one thread touching an element twice is
-        a race too."""
-        if not a.overlaps(b, self.overlays):
-            return None
-        if a.buffer is b.buffer and a.points is not None and b.points is not None:
-            pa, pb = a.points.get(), b.points.get()
-            if pa is not None and pb is not None:
-                found = _clash(pa, pb, twice)
-                if found is None:
-                    return None
-                element, first, second = found
-                name = a.buffer.name_hint or "<shared>"
-                at = f"%{name}[{', '.join(map(str, element))}]"
-                names = self.threads.name(first), self.threads.name(second)
-                return _Found(at, *names)
-        if a.band is not None and a.band == b.band:
-            return None  # iterations of one band: independent by its contract
-        return _Found()
 
     def read(self, a: Access) -> None:
         for copy in self.state.in_flight():
@@ -777,7 +463,7 @@ class _Walk:
                 )
         if self.barriers:
             for w in self.state.writes:
-                found = self.race(w, a)
+                found = self.threads.race(w, a)
                 if found is not None:
                     raise PassError(
                         a.op,
@@ -833,7 +519,7 @@ class _Walk:
         if copy:
             # Two points of one copy on one element: the second lands on a copy in
             # flight, whichever thread starts it.
-            found = self.race(a, a, twice=True)
+            found = self.threads.race(a, a, twice=True)
             if found is not None:
                 raise PassError(
                     a.op,
@@ -843,7 +529,7 @@ class _Walk:
         if not self.barriers:
             return
         for r in self.state.reads:
-            found = self.race(r, a)
+            found = self.threads.race(r, a)
             if found is not None:
                 raise PassError(
                     a.op,
@@ -852,7 +538,7 @@ class _Walk:
                     f"{found.text('reads', 'writes')}",
                 )
         for w in self.state.writes:
-            found = self.race(w, a)
+            found = self.threads.race(w, a)
             if found is not None:
                 raise PassError(
                     a.op,
@@ -861,141 +547,13 @@ class _Walk:
                     f"{found.text('writes', 'writes')}",
                 )
         if not copy:
-            found = self.race(a, a)
+            found = self.threads.race(a, a)
             if found is not None:
                 raise PassError(
                     a.op,
                     f"{what} {a.describe()}{self.where()} from more than one thread "
                     f"with no gpu.barrier between{found.text('writes', 'writes')}",
                 )
-
-
-@dataclass(frozen=True)
-class _Found:
-    """What shows a race: an element and the two threads touching it (nothing
-    where the check could not tell which thread touches what)."""
-
-    element: str = ""
-    first: str = ""
-    second: str = ""
-
-    def text(self, first: str, second: str) -> str:
-        if not self.element:
-            return ""
-        if self.first == self.second:
-            return f" ({self.first} {first} into {self.element} twice)"
-        return f" ({self.first} {first} {self.element}, {self.second} {second} it)"
-
-
-def _row_major(
-    values: Sequence, spans: Sequence[Interval], *, reverse: bool = False
-) -> tuple[tuple[tuple[SSAValue, ...], Interval, int], ...]:
-    """Axes numbering the points of `spans` row-major (the first varies slowest; with
-    `reverse`, the first varies fastest, as thread ids x, y, z do); each entry of
-    `values` one value or several naming the same variable."""
-    order = list(range(len(spans)))
-    if not reverse:
-        order.reverse()
-    strides = [0] * len(spans)
-    stride = 1
-    for k in order:
-        strides[k] = stride
-        stride *= spans[k][1] - spans[k][0] + 1
-    return tuple(
-        (tuple(v) if isinstance(v, tuple) else (v,), span, strides[k])
-        for k, (v, span) in enumerate(zip(values, spans, strict=True))
-    )
-
-
-def _points(
-    found: tuple[list[np.ndarray], list[np.ndarray]], who: _Who, run: int
-) -> Points:
-    """The elements and keys of the points `index_points` found."""
-    results, values = found
-    count = len(results[0]) if results else len(values[0]) if values else 1
-    keys = np.full(count, who.base, np.int64)
-    for (_, (lo, _), stride), v in zip(who.axes, values, strict=False):
-        keys += who.sign * stride * (v - lo)
-    columns = [np.broadcast_to(r, (count,)) for r in results]
-    elements = np.stack(columns or [np.zeros(count)], axis=1).astype(np.int64)
-    if run > 1:
-        step = np.zeros((1, run, elements.shape[1]), np.int64)
-        step[0, :, -1] = np.arange(run)
-        elements = (elements[:, None, :] + step).reshape(-1, elements.shape[1])
-        keys = np.repeat(keys, run)
-    return elements, keys
-
-
-def _clash(
-    a: Points, b: Points, twice: bool
-) -> tuple[tuple[int, ...], int, int] | None:
-    """An element that `a` and `b` touch from two threads (or, with `twice`, an
-    element `a` touches at two points), with its two threads' keys."""
-    (ea, ka), (eb, kb) = a, b
-    if not len(ea) or not len(eb):
-        return None
-    if a is b:
-        ids, _ = _element_ids(ea, ea[:0])
-        order = np.argsort(ids, kind="stable")
-        ids, keys = ids[order], ka[order]
-        same = ids[1:] == ids[:-1]
-        if not twice:  # two points of an element with different keys
-            same &= keys[1:] != keys[:-1]
-        found = np.flatnonzero(same)
-        if not len(found):
-            return None
-        i, j = order[found[0]], order[found[0] + 1]
-        return tuple(ea[i].tolist()), int(ka[i]), int(ka[j])
-    ia, ib = _element_ids(ea, eb)
-    common = np.intersect1d(ia, ib)
-    if not len(common):
-        return None
-    in_a, in_b = np.isin(ia, common), np.isin(ib, common)
-    ids = np.concatenate([ia[in_a], ib[in_b]])
-    keys = np.concatenate([ka[in_a], kb[in_b]])
-    order = np.lexsort((keys, ids))
-    ids, keys = ids[order], keys[order]
-    found = np.flatnonzero((ids[1:] == ids[:-1]) & (keys[1:] != keys[:-1]))
-    if not len(found):
-        return None
-    e = ids[found[0]]
-    at_a, at_b = np.unique(ka[ia == e]), np.unique(kb[ib == e])
-    for x in at_a.tolist():
-        for y in at_b.tolist():
-            if x != y:
-                row = ea[np.argmax(ia == e)]
-                return tuple(row.tolist()), int(x), int(y)
-    raise AssertionError("an element of two keys has two different ones")
-
-
-def _element_ids(ea: np.ndarray, eb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """One integer per element (row of indices) of `ea` and `eb`, equal where the
-    rows are."""
-    both = np.concatenate([ea, eb])
-    lo, hi = both.min(axis=0), both.max(axis=0)
-    spans = (hi - lo + 1).tolist()
-    if math.prod(spans) < 1 << 62:
-        strides = np.array(
-            [math.prod(spans[k + 1 :]) for k in range(len(spans))], np.int64
-        )
-        ids = (both - lo) @ strides
-    else:
-        _, ids = np.unique(both, axis=0, return_inverse=True)
-        ids = ids.reshape(-1)
-    return ids[: len(ea)], ids[len(ea) :]
-
-
-def _varies_by_thread(root: SSAValue) -> bool:
-    """Whether `root` (a block argument or a GPU id) may differ between the threads of
-    a block: thread and lane ids, the variables of block- and thread-mapped bands."""
-    if isinstance(root, BlockArgument):
-        owner = root.block.parent_op()
-        if isinstance(owner, gpu.LaunchOp):
-            return 3 <= root.index < 6
-        if isinstance(owner, affine.ParallelOp):
-            return mapping_of(owner) != GRID
-        return False
-    return isinstance(root.owner, gpu.ThreadIdOp | gpu.LaneIdOp)
 
 
 def _guards(op: Operation, leaf: Operation) -> list[tuple[affine.IfOp, bool]]:
@@ -1024,33 +582,6 @@ def _run(op: Operation) -> int:
 
 def _point(r: Interval | None) -> int | None:
     return r[0] if r is not None and r[0] == r[1] else None
-
-
-def _meet(a: Span, b: Span) -> bool:
-    """Whether two spans share an index."""
-    if a is None or b is None:
-        return True
-    if isinstance(a, frozenset) and isinstance(b, frozenset):
-        return not a.isdisjoint(b)
-    if isinstance(a, frozenset):
-        a, b = b, a
-    assert isinstance(a, tuple)
-    if isinstance(b, frozenset):
-        return any(a[0] <= x <= a[1] for x in b)
-    return a[0] <= b[1] and b[0] <= a[1]
-
-
-def _span_text(span: Span) -> str:
-    if span is None:
-        return "*"
-    if isinstance(span, frozenset):
-        if not span:
-            return "{}"
-        lo, hi = min(span), max(span)
-        if len(span) == hi - lo + 1:
-            return str(lo) if lo == hi else f"{lo}..{hi}"
-        return f"{{{', '.join(map(str, sorted(span)[:4]))}{', ...' * (len(span) > 4)}}}"
-    return str(span[0]) if span[0] == span[1] else f"{span[0]}..{span[1]}"
 
 
 def _touches_shared(op: Operation) -> bool:
