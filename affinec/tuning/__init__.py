@@ -12,7 +12,8 @@ then timed on the GPU; pluggable), `tuner` (the whole search, its records and
 report), `cache` (the JSON file of the best configurations), `cached` (compiling
 with the cached configuration), `plots` (PNG, with matplotlib); `many` (a network's
 specs in one budget), `distributed` (a zoo over a Ray cluster, `affinec tune
---ray`) and `model_measure` (the cost model's times where there is no GPU). This is a
+--ray`; its parts `ray_workers`, `ray_driver`, `zoo_steps`, `journal`,
+`zoo_results`) and `model_measure` (the cost model's times where there is no GPU). This is a
 tool-level package: it builds on the compiler, the runtime and the benchmark, and
 only the command line and `affinec.compile` build on it.
 """
