@@ -4,9 +4,9 @@ against cuDNN in the same run: the measurements a configuration rule is fitted o
     scripts/gpu_python.sh benchmarks/layer_sweep.py --network vgg16 mobilenet_v2 \
         --batch 32 --json /tmp/affinec-gpu/sweep_fit.json
 
-A variant is `config_for`'s configuration with some knobs changed (`VARIANTS`:
-a name, `config_for`'s own options such as `flatten_pixels`, then `KernelConfig`
-fields). Every (layer, variant) is compiled in a process pool (a variant the
+A variant is `config_for`'s configuration with some knobs changed
+(`affinec.tuning.neighbours.VARIANTS`: a name, `config_for`'s own options such as
+`flatten_pixels`, then `KernelConfig` fields). Every (layer, variant) is compiled in a process pool (a variant the
 passes or `config_for` refuse for a layer is named and skipped), then checked
 against float64 and timed with `affinec.driver.benchmark.bench_conv` — kernel time,
 cuDNN on the same inputs. Prints each layer's variants and which was fastest,
@@ -26,49 +26,16 @@ from concurrent.futures import ProcessPoolExecutor
 
 from affinec.driver.benchmark import bench_conv, device_description
 from affinec.driver.compiler import compile_to_ptx
-from affinec.driver.config import config_for
-from affinec.driver.kernel_config import with_knobs
 from affinec.frontend.networks import NETWORKS, network
-
-_WIDE = {"tile_sizes": (128, 128), "reduction_tile_sizes": (32,), "stages": 4}
-VARIANTS: dict[str, tuple[dict, dict]] = {
-    "config_for": ({}, {}),
-    "unsplit": ({"splits": 1, "flatten_pixels": False}, {}),
-    "flat": ({"flatten_pixels": True, "splits": 1}, {}),
-    "flat 128x64 w2x2": (
-        {"flatten_pixels": True, "splits": 1},
-        {"tile_sizes": (128, 64), "warp_grid": (2, 2)},
-    ),
-    "flat 128x128 w4x2": (
-        {"flatten_pixels": True, "splits": 1},
-        _WIDE | {"warp_grid": (4, 2)},
-    ),
-    "flat 64x64 w2x2": (
-        {"flatten_pixels": True, "splits": 1},
-        {"tile_sizes": (64, 64), "warp_grid": (2, 2)},
-    ),
-    "flat 256x128 w4x2": (
-        {"flatten_pixels": True, "splits": 1},
-        _WIDE | {"tile_sizes": (256, 128), "warp_grid": (4, 2), "stages": 3},
-    ),
-    "warps 2x2": ({}, {"warp_grid": (2, 2)}),
-    "row steps": ({}, {"reduction_tile_sizes": (1, 3, 16), "stages": 3}),
-}
-"""Flattened 1x1s as products on wider blocks and more warps (two warps a block
-leave two of a multiprocessor's four tensor-core schedulers idle where a layer has
-about one block a multiprocessor); the window route's steps one filter row at a
-time (three in flight where a whole window's tile leaves room for one)."""
+from affinec.tuning.neighbours import VARIANTS, variant_config
 
 
 def _compile(job: tuple[str, object, str, str]):
     """One (layer, variant): its compiled kernel, or the reason it was refused."""
     layer_name, spec, variant, arch = job
-    options, knobs = VARIANTS[variant]
     start = time.perf_counter()
     try:
-        config = config_for(spec, arch=arch, **options)
-        if knobs:
-            config = with_knobs(config, **knobs)
+        config = variant_config(spec, variant, arch)
         compiled = compile_to_ptx(spec, config, arch=arch)
     except Exception as e:  # refused for this layer: named, the others go on
         reason = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
@@ -83,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", nargs="+", type=int, default=[32])
     parser.add_argument(
         "--variant", nargs="+", default=list(VARIANTS), choices=list(VARIANTS)
+    )
+    parser.add_argument(
+        "--layers", nargs="+", help="only the layers whose names contain one of these"
     )
     parser.add_argument("--jobs", type=int, default=0, help="compiler processes")
     parser.add_argument("--json")
@@ -101,7 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for name in args.network:
         for batch in args.batch:
-            layers = network(name, batch)
+            layers = [
+                x
+                for x in network(name, batch)
+                if not args.layers or any(part in x.name for part in args.layers)
+            ]
             work = [(x.name, x.spec, v, arch) for x in layers for v in args.variant]
             built: dict[tuple[str, str], object] = {}
             refused: dict[tuple[str, str], str] = {}

@@ -738,6 +738,8 @@ def test_plots_are_drawn_when_matplotlib_is_there(fake_tuning, tmp_path):
 def test_a_networks_shapes_are_tuned_within_one_budget(tmp_path):
     """`tune_specs` (what `affinec tune network` runs): every shape compiled in one
     go, tuned in its share of the budget, cached; a second run finds them cached."""
+    from affinec.tuning.many import MIN_SHARE_S
+
     from affinec.tuning.many import tune_specs
 
     specs = [SMALL_F32, SMALL_MATMUL]
@@ -760,9 +762,10 @@ def test_a_networks_shapes_are_tuned_within_one_budget(tmp_path):
     ranked = tune_specs(specs, options, cache, budget_s=600, say=said.append)
     assert [r.outcome for r in ranked] == ["ranked", "ranked"]
     spent = tune_specs(
-        specs, options, cache, budget_s=5, gpu=FAKE_GPU, force=True,
+        specs, options, cache, budget_s=MIN_SHARE_S, gpu=FAKE_GPU, force=True,
         measurer_for=lambda spec: FakeMeasurer(), say=said.append,
     )  # fmt: skip
+    # two shapes, each with half the least share: neither is started
     assert [r.outcome for r in spent] == ["skipped", "skipped"]
 
 

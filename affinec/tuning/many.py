@@ -29,7 +29,7 @@ from affinec.tuning.measure import Measurer
 from affinec.tuning.space import Space, search_space
 from affinec.tuning.tuner import TuneOptions, TuneResult, start_compiling, tune
 
-MIN_SHARE_S = 10.0
+MIN_SHARE_S = 2.0
 """A spec whose share of the budget would be shorter is skipped, said so."""
 
 

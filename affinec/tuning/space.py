@@ -32,7 +32,8 @@ The product is thousands of configurations; the cost model (`affinec.tuning.cost
 with registers estimated, ranks them and keeps `max_candidates` (a few hundred at
 most, no more than a few per block tile so that the compiled set stays varied), plus
 `config_for(spec)`, the configuration the compiler picks unasked (the baseline, always
-measured). Configurations whose shared tiles (all stages) cannot fit the capacity
+measured), and its neighbours (`affinec.tuning.neighbours`: the rule's alternatives,
+measured right after it). Configurations whose shared tiles (all stages) cannot fit the capacity
 are dropped before compiling; everything else is for the passes and ptxas to accept
 or refuse.
 """
@@ -60,6 +61,7 @@ from affinec.driver.config import (
 from affinec.hardware.chips import WARP_SIZE, Chip, chip
 from affinec.tuning.cost import H100, Prediction, predict
 from affinec.tuning.hopper_space import best_per_tile_and_schedule, wgmma_configs
+from affinec.tuning.neighbours import neighbours
 from affinec.tuning.problem import (
     MMA_M,
     MMA_N,
@@ -119,7 +121,8 @@ class Candidate:
 
     config: KernelConfig
     origin: str
-    """`baseline` (what `config_for` picks) or `space`."""
+    """`baseline` (what `config_for` picks), `neighbour NAME` (one of its rule's
+    alternatives, `affinec.tuning.neighbours`) or `space`."""
     estimate: Prediction
 
 
@@ -217,7 +220,19 @@ def search_space(
                 routes[route].append((config, estimate))
     mma = [ce for r, scored in routes.items() if r.startswith("mma") for ce in scored]
     simt = [ce for r, scored in routes.items() if r.startswith("simt") for ce in scored]
-    budget = max_candidates
+    taken = {baseline}
+    near = []
+    for name, config in neighbours(spec, arch):
+        if any_batch and not takes_any_batch(config):
+            continue
+        try:
+            estimate = predict(problem, config)
+        except ValueError:  # knobs the model cannot describe: the passes decide
+            continue
+        taken.add(config)
+        near.append(Candidate(config, f"neighbour {name}", estimate))
+    near = near[:max_candidates]
+    budget = max_candidates - len(near)
     mma_quota = round(budget * MMA_SHARE) if mma else 0
     chosen_mma = _choose(problem, mma, mma_quota)
     chosen = chosen_mma + _choose(problem, simt, budget - len(chosen_mma))
@@ -225,10 +240,11 @@ def search_space(
         chosen += _choose(problem, mma, budget - len(chosen), skip=chosen)
     chosen += best_per_tile_and_schedule(routes.get("wgmma", []))
     candidates = [Candidate(baseline, "baseline", predict(problem, baseline))]
+    candidates += near
     candidates += [
         Candidate(c, "space", e)
         for c, e in sorted(chosen, key=lambda ce: ce[1].ms)
-        if c != baseline
+        if c not in taken
     ]
     return Space(spec, tuple(candidates), considered, over)
 

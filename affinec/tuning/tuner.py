@@ -580,13 +580,18 @@ def choose_picks(
     result: TuneResult, ranked: list[Record], options: TuneOptions
 ) -> list[Record]:
     """What is measured, in order, each marked with `picked_by`: the baseline (if it
-    compiled), the model's top `options.top`, then `options.explore` at random (by
+    compiled), its neighbours (`affinec.tuning.neighbours`), the model's top
+    `options.top`, then `options.explore` at random (by
     `options.seed`) from the rest of the ranking."""
     picks: list[Record] = []
     baseline = result.baseline
     if baseline is not None and baseline.status in (RANKED, PRUNED):
         baseline.picked_by = "baseline"
         picks.append(baseline)
+    for r in ranked:
+        if r.origin.startswith("neighbour") and r not in picks:
+            r.picked_by = "neighbour"
+            picks.append(r)
     for r in ranked[: options.top]:
         if r not in picks:
             r.picked_by = "model"

@@ -1,0 +1,131 @@
+"""Configurations next to `config_for`'s: its rule's alternatives, by name.
+
+`config_for` chooses by rules fitted on measurements; where a rule is wrong for a
+shape, the better choice is usually one knob away — another tile, the flattened
+pixels, one filter row a step. A neighbour is `config_for`'s configuration with
+such knobs changed: `config_for`'s own options (`flatten_pixels`, `splits`), then
+`KernelConfig` fields.
+
+    neighbours(spec)        # [(name, config)] that differ from config_for(spec)
+
+The tuner measures them right after the baseline, before the cost model's picks
+(which rank poorly against measured time), so a whole network is tuned in a few
+candidates a layer; `benchmarks/layer_sweep.py` times every layer of a network
+with each of them against cuDNN, the measurements a rule is fitted on.
+"""
+
+from __future__ import annotations
+
+from affinec.base.spec import ConvSpec, Spec
+from affinec.driver.config import (
+    DEFAULT_PLANNING_ARCH,
+    MMA_WINDOW_STEP,
+    KernelConfig,
+    config_for,
+)
+from affinec.driver.kernel_config import with_knobs
+
+_WIDE = {"tile_sizes": (128, 128), "reduction_tile_sizes": (32,), "stages": 4}
+VARIANTS: dict[str, tuple[dict, dict]] = {
+    "config_for": ({}, {}),
+    "unsplit": ({"splits": 1, "flatten_pixels": False}, {}),
+    "flat": ({"flatten_pixels": True, "splits": 1}, {}),
+    "flat 128x64 w2x2": (
+        {"flatten_pixels": True, "splits": 1},
+        {"tile_sizes": (128, 64), "warp_grid": (2, 2)},
+    ),
+    "flat 128x128 w4x2": (
+        {"flatten_pixels": True, "splits": 1},
+        _WIDE | {"warp_grid": (4, 2)},
+    ),
+    "flat 64x64 w2x2": (
+        {"flatten_pixels": True, "splits": 1},
+        {"tile_sizes": (64, 64), "warp_grid": (2, 2)},
+    ),
+    "flat 256x128 w4x2": (
+        {"flatten_pixels": True, "splits": 1},
+        _WIDE | {"tile_sizes": (256, 128), "warp_grid": (4, 2), "stages": 3},
+    ),
+    "warps 2x2": ({}, {"warp_grid": (2, 2)}),
+    "row steps": ({}, {"reduction_tile_sizes": (1, 3, 16), "stages": 3}),  # 1, s, 16
+    "taps": (
+        {},
+        {"reduction_tile_sizes": (1, 1, 64), "stages": 2, "unroll_taps": False},
+    ),
+    "taps 32ch s3": (
+        {},
+        {"reduction_tile_sizes": (1, 1, 32), "stages": 3, "unroll_taps": False},
+    ),
+    "flat 64x64 s2": (
+        {"flatten_pixels": True, "splits": 2},
+        {"tile_sizes": (64, 64), "warp_grid": (2, 2)},
+    ),
+    "flat 64x64 s4": (
+        {"flatten_pixels": True, "splits": 4},
+        {"tile_sizes": (64, 64), "warp_grid": (2, 2)},
+    ),
+}
+"""Every named variant `benchmarks/layer_sweep.py` can time: flattened 1x1s as
+products on wider or narrower blocks and more warps; the window route's steps one
+filter row at a time (three in flight where a whole window's tile leaves room for
+one); a strided window's taps one at a time; the flattened products' 64 x 64 tiles
+with their reduction split."""
+
+TUNER_NEIGHBOURS = (
+    "unsplit",
+    "flat",
+    "flat 128x64 w2x2",
+    "flat 64x64 w2x2",
+    "flat 128x128 w4x2",
+    "row steps",
+    "taps 32ch s3",
+)
+"""The variants the tuner measures after the baseline: those that were some layer's
+fastest in the sweeps of ResNet-50, VGG-16 and MobileNetV2 at batch 1 and 32 (H100,
+2026-12-06); the split flattened products never were."""
+
+
+def variant_config(
+    spec: Spec, name: str, arch: str = DEFAULT_PLANNING_ARCH
+) -> KernelConfig:
+    """`config_for(spec)` changed as the variant `name` says; a ValueError where the
+    variant does not apply to `spec` (a flattened 3x3, a strided 1x1)."""
+    if name not in VARIANTS:
+        raise ValueError(
+            f"unknown variant '{name}' (expected one of {', '.join(VARIANTS)})"
+        )
+    options, knobs = VARIANTS[name]
+    config = config_for(spec, arch=arch, **options)
+    if "reduction_tile_sizes" in knobs and not options:
+        # the window route's steps: for its layers alone, one filter row as wide
+        # as the spec's
+        if not (config.unroll_taps and isinstance(spec, ConvSpec)):
+            raise ValueError(
+                f"'{name}' changes the window route's steps: not this spec's route"
+            )
+        if name == "row steps":
+            knobs = knobs | {"reduction_tile_sizes": (1, spec.s, MMA_WINDOW_STEP)}
+    return with_knobs(config, **knobs) if knobs else config
+
+
+def neighbours(
+    spec: Spec,
+    arch: str = DEFAULT_PLANNING_ARCH,
+    names: tuple[str, ...] = TUNER_NEIGHBOURS,
+) -> list[tuple[str, KernelConfig]]:
+    """The variants among `names` that apply to `spec`, each configuration once and
+    none equal to `config_for(spec)`'s."""
+    seen = {config_for(spec, arch=arch)}
+    found = []
+    for name in names:
+        try:
+            config = variant_config(spec, name, arch)
+        except ValueError:
+            continue
+        if config not in seen:
+            seen.add(config)
+            found.append((name, config))
+    return found
+
+
+__all__ = ["TUNER_NEIGHBOURS", "VARIANTS", "neighbours", "variant_config"]

@@ -1,0 +1,91 @@
+"""The tuner's neighbours of `config_for`: each applies to its layers' route only,
+none repeats the baseline, and the tuner measures them right after it."""
+
+import pytest
+
+from affinec.base.spec import ConvSpec
+from affinec.driver.config import config_for
+from affinec.frontend.networks import network
+from affinec.tuning.measure import Measurement
+from affinec.tuning.neighbours import VARIANTS, neighbours, variant_config
+from affinec.tuning.space import search_space
+from affinec.tuning.tuner import TuneOptions, tune
+
+
+def _layer(name: str, batch: int = 1):
+    return next(x for x in network("resnet50", batch) if x.name == name).spec
+
+
+def test_window_variants_take_the_spec_s_filter_row_and_only_the_window_route():
+    three = _layer("stage3 3x3/2 128 @56")
+    assert config_for(three).unroll_taps
+    assert variant_config(three, "row steps").reduction_tile_sizes == (1, 3, 16)
+    # ResNet-50's first layer is coalesced, its 1x1s per tap: not the window route
+    for name in ("conv1 7x7/2 3-64 @224", "stage2 1x1 64-64 @56"):
+        with pytest.raises(ValueError, match="window route"):
+            variant_config(_layer(name), "row steps")
+
+
+def test_a_strided_1x1_has_no_flattened_neighbour():
+    down = _layer("stage3 down 1x1/2 256-512 @56")
+    names = [name for name, _ in neighbours(down)]
+    assert names and not any(name.startswith("flat") for name in names)
+
+
+@pytest.mark.parametrize("batch", [1, 32])
+def test_neighbours_differ_from_the_baseline_and_from_each_other(batch):
+    for layer in network("mobilenet_v2", batch):
+        found = neighbours(layer.spec)
+        configs = [config_for(layer.spec)] + [c for _, c in found]
+        assert len(set(configs)) == len(configs), layer.name
+
+
+def test_an_unknown_variant_is_named():
+    with pytest.raises(ValueError, match="unknown variant 'wide'.*row steps"):
+        variant_config(_layer("stage2 1x1 64-64 @56"), "wide")
+
+
+def test_the_space_puts_the_neighbours_after_the_baseline_within_its_bound():
+    spec = _layer("stage2 1x1 64-64 @56", 32)
+    space = search_space(spec, max_candidates=6)
+    origins = [c.origin for c in space.candidates]
+    near = [o for o in origins if o.startswith("neighbour")]
+    assert origins[0] == "baseline" and origins[1 : 1 + len(near)] == near
+    assert near and len(origins) <= 6 + 1
+    assert {o.removeprefix("neighbour ") for o in near} <= set(VARIANTS)
+
+
+class _Measurer:
+    """Every kernel right, timed by the order it is measured in."""
+
+    gpu = "fake"
+    broken = False
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def measure(self, kernel, final: bool = False) -> Measurement:
+        self.calls.append(kernel.info["config"])
+        return Measurement(True, 1.0 / len(self.calls), 1e-4, seconds=0.0)
+
+    def confirm(self, kernel, runs: int) -> Measurement:
+        return Measurement(True, error=1e-4)
+
+    def cudnn_ms(self, relu: bool = False, tf32: bool = False) -> None:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_tuner_measures_the_neighbours_right_after_the_baseline():
+    spec = ConvSpec(
+        2, 32, 8, 8, 32, 1, 1, layout="nhwc", filter_layout="rsck", dtype="f16"
+    )
+    options = TuneOptions(max_candidates=3, top=1, explore=0, jobs=1, progress=False)
+    result = tune(spec, _Measurer(), options)
+    picked = [r.picked_by for r in sorted(result.measured, key=lambda r: r.index)]
+    near = [r for r in result.records if r.origin.startswith("neighbour")]
+    assert picked[0] == "baseline" and near
+    assert picked[1 : 1 + len(near)] == ["neighbour"] * len(near)
+    assert all(r.status == "measured" for r in near)
