@@ -41,11 +41,8 @@ from affinec.base.diagnostics import PassError
 from affinec.frontend.reference import TOLERANCE
 from affinec.ir.context import require_affinec_dialects
 from affinec.transforms.gpu.bands import analyze_grid, grid_parallels, require_placed
-from affinec.transforms.gpu.mma import (
-    fold_group_dimensions,
-    plan_mma,
-    rewrite_mma,
-)
+from affinec.transforms.gpu.mma import rewrite_mma
+from affinec.transforms.gpu.mma_plan import fold_group_dimensions, plan_mma
 from affinec.transforms.gpu.shared_memory_hazards import check_after_pass
 from affinec.transforms.gpu.thread_plan import accumulator_phases
 

@@ -44,8 +44,8 @@ def _expr_values(expr_text: str) -> list:
 
 
 def test_lane_addresses_are_the_ptx_layouts():
-    # The expressions affinec/transforms/gpu/mma.py builds, written as Python over
-    # the lane, against the layouts the interpreter executes.
+    # The expressions affinec-mma-sync builds (mma_fragments.py, mma_writeback.py),
+    # written as Python over the lane, against the layouts the interpreter executes.
     a_rows = _expr_values("lane % 8 + (lane // 8) % 2 * 8")
     a_cols = _expr_values("lane // 16 * 8")
     assert [mma_layouts.a_tile_address(lane) for lane in range(32)] == list(
