@@ -31,7 +31,7 @@ from pathlib import Path
 
 from machine import cpu_model, machine
 
-from affinec.backend.emitter import FAST_CODEGEN
+from affinec.backend.nvptx import FAST_CODEGEN
 from affinec.base.spec import ConvSpec
 from affinec.driver.benchmark import DESIGN_CONVOLUTIONS, with_format
 from affinec.driver.compiler import compile_to_ptx

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from xdsl.printer import Printer
 
-from affinec.backend.emitter import BFloatType
+from affinec.backend.llvm_bfloat import BFloatType
 from affinec.backend.ptxas import assemble
 from affinec.backend.runtime import (
     Kernel,

@@ -16,7 +16,7 @@ from affinec.backend.errors import NoCudaGPU
 from affinec.hardware.chips import ARCHS, DEFAULT_ARCH
 
 if TYPE_CHECKING:
-    from affinec.backend.runtime import Launch
+    from affinec.backend.launch_plans import Launch
 
 
 def cuda_available() -> bool:
