@@ -111,7 +111,8 @@ def config_for(
         product = config_for(flattened_spec(spec), tf32=tf32, arch=arch, splits=splits)
         return replace(product, flatten_pixels=True)
     if splits > 1:
-        config = config_for(split_spec(spec, splits), tf32=tf32, arch=arch)
+        one = split_spec(spec, splits)  # one split's steps on the spec's own grid
+        config = config_for(one, tf32=tf32, arch=arch, splits=1, flatten_pixels=False)
         if config.pad_channels > 1 or config.coalesce_reduction:
             raise ValueError(
                 f"splits={splits} leaves a split too few channels for the tensor "
@@ -296,6 +297,8 @@ def filling_config_for(
         return base
     if isinstance(spec, ConvSpec) and spec.dynamic_batch:
         return base
+    if short_product := _short_flattened_product(spec, tf32, arch):
+        return short_product
     flatten = False
     if isinstance(spec, ConvSpec) and flattens(spec):
         product = flattened_spec(spec)
@@ -314,6 +317,46 @@ def filling_config_for(
     if splits == 1:
         return base
     return config_for(spec, tf32=tf32, arch=arch, splits=splits, flatten_pixels=flatten)
+
+
+SHORT_REDUCTION = 576
+"""The most channels a 1x1 convolution reduces over for `filling_config_for` to
+compile it as the product of its flattened pixels, unsplit: over so few channels
+(nine 64-channel steps), a split's partial sums cost more than idle
+multiprocessors do. Fitted on MobileNetV2 at batch 1 and 32 (H100, 2026-12-06,
+`benchmarks/layer_sweep.py`): its 1x1s over 96-576 channels ran fastest flattened
+and unsplit, those over 960 split (6.0 against 8.6 us at batch 1)."""
+SMALL_PRODUCT_WAVES = 2
+"""A flattened product whose `MMA_BLOCK_PIXELS`-row tiles would give the chip
+fewer blocks than this many a multiprocessor takes `SMALL_PRODUCT_ROWS`-row tiles:
+twice the blocks, each on four warps of 32 x 32."""
+SMALL_PRODUCT_ROWS = 64
+
+
+def _short_flattened_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None:
+    """A 1x1 convolution over at most `SHORT_REDUCTION` channels as the product of
+    its flattened pixels, unsplit, on `MMA_BLOCK_PIXELS` x `MMA_BLOCK_CHANNELS`
+    tiles, or `SMALL_PRODUCT_ROWS`-row ones where the product has few blocks
+    (`SMALL_PRODUCT_WAVES`); None for other specs. Fitted on
+    MobileNetV2 (batch 1 and 32), reported on ResNet-50, which the choice never saw
+    (H100, 2026-12-06, docs/BENCHMARKS.md)."""
+    if not (isinstance(spec, ConvSpec) and flattens(spec) and not tf32):
+        return None
+    if _channels(spec) > SHORT_REDUCTION:
+        return None
+    product = flattened_spec(spec)
+    flat = config_for(product, arch=arch, splits=1, flatten_pixels=False)
+    if not flat.mma:
+        return None
+    blocks = -(-product.m // MMA_BLOCK_PIXELS) * -(-product.n // MMA_BLOCK_CHANNELS)
+    small = blocks < SMALL_PRODUCT_WAVES * MULTIPROCESSORS
+    rows = SMALL_PRODUCT_ROWS if small else MMA_BLOCK_PIXELS
+    return replace(
+        flat,
+        tile_sizes=(rows, MMA_BLOCK_CHANNELS),
+        warp_grid=MMA_WARP_GRID,
+        flatten_pixels=True,
+    )
 
 
 def _output_tiles(spec: Spec, config: KernelConfig) -> list[tuple[int, int]]:
