@@ -48,7 +48,12 @@ class AffinecPlanSharedMemory(ModulePass):
     pad: bool = True
     """Pad the buffers' rows against bank conflicts."""
 
+    split_phases: bool = False
+    """First store a buffer read with a stride (a strided window's input tile) by
+    phase — a dimension's even indices, then its odd ones — where that costs its
+    accesses fewer wavefronts than any padding."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
         for g in grid_parallels(op):
-            plan_shared_memory(g, pad=self.pad)
+            plan_shared_memory(g, pad=self.pad, split_phases=self.split_phases)

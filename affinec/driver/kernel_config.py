@@ -94,6 +94,10 @@ class KernelConfig:
     stage_output: bool = False
     """With `mma`: store the output through a shared tile, 16 bytes a thread, instead
     of each lane's pairs of channels (where the output's layout allows)."""
+    split_phases: bool = False
+    """Store a shared tile read with a stride (a strided window's input tile) by
+    phase, even columns then odd, where that costs fewer bank conflicts than any
+    padding (`affinec-plan-shared-memory{split-phases}`)."""
     tf32: bool = False
     """With `mma` and f32 operands: multiply on the tensor cores in tf32 (the
     operands keep 10 bits of mantissa; held to tf32's tolerance). Opt-in only:

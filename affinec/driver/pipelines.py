@@ -128,7 +128,9 @@ def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]
             vector_width=config.vector_width,
             unroll_steps=config.unroll_steps,
         ),
-        AffinecPlanSharedMemory(pad=config.promote or config.mma),
+        AffinecPlanSharedMemory(
+            pad=config.promote or config.mma, split_phases=config.split_phases
+        ),
         *([AffinecContractFma()] if config.fma and not config.mma else []),
         ConvertParallelToGpu(),
     ]

@@ -56,6 +56,11 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
         {},
         {"reduction_tile_sizes": (1, 1, 32), "stages": 3, "unroll_taps": False},
     ),
+    "phases": ({}, {"split_phases": True}),
+    "row steps phases": (
+        {},
+        {"reduction_tile_sizes": (1, 3, 16), "stages": 3, "split_phases": True},
+    ),
     "flat 64x64 s2": (
         {"flatten_pixels": True, "splits": 2},
         {"tile_sizes": (64, 64), "warp_grid": (2, 2)},
@@ -68,8 +73,9 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
 """Every named variant `benchmarks/layer_sweep.py` can time: flattened 1x1s as
 products on wider or narrower blocks and more warps; the window route's steps one
 filter row at a time (three in flight where a whole window's tile leaves room for
-one); a strided window's taps one at a time; the flattened products' 64 x 64 tiles
-with their reduction split."""
+one); a strided window's taps one at a time; a strided window's input tile stored
+by phase (`split_phases`); the flattened products' 64 x 64 tiles with their
+reduction split."""
 
 TUNER_NEIGHBOURS = (
     "unsplit",
@@ -103,7 +109,7 @@ def variant_config(
             raise ValueError(
                 f"'{name}' changes the window route's steps: not this spec's route"
             )
-        if name == "row steps":
+        if name.startswith("row steps"):
             knobs = knobs | {"reduction_tile_sizes": (1, spec.s, MMA_WINDOW_STEP)}
     return with_knobs(config, **knobs) if knobs else config
 

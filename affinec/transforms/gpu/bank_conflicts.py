@@ -265,17 +265,43 @@ def best_padding(
     accesses the fewest wavefronts (each weighted by how often it runs), the
     smallest on ties: multiples of the widest access (16 bytes for ldmatrix rows
     and the widest asynchronous copies), so that every access stays aligned."""
-    t = buffer.type
-    assert isinstance(t, MemRefType)
-    shape = list(t.get_shape())
-    size = element_size(t.get_element_type())
-    unit = max(1, max(w for _, _, w in accesses) // size)
-    # What does not depend on the padding, once: each access's lanes and weight.
-    evaluated = [
+    widest = max(w for _, _, w in accesses)
+    return padded_cost(buffer, evaluate(accesses), widest=widest, max_words=max_words)[
+        0
+    ]
+
+
+Evaluated = list[tuple[Operation, list[list[int]], int, int]]
+"""Each access with its lanes' indices, bytes a lane and executions."""
+
+
+def evaluate(accesses: list[tuple[Operation, list, int]]) -> Evaluated:
+    """What does not depend on the buffer's layout, once: each access's lanes (those
+    that can be evaluated) and weight."""
+    return [
         (op, lanes, width, executions(op))
         for op, indices, width in accesses
         if (lanes := lane_indices(op, indices)) is not None
     ]
+
+
+def padded_cost(
+    buffer: SSAValue,
+    evaluated: Evaluated,
+    shape: list[int] | None = None,
+    widest: int = 0,
+    max_words: int = 32,
+) -> tuple[int, int]:
+    """The best padding of the innermost dimension of `buffer` laid out in `shape`
+    (its own by default) for the `evaluated` accesses, in multiples of the widest
+    access (`widest` bytes, or the widest evaluated), and their weighted wavefronts
+    with it (see `best_padding`)."""
+    t = buffer.type
+    assert isinstance(t, MemRefType)
+    shape = list(t.get_shape()) if shape is None else shape
+    size = element_size(t.get_element_type())
+    widest = widest or max((w for _, _, w, _ in evaluated), default=size)
+    unit = max(1, widest // size)
     best, best_cost = 0, math.inf
     for pad in range(0, max(1, (max_words * WORD) // size) + 1, unit):
         padded = [*shape[:-1], shape[-1] + pad]
@@ -285,14 +311,17 @@ def best_padding(
         )
         if total < best_cost:
             best, best_cost = pad, total
-    return best
+    return best, int(best_cost) if best_cost != math.inf else 0
 
 
 __all__ = [
+    "Evaluated",
     "SharedAccess",
     "best_padding",
     "conflicts",
     "cost",
+    "evaluate",
     "lane_indices",
+    "padded_cost",
     "shared_accesses",
 ]

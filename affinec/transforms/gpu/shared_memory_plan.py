@@ -6,7 +6,9 @@ its lifetime (`affinec.overlay`: it may take the bytes of buffers dead by then) 
 and `plan_shared_memory` decides the rest for each grid band, in one place:
 
 1. **bank padding**: each buffer's innermost dimension grows by what costs its
-   accesses the fewest wavefronts (`bank_conflicts.best_padding`);
+   accesses the fewest wavefronts (`bank_conflicts.best_padding`); asked to, a
+   buffer read with a stride is first stored by phase where no padding helps
+   (`phase_split`: a strided window's input tile);
 2. **placement**: static buffers, or offsets in dynamic shared memory with the
    overlays on dead buffers (`affinec.ir.shared_memory_layout`), recorded on each
    alloc as `affinec.shared_offset`;
@@ -35,12 +37,18 @@ from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import OVERLAY, SHARED_OFFSET
 from affinec.dialects.nvvm_target import chip_of
 from affinec.ir.shared_memory_layout import lay_out_shared, layout_bytes
+from affinec.transforms.gpu import phase_split
 from affinec.transforms.gpu.bands import analyze_grid, is_shared
 from affinec.transforms.gpu.bank_conflicts import best_padding, shared_accesses
 
 
-def plan_shared_memory(grid: affine.ParallelOp, pad: bool = True) -> None:
-    """Pad (if `pad`), place and check the shared buffers of `grid`'s blocks."""
+def plan_shared_memory(
+    grid: affine.ParallelOp, pad: bool = True, split_phases: bool = False
+) -> None:
+    """Store by phase (if `split_phases`), pad (if `pad`), place and check the
+    shared buffers of `grid`'s blocks."""
+    if split_phases:
+        split_phases_against_bank_conflicts(grid)
     if pad:
         pad_against_bank_conflicts(grid)
     allocs = shared_allocs(grid)
@@ -63,6 +71,17 @@ def plan_shared_memory(grid: affine.ParallelOp, pad: bool = True) -> None:
 def shared_allocs(grid: affine.ParallelOp) -> list[Operation]:
     """The grid band's shared buffers, in the order the launch will hold them."""
     return [a for a in analyze_grid(grid).allocs if is_shared(a.results[0])]
+
+
+def split_phases_against_bank_conflicts(grid: affine.ParallelOp) -> None:
+    """Store each shared buffer whose accesses stride over a dimension by phase,
+    where that costs them fewer wavefronts than any padding (`phase_split`)."""
+    accesses = shared_accesses(grid)
+    for alloc in shared_allocs(grid):
+        buffer = alloc.results[0]
+        mine = [(o, i, w) for o, b, i, w in accesses if b is buffer]
+        if choice := phase_split.best_phase_split(buffer, mine):
+            phase_split.split_phases(alloc, *choice)
 
 
 def pad_against_bank_conflicts(grid: affine.ParallelOp) -> None:
