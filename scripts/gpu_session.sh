@@ -45,6 +45,11 @@
 #             each; the five benchmark convolutions and ResNet-50 and VGG-16 on
 #             the route against cuDNN; ncu on
 #             the five benchmark convolutions' wgmma kernels
+#   strided   ResNet-50's strided 3x3s with the input tile stored by phase
+#             (KernelConfig.split_phases) and one filter row a step, against
+#             config_for and cuDNN (benchmarks/layer_sweep.py)
+#   tune_networks  ResNet-50 and MobileNetV2 at batch 1 and 32 tuned whole
+#             (`affinec tune network`, TUNE_BUDGET_S), then timed from the cache
 #   codegen   affinec bench in f16 twice, LLVM's code generation as it is and with
 #             AFFINEC_FAST_CODEGEN=1 (no straight-line strength reduction: a third of
 #             the compile time): whether the kernels lose anything by it
@@ -255,6 +260,23 @@ step_variants() {  # a variant refused for a layer is skipped and named, never a
     --batch 1 --wgmma --splits 2 --json "$OUT/variants.json"
   grep -E "skipped on|Traceback|Error" "$OUT/variants.log" | head -10
   tail -4 "$OUT/variants.log"
+}
+
+step_strided() {  # the strided 3x3s' input tile stored by phase (split_phases), same run
+  run strided "${STRIDED_LIMIT_S:-300}" $PY benchmarks/layer_sweep.py --network resnet50 \
+    --batch 32 1 --layers 3x3/2 "3x3 128" \
+    --variant config_for phases "row steps" "row steps phases" --json "$OUT/strided.json"
+  tail -12 "$OUT/strided.log"
+}
+
+step_tune_networks() {  # both models tuned whole (neighbours first), then timed from the cache
+  AFFINEC_TUNING_CACHE="$OUT/tuning.json" run tune-networks "${TUNE_LIMIT_S:-420}" \
+    $PY -m affinec tune network resnet50 mobilenet_v2 --batch 1 32 \
+    --network-budget-s "${TUNE_BUDGET_S:-300}" --max-candidates 10 --top 1 --explore 0 \
+    --finalists 2 --no-progress
+  AFFINEC_TUNING_CACHE="$OUT/tuning.json" run networks-tuned 300 $PY benchmarks/networks.py \
+    --network resnet50 mobilenet_v2 --batch 1 32 --tuned --json "$OUT/networks_tuned.json"
+  tail -6 "$OUT/networks-tuned.log"
 }
 
 step_codegen() {
