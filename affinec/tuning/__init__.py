@@ -8,9 +8,9 @@
 The modules, in the order the tuner uses them: `problem` (a spec as an implicit
 GEMM, a configuration's geometry), `space` (the candidates), `cost` (the model that
 ranks them without a GPU), `compiling` (in parallel processes), `measure` (checked,
-then timed on the GPU; pluggable), `tuner` (the whole search, its records and
-report), `cache` (the JSON file of the best configurations), `cached` (compiling
-with the cached configuration), `plots` (PNG, with matplotlib); `many` (a network's
+then timed on the GPU; pluggable), `tuner` (the whole search), `tune_result`
+(its records and report), `cache` (the JSON file of the best configurations),
+`cached` (compiling with the cached configuration), `plots` (PNG, with matplotlib); `many` (a network's
 specs in one budget), `distributed` (a zoo over a Ray cluster, `affinec tune
 --ray`; its parts `ray_workers`, `ray_driver`, `zoo_steps`, `journal`,
 `zoo_results`) and `model_measure` (the cost model's times where there is no GPU). This is a
@@ -39,7 +39,7 @@ _EXPORTS = {
     "NotTunable": "affinec.tuning.problem",
     "search_space": "affinec.tuning.space",
     "TuneOptions": "affinec.tuning.tuner",
-    "TuneResult": "affinec.tuning.tuner",
+    "TuneResult": "affinec.tuning.tune_result",
     "tune": "affinec.tuning.tuner",
 }
 """The package's names and their modules. As `affinec`'s, they are imported on

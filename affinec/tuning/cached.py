@@ -15,7 +15,8 @@ from affinec.driver.compiler import CompiledKernel, compile_to_ptx
 from affinec.tuning.cache import Entry, TuningCache, compiler_version, tuning_key
 from affinec.tuning.log import write_log
 from affinec.tuning.measure import GpuMeasurer, Measurer
-from affinec.tuning.tuner import TuneOptions, TuneResult, tune
+from affinec.tuning.tune_result import TuneResult
+from affinec.tuning.tuner import TuneOptions, tune
 
 
 def entry_of(result: TuneResult) -> Entry | None:

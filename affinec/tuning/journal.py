@@ -19,7 +19,7 @@ from affinec.driver.config import KernelConfig
 from affinec.tuning.cache import TuningCache, compiler_version, tuning_key
 from affinec.tuning.compiling import config_to_json
 from affinec.tuning.measure import Measurement
-from affinec.tuning.tuner import Record
+from affinec.tuning.tune_result import Record
 
 Row = dict[str, Any]
 Index = dict[tuple[str, str, str], dict[tuple[str, str], Row]]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from affinec.tuning.tuner import TuneResult
+    from affinec.tuning.tune_result import TuneResult
 
 
 def write_log(result: TuneResult, path: str | Path, append: bool = True) -> None:

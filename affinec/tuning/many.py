@@ -27,7 +27,8 @@ from affinec.tuning.compiling import Compilation, make_pool
 from affinec.tuning.log import write_log
 from affinec.tuning.measure import Measurer
 from affinec.tuning.space import Space, search_space
-from affinec.tuning.tuner import TuneOptions, TuneResult, start_compiling, tune
+from affinec.tuning.tune_result import TuneResult
+from affinec.tuning.tuner import TuneOptions, start_compiling, tune
 
 MIN_SHARE_S = 2.0
 """A spec whose share of the budget would be shorter is skipped, said so."""

@@ -24,7 +24,8 @@ from affinec.tuning.ray_workers import (
     compile_task,
 )
 from affinec.tuning.space import search_space
-from affinec.tuning.tuner import Record, TuneOptions, TuneResult
+from affinec.tuning.tune_result import Record, TuneResult
+from affinec.tuning.tuner import TuneOptions
 from affinec.tuning.zoo_steps import (
     TIMED_OUT,
     Job,

@@ -30,13 +30,15 @@ from affinec.tuning.measure import Measurement
 from affinec.tuning.problem import problem_of
 from affinec.tuning.ray_workers import CONFIRM, FINAL, SCREEN
 from affinec.tuning.space import Space
-from affinec.tuning.tuner import (
+from affinec.tuning.tune_result import (
     PRUNED,
     RANKED,
     WRONG,
     Record,
-    TuneOptions,
     TuneResult,
+)
+from affinec.tuning.tuner import (
+    TuneOptions,
     _absorb,
     choose_picks,
     end_screening,
