@@ -16,7 +16,7 @@ from affinec.driver.compiler import compile_to_ptx
 from affinec.passes import get_all_passes
 from affinec.tools.cli import main as affinec
 from affinec.tools.opt import main as affinec_opt
-from affinec.tools.opt import summary
+from affinec.tools.opt_passes import summary
 from affinec.tools.pipes import BROKEN_PIPE_STATUS
 
 LINALG_CONV = """\

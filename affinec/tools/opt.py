@@ -23,22 +23,22 @@ a pass that refuses its input) is one located message and exit code 1:
 
 Anything else is a bug, and says so: `error: internal error: ValueError: ...`;
 `--debug` shows the Python traceback instead.
+
+The flags and their MLIR spellings are `affinec.tools.opt_flags`'s, the listing of
+`--list-passes` is `affinec.tools.opt_passes`'s; this module reads the input, runs
+the pipeline and reports the diagnostics.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
-import inspect
-import re
 import sys
-import textwrap
 import time
 from collections.abc import Sequence
-from typing import IO, NoReturn
+from typing import IO
 
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.passes import ModulePass, get_pass_option_infos
+from xdsl.passes import ModulePass
 from xdsl.printer import Printer
 from xdsl.utils.arg_spec import parse_spec
 from xdsl.utils.exceptions import (
@@ -72,8 +72,10 @@ from affinec.driver.pipeline import (
     available_passes,
     check_options,
 )
-from affinec.driver.pipeline_names import NAMED_PIPELINES, pass_text, pipeline_text
+from affinec.driver.pipeline_names import NAMED_PIPELINES, pass_text
 from affinec.ir.context import all_dialects
+from affinec.tools.opt_flags import add_mlir_arguments, mlir_spellings
+from affinec.tools.opt_passes import list_passes
 from affinec.tools.pipes import broken_pipe_exit
 from affinec.tools.verify_diagnostics import (
     DesignatorError,
@@ -81,9 +83,6 @@ from affinec.tools.verify_diagnostics import (
     check,
     parse_expectations,
 )
-
-SPLIT_MARKER = "// -----"
-"""What separates the chunks of `--split-input-file` (MLIR's default marker)."""
 
 
 class UserError(Exception):
@@ -112,7 +111,7 @@ class AffinecOptMain(xDSLOptMain):
         self.pass_flags: list[str] = []
         # xDSLOptMain builds its argparse parser and parses this list right after
         # `register_all_arguments`, which rewrites it in place into the spellings
-        # argparse knows (see `_mlir_spellings`).
+        # argparse knows (see `affinec.tools.opt_flags.mlir_spellings`).
         self._argv = list(sys.argv[1:] if args is None else args)
         super().__init__(
             description="affinec's modular optimizer driver (xdsl-opt with MLIR's "
@@ -138,109 +137,8 @@ class AffinecOptMain(xDSLOptMain):
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
-
-        def error(message: str) -> NoReturn:
-            # one line and exit code 1, as every other error (argparse: usage, 2)
-            arg_parser.exit(
-                1, f"error: affinec-opt: {message} (see 'affinec-opt --help')\n"
-            )
-
-        arg_parser.error = error  # pyright: ignore[reportAttributeAccessIssue]
-        # xDSL has `--split-input-file` and `--verify-diagnostics` already; affinec
-        # gives them MLIR's meaning (see `run`), and the marker MLIR's takes.
-        arg_parser.add_argument(
-            "--split-input-marker",
-            default=SPLIT_MARKER,
-            metavar="MARKER",
-            help="what separates the chunks of --split-input-file (also "
-            f"--split-input-file=MARKER); default '{SPLIT_MARKER}'",
-        )
-        arg_parser.add_argument(
-            "--pass-pipeline",
-            default="",
-            help="the pipeline in MLIR's syntax, e.g. "
-            "'builtin.module(func.func(affine-loop-tile{tile-sizes=1,64,16,16}))'",
-        )
-        arg_parser.add_argument(
-            "--mlir-print-ir-before-all",
-            action="store_true",
-            help="print the IR to stderr before every pass",
-        )
-        arg_parser.add_argument(
-            "--mlir-print-ir-after-all",
-            action="store_true",
-            help="print the IR to stderr after every pass",
-        )
-        arg_parser.add_argument(
-            "--mlir-print-ir-before",
-            metavar="PASS[,PASS...]",
-            default="",
-            help="print the IR to stderr before each pass of these names",
-        )
-        arg_parser.add_argument(
-            "--mlir-print-ir-after",
-            metavar="PASS[,PASS...]",
-            default="",
-            help="print the IR to stderr after each pass of these names",
-        )
-        arg_parser.add_argument(
-            "--mlir-print-op-generic",
-            action="store_true",
-            help="print the output in the generic form (= --print-op-generic)",
-        )
-        arg_parser.add_argument(
-            "--mlir-timing",
-            action="store_true",
-            help="report the time of parsing, each pass and output on stderr "
-            "(also --time-passes)",
-        )
-        arg_parser.add_argument(
-            "--list-passes",
-            action="store_true",
-            help="list the passes, their options and the named pipelines, then exit",
-        )
-        arg_parser.add_argument(
-            "--debug",
-            action="store_true",
-            help="show Python tracebacks instead of one-line errors",
-        )
-        actions = arg_parser._actions  # pyright: ignore[reportPrivateUsage]
-        for action in actions:
-            if "--split-input-file" in action.option_strings:
-                action.help = (
-                    "process each chunk between `// -----` lines on its own, going on "
-                    "after one fails, as mlir-opt does (--split-input-file=MARKER: "
-                    "another marker)"
-                )
-            if "--passes" in action.option_strings:
-                # xDSL lists its ~150 passes here; ours come first, and with options
-                action.help = (
-                    "the pass pipeline, e.g. 'affinec-default' or "
-                    "'affine-loop-tile{tile-sizes=1,64,16,16},affinec-split'; "
-                    "`affinec-opt --list-passes` lists affinec's passes, their "
-                    "options and the named pipelines (xDSL's passes work too)"
-                )
-            if "--target" in action.option_strings:
-                # xDSL lists its own targets too; affinec-opt emits these three
-                action.choices = None
-                action.help = (
-                    "the output: mlir (the IR, the default), llvm (the kernels' LLVM "
-                    "IR) or ptx (ptx{arch=sm_90 opt-level=3}); llvm and ptx take the llvm + "
-                    "nvvm level (after convert-gpu-to-nvvm)"
-                )
-            if "--verify-diagnostics" in action.option_strings:
-                action.help = (
-                    "check the diagnostics against the input's `// expected-error` "
-                    "(-warning, -remark, -note; @+N, @-N, @above, @below, @unknown; "
-                    "-re) designators, as mlir-opt does"
-                )
-        long_options = {
-            option[2:]
-            for action in actions
-            for option in action.option_strings
-            if option.startswith("--")
-        }
-        self._argv[:], self.pass_flags = _mlir_spellings(
+        long_options = add_mlir_arguments(arg_parser)
+        self._argv[:], self.pass_flags = mlir_spellings(
             self._argv, long_options, set(self.available_passes) | set(NAMED_PIPELINES)
         )
 
@@ -455,38 +353,6 @@ def _pass_names(text: str, flag: str) -> set[str]:
     return names
 
 
-def _mlir_spellings(
-    argv: Sequence[str], long_options: set[str], passes: set[str]
-) -> tuple[list[str], list[str]]:
-    """`argv` with MLIR's spellings made argparse's, and the pass flags taken out.
-
-    mlir-opt takes every long option with one dash as well as two
-    (`-split-input-file`) and every pass as a flag (`-lower-affine`,
-    `--affine-loop-tile="tile-size=32 separate"`), in pipeline order. Returns the
-    rewritten arguments and the pass flags as pipeline elements (`name{options}`).
-    Options win over passes of the same name; short options (`-p`, `-o`) stay.
-    """
-    rewritten: list[str] = []
-    pass_flags: list[str] = []
-    for arg in argv:
-        if not arg.startswith("-") or arg in ("-", "--") or len(arg) < 3:
-            rewritten.append(arg)
-            continue
-        body = arg[2:] if arg.startswith("--") else arg[1:]
-        name, has_value, value = body.partition("=")
-        if name in long_options:
-            if name == "split-input-file" and has_value:
-                # mlir-opt's optional marker, which argparse cannot take here.
-                rewritten += [f"--{name}", f"--split-input-marker={value}"]
-            else:
-                rewritten.append(f"--{body}")
-        elif name in passes:
-            pass_flags.append(f"{name}{{{value}}}" if has_value and value else name)
-        else:
-            rewritten.append(arg)
-    return rewritten, pass_flags
-
-
 AFFINEC_TARGETS = ("mlir", "llvm", "ptx")
 """The targets affinec-opt emits. xDSL's others (x86, riscv, csl, mps...) take
 xDSL's own dialects, and fail inside xDSL, or print nothing, on anything else."""
@@ -503,77 +369,6 @@ def _target_error(target: str, module: ModuleOp, error: Exception) -> Exception:
         return OpError(op, f"xDSL cannot print this op ({xdsl_failure(error)})")
     name = parse_spec(target).name
     return UserError(f"target '{name}' cannot emit this module: {xdsl_failure(error)}")
-
-
-def list_passes(out: IO[str]) -> None:
-    """Every pass with its options and summary, then the named pipelines."""
-    from affinec.driver.pipelines import named_passes
-    from affinec.passes import get_all_passes
-
-    ours = get_all_passes()
-    print("affinec passes:", file=out)
-    for name in sorted(ours):
-        _describe_pass(ours[name](), out)
-    print("\nnamed pipelines:", file=out)
-    for name, named in sorted(NAMED_PIPELINES.items()):
-        text = pipeline_text(named_passes(name, None, 1))
-        print(f"  {name}: {named.summary}\n      = {text}", file=out)
-    others = sorted(set(available_passes()) - set(ours))
-    print(f"\nxDSL passes (also available): {', '.join(others)}", file=out)
-
-
-_OPTION_KINDS = {
-    "tuple[int, ...]": "integers separated by commas",
-    "bool": "true or false",
-    "int": "an integer",
-    "str": "a string",
-    "tuple[str, ...]": "names separated by commas",
-}
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`'\"(])")
-
-
-def summary(doc: str | None) -> str:
-    """The first sentence of a docstring, whole however many lines it spans."""
-    paragraph = (doc or "").strip().split("\n\n")[0]
-    text = " ".join(paragraph.split())
-    return _SENTENCE_END.split(text, maxsplit=1)[0]
-
-
-def _describe_pass(cls: type[ModulePass], out: IO[str]) -> None:
-    print(f"  {cls.name}: {summary(cls.__doc__)}", file=out)
-    docs = _option_docs(cls)
-    for info in get_pass_option_infos(cls):
-        default = f", default {info.default_value}" if info.default_value else ""
-        option = info.name.replace("_", "-")
-        written = info.expected_type.strip("'\"")
-        kind = _OPTION_KINDS.get(written, written)
-        print(f"      {option}: {kind}{default}", file=out)
-        if info.name in docs:
-            for line in textwrap.wrap(docs[info.name], 72):
-                print(f"          {line}", file=out)
-
-
-def _option_docs(cls: type) -> dict[str, str]:
-    """The docstrings under a dataclass's fields (Python keeps them only in the
-    source), joined into one line each."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    except (OSError, TypeError, SyntaxError):
-        return {}
-    body = tree.body[0].body if tree.body and hasattr(tree.body[0], "body") else []
-    docs: dict[str, str] = {}
-    for field_, after in zip(body, body[1:], strict=False):
-        if (
-            isinstance(field_, ast.AnnAssign)
-            and isinstance(field_.target, ast.Name)
-            and isinstance(after, ast.Expr)
-            and isinstance(after.value, ast.Constant)
-            and isinstance(after.value.value, str)
-        ):
-            docs[field_.target.id] = " ".join(after.value.value.split())
-    return docs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
