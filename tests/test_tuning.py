@@ -738,9 +738,7 @@ def test_plots_are_drawn_when_matplotlib_is_there(fake_tuning, tmp_path):
 def test_a_networks_shapes_are_tuned_within_one_budget(tmp_path):
     """`tune_specs` (what `affinec tune network` runs): every shape compiled in one
     go, tuned in its share of the budget, cached; a second run finds them cached."""
-    from affinec.tuning.many import MIN_SHARE_S
-
-    from affinec.tuning.many import tune_specs
+    from affinec.tuning.many import MIN_SHARE_S, tune_specs
 
     specs = [SMALL_F32, SMALL_MATMUL]
     cache = TuningCache(tmp_path / "tuning.json")
