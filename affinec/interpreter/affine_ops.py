@@ -17,6 +17,15 @@ from xdsl.ir.affine import AffineMap
 
 from affinec.dialects import affine
 from affinec.dialects.affinec import BLOCK, THREAD, PaddedLoadOp, mapping_of
+from affinec.interpreter import lanes, mapped_ops
+from affinec.interpreter.affine_maps import (
+    bound,
+    folded,
+    for_bounds,
+    if_condition,
+    map_ranges,
+    map_results,
+)
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.memref_ops import (
     emit_load,
@@ -32,32 +41,7 @@ from affinec.interpreter.support import (
     minimumf,
     numpy_dtype,
 )
-from affinec.ir import ranges
-from affinec.ir.affine_exprs import Interval, grouped, to_python
-
-
-def map_results(
-    w: FunctionWriter, m: AffineMap, operands: Sequence[SSAValue]
-) -> list[str]:
-    """Python expressions of the results of `m` applied to `operands`."""
-    names = w.names(operands)
-    dims, syms = names[: m.num_dims], names[m.num_dims :]
-    return [to_python(e, dims, syms) for e in m.results]
-
-
-def map_ranges(
-    w: FunctionWriter, m: AffineMap, operands: Sequence[SSAValue]
-) -> list[Interval | None]:
-    """What the loop bounds around it prove about each result of `m`."""
-    return ranges.map_ranges(m, operands, w.ranges)
-
-
-def bound(
-    w: FunctionWriter, m: AffineMap, operands: Sequence[SSAValue], fold: str
-) -> str:
-    """A loop bound: the one result of `m`, or `fold` (max, min) of its results."""
-    exprs = map_results(w, m, operands)
-    return exprs[0] if len(exprs) == 1 else f"{fold}({', '.join(exprs)})"
+from affinec.ir.affine_exprs import grouped
 
 
 @emits(affine.ApplyOp)
@@ -125,14 +109,6 @@ def _yielded(w: FunctionWriter, term: Operation | None, op: Operation) -> list[s
     return w.names(term.arguments)
 
 
-def for_bounds(op: affine.ForOp, w: FunctionWriter) -> str:
-    """The `range` arguments of an `affine.for`: lower, upper and step if not 1."""
-    lower = bound(w, op.lowerBoundMap.data, op.lowerBoundOperands, "max")
-    upper = bound(w, op.upperBoundMap.data, op.upperBoundOperands, "min")
-    step = op.step.value.data
-    return f"{lower}, {upper}" + (f", {step}" if step != 1 else "")
-
-
 @emits(affine.ForOp)
 def _for(op: affine.ForOp, w: FunctionWriter) -> None:
     bounds = for_bounds(op, w)
@@ -161,8 +137,6 @@ def _combine(w: FunctionWriter, kind: str, acc: str, value: str) -> str:
 
 @emits(affine.ParallelOp)
 def _parallel(op: affine.ParallelOp, w: FunctionWriter) -> None:
-    from affinec.interpreter import lanes, mapped_ops
-
     if mapping_of(op) == THREAD:
         mapped_ops.emit_thread_band(op, w)
         return
@@ -218,26 +192,6 @@ def _loops(op: affine.ParallelOp, w: FunctionWriter) -> None:
         term = w.emit_block(op.body.block)
         for (acc, kind), value in zip(accumulators, _yielded(w, term, op), strict=True):
             w.line(f"{acc} = {_combine(w, kind, acc, value)}")
-
-
-def folded(exprs: list[str], fold: str) -> str:
-    """`fold` (max, min) of `exprs`, or the one expression."""
-    return exprs[0] if len(exprs) == 1 else f"{fold}({', '.join(exprs)})"
-
-
-def if_condition(op: affine.IfOp, w: FunctionWriter, lanes: bool = False) -> str:
-    """The Python condition of an `affine.if`'s integer set (with `lanes`, of
-    arrays over lanes: each test in parentheses, joined by `&`)."""
-    s = op.condition.data
-    names = w.names(op.args)
-    dims, syms = names[: s.num_dims], names[s.num_dims :]
-    tests = [
-        f"{to_python(c.lhs - c.rhs, dims, syms)} {c.kind.value} 0"
-        for c in s.constraints
-    ]
-    if lanes:
-        return " & ".join(f"({t})" for t in tests) or "True"
-    return " and ".join(tests) or "True"
 
 
 @emits(affine.IfOp)

@@ -48,7 +48,7 @@ from xdsl.ir.affine import (
 
 from affinec.dialects import affine
 from affinec.dialects.affinec import PaddedLoadOp
-from affinec.interpreter.affine_ops import (
+from affinec.interpreter.affine_maps import (
     folded,
     for_bounds,
     if_condition,

@@ -59,7 +59,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from affinec.dialects import affine, gpu, nvgpu, nvvm
 from affinec.dialects.affinec import BLOCK, PaddedLoadOp, mapping_of
 from affinec.interpreter import async_copies, lane_scalars
-from affinec.interpreter.affine_ops import (
+from affinec.interpreter.affine_maps import (
     for_bounds,
     if_condition,
 )

@@ -16,7 +16,7 @@ from xdsl.ir import Operation
 
 from affinec.dialects import affine
 from affinec.dialects.affinec import PaddedLoadOp
-from affinec.interpreter.affine_ops import (
+from affinec.interpreter.affine_maps import (
     map_ranges,
     map_results,
 )

@@ -27,7 +27,7 @@ from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap, AffineSymExpr
 
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import GRID, THREAD, mapping_of
-from affinec.interpreter.affine_ops import map_results
+from affinec.interpreter.affine_maps import map_results
 from affinec.interpreter.codegen import FunctionWriter
 from affinec.interpreter.gpu_ops import run_grid
 from affinec.interpreter.lockstep import start_lockstep_block
