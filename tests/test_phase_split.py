@@ -102,3 +102,23 @@ def test_reads_in_phase_order_over_copies_in_column_order_are_caught(monkeypatch
     )
     with pytest.raises(CheckFailure, match="affinec-plan-shared-memory"):
         Pipeline(default_passes(config)).run(build(STRIDED), check=True)
+
+
+def test_the_command_line_takes_the_knob(capsys):
+    from affinec.tools.cli import main
+
+    args = [
+        "compile", "conv", "--n", "1", "--c", "16", "--h", "14", "--w", "28",
+        "--k", "32", "--r", "3", "--s", "3", "--stride", "2", "--pad", "1",
+        "--dtype", "f16", "--layout", "nhwc", "--filter-layout", "rsck", "--mma",
+        "--tile-sizes", "1,7,14,32", "--reduction-tile-sizes", "3,3,16",
+        "--reassociate", "--unroll-taps", "--warp-grid", "2,2",
+    ]  # fmt: skip
+    sizes = []
+    for flags in ([], ["--split-phases"]):
+        assert main(args + flags) == 0
+        ptx = capsys.readouterr().out
+        sizes.append([line for line in ptx.splitlines() if ".b8 __shared" in line])
+    # the input tile: 15 rows x 29 columns x 24 halves, then its columns as 2 x 15
+    assert any("[20880]" in line for line in sizes[0])
+    assert any("[21600]" in line for line in sizes[1])

@@ -310,6 +310,13 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --mma: store the output through shared memory, 16 bytes a thread",
     )
     knobs.add_argument(
+        "--split-phases",
+        action="store_true",
+        default=None,
+        help="store a shared tile read with a stride (a strided window's input "
+        "columns) by phase, even then odd, where that costs fewer bank conflicts",
+    )
+    knobs.add_argument(
         "--tf32",
         action="store_true",
         default=None,
@@ -357,6 +364,7 @@ KNOBS = (
     "warp_grid",
     "unroll_taps",
     "stage_output",
+    "split_phases",
     "tf32",
     "vector_width",
     "fma",
