@@ -247,7 +247,17 @@ def _retarget_tile(
             if q is None
             else AffineExpr.dimension(indices.index(q))
         )
-    m = AffineMap(len(indices), 0, tuple(results))
+    retarget_access(op, buffer, indices, AffineMap(len(indices), 0, tuple(results)))
+
+
+def retarget_access(
+    op: affine.LoadOp | affine.StoreOp | PaddedLoadOp,
+    buffer: SSAValue,
+    indices: list[SSAValue],
+    m: AffineMap,
+) -> None:
+    """Replace the access `op` by a load or store of `buffer` at `m(indices)`: a
+    private buffer's access pointed at one thread's element."""
     if isinstance(op, affine.StoreOp):
         new: Operation = affine.StoreOp(op.value, buffer, indices, m)
     else:

@@ -44,7 +44,7 @@ from affinec.dialects.affinec import BLOCK, UNROLL, PaddedLoadOp, mapping_of
 from affinec.ir.affine_exprs import ge0
 from affinec.transforms.gpu.bands import Band, GridAnalysis, band_ivs, is_private
 from affinec.transforms.gpu.placement import alloc_before
-from affinec.transforms.gpu.register_tiles import distribute_tiled
+from affinec.transforms.gpu.register_tiles import distribute_tiled, retarget_access
 from affinec.transforms.gpu.thread_bands import (
     add_guarded,
     erase_op,
@@ -194,15 +194,7 @@ def _retarget(
         m, indices = AffineMap(0, 0, (AffineExpr.constant(0),)), []
     else:
         m, indices = AffineMap(1, 0, (AffineExpr.dimension(0),)), [turn]
-    if isinstance(op, affine.StoreOp):
-        new: Operation = affine.StoreOp(op.value, buffer, indices, m)
-    else:
-        new = affine.LoadOp(buffer, indices, m)
-        new.results[0].name_hint = op.results[0].name_hint
-    op.parent_block().insert_op_before(new, op)  # pyright: ignore
-    if op.results:
-        op.results[0].replace_all_uses_with(new.results[0])
-    erase_op(op)
+    retarget_access(op, buffer, indices, m)
 
 
 def _uses_any(op: Operation, buffers: dict[SSAValue, SSAValue]) -> bool:
