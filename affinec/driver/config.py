@@ -50,6 +50,7 @@ from affinec.driver.mma_config import (  # noqa: F401 (the route's rules: public
     tensor_core_config,
     tensor_cores_take,
     tile_at_most,
+    tile_pixels,
     window_extent,
 )
 from affinec.driver.wgmma_config import (  # noqa: F401 (public here too)
@@ -201,11 +202,7 @@ def config_for(
     registers = [1] * len(extents)
     tiles[channel] = tile_at_most(extents[channel], BLOCK_CHANNELS)
     registers[channel] = divisor_at_most(tiles[channel], REGISTER_CHANNELS)
-    room = BLOCK_PIXELS
-    for k, d in enumerate(pixels):
-        limit = min(room, 16) if k == 0 and len(pixels) > 1 else room
-        tiles[d] = tile_at_most(extents[d], limit)
-        room = max(1, room // tiles[d])
+    tile_pixels(tiles, extents, pixels, BLOCK_PIXELS, 16)
     # Pixels of one thread: along the innermost pixel dimension first.
     want = REGISTER_PIXELS
     for d in pixels:
@@ -332,15 +329,15 @@ def _short_flattened_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig 
     flat = config_for(product, arch=arch, splits=1, flatten_pixels=False)
     if not flat.mma:
         return None
-    blocks = -(-product.m // MMA_BLOCK_PIXELS) * -(-product.n // MMA_BLOCK_CHANNELS)
-    small = blocks < SMALL_PRODUCT_WAVES * MULTIPROCESSORS
-    rows = SMALL_PRODUCT_ROWS if small else MMA_BLOCK_PIXELS
-    return replace(
+    wide = replace(
         flat,
-        tile_sizes=(rows, MMA_BLOCK_CHANNELS),
+        tile_sizes=(MMA_BLOCK_PIXELS, MMA_BLOCK_CHANNELS),
         warp_grid=MMA_WARP_GRID,
         flatten_pixels=True,
     )
+    if grid_blocks(product, wide) < SMALL_PRODUCT_WAVES * MULTIPROCESSORS:
+        return replace(wide, tile_sizes=(SMALL_PRODUCT_ROWS, MMA_BLOCK_CHANNELS))
+    return wide
 
 
 def _output_tiles(spec: Spec, config: KernelConfig) -> list[tuple[int, int]]:

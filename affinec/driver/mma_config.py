@@ -159,12 +159,20 @@ def _mma_tiles(
     up to 32 of them), and the block as (output channels, columns, rows, images)."""
     tiles = [1] * len(extents)
     tiles[channel] = tile_at_most(extents[channel], MMA_BLOCK_CHANNELS)
-    room = block_pixels
+    tile_pixels(tiles, extents, pixels, block_pixels, 32)
+    return tuple(tiles), (tiles[channel], *(tiles[d] for d in pixels))
+
+
+def tile_pixels(
+    tiles: list[int], extents: list[int], pixels: list[int], room: int, columns: int
+) -> None:
+    """Fill `tiles` along the pixel dimensions `pixels` (innermost first) with a block
+    of about `room` pixels: at most `columns` along the innermost where there are
+    several, the rest of the room to the next."""
     for k, d in enumerate(pixels):
-        limit = min(room, 32) if k == 0 and len(pixels) > 1 else room
+        limit = min(room, columns) if k == 0 and len(pixels) > 1 else room
         tiles[d] = tile_at_most(extents[d], limit)
         room = max(1, room // tiles[d])
-    return tuple(tiles), (tiles[channel], *(tiles[d] for d in pixels))
 
 
 def _window_reduction(
