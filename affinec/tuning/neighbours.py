@@ -42,6 +42,18 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
         {"flatten_pixels": True, "splits": 1},
         {"tile_sizes": (64, 64), "warp_grid": (2, 2)},
     ),
+    "flat 128x32 w4x1": (
+        {"flatten_pixels": True, "splits": 1},
+        {"tile_sizes": (128, 32), "warp_grid": (4, 1)},
+    ),
+    "flat 128x96 w2x2": (
+        {"flatten_pixels": True, "splits": 1},
+        {"tile_sizes": (128, 96), "warp_grid": (2, 2)},
+    ),
+    "flat 64x32 w2x1": (
+        {"flatten_pixels": True, "splits": 1},
+        {"tile_sizes": (64, 32), "warp_grid": (2, 1)},
+    ),
     "flat 256x128 w4x2": (
         {"flatten_pixels": True, "splits": 1},
         _WIDE | {"tile_sizes": (256, 128), "warp_grid": (4, 2), "stages": 3},
