@@ -58,3 +58,14 @@ def test_a_depthwise_layer_compiles_on_the_simt_route():
     ]
     assert not config_for(layer.spec).mma
     assert ".entry" in compile_to_ptx(layer.spec, arch="sm_90").ptx
+
+
+def test_efficientnet_b0_has_49_convolutions_with_5x5_depthwise():
+    layers = network("efficientnet_b0", batch=1)
+    assert sum(x.count for x in layers) == 49
+    depthwise = [x for x in layers if x.spec.groups > 1]
+    assert sum(x.count for x in depthwise) == 16
+    assert {x.spec.r for x in depthwise} == {3, 5}
+    assert all(x.spec.padding == (x.spec.r // 2,) * 2 for x in depthwise)
+    head = layers[-1].spec
+    assert (head.c, head.k, head.h) == (320, 1280, 7)

@@ -12,7 +12,8 @@ alone).
 ResNet-50 is v1.5 (the stride of a downsampling block on its 3×3 convolution, as
 torchvision's), VGG-16 configuration D, MobileNetV2 at width 1.0 (its inverted
 residual blocks: a 1×1 expansion, a 3×3 depthwise convolution, a 1×1 projection);
-all at 224×224.
+EfficientNet-B0 (its MBConv blocks with 3×3 and 5×5 depthwise convolutions); all at
+224×224.
 """
 
 from __future__ import annotations
@@ -120,6 +121,47 @@ def mobilenet_v2(batch: int) -> list[Layer]:
     return _merged(layers)
 
 
+EFFICIENTNET_B0_STAGES = (
+    (1, 3, 16, 1, 1), (6, 3, 24, 2, 2), (6, 5, 40, 2, 2), (6, 3, 80, 3, 2),
+    (6, 5, 112, 3, 1), (6, 5, 192, 4, 2), (6, 3, 320, 1, 1),
+)  # fmt: skip
+"""(expansion, depthwise kernel, output channels, blocks, first block's stride) a
+stage of EfficientNet-B0."""
+
+
+def efficientnet_b0(batch: int) -> list[Layer]:
+    """EfficientNet-B0's 49 convolutions: the stem, 16 MBConv blocks (16 depthwise
+    3×3 or 5×5, 15 expansions, 16 projections) and the head's 1×1. Its
+    squeeze-and-excitation 1×1s, over one pixel, are left out: they are matrix-vector
+    products, not convolutions worth a kernel."""
+    layers = [Layer("stem 3x3/2 3-32 @224", _conv(batch, 3, 224, 32, 3, 2), 1)]
+    size, channels = 112, 32
+    for t, r, out, blocks, first_stride in EFFICIENTNET_B0_STAGES:
+        for b in range(blocks):
+            stride = first_stride if b == 0 else 1
+            hidden = channels * t
+            if t != 1:
+                layers.append(
+                    Layer(f"expand 1x1 {channels}-{hidden} @{size}", _conv(batch, channels, size, hidden, 1), 1)
+                )  # fmt: skip
+            layers.append(
+                Layer(f"depthwise {r}x{r}/{stride} {hidden} @{size}", _conv(batch, hidden, size, hidden, r, stride, groups=hidden), 1)
+            )  # fmt: skip
+            size //= stride
+            layers.append(
+                Layer(f"project 1x1 {hidden}-{out} @{size}", _conv(batch, hidden, size, out, 1), 1)
+            )  # fmt: skip
+            channels = out
+    layers.append(
+        Layer(
+            f"head 1x1 {channels}-1280 @{size}",
+            _conv(batch, channels, size, 1280, 1),
+            1,
+        )
+    )
+    return _merged(layers)
+
+
 def _merged(layers: list[Layer]) -> list[Layer]:
     """Layers of equal shape as one, counts added, in first-met order."""
     merged: dict[ConvSpec, Layer] = {}
@@ -134,7 +176,12 @@ def _merged(layers: list[Layer]) -> list[Layer]:
     return list(merged.values())
 
 
-NETWORKS = {"resnet50": resnet50, "vgg16": vgg16, "mobilenet_v2": mobilenet_v2}
+NETWORKS = {
+    "resnet50": resnet50,
+    "vgg16": vgg16,
+    "mobilenet_v2": mobilenet_v2,
+    "efficientnet_b0": efficientnet_b0,
+}
 
 
 def network(name: str, batch: int, dtype: str = "f16") -> list[Layer]:

@@ -73,6 +73,9 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
         {},
         {"reduction_tile_sizes": (1, 3, 16), "stages": 3, "split_phases": True},
     ),
+    "depthwise row steps": ({}, {"reduction_tile_sizes": (1, 3, 16), "stages": 3}),
+    "depthwise row steps s2": ({}, {"reduction_tile_sizes": (1, 3, 16), "stages": 2}),
+    "depthwise window": ({}, {"reduction_tile_sizes": (3, 3, 16), "stages": 2}),
     "flat 64x64 s2": (
         {"flatten_pixels": True, "splits": 2},
         {"tile_sizes": (64, 64), "warp_grid": (2, 2)},
@@ -114,6 +117,15 @@ def variant_config(
         )
     options, knobs = VARIANTS[name]
     config = config_for(spec, arch=arch, **options)
+    if name.startswith("depthwise"):
+        # a depthwise convolution's steps over its window: one filter row (or the
+        # whole window) a step, as wide as the spec's
+        if not (isinstance(spec, ConvSpec) and 1 < spec.groups == spec.c):
+            raise ValueError(f"'{name}' is for depthwise convolutions alone")
+        rows = spec.r if name == "depthwise window" else 1
+        return with_knobs(
+            config, **knobs | {"reduction_tile_sizes": (rows, spec.s, 16)}
+        )
     if "reduction_tile_sizes" in knobs and not options:
         # the window route's steps: for its layers alone, one filter row as wide
         # as the spec's
