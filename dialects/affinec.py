@@ -67,6 +67,7 @@ from xdsl.utils.exceptions import VerifyException
 from affinec.base.diagnostics import OpError, PassError
 from affinec.base.spec import Spec, parse_spec
 from affinec.dialects.affine import AffineLoadBase
+from affinec.dialects.affinec_wgmma import WGMMA_STEP_OPS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -528,4 +529,4 @@ class LaunchRecord:
         return None if attr is None else LaunchRecord.from_attribute(attr)
 
 
-Affinec = Dialect("affinec", [PaddedLoadOp, ElementPointerOp], [])
+Affinec = Dialect("affinec", [PaddedLoadOp, ElementPointerOp, *WGMMA_STEP_OPS], [])

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from xdsl.ir import Dialect
 
+from affinec.dialects.affinec_wgmma import PROXY_FENCE_OPS
 from affinec.dialects.nvvm_cp_async import (
     CpAsyncCommitGroupOp,
     CpAsyncOp,
@@ -172,6 +173,7 @@ NVVM = Dialect(
         CpAsyncCommitGroupOp,
         CpAsyncWaitGroupOp,
         *HOPPER_NVVM_OPS,
+        *PROXY_FENCE_OPS,
     ],
     [
         MMALayoutAttr,

@@ -71,6 +71,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return AffinecMmaSync
 
+    def _affinec_wgmma():
+        from affinec.passes.affinec_wgmma import AffinecWgmma
+
+        return AffinecWgmma
+
     def _affinec_narrow_indices():
         from affinec.passes.affinec_narrow_indices import AffinecNarrowIndices
 
@@ -175,6 +180,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-coalesce-reduction": _affinec_coalesce_reduction,
         "affinec-contract-fma": _affinec_contract_fma,
         "affinec-mma-sync": _affinec_mma_sync,
+        "affinec-wgmma": _affinec_wgmma,
         "affinec-narrow-indices": _affinec_narrow_indices,
         "affinec-pad-channels": _affinec_pad_channels,
         "affinec-split-reduction": _affinec_split_reduction,

@@ -52,6 +52,10 @@ is already kept so (the tuner builds hundreds of thousands of configs: the
 abstract `numbers.Integral` check costs more than all the rest of one)."""
 
 
+TENSOR_CORES = ("mma.sync", "wgmma")
+"""The tensor-core instructions the `mma` route may take (`KernelConfig.tensor_core`)."""
+
+
 @dataclass(frozen=True)
 class KernelConfig:
     """The knobs of the default pipeline (see each field)."""
@@ -86,6 +90,11 @@ class KernelConfig:
     mma: bool = False
     """Accumulate on tensor cores (`affinec-mma-sync`: f16 and bf16 operands): the
     copies lay the tiles out for ldmatrix, the warps tile the block."""
+    tensor_core: str = "mma.sync"
+    """With `mma`: the tensor-core instruction, `mma.sync` (`affinec-mma-sync`,
+    warps of m16n8k16) or `wgmma` (`affinec-wgmma`, sm_90a: warpgroups of 128
+    threads, one per 64 rows of the block tile, reading the shared tiles through
+    descriptors); every other pass of the route is the same."""
     warp_grid: tuple[int, ...] = (2, 2)
     """With `mma`: warps along the block's pixels and output channels."""
     unroll_taps: bool = False
@@ -157,6 +166,19 @@ class KernelConfig:
             raise ValueError(f"stages must be 1 or more, got {self.stages}")
         if self.pad_channels < 0:
             raise ValueError(f"pad-channels must be 0 or more, got {self.pad_channels}")
+        if self.tensor_core not in TENSOR_CORES:
+            raise ValueError(
+                f"tensor-core takes {' or '.join(TENSOR_CORES)}, got "
+                f"{self.tensor_core!r}"
+            )
+        if self.tensor_core == "wgmma" and not self.mma:
+            raise ValueError(
+                "tensor-core=wgmma picks the tensor cores' instruction: it needs mma"
+            )
+        if self.tensor_core == "wgmma" and self.tf32:
+            raise ValueError(
+                "tensor-core=wgmma takes f16 and bf16 operands: not with tf32"
+            )
         if self.wgmma and self.mma:
             raise ValueError("wgmma is its own route to the tensor cores: not with mma")
         if self.splits > 1 and (self.pad_channels > 1 or self.coalesce_reduction):

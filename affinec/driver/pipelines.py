@@ -53,6 +53,7 @@ from affinec.passes.affinec_sink import AffinecSinkPass
 from affinec.passes.affinec_split import AffinecSplitPass
 from affinec.passes.affinec_split_reduction import AffinecSplitReduction
 from affinec.passes.affinec_stage_output import AffinecStageOutput
+from affinec.passes.affinec_wgmma import AffinecWgmma
 from affinec.passes.affinec_wgmma_gemm import AffinecWgmmaGemm
 from affinec.passes.convert_gpu_to_nvvm import ConvertGpuToNvvm
 from affinec.passes.convert_nvgpu_to_nvvm import ConvertNvgpuToNvvm
@@ -111,17 +112,7 @@ def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]
         AffinecPlaceBuffers(),
         *([AffinecStageOutput()] if config.mma and config.stage_output else []),
         AffinecInsertBarriers(),
-        *(
-            [
-                AffinecMmaSync(
-                    warp_grid=config.warp_grid,
-                    tf32=config.tf32,
-                    unroll_taps=config.unroll_taps,
-                )
-            ]
-            if config.mma
-            else []
-        ),
+        *([tensor_core_pass(config)] if config.mma else []),
         AffinecMapThreads(
             threads_per_block=config.threads_per_block,
             register_tile=config.register_tile,
@@ -134,6 +125,17 @@ def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]
         *([AffinecContractFma()] if config.fma and not config.mma else []),
         ConvertParallelToGpu(),
     ]
+
+
+def tensor_core_pass(config: KernelConfig) -> ModulePass:
+    """The one pass that picks the tensor cores' instruction (`tensor_core`):
+    warp-level mma.sync, or Hopper's warpgroup MMA; every pass around it is the
+    same for both."""
+    if config.tensor_core == "wgmma":
+        return AffinecWgmma()
+    return AffinecMmaSync(
+        warp_grid=config.warp_grid, tf32=config.tf32, unroll_taps=config.unroll_taps
+    )
 
 
 def gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]:

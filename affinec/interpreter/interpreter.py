@@ -27,6 +27,7 @@ from affinec.interpreter import (  # noqa: F401
     memref_ops,
     vector_ops,
     warp_ops,
+    warpgroup_steps,
     warpgroups,
 )
 from affinec.interpreter.codegen import FunctionWriter, ProgramWriter, Source

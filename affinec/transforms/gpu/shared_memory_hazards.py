@@ -389,6 +389,14 @@ class _Walk:
         where they index `buffer`, its only buffer; the whole buffer otherwise."""
         indices = getattr(op, "indices", None)
         memrefs = [v for v in op.operands if isinstance(v.type, MemRefType)]
+        leading = getattr(op, "leading_indices", None)
+        if leading is not None and (lead := leading(buffer)) is not None:
+            # an op reading whole tiles its leading indices pick (a pipeline stage)
+            t = buffer.type
+            assert isinstance(t, MemRefType)
+            part = self.access(op, buffer, lead).region if lead else ()
+            rest = (None,) * (len(t.get_shape()) - len(lead))
+            return Access(op, buffer, (*part, *rest), self.band_of(op))
         if indices is None or memrefs != [buffer]:
             t = buffer.type
             assert isinstance(t, MemRefType)

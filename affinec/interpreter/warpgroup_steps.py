@@ -1,0 +1,146 @@
+"""`affinec.warpgroup_mma` (the step `affinec-wgmma` writes) and the proxy fence.
+
+The step runs as the warpgroup's collective (a 128-wide `warps.WarpCollective`):
+the threads give their registers of the m64nN accumulator (their private
+`%fragments`) and the same tiles and indices; A's 64 rows and B are read from the
+shared tiles element by element where their layout puts them (row-major as the
+promotion copied them, or interleaved as the planner lays them out:
+`affinec.dialects.affinec_wgmma`), in 16-byte runs race-checked as the warpgroup's
+reads; D = A × B + C is computed one k16 `wgmma` at a time, each its exact sum
+rounded once to f32 (`warps.exact_dot`, as `nvgpu.warpgroup.mma` computes), and
+each thread's registers get their elements back (`wgmma_layouts.accumulator_table`).
+
+The lowered form (`nvvm.wgmma.mma_async` on 64-bit descriptors, `warpgroups.py`)
+reads the tiles through the descriptors' fields instead, so a wrong leading or
+stride byte offset is a wrong answer there.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from affinec.dialects.affinec_wgmma import (
+    CORE,
+    WGMMA_ROWS,
+    WGMMA_STEP,
+    FenceProxyAsyncSharedOp,
+    WarpgroupMmaStepOp,
+)
+from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE, accumulator_table
+from affinec.interpreter.codegen import FunctionWriter, emits
+from affinec.interpreter.shared_memory import SharedArray
+from affinec.interpreter.support import InterpreterError
+from affinec.interpreter.warps import WarpCollective, exact_dot
+
+
+def _positions(
+    shape: tuple[int, ...], leading: tuple[int, ...], rows: range, cols: int,
+    interleaved: bool,
+) -> np.ndarray:  # fmt: skip
+    """Flat positions of the tile's elements (r, c), r in `rows`, c < `cols`, in a
+    buffer of `shape` whose leading indices are `leading`."""
+    inner = len(shape) - len(leading)
+    tile = math.prod(shape[len(leading) :])
+    base = 0
+    for i, n in zip(leading, shape[: len(leading)], strict=True):
+        base = base * n + i
+    base *= tile
+    r = np.arange(rows.start, rows.stop)[:, None]
+    c = np.arange(cols)[None, :]
+    if interleaved:
+        assert inner == 4
+        offset = (
+            ((r // CORE) * (cols // CORE) + c // CORE) * CORE * CORE
+            + (r % CORE) * CORE
+            + c % CORE
+        )
+    else:
+        offset = r * cols + c
+    return base + offset
+
+
+def _read_tile(
+    op: WarpgroupMmaStepOp, buffer, positions: np.ndarray, state, base: int
+) -> np.ndarray:
+    """The elements at `positions` (rows x columns, columns a multiple of 8), read in
+    16-byte runs by the warpgroup's threads in turn, race-checked."""
+    if not isinstance(buffer, SharedArray):
+        raise InterpreterError("reads a tile of shared memory", op)
+    flat = buffer.flat_view()
+    if positions.min() < 0 or positions.max() >= flat.data.size:
+        raise InterpreterError(
+            f"reads elements {int(positions.min())} to {int(positions.max())} of "
+            f"%{buffer.name}, a buffer of {flat.data.size}",
+            op,
+        )
+    starts = positions[:, ::CORE].reshape(-1)
+    threads = base + np.arange(len(starts)) % WARPGROUP_SIZE
+    data = flat.read_rows(starts, CORE, threads)
+    if data is None:  # run by run, which names what is wrong
+        runs = []
+        for start, t in zip(starts.tolist(), threads.tolist(), strict=True):
+            state.thread = t
+            runs.append(flat.read_run(start, CORE, op.name))
+        data = np.stack(runs)
+    return np.asarray(data, np.float64).reshape(positions.shape)
+
+
+def warpgroup_step(op: WarpgroupMmaStepOp, lanes: list, state, base: int) -> list:
+    """D = A x B + C by the warpgroup of thread `base`; `lanes[t]` is thread t's
+    (fragments, A, A's indices, B, B's indices)."""
+    _, a, a_idx, b, b_idx = lanes[0]
+    for t, (_, a_t, ai, b_t, bi) in enumerate(lanes):
+        if a_t is not a or b_t is not b or ai != a_idx or bi != b_idx:
+            raise InterpreterError(
+                f"thread {t} of the warpgroup gives other tiles or indices than "
+                "thread 0",
+                op,
+            )
+    rows_a, k, inter_a = op.a_tile()
+    rows_b, cols_b, inter_b = op.b_tile()
+    row = a_idx[-1]
+    if row % CORE or not 0 <= row <= rows_a - WGMMA_ROWS:
+        raise InterpreterError(
+            f"reads rows {row} to {row + WGMMA_ROWS - 1} of A, a tile of {rows_a} rows",
+            op,
+        )
+    state.thread = base
+    pa = _positions(a.shape, a_idx[:-1], range(row, row + WGMMA_ROWS), k, inter_a)
+    pb = _positions(b.shape, b_idx, range(rows_b), cols_b, inter_b)
+    matrix_a = _read_tile(op, a, pa, state, base)
+    matrix_b = _read_tile(op, b, pb, state, base)
+    if op.b_k_major is not None:
+        matrix_b = matrix_b.T  # N x K as read, K x N to multiply
+    n = op.n
+    rows, cols = accumulator_table(n)
+    regs = np.stack([np.asarray(f, np.float64).reshape(-1) for f, *_ in lanes])
+    c = np.empty((WGMMA_ROWS, n), np.float64)
+    c[rows, cols] = regs
+    for k0 in range(0, k, WGMMA_STEP):
+        step = slice(k0, k0 + WGMMA_STEP)
+        c = exact_dot(matrix_a[:, step], matrix_b[step, :], c).astype(np.float64)
+    d = c[rows, cols].astype(np.float32)
+    for t, (fragments, *_) in enumerate(lanes):
+        fragments[...] = d[t].reshape(fragments.shape)
+    return [None] * len(lanes)
+
+
+@emits(WarpgroupMmaStepOp)
+def _step(op: WarpgroupMmaStepOp, w: FunctionWriter) -> None:
+    if w.gpu_context is None:
+        raise InterpreterError("outside a kernel or a thread band", op)
+    collective = w.global_(WarpCollective, "warp_collective")
+    fn = w.global_(warpgroup_step, "warpgroup_step")
+    a_idx = ", ".join(w.names(op.a_indices))
+    b_idx = ", ".join(w.names(op.b_indices))
+    w.line(
+        f"yield {collective}({w.op_ref(op)}, {fn}, ({w[op.fragments]}, {w[op.a]}, "
+        f"({a_idx},), {w[op.b]}, ({b_idx}{',' if b_idx else ''})), {WARPGROUP_SIZE})"
+    )
+
+
+@emits(FenceProxyAsyncSharedOp)
+def _fence(op: FenceProxyAsyncSharedOp, w: FunctionWriter) -> None:
+    w.line("pass  # the interpreter's shared memory has one proxy")

@@ -1,0 +1,318 @@
+"""Tensor cores on Hopper: a promoted block's accumulation as warpgroup MMA
+(`affinec-wgmma`), on the tiles the pipeline's own passes copied.
+
+The block's compute band is read as `affinec-mma-sync` reads it (`plan_mma`: the
+accumulator's bands, the shared tiles A and B, M, N and the channel loop K); what
+the warpgroups need of it is checked here (`plan_wgmma`), and the bands are
+rewritten (`rewrite_wgmma`):
+
+- the block's threads are BM / 64 warpgroups of 128, warpgroup g owning rows
+  [64 g, 64 g + 64) of the block's M and all its N columns (an m64nN `wgmma`);
+- each thread keeps its registers of that m64nN accumulator in a private buffer
+  `memref<1 x N/8 x 4 x f32, 5>`: register j at [0, j / 4, j % 4]. Thread t of warp w
+  holds, at [0, nt, e], row 16 w + (t % 32) / 4 + 8 (e / 2), column 8 nt + 2 (t % 4)
+  + e % 2 of its warpgroup's slab: the fragments of `affinec-mma-sync`'s warp tile
+  of 1 x N/8 m16n8 MMAs, warps tiling M alone (`warps = (BM / 16, 1)`). The zeroing
+  and the write-back through the epilogue are therefore `affinec-mma-sync`'s
+  (`mma_writeback.rewrite_writeback`), unchanged;
+- each step of the reduction (one pipeline stage's tiles) is one
+  `affinec.warpgroup_mma` on those registers, A the warpgroup's 64 rows of the
+  input tile, B the whole filter tile:
+
+    affine.parallel (%tx) = (0) to (128) {
+      %row = affine.apply affine_map<(d0) -> (d0 floordiv 128 * 64)>(%tx)
+      affinec.warpgroup_mma %fragments, %A_shared[%stage, %row], %B_shared[%stage]
+          : memref<1x8x4xf32, 5>, memref<2x64x32xf16, 3>, memref<2x32x64xf16, 3>
+    } {affinec.mapping = "thread"}
+
+B is read as the copy wrote it: a K x N tile (N innermost) is `wgmma`'s MN-major
+("transposed") B, an N x K one its K-major B; nothing is copied again. The tiles
+are laid out for `wgmma` by `affinec-plan-shared-memory` (`wgmma_lowering_layout`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import Float32Type, MemRefType
+from xdsl.ir import Operation, SSAValue
+from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap
+
+from affinec.base.diagnostics import PassError
+from affinec.dialects import affine, gpu
+from affinec.dialects.affinec_wgmma import (
+    WGMMA_ROWS,
+    WGMMA_STEP,
+    WarpgroupMmaStepOp,
+)
+from affinec.dialects.nvvm_target import chip_of
+from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE
+from affinec.ir.ranges import value_range
+from affinec.transforms.affine.analysis import is_defined_inside
+from affinec.transforms.gpu.bands import Band, GridAnalysis, is_shared
+from affinec.transforms.gpu.mma_fragments import Builder
+from affinec.transforms.gpu.mma_plan import ComputeBand, MmaPlan, Operand, plan_mma
+from affinec.transforms.gpu.mma_warp_bands import warp_band
+from affinec.transforms.gpu.mma_writeback import rewrite_writeback
+from affinec.transforms.gpu.thread_bands import erase_op
+
+MAX_N = 256
+"""The widest N of one `wgmma`."""
+
+
+@dataclass
+class WgmmaPlan:
+    """What `rewrite_wgmma` needs: `affinec-mma-sync`'s plan of the band with warps
+    tiling M alone, and how each compute band's tiles are read."""
+
+    mma: MmaPlan
+    b_k_major: bool
+    """B's tile is N x K (else K x N, `wgmma`'s transposed B)."""
+
+    @property
+    def warpgroups(self) -> int:
+        return self.mma.block_m // WGMMA_ROWS
+
+    @property
+    def threads(self) -> int:
+        return self.warpgroups * WARPGROUP_SIZE
+
+
+def plan_wgmma(analysis: GridAnalysis) -> WgmmaPlan:
+    """Read the block's product off the grid band and check all `affinec-wgmma`
+    needs; a `PassError` at the op at fault otherwise."""
+    grid = analysis.grid.op
+    chip = chip_of(grid)
+    if not chip.has("wgmma"):
+        raise PassError(
+            grid,
+            f"wgmma needs sm_90a; the module is compiled for {chip.name} (use "
+            "affinec-mma-sync there, or set the target to sm_90a)",
+        )
+    _refuse_f32_operands(grid)
+    most = chip.max_threads_per_block // 32
+    # Warps along M alone: every warp owns 16 rows and all N columns.
+    first = plan_mma(analysis, (most, 1))
+    block_m, block_n = first.block_m, first.block_n
+    band = first.compute[0].band
+    if len(first.m_dims) != 1:
+        raise PassError(
+            band.op,
+            f"the block's rows are {len(first.m_dims)} dimensions of the band: wgmma "
+            "takes them as one (compile a 1x1 convolution through its flattened "
+            "pixels, flatten-pixels)",
+        )
+    if block_m % WGMMA_ROWS or block_m // 16 > most:
+        raise PassError(
+            band.op,
+            f"the block tile has M = {block_m} rows: wgmma needs a multiple of "
+            f"{WGMMA_ROWS} (a warpgroup's 64 rows each), at most {most * 16}",
+        )
+    if block_n % 8 or block_n > MAX_N:
+        raise PassError(
+            band.op,
+            f"the block tile has N = {block_n} columns: wgmma takes a multiple of 8 "
+            f"up to {MAX_N}",
+        )
+    plan = plan_mma(analysis, (block_m // 16, 1))
+    b_k_major = None
+    for c in plan.compute:
+        _check_compute(plan, c)
+        if b_k_major is not None and c.b.k_contiguous != b_k_major:
+            raise PassError(c.band.op, "the compute bands read B in different layouts")
+        b_k_major = c.b.k_contiguous
+    assert b_k_major is not None
+    return WgmmaPlan(plan, b_k_major)
+
+
+def _refuse_f32_operands(grid: Operation) -> None:
+    """f32 (or any type but f16 and bf16) read from a shared tile into a product."""
+    for op in grid.walk():
+        if not isinstance(op, arith.MulfOp):
+            continue
+        for factor in (op.lhs, op.rhs):
+            owner = factor.owner
+            if isinstance(owner, arith.ExtFOp):
+                continue  # widened from f16 or bf16
+            if isinstance(owner, affine.LoadOp) and is_shared(owner.memref):
+                t = owner.memref.type
+                assert isinstance(t, MemRefType)
+                raise PassError(
+                    owner,
+                    f"wgmma takes f16 or bf16 operands, this tile holds "
+                    f"{t.get_element_type()} (keep f32 on affinec-mma-sync with "
+                    "tf32, or on the SIMT route)",
+                )
+
+
+def _check_compute(plan: MmaPlan, c: ComputeBand) -> None:
+    band = c.band
+    if c.taps:
+        raise PassError(
+            c.taps[0],
+            "a reduction loop beside the channels (a filter's taps): wgmma takes "
+            "the matrix product and 1x1 convolutions (through their flattened "
+            "pixels) for now",
+        )
+    r = value_range(c.channel.induction_variable)
+    extent = plan.k_padded if r is None else r[1] + 1
+    if extent % WGMMA_STEP:
+        raise PassError(
+            c.channel,
+            f"the reduction step is K = {extent}, not a multiple of {WGMMA_STEP} "
+            "(one wgmma's k)",
+        )
+    for operand in (c.a, c.b):
+        t = operand.buffer.type
+        assert isinstance(t, MemRefType)
+        if plan.pads[operand.buffer] != list(t.get_shape()):
+            raise PassError(
+                operand.load,
+                f"the tile {t} needs padding to whole steps of k = 16 (the channel "
+                "step or the tile's columns are no multiple of 8 or 16): wgmma "
+                "reads the tile as it is",
+            )
+    m_iv = band.op.induction_variables[plan.m_dims[0]]
+    n_iv = band.op.induction_variables[plan.n_dim]
+    k_iv = c.channel.induction_variable
+    for d in (plan.m_dims[0], plan.n_dim):
+        if band.dims[d].lower != 0 or band.dims[d].step != 1:
+            raise PassError(band.op, "wgmma needs the band's M and N from 0 by 1")
+    _tile_dims(c.a, (m_iv, k_iv), band, "A", plan.block_m, extent)
+    if c.b.k_contiguous:
+        _tile_dims(c.b, (n_iv, k_iv), band, "B", plan.block_n, extent)
+    else:
+        _tile_dims(c.b, (k_iv, n_iv), band, "B", extent, plan.block_n)
+
+
+def _tile_dims(
+    operand: Operand,
+    ivs: tuple[SSAValue, SSAValue],
+    band: Band,
+    what: str,
+    rows: int,
+    cols: int,
+) -> None:
+    """The tile's last two dimensions are indexed by `ivs` alone, its tile exactly
+    `rows` x `cols` (at least `rows` for A), and its leading ones by values from
+    outside the band (the pipeline's stage)."""
+    load = operand.load
+    m = load.map.data
+    t = load.memref.type
+    assert isinstance(t, MemRefType)
+    shape = t.get_shape()
+    *leading, r, c = m.results
+    expect = [AffineExpr.dimension(list(load.indices).index(iv)) for iv in ivs]
+    if (
+        any(iv not in load.indices for iv in ivs)
+        or [r, c] != expect
+        or m.num_symbols
+        or len(shape) < 2
+    ):
+        raise PassError(
+            load,
+            f"wgmma reads {what} as a 2-D tile indexed by the band's "
+            f"{'rows and channels' if what == 'A' else 'channels and columns'}; "
+            "this load indexes it otherwise",
+        )
+    if shape[-1] != cols or shape[-2] < rows or (what == "B" and shape[-2] != rows):
+        raise PassError(
+            load,
+            f"{what}'s tile is {shape[-2]}x{shape[-1]}, the block reads {rows}x{cols}",
+        )
+    for e in leading:
+        for dim in _dims(e):
+            if is_defined_inside(load.indices[dim], band.op):
+                raise PassError(
+                    load,
+                    f"{what}'s tile is indexed along a leading dimension by the band "
+                    "or its loops: wgmma reads one whole tile a step",
+                )
+
+
+def _dims(e: AffineExpr) -> list[int]:
+    return sorted({x.position for x in e.dfs() if isinstance(x, AffineDimExpr)})
+
+
+# -- rewriting ------------------------------------------------------------------------
+
+
+def rewrite_wgmma(plan: WgmmaPlan) -> None:
+    """Rewrite the grid band as `plan` says (in place)."""
+    mma = plan.mma
+    acc_type = gpu.in_memory_space(
+        MemRefType(Float32Type(), [1, mma.nt, 4]), gpu.PRIVATE_ADDRESS_SPACE
+    )
+    old = mma.acc
+    new_acc = memref.AllocOp([], [], acc_type)
+    new_acc.memref.name_hint = "fragments"
+    old.parent_block().insert_op_before(new_acc, old)  # pyright: ignore
+    acc = new_acc.memref
+    for p in mma.init:
+        _rewrite_init(mma, p, acc)
+    for c in mma.compute:
+        _rewrite_compute(plan, c, acc)
+    for p in mma.writeback:
+        rewrite_writeback(mma, p, acc)
+    for use in list(old.results[0].uses):
+        erase_op(use.operation)
+    erase_op(old)
+
+
+def _rewrite_init(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
+    b, _ = warp_band(plan, phase.op)
+    nt = b.loop(plan.nt, "nt")
+    e = nt.loop(4, "e")
+    d = AffineExpr.dimension
+    e.add(
+        affine.StoreOp(
+            plan.init_value,
+            acc,
+            [nt.block.args[0], e.block.args[0]],
+            AffineMap(2, 0, (AffineExpr.constant(0), d(0), d(1))),
+        )
+    )
+    for x in (e, nt, b):
+        x.close()
+    erase_op(phase.op)
+
+
+def _rewrite_compute(plan: WgmmaPlan, c: ComputeBand, acc: SSAValue) -> None:
+    band = c.band
+    b, _ = warp_band(plan.mma, band.op)
+    tx = b.block.args[0]
+    d0 = AffineExpr.dimension(0)
+    row = b.apply((d0 // WARPGROUP_SIZE) * WGMMA_ROWS, [tx], "row")
+    lead_a = _leading(b, c.a.load)
+    lead_b = _leading(b, c.b.load)
+    b.add(
+        WarpgroupMmaStepOp(
+            acc, c.a.buffer, [*lead_a, row], c.b.buffer, lead_b, plan.b_k_major
+        )
+    )
+    b.close()
+    erase_op(band.op)
+
+
+def _leading(b: Builder, load: affine.LoadOp) -> list[SSAValue]:
+    """The tile's leading indices of `load` (those before its last two), computed
+    in the thread band from the values outside the compute band they use."""
+    m = load.map.data
+    values = []
+    for e in m.results[:-2]:
+        dims = _dims(e)
+        moved = e.replace_dims_and_symbols(
+            [
+                AffineExpr.dimension(dims.index(k))
+                if k in dims
+                else AffineExpr.constant(0)
+                for k in range(m.num_dims)
+            ],
+            [],
+        )
+        values.append(b.apply(moved, [load.indices[k] for k in dims]))
+    return values
+
+
+__all__ = ["WgmmaPlan", "plan_wgmma", "rewrite_wgmma"]

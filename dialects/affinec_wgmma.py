@@ -1,0 +1,265 @@
+"""affinec's step of warpgroup MMA on the pipeline's own shared tiles, and the proxy
+fence that orders the copies' writes before it:
+
+    affinec.warpgroup_mma %fragments, %A_shared[%stage, %row], %B_shared[%stage]
+        : memref<1x16x4xf32, 5>, memref<2x128x32xf16, 3>, memref<2x32x128xf16, 3>
+    nvvm.fence.proxy.async.shared_cta
+
+`affinec.warpgroup_mma` is what `affinec-wgmma` writes where `affinec-mma-sync`
+writes its warp tiles: the warpgroup of 128 threads computes D = A × B + C, with A
+the 64 rows of the tile `%A_shared` from row `%row` (its leading indices pick the
+pipeline stage), B the whole tile `%B_shared`, K the tiles' common extent, and C
+and D each thread's registers of the m64nN accumulator in its private
+`%fragments` (N/8 × 4 floats: register j of `wgmma`'s fragment is element
+[0, j / 4, j % 4], the layout of N/8 `mma.sync` m16n8 fragments of its warp).
+It is synchronous: every `wgmma` it issues has finished when it returns.
+
+A tile is read in one of two layouts, told by its rank (the leading indices plus 2
+or plus 4):
+
+- row-major `[.., R, C]`: as the promotion copied it (no `wgmma` can read it: the
+  step is only interpreted in it, until the shared-memory planner lays it out);
+- interleaved `[.., R/8, C/8, 8, 8]`: element (r, c) at `[r / 8, c / 8, r % 8,
+  c % 8]`, 8 × 8 core matrices of 16-byte rows, `wgmma`'s layout without swizzle
+  (`interleaved_offset`), which `affinec-plan-shared-memory` gives the tiles this
+  op reads.
+
+A is K-major (R = M, C = K). B is K × N, MN-major (R = K, C = N: `wgmma`'s
+transposed B) unless `b_k_major` is set, when it is N × K (R = N, C = K).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    IndexType,
+    MemRefType,
+    UnitAttr,
+)
+from xdsl.ir import Attribute, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    ParsePropInAttrDict,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    traits_def,
+    var_operand_def,
+)
+from xdsl.utils.exceptions import VerifyException
+
+from affinec.dialects.memory_effects import AccessesOperands
+from affinec.dialects.nvvm_intrinsics import IntrinsicOp
+
+CORE = 8
+"""Rows and columns of a core matrix of 16-bit elements (8 rows of 16 bytes)."""
+
+WGMMA_ROWS = 64
+"""Rows of A one `wgmma` reads (m64)."""
+
+WGMMA_STEP = 16
+"""K of one f16/bf16 `wgmma` instruction."""
+
+PRIVATE = 5
+SHARED = 3
+
+
+def interleaved_shape(rows: int, cols: int) -> list[int]:
+    """The interleaved layout's dimensions for a `rows` × `cols` tile."""
+    return [rows // CORE, cols // CORE, CORE, CORE]
+
+
+def interleaved_offset(r: int, c: int, cols: int) -> int:
+    """Where element (r, c) of an interleaved tile of `cols` columns lies, in
+    elements from its start."""
+    return (
+        ((r // CORE) * (cols // CORE) + c // CORE) * CORE * CORE
+        + (r % CORE) * CORE
+        + c % CORE
+    )
+
+
+def _space(t: MemRefType) -> int:
+    space = t.memory_space
+    value = getattr(space, "value", None)
+    if value is None:
+        return 0
+    return int(getattr(value, "data", value))
+
+
+def tile_shape(t: MemRefType, leading: int) -> tuple[int, int, bool] | None:
+    """(rows, columns, interleaved) of the tile `t` holds past its `leading`
+    dimensions, or None when its rank fits neither layout."""
+    shape = list(t.get_shape())[leading:]
+    if len(shape) == 2:
+        return shape[0], shape[1], False
+    if len(shape) == 4 and shape[2:] == [CORE, CORE]:
+        return shape[0] * CORE, shape[1] * CORE, True
+    return None
+
+
+@irdl_op_definition
+class WarpgroupMmaStepOp(IRDLOperation):
+    """`affinec.warpgroup_mma %fragments, %a[%lead.., %row], %b[%lead..]`: the
+    warpgroup's D = A × B + C over the tiles' K, in each thread's registers (see
+    the module)."""
+
+    name = "affinec.warpgroup_mma"
+    FEATURE: ClassVar[str] = "wgmma"
+
+    fragments = operand_def(MemRefType)
+    a = operand_def(MemRefType)
+    a_indices = var_operand_def(IndexType)
+    b = operand_def(MemRefType)
+    b_indices = var_operand_def(IndexType)
+    b_k_major = opt_prop_def(UnitAttr)
+
+    traits = traits_def(
+        AccessesOperands(reads=("fragments", "a", "b"), writes=("fragments",))
+    )
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+
+    assembly_format = (
+        "$fragments `,` $a `[` $a_indices `]` `,` $b `[` $b_indices `]` attr-dict "
+        "`:` type($fragments) `,` type($a) `,` type($b)"
+    )
+
+    def __init__(
+        self,
+        fragments: SSAValue,
+        a: SSAValue,
+        a_indices,
+        b: SSAValue,
+        b_indices,
+        b_k_major: bool = False,
+    ):
+        super().__init__(
+            operands=[fragments, a, list(a_indices), b, list(b_indices)],
+            properties={"b_k_major": UnitAttr() if b_k_major else None},
+        )
+
+    def a_tile(self) -> tuple[int, int, bool]:
+        """(M rows present, K, interleaved) of A's tile."""
+        t = self.a.type
+        assert isinstance(t, MemRefType)
+        shape = tile_shape(t, len(self.a_indices) - 1)
+        assert shape is not None
+        return shape
+
+    def b_tile(self) -> tuple[int, int, bool]:
+        """(rows, columns, interleaved) of B's tile: K x N, or N x K when
+        `b_k_major`."""
+        t = self.b.type
+        assert isinstance(t, MemRefType)
+        shape = tile_shape(t, len(self.b_indices))
+        assert shape is not None
+        return shape
+
+    def leading_indices(self, buffer: SSAValue) -> list[SSAValue] | None:
+        """The indices that pick the part of `buffer` (a tile) the op reads whole
+        (the pipeline's stage), or None for an operand that is no tile."""
+        if buffer is self.a:
+            return list(self.a_indices)[:-1]
+        if buffer is self.b:
+            return list(self.b_indices)
+        return None
+
+    @property
+    def n(self) -> int:
+        t = self.fragments.type
+        assert isinstance(t, MemRefType)
+        return 2 * t.get_shape()[1] * t.get_shape()[2]
+
+    @property
+    def k(self) -> int:
+        return self.a_tile()[1]
+
+    def verify_(self) -> None:
+        f, a, b = (v.type for v in (self.fragments, self.a, self.b))
+        assert isinstance(f, MemRefType)
+        assert isinstance(a, MemRefType) and isinstance(b, MemRefType)
+        shape = f.get_shape()
+        if (
+            _space(f) != PRIVATE
+            or not isinstance(f.get_element_type(), Float32Type)
+            or len(shape) != 3
+            or shape[0] != 1
+            or shape[2] != 4
+            or not 1 <= shape[1] <= 32
+        ):
+            raise VerifyException(
+                f"the fragments are a thread's private memref<1xN/8x4xf32> (N from 8 "
+                f"to 256), got {f}"
+            )
+        element: Attribute | None = None
+        for what, t, leading in (
+            ("A", a, len(self.a_indices) - 1),
+            ("B", b, len(self.b_indices)),
+        ):
+            if _space(t) != SHARED:
+                raise VerifyException(f"{what} must be a shared tile, got {t}")
+            e = t.get_element_type()
+            if not isinstance(e, Float16Type | BFloat16Type):
+                raise VerifyException(
+                    f"wgmma takes f16 or bf16 operands, {what} is {t}"
+                )
+            if element is not None and e != element:
+                raise VerifyException("A and B must have one element type")
+            element = e
+            if leading < 0 or tile_shape(t, leading) is None:
+                raise VerifyException(
+                    f"{what} ({t}) is neither a row-major nor an interleaved tile past "
+                    f"its {max(leading, 0)} leading indices"
+                )
+        rows_a, k, _ = self.a_tile()
+        rows_b, cols_b, _ = self.b_tile()
+        kb, nb = (cols_b, rows_b) if self.b_k_major else (rows_b, cols_b)
+        if rows_a < WGMMA_ROWS or k % WGMMA_STEP:
+            raise VerifyException(
+                f"A's tile is {rows_a}x{k}: at least {WGMMA_ROWS} rows, and K a "
+                f"multiple of {WGMMA_STEP}"
+            )
+        if kb != k:
+            raise VerifyException(f"A has K = {k}, B has {kb}")
+        if nb != self.n:
+            raise VerifyException(
+                f"B has N = {nb} columns, the fragments hold {self.n}"
+            )
+
+
+@irdl_op_definition
+class FenceProxyAsyncSharedOp(IntrinsicOp):
+    """`nvvm.fence.proxy.async.shared_cta`: order the thread's generic-proxy accesses
+    to shared memory (the `cp.async` copies' writes) before the async proxy's
+    (`wgmma`'s reads), PTX's `fence.proxy.async.shared::cta`. MLIR writes it
+    `nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space =
+    #nvvm.shared_space<cta>}`."""
+
+    name = "nvvm.fence.proxy.async.shared_cta"
+    INTRINSIC: ClassVar[str] = "llvm.nvvm.fence.proxy.async.shared_cta"
+    assembly_format = "attr-dict"
+
+    def __init__(self):
+        super().__init__()
+
+
+WGMMA_STEP_OPS = (WarpgroupMmaStepOp,)
+PROXY_FENCE_OPS = (FenceProxyAsyncSharedOp,)
+
+__all__ = [
+    "CORE",
+    "PROXY_FENCE_OPS",
+    "WGMMA_ROWS",
+    "WGMMA_STEP",
+    "WGMMA_STEP_OPS",
+    "FenceProxyAsyncSharedOp",
+    "WarpgroupMmaStepOp",
+    "interleaved_offset",
+    "interleaved_shape",
+    "tile_shape",
+]
