@@ -73,6 +73,8 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
         {},
         {"reduction_tile_sizes": (1, 3, 16), "stages": 3, "split_phases": True},
     ),
+    "half block s2": ({}, {"stages": 2}),
+    "half block s2 phases": ({}, {"stages": 2, "split_phases": True}),
     "depthwise row steps": ({}, {"reduction_tile_sizes": (1, 3, 16), "stages": 3}),
     "depthwise row steps s2": ({}, {"reduction_tile_sizes": (1, 3, 16), "stages": 2}),
     "depthwise window": ({}, {"reduction_tile_sizes": (3, 3, 16), "stages": 2}),
@@ -117,6 +119,16 @@ def variant_config(
         )
     options, knobs = VARIANTS[name]
     config = config_for(spec, arch=arch, **options)
+    if name.startswith("half block"):
+        # the window route's block of pixels halved along its rows, for two steps in
+        # flight where one step of the whole block takes the shared-memory budget
+        if not (config.unroll_taps and isinstance(spec, ConvSpec)):
+            raise ValueError(
+                f"'{name}' halves the window route's block: not this route"
+            )
+        tiles = list(config.tile_sizes)
+        tiles[2] = -(-tiles[2] // 2)
+        return with_knobs(config, **knobs | {"tile_sizes": tuple(tiles)})
     if name.startswith("depthwise"):
         # a depthwise convolution's steps over its window: one filter row (or the
         # whole window) a step, as wide as the spec's
