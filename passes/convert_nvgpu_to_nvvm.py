@@ -52,6 +52,7 @@ from xdsl.rewriter import Rewriter
 from affinec.base.diagnostics import PassError
 from affinec.dialects.nvgpu import MmaSparseSyncOp
 from affinec.ir.context import require_affinec_dialects
+from affinec.transforms.nvvm import wgmma_steps  # noqa: F401  (registers its lowering)
 from affinec.transforms.nvvm.hopper_to_nvvm import lower_hopper
 from affinec.transforms.nvvm.nvgpu_to_nvvm import (
     LOWERINGS,

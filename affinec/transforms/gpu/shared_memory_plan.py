@@ -12,6 +12,8 @@ and `plan_shared_memory` decides the rest for each grid band, in one place:
 2. **placement**: static buffers, or offsets in dynamic shared memory with the
    overlays on dead buffers (`affinec.ir.shared_memory_layout`), recorded on each
    alloc as `affinec.shared_offset`;
+   a tile `wgmma` reads is instead laid out as `wgmma` reads it (8 x 8 core
+   matrices: `wgmma_lowering_layout`), never padded nor split;
 3. **capacity**: the padded, overlaid whole against the chip the IR is compiled
    for (`#nvvm.target`).
 
@@ -40,6 +42,10 @@ from affinec.ir.shared_memory_layout import lay_out_shared, layout_bytes
 from affinec.transforms.gpu import phase_split
 from affinec.transforms.gpu.bands import analyze_grid, is_shared
 from affinec.transforms.gpu.bank_conflicts import best_padding, shared_accesses
+from affinec.transforms.gpu.wgmma_lowering_layout import (
+    interleave_wgmma_tiles,
+    wgmma_tiles,
+)
 
 
 def plan_shared_memory(
@@ -47,6 +53,8 @@ def plan_shared_memory(
 ) -> None:
     """Store by phase (if `split_phases`), pad (if `pad`), place and check the
     shared buffers of `grid`'s blocks."""
+    # wgmma's tiles take its layout, never padded nor split (its descriptors).
+    interleave_wgmma_tiles(grid)
     if split_phases:
         split_phases_against_bank_conflicts(grid)
     if pad:
@@ -77,8 +85,11 @@ def split_phases_against_bank_conflicts(grid: affine.ParallelOp) -> None:
     """Store each shared buffer whose accesses stride over a dimension by phase,
     where that costs them fewer wavefronts than any padding (`phase_split`)."""
     accesses = shared_accesses(grid)
+    fixed = wgmma_tiles(grid)
     for alloc in shared_allocs(grid):
         buffer = alloc.results[0]
+        if buffer in fixed:
+            continue
         mine = [(o, i, w) for o, b, i, w in accesses if b is buffer]
         if choice := phase_split.best_phase_split(buffer, mine):
             phase_split.split_phases(alloc, *choice)
@@ -90,8 +101,11 @@ def pad_against_bank_conflicts(grid: affine.ParallelOp) -> None:
     smallest on ties). Nothing reads the padding."""
     accesses = shared_accesses(grid)
     work = []
+    fixed = wgmma_tiles(grid)
     for alloc in shared_allocs(grid):
         buffer = alloc.results[0]
+        if buffer in fixed:
+            continue
         mine = [(o, i, w) for o, b, i, w in accesses if b is buffer]
         if mine and (pad := best_padding(buffer, mine)):
             work.append((alloc, pad))

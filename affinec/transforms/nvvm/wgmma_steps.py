@@ -1,0 +1,165 @@
+"""`affinec.warpgroup_mma` as nvvm ops: its part of `convert-nvgpu-to-nvvm`.
+
+The step becomes the instructions of PTX's warpgroup MMA on the tiles where the
+shared-memory planner laid them out (interleaved: 8 x 8 core matrices, no swizzle;
+`affinec.transforms.gpu.wgmma_lowering_layout`); a tile in any other layout is
+refused, naming the planner. Each thread:
+
+    nvvm.fence.proxy.async.shared_cta     the copies' writes, before wgmma reads
+    %c = llvm.insertvalue ...             its N/2 registers, from %fragments
+    nvvm.wgmma.fence.aligned
+    %da = arith.ori %start_a, <A's fields>     A's descriptor (per 16 of K: +32 B)
+    %d = nvvm.wgmma.mma_async %da, %db, %c, <m = 64, n = N, k = 16>, ...
+    ...                                   one per 16 of K, a run on one accumulator
+    nvvm.wgmma.commit.group.sync.aligned
+    nvvm.wgmma.wait.group.sync.aligned 0
+    memref.store ... %fragments           its registers back
+
+The descriptors' start fields come from the tiles' addresses
+(`affinec.element_pointer` of the slab's first element, `llvm.ptrtoint`, `(a &
+0x3FFFF) >> 4`), their leading and stride byte offsets from the tile's shape
+(`wgmma_fields`): A (M x K) and a K-major B (N x K) step 128 bytes along K and
+K/8 x 128 bytes along the rows; an MN-major B (K x N) steps 128 bytes along N and
+N/8 x 128 bytes along K.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    DenseArrayBase,
+    Float32Type,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    i64,
+)
+from xdsl.dialects.llvm import ExtractValueOp, InsertValueOp, PtrToIntOp, UndefOp
+from xdsl.ir import Operation, SSAValue
+
+from affinec.base.diagnostics import PassError
+from affinec.dialects import nvvm
+from affinec.dialects.affinec import ElementPointerOp
+from affinec.dialects.affinec_wgmma import (
+    CORE,
+    WGMMA_STEP,
+    FenceProxyAsyncSharedOp,
+    WarpgroupMmaStepOp,
+)
+from affinec.dialects.nvvm_mma import MMALayout, MMALayoutAttr
+from affinec.hardware.wgmma_layouts import MatrixDescriptor
+from affinec.transforms.nvvm.nvgpu_to_nvvm import Lowered, lowers
+
+CORE_BYTES = CORE * 16
+"""Bytes of one core matrix (8 rows of 16 bytes)."""
+
+
+def wgmma_fields(rows: int, cols: int, k_major: bool) -> tuple[MatrixDescriptor, int]:
+    """The descriptor (start 0, no swizzle) of an interleaved tile of `rows` x
+    `cols` 16-bit elements read K-major (columns K) or MN-major (rows K), and the
+    bytes one step of 16 along K moves its start."""
+    across = (cols // CORE) * CORE_BYTES  # from one 8-row group to the next
+    if k_major:
+        return MatrixDescriptor(0, CORE_BYTES, across, 0), 2 * CORE_BYTES
+    return MatrixDescriptor(0, across, CORE_BYTES, 0), 2 * across
+
+
+def _index(value: int, ops: list[Operation]) -> SSAValue:
+    c = arith.ConstantOp(IntegerAttr(value, IndexType()))
+    ops.append(c)
+    return c.result
+
+
+def _i64(value: int, ops: list[Operation]) -> SSAValue:
+    c = arith.ConstantOp(IntegerAttr(value, i64))
+    ops.append(c)
+    return c.result
+
+
+def _start_field(
+    tile: SSAValue, indices: list[SSAValue], ops: list[Operation]
+) -> SSAValue:
+    """The descriptor's start field of the element at `indices` of `tile`."""
+    pointer = ElementPointerOp(tile, indices)
+    address = PtrToIntOp(pointer.result, i64)
+    masked = arith.AndIOp(address.output, _i64(0x3FFFF, ops))
+    start = arith.ShRUIOp(masked.result, _i64(4, ops))
+    ops += [pointer, address, masked, start]
+    return start.result
+
+
+@lowers(WarpgroupMmaStepOp)
+def _lower_step(op: Operation) -> Lowered:
+    assert isinstance(op, WarpgroupMmaStepOp)
+    rows_a, k, interleaved_a = op.a_tile()
+    rows_b, cols_b, interleaved_b = op.b_tile()
+    if not (interleaved_a and interleaved_b):
+        raise PassError(
+            op,
+            "reads a tile not laid out for wgmma (8 x 8 core matrices): run "
+            "affinec-plan-shared-memory first",
+        )
+    b_k_major = op.b_k_major is not None
+    n = op.n
+    a_type = op.a.type
+    assert isinstance(a_type, MemRefType)
+    kind = "bf16" if isinstance(a_type.get_element_type(), BFloat16Type) else "f16"
+    ops: list[Operation] = []
+    zero = _index(0, ops)
+    *lead_a, row = op.a_indices
+    group = arith.DivUIOp(row, _index(CORE, ops))
+    ops.append(group)
+    start_a = _start_field(op.a, [*lead_a, group.result, zero, zero, zero], ops)
+    start_b = _start_field(op.b, [*op.b_indices, zero, zero, zero, zero], ops)
+    fields_a, step_a = wgmma_fields(rows_a, k, True)
+    fields_b, step_b = wgmma_fields(rows_b, cols_b, b_k_major)
+    encoded_a = _i64(fields_a.encode(), ops)
+    encoded_b = _i64(fields_b.encode(), ops)
+    descriptors: list[tuple[SSAValue, SSAValue]] = []
+    for s in range(k // WGMMA_STEP):
+        pair = []
+        for start, encoded, step in (
+            (start_a, encoded_a, step_a),
+            (start_b, encoded_b, step_b),
+        ):
+            value = start
+            if s:
+                moved = arith.AddiOp(value, _i64(s * step >> 4, ops))
+                ops.append(moved)
+                value = moved.result
+            full = arith.OrIOp(value, encoded)
+            ops.append(full)
+            pair.append(full.result)
+        descriptors.append((pair[0], pair[1]))
+    # the thread's registers of the accumulator, register j at [0, j / 4, j % 4]
+    places = [
+        [_index(0, ops), _index(j // 4, ops), _index(j % 4, ops)] for j in range(n // 2)
+    ]
+    struct = nvvm.accumulator_struct(n)
+    acc = UndefOp(struct)
+    ops.append(FenceProxyAsyncSharedOp())
+    ops.append(acc)
+    value = acc.res
+    for j, place in enumerate(places):
+        load = memref.LoadOp.get(op.fragments, place)
+        insert = InsertValueOp(DenseArrayBase.from_list(i64, [j]), value, load.res)
+        ops += [load, insert]
+        value = insert.res
+    ops.append(nvvm.WgmmaFenceAlignedOp())
+    for da, db in descriptors:  # adjacent: one run on one accumulator
+        mma = nvvm.WgmmaMmaAsyncOp(da, db, value, n, kind)
+        if b_k_major:
+            mma.properties["layoutB"] = MMALayoutAttr(MMALayout.COL)
+        ops.append(mma)
+        value = mma.res
+    ops += [nvvm.WgmmaGroupSyncAlignedOp(), nvvm.WgmmaWaitGroupSyncOp(0)]
+    for j, place in enumerate(places):
+        element = ExtractValueOp(
+            DenseArrayBase.from_list(i64, [j]), value, Float32Type()
+        )
+        ops += [element, memref.StoreOp.get(element.res, op.fragments, place)]
+    return ops, []
+
+
+__all__ = ["wgmma_fields"]
