@@ -185,7 +185,7 @@ class WarpgroupMmaStepOp(IRDLOperation):
         assert isinstance(a, MemRefType) and isinstance(b, MemRefType)
         shape = f.get_shape()
         if (
-            _space(f) != PRIVATE
+            _space(f) not in (0, PRIVATE)
             or not isinstance(f.get_element_type(), Float32Type)
             or len(shape) != 3
             or shape[0] != 1
@@ -193,7 +193,7 @@ class WarpgroupMmaStepOp(IRDLOperation):
             or not 1 <= shape[1] <= 32
         ):
             raise VerifyException(
-                f"the fragments are a thread's private memref<1xN/8x4xf32> (N from 8 "
+                f"the fragments are a thread's own memref<1xN/8x4xf32> (N from 8 "
                 f"to 256), got {f}"
             )
         element: Attribute | None = None
