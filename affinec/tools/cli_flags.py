@@ -273,6 +273,12 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
         help="accumulate on tensor cores (f16, bf16; f32 with --tf32)",
     )
     knobs.add_argument(
+        "--tensor-core",
+        choices=("mma.sync", "wgmma"),
+        help="with --mma: the tensor cores' instruction, warp-level mma.sync or "
+        "(sm_90a) warpgroup MMA in the same pipeline (affinec-wgmma)",
+    )
+    knobs.add_argument(
         "--wgmma",
         action="store_true",
         default=None,
@@ -361,6 +367,7 @@ KNOBS = (
     "wgmma_tile",
     "wgmma_schedule",
     "mma",
+    "tensor_core",
     "warp_grid",
     "unroll_taps",
     "stage_output",

@@ -96,6 +96,14 @@ def plan_wgmma(analysis: GridAnalysis) -> WgmmaPlan:
     first = plan_mma(analysis, (most, 1))
     block_m, block_n = first.block_m, first.block_n
     band = first.compute[0].band
+    for c in first.compute:
+        if c.taps:
+            raise PassError(
+                c.taps[0],
+                "a reduction loop beside the channels (a filter's taps): wgmma takes "
+                "the matrix product and 1x1 convolutions (through their flattened "
+                "pixels) for now",
+            )
     if len(first.m_dims) != 1:
         raise PassError(
             band.op,
@@ -148,13 +156,6 @@ def _refuse_f32_operands(grid: Operation) -> None:
 
 def _check_compute(plan: MmaPlan, c: ComputeBand) -> None:
     band = c.band
-    if c.taps:
-        raise PassError(
-            c.taps[0],
-            "a reduction loop beside the channels (a filter's taps): wgmma takes "
-            "the matrix product and 1x1 convolutions (through their flattened "
-            "pixels) for now",
-        )
     r = value_range(c.channel.induction_variable)
     extent = plan.k_padded if r is None else r[1] + 1
     if extent % WGMMA_STEP:

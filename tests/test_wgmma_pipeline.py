@@ -1,0 +1,280 @@
+"""`affinec-wgmma`: Hopper's warpgroup MMA in the tensor-core route's pipeline, proven
+on the CPU.
+
+The pass takes `affinec-mma-sync`'s place (`KernelConfig.tensor_core="wgmma"`), every
+other pass the same. The interpreter runs each stage against the one before and
+float64: the `affinec.warpgroup_mma` steps (reading the tiles where their layout
+puts them), the planner's interleaved tiles, and the lowered `wgmma.mma_async`
+reading the tiles through real 64-bit descriptors (a wrong leading or stride byte
+offset reads other elements: the negative controls below). Random products and
+1x1 convolutions through their flattened pixels; the PTX through ptxas for sm_90a;
+bad inputs refused, located.
+"""
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from xdsl.dialects.builtin import IntegerAttr, i64
+
+from affinec.base.diagnostics import PassError
+from affinec.base.spec import ConvSpec, MatmulSpec
+from affinec.driver.checking import Checker
+from affinec.driver.config import KernelConfig
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import default_passes, map_to_gpu_passes
+from affinec.frontend.naive import build
+from affinec.hardware.wgmma_layouts import MatrixDescriptor
+from affinec.ir.context import make_context
+from affinec.passes.affinec_mma_sync import AffinecMmaSync
+from affinec.passes.affinec_wgmma import AffinecWgmma
+from affinec.transforms.nvvm.wgmma_steps import wgmma_fields
+
+TARGET = "nvvm-attach-target{chip=sm_90a}"
+
+
+def _config(**knobs) -> KernelConfig:
+    base = KernelConfig(
+        tile_sizes=(64, 64),
+        reduction_tile_sizes=(32,),
+        mma=True,
+        tensor_core="wgmma",
+        stages=2,
+    )
+    return replace(base, **knobs)
+
+
+def _passes(config: KernelConfig, target: str = TARGET) -> list:
+    return [*Pipeline.parse(target).passes, *default_passes(config)]
+
+
+@st.composite
+def wgmma_cases(draw):
+    """A product the route takes (partial tiles along every dimension included)
+    and a configuration of it."""
+    warpgroups = draw(st.integers(1, 2))
+    bm = 64 * warpgroups
+    bn = 8 * draw(st.integers(1, 6))
+    bk = draw(st.sampled_from([16, 32]))
+    # at least one whole tile (a smaller product clips the tile, which the
+    # configuration must not ask of the warpgroups), partial ones past it
+    m = draw(st.integers(bm, bm + 40))
+    n = 8 * draw(st.integers(bn // 8, bn // 8 + 2))
+    k = 8 * draw(st.integers(bk // 8, 3 * bk // 8))
+    epilogue = draw(st.sampled_from(["none", "bias-relu"]))
+    spec = MatmulSpec(m, n, k, "f16", epilogue)
+    config = _config(
+        tile_sizes=(bm, bn),
+        reduction_tile_sizes=(bk,),
+        stages=draw(st.integers(1, 3)),
+        stage_output=draw(st.booleans()),
+    )
+    return spec, config
+
+
+@settings(max_examples=max(3, settings().max_examples // 4))  # ~20 stages each
+@given(wgmma_cases())
+def test_the_wgmma_pipeline_keeps_the_result(case):
+    spec, config = case
+    module = build(spec)
+    Pipeline(_passes(config)).run(module, check=True)
+    text = str(module)
+    assert "nvvm.wgmma.mma_async" in text and "nvvm.mma.sync" not in text
+
+
+def test_a_1x1_convolution_through_its_flattened_pixels():
+    from affinec.driver.compiler import compile_to_ptx
+
+    spec = ConvSpec(2, 32, 6, 6, 40, 1, 1, layout="nhwc", filter_layout="rsck",
+                    dtype="f16", epilogue="bias-relu")  # fmt: skip
+    config = _config(
+        tile_sizes=(64, 40), reduction_tile_sizes=(16,), flatten_pixels=True
+    )
+    compiled = compile_to_ptx(spec, config, arch="sm_90a", check=True)
+    assert "wgmma.mma_async.sync.aligned.m64n40k16.f32.f16.f16" in compiled.ptx
+
+
+def test_only_the_tensor_core_pass_changes():
+    config = _config()
+    wgmma = [p.name for p in map_to_gpu_passes(config)]
+    mma = [p.name for p in map_to_gpu_passes(replace(config, tensor_core="mma.sync"))]
+    assert [n for n in wgmma if n != "affinec-wgmma"] == [
+        n for n in mma if n != "affinec-mma-sync"
+    ]
+    assert any(isinstance(p, AffinecWgmma) for p in map_to_gpu_passes(config))
+    assert any(
+        isinstance(p, AffinecMmaSync) for p in map_to_gpu_passes(KernelConfig(mma=True))
+    )
+    assert AffinecWgmma().changes_rounding
+
+
+# -- negative controls --------------------------------------------------------------
+
+
+def _lowered(spec, config):
+    module = build(spec)
+    Pipeline(_passes(config)).run(module)
+    return module
+
+
+def _set_constant(module, old: int, new: int) -> int:
+    """Change every i64 constant `old` (arith's or llvm's) to `new`; how many."""
+    found = 0
+    for op in module.walk():
+        value = getattr(op, "value", None)
+        if (
+            isinstance(value, IntegerAttr)
+            and value.type == i64
+            and value.value.data == old
+        ):
+            where = op.properties if "value" in op.properties else op.attributes
+            where["value"] = IntegerAttr(new, i64)
+            found += 1
+    return found
+
+
+@pytest.mark.parametrize("operand", ["A", "B"])
+def test_a_wrong_descriptor_field_gives_a_wrong_answer(operand):
+    spec = MatmulSpec(64, 64, 64, "f16")
+    config = _config()
+    module = _lowered(spec, config)
+    checker = Checker(spec)
+    assert checker.check("lowered", module).ok
+    # A is 64x32 K-major, B 32x64 MN-major (config's tiles): swap LBO and SBO.
+    rows, cols, k_major = (64, 32, True) if operand == "A" else (32, 64, False)
+    fields, _ = wgmma_fields(rows, cols, k_major)
+    swapped = MatrixDescriptor(0, fields.stride, fields.leading, 0)
+    assert _set_constant(module, fields.encode(), swapped.encode()) == 1
+    result = checker.check("swapped", module)
+    assert not result.ok, result.row()
+
+
+def test_a_wrong_step_along_k_gives_a_wrong_answer():
+    spec = MatmulSpec(64, 64, 64, "f16")
+    module = _lowered(spec, _config())
+    checker = Checker(spec)
+    # B's start moves by 2 x 1024 bytes (128 in the field) a step of 16: 64 instead.
+    assert _set_constant(module, 128, 64) >= 1
+    assert not checker.check("short step", module).ok
+
+
+def test_a_copy_into_the_wrong_core_matrix_row_gives_a_wrong_answer():
+    from affinec.dialects import nvgpu
+
+    spec = MatmulSpec(64, 64, 64, "f16")
+    config = _config(stages=1)
+    module = build(spec)
+    passes = _passes(config)
+    at = [p.name for p in passes].index("affinec-plan-shared-memory") + 1
+    Pipeline(passes[:at]).run(module)
+    checker = Checker(spec)
+    assert checker.check("planned", module).ok
+    # One copy into A's tile writes rows r mod 8 and (r + 1) mod 8 swapped: the
+    # planner's layout no longer what the descriptors read.
+    copy = next(
+        o
+        for o in module.walk()
+        if isinstance(o, nvgpu.DeviceAsyncCopyOp) and o.dst.name_hint == "A_shared"
+    )
+    from xdsl.ir.affine import AffineExpr, AffineMap
+
+    from affinec.dialects import affine
+
+    index = copy.dstIndices[-2]
+    d = AffineExpr.dimension(0)
+    moved = affine.ApplyOp([index], AffineMap(1, 0, ((d + 1) % 8,)))
+    copy.parent_block().insert_op_before(moved, copy)
+    copy.operands = [
+        moved.result if v is index and k == len(copy.dstIndices) - 1 else v
+        for k, v in enumerate(copy.operands)
+    ]
+    assert not checker.check("moved rows", module).ok
+
+
+# -- PTX ----------------------------------------------------------------------------
+
+
+def test_the_ptx_assembles_for_sm_90a_without_spills():
+    from affinec.backend.ptxas import assemble, find_ptxas
+    from affinec.driver.compiler import compile_to_ptx
+
+    if find_ptxas() is None:
+        pytest.skip("ptxas is not installed")
+    spec = MatmulSpec(4096, 4096, 1024, "f16")
+    config = _config(
+        tile_sizes=(128, 128), reduction_tile_sizes=(64,), stages=3, stage_output=True
+    )
+    ptx = compile_to_ptx(spec, config, arch="sm_90a").ptx
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in ptx
+    assert "fence.proxy.async.shared::cta" in ptx
+    (resources,) = assemble(ptx, "sm_90a").values()
+    assert resources.spill_stores == resources.spill_loads == 0
+    assert resources.stack_frame == 0
+    assert not resources.advisories  # no wgmma serialized
+
+
+# -- refusals -----------------------------------------------------------------------
+
+
+def _refused(spec, config, target=TARGET) -> str:
+    module = build(spec)
+    with pytest.raises(PassError) as e:
+        Pipeline(_passes(config, target)).run(module)
+    text = str(e.value)
+    assert "\n" not in text.strip() or text.count("error") <= 1
+    return text
+
+
+@pytest.mark.parametrize(
+    ("spec", "knobs", "target", "message"),
+    [
+        (MatmulSpec(64, 64, 64, "f16"), {}, "nvvm-attach-target{chip=sm_80}",
+         "wgmma needs sm_90a; the module is compiled for sm_80"),
+        (MatmulSpec(64, 64, 64, "f16"), {}, "nvvm-attach-target{chip=sm_90}",
+         "wgmma needs sm_90a; the module is compiled for sm_90"),
+        (MatmulSpec(64, 64, 64, "f16"), {"reduction_tile_sizes": (8,)}, TARGET,
+         "not a multiple of 16"),
+        (MatmulSpec(64, 64, 64, "f16"), {"reduction_tile_sizes": (24,)}, TARGET,
+         "the reduction step is K = 24, not a multiple of 16"),
+        (MatmulSpec(64, 64, 64, "f16"), {"tile_sizes": (32, 64)}, TARGET,
+         "M = 32 rows: wgmma needs a multiple of 64"),
+        (MatmulSpec(64, 64, 64, "f32"), {}, TARGET,
+         "wgmma takes f16 or bf16 operands, this tile holds f32"),
+        (ConvSpec(1, 16, 4, 64, 16, 3, 3, padding=1, layout="nhwc",
+                  filter_layout="rsck", dtype="f16"),
+         {"tile_sizes": (1, 1, 64, 16), "reduction_tile_sizes": (3, 3, 16),
+          "reassociate": True}, TARGET,
+         "a reduction loop beside the channels (a filter's taps)"),
+        (ConvSpec(1, 16, 8, 32, 16, 1, 1, layout="nhwc", filter_layout="rsck",
+                  dtype="f16"),
+         {"tile_sizes": (1, 2, 32, 16), "reduction_tile_sizes": (1, 1, 16)}, TARGET,
+         "the block's rows are 2 dimensions of the band: wgmma takes them as one"),
+    ],
+)  # fmt: skip
+def test_bad_inputs_are_refused_located(spec, knobs, target, message):
+    text = _refused(spec, _config(**knobs), target)
+    assert message in text
+
+
+def test_the_knob_is_checked():
+    with pytest.raises(ValueError, match="tensor-core takes mma.sync or wgmma"):
+        KernelConfig(mma=True, tensor_core="hmma")
+    with pytest.raises(ValueError, match="needs mma"):
+        KernelConfig(tensor_core="wgmma")
+    with pytest.raises(ValueError, match="not with tf32"):
+        KernelConfig(mma=True, tensor_core="wgmma", tf32=True)
+
+
+def test_the_lowering_refuses_tiles_not_laid_out_for_wgmma():
+    spec = MatmulSpec(64, 64, 64, "f16")
+    module = build(spec)
+    passes = _passes(_config())
+    names = [p.name for p in passes]
+    # the pipeline without the planner: the tiles stay as the copies wrote them
+    kept = [p for p in passes if p.name != "affinec-plan-shared-memory"]
+    assert len(kept) == len(names) - 1
+    ctx = make_context()
+    with pytest.raises(PassError, match="not laid out for wgmma"):
+        for p in kept:
+            p.apply(ctx, module)
