@@ -1,0 +1,293 @@
+"""The tensor-core route with `affinec-wgmma` (KernelConfig.tensor_core="wgmma") on an
+H100: matrix products and ResNet-50's 1x1 convolutions (through their flattened
+pixels), each checked against float64 on the GPU first, then timed against the
+Hopper template route (`wgmma=True`, affinec-wgmma-gemm), the mma.sync route
+(`config_for`'s configuration) and torch (cuBLAS for products, cuDNN for
+convolutions), all in the same run.
+
+    scripts/gpu_python.sh scripts/gpu_wgmma_pipeline.py --out $OUT
+
+Timing is the project's (`affinec.tuning.measure.GpuMeasurer`, as the tuner and
+benchmarks measure: fresh inputs, the output poisoned and compared with float64
+before anything is timed, then `affinec.backend.timing.time_launches`, CUDA events
+around batches of back-to-back launches behind a spin kernel, the median of ten).
+A kernel found wrong is reported and not timed. Prints one line per kernel as it
+goes and a table last; writes `wgmma_pipeline.json` (every row, with ptxas's
+registers and spills) under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass
+
+from affinec.base.spec import ConvSpec, MatmulSpec, Spec, flattens
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import KernelConfig, config_for
+from affinec.frontend.networks import network
+
+ARCH = "sm_90a"
+
+PRODUCTS = [MatmulSpec(4096, 4096, 1024, "f16"), MatmulSpec(2048, 2048, 2048, "f16"),
+            MatmulSpec(8192, 8192, 1024, "f16")]  # fmt: skip
+
+TILES = [  # rows, columns, K step, stages of the new route
+    (128, 128, 64, 3),
+    (128, 128, 64, 4),
+    (128, 256, 64, 3),
+    (256, 128, 64, 3),
+    (64, 128, 64, 4),
+]
+
+
+@dataclass
+class Row:
+    case: str
+    route: str
+    config: str
+    ok: bool
+    error: float | None = None
+    ms: float | None = None
+    tflops: float | None = None
+    vendor_ms: float | None = None
+    registers: int | None = None
+    spills: int | None = None
+    threads: int | None = None
+    shared_bytes: int | None = None
+    compile_s: float | None = None
+    note: str = ""
+
+
+def resnet50_1x1(batch: int) -> list[tuple[str, ConvSpec]]:
+    """ResNet-50's 1x1 stride-1 convolutions (those a product of their pixels)."""
+    return [
+        (f"resnet50 b{batch} {layer.name}", layer.spec)
+        for layer in network("resnet50", batch)
+        if flattens(layer.spec)
+    ]
+
+
+def product_shape(spec: Spec) -> tuple[int, int, int]:
+    """(M, N, K) of the product the spec is (a 1x1 convolution over its pixels)."""
+    if isinstance(spec, MatmulSpec):
+        return spec.m, spec.n, spec.k
+    assert isinstance(spec, ConvSpec)
+    return spec.n * spec.h * spec.w, spec.k, spec.c
+
+
+def wgmma_configs(spec: Spec) -> list[KernelConfig]:
+    """The new route's configurations tried for `spec` (tiles that fit it)."""
+    m, n, k = product_shape(spec)
+    seen, configs = set(), []
+    for bm, bn, bk, stages in TILES:
+        bn, bk = min(bn, n), min(bk, k)
+        if bm > m or bn % 8 or bk % 16 or (bm, bn, bk, stages) in seen:
+            continue
+        seen.add((bm, bn, bk, stages))
+        configs.append(
+            KernelConfig(
+                tile_sizes=(bm, bn),
+                reduction_tile_sizes=(bk,),
+                mma=True,
+                tensor_core="wgmma",
+                stages=stages,
+                stage_output=True,
+                flatten_pixels=isinstance(spec, ConvSpec),
+            )
+        )
+    return configs
+
+
+def routes(spec: Spec) -> list[tuple[str, KernelConfig | None, dict]]:
+    """(route, configuration, compile knobs) of every kernel measured for `spec`."""
+    out: list[tuple[str, KernelConfig | None, dict]] = [
+        ("pipeline wgmma", c, {}) for c in wgmma_configs(spec)
+    ]
+    try:
+        out.append(("template wgmma", config_for(spec, arch=ARCH, wgmma=True), {}))
+    except ValueError as e:
+        out.append(("template wgmma", None, {"refused": str(e)}))
+    out.append(("mma.sync", config_for(spec, arch=ARCH), {}))
+    return out
+
+
+def vendor_ms(spec: Spec, measurer) -> float | None:
+    """cuDNN's (convolutions) or cuBLAS's (products) time in the same conditions."""
+    if isinstance(spec, ConvSpec):
+        return measurer.cudnn_ms()
+    import torch
+
+    from affinec.backend.timing import time_launches
+
+    data = measurer.data
+    outs = [
+        torch.empty(spec.m, spec.n, dtype=a.dtype, device="cuda") for a, _, _ in data
+    ]
+    return time_launches(
+        lambda k: torch.matmul(data[k][0], data[k][1], out=outs[k]), len(data)
+    )
+
+
+def measure_case(name: str, spec: Spec, log) -> list[Row]:
+    from affinec.tuning.measure import GpuMeasurer
+
+    rows: list[Row] = []
+    measurer = GpuMeasurer(spec)
+    try:
+        vendor = vendor_ms(spec, measurer)
+        vendor_name = "cuDNN" if isinstance(spec, ConvSpec) else "cuBLAS"
+        rows.append(Row(name, vendor_name, "torch", True, ms=vendor,
+                        tflops=_tflops(spec, vendor)))  # fmt: skip
+        log(rows[-1])
+        for route, config, knobs in routes(spec):
+            if config is None:
+                rows.append(Row(name, route, "-", False, note=knobs["refused"][:160]))
+                log(rows[-1])
+                continue
+            row = Row(name, route, config.describe(), False, vendor_ms=vendor)
+            rows.append(row)
+            if measurer.broken:
+                row.note = "not run: an earlier kernel broke the CUDA context"
+                log(row)
+                continue
+            try:
+                start = time.perf_counter()
+                compiled = compile_to_ptx(spec, config, arch=ARCH)
+                row.compile_s = time.perf_counter() - start
+                resources = compiled.resources()
+                row.registers = resources.registers
+                row.spills = resources.spill_stores + resources.spill_loads
+                row.threads = compiled.launch.block[0] * compiled.launch.block[1]
+                row.shared_bytes = (
+                    resources.shared_memory + compiled.launch.dynamic_shared_memory
+                )
+                kernel = compiled.runtime_kernel()
+            except Exception as e:  # a refusal or a compiler error: reported
+                row.note = (
+                    f"compile: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                )
+                log(row)
+                continue
+            measured = measurer.measure(kernel, final=True)
+            row.error = measured.error
+            if measured.ok and route == "pipeline wgmma":
+                confirmed = measurer.confirm(kernel, runs=2)
+                if not confirmed.ok:
+                    measured = confirmed
+            row.ok = measured.ok
+            row.ms = measured.ms if measured.ok else None
+            row.tflops = _tflops(spec, row.ms)
+            row.note = measured.reason
+            log(row)
+    finally:
+        measurer.close()
+    return rows
+
+
+def _tflops(spec: Spec, ms: float | None) -> float | None:
+    return None if ms is None else spec.flops / (ms * 1e-3) / 1e12
+
+
+def _line(row: Row) -> str:
+    ms = f"{row.ms:.4f}" if row.ms is not None else "-"
+    tf = f"{row.tflops:.0f}" if row.tflops is not None else "-"
+    ratio = (
+        f"{row.vendor_ms / row.ms:.2f}x"
+        if row.ms is not None and row.vendor_ms is not None
+        else "-"
+    )
+    err = f"{row.error:.1e}" if row.error is not None else "-"
+    regs = "-" if row.registers is None else f"{row.registers}/{row.spills}"
+    ok = "ok" if row.ok else "NO"
+    return (
+        f"{row.case[:38]:38} {row.route:15} {ok:3} {err:8} {ms:>8} {tf:>5} {ratio:>6} "
+        f"{regs:>7}  {row.config[:70]}{'  ' + row.note[:90] if row.note else ''}"
+    )
+
+
+HEADER = (
+    f"{'case':38} {'route':15} {'ok':3} {'error':8} {'ms':>8} {'TF/s':>5} "
+    f"{'vs lib':>6} {'reg/spl':>7}  config"
+)
+
+
+def best_table(rows: list[Row]) -> str:
+    """Per case: the vendor, each route's fastest correct kernel, and the ratios."""
+    lines = [f"{'case':38} {'cuBLAS/cuDNN':>12} {'pipeline wgmma':>15} "
+             f"{'template':>9} {'mma.sync':>9}   (ms; TFLOP/s of the best in ())"]  # fmt: skip
+    for case in dict.fromkeys(r.case for r in rows):
+        mine = [r for r in rows if r.case == case]
+
+        def best(route: str, mine: list[Row] = mine) -> Row | None:
+            timed = [r for r in mine if r.route == route and r.ok and r.ms]
+            return min(timed, key=lambda r: r.ms) if timed else None  # pyright: ignore
+
+        vendor = next((r for r in mine if r.route in ("cuBLAS", "cuDNN")), None)
+        cells = []
+        for route, width in (
+            ("pipeline wgmma", 15),
+            ("template wgmma", 9),
+            ("mma.sync", 9),
+        ):
+            b = best(route)
+            cells.append(f"{b.ms:{width}.4f}" if b else f"{'-':>{width}}")
+        new = best("pipeline wgmma")
+        note = f"({new.tflops:.0f})" if new and new.tflops else ""
+        vms = f"{vendor.ms:12.4f}" if vendor and vendor.ms else f"{'-':>12}"
+        lines.append(f"{case[:38]:38} {vms} {' '.join(cells)}   {note}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=os.environ.get("OUT", "."))
+    parser.add_argument("--batch", type=int, default=32, help="ResNet-50's batch")
+    parser.add_argument("--only", choices=("products", "layers"), default=None)
+    parser.add_argument("--max-layers", type=int, default=0, help="0: all")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+
+    from affinec.backend.runtime import require_gpu
+
+    require_gpu()
+    cases: list[tuple[str, Spec]] = []
+    if args.only != "layers":
+        cases += [(f"matmul {s.m}x{s.n}x{s.k}", s) for s in PRODUCTS]
+    if args.only != "products":
+        layers = resnet50_1x1(args.batch)
+        cases += layers[: args.max_layers] if args.max_layers else layers
+    rows: list[Row] = []
+    print(HEADER, flush=True)
+
+    def log(row: Row) -> None:
+        print(_line(row), flush=True)
+
+    for name, spec in cases:
+        try:
+            rows += measure_case(name, spec, log)
+        except Exception:  # noqa: BLE001 (one case's failure is reported, not fatal)
+            traceback.print_exc()
+            rows.append(
+                Row(name, "-", "-", False, note="the case failed (traceback above)")
+            )
+        with open(os.path.join(args.out, "wgmma_pipeline.json"), "w") as f:
+            json.dump({"arch": ARCH, "rows": [asdict(r) for r in rows]}, f, indent=1)
+    wrong = [r for r in rows if r.route == "pipeline wgmma" and not r.ok]
+    print()
+    print(HEADER)
+    for row in rows:
+        print(_line(row))
+    print()
+    print(best_table(rows))
+    print(f"\npipeline wgmma kernels not ok: {len(wrong)} of "
+          f"{sum(r.route == 'pipeline wgmma' for r in rows)}")  # fmt: skip
+    return 1 if any(r.error is not None and not r.ok for r in wrong) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
