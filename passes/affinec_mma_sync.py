@@ -90,12 +90,13 @@ class AffinecMmaSync(ModulePass):
         grids = grid_parallels(op)
         # A grid band that accumulates nothing beside one that does (the band that
         # adds a split reduction's partial sums) is no contraction: left as it is.
-        accumulates = [bool(accumulator_phases(analyze_grid(g))) for g in grids]
-        for g, accumulating in zip(grids, accumulates, strict=True):
+        analyses = [analyze_grid(g) for g in grids]
+        accumulates = [bool(accumulator_phases(a)) for a in analyses]
+        for g, analysis, accumulating in zip(grids, analyses, accumulates, strict=True):
             if not accumulating and any(accumulates):
                 continue
-            fold_group_dimensions(analyze_grid(g))
-            analysis = analyze_grid(g)
+            if fold_group_dimensions(analysis):
+                analysis = analyze_grid(g)
             require_placed(analysis, self.name)
             plans.append(
                 plan_mma(

@@ -34,6 +34,7 @@ their public names.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.dialects.builtin import ModuleOp
@@ -77,10 +78,22 @@ def to_llvm_ir(module: ModuleOp, arch: str = DEFAULT_ARCH) -> str:
     return complete_loop_metadata(str(m))
 
 
-def emit(module: ModuleOp, arch: str = DEFAULT_ARCH, opt_level: int = 3) -> Emitted:
-    """The LLVM IR and PTX of the module's kernels."""
-    text = to_llvm_ir(module, arch)
-    return Emitted(llvm_ir_to_ptx(text, arch, opt_level), text, arch)
+def emit(
+    module: ModuleOp,
+    arch: str = DEFAULT_ARCH,
+    opt_level: int = 3,
+    beside: Callable[[], None] | None = None,
+) -> Emitted:
+    """The LLVM IR and PTX of the module's kernels. `beside` (the module's
+    verifier) runs while LLVM optimizes (`llvm_ir_to_ptx`), and first where the
+    LLVM IR cannot be made: its error is the one raised."""
+    try:
+        text = to_llvm_ir(module, arch)
+    except Exception:
+        if beside is not None:
+            beside()
+        raise
+    return Emitted(llvm_ir_to_ptx(text, arch, opt_level, beside), text, arch)
 
 
 def to_ptx(module: ModuleOp, arch: str = DEFAULT_ARCH, opt_level: int = 3) -> str:

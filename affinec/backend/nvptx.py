@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import threading
+from collections.abc import Callable
 from functools import cache
 
 import llvmlite.binding as llvm_binding
@@ -31,6 +33,16 @@ tensor-core kernels that pass takes 0.17-0.25 s of a 0.3 s code generation (its 
 grows with the unrolled loop body), and without it the PTX differs (1-7 % more SASS
 instructions, ptxas 13.0). Off by default: what it costs the kernels is for a GPU run
 to measure (`scripts/gpu_session.sh codegen`)."""
+
+LEAN_CODEGEN = "AFFINEC_LEAN_CODEGEN"
+"""The environment variable that, set to 1, makes NVPTX's code generation run at
+LLVM's level 2 where the module's optimization stays at `opt_level` (3): the IR
+passes NVPTX runs before instruction selection then tidy up with EarlyCSE where
+level 3 runs GVN, twice (a tenth to a quarter of a tensor-core kernel's code
+generation). The PTX differs on some kernels (on others it is the same), so off
+by default: what it costs the kernels is for a GPU run to measure
+(`scripts/gpu_codegen_check.sh`). Read at each compilation; combines with
+`FAST_CODEGEN`."""
 
 
 def check_features(module: ModuleOp, arch: str) -> None:
@@ -77,22 +89,42 @@ def target_machine(arch: str, opt_level: int = 3) -> llvm_binding.TargetMachine:
     return target.create_target_machine(cpu=arch, features=PTX_FEATURES, opt=opt_level)
 
 
-def llvm_ir_to_ptx(text: str, arch: str = DEFAULT_ARCH, opt_level: int = 3) -> str:
-    """Optimize LLVM IR text at `opt_level` and compile it to PTX for `arch`."""
+def codegen_level(opt_level: int) -> int:
+    """The level of NVPTX's code generation for a module optimized at `opt_level`:
+    the same, or at most 2 where `LEAN_CODEGEN` is set to 1."""
+    if os.environ.get(LEAN_CODEGEN, "") == "1":
+        return min(opt_level, 2)
+    return opt_level
+
+
+def llvm_ir_to_ptx(
+    text: str,
+    arch: str = DEFAULT_ARCH,
+    opt_level: int = 3,
+    beside: Callable[[], None] | None = None,
+) -> str:
+    """Optimize LLVM IR text at `opt_level` and compile it to PTX for `arch` (at
+    `codegen_level(opt_level)`).
+
+    `beside`, where given, is called while LLVM parses and optimizes the module in
+    a thread of its own (LLVM's work does not hold Python's lock: the two share
+    two cores): what it raises is raised instead of any error of LLVM's, and code
+    generation starts only once it has returned (the verifier of the module the
+    text came from, whose error comes first and which may not be passed by LLVM
+    code generation that could stop the process)."""
     if opt_level not in (0, 1, 2, 3):
         raise EmitterError(None, f"opt-level must be 0, 1, 2 or 3, got {opt_level!r}")
-    tm = target_machine(checked_arch(arch), opt_level)
+    tm = target_machine(checked_arch(arch), codegen_level(opt_level))
     # The module's own context (see `_codegen_options`), disposed right after the
     # module: left to the garbage collector, the two may go in either order, and a
     # module disposed after its context crashes LLVM.
     context = llvm_binding.create_context()
-    try:
-        parsed = llvm_binding.parse_assembly(text, context)
-    except RuntimeError as e:
-        context.close()
-        raise EmitterError(None, f"LLVM rejected the IR: {e}") from None
-    try:
+    parsed: llvm_binding.ModuleRef | None = None
+
+    def optimize() -> None:
+        nonlocal parsed
         try:
+            parsed = llvm_binding.parse_assembly(text, context)
             parsed.verify()
         except RuntimeError as e:
             raise EmitterError(None, f"LLVM rejected the IR: {e}") from None
@@ -102,12 +134,41 @@ def llvm_ir_to_ptx(text: str, arch: str = DEFAULT_ARCH, opt_level: int = 3) -> s
             pto = llvm_binding.create_pipeline_tuning_options(opt_level)
             pb = llvm_binding.create_pass_builder(tm, pto)
             pb.getModulePassManager().run(parsed, pb)
+
+    try:
+        if beside is None:
+            optimize()
+        else:
+            _beside(optimize, beside)
+        assert parsed is not None
         ptx = tm.emit_assembly(parsed)
     finally:
-        parsed.close()
+        if parsed is not None:
+            parsed.close()
         context.close()
     check_ptx_version(ptx)
     return ptx
+
+
+def _beside(work: Callable[[], None], beside: Callable[[], None]) -> None:
+    """`work` in a thread of its own while `beside` runs here; `beside`'s exception
+    first, then `work`'s."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as e:  # raised here, in the caller's thread
+            failed.append(e)
+
+    thread = threading.Thread(target=run, name="affinec-llvm", daemon=True)
+    thread.start()
+    try:
+        beside()
+    finally:
+        thread.join()
+    if failed:
+        raise failed[0]
 
 
 def check_ptx_version(ptx: str) -> tuple[int, int]:
@@ -127,12 +188,14 @@ def check_ptx_version(ptx: str) -> tuple[int, int]:
 
 __all__ = [
     "FAST_CODEGEN",
+    "LEAN_CODEGEN",
     "MAX_PTX_MAJOR",
     "PTX_FEATURES",
     "TRIPLE",
     "check_features",
     "check_ptx_version",
     "checked_arch",
+    "codegen_level",
     "llvm_ir_to_ptx",
     "target_machine",
 ]

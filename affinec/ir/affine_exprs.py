@@ -54,23 +54,30 @@ def expr_range(
             b = expr_range(rhs, dims, syms)
             if a is None or b is None:
                 return None
-            if kind == AffineBinaryOpKind.Add:
-                return (a[0] + b[0], a[1] + b[1])
-            if kind == AffineBinaryOpKind.Mul:
-                corners = [x * y for x in a for y in b]
-                return (min(corners), max(corners))
-            if b[0] != b[1] or b[0] <= 0:
-                return None
-            c = b[0]
-            if kind == AffineBinaryOpKind.FloorDiv:
-                return (a[0] // c, a[1] // c)
-            if kind == AffineBinaryOpKind.CeilDiv:
-                return (-(-a[0] // c), -(-a[1] // c))
-            if kind == AffineBinaryOpKind.Mod:
-                if a[0] // c == a[1] // c:
-                    return (a[0] % c, a[1] % c)
-                return (0, c - 1)
+            return binary_range(kind, a, b)
     raise ValueError(f"unexpected affine expression {expr}")
+
+
+def binary_range(kind: AffineBinaryOpKind, a: Interval, b: Interval) -> Interval | None:
+    """The interval of `lhs <kind> rhs` for `lhs` in `a` and `rhs` in `b` (None for a
+    division or remainder by anything but a positive constant)."""
+    if kind == AffineBinaryOpKind.Add:
+        return (a[0] + b[0], a[1] + b[1])
+    if kind == AffineBinaryOpKind.Mul:
+        corners = [x * y for x in a for y in b]
+        return (min(corners), max(corners))
+    if b[0] != b[1] or b[0] <= 0:
+        return None
+    c = b[0]
+    if kind == AffineBinaryOpKind.FloorDiv:
+        return (a[0] // c, a[1] // c)
+    if kind == AffineBinaryOpKind.CeilDiv:
+        return (-(-a[0] // c), -(-a[1] // c))
+    if kind == AffineBinaryOpKind.Mod:
+        if a[0] // c == a[1] // c:
+            return (a[0] % c, a[1] % c)
+        return (0, c - 1)
+    raise ValueError(f"unexpected affine operation {kind}")
 
 
 def to_python(

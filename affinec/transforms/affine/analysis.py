@@ -28,9 +28,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import IndexType, IntegerAttr
-from xdsl.ir import Block, Operation, OpResult, SSAValue
-from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap, AffineSymExpr
+from xdsl.dialects.builtin import AffineSetAttr, IndexType, IntegerAttr
+from xdsl.ir import Attribute, Block, Operation, OpResult, SSAValue
+from xdsl.ir.affine import (
+    AffineDimExpr,
+    AffineExpr,
+    AffineMap,
+    AffineSet,
+    AffineSymExpr,
+)
 from xdsl.traits import is_side_effect_free
 
 from affinec.base.diagnostics import PassError
@@ -82,13 +88,53 @@ def refuse_unsupported(module: Operation, pass_name: str) -> None:
                 op,
                 f"is not supported by {pass_name} (affinec parses and prints it only)",
             )
-        if (e := semi_affine_result(op)) is not None:
+        if not _maps_pure(op) and (e := semi_affine_result(op)) is not None:
             raise PassError(
                 op,
                 f"has a semi-affine map ({format_expr(e)}), which {pass_name} cannot "
                 "transform: its products need a constant factor and its divisions a "
                 "constant divisor",
             )
+
+
+_PURE: dict[int, tuple[Attribute, bool]] = {}
+"""Whether each map or condition attribute `_maps_pure` has seen is pure affine, by
+the attribute's identity (the attribute kept with the answer, so that no other
+object takes its identity meanwhile): an op a pass leaves alone keeps its
+attributes, and the next pass asks again."""
+
+
+def _maps_pure(op: Operation) -> bool:
+    """Whether every map `map_slots(op)` gives is pure affine (as
+    `semi_affine_result(op) is None`, without building the slots)."""
+    if isinstance(op, affine.LoadOp | affine.StoreOp | PaddedLoadOp):
+        attrs: tuple[Attribute, ...] = (op.map,)
+    elif isinstance(op, affine.ApplyOp | affine.MinOp | affine.MaxOp):
+        attrs = (op.map,)
+    elif isinstance(op, affine.ForOp):
+        attrs = (op.lowerBoundMap, op.upperBoundMap)
+    elif isinstance(op, affine.ParallelOp):
+        attrs = (op.lowerBoundsMap, op.upperBoundsMap)
+    elif isinstance(op, affine.IfOp):
+        attrs = (op.condition,)
+    else:
+        return True
+    return all(_maps_pure_attr(attr) for attr in attrs)
+
+
+def _maps_pure_attr(attr: Attribute) -> bool:
+    """Whether a map (or a condition, as `map_slots` makes it a map) is pure
+    affine, remembered in `_PURE`."""
+    known = _PURE.get(id(attr))
+    if known is None or known[0] is not attr:
+        if isinstance(attr, AffineSetAttr):
+            results = condition_map(attr.data).results
+        else:
+            results = attr.data.results  # pyright: ignore[reportAttributeAccessIssue]
+        if len(_PURE) > 100_000:
+            _PURE.clear()
+        known = _PURE[id(attr)] = (attr, all(e.is_pure_affine() for e in results))
+    return known[1]
 
 
 def _epilogue_access(op: Operation) -> bool:
@@ -152,12 +198,19 @@ def map_slots(op: Operation) -> list[MapSlot]:
                 ),
             ]
         case affine.IfOp():
-            s = op.condition.data
-            m = AffineMap(
-                s.num_dims, s.num_symbols, tuple(c.lhs - c.rhs for c in s.constraints)
-            )
+            m = condition_map(op.condition.data)
             return [MapSlot("condition", m, tuple(op.args), 0)]
     return []
+
+
+def condition_map(condition: AffineSet) -> AffineMap:
+    """An integer set's constraints' left-hand sides less their right-hand sides,
+    each compared with zero, as a map."""
+    return AffineMap(
+        condition.num_dims,
+        condition.num_symbols,
+        tuple(c.lhs - c.rhs for c in condition.constraints),
+    )
 
 
 def non_affine_uses(value: SSAValue) -> list[Operation]:

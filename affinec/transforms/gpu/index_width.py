@@ -16,10 +16,10 @@ import math
 
 from xdsl.dialects.builtin import IndexType, MemRefType
 from xdsl.ir import SSAValue
-from xdsl.ir.affine import AffineExpr
+from xdsl.ir.affine import AffineBinaryOpExpr, AffineExpr
 
 from affinec.dialects import gpu
-from affinec.ir.affine_exprs import Interval, expr_range
+from affinec.ir.affine_exprs import Interval, binary_range, expr_range
 from affinec.ir.ranges import as_dims, value_range
 from affinec.transforms.affine.analysis import map_slots
 
@@ -48,7 +48,25 @@ def fits_32_bits(kernel: gpu.FuncOp) -> bool:
 
 
 def _subexpressions_fit(e: AffineExpr, ranges: list[Interval | None]) -> bool:
-    return all(_fits(expr_range(sub, ranges)) for sub in e.dfs())
+    """Whether `e` and each of its subexpressions has a range that fits (each
+    range computed once, from its operands' up)."""
+    return _fitting_range(e, ranges) is not None
+
+
+def _fitting_range(e: AffineExpr, ranges: list[Interval | None]) -> Interval | None:
+    """`expr_range(e, ranges)` where it and every subexpression's range fit, else
+    None."""
+    if isinstance(e, AffineBinaryOpExpr):
+        a = _fitting_range(e.lhs, ranges)
+        if a is None:
+            return None
+        b = _fitting_range(e.rhs, ranges)
+        if b is None:
+            return None
+        r = binary_range(e.kind, a, b)
+    else:
+        r = expr_range(e, ranges)
+    return r if _fits(r) else None
 
 
 def _fits(r: Interval | None) -> bool:

@@ -460,13 +460,15 @@ def _padded_shape(operand: Operand, c_extent: int, k_padded: int) -> list[int]:
     return shape
 
 
-def fold_group_dimensions(analysis: GridAnalysis) -> None:
+def fold_group_dimensions(analysis: GridAnalysis) -> bool:
     """A band dimension of one iteration that indexes both tiles of a product (a
     grouped convolution's group, `%g1` in `%input_shared[.., %g1 * 16 + %c1]` and
     `%filter_shared[.., %g1 * 16 + %k1]`) as the constant it is, in those loads:
     the tiles are then indexed as an implicit GEMM's, which the plan reads. Nothing
     else changes (a dimension of one iteration that one tile alone reads, an image
-    of the batch, stays as it is)."""
+    of the batch, stays as it is). Whether any load changed (if not, `analysis`
+    still describes the grid)."""
+    changed = False
     for phase in analysis.phases:
         single = {
             iv: dim.lower
@@ -493,3 +495,5 @@ def fold_group_dimensions(analysis: GridAnalysis) -> None:
             block.insert_op_before(new, load)
             load.result.replace_all_uses_with(new.result)
             block.erase_op(load)
+            changed = True
+    return changed

@@ -1,0 +1,229 @@
+"""The shortcuts that make compiling faster give the answers of the slow ways they
+replace: the 32-bit index check's ranges computed once from the leaves up, the
+pure-affine test of an op's maps remembered by attribute, the mma.sync pass's grid
+analysis reused where folding changed nothing; and `AFFINEC_LEAN_CODEGEN` picks
+NVPTX's code generation level (and only it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from xdsl.context import Context
+from xdsl.dialects.builtin import AffineMapAttr, AffineSetAttr, ModuleOp
+from xdsl.ir import OpResult
+from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineExpr, AffineMap
+from xdsl.ir.affine.affine_set import (
+    AffineConstraintExpr,
+    AffineConstraintKind,
+    AffineSet,
+)
+from xdsl.passes import ModulePass
+
+from affinec.backend import nvptx
+from affinec.base.diagnostics import PassError, VerificationError
+from affinec.ir.affine_exprs import Interval, expr_range
+from affinec.transforms.affine import analysis
+from affinec.transforms.gpu import index_width
+from affinec.transforms.gpu.outlining import find_kernels
+
+LIMIT = index_width.LIMIT
+
+
+def exprs(dims: int) -> st.SearchStrategy[AffineExpr]:
+    """Affine expressions over `dims` dims, with semi-affine products and
+    divisions by non-constants among them, and constants near the 32-bit limit."""
+    leaves = st.one_of(
+        st.integers(0, dims - 1).map(AffineExpr.dimension),
+        st.sampled_from([-7, -1, 0, 1, 2, 3, 16, 1000, 2**20, 2**31 - 1]).map(
+            AffineExpr.constant
+        ),
+    )
+
+    def grow(children: st.SearchStrategy[AffineExpr]) -> st.SearchStrategy:
+        return st.builds(
+            AffineBinaryOpExpr, st.sampled_from(AffineBinaryOpKind), children, children
+        )
+
+    return st.recursive(leaves, grow, max_leaves=8)
+
+
+ranges = st.lists(
+    st.one_of(
+        st.none(),
+        st.tuples(st.integers(-(2**33), 2**33), st.integers(0, 2**33)).map(
+            lambda t: (t[0], t[0] + t[1])
+        ),
+    ),
+    min_size=3,
+    max_size=3,
+)
+
+
+@given(exprs(3), ranges)
+def test_subexpressions_fit_as_each_range_computed_alone(
+    e: AffineExpr, dims: list[Interval | None]
+) -> None:
+    def fits(r: Interval | None) -> bool:
+        return r is not None and r[0] >= -LIMIT and r[1] < LIMIT
+
+    expected = all(fits(expr_range(sub, dims)) for sub in e.dfs())
+    assert index_width._subexpressions_fit(e, dims) == expected
+
+
+def _product(a: AffineExpr, b: AffineExpr) -> AffineExpr:
+    """`a * b`, built as it is (xDSL's `*` refuses two non-constants)."""
+    return AffineBinaryOpExpr(AffineBinaryOpKind.Mul, a, b)
+
+
+def _semi_affine_maps() -> list[AffineMap]:
+    d0, d1 = AffineExpr.dimension(0), AffineExpr.dimension(1)
+    s0 = AffineExpr.symbol(0)
+    return [
+        AffineMap(2, 0, (d0 + d1 * 4,)),
+        AffineMap(2, 0, (_product(d0, d1),)),
+        AffineMap(2, 1, (AffineBinaryOpExpr(AffineBinaryOpKind.FloorDiv, d0, s0), d1)),
+        AffineMap(2, 0, (d0 % 16, d1.ceil_div(4))),
+    ]
+
+
+@pytest.mark.parametrize("m", _semi_affine_maps())
+def test_maps_pure_remembered_as_computed(m: AffineMap) -> None:
+    attr = AffineMapAttr(m)
+    expected = all(e.is_pure_affine() for e in m.results)
+    for _ in range(2):  # computed, then remembered
+        known = analysis._PURE.get(id(attr))
+        assert analysis._maps_pure_attr(attr) == expected
+        if known is not None:
+            assert known[0] is attr
+
+
+def test_condition_purity_is_that_of_its_map() -> None:
+    d0, d1 = AffineExpr.dimension(0), AffineExpr.dimension(1)
+    for lhs, pure in ((d0 * 2 + d1, True), (_product(d0, d1), False)):
+        s = AffineSet(
+            2,
+            0,
+            (
+                AffineConstraintExpr(
+                    AffineConstraintKind.ge, lhs, AffineExpr.constant(3)
+                ),
+            ),
+        )
+        attr = AffineSetAttr(s)
+        expected = all(e.is_pure_affine() for e in analysis.condition_map(s).results)
+        assert expected == pure
+        assert analysis._maps_pure_attr(attr) == pure
+
+
+def test_refuse_unsupported_names_a_semi_affine_map() -> None:
+    from xdsl.dialects.builtin import IndexType
+    from xdsl.dialects.test import TestOp
+
+    from affinec.dialects import affine
+
+    operands = TestOp(result_types=[IndexType(), IndexType()])
+    d0, d1 = AffineExpr.dimension(0), AffineExpr.dimension(1)
+    good = affine.ApplyOp(list(operands.results), AffineMap(2, 0, (d0 + d1,)))
+    bad = affine.ApplyOp(list(operands.results), AffineMap(2, 0, (_product(d0, d1),)))
+    module = ModuleOp([operands, good, bad])
+    for _ in range(2):  # the second time from what the first remembered
+        with pytest.raises(PassError, match=r"semi-affine map \(d0 \* d1\)") as e:
+            analysis.refuse_unsupported(module, "some-pass")
+        assert e.value.op is bad
+
+
+def test_lean_codegen_lowers_code_generation_only(monkeypatch) -> None:
+    monkeypatch.delenv(nvptx.LEAN_CODEGEN, raising=False)
+    assert [nvptx.codegen_level(k) for k in range(4)] == [0, 1, 2, 3]
+    monkeypatch.setenv(nvptx.LEAN_CODEGEN, "0")
+    assert nvptx.codegen_level(3) == 3
+    monkeypatch.setenv(nvptx.LEAN_CODEGEN, "1")
+    assert [nvptx.codegen_level(k) for k in range(4)] == [0, 1, 2, 2]
+
+
+def test_lean_codegen_compiles(monkeypatch) -> None:
+    from affinec.base.spec import ConvSpec
+    from affinec.driver.compiler import compile_to_ptx
+
+    spec = ConvSpec(1, 16, 8, 8, 16, 3, 3, padding=1, dtype="f16")
+    plain = compile_to_ptx(spec, arch="sm_80")
+    monkeypatch.setenv(nvptx.LEAN_CODEGEN, "1")
+    lean = compile_to_ptx(spec, arch="sm_80")
+    assert lean.llvm_ir == plain.llvm_ir  # only LLVM's code generation differs
+    assert ".entry" in lean.ptx
+    assert lean.ptx.count("mma.sync") == plain.ptx.count("mma.sync") > 0
+
+
+def test_beside_raises_its_own_error_first_then_the_works() -> None:
+    ran: list[str] = []
+
+    def work() -> None:
+        ran.append("work")
+        raise RuntimeError("work failed")
+
+    def fine() -> None:
+        ran.append("beside")
+
+    def broken() -> None:
+        raise ValueError("beside failed")
+
+    with pytest.raises(RuntimeError, match="work failed"):
+        nvptx._beside(work, fine)
+    assert sorted(ran) == ["beside", "work"]
+    with pytest.raises(ValueError, match="beside failed"):
+        nvptx._beside(work, broken)
+    nvptx._beside(lambda: None, fine)
+
+
+@dataclass(frozen=True)
+class _UseBeforeDefinition(ModulePass):
+    """Moves the first op of a kernel that uses a value defined in its own block
+    before that definition: LLVM IR can still be written, the verifier refuses."""
+
+    name = "test-use-before-definition"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for kernel, _ in find_kernels(op):
+            for user in kernel.walk():
+                for value in user.operands:
+                    owner = value.owner
+                    if isinstance(value, OpResult) and owner.parent is user.parent:
+                        block = user.parent
+                        assert block is not None
+                        block.detach_op(user)
+                        block.insert_op_before(user, owner)
+                        return
+
+
+def test_a_module_that_does_not_verify_fails_in_the_verifier_beside_llvm() -> None:
+    from affinec.base.spec import ConvSpec
+    from affinec.driver.compiler import compile_to_ptx
+    from affinec.driver.config import config_for
+    from affinec.driver.pipelines import default_passes
+
+    spec = ConvSpec(1, 2, 6, 6, 3, 3, 3, padding=1)
+    passes = [*default_passes(config_for(spec)), _UseBeforeDefinition()]
+    with pytest.raises(VerificationError, match="does not dominate"):
+        compile_to_ptx(spec, pipeline=passes, verify_each=False)
+    with pytest.raises(VerificationError, match="does not dominate"):
+        compile_to_ptx(spec, pipeline=passes, verify_each=True)
+
+
+def test_stages_add_up_to_the_compile() -> None:
+    import time
+
+    from affinec.base.spec import ConvSpec
+    from affinec.driver.compiler import compile_to_ptx
+
+    start = time.perf_counter()
+    compiled = compile_to_ptx(
+        ConvSpec(1, 2, 6, 6, 3, 3, 3, padding=1), verify_each=False
+    )
+    wall = time.perf_counter() - start
+    names = [name for name, _ in compiled.timings]
+    assert names[-2:] == ["verify", "llvm-ir + ptx"]
+    assert all(t >= 0 for _, t in compiled.timings)
+    assert compiled.seconds <= wall
