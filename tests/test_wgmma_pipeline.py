@@ -278,3 +278,47 @@ def test_the_lowering_refuses_tiles_not_laid_out_for_wgmma():
     with pytest.raises(PassError, match="not laid out for wgmma"):
         for p in kept:
             p.apply(ctx, module)
+
+
+# -- B read K-major -----------------------------------------------------------------
+
+TRANSPOSED_B = """#a = affine_map<(d0, d1, d2) -> (d0, d2)>
+#b = affine_map<(d0, d1, d2) -> (d1, d2)>
+#c = affine_map<(d0, d1, d2) -> (d0, d1)>
+func.func @f(%x: memref<128x64xf16>, %w: memref<64x64xf16>, %y: memref<128x64xf16>) {
+  %zero = arith.constant 0.0 : f16
+  linalg.fill ins(%zero : f16) outs(%y : memref<128x64xf16>)
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w : memref<128x64xf16>, memref<64x64xf16>) outs(%y : memref<128x64xf16>) {
+  ^bb0(%p: f16, %q: f16, %acc: f16):
+    %m = arith.mulf %p, %q : f16
+    %s = arith.addf %acc, %m : f16
+    linalg.yield %s : f16
+  }
+  func.return
+}
+"""
+
+
+def test_a_b_tile_copied_n_by_k_is_read_k_major():
+    # y = x @ w^T: the promotion copies w's tile as N x K (channels innermost), and
+    # the step reads it as wgmma's K-major B (no transpose) instead of copying again
+    import numpy as np
+
+    from affinec.base.locating_parser import parse_module
+    from affinec.interpreter import Interpreter
+
+    module = parse_module(make_context(), TRANSPOSED_B, "transposed_b.mlir")
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (128, 64)).astype(np.float16)
+    w = rng.uniform(-1, 1, (64, 64)).astype(np.float16)
+    reference = x.astype(np.float64) @ w.astype(np.float64).T
+    passes = [*Pipeline.parse("affinec-lower-linalg").passes, *_passes(_config())]
+    at = [p.name for p in passes].index("affinec-wgmma") + 1
+    for stage in (passes[:at], passes[at:]):
+        Pipeline(stage).run(module)
+        y = np.full((128, 64), np.nan, np.float16)
+        Interpreter(module).run("f", x, w, y)
+        error = np.linalg.norm(y - reference) / np.linalg.norm(reference)
+        assert error < 1e-3
+    text = str(module)
+    assert "B[<f16>, <one>, <col>]" in text and "B[<f16>, <one>, <row>]" not in text
