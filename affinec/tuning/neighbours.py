@@ -76,6 +76,7 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
     "half block s2": ({}, {"stages": 2}),
     "half block s2 phases": ({}, {"stages": 2, "split_phases": True}),
     "depthwise row steps": ({}, {"reduction_tile_sizes": (1, 3, 16), "stages": 3}),
+    "depthwise row steps s1": ({}, {"reduction_tile_sizes": (1, 3, 16), "stages": 1}),
     "depthwise row steps s2": ({}, {"reduction_tile_sizes": (1, 3, 16), "stages": 2}),
     "depthwise window": ({}, {"reduction_tile_sizes": (3, 3, 16), "stages": 2}),
     "flat 64x64 s2": (
