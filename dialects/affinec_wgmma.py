@@ -19,10 +19,11 @@ or plus 4):
 
 - row-major `[.., R, C]`: as the promotion copied it (no `wgmma` can read it: the
   step is only interpreted in it, until the shared-memory planner lays it out);
-- interleaved `[.., R/8, C/8, 8, 8]`: element (r, c) at `[r / 8, c / 8, r % 8,
-  c % 8]`, 8 × 8 core matrices of 16-byte rows, `wgmma`'s layout without swizzle
-  (`interleaved_offset`), which `affinec-plan-shared-memory` gives the tiles this
-  op reads.
+- interleaved `[.., R/8, C/8, P, 8]` (P ≥ 8): element (r, c) at `[r / 8, c / 8,
+  r % 8, c % 8]`, 8 × 8 core matrices of 16-byte rows, P × 16 bytes apart (P = 8:
+  packed; more: the core matrices padded against bank conflicts), `wgmma`'s layout
+  without swizzle (`interleaved_offset`), which `affinec-plan-shared-memory` gives
+  the tiles this op reads.
 
 A is K-major (R = M, C = K). B is K × N, MN-major (R = K, C = N: `wgmma`'s
 transposed B) unless `b_k_major` is set, when it is N × K (R = N, C = K).
@@ -69,16 +70,18 @@ PRIVATE = 5
 SHARED = 3
 
 
-def interleaved_shape(rows: int, cols: int) -> list[int]:
-    """The interleaved layout's dimensions for a `rows` × `cols` tile."""
-    return [rows // CORE, cols // CORE, CORE, CORE]
+def interleaved_shape(rows: int, cols: int, pitch: int = CORE) -> list[int]:
+    """The interleaved layout's dimensions for a `rows` × `cols` tile whose core
+    matrices are `pitch` 16-byte rows apart."""
+    return [rows // CORE, cols // CORE, pitch, CORE]
 
 
-def interleaved_offset(r: int, c: int, cols: int) -> int:
-    """Where element (r, c) of an interleaved tile of `cols` columns lies, in
-    elements from its start."""
+def interleaved_offset(r, c, cols: int, pitch: int = CORE):
+    """Where element (r, c) (ints, or integer arrays) of an interleaved tile of
+    `cols` columns, core matrices `pitch` rows apart, lies, in elements from its
+    start."""
     return (
-        ((r // CORE) * (cols // CORE) + c // CORE) * CORE * CORE
+        ((r // CORE) * (cols // CORE) + c // CORE) * pitch * CORE
         + (r % CORE) * CORE
         + c % CORE
     )
@@ -92,14 +95,15 @@ def _space(t: MemRefType) -> int:
     return int(getattr(value, "data", value))
 
 
-def tile_shape(t: MemRefType, leading: int) -> tuple[int, int, bool] | None:
-    """(rows, columns, interleaved) of the tile `t` holds past its `leading`
-    dimensions, or None when its rank fits neither layout."""
+def tile_shape(t: MemRefType, leading: int) -> tuple[int, int, int] | None:
+    """(rows, columns, pitch) of the tile `t` holds past its `leading` dimensions:
+    the pitch of its core matrices in 16-byte rows when interleaved, 0 when
+    row-major; None when its shape fits neither layout."""
     shape = list(t.get_shape())[leading:]
     if len(shape) == 2:
-        return shape[0], shape[1], False
-    if len(shape) == 4 and shape[2:] == [CORE, CORE]:
-        return shape[0] * CORE, shape[1] * CORE, True
+        return shape[0], shape[1], 0
+    if len(shape) == 4 and shape[3] == CORE and shape[2] >= CORE:
+        return shape[0] * CORE, shape[1] * CORE, shape[2]
     return None
 
 
@@ -143,16 +147,16 @@ class WarpgroupMmaStepOp(IRDLOperation):
             properties={"b_k_major": UnitAttr() if b_k_major else None},
         )
 
-    def a_tile(self) -> tuple[int, int, bool]:
-        """(M rows present, K, interleaved) of A's tile."""
+    def a_tile(self) -> tuple[int, int, int]:
+        """(M rows present, K, pitch: 0 if row-major) of A's tile."""
         t = self.a.type
         assert isinstance(t, MemRefType)
         shape = tile_shape(t, len(self.a_indices) - 1)
         assert shape is not None
         return shape
 
-    def b_tile(self) -> tuple[int, int, bool]:
-        """(rows, columns, interleaved) of B's tile: K x N, or N x K when
+    def b_tile(self) -> tuple[int, int, int]:
+        """(rows, columns, pitch: 0 if row-major) of B's tile: K x N, or N x K when
         `b_k_major`."""
         t = self.b.type
         assert isinstance(t, MemRefType)

@@ -16,7 +16,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from xdsl.dialects.builtin import IntegerAttr, i64
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, i64
 
 from affinec.base.diagnostics import PassError
 from affinec.base.spec import ConvSpec, MatmulSpec
@@ -112,10 +112,27 @@ def test_only_the_tensor_core_pass_changes():
 # -- negative controls --------------------------------------------------------------
 
 
-def _lowered(spec, config):
+def _lowered(spec, config, planner=None):
+    """The module through the whole pipeline (another planner in its place, if
+    given) and the pitches of its tiles' core matrices as the planner chose."""
+    passes = _passes(config)
+    at = [p.name for p in passes].index("affinec-plan-shared-memory")
+    if planner is not None:
+        passes[at] = planner
     module = build(spec)
-    Pipeline(_passes(config)).run(module)
-    return module
+    Pipeline(passes[: at + 1]).run(module)
+    pitches = {name: _pitch(module, f"{name}_shared") for name in ("A", "B")}
+    Pipeline(passes[at + 1 :]).run(module)
+    return module, pitches
+
+
+def _pitch(module, name: str) -> int:
+    """The pitch of the core matrices of the interleaved tile called `name`."""
+    for op in module.walk():
+        t = op.results[0].type if op.results else None
+        if op.results and op.results[0].name_hint == name and isinstance(t, MemRefType):
+            return t.get_shape()[-2]
+    raise AssertionError(f"no %{name}")
 
 
 def _set_constant(module, old: int, new: int) -> int:
@@ -138,24 +155,41 @@ def _set_constant(module, old: int, new: int) -> int:
 def test_a_wrong_descriptor_field_gives_a_wrong_answer(operand):
     spec = MatmulSpec(64, 64, 64, "f16")
     config = _config()
-    module = _lowered(spec, config)
+    module, pitches = _lowered(spec, config)
     checker = Checker(spec)
     assert checker.check("lowered", module).ok
     # A is 64x32 K-major, B 32x64 MN-major (config's tiles): swap LBO and SBO.
     rows, cols, k_major = (64, 32, True) if operand == "A" else (32, 64, False)
-    fields, _ = wgmma_fields(rows, cols, k_major)
+    pitch = pitches[operand]
+    fields, _ = wgmma_fields(rows, cols, k_major, pitch)
     swapped = MatrixDescriptor(0, fields.stride, fields.leading, 0)
     assert _set_constant(module, fields.encode(), swapped.encode()) == 1
     result = checker.check("swapped", module)
     assert not result.ok, result.row()
 
 
+def test_the_planner_pads_core_matrices_where_the_bank_model_gains():
+    from affinec.passes.affinec_plan_shared_memory import AffinecPlanSharedMemory
+
+    spec = MatmulSpec(64, 64, 64, "f16")
+    packed, pitches = _lowered(spec, _config(), AffinecPlanSharedMemory(pad=False))
+    assert pitches == {"A": 8, "B": 8}
+    padded, pitches = _lowered(spec, _config())
+    # 16-byte copies along a row land one per core matrix: packed, 128 bytes apart,
+    # all on the same four banks; padded they spread
+    assert pitches["A"] > 8 and pitches["B"] > 8
+    checker = Checker(spec)
+    assert checker.check("packed", packed).ok and checker.check("padded", padded).ok
+
+
 def test_a_wrong_step_along_k_gives_a_wrong_answer():
     spec = MatmulSpec(64, 64, 64, "f16")
-    module = _lowered(spec, _config())
+    module, pitches = _lowered(spec, _config())
     checker = Checker(spec)
-    # B's start moves by 2 x 1024 bytes (128 in the field) a step of 16: 64 instead.
-    assert _set_constant(module, 128, 64) >= 1
+    # B's start moves by 2 x LBO bytes a step of 16: by one LBO instead.
+    pitch = pitches["B"]
+    step = wgmma_fields(32, 64, False, pitch)[1] >> 4
+    assert _set_constant(module, step, step // 2) >= 1
     assert not checker.check("short step", module).ok
 
 

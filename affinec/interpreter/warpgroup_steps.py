@@ -27,6 +27,7 @@ from affinec.dialects.affinec_wgmma import (
     WGMMA_STEP,
     FenceProxyAsyncSharedOp,
     WarpgroupMmaStepOp,
+    interleaved_offset,
 )
 from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE, accumulator_table
 from affinec.interpreter.codegen import FunctionWriter, emits
@@ -37,11 +38,11 @@ from affinec.interpreter.warps import WarpCollective, exact_dot
 
 def _positions(
     shape: tuple[int, ...], leading: tuple[int, ...], rows: range, cols: int,
-    interleaved: bool,
+    pitch: int,
 ) -> np.ndarray:  # fmt: skip
     """Flat positions of the tile's elements (r, c), r in `rows`, c < `cols`, in a
-    buffer of `shape` whose leading indices are `leading`."""
-    inner = len(shape) - len(leading)
+    buffer of `shape` whose leading indices are `leading` (the tile row-major, or
+    interleaved with core matrices `pitch` rows apart)."""
     tile = math.prod(shape[len(leading) :])
     base = 0
     for i, n in zip(leading, shape[: len(leading)], strict=True):
@@ -49,15 +50,7 @@ def _positions(
     base *= tile
     r = np.arange(rows.start, rows.stop)[:, None]
     c = np.arange(cols)[None, :]
-    if interleaved:
-        assert inner == 4
-        offset = (
-            ((r // CORE) * (cols // CORE) + c // CORE) * CORE * CORE
-            + (r % CORE) * CORE
-            + c % CORE
-        )
-    else:
-        offset = r * cols + c
+    offset = interleaved_offset(r, c, cols, pitch) if pitch else r * cols + c
     return base + offset
 
 

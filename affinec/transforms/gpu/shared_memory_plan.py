@@ -54,7 +54,7 @@ def plan_shared_memory(
     """Store by phase (if `split_phases`), pad (if `pad`), place and check the
     shared buffers of `grid`'s blocks."""
     # wgmma's tiles take its layout, never padded nor split (its descriptors).
-    interleave_wgmma_tiles(grid)
+    interleave_wgmma_tiles(grid, pad=pad)
     if split_phases:
         split_phases_against_bank_conflicts(grid)
     if pad:

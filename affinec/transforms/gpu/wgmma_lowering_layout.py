@@ -14,7 +14,11 @@ K) and a stride byte offset of C/8 * 128 (the next 8 rows), MN-major B (rows K,
 columns N) with 128 between 8-column groups of N and C/8 * 128 between 8-row groups
 of K. Every access to the tile is rewritten to match (the promotion's 16-byte
 asynchronous copies each land in one core matrix's row, unchanged but for their
-indices), and the tile is not padded: padding would break the core matrices.
+indices), and the tile's rows are not padded: that would break the core matrices. The
+core matrices themselves may be: `[R/8, C/8, P, 8]` with P > 8 puts them P x 16
+bytes apart (the descriptor's offsets follow), where the bank model finds the
+copies into the tile cost fewer wavefronts so (16-byte copies of one row, one per
+core matrix, all on the same four banks when packed).
 
     %A_shared = memref.alloc() : memref<2x64x32xf16, 3>
     nvgpu.device_async_copy %A[..], %A_shared[%s, %r, %c], 8 ...
@@ -36,6 +40,7 @@ from xdsl.ir.affine import AffineExpr, AffineMap
 from affinec.base.diagnostics import PassError
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec_wgmma import CORE, WarpgroupMmaStepOp, interleaved_shape
+from affinec.transforms.gpu.bank_conflicts import evaluate, padded_cost, shared_accesses
 
 
 def wgmma_tiles(grid: Operation) -> set[SSAValue]:
@@ -47,23 +52,68 @@ def wgmma_tiles(grid: Operation) -> set[SSAValue]:
     return tiles
 
 
-def interleave_wgmma_tiles(grid: Operation) -> None:
+def interleave_wgmma_tiles(grid: Operation, pad: bool = True) -> None:
     """Lay out each tile `wgmma` reads in `grid` in the interleaved layout (see the
-    module), its accesses rewritten; tiles already so laid out are left alone."""
+    module), its accesses rewritten; with `pad`, its core matrices as far apart
+    (16-byte rows) as costs the accesses to it the fewest wavefronts by the bank
+    model. Tiles already so laid out are left alone."""
     steps = [op for op in grid.walk() if isinstance(op, WarpgroupMmaStepOp)]
     done: set[SSAValue] = set()
     for step in steps:
-        for tile, interleaved in (
-            (step.a, step.a_tile()[2]),
-            (step.b, step.b_tile()[2]),
-        ):
-            if tile in done or interleaved:
+        for tile, pitch in ((step.a, step.a_tile()[2]), (step.b, step.b_tile()[2])):
+            if tile in done or pitch:
                 continue
             done.add(tile)
-            _interleave(tile)
+            new = _interleave(tile)
+            if pad and (best := _best_pitch(grid, new)) != CORE:
+                _retype(new, best)
 
 
-def _interleave(tile: SSAValue) -> None:
+def _best_pitch(grid: Operation, tile: SSAValue) -> int:
+    """The pitch of the core matrices (8 to 15 rows of 16 bytes) that costs the
+    accesses to `tile` the fewest wavefronts (its copies: `wgmma`'s own reads are
+    not modelled), the smallest on ties."""
+    accesses = [(o, i, w) for o, b, i, w in shared_accesses(grid) if b is tile]
+    evaluated = evaluate(accesses)
+    if not accesses or len(evaluated) < len(accesses):
+        return CORE
+    t = tile.type
+    assert isinstance(t, MemRefType)
+    *outer, _, _ = t.get_shape()
+    best, best_cost = CORE, None
+    for pitch in range(CORE, 2 * CORE):
+        shape = [*outer, pitch, CORE]
+        _, cost = padded_cost(tile, evaluated, shape, max_words=0)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = pitch, cost
+    return best
+
+
+def _retype(tile: SSAValue, pitch: int) -> None:
+    """The interleaved tile with its core matrices `pitch` rows apart (the indices
+    stay: rows past the eighth are never touched)."""
+    alloc = tile.owner
+    t = tile.type
+    assert isinstance(alloc, memref.AllocOp) and isinstance(t, MemRefType)
+    *outer, _, last = t.get_shape()
+    new = memref.AllocOp(
+        [],
+        [],
+        gpu.in_memory_space(
+            MemRefType(t.get_element_type(), [*outer, pitch, last]),
+            gpu.WORKGROUP_ADDRESS_SPACE,
+        ),
+    )
+    new.memref.name_hint = tile.name_hint
+    new.attributes |= alloc.attributes
+    block = alloc.parent_block()
+    assert block is not None
+    block.insert_op_before(new, alloc)
+    tile.replace_all_uses_with(new.memref)
+    block.erase_op(alloc)
+
+
+def _interleave(tile: SSAValue) -> SSAValue:
     alloc = tile.owner
     t = tile.type
     if not isinstance(alloc, memref.AllocOp) or not isinstance(t, MemRefType):
@@ -97,6 +147,7 @@ def _interleave(tile: SSAValue) -> None:
             _rewrite(user)
     tile.replace_all_uses_with(new.memref)
     block.erase_op(alloc)
+    return new.memref
 
 
 _AFFINE_ACCESSES = (

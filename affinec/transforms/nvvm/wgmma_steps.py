@@ -18,9 +18,10 @@ refused, naming the planner. Each thread:
 The descriptors' start fields come from the tiles' addresses
 (`affinec.element_pointer` of the slab's first element, `llvm.ptrtoint`, `(a &
 0x3FFFF) >> 4`), their leading and stride byte offsets from the tile's shape
-(`wgmma_fields`): A (M x K) and a K-major B (N x K) step 128 bytes along K and
-K/8 x 128 bytes along the rows; an MN-major B (K x N) steps 128 bytes along N and
-N/8 x 128 bytes along K.
+(`wgmma_fields`): with core matrices P x 16 bytes apart (P = 8 packed, more where
+the planner padded them), A (M x K) and a K-major B (N x K) step 16 P bytes along
+K and K/8 x 16 P along the rows; an MN-major B (K x N) steps 16 P bytes along N
+and N/8 x 16 P along K.
 """
 
 from __future__ import annotations
@@ -51,18 +52,22 @@ from affinec.dialects.nvvm_mma import MMALayout, MMALayoutAttr
 from affinec.hardware.wgmma_layouts import MatrixDescriptor
 from affinec.transforms.nvvm.nvgpu_to_nvvm import Lowered, lowers
 
-CORE_BYTES = CORE * 16
-"""Bytes of one core matrix (8 rows of 16 bytes)."""
+ROW_BYTES = 16
+"""Bytes of one row of a core matrix."""
 
 
-def wgmma_fields(rows: int, cols: int, k_major: bool) -> tuple[MatrixDescriptor, int]:
+def wgmma_fields(
+    rows: int, cols: int, k_major: bool, pitch: int = CORE
+) -> tuple[MatrixDescriptor, int]:
     """The descriptor (start 0, no swizzle) of an interleaved tile of `rows` x
-    `cols` 16-bit elements read K-major (columns K) or MN-major (rows K), and the
-    bytes one step of 16 along K moves its start."""
-    across = (cols // CORE) * CORE_BYTES  # from one 8-row group to the next
+    `cols` 16-bit elements, core matrices `pitch` 16-byte rows apart, read K-major
+    (columns K) or MN-major (rows K), and the bytes one step of 16 along K moves
+    its start."""
+    core = pitch * ROW_BYTES  # from one core matrix to the next along the columns
+    across = (cols // CORE) * core  # from one 8-row group to the next
     if k_major:
-        return MatrixDescriptor(0, CORE_BYTES, across, 0), 2 * CORE_BYTES
-    return MatrixDescriptor(0, across, CORE_BYTES, 0), 2 * across
+        return MatrixDescriptor(0, core, across, 0), 2 * core
+    return MatrixDescriptor(0, across, core, 0), 2 * across
 
 
 def _index(value: int, ops: list[Operation]) -> SSAValue:
@@ -92,9 +97,9 @@ def _start_field(
 @lowers(WarpgroupMmaStepOp)
 def _lower_step(op: Operation) -> Lowered:
     assert isinstance(op, WarpgroupMmaStepOp)
-    rows_a, k, interleaved_a = op.a_tile()
-    rows_b, cols_b, interleaved_b = op.b_tile()
-    if not (interleaved_a and interleaved_b):
+    rows_a, k, pitch_a = op.a_tile()
+    rows_b, cols_b, pitch_b = op.b_tile()
+    if not (pitch_a and pitch_b):
         raise PassError(
             op,
             "reads a tile not laid out for wgmma (8 x 8 core matrices): run "
@@ -112,8 +117,8 @@ def _lower_step(op: Operation) -> Lowered:
     ops.append(group)
     start_a = _start_field(op.a, [*lead_a, group.result, zero, zero, zero], ops)
     start_b = _start_field(op.b, [*op.b_indices, zero, zero, zero, zero], ops)
-    fields_a, step_a = wgmma_fields(rows_a, k, True)
-    fields_b, step_b = wgmma_fields(rows_b, cols_b, b_k_major)
+    fields_a, step_a = wgmma_fields(rows_a, k, True, pitch_a)
+    fields_b, step_b = wgmma_fields(rows_b, cols_b, b_k_major, pitch_b)
     encoded_a = _i64(fields_a.encode(), ops)
     encoded_b = _i64(fields_b.encode(), ops)
     descriptors: list[tuple[SSAValue, SSAValue]] = []
