@@ -103,19 +103,21 @@ def wgmma_configs(spec: Spec) -> list[KernelConfig]:
     return configs
 
 
-def routes(spec: Spec) -> list[tuple[str, KernelConfig | None, dict]]:
-    """(route, configuration, compile knobs) of every kernel measured for `spec`."""
+def routes(spec: Spec) -> list[tuple[str, KernelConfig | None, str]]:
+    """(route, configuration, note) of every kernel measured for `spec`: the note
+    says `packed` for the new route's first tile with its core matrices packed (the
+    planner's pad=false), or why a route has no configuration."""
     configs = wgmma_configs(spec)
-    out: list[tuple[str, KernelConfig | None, dict]] = [
-        ("pipeline wgmma", c, {}) for c in configs
+    out: list[tuple[str, KernelConfig | None, str]] = [
+        ("pipeline wgmma", c, "") for c in configs
     ]
-    if configs:  # the first tile again with its core matrices packed (no padding)
-        out.append(("pipeline packed", configs[0], {"pipeline": packed(configs[0])}))
+    if configs:
+        out.append(("pipeline packed", configs[0], "packed"))
     try:
-        out.append(("template wgmma", config_for(spec, arch=ARCH, wgmma=True), {}))
+        out.append(("template wgmma", config_for(spec, arch=ARCH, wgmma=True), ""))
     except ValueError as e:
-        out.append(("template wgmma", None, {"refused": str(e)}))
-    out.append(("mma.sync", config_for(spec, arch=ARCH), {}))
+        out.append(("template wgmma", None, str(e)))
+    out.append(("mma.sync", config_for(spec, arch=ARCH), ""))
     return out
 
 
@@ -130,6 +132,50 @@ def packed(config: KernelConfig) -> list:
         else p
         for p in default_passes(config)
     ]
+
+
+def compile_route(spec_text: str, knobs: dict, pack: bool) -> dict:
+    """Compile one kernel (what a worker process runs: picklable in and out): the
+    runtime kernel and ptxas's figures, or why it was refused."""
+    from affinec.base.spec import parse_spec
+    from affinec.tuning.compiling import config_from_json
+
+    spec, config = parse_spec(spec_text), config_from_json(knobs)
+    start = time.perf_counter()
+    try:
+        pipeline = packed(config) if pack else None
+        compiled = compile_to_ptx(spec, config, arch=ARCH, pipeline=pipeline)
+        resources = compiled.resources()
+    except Exception as e:  # a refusal or a compiler error: reported
+        return {
+            "reason": f"compile: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        }
+    kernel = compiled.runtime_kernel()
+    kernel.info["tolerance"] = compiled.tolerance
+    return {
+        "kernel": kernel,
+        "seconds": time.perf_counter() - start,
+        "registers": resources.registers,
+        "spills": resources.spill_stores + resources.spill_loads,
+        "threads": compiled.launch.block[0] * compiled.launch.block[1],
+        "shared": resources.shared_memory + compiled.launch.dynamic_shared_memory,
+    }
+
+
+def compile_all(cases: list[tuple[str, Spec]]) -> dict:
+    """Every kernel of every case, compiled in parallel processes, by (case, k)."""
+    from affinec.tuning.compiling import config_to_json, default_jobs, make_pool
+
+    futures = {}
+    with make_pool(default_jobs()) as pool:
+        for name, spec in cases:
+            for k, (_, config, note) in enumerate(routes(spec)):
+                if config is not None:
+                    futures[name, k] = pool.submit(
+                        compile_route, spec.to_text(), config_to_json(config),
+                        note == "packed",
+                    )  # fmt: skip
+        return {key: f.result() for key, f in futures.items()}
 
 
 def vendor_ms(spec: Spec, measurer) -> float | None:
@@ -149,7 +195,7 @@ def vendor_ms(spec: Spec, measurer) -> float | None:
     )
 
 
-def measure_case(name: str, spec: Spec, log) -> list[Row]:
+def measure_case(name: str, spec: Spec, compiled: dict, log) -> list[Row]:
     from affinec.tuning.measure import GpuMeasurer
 
     rows: list[Row] = []
@@ -160,37 +206,26 @@ def measure_case(name: str, spec: Spec, log) -> list[Row]:
         rows.append(Row(name, vendor_name, "torch", True, ms=vendor,
                         tflops=_tflops(spec, vendor)))  # fmt: skip
         log(rows[-1])
-        for route, config, knobs in routes(spec):
+        for k, (route, config, note) in enumerate(routes(spec)):
             if config is None:
-                rows.append(Row(name, route, "-", False, note=knobs["refused"][:160]))
+                rows.append(Row(name, route, "-", False, note=note[:160]))
                 log(rows[-1])
                 continue
             row = Row(name, route, config.describe(), False, vendor_ms=vendor)
             rows.append(row)
+            done = compiled[name, k]
+            if "kernel" not in done:
+                row.note = done["reason"]
+                log(row)
+                continue
+            row.compile_s, row.registers = done["seconds"], done["registers"]
+            row.spills, row.threads = done["spills"], done["threads"]
+            row.shared_bytes = done["shared"]
             if measurer.broken:
                 row.note = "not run: an earlier kernel broke the CUDA context"
                 log(row)
                 continue
-            try:
-                start = time.perf_counter()
-                compiled = compile_to_ptx(
-                    spec, config, arch=ARCH, pipeline=knobs.get("pipeline")
-                )
-                row.compile_s = time.perf_counter() - start
-                resources = compiled.resources()
-                row.registers = resources.registers
-                row.spills = resources.spill_stores + resources.spill_loads
-                row.threads = compiled.launch.block[0] * compiled.launch.block[1]
-                row.shared_bytes = (
-                    resources.shared_memory + compiled.launch.dynamic_shared_memory
-                )
-                kernel = compiled.runtime_kernel()
-            except Exception as e:  # a refusal or a compiler error: reported
-                row.note = (
-                    f"compile: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
-                )
-                log(row)
-                continue
+            kernel = done["kernel"]
             measured = measurer.measure(kernel, final=True)
             row.error = measured.error
             if measured.ok and route.startswith("pipeline"):
@@ -281,6 +316,10 @@ def main() -> int:
     if args.only != "products":
         layers = resnet50_1x1(args.batch)
         cases += layers[: args.max_layers] if args.max_layers else layers
+    start = time.perf_counter()
+    compiled = compile_all(cases)
+    print(f"compiled {len(compiled)} kernels in {time.perf_counter() - start:.0f} s",
+          flush=True)  # fmt: skip
     rows: list[Row] = []
     print(HEADER, flush=True)
 
@@ -289,7 +328,7 @@ def main() -> int:
 
     for name, spec in cases:
         try:
-            rows += measure_case(name, spec, log)
+            rows += measure_case(name, spec, compiled, log)
         except Exception:  # noqa: BLE001 (one case's failure is reported, not fatal)
             traceback.print_exc()
             rows.append(

@@ -127,11 +127,13 @@ def _lowered(spec, config, planner=None):
 
 
 def _pitch(module, name: str) -> int:
-    """The pitch of the core matrices of the interleaved tile called `name`."""
+    """The pitch of the core matrices of the interleaved tile called `name` (an
+    allocation, or a launch's workgroup buffer)."""
     for op in module.walk():
-        t = op.results[0].type if op.results else None
-        if op.results and op.results[0].name_hint == name and isinstance(t, MemRefType):
-            return t.get_shape()[-2]
+        args = [a for r in op.regions for b in r.blocks for a in b.args]
+        for value in (*op.results, *args):
+            if value.name_hint == name and isinstance(value.type, MemRefType):
+                return value.type.get_shape()[-2]
     raise AssertionError(f"no %{name}")
 
 
@@ -356,3 +358,22 @@ def test_a_b_tile_copied_n_by_k_is_read_k_major():
         assert error < 1e-3
     text = str(module)
     assert "B[<f16>, <one>, <col>]" in text and "B[<f16>, <one>, <row>]" not in text
+
+
+def test_padding_that_does_not_fit_leaves_the_core_matrices_packed():
+    # 6 stages of 128x48 and 48x256 tiles: 221,184 bytes packed, and the staged
+    # output (67,584 bytes) on their dead bytes, fit the 232,448 of sm_90a; B's
+    # core matrices 9 rows apart (B alone: 239,616 bytes) would not
+
+    spec = MatmulSpec(128, 256, 480, "f16")
+    config = _config(tile_sizes=(128, 256), reduction_tile_sizes=(48,), stages=6,
+                     stage_output=True)  # fmt: skip
+    passes = _passes(config)
+    at = [p.name for p in passes].index("affinec-convert-parallel-to-gpu")
+    module = build(spec)
+    Pipeline(passes[: at + 1]).run(module)
+    assert _pitch(module, "A_shared") == _pitch(module, "B_shared") == 8
+    # with fewer stages the padding fits, and the bank model wants it for B
+    fewer = build(spec)
+    Pipeline(_passes(replace(config, stages=4))[: at + 1]).run(fewer)
+    assert _pitch(fewer, "B_shared") > 8

@@ -86,8 +86,14 @@ def block_size(analysis: GridAnalysis) -> int:
             f"{threads} threads per block (between 1 and {most})",
         )
     shared = [a for a in analysis.allocs if is_shared(a.results[0])]
-    check_shared_capacity(analysis.grid.op, sum(map(byte_size, shared)))
-    _shared_offsets(analysis.grid.op, shared)
+    offsets = _shared_offsets(analysis.grid.op, shared)
+    # planned: what the planner's layout takes (an overlay on a dead buffer's bytes)
+    taken = (
+        max(o + byte_size(a) for o, a in zip(offsets, shared, strict=True))
+        if offsets
+        else sum(map(byte_size, shared))
+    )
+    check_shared_capacity(analysis.grid.op, taken)
     return threads
 
 

@@ -38,12 +38,14 @@ from affinec.base.diagnostics import PassError
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import OVERLAY, SHARED_OFFSET
 from affinec.dialects.nvvm_target import chip_of
+from affinec.hardware.chips import Chip
 from affinec.ir.shared_memory_layout import lay_out_shared, layout_bytes
 from affinec.transforms.gpu import phase_split
 from affinec.transforms.gpu.bands import analyze_grid, is_shared
 from affinec.transforms.gpu.bank_conflicts import best_padding, shared_accesses
 from affinec.transforms.gpu.wgmma_lowering_layout import (
     interleave_wgmma_tiles,
+    pack_wgmma_tiles,
     wgmma_tiles,
 )
 
@@ -59,12 +61,11 @@ def plan_shared_memory(
         split_phases_against_bank_conflicts(grid)
     if pad:
         pad_against_bank_conflicts(grid)
-    allocs = shared_allocs(grid)
-    types = [_type(a) for a in allocs]
-    overlays = {k for k, a in enumerate(allocs) if OVERLAY in a.attributes}
     target = chip_of(grid)
-    offsets = lay_out_shared(types, overlays, target.static_shared_per_block)
-    total = layout_bytes(types, offsets)
+    allocs, offsets, total = _placed(grid, target)
+    if total > target.max_shared_per_block and pack_wgmma_tiles(grid):
+        # the wgmma tiles' core matrices packed again: the padding does not fit
+        allocs, offsets, total = _placed(grid, target)
     if total > target.max_shared_per_block:
         raise PassError(
             grid,
@@ -74,6 +75,17 @@ def plan_shared_memory(
         )
     for alloc, offset in zip(allocs, offsets, strict=False):
         alloc.attributes[SHARED_OFFSET] = IntegerAttr(offset, i64)
+
+
+def _placed(
+    grid: affine.ParallelOp, target: Chip
+) -> tuple[list[Operation], list[int], int]:
+    """The grid's shared allocations, their offsets and the bytes they take."""
+    allocs = shared_allocs(grid)
+    types = [_type(a) for a in allocs]
+    overlays = {k for k, a in enumerate(allocs) if OVERLAY in a.attributes}
+    offsets = lay_out_shared(types, overlays, target.static_shared_per_block)
+    return allocs, offsets, layout_bytes(types, offsets)
 
 
 def shared_allocs(grid: affine.ParallelOp) -> list[Operation]:

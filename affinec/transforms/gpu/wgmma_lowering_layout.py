@@ -69,6 +69,20 @@ def interleave_wgmma_tiles(grid: Operation, pad: bool = True) -> None:
                 _retype(new, best)
 
 
+def pack_wgmma_tiles(grid: Operation) -> bool:
+    """Put the core matrices of every tile `wgmma` reads in `grid` back together
+    (a pitch of 8 rows): where their padding leaves the block too little shared
+    memory. Whether any tile changed."""
+    changed = False
+    for tile in wgmma_tiles(grid):
+        t = tile.type
+        assert isinstance(t, MemRefType)
+        if t.get_shape()[-2] != CORE:
+            _retype(tile, CORE)
+            changed = True
+    return changed
+
+
 def _best_pitch(grid: Operation, tile: SSAValue) -> int:
     """The pitch of the core matrices (8 to 15 rows of 16 bytes) that costs the
     accesses to `tile` the fewest wavefronts (its copies: `wgmma`'s own reads are
@@ -215,4 +229,4 @@ def _rewrite(op: Operation) -> None:
     op.map = type(op.map)(AffineMap(m.num_dims, m.num_symbols, (*lead, *inner)))
 
 
-__all__ = ["interleave_wgmma_tiles", "wgmma_tiles"]
+__all__ = ["interleave_wgmma_tiles", "pack_wgmma_tiles", "wgmma_tiles"]
