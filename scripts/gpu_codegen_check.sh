@@ -7,9 +7,13 @@
 # CPU). Logs and JSON under $OUT (default /tmp/affinec-gpu); a table last: each
 # kernel's and each network's time under every variant, as a ratio to the default.
 #
-#   scripts/gpu_codegen_check.sh                          # about 10-15 minutes
+#   scripts/gpu_codegen_check.sh                          # at most BUDGET_S (560 s)
 #   VARIANTS="default lean" scripts/gpu_codegen_check.sh  # fewer variants
-#   NETWORK_BATCHES="1" scripts/gpu_codegen_check.sh      # ResNet-50 at batch 1 only
+#   NETWORK_BATCHES="32" scripts/gpu_codegen_check.sh     # ResNet-50 at batch 32 only
+#
+# The runs go by step (the five convolutions under every variant, then ResNet-50,
+# then the compile times), each within what is left of BUDGET_S (a run past it is
+# stopped, later ones skipped and named so in the summary); LIMIT_S (420) caps one.
 #
 # Variants (environment of the runs):
 #   default    LLVM as it is: -O3, NVPTX's code generation at level 3
@@ -41,24 +45,41 @@ environment() { # the variables a variant sets, as env(1) arguments
   esac
 }
 
+for v in $VARIANTS; do # a misspelt variant fails before any GPU time is spent
+  environment "$v" >/dev/null || exit 2
+done
 : >"$OUT/codegen_summary.txt"
-for v in $VARIANTS; do
+BUDGET_S=${BUDGET_S:-560}
+started=$SECONDS
+job() { # job VARIANT STEP: one run, within what is left of BUDGET_S
+  local v=$1 step=$2 vars tag left limit cmd
   vars=$(environment "$v") || exit 2
   tag=${v/+/_}
-  for step in conv networks compile; do
-    case $step in
-    conv) cmd=(benchmarks/conv.py --dtype f16 --json "$OUT/codegen_${tag}_conv.json") ;;
-    networks)
-      # shellcheck disable=SC2206 # the batches are words on purpose
-      cmd=(benchmarks/networks.py --network resnet50 --batch $NETWORK_BATCHES
-        --json "$OUT/codegen_${tag}_networks.json")
-      ;;
-    compile) cmd=(benchmarks/compile.py --repeat 3 --json "$OUT/codegen_${tag}_compile.json") ;;
-    esac
-    start=$SECONDS
-    # shellcheck disable=SC2086 # $vars holds several NAME=VALUE words
-    env $vars timeout "$LIMIT_S" $PY "${cmd[@]}" >"$OUT/codegen_${tag}_$step.log" 2>&1
-    echo "$v $step: exit $? in $((SECONDS - start)) s" >>"$OUT/codegen_summary.txt"
+  left=$((BUDGET_S - (SECONDS - started)))
+  if [ "$left" -lt 40 ]; then
+    echo "$v $step: skipped (BUDGET_S spent)" >>"$OUT/codegen_summary.txt"
+    return
+  fi
+  limit=$((left - 10 < LIMIT_S ? left - 10 : LIMIT_S))
+  case $step in
+  conv) cmd=(benchmarks/conv.py --dtype f16 --json "$OUT/codegen_${tag}_conv.json") ;;
+  networks)
+    # shellcheck disable=SC2206 # the batches are words on purpose
+    cmd=(benchmarks/networks.py --network resnet50 --batch $NETWORK_BATCHES
+      --json "$OUT/codegen_${tag}_networks.json")
+    ;;
+  compile) cmd=(benchmarks/compile.py --repeat 3 --json "$OUT/codegen_${tag}_compile.json") ;;
+  esac
+  local start=$SECONDS
+  # shellcheck disable=SC2086 # $vars holds several NAME=VALUE words
+  env $vars timeout "$limit" $PY "${cmd[@]}" >"$OUT/codegen_${tag}_$step.log" 2>&1
+  echo "$v $step: exit $? in $((SECONDS - start)) s" >>"$OUT/codegen_summary.txt"
+}
+
+# The most telling first: what the GPU needs, then the CPU's compile times.
+for step in conv networks compile; do
+  for v in $VARIANTS; do
+    job "$v" "$step"
   done
 done
 
