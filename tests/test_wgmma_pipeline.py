@@ -377,3 +377,18 @@ def test_padding_that_does_not_fit_leaves_the_core_matrices_packed():
     fewer = build(spec)
     Pipeline(_passes(replace(config, stages=4))[: at + 1]).run(fewer)
     assert _pitch(fewer, "B_shared") > 8
+
+
+def test_the_command_line_takes_the_tensor_core_knob(tmp_path, capsys):
+    from affinec.tools.cli import main as affinec
+
+    out = tmp_path / "k.ptx"
+    args = ["compile", "matmul", "--m", "256", "--n", "128", "--k", "128",
+            "--dtype", "f16", "--arch", "sm_90a", "--mma", "--tensor-core", "wgmma",
+            "--tile-sizes", "128,128", "--reduction-tile-sizes", "64",
+            "--stages", "2", "-o", str(out)]  # fmt: skip
+    assert affinec(args) == 0, capsys.readouterr().err
+    assert "wgmma.mma_async.sync.aligned.m64n128k16" in out.read_text()
+    bad = [*args[:-2], "--arch", "sm_80"]
+    assert affinec(bad) != 0
+    assert "wgmma needs sm_90a" in capsys.readouterr().err
