@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from xdsl.context import Context
 from xdsl.dialects.builtin import AffineMapAttr, AffineSetAttr, ModuleOp
-from xdsl.ir import OpResult
+from xdsl.ir import Operation, OpResult
 from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineExpr, AffineMap
 from xdsl.ir.affine.affine_set import (
     AffineConstraintExpr,
@@ -227,3 +227,59 @@ def test_stages_add_up_to_the_compile() -> None:
     assert names[-2:] == ["verify", "llvm-ir + ptx"]
     assert all(t >= 0 for _, t in compiled.timings)
     assert compiled.seconds <= wall
+
+
+def _module_with_xdsl_affine() -> tuple[ModuleOp, Operation]:
+    """A module, and an op of xDSL's own `affine` dialect not yet in it."""
+    from xdsl.dialects import affine as xdsl_affine
+    from xdsl.dialects.builtin import IndexType
+    from xdsl.dialects.test import TestOp
+
+    operand = TestOp(result_types=[IndexType()])
+    d0 = AffineExpr.dimension(0)
+    foreign = xdsl_affine.ApplyOp(
+        [operand.results[0]], AffineMapAttr(AffineMap(1, 0, (d0 + 1,)))
+    )
+    return ModuleOp([operand]), foreign
+
+
+def test_dialects_checked_once_until_forgotten() -> None:
+    from affinec.ir.context import dialects_checked_once, require_affinec_dialects
+
+    module, foreign = _module_with_xdsl_affine()
+    with dialects_checked_once() as forget:
+        require_affinec_dialects(module)
+        module.body.block.add_op(foreign)
+        require_affinec_dialects(module)  # checked already: not walked again
+        forget()
+        with pytest.raises(PassError, match="xDSL's 'affine' dialect"):
+            require_affinec_dialects(module)
+    with pytest.raises(PassError, match="xDSL's 'affine' dialect"):
+        require_affinec_dialects(module)  # outside: every call checks
+
+
+@dataclass(frozen=True)
+class _AddsXdslAffine(ModulePass):
+    """Not one of affinec's passes: it adds an op of xDSL's `affine` dialect."""
+
+    name = "test-adds-xdsl-affine"
+    foreign: Operation
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        op.body.block.add_op(self.foreign)
+
+
+def test_a_pass_not_affinecs_has_the_next_one_check_the_dialects_again() -> None:
+    from affinec.driver.pipeline import Pipeline
+    from affinec.passes.affinec_canonicalize import AffinecCanonicalizePass
+
+    for verify_each in (False, True):
+        module, foreign = _module_with_xdsl_affine()
+        passes = [
+            AffinecCanonicalizePass(),
+            _AddsXdslAffine(foreign),
+            AffinecCanonicalizePass(),
+        ]
+        with pytest.raises(PassError, match="xDSL's 'affine' dialect") as e:
+            Pipeline(passes).run(module, verify_each=verify_each)
+        assert e.value.op is foreign

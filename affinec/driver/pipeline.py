@@ -39,7 +39,7 @@ from affinec.base.spec import Spec
 from affinec.dialects.affinec import SpecAttributeError, read_spec, split_count
 from affinec.driver.pipeline_names import NAMED_PIPELINES, pipeline_text
 from affinec.ir.affine_exprs import semi_affine_op
-from affinec.ir.context import make_context
+from affinec.ir.context import dialects_checked_once, make_context
 
 
 class PipelineError(Exception):
@@ -305,14 +305,20 @@ class Pipeline:
             if not first.ok:
                 raise PipelineError(f"the input does not check: {first.message}")
         hazard_scope = nullcontext
+        dialect_scope = nullcontext
         if not verify_each:
             # loaded where it is used: not for every affinec-opt run (numpy and
             # ml_dtypes come with it)
             from affinec.transforms.gpu.shared_memory_hazards import (
                 hazards_checked_once as hazard_scope,
             )
-        with collector_paused():
+
+            # the module's dialects checked once, again after a pass not ours
+            dialect_scope = dialects_checked_once
+        with collector_paused(), dialect_scope() as forget:
             for p in self.passes:
+                if forget is not None and not _is_affinec_pass(p):
+                    forget()
                 start = time.perf_counter()
                 try:
                     with hazard_scope():
@@ -329,6 +335,11 @@ class Pipeline:
                     if not result.ok:
                         raise CheckFailure(p, result.message)
         return module
+
+
+def _is_affinec_pass(p: ModulePass) -> bool:
+    """Whether `p` is one of affinec's passes (which build affinec's ops only)."""
+    return type(p).__module__.startswith("affinec.")
 
 
 @contextmanager

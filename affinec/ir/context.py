@@ -4,7 +4,9 @@ of the ones we re-syntax."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from xdsl.context import Context
 from xdsl.dialects import get_all_dialects
@@ -142,6 +144,9 @@ def require_affinec_dialects(module: ModuleOp) -> None:
     """
     from affinec.base.diagnostics import PassError
 
+    checked = _CHECKED.get()
+    if checked is not None and any(m is module for m in checked):
+        return
     ours = _resyntaxed_operations()
     seen = _ACCEPTED_TYPES
     for op in module.walk():
@@ -158,6 +163,29 @@ def require_affinec_dialects(module: ModuleOp) -> None:
             "not rewrite: run them with affinec-opt (or parse with "
             "affinec.ir.context.make_context())",
         )
+    if checked is not None:
+        checked.append(module)
+
+
+_CHECKED: ContextVar[list[ModuleOp] | None] = ContextVar(
+    "affinec_dialects_checked", default=None
+)
+"""The modules `require_affinec_dialects` has passed within `dialects_checked_once`
+(None outside)."""
+
+
+@contextmanager
+def dialects_checked_once() -> Iterator[Callable[[], None]]:
+    """Within: `require_affinec_dialects` checks a module once, not again in every
+    pass (affinec's passes build affinec's ops only). The function it gives forgets
+    what was checked: call it before a pass that is not affinec's, which may build
+    xDSL's ops."""
+    checked: list[ModuleOp] = []
+    token = _CHECKED.set(checked)
+    try:
+        yield checked.clear
+    finally:
+        _CHECKED.reset(token)
 
 
 _ACCEPTED_TYPES: set[type] = set()

@@ -76,6 +76,23 @@ def difference_range(
 
 def as_dims(m: AffineMap) -> AffineMap:
     """`m` with its symbols turned into dims after its own (operand order unchanged)."""
+    known = _AS_DIMS.get(id(m))
+    if known is not None and known[0] is m:
+        return known[1]
+    if len(_AS_DIMS) > 20_000:
+        _AS_DIMS.clear()
+    result = _as_dims(m)
+    _AS_DIMS[id(m)] = (m, result)
+    return result
+
+
+_AS_DIMS: dict[int, tuple[AffineMap, AffineMap]] = {}
+"""`as_dims` of the maps it has seen, by identity (each kept with its answer, so
+that no other map takes its identity meanwhile): the analyses ask again of the
+same op's map, pass after pass."""
+
+
+def _as_dims(m: AffineMap) -> AffineMap:
     n = m.num_dims
     return AffineMap(
         n + m.num_symbols,
