@@ -95,6 +95,15 @@ def test_a_1x1_convolution_through_its_flattened_pixels():
     assert "wgmma.mma_async.sync.aligned.m64n40k16.f32.f16.f16" in compiled.ptx
 
 
+def test_bf16_operands_with_an_epilogue():
+    from affinec.driver.compiler import compile_to_ptx
+
+    spec = MatmulSpec(128, 64, 64, "bf16", "bias-relu")
+    config = _config(stage_output=True)
+    compiled = compile_to_ptx(spec, config, arch="sm_90a", check=True)
+    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16" in compiled.ptx
+
+
 def test_only_the_tensor_core_pass_changes():
     config = _config()
     wgmma = [p.name for p in map_to_gpu_passes(config)]
