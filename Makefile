@@ -40,8 +40,10 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	PATH="$(CURDIR)/$(BIN):$$PATH" scripts/check_layers.sh
 
+# --dist loadgroup: the tests that share a module's fixture (a Ray cluster, a tuning)
+# run on one worker, which builds it once (tests/conftest.py groups them).
 pytest: $(STAMP)
-	HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q -n auto
+	HYPOTHESIS_PROFILE=ci $(BIN)/pytest -q -n auto --dist loadgroup
 
 lit: $(STAMP)
 	$(BIN)/lit -sv tests/filecheck

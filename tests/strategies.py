@@ -1,9 +1,10 @@
 """The spec strategies the tests draw from: affinec's public ones
 (`affinec.testing`), which users testing their own passes use too, the
-tensor-core cases several test files share, and inputs with NaNs."""
+tensor-core cases several test files share, inputs with NaNs, and the example count
+of a slow property under the loaded hypothesis profile."""
 
 import numpy as np
-from hypothesis import assume
+from hypothesis import assume, settings
 from hypothesis import strategies as st
 
 from affinec.base.spec import ConvSpec, MatmulSpec
@@ -13,12 +14,26 @@ from affinec.testing import conv_specs, matmul_specs, outer_specs, specs
 
 __all__ = [
     "conv_specs",
+    "examples",
     "matmul_specs",
     "mma_cases",
     "outer_specs",
     "specs",
     "with_nans",
 ]
+
+
+_SCALE = {"ci": 0.5, "thorough": 10.0}
+"""How the example counts written in the tests scale with the profile (conftest.py):
+halved under `ci` (`make test`, derandomized: the same examples every run), ten
+times under `thorough`, as written under `dev` and the others."""
+
+
+def examples(n: int) -> int:
+    """The example count of a slow property whose test asks for `n` under `dev`:
+    `n` scaled by the loaded profile, never below 3 (nor above `n` where `n` < 3)."""
+    scale = _SCALE.get(settings.get_current_profile_name(), 1.0)
+    return max(min(n, 3), round(n * scale))
 
 
 def with_nans(arrays: list[np.ndarray], seed: int) -> list[np.ndarray]:

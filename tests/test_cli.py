@@ -11,7 +11,7 @@ from affinec.base.spec import ConvSpec, MatmulSpec
 from affinec.frontend.naive import build
 from affinec.tools.cli import main as affinec
 from affinec.tools.opt import main as affinec_opt
-from strategies import conv_specs
+from strategies import conv_specs, examples
 
 CONV_FLAGS = [
     "--n",
@@ -55,7 +55,7 @@ def _flags(spec: ConvSpec) -> list[str]:
     ]
 
 
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(conv_specs())
 def test_gen_then_check_accepts_any_convolution(tmp_path_factory, spec):
     path = tmp_path_factory.mktemp("gen") / "conv.mlir"

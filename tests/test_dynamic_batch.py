@@ -29,6 +29,7 @@ from affinec.ir.context import make_context
 from affinec.testing import conv_specs
 from affinec.tuning.cache import batch_bucket, tuning_key
 from affinec.tuning.space import search_space
+from strategies import examples
 
 NHWC = ConvSpec(
     2, 16, 6, 6, 16, 3, 3, padding=1, layout="nhwc", filter_layout="rsck",
@@ -63,7 +64,7 @@ def test_the_spec_text_and_the_naive_ir():
     assert str(again) == text
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(
     conv_specs(max_channels=4, max_image=5, dynamic_batch=True).map(
         lambda s: dataclasses.replace(s, dynamic_batch=True)

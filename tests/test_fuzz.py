@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from fuzzing import LEVELS, mutated_cases, run_case, seeds
 
 EXAMPLES = max(60, settings.default.max_examples)
-"""Inputs per level: at least 60 (the `ci` profile's 20 would leave levels bare)."""
+"""Inputs per level: at least 60 (the `ci` profile's 10 would leave levels bare)."""
 
 
 def test_every_level_has_seeds():

@@ -22,6 +22,7 @@ from affinec.frontend.naive import build
 from affinec.frontend.reference import contraction_reference, random_inputs, reference
 from affinec.passes.affinec_pad_channels import AffinecPadChannels
 from affinec.testing import conv_specs
+from strategies import examples
 
 DEPTHWISE = ConvSpec(
     1, 8, 7, 7, 8, 3, 3, stride=2, padding=1, groups=8, layout="nhwc",
@@ -41,7 +42,7 @@ def test_the_spec_and_its_shapes():
     assert str(c).startswith("output[n, g * 3 + k, oh, ow] = +(input[n, g * 2 + c,")
 
 
-@settings(max_examples=20)
+@settings(max_examples=examples(20))
 @given(conv_specs(max_channels=8, max_image=6))
 def test_the_reference_is_the_contractions_definition(spec):
     inputs = random_inputs(spec, np.random.default_rng(0))

@@ -18,7 +18,7 @@ from affinec.interpreter import Interpreter, InterpreterError
 from affinec.interpreter.lanes import plan_lanes
 from affinec.ir.context import make_context
 from affinec.testing import kernel_configs, specs
-from strategies import with_nans
+from strategies import examples, with_nans
 
 
 def _runs(module, spec, seed: int) -> list[np.ndarray]:
@@ -38,7 +38,7 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 @given(spec=specs(), seed=st.integers(0, 2**16))
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 def test_the_naive_level_as_lanes_is_bit_identical(spec, seed):
     module = build(spec)
     assert "LANE_IVS" in Interpreter(module).source  # every naive band takes lanes
@@ -47,7 +47,7 @@ def test_the_naive_level_as_lanes_is_bit_identical(spec, seed):
 
 
 @given(data=st.data(), seed=st.integers(0, 2**16))
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 def test_the_tiled_level_as_lanes_is_bit_identical(data, seed):
     """After the affine passes the block bands (inside the grid's loops) run as
     lanes: partial tiles, promoted buffers and their copies included."""

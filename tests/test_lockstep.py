@@ -22,7 +22,7 @@ from affinec.interpreter.shared_memory import DataRaceError
 from affinec.interpreter.support import StepLimitError
 from affinec.ir.context import make_context
 from affinec.testing import kernel_configs, specs
-from strategies import mma_cases, with_nans
+from strategies import examples, mma_cases, with_nans
 
 
 def _kernels(module) -> list[gpu.FuncOp]:
@@ -84,7 +84,7 @@ def _same_in_lockstep(spec, config, seed: int) -> None:
 
 
 @given(data=st.data(), seed=st.integers(0, 2**16))
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 def test_the_gpu_level_in_lockstep_is_bit_identical(data, seed):
     """Random specs (layouts, dtypes, strides, groups, epilogues) and
     configurations: promoted tiles, asynchronous copies, partial tiles."""
@@ -93,7 +93,7 @@ def test_the_gpu_level_in_lockstep_is_bit_identical(data, seed):
 
 
 @given(case=mma_cases(), seed=st.integers(0, 2**16))
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=examples(8), deadline=None)
 def test_the_tensor_core_route_in_lockstep_is_bit_identical(case, seed):
     """The mma route's gpu level: `ldmatrix`, `mma.sync`, fragments as vectors,
     the staged output's 16-byte copies, f16, bf16 and tf32."""
@@ -381,7 +381,7 @@ builtin.module attributes {{gpu.container_module}} {{
 
 @pytest.mark.parametrize("op", INTEGER_OPS)
 @given(data=st.data())
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 def test_integer_arithmetic_in_lockstep_is_thread_by_thread(op, data):
     """Every arith integer op on values that differ between threads, i32 and i64:
     extremes, zeros and negative values; a division by zero or a shift past the

@@ -62,7 +62,7 @@ from affinec.frontend.naive import build
 from affinec.frontend.reference import poisoned_output, random_inputs
 from affinec.interpreter import Interpreter
 from affinec.testing import kernel_configs, specs
-from strategies import mma_cases, with_nans
+from strategies import examples, mma_cases, with_nans
 
 pytestmark = needs_mlir_runner
 
@@ -520,7 +520,7 @@ def _parsed(text: str) -> ModuleOp:
 
 
 @given(data=st.data(), seed=st.integers(0, 2**16))
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 def test_scalar_programs_compute_what_mlir_computes(data, seed):
     """Random programs over i8-i64, index, f16, bf16, f32 and f64 (values chosen by
     `scf.if`, carried through `scf.for`): the interpreter's arith, math and scf ops
@@ -584,7 +584,7 @@ def _same_as_a_kernel(
 
 
 @given(data=st.data(), seed=st.integers(0, 2**16))
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 def test_kernels_lowered_by_affinec_compute_what_mlir_computes(data, seed):
     """The same programs as kernels, lowered by affinec's `convert-scf-to-cf` and
     `convert-gpu-to-nvvm` to the llvm dialect (branches, block arguments): MLIR
@@ -598,7 +598,7 @@ def test_kernels_lowered_by_affinec_compute_what_mlir_computes(data, seed):
 
 
 @given(data=st.data(), seed=st.integers(0, 2**16))
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 def test_kernels_lowered_by_mlir_and_interpreted_by_affinec_compute_what_mlir_computes(
     data, seed
 ):
@@ -678,7 +678,7 @@ def test_subnormal_results_compute_what_mlir_computes():
 
 
 @given(data=st.data(), seed=st.integers(0, 2**16))
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 def test_vector_kernels_lowered_by_affinec_compute_what_mlir_computes(data, seed):
     """Programs on 1-D and 2-D vectors of f16, bf16 and f32 (loads, stores,
     broadcasts, inserts, extracts, elementwise ops, fma, float casts), as the staged
@@ -807,7 +807,7 @@ def _threads_as_arguments(compiled: ModuleOp) -> tuple[str, list[int]] | None:
 
 
 @given(data=st.data(), seed=st.integers(0, 2**16))
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=examples(8), deadline=None)
 def test_compiled_simt_kernels_compute_on_mlir_what_the_interpreter_computes(
     data, seed
 ):
@@ -834,7 +834,7 @@ def test_compiled_simt_kernels_compute_on_mlir_what_the_interpreter_computes(
 
 
 @given(data=st.data(), seed=st.integers(0, 2**16))
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 def test_the_host_levels_compute_what_mlir_computes(data, seed):
     """Random specs (every kind, layout, dtype, stride, epilogue; NaN inputs) and
     configurations: the naive level and each affine pass's, bit for bit."""
@@ -843,7 +843,7 @@ def test_the_host_levels_compute_what_mlir_computes(data, seed):
 
 
 @given(case=mma_cases(), seed=st.integers(0, 2**16))
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 def test_the_tensor_core_routes_host_levels_compute_what_mlir_computes(case, seed):
     spec, config = case
     _levels_compute_what_mlir_computes(spec, config, seed)

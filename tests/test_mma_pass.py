@@ -22,10 +22,10 @@ from affinec.driver.pipelines import affine_passes, default_passes
 from affinec.frontend.naive import build
 from affinec.ir import mma_layouts
 from affinec.ir.context import make_context
-from strategies import mma_cases
+from strategies import examples, mma_cases
 
 
-@settings(max_examples=max(4, settings().max_examples // 2))  # each runs ~19 stages
+@settings(max_examples=examples(20))  # each runs ~19 stages
 @given(mma_cases())
 def test_the_mma_pipeline_keeps_the_result(case):
     spec, config = case

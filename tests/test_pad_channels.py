@@ -15,9 +15,10 @@ from affinec.driver.pipelines import default_passes
 from affinec.frontend.naive import build
 from affinec.passes.affinec_pad_channels import AffinecPadChannels
 from affinec.testing import assert_equivalent, conv_specs, matmul_specs
+from strategies import examples
 
 
-@settings(max_examples=10)
+@settings(max_examples=examples(10))
 @given(
     st.one_of(
         # a group's channels are padded by no zeros: tests/test_grouped.py

@@ -15,7 +15,7 @@ one pass writes its whole kernel, with no barrier or wait pass to leave out, and
 the check has no rules for its synchronization (it refuses such a kernel by name);
 the interpreter checks those kernels (`tests/test_hopper_interpreter.py`).
 
-The `ci` profile draws some hundreds of cases (ten times its examples for the SIMT
+The `ci` profile draws about a hundred cases (ten times its examples for the SIMT
 route, twice for the tensor cores), `fuzz` thousands; `AFFINEC_RACE_EXAMPLES` sets
 the number of cases each test draws.
 

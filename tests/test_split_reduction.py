@@ -28,6 +28,7 @@ from affinec.driver.pipelines import default_passes
 from affinec.frontend.naive import build
 from affinec.passes.affinec_split_reduction import AffinecSplitReduction
 from affinec.testing import conv_specs, kernel_configs, matmul_specs
+from strategies import examples
 
 
 def _channels(spec) -> int:
@@ -55,7 +56,7 @@ tensor_core_sized = st.builds(
 
 
 @given(spec=splittable, data=st.data())
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 def test_the_partial_sums_add_up_to_the_contraction(spec, data):
     """Any split count up to the channels, dividing them or not: within the dtype's
     tolerance of float64, and one split bit-identical to none."""
@@ -69,7 +70,7 @@ def test_the_partial_sums_add_up_to_the_contraction(spec, data):
 
 
 @given(spec=st.one_of(splittable, tensor_core_sized), data=st.data())
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 def test_split_kernels_are_checked_at_every_level(spec, data):
     """The tuner's configurations with a split: the two kernels interpreted after
     every pass down to the llvm level (partial tiles, epilogues, both routes). The

@@ -17,6 +17,7 @@ from affinec.testing import (
     kernel_configs,
     tile_sizes,
 )
+from strategies import examples
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class MulIntoAdd(ModulePass):
             mul.parent_block().erase_op(mul)  # pyright: ignore
 
 
-@settings(max_examples=8)
+@settings(max_examples=examples(8))
 @given(conv_specs())
 def test_a_pass_that_keeps_the_result_passes(spec):
     assert_equivalent(["affinec-tile-split-sink", SwapMulOperands()], spec)
@@ -56,7 +57,7 @@ def test_a_pass_that_changes_the_result_is_named():
         assert_equivalent(MulIntoAdd(), spec)
 
 
-@settings(max_examples=4)
+@settings(max_examples=examples(4))
 @given(
     conv_specs(max_channels=8).flatmap(lambda s: tile_sizes(s).map(lambda t: (s, t)))
 )
@@ -70,7 +71,7 @@ SMALL_F16 = ConvSpec(1, 16, 6, 6, 16, 3, 3, padding=1, layout="nhwc",
                      filter_layout="rsck", dtype="f16")  # fmt: skip
 
 
-@settings(max_examples=3)
+@settings(max_examples=examples(3))
 @given(kernel_configs(SMALL_F16))
 def test_kernel_configs_come_from_the_tuners_space(config):
     from affinec.tuning.space import search_space

@@ -67,7 +67,7 @@ from affinec.tuning.tuner import (
     Record,
     _absorb,
 )
-from strategies import conv_specs
+from strategies import conv_specs, examples
 
 SMALL_F16 = ConvSpec(
     2, 16, 8, 8, 16, 3, 3, padding=1, layout="nhwc", filter_layout="rsck", dtype="f16"
@@ -200,7 +200,7 @@ def test_grouped_convolutions_are_tuned_within_a_group(spec):
         compile_to_ptx(spec, config, arch="sm_90")
 
 
-@settings(max_examples=15)
+@settings(max_examples=examples(15))
 @given(conv_specs(max_channels=20, max_image=12))
 def test_the_space_of_any_convolution_keeps_the_order(spec):
     space = search_space(spec, max_candidates=30)
@@ -230,7 +230,7 @@ def test_every_candidate_compiles_or_is_refused_with_a_reason(spec, count):
     assert any(r.config.mma for r in results if r.ok) == (spec.dtype != "f32")
 
 
-@settings(max_examples=3)
+@settings(max_examples=examples(3))
 @given(conv_specs(max_channels=20, max_image=10), st.randoms(use_true_random=False))
 def test_candidates_of_random_convolutions_compile_or_are_refused(spec, rng):
     space = search_space(spec, max_candidates=20)

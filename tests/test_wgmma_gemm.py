@@ -20,6 +20,7 @@ from affinec.driver.pipelines import wgmma_passes
 from affinec.frontend.naive import build
 from affinec.transforms.gpu.wgmma_plan import SCHEDULES, GemmKernel, pixel_box
 from affinec.transforms.gpu.wgmma_text import gemm_module_text
+from strategies import examples
 
 TARGET = "nvvm-attach-target{chip=sm_90a}"
 
@@ -31,7 +32,7 @@ def _checked(spec: MatmulSpec, config: KernelConfig) -> None:
     )
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 @given(
     m=st.integers(1, 140),
     n=st.integers(1, 20).map(lambda x: 8 * x),
@@ -80,7 +81,7 @@ def routed_convolutions(draw) -> ConvSpec:
     )  # fmt: skip
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=examples(5), deadline=None)
 @given(
     spec=routed_convolutions(),
     tile=st.sampled_from([(64, 16), (64, 64), (128, 32)]),
