@@ -1,6 +1,7 @@
 // RUN: affinec-opt %s | affinec-opt | filecheck %s --check-prefix=ROUNDTRIP
-// RUN: affinec-opt %s -p convert-nvgpu-to-nvvm | filecheck %s
-// RUN: affinec-opt %s -p convert-nvgpu-to-nvvm | affinec-opt --print-op-generic | affinec-opt | filecheck %s
+// RUN: affinec-opt %s -p convert-nvgpu-to-nvvm > %t.mlir
+// RUN: filecheck %s --input-file=%t.mlir
+// RUN: affinec-opt %t.mlir --print-op-generic | affinec-opt | filecheck %s
 // RUN: affinec-opt %s -p 'convert-nvgpu-to-nvvm,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}' | filecheck %s --check-prefix=LLVM
 // RUN: affinec-opt %s -p 'convert-nvgpu-to-nvvm,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}' -t ptx | filecheck %s --check-prefix=PTX
 // RUN: not affinec-opt %s -p 'convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true}' 2>&1 | filecheck %s --check-prefix=ORDER

@@ -1,5 +1,6 @@
-// RUN: affinec-opt %S/inputs/conv_split.mlir -p 'affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{threads-per-block=8},affinec-convert-parallel-to-gpu' | filecheck %s
-// RUN: affinec-opt %S/inputs/conv_split.mlir -p 'affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{threads-per-block=8},affinec-convert-parallel-to-gpu' | affinec-opt | filecheck %s
+// RUN: affinec-opt %S/inputs/conv_split.mlir -p 'affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{threads-per-block=8},affinec-convert-parallel-to-gpu' > %t.mlir
+// RUN: filecheck %s --input-file=%t.mlir
+// RUN: affinec-opt %t.mlir | filecheck %s
 // RUN: affinec-opt %S/inputs/conv_split.mlir -p 'affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{threads-per-block=8},affinec-convert-parallel-to-gpu' --print-op-generic | affinec-opt | filecheck %s
 // RUN: affinec-opt %S/inputs/conv_split.mlir -p 'affinec-map-to-gpu' | filecheck %s --check-prefix=AUTO
 

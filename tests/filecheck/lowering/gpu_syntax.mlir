@@ -1,5 +1,6 @@
-// RUN: affinec-opt %s | filecheck %s
-// RUN: affinec-opt %s | affinec-opt | filecheck %s
+// RUN: affinec-opt %s > %t.mlir
+// RUN: filecheck %s --input-file=%t.mlir
+// RUN: affinec-opt %t.mlir | filecheck %s
 // RUN: affinec-opt %s --print-op-generic | affinec-opt | filecheck %s
 
 // The gpu and nvvm ops in MLIR's syntax, printed and parsed back.

@@ -1,5 +1,6 @@
-// RUN: affinec-opt %S/inputs/matmul_shared.mlir -p 'affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{threads-per-block=4},affinec-convert-parallel-to-gpu,gpu-kernel-outlining' | filecheck %s
-// RUN: affinec-opt %S/inputs/matmul_shared.mlir -p 'affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{threads-per-block=4},affinec-convert-parallel-to-gpu,gpu-kernel-outlining' | affinec-opt | filecheck %s
+// RUN: affinec-opt %S/inputs/matmul_shared.mlir -p 'affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{threads-per-block=4},affinec-convert-parallel-to-gpu,gpu-kernel-outlining' > %t.mlir
+// RUN: filecheck %s --input-file=%t.mlir
+// RUN: affinec-opt %t.mlir | filecheck %s
 
 // The launch body becomes a kernel in its own gpu.module; the host function keeps
 // its name and launches it; the kernel records what the host needs to launch it.

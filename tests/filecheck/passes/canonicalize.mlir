@@ -1,5 +1,6 @@
-// RUN: affinec-opt %s -p affinec-canonicalize | filecheck %s
-// RUN: affinec-opt %s -p affinec-canonicalize | affinec-opt -p affinec-canonicalize | filecheck %s
+// RUN: affinec-opt %s -p affinec-canonicalize > %t.mlir
+// RUN: filecheck %s --input-file=%t.mlir
+// RUN: affinec-opt %t.mlir -p affinec-canonicalize | filecheck %s
 
 // Maps composed and simplified, redundant bounds dropped, single-iteration loops
 // and decided conditions removed, dead index ops erased.

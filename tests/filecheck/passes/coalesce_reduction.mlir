@@ -1,5 +1,6 @@
-// RUN: affinec gen conv --n 1 --c 4 --h 20 --w 20 --k 16 --r 7 --s 7 --stride 2 --pad 3 --layout nhwc --filter-layout rsck --dtype f16 | affinec-opt -p 'affine-loop-tile{tile-sizes=1,4,4,16 reduction-tile-sizes=7,7,4 reassociate=true},affinec-split,affinec-sink,affinec-canonicalize,affine-data-copy-generate{generate-dma=true reduction-innermost=true},affinec-coalesce-reduction' | filecheck %s
-// RUN: affinec gen conv --n 1 --c 4 --h 20 --w 20 --k 16 --r 7 --s 7 --stride 2 --pad 3 --layout nhwc --filter-layout rsck --dtype f16 | affinec-opt -p 'affine-loop-tile{tile-sizes=1,4,4,16 reduction-tile-sizes=7,7,4 reassociate=true},affinec-split,affinec-sink,affinec-canonicalize,affine-data-copy-generate{generate-dma=true reduction-innermost=true},affinec-coalesce-reduction' | affinec-opt | filecheck %s
+// RUN: affinec gen conv --n 1 --c 4 --h 20 --w 20 --k 16 --r 7 --s 7 --stride 2 --pad 3 --layout nhwc --filter-layout rsck --dtype f16 | affinec-opt -p 'affine-loop-tile{tile-sizes=1,4,4,16 reduction-tile-sizes=7,7,4 reassociate=true},affinec-split,affinec-sink,affinec-canonicalize,affine-data-copy-generate{generate-dma=true reduction-innermost=true},affinec-coalesce-reduction' > %t.mlir
+// RUN: filecheck %s --input-file=%t.mlir
+// RUN: affinec-opt %t.mlir | filecheck %s
 
 // ResNet-50's first layer in small: 4 channels, 7x7 taps, stride 2. The shared
 // tiles' columns x channels (input) and columns x channels (filter) are collapsed

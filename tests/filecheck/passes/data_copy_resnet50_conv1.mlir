@@ -1,5 +1,6 @@
-// RUN: affinec gen conv --n 1 --c 4 --h 224 --w 224 --k 64 --r 7 --s 7 --stride 2 --pad 3 | affinec-opt -p 'affine-loop-tile{tile-sizes=1,64,16,16 reduction-tile-sizes=1,7,7},affinec-split,affinec-sink,affinec-canonicalize,affine-data-copy-generate' | filecheck %s
-// RUN: affinec gen conv --n 1 --c 4 --h 224 --w 224 --k 64 --r 7 --s 7 --stride 2 --pad 3 | affinec-opt -p 'affine-loop-tile{tile-sizes=1,64,16,16 reduction-tile-sizes=1,7,7},affinec-split,affinec-sink,affinec-canonicalize,affine-data-copy-generate' | affinec-opt | filecheck %s
+// RUN: affinec gen conv --n 1 --c 4 --h 224 --w 224 --k 64 --r 7 --s 7 --stride 2 --pad 3 | affinec-opt -p 'affine-loop-tile{tile-sizes=1,64,16,16 reduction-tile-sizes=1,7,7},affinec-split,affinec-sink,affinec-canonicalize,affine-data-copy-generate' > %t.mlir
+// RUN: filecheck %s --input-file=%t.mlir
+// RUN: affinec-opt %t.mlir | filecheck %s
 
 // The reference design's shared-memory promotion of ResNet-50's first layer: a block
 // of 64 filters x 16x16 outputs (stride 2, 7x7 taps) reads, per input channel,

@@ -1,5 +1,6 @@
-// RUN: affinec-opt %s -p "affine-loop-tile{tile-sizes=1,64,16,16}" | filecheck %s --check-prefix=TILE
-// RUN: affinec-opt %s -p "affine-loop-tile{tile-sizes=1,64,16,16}" | filecheck %s --check-prefix=NOOP
+// RUN: affinec-opt %s -p "affine-loop-tile{tile-sizes=1,64,16,16}" > %t.mlir
+// RUN: filecheck %s --input-file=%t.mlir --check-prefix=TILE
+// RUN: filecheck %s --input-file=%t.mlir --check-prefix=NOOP
 // RUN: affinec-opt %s -p "affine-loop-tile{tile-sizes=1,64,16,16},affinec-split" | filecheck %s --check-prefix=SPLIT
 // RUN: affinec-opt %s -p "affine-loop-tile{tile-sizes=1,64,16,16},affinec-split,affinec-sink" | filecheck %s --check-prefix=SINK
 // RUN: affinec-opt %s -p "affine-loop-tile{tile-sizes=1,64,16,16},affinec-split,affinec-sink{depth=6}" | filecheck %s --check-prefix=SINK6

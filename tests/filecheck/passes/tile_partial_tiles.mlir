@@ -1,7 +1,8 @@
-// RUN: affinec-opt %s -p "affine-loop-tile{tile-sizes=4,4 reduction-tile-sizes=2}" | filecheck %s --check-prefix=PARTIAL
+// RUN: affinec-opt %s -p "affine-loop-tile{tile-sizes=4,4 reduction-tile-sizes=2}" > %t.mlir
+// RUN: filecheck %s --input-file=%t.mlir --check-prefix=PARTIAL
 // RUN: affinec-opt %s -p "affine-loop-tile{tile-sizes=4,4 reduction-tile-sizes=2 separate=true}" | filecheck %s --check-prefix=SEPARATE
 // RUN: affinec-opt %s -p "affine-loop-tile{tile-sizes=4,4 reduction-tile-sizes=2 separate=true},affinec-split,affinec-sink,affinec-canonicalize" | filecheck %s --check-prefix=PIPELINE
-// RUN: affinec-opt %s -p "affine-loop-tile{tile-sizes=4,4 reduction-tile-sizes=2}" | affinec-opt | filecheck %s --check-prefix=PARTIAL
+// RUN: affinec-opt %t.mlir | filecheck %s --check-prefix=PARTIAL
 
 // Sizes that do not divide the extents (10x7 by 4x4 tiles, 5 in tiles of 2): the
 // last tile's bounds are min groups; with separate=true, full tiles carry none.
