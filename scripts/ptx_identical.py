@@ -2,7 +2,8 @@
 a fixed set of about twenty kernels (`config_for`'s configuration of the five
 benchmark convolutions in f16 for sm_90, as `benchmarks/compile.py` times them;
 the same in bf16 and f32, some for sm_80; some of ResNet-50's layers at batch 1
-and 32; matrix products; the small default convolution) compiled to PTX, each
+and 32; matrix products; Hopper's route on the convolutions it takes; the small
+default convolution) compiled to PTX, each
 written to a folder with its configuration. Needs neither ptxas nor a GPU;
 `scripts/kernel_digests.py` compares SASS where the PTX may differ.
 
@@ -59,6 +60,14 @@ def kernels() -> Iterator[tuple[str, Spec, KernelConfig, str]]:
             config_for(spec),
             "sm_90",
         )
+    # Hopper's route (TMA, wgmma's runs as inline PTX), where config_for takes it
+    for name, spec in list(DESIGN_CONVOLUTIONS.items())[:5]:
+        typed = with_format(spec, "f16")
+        try:
+            config = config_for(typed, arch="sm_90a", wgmma=True)
+        except ValueError:
+            continue
+        yield f"{name}-f16-wgmma-sm_90a", typed, config, "sm_90a"
     default = ConvSpec(1, 8, 8, 8, 8, 3, 3, padding=1)
     yield "default-conv-f32-sm_80", default, config_for(default), "sm_80"
     yield "default-conv-knobs-sm_80", default, KernelConfig(), "sm_80"

@@ -2,11 +2,13 @@
 replace: the 32-bit index check's ranges computed once from the leaves up, the
 pure-affine test of an op's maps remembered by attribute, the mma.sync pass's grid
 analysis reused where folding changed nothing; and `AFFINEC_LEAN_CODEGEN` picks
-NVPTX's code generation level (and only it)."""
+NVPTX's code generation level (and only it); a shared LLVM library of llvmlite's
+version gives the same PTX."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -22,7 +24,8 @@ from xdsl.ir.affine.affine_set import (
 )
 from xdsl.passes import ModulePass
 
-from affinec.backend import nvptx
+from affinec.backend import nvptx, shared_llvm
+from affinec.backend.emitter_errors import EmitterError
 from affinec.base.diagnostics import PassError, VerificationError
 from affinec.ir.affine_exprs import Interval, expr_range
 from affinec.transforms.affine import analysis
@@ -283,3 +286,35 @@ def test_a_pass_not_affinecs_has_the_next_one_check_the_dialects_again() -> None
         with pytest.raises(PassError, match="xDSL's 'affine' dialect") as e:
             Pipeline(passes).run(module, verify_each=verify_each)
         assert e.value.op is foreign
+
+
+RELEASE_LLVM = Path("/lib/x86_64-linux-gnu/libLLVM.so.22.1")
+OLD_LLVM = Path("/usr/lib/llvm-14/lib/libLLVM-14.so")
+
+
+@pytest.mark.skipif(not RELEASE_LLVM.exists(), reason="no libLLVM 22.1 here")
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_a_shared_llvm_of_the_same_version_gives_the_same_ptx(
+    monkeypatch, arch: str
+) -> None:
+    from affinec.base.spec import ConvSpec
+    from affinec.driver.compiler import compile_to_ptx
+
+    spec = ConvSpec(1, 16, 8, 8, 16, 3, 3, padding=1, dtype="f16")
+    plain = compile_to_ptx(spec, arch=arch, verify_each=False)
+    monkeypatch.setenv(shared_llvm.LIBLLVM, str(RELEASE_LLVM))
+    shared = compile_to_ptx(spec, arch=arch, verify_each=False)
+    assert shared.llvm_ir == plain.llvm_ir
+    assert shared.ptx == plain.ptx
+    with pytest.raises(EmitterError, match="LLVM rejected the IR"):
+        nvptx.llvm_ir_to_ptx("define void @f() { ret i32 0 }", arch)
+
+
+def test_a_shared_llvm_that_cannot_be_used_is_named(monkeypatch) -> None:
+    monkeypatch.setenv(shared_llvm.LIBLLVM, "/nonexistent/libLLVM.so")
+    with pytest.raises(EmitterError, match="cannot load it"):
+        nvptx.llvm_ir_to_ptx("", "sm_80")
+    if OLD_LLVM.exists():
+        monkeypatch.setenv(shared_llvm.LIBLLVM, str(OLD_LLVM))
+        with pytest.raises(EmitterError, match=r"is not an LLVM 22\.1\.\d+ library"):
+            nvptx.llvm_ir_to_ptx("", "sm_80")

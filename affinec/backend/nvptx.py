@@ -3,7 +3,9 @@ new enough for sm_90, old enough for CUDA 13.0's driver and ptxas), the target
 machine of each architecture (`FAST_CODEGEN` passed to LLVM once), the
 architectures and instructions a module may ask for (`checked_arch`,
 `check_features`), compiling LLVM IR text to PTX (`llvm_ir_to_ptx`, optimized at
-`-O3` by default) and checking the `.version` it got (`check_ptx_version`).
+`-O3` by default; through the shared LLVM library `AFFINEC_LIBLLVM` names, of
+llvmlite's version, where it is set: `affinec.backend.shared_llvm`) and checking
+the `.version` it got (`check_ptx_version`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import llvmlite.binding as llvm_binding
 from xdsl.dialects.builtin import ModuleOp
 
 from affinec.backend.emitter_errors import EmitterError
+from affinec.backend.shared_llvm import LIBLLVM, library_path, shared_llvm
 from affinec.dialects import nvvm
 from affinec.hardware.chips import ARCHS, DEFAULT_ARCH, chip
 
@@ -114,6 +117,8 @@ def llvm_ir_to_ptx(
     code generation that could stop the process)."""
     if opt_level not in (0, 1, 2, 3):
         raise EmitterError(None, f"opt-level must be 0, 1, 2 or 3, got {opt_level!r}")
+    if (path := library_path()) is not None:
+        return _shared_llvm_to_ptx(path, text, checked_arch(arch), opt_level, beside)
     tm = target_machine(checked_arch(arch), codegen_level(opt_level))
     # The module's own context (see `_codegen_options`), disposed right after the
     # module: left to the garbage collector, the two may go in either order, and a
@@ -146,6 +151,36 @@ def llvm_ir_to_ptx(
         if parsed is not None:
             parsed.close()
         context.close()
+    check_ptx_version(ptx)
+    return ptx
+
+
+def _shared_llvm_to_ptx(
+    path: str,
+    text: str,
+    arch: str,
+    opt_level: int,
+    beside: Callable[[], None] | None,
+) -> str:
+    """`llvm_ir_to_ptx` through the shared LLVM library at `path` (`LIBLLVM`)."""
+    llvm = shared_llvm(path, _codegen_options())
+    level = codegen_level(opt_level)
+    handle = None
+
+    def optimize() -> None:
+        nonlocal handle
+        handle = llvm.optimized(text, TRIPLE, arch, PTX_FEATURES, opt_level, level)
+
+    try:
+        if beside is None:
+            optimize()
+        else:
+            _beside(optimize, beside)
+        assert handle is not None
+        ptx = llvm.emit(handle, TRIPLE, arch, PTX_FEATURES, level)
+    finally:
+        if handle is not None:
+            handle.close()
     check_ptx_version(ptx)
     return ptx
 
@@ -189,6 +224,7 @@ def check_ptx_version(ptx: str) -> tuple[int, int]:
 __all__ = [
     "FAST_CODEGEN",
     "LEAN_CODEGEN",
+    "LIBLLVM",
     "MAX_PTX_MAJOR",
     "PTX_FEATURES",
     "TRIPLE",
