@@ -13,9 +13,11 @@ With `--process`, also the wall time of a fresh `python -c` compile (imports inc
 With `--network`, also `config_for`'s configuration of each distinct layer of the
 network at `--batch` (`affinec.frontend.networks`), and the stages' mean over those layers.
 Prints a table and writes JSON. `AFFINEC_FAST_CODEGEN=1 python benchmarks/compile.py`
-times LLVM's code generation without straight-line strength reduction (the JSON says
-which). `--arch sm_90a` times Hopper's route (`config_for(spec, arch="sm_90a",
-wgmma=True)`: TMA and wgmma) and names the convolutions it refuses.
+times LLVM's code generation without straight-line strength reduction,
+`AFFINEC_LEAN_CODEGEN=1` at LLVM's level 2, `AFFINEC_LIBLLVM=PATH` with that shared
+LLVM library (`affinec.backend.shared_llvm`); the JSON says which. `--arch sm_90a`
+times Hopper's route (`config_for(spec, arch="sm_90a", wgmma=True)`: TMA and wgmma)
+and names the convolutions it refuses.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from pathlib import Path
 
 from machine import cpu_model, machine
 
-from affinec.backend.nvptx import FAST_CODEGEN
+from affinec.backend.nvptx import FAST_CODEGEN, LEAN_CODEGEN
+from affinec.backend.shared_llvm import library_path
 from affinec.base.spec import ConvSpec
 from affinec.driver.benchmark import DESIGN_CONVOLUTIONS, with_format
 from affinec.driver.compiler import compile_to_ptx
@@ -169,7 +172,11 @@ def main(argv: list[str] | None = None) -> None:
         if label in SPECS and label != DEFAULT
     ]
     fast = os.environ.get(FAST_CODEGEN) == "1"
-    how = "without straight-line strength reduction)" if fast else "as it is)"
+    lean = os.environ.get(LEAN_CODEGEN) == "1"
+    how = "without straight-line strength reduction" if fast else "as it is"
+    how += ", at level 2)" if lean else ")"
+    if library_path():
+        how += f" by {library_path()}"
     if kernels:
         print(
             f"\n  median over config_for's f16 kernels: "
@@ -193,6 +200,8 @@ def main(argv: list[str] | None = None) -> None:
     payload = {
         "machine": machine(),
         "fast_codegen": fast,
+        "lean_codegen": lean,
+        "libllvm": library_path(),
         "results": results,
         "refused": refused,
     }
