@@ -61,7 +61,11 @@ def wgmma_cases(draw):
     # configuration must not ask of the warpgroups), partial ones past it
     m = draw(st.integers(bm, bm + 40))
     n = 8 * draw(st.integers(bn // 8, bn // 8 + 2))
-    k = 8 * draw(st.integers(bk // 8, 3 * bk // 8))
+    splits = draw(st.sampled_from([1, 1, 2]))
+    # a split's channels at least one step: a last step cut short is zeroed past
+    # its channels (the next split's, which the copies bring); a split's K whole
+    # wgmma steps (a separated last tile is its own step)
+    k = 16 * splits * draw(st.integers(bk // 16, 3 * bk // 16))
     epilogue = draw(st.sampled_from(["none", "bias-relu"]))
     spec = MatmulSpec(m, n, k, "f16", epilogue)
     config = _config(
@@ -69,6 +73,8 @@ def wgmma_cases(draw):
         reduction_tile_sizes=(bk,),
         stages=draw(st.integers(1, 3)),
         stage_output=draw(st.booleans()),
+        separate=draw(st.booleans()),
+        splits=splits,
     )
     return spec, config
 

@@ -52,6 +52,7 @@ from affinec.ir.ranges import value_range
 from affinec.transforms.affine.analysis import is_defined_inside
 from affinec.transforms.gpu.bands import Band, GridAnalysis, is_shared
 from affinec.transforms.gpu.mma_fragments import Builder
+from affinec.transforms.gpu.mma_k_padding import zero_past_channel_bound
 from affinec.transforms.gpu.mma_plan import ComputeBand, MmaPlan, Operand, plan_mma
 from affinec.transforms.gpu.mma_warp_bands import warp_band
 from affinec.transforms.gpu.mma_writeback import rewrite_writeback
@@ -164,16 +165,6 @@ def _check_compute(plan: MmaPlan, c: ComputeBand) -> None:
             f"the reduction step is K = {extent}, not a multiple of {WGMMA_STEP} "
             "(one wgmma's k)",
         )
-    for operand in (c.a, c.b):
-        t = operand.buffer.type
-        assert isinstance(t, MemRefType)
-        if plan.pads[operand.buffer] != list(t.get_shape()):
-            raise PassError(
-                operand.load,
-                f"the tile {t} needs padding to whole steps of k = 16 (the channel "
-                "step or the tile's columns are no multiple of 8 or 16): wgmma "
-                "reads the tile as it is",
-            )
     m_iv = band.op.induction_variables[plan.m_dims[0]]
     n_iv = band.op.induction_variables[plan.n_dim]
     k_iv = c.channel.induction_variable
@@ -281,6 +272,8 @@ def _rewrite_init(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
 
 def _rewrite_compute(plan: WgmmaPlan, c: ComputeBand, acc: SSAValue) -> None:
     band = c.band
+    # a step cut short (a split reduction's last) reads zeros past its channels
+    zero_past_channel_bound(plan.mma, c)
     b, _ = warp_band(plan.mma, band.op)
     tx = b.block.args[0]
     d0 = AffineExpr.dimension(0)
