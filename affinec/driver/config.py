@@ -178,6 +178,7 @@ def config_for(
         channel = names.index("g" if depthwise else "k")
         pixels = [names.index(n) for n in ("ow", "oh", "n")]  # innermost first
     elif isinstance(spec, MatmulSpec):
+        depthwise = False
         channel = names.index("j")
         pixels = [names.index("i")]
     else:
@@ -231,11 +232,28 @@ def config_for(
         r = divisor_at_most(tiles[d], registers[d] // 2)
         threads = threads * registers[d] // r
         registers[d] = r
+    if depthwise and spec.filter_layout == "rsck":  # other layouts: unmeasured
+        assert isinstance(spec, ConvSpec)
+        return KernelConfig(
+            tile_sizes=tuple(tiles),
+            reduction_tile_sizes=(spec.r, spec.s, 1),
+            register_tile=tuple(registers),
+            stages=DEPTHWISE_STAGES,
+        )
     return KernelConfig(
         tile_sizes=tuple(tiles),
         reduction_tile_sizes=_reduction_tiles(spec),
         register_tile=tuple(registers),
     )
+
+
+DEPTHWISE_STAGES = 2
+"""A depthwise convolution reduces over its window's taps alone (one channel a
+group): it takes the whole window a step, this many in flight, rather than a tap
+(a copy and a barrier each). Fitted on MobileNetV2 (H100, 2026-12-06,
+`benchmarks/layer_sweep.py`, f16): its depthwise layers 0.527 -> 0.409 ms at batch 32,
+0.119 -> 0.096 at batch 1; reported on EfficientNet-B0's, 3x3 and 5x5 (0.698 -> 0.531,
+0.149 -> 0.145), docs/BENCHMARKS.md."""
 
 
 def _reduction_tiles(spec: Spec, step_limit: int = REDUCTION_STEP) -> tuple[int, ...]:
@@ -295,9 +313,32 @@ def filling_config_for(
         if blocks * s > MULTIPROCESSORS or channels // s < MIN_SPLIT_CHANNELS:
             break
         splits = s
-    if splits == 1:
-        return base
-    return config_for(spec, tf32=tf32, arch=arch, splits=splits, flatten_pixels=flatten)
+    if splits > 1:
+        base = config_for(
+            spec, tf32=tf32, arch=arch, splits=splits, flatten_pixels=flatten
+        )
+    return halved_window_block(spec, base)
+
+
+def halved_window_block(spec: Spec, config: KernelConfig) -> KernelConfig:
+    """The window route's block halved along its rows, two steps in flight, where
+    its grid (all splits) is under one block a multiprocessor: twice the blocks, and
+    the second step in flight fits in the shared-memory budget a whole block's
+    step can take alone. Fitted on ResNet-50's 3x3s at batch 1 (H100,
+    2026-12-06, `benchmarks/layer_sweep.py`): 3x3/2 128 at 56² 17.2 -> 11.4 us, 3x3
+    256/2 at 28² 17.5 -> 11.7, 3x3/2 512 at 14² 9.7 -> 9.0, 3x3 128 at 28² 11.3 ->
+    9.0; on grids of several waves (batch 32) it lost 14-26 %."""
+    if not (config.unroll_taps and isinstance(spec, ConvSpec)):
+        return config
+    if grid_blocks(spec, config) * config.splits >= MULTIPROCESSORS:
+        return config
+    tiles = list(config.tile_sizes)
+    tiles[2] = -(-tiles[2] // 2)
+    return replace(config, tile_sizes=tuple(tiles), stages=WINDOW_FEW_BLOCK_STAGES)
+
+
+WINDOW_FEW_BLOCK_STAGES = 2
+"""Steps in flight of a window-route block halved for a grid under one wave."""
 
 
 SHORT_REDUCTION = 576
@@ -366,6 +407,7 @@ __all__ = [
     "config_for",
     "flattened_spec",
     "flattens",
+    "halved_window_block",
     "split_spec",
     "wgmma_config_for",
     "with_knobs",

@@ -134,6 +134,9 @@ def tensor_core_config(
                 warp_grid=MMA_WINDOW_WARP_GRID,
                 unroll_taps=True,
                 stage_output=STAGED_OUTPUT,
+                # a strided tile stored by phase where the bank model says it
+                # costs fewer wavefronts (the planner decides)
+                split_phases=any(step > 1 for step in spec.stride),
             )
     tiles, block = _mma_tiles(extents, channel, pixels, MMA_BLOCK_PIXELS)
     if coalescible(spec):

@@ -1,0 +1,73 @@
+"""`config_for`'s measured rules for the layers real networks are slow on: a
+depthwise convolution's whole window a step, a strided window-route tile stored by
+phase, and the window route's block halved where its grid is under one wave. Each
+configuration a rule makes runs through the whole pipeline, every pass's output
+checked by the interpreter against the naive IR."""
+
+import pytest
+
+from affinec.base.spec import ConvSpec
+from affinec.driver.config import (
+    DEPTHWISE_STAGES,
+    MULTIPROCESSORS,
+    WINDOW_FEW_BLOCK_STAGES,
+    config_for,
+    grid_blocks,
+)
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import default_passes
+from affinec.frontend.naive import build
+from affinec.frontend.networks import network
+
+
+def _conv(n, c, size, k, r, stride=1, groups=1, layout="nhwc", filters="rsck"):
+    return ConvSpec(
+        n, c, size, size, k, r, r, stride=stride, padding=r // 2, groups=groups,
+        layout=layout, filter_layout=filters, dtype="f16",
+    )  # fmt: skip
+
+
+def _checked(spec: ConvSpec) -> None:
+    Pipeline(default_passes(config_for(spec))).run(build(spec), check=True)
+
+
+@pytest.mark.parametrize("r, stride", [(3, 1), (5, 2)])
+def test_a_depthwise_convolution_takes_its_whole_window_a_step(r, stride):
+    spec = _conv(1, 16, 8, 16, r, stride, groups=16)
+    config = config_for(spec)
+    assert not config.mma
+    assert config.reduction_tile_sizes == (r, r, 1)
+    assert config.stages == DEPTHWISE_STAGES
+    _checked(spec)
+
+
+def test_a_depthwise_convolution_in_nchw_keeps_its_steps():
+    # unmeasured there: the rule is for RSCK filters
+    spec = _conv(1, 16, 8, 16, 3, groups=16, layout="nchw", filters="kcrs")
+    assert config_for(spec).stages == 1
+
+
+def test_a_strided_window_tile_is_stored_by_phase():
+    (layer,) = [x for x in network("resnet50", 32) if x.name == "stage3 3x3/2 128 @56"]
+    config = config_for(layer.spec)
+    assert config.unroll_taps and config.split_phases
+    unstrided = [x for x in network("resnet50", 32) if x.name == "stage3 3x3 128 @28"]
+    assert not config_for(unstrided[0].spec).split_phases
+
+
+def test_a_window_grid_under_one_wave_is_halved():
+    spec = _conv(1, 32, 16, 32, 3, stride=2)
+    whole = config_for(spec, splits=1)
+    config = config_for(spec)
+    assert config.unroll_taps and config.split_phases
+    assert grid_blocks(spec, whole) < MULTIPROCESSORS
+    assert config.tile_sizes[2] == -(-whole.tile_sizes[2] // 2)
+    assert config.stages == WINDOW_FEW_BLOCK_STAGES
+    _checked(spec)
+
+
+def test_a_window_grid_of_several_waves_keeps_its_block():
+    (layer,) = [x for x in network("resnet50", 32) if x.name == "stage3 3x3 128 @28"]
+    config = config_for(layer.spec)
+    assert grid_blocks(layer.spec, config) * config.splits >= MULTIPROCESSORS
+    assert config == config_for(layer.spec, splits=1)
