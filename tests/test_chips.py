@@ -24,9 +24,7 @@ SPEC = ConvSpec(
     1, 96, 4, 32, 64, 3, 3, padding=1, dtype="f16", layout="nhwc",
     filter_layout="rsck",
 )  # fmt: skip
-CONFIG = dataclasses.replace(
-    config_for(SPEC, splits=1, flatten_pixels=False), stages=6, stage_output=False
-)  # the spec's own grid: whole 128-pixel blocks
+CONFIG = dataclasses.replace(config_for(SPEC), stages=6, stage_output=False)
 
 
 def test_the_chips_limits():

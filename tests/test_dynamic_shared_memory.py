@@ -38,9 +38,7 @@ SPEC = ConvSpec(
     1, 48, 4, 32, 64, 3, 3, padding=1, dtype="f16", layout="nhwc",
     filter_layout="rsck",
 )  # fmt: skip
-CONFIG = dataclasses.replace(
-    config_for(SPEC, splits=1, flatten_pixels=False), stages=3
-)  # the spec's own grid: whole 128-pixel blocks
+CONFIG = dataclasses.replace(config_for(SPEC), stages=3)
 
 
 def test_a_pipelined_tensor_core_kernel_past_48_kib():

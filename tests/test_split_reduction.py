@@ -20,7 +20,6 @@ from affinec.driver.config import (
     MULTIPROCESSORS,
     config_for,
     grid_blocks,
-    halved_window_block,
     split_spec,
 )
 from affinec.driver.kernel_config import KernelConfig
@@ -225,11 +224,7 @@ def test_config_for_splits_a_grid_of_less_than_one_wave(c, h, k, r, stride):
         c // (config.splits * 2) < MIN_SPLIT_CHANNELS
     )
     assert c // config.splits >= MIN_SPLIT_CHANNELS
-    split = config_for(spec, splits=config.splits)
-    if split.unroll_taps:  # the window route, still under one wave: its block halved
-        assert config == halved_window_block(spec, split) != split
-    else:
-        assert config == split
+    assert config == config_for(spec, splits=config.splits)
 
 
 def test_config_for_leaves_a_full_grid_and_any_batch_unsplit():

@@ -313,32 +313,9 @@ def filling_config_for(
         if blocks * s > MULTIPROCESSORS or channels // s < MIN_SPLIT_CHANNELS:
             break
         splits = s
-    if splits > 1:
-        base = config_for(
-            spec, tf32=tf32, arch=arch, splits=splits, flatten_pixels=flatten
-        )
-    return halved_window_block(spec, base)
-
-
-def halved_window_block(spec: Spec, config: KernelConfig) -> KernelConfig:
-    """The window route's block halved along its rows, two steps in flight, where
-    its grid (all splits) is under one block a multiprocessor: twice the blocks, and
-    the second step in flight fits in the shared-memory budget a whole block's
-    step can take alone. Fitted on ResNet-50's 3x3s at batch 1 (H100,
-    2026-12-06, `benchmarks/layer_sweep.py`): 3x3/2 128 at 56² 17.2 -> 11.4 us, 3x3
-    256/2 at 28² 17.5 -> 11.7, 3x3/2 512 at 14² 9.7 -> 9.0, 3x3 128 at 28² 11.3 ->
-    9.0; on grids of several waves (batch 32) it lost 14-26 %."""
-    if not (config.unroll_taps and isinstance(spec, ConvSpec)):
-        return config
-    if grid_blocks(spec, config) * config.splits >= MULTIPROCESSORS:
-        return config
-    tiles = list(config.tile_sizes)
-    tiles[2] = -(-tiles[2] // 2)
-    return replace(config, tile_sizes=tuple(tiles), stages=WINDOW_FEW_BLOCK_STAGES)
-
-
-WINDOW_FEW_BLOCK_STAGES = 2
-"""Steps in flight of a window-route block halved for a grid under one wave."""
+    if splits == 1:
+        return base
+    return config_for(spec, tf32=tf32, arch=arch, splits=splits, flatten_pixels=flatten)
 
 
 SHORT_REDUCTION = 576
@@ -407,7 +384,6 @@ __all__ = [
     "config_for",
     "flattened_spec",
     "flattens",
-    "halved_window_block",
     "split_spec",
     "wgmma_config_for",
     "with_knobs",

@@ -103,10 +103,14 @@ TUNER_NEIGHBOURS = (
     "flat 128x128 w4x2",
     "row steps",
     "taps 32ch s3",
+    "half block s2",
+    "half block s2 phases",
+    "depthwise row steps s1",
+    "depthwise row steps s2",
 )
 """The variants the tuner measures after the baseline: those that were some layer's
-fastest in the sweeps of ResNet-50, VGG-16 and MobileNetV2 at batch 1 and 32 (H100,
-2026-12-06); the split flattened products never were."""
+fastest in the sweeps of ResNet-50, VGG-16, MobileNetV2 and EfficientNet-B0 at batch 1
+and 32 (H100, 2026-12-06); the split flattened products never were."""
 
 
 def variant_config(
