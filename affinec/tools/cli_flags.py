@@ -154,7 +154,8 @@ def add_spec_subcommands(
     """`conv`, `matmul`, `outer` subcommands of `parser`, each with its spec flags."""
     kinds = parser.add_subparsers(dest="kind", required=True, metavar="KIND")
     for kind, add in SPEC_ARGUMENTS.items():
-        add(kinds.add_parser(kind, help=f"{help_prefix} a {kind}"))
+        article = "an" if kind[0] in "aeiou" else "a"
+        add(kinds.add_parser(kind, help=f"{help_prefix} {article} {kind}"))
     return kinds
 
 
