@@ -35,10 +35,18 @@ def test_a_depthwise_convolution_takes_its_whole_window_a_step(r, stride):
     _checked(spec)
 
 
-def test_a_depthwise_convolution_in_nchw_keeps_its_steps():
-    # unmeasured there: the rule is for RSCK filters
-    spec = _conv(1, 16, 8, 16, 3, groups=16, layout="nchw", filters="kcrs")
+@pytest.mark.parametrize(
+    "spec",
+    [
+        _conv(1, 16, 8, 16, 3, groups=16, layout="nchw", filters="kcrs"),
+        _conv(1, 8, 8, 4, 3, groups=4),  # two input channels a group
+    ],
+    ids=["nchw", "two-channels-a-group"],
+)
+def test_other_grouped_convolutions_keep_their_steps(spec):
+    # unmeasured there: the rule is for one channel a group and RSCK filters
     assert config_for(spec).stages == 1
+    _checked(spec)
 
 
 def test_a_strided_window_tile_is_stored_by_phase():

@@ -232,7 +232,7 @@ def config_for(
         r = divisor_at_most(tiles[d], registers[d] // 2)
         threads = threads * registers[d] // r
         registers[d] = r
-    if depthwise and spec.filter_layout == "rsck":  # other layouts: unmeasured
+    if depthwise and _one_channel_a_group_rsck(spec):
         assert isinstance(spec, ConvSpec)
         return KernelConfig(
             tile_sizes=tuple(tiles),
@@ -244,6 +244,17 @@ def config_for(
         tile_sizes=tuple(tiles),
         reduction_tile_sizes=_reduction_tiles(spec),
         register_tile=tuple(registers),
+    )
+
+
+def _one_channel_a_group_rsck(spec: Spec) -> bool:
+    """A depthwise convolution proper (one input channel a group) with RSCK filters:
+    the layout `DEPTHWISE_STAGES` was measured on (its reduction order r, s, c then
+    lets a step take the whole window)."""
+    return (
+        isinstance(spec, ConvSpec)
+        and spec.group_channels == 1
+        and spec.filter_layout == "rsck"
     )
 
 
