@@ -50,6 +50,12 @@
 #             config_for and cuDNN (benchmarks/layer_sweep.py)
 #   tune_networks  ResNet-50 and MobileNetV2 at batch 1 and 32 tuned whole
 #             (`affinec tune network`, TUNE_BUDGET_S), then timed from the cache
+#   halved_block  ResNet-50's and VGG-16's 3x3s at batch 1 and 32 with the window
+#             route's block halved in two stages (the tuner's neighbour; config_for
+#             takes it only once timed on shapes it was not fitted on)
+#   wgmma_pipeline  affinec-wgmma, Hopper's MMA as the pipeline's tensor-core pass:
+#             products and ResNet-50's 1x1s checked against float64, then timed
+#             against the template route, mma.sync and cuBLAS/cuDNN
 #   codegen   affinec bench in f16 twice, LLVM's code generation as it is and with
 #             AFFINEC_FAST_CODEGEN=1 (no straight-line strength reduction: a third of
 #             the compile time): whether the kernels lose anything by it
@@ -277,6 +283,18 @@ step_tune_networks() {  # both models tuned whole (neighbours first), then timed
   AFFINEC_TUNING_CACHE="$OUT/tuning.json" run networks-tuned 300 $PY benchmarks/networks.py \
     --network resnet50 mobilenet_v2 --batch 1 32 --tuned --json "$OUT/networks_tuned.json"
   tail -6 "$OUT/networks-tuned.log"
+}
+
+step_halved_block() {  # the window route's block halved on every 3x3 of two networks
+  run halved-block 300 $PY benchmarks/layer_sweep.py --network resnet50 vgg16 \
+    --batch 1 32 --layers 3x3 --variant config_for "half block s2" "half block s2 phases" \
+    --json "$OUT/halved_block.json"
+  tail -12 "$OUT/halved-block.log"
+}
+
+step_wgmma_pipeline() {  # affinec-wgmma (the pipeline's pass) against the template, mma.sync, cuBLAS
+  run wgmma-pipeline 540 $PY scripts/gpu_wgmma_pipeline.py --out "$OUT"
+  tail -25 "$OUT/wgmma-pipeline.log"
 }
 
 step_codegen() {
