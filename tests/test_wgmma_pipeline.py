@@ -407,3 +407,15 @@ def test_the_command_line_takes_the_tensor_core_knob(tmp_path, capsys):
     bad = [*args[:-2], "--arch", "sm_80"]
     assert affinec(bad) != 0
     assert "wgmma needs sm_90a" in capsys.readouterr().err
+
+
+def test_the_tensor_core_knob_alone_takes_config_for_s_tiles(tmp_path, capsys):
+    from affinec.tools.cli import main as affinec
+
+    out = tmp_path / "k.ptx"
+    args = ["compile", "matmul", "--m", "256", "--n", "128", "--k", "128",
+            "--arch", "sm_90a", "--tensor-core", "wgmma", "-o", str(out)]  # fmt: skip
+    assert affinec([*args, "--dtype", "f16"]) == 0, capsys.readouterr().err
+    assert "wgmma.mma_async" in out.read_text()
+    assert affinec([*args, "--dtype", "f32"]) != 0
+    assert "config_for puts this f32 spec on the SIMT route" in capsys.readouterr().err

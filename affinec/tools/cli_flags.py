@@ -385,24 +385,33 @@ def config_from_args(
     args: argparse.Namespace, spec: Spec, arch: str
 ) -> KernelConfig | None:
     """The `KernelConfig` the knob flags describe, or None when none is given (the
-    compiler then picks one for the spec). `--tf32`, `--splits` and
-    `--flatten-pixels`, alone or together, give the configuration `config_for` picks
-    for the spec on tf32 tensor cores of `arch`, with its reduction split, or as
-    the product of its flattened pixels; `--wgmma`, its Hopper kernel, with the
+    compiler then picks one for the spec). `--tf32`, `--splits`, `--flatten-pixels`
+    and `--tensor-core`, alone or together, give the configuration `config_for` picks
+    for the spec on tf32 tensor cores of `arch`, with its reduction split, as the
+    product of its flattened pixels, or on the tensor-core instruction named; `--wgmma`, its Hopper kernel, with the
     knobs given (`_wgmma_config`)."""
     given = {k: getattr(args, k) for k in KNOBS if getattr(args, k) is not None}
     if given.get("wgmma"):
         return _wgmma_config(given, spec, arch)
-    alone = {"tf32", "splits", "flatten_pixels"}
+    alone = {"tf32", "splits", "flatten_pixels", "tensor_core"}
     if given and set(given) <= alone and given.get("tf32", True):
         try:
-            return config_for(
+            config = config_for(
                 spec,
                 tf32=given.get("tf32", False),
                 arch=arch,
                 splits=given.get("splits", 1),
                 flatten_pixels=given.get("flatten_pixels", False),
             )
+            if "tensor_core" in given:  # config_for's tiles, on that instruction
+                if not config.mma:
+                    raise UsageError(
+                        f"--tensor-core {given['tensor_core']}: config_for puts this "
+                        f"{spec.dtype} spec on the SIMT route, without tensor cores "
+                        "(f16 or bf16 operands take them; or give --mma and its knobs)"
+                    )
+                config = with_knobs(config, tensor_core=given["tensor_core"])
+            return config
         except ValueError as e:
             raise UsageError(str(e)) from None
     return with_knobs(KernelConfig(), **given) if given else None
