@@ -419,3 +419,21 @@ def test_the_tensor_core_knob_alone_takes_config_for_s_tiles(tmp_path, capsys):
     assert "wgmma.mma_async" in out.read_text()
     assert affinec([*args, "--dtype", "f32"]) != 0
     assert "config_for puts this f32 spec on the SIMT route" in capsys.readouterr().err
+
+
+def test_the_tuner_s_space_on_sm_90a_has_the_pass_s_configurations():
+    from affinec.driver.compiler import compile_to_ptx
+    from affinec.tuning.differential import Pair
+    from affinec.tuning.space import search_space
+
+    spec = MatmulSpec(64, 32, 32, dtype="f16")
+    found = [c for c in search_space(spec, arch="sm_90a").configs if c.mma and c.tensor_core == "wgmma"]  # fmt: skip
+    assert found and all(c.tile_sizes[0] % 64 == 0 for c in found)
+    assert {Pair(spec, c).route() for c in found} == {"wgmma-pass"}
+    assert not [
+        c for c in search_space(spec, arch="sm_90").configs if c.tensor_core == "wgmma"
+    ]
+    assert (
+        "wgmma.mma_async"
+        in compile_to_ptx(spec, found[0], arch="sm_90a", check=True).ptx
+    )

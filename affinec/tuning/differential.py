@@ -75,11 +75,15 @@ class Pair:
         return f"{self.spec.to_text()} | {self.config.describe()}{at}{on}"
 
     def route(self) -> str:
-        """The kernel's route: `wgmma`, `coalesced` (the k of a filter row's columns
-        and channels, padded channels among them), `mma` or `simt`."""
+        """The kernel's route: `wgmma` (the Hopper kernel of `affinec-wgmma-gemm`),
+        `wgmma-pass` (the tensor-core route on `affinec-wgmma`), `coalesced` (the k of
+        a filter row's columns and channels, padded channels among them), `mma` or
+        `simt`."""
         c = self.config
         if c.wgmma:
             return "wgmma"
+        if c.mma and c.tensor_core == "wgmma":
+            return "wgmma-pass"
         if c.coalesce_reduction or c.pad_channels > 1:
             return "coalesced"
         return "mma" if c.mma else "simt"
@@ -231,7 +235,8 @@ def random_pairs(
     split or not, flattened or not), then at random. A kernel of any batch runs at
     another batch than it was compiled for; a share of the bf16 pairs run on torch
     tensors (`torch_share`). With `wgmma_only`, only the space's Hopper kernels
-    (sm_90a), of the specs that have some."""
+    (sm_90a: `affinec-wgmma-gemm`'s and `affinec-wgmma`'s), of the specs that have
+    some."""
     from affinec.tuning.space import search_space
 
     rng = random.Random(seed)
@@ -240,7 +245,7 @@ def random_pairs(
         spec = random_spec(rng)
         configs = search_space(spec, arch=arch).configs
         if wgmma_only:
-            configs = tuple(c for c in configs if c.wgmma)
+            configs = tuple(c for c in configs if c.wgmma or c.tensor_core == "wgmma")
             if not configs:
                 continue
         kinds: dict[tuple, list[KernelConfig]] = {}

@@ -1,6 +1,7 @@
 """Hopper's part of the tuner's space: the `affinec-wgmma-gemm` kernels of a spec
 (tiles x schedules x stages within the chip's shared memory, split-K where the
-blocks are few), and the few of them the search keeps for the measurement.
+blocks are few), the tensor-core route's configurations on `affinec-wgmma`
+(`tensor_core="wgmma"`), and the few of each the search keeps for the measurement.
 """
 
 from __future__ import annotations
@@ -65,3 +66,42 @@ def wgmma_configs(
                     base, wgmma_tile=tile, wgmma_schedule=schedule, stages=stages,
                     splits=splits,
                 )  # fmt: skip
+
+
+WGMMA_PASS_CANDIDATES = 4
+"""The tensor-core route's configurations on `affinec-wgmma` the search keeps (by the
+model, which prices them as mma.sync's: not yet calibrated on a measurement)."""
+
+
+def wgmma_pass_configs(configs: Iterator[KernelConfig]) -> Iterator[KernelConfig]:
+    """Of the tensor-core route's `configs` (a product's, or a 1x1 convolution's as
+    the product of its flattened pixels), those `affinec-wgmma` takes — block rows a
+    multiple of a warpgroup's 64, columns a multiple of 8 up to 256, a reduction step
+    a multiple of 16 — on that pass, each shape of block and stages once (the warps
+    are the pass's: a warpgroup a 64 rows)."""
+    seen = set()
+    for c in configs:
+        rows, columns = c.tile_sizes[0], c.tile_sizes[-1]
+        step = c.reduction_tile_sizes[-1] if c.reduction_tile_sizes else 0
+        if len(c.tile_sizes) != 2 or rows % 64 or columns % 8 or columns > 256:
+            continue
+        if step % 16 or c.tf32 or c.coalesce_reduction or c.pad_channels > 1:
+            continue
+        key = (
+            c.tile_sizes,
+            c.reduction_tile_sizes,
+            c.stages,
+            c.splits,
+            c.flatten_pixels,
+        )
+        if key not in seen:
+            seen.add(key)
+            yield replace(c, tensor_core="wgmma")
+
+
+def best_wgmma_pass(
+    scored: list[tuple[KernelConfig, Prediction]],
+) -> list[tuple[KernelConfig, Prediction]]:
+    """The `WGMMA_PASS_CANDIDATES` of `affinec-wgmma`'s configurations the model
+    ranks first."""
+    return sorted(scored, key=lambda ce: ce[1].ms)[:WGMMA_PASS_CANDIDATES]

@@ -62,7 +62,12 @@ from affinec.driver.config import (
 )
 from affinec.hardware.chips import Chip, chip
 from affinec.tuning.cost import H100, Prediction, predict
-from affinec.tuning.hopper_space import best_per_tile_and_schedule, wgmma_configs
+from affinec.tuning.hopper_space import (
+    best_per_tile_and_schedule,
+    best_wgmma_pass,
+    wgmma_configs,
+    wgmma_pass_configs,
+)
 from affinec.tuning.neighbours import neighbours
 from affinec.tuning.problem import Problem, geometry, problem_of, split_problem
 from affinec.tuning.space_routes import (  # noqa: F401 (the routes' knobs: public here too)
@@ -173,6 +178,16 @@ def search_space(
         generators["wgmma"] = wgmma_configs(
             spec, given_capacity or chip(arch).max_shared_per_block, SPLITS
         )
+        # the tensor-core route's own configurations on affinec-wgmma: a product's,
+        # a 1x1 convolution's through its flattened pixels
+        if isinstance(spec, ConvSpec) and flattens(spec) and "mma" in generators:
+            routed = (
+                replace(c, flatten_pixels=True)
+                for c in mma_configs(problem_of(flattened_spec(spec)))
+            )
+            generators["wgmma-pass"] = wgmma_pass_configs(routed)
+        elif not isinstance(spec, ConvSpec) and "mma" in generators:
+            generators["wgmma-pass"] = wgmma_pass_configs(mma_configs(problem))
     routes.update({r: [] for r in generators if r not in routes})
     any_batch = isinstance(spec, ConvSpec) and spec.dynamic_batch
     for route, configs in generators.items():
@@ -213,6 +228,7 @@ def search_space(
     if len(chosen) < budget:  # the SIMT route had fewer: give the rest back
         chosen += _choose(problem, mma, budget - len(chosen), skip=chosen)
     chosen += best_per_tile_and_schedule(routes.get("wgmma", []))
+    chosen += best_wgmma_pass(routes.get("wgmma-pass", []))
     candidates = [Candidate(baseline, "baseline", predict(problem, baseline))]
     candidates += near
     candidates += [
