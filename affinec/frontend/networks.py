@@ -93,24 +93,8 @@ MOBILENET_V2_BLOCKS = (
 def mobilenet_v2(batch: int) -> list[Layer]:
     """MobileNetV2's 52 convolutions: the stem, 17 inverted residual blocks (17
     depthwise 3×3, 16 expansions, 17 projections) and the last 1×1."""
-    layers = [Layer("stem 3x3/2 3-32 @224", _conv(batch, 3, 224, 32, 3, 2), 1)]
-    size, channels = 112, 32
-    for t, out, blocks, first_stride in MOBILENET_V2_BLOCKS:
-        for b in range(blocks):
-            stride = first_stride if b == 0 else 1
-            hidden = channels * t
-            if t != 1:
-                layers.append(
-                    Layer(f"expand 1x1 {channels}-{hidden} @{size}", _conv(batch, channels, size, hidden, 1), 1)
-                )  # fmt: skip
-            layers.append(
-                Layer(f"depthwise 3x3/{stride} {hidden} @{size}", _conv(batch, hidden, size, hidden, 3, stride, groups=hidden), 1)
-            )  # fmt: skip
-            size //= stride
-            layers.append(
-                Layer(f"project 1x1 {hidden}-{out} @{size}", _conv(batch, hidden, size, out, 1), 1)
-            )  # fmt: skip
-            channels = out
+    stages = [(t, 3, c, n, s) for t, c, n, s in MOBILENET_V2_BLOCKS]
+    layers, size, channels = _inverted_residuals(batch, stages)
     layers.append(
         Layer(
             f"last 1x1 {channels}-1280 @{size}",
@@ -121,22 +105,16 @@ def mobilenet_v2(batch: int) -> list[Layer]:
     return _merged(layers)
 
 
-EFFICIENTNET_B0_STAGES = (
-    (1, 3, 16, 1, 1), (6, 3, 24, 2, 2), (6, 5, 40, 2, 2), (6, 3, 80, 3, 2),
-    (6, 5, 112, 3, 1), (6, 5, 192, 4, 2), (6, 3, 320, 1, 1),
-)  # fmt: skip
-"""(expansion, depthwise kernel, output channels, blocks, first block's stride) a
-stage of EfficientNet-B0."""
-
-
-def efficientnet_b0(batch: int) -> list[Layer]:
-    """EfficientNet-B0's 49 convolutions: the stem, 16 MBConv blocks (16 depthwise
-    3×3 or 5×5, 15 expansions, 16 projections) and the head's 1×1. Its
-    squeeze-and-excitation 1×1s, over one pixel, are left out: they are matrix-vector
-    products, not convolutions worth a kernel."""
+def _inverted_residuals(
+    batch: int, stages: list[tuple[int, int, int, int, int]]
+) -> tuple[list[Layer], int, int]:
+    """The stem (3×3/2, 3 to 32 channels at 224²) and the inverted residual blocks of
+    `stages` — (expansion, depthwise kernel, output channels, blocks, first block's
+    stride) each: a 1×1 expansion (none at expansion 1), a depthwise convolution, a
+    1×1 projection; with the size and channels they end at."""
     layers = [Layer("stem 3x3/2 3-32 @224", _conv(batch, 3, 224, 32, 3, 2), 1)]
     size, channels = 112, 32
-    for t, r, out, blocks, first_stride in EFFICIENTNET_B0_STAGES:
+    for t, r, out, blocks, first_stride in stages:
         for b in range(blocks):
             stride = first_stride if b == 0 else 1
             hidden = channels * t
@@ -152,6 +130,23 @@ def efficientnet_b0(batch: int) -> list[Layer]:
                 Layer(f"project 1x1 {hidden}-{out} @{size}", _conv(batch, hidden, size, out, 1), 1)
             )  # fmt: skip
             channels = out
+    return layers, size, channels
+
+
+EFFICIENTNET_B0_STAGES = (
+    (1, 3, 16, 1, 1), (6, 3, 24, 2, 2), (6, 5, 40, 2, 2), (6, 3, 80, 3, 2),
+    (6, 5, 112, 3, 1), (6, 5, 192, 4, 2), (6, 3, 320, 1, 1),
+)  # fmt: skip
+"""(expansion, depthwise kernel, output channels, blocks, first block's stride) a
+stage of EfficientNet-B0."""
+
+
+def efficientnet_b0(batch: int) -> list[Layer]:
+    """EfficientNet-B0's 49 convolutions: the stem, 16 MBConv blocks (16 depthwise
+    3×3 or 5×5, 15 expansions, 16 projections) and the head's 1×1. Its
+    squeeze-and-excitation 1×1s, over one pixel, are left out: they are matrix-vector
+    products, not convolutions worth a kernel."""
+    layers, size, channels = _inverted_residuals(batch, list(EFFICIENTNET_B0_STAGES))
     layers.append(
         Layer(
             f"head 1x1 {channels}-1280 @{size}",

@@ -393,3 +393,23 @@ def is_shared(buffer: SSAValue) -> bool:
         isinstance(buffer.type, MemRefType)
         and gpu.memory_space(buffer.type) == gpu.WORKGROUP_ADDRESS_SPACE
     )
+
+
+def reallocated_shared(alloc: Operation, shape: Sequence[int]) -> memref.AllocOp:
+    """A shared buffer like `alloc`'s (its element type, name and attributes) of
+    `shape`, inserted before it; the caller moves the uses and erases `alloc`."""
+    t = alloc.results[0].type
+    assert isinstance(t, MemRefType)
+    new = memref.AllocOp(
+        [],
+        [],
+        gpu.in_memory_space(
+            MemRefType(t.get_element_type(), list(shape)), gpu.WORKGROUP_ADDRESS_SPACE
+        ),
+    )
+    new.memref.name_hint = alloc.results[0].name_hint
+    new.attributes |= alloc.attributes
+    block = alloc.parent_block()
+    assert block is not None
+    block.insert_op_before(new, alloc)
+    return new

@@ -67,23 +67,33 @@ from affinec.transforms.gpu.thread_bands import erase_op
 def rewrite_mma(plan: MmaPlan) -> None:
     """Rewrite the grid band as `plan` says (in place)."""
     pad_tiles(plan)
-    acc_type = gpu.in_memory_space(
-        MemRefType(f32, [plan.mt, plan.nt, 4]), gpu.PRIVATE_ADDRESS_SPACE
-    )
-    old = plan.acc
-    new_acc = memref.AllocOp([], [], acc_type)
-    new_acc.memref.name_hint = "fragments"
-    old.parent_block().insert_op_before(new_acc, old)  # pyright: ignore
-    acc = new_acc.memref
+    acc = fragments_for(plan, [plan.mt, plan.nt, 4])
     for p in plan.init:
         _rewrite_init(plan, p, acc)
     for c in plan.compute:
         _rewrite_compute(plan, c, acc)
+    retire_accumulator(plan, acc)
+
+
+def fragments_for(plan: MmaPlan, shape: list[int]) -> SSAValue:
+    """Each thread's registers of the block's accumulator (`%fragments`, f32 in
+    private memory, of `shape`), allocated where the accumulator was."""
+    new_acc = memref.AllocOp(
+        [], [], gpu.in_memory_space(MemRefType(f32, shape), gpu.PRIVATE_ADDRESS_SPACE)
+    )
+    new_acc.memref.name_hint = "fragments"
+    plan.acc.parent_block().insert_op_before(new_acc, plan.acc)  # pyright: ignore
+    return new_acc.memref
+
+
+def retire_accumulator(plan: MmaPlan, acc: SSAValue) -> None:
+    """The write-back from the registers `acc` through the epilogue
+    (`rewrite_writeback`), and the block's accumulator and its uses erased."""
     for p in plan.writeback:
         rewrite_writeback(plan, p, acc)
-    for use in list(old.results[0].uses):
+    for use in list(plan.acc.results[0].uses):
         erase_op(use.operation)
-    erase_op(old)
+    erase_op(plan.acc)
 
 
 def _rewrite_init(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
@@ -159,4 +169,4 @@ def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
     erase_op(band.op)
 
 
-__all__ = ["rewrite_mma"]
+__all__ = ["fragments_for", "retire_accumulator", "rewrite_mma"]

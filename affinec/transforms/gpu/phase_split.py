@@ -23,12 +23,12 @@ costs its accesses fewer wavefronts than the best padding of the buffer as it is
 
 from __future__ import annotations
 
-from xdsl.dialects import memref
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
-from affinec.dialects import affine, gpu, nvgpu
+from affinec.dialects import affine, nvgpu
+from affinec.transforms.gpu.bands import reallocated_shared
 from affinec.transforms.gpu.bank_conflicts import Evaluated, evaluate, padded_cost
 
 PHASES = (2,)
@@ -109,24 +109,13 @@ def split_phases(alloc: Operation, dim: int, phases: int) -> None:
     shape = list(t.get_shape())
     half = -(-shape[dim] // phases)
     shape[dim] = phases * half
-    new = memref.AllocOp(
-        [],
-        [],
-        gpu.in_memory_space(
-            MemRefType(t.get_element_type(), shape), gpu.WORKGROUP_ADDRESS_SPACE
-        ),
-    )
-    new.memref.name_hint = old.name_hint
-    new.attributes |= alloc.attributes
-    block = alloc.parent_block()
-    assert block is not None
-    block.insert_op_before(new, alloc)
+    new = reallocated_shared(alloc, shape)
     d = AffineExpr.dimension(0)
     order = (d % phases) * half + d // phases
     for use in list(old.uses):
         _rewrite(use.operation, dim, order)
     old.replace_all_uses_with(new.memref)
-    block.erase_op(alloc)
+    alloc.parent_block().erase_op(alloc)  # pyright: ignore
 
 
 def _rewrite(op: Operation, dim: int, order: AffineExpr) -> None:

@@ -30,18 +30,17 @@ becomes (past 48 KiB)
 
 from __future__ import annotations
 
-from xdsl.dialects import memref
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, i64
 from xdsl.ir import Operation
 
 from affinec.base.diagnostics import PassError
-from affinec.dialects import affine, gpu
+from affinec.dialects import affine
 from affinec.dialects.affinec import OVERLAY, SHARED_OFFSET
 from affinec.dialects.nvvm_target import chip_of
 from affinec.hardware.chips import Chip
 from affinec.ir.shared_memory_layout import lay_out_shared, layout_bytes
 from affinec.transforms.gpu import phase_split
-from affinec.transforms.gpu.bands import analyze_grid, is_shared
+from affinec.transforms.gpu.bands import analyze_grid, is_shared, reallocated_shared
 from affinec.transforms.gpu.bank_conflicts import best_padding, shared_accesses
 from affinec.transforms.gpu.wgmma_lowering_layout import (
     interleave_wgmma_tiles,
@@ -122,24 +121,10 @@ def pad_against_bank_conflicts(grid: affine.ParallelOp) -> None:
         if mine and (pad := best_padding(buffer, mine)):
             work.append((alloc, pad))
     for alloc, pad in work:
-        shape = list(_type(alloc).get_shape())
-        new = memref.AllocOp(
-            [],
-            [],
-            gpu.in_memory_space(
-                MemRefType(
-                    _type(alloc).get_element_type(), [*shape[:-1], shape[-1] + pad]
-                ),
-                gpu.WORKGROUP_ADDRESS_SPACE,
-            ),
-        )
-        new.memref.name_hint = alloc.results[0].name_hint
-        new.attributes |= alloc.attributes
-        block = alloc.parent_block()
-        assert block is not None
-        block.insert_op_before(new, alloc)
+        *rows, last = _type(alloc).get_shape()
+        new = reallocated_shared(alloc, [*rows, last + pad])
         alloc.results[0].replace_all_uses_with(new.memref)
-        block.erase_op(alloc)
+        alloc.parent_block().erase_op(alloc)  # pyright: ignore
 
 
 def _type(alloc: Operation) -> MemRefType:

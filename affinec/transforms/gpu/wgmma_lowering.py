@@ -34,13 +34,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import Float32Type, MemRefType
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap
 
 from affinec.base.diagnostics import PassError
-from affinec.dialects import affine, gpu
+from affinec.dialects import affine
 from affinec.dialects.affinec_wgmma import (
     WGMMA_ROWS,
     WGMMA_STEP,
@@ -51,11 +51,11 @@ from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE
 from affinec.ir.ranges import value_range
 from affinec.transforms.affine.analysis import is_defined_inside
 from affinec.transforms.gpu.bands import Band, GridAnalysis, is_shared
+from affinec.transforms.gpu.mma import fragments_for, retire_accumulator
 from affinec.transforms.gpu.mma_fragments import Builder
 from affinec.transforms.gpu.mma_k_padding import zero_past_channel_bound
 from affinec.transforms.gpu.mma_plan import ComputeBand, MmaPlan, Operand, plan_mma
 from affinec.transforms.gpu.mma_warp_bands import warp_band
-from affinec.transforms.gpu.mma_writeback import rewrite_writeback
 from affinec.transforms.gpu.thread_bands import erase_op
 
 MAX_N = 256
@@ -233,23 +233,12 @@ def _dims(e: AffineExpr) -> list[int]:
 def rewrite_wgmma(plan: WgmmaPlan) -> None:
     """Rewrite the grid band as `plan` says (in place)."""
     mma = plan.mma
-    acc_type = gpu.in_memory_space(
-        MemRefType(Float32Type(), [1, mma.nt, 4]), gpu.PRIVATE_ADDRESS_SPACE
-    )
-    old = mma.acc
-    new_acc = memref.AllocOp([], [], acc_type)
-    new_acc.memref.name_hint = "fragments"
-    old.parent_block().insert_op_before(new_acc, old)  # pyright: ignore
-    acc = new_acc.memref
+    acc = fragments_for(mma, [1, mma.nt, 4])
     for p in mma.init:
         _rewrite_init(mma, p, acc)
     for c in mma.compute:
         _rewrite_compute(plan, c, acc)
-    for p in mma.writeback:
-        rewrite_writeback(mma, p, acc)
-    for use in list(old.results[0].uses):
-        erase_op(use.operation)
-    erase_op(old)
+    retire_accumulator(mma, acc)
 
 
 def _rewrite_init(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:

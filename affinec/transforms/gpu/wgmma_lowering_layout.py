@@ -38,8 +38,9 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
 from affinec.base.diagnostics import PassError
-from affinec.dialects import affine, gpu, nvgpu
+from affinec.dialects import affine, nvgpu
 from affinec.dialects.affinec_wgmma import CORE, WarpgroupMmaStepOp, interleaved_shape
+from affinec.transforms.gpu.bands import reallocated_shared
 from affinec.transforms.gpu.bank_conflicts import evaluate, padded_cost, shared_accesses
 
 
@@ -110,21 +111,9 @@ def _retype(tile: SSAValue, pitch: int) -> None:
     t = tile.type
     assert isinstance(alloc, memref.AllocOp) and isinstance(t, MemRefType)
     *outer, _, last = t.get_shape()
-    new = memref.AllocOp(
-        [],
-        [],
-        gpu.in_memory_space(
-            MemRefType(t.get_element_type(), [*outer, pitch, last]),
-            gpu.WORKGROUP_ADDRESS_SPACE,
-        ),
-    )
-    new.memref.name_hint = tile.name_hint
-    new.attributes |= alloc.attributes
-    block = alloc.parent_block()
-    assert block is not None
-    block.insert_op_before(new, alloc)
+    new = reallocated_shared(alloc, [*outer, pitch, last])
     tile.replace_all_uses_with(new.memref)
-    block.erase_op(alloc)
+    alloc.parent_block().erase_op(alloc)  # pyright: ignore
 
 
 def _interleave(tile: SSAValue) -> SSAValue:
@@ -143,24 +132,12 @@ def _interleave(tile: SSAValue) -> SSAValue:
     users = [u.operation for u in tile.uses]
     for user in users:
         _check_access(user, tile)
-    new = memref.AllocOp(
-        [],
-        [],
-        gpu.in_memory_space(
-            MemRefType(t.get_element_type(), [*lead, *interleaved_shape(rows, cols)]),
-            gpu.WORKGROUP_ADDRESS_SPACE,
-        ),
-    )
-    new.memref.name_hint = tile.name_hint
-    new.attributes |= alloc.attributes
-    block = alloc.parent_block()
-    assert block is not None
-    block.insert_op_before(new, alloc)
+    new = reallocated_shared(alloc, [*lead, *interleaved_shape(rows, cols)])
     for user in users:
         if not isinstance(user, WarpgroupMmaStepOp):
             _rewrite(user)
     tile.replace_all_uses_with(new.memref)
-    block.erase_op(alloc)
+    alloc.parent_block().erase_op(alloc)  # pyright: ignore
     return new.memref
 
 
