@@ -17,7 +17,7 @@ from affinec.driver.compiler import compile_to_ptx
 from affinec.driver.config import config_for
 from affinec.driver.pipeline import Pipeline
 from affinec.driver.pipelines import default_passes
-from affinec.frontend.contraction import contraction_of
+from affinec.frontend.contraction import contraction_of, is_depthwise
 from affinec.frontend.naive import build
 from affinec.frontend.reference import contraction_reference, random_inputs, reference
 from affinec.passes.affinec_pad_channels import AffinecPadChannels
@@ -109,4 +109,29 @@ def test_a_depthwise_block_tiles_the_channels():
     config = config_for(DEPTHWISE)
     names = [n for n, _ in contraction_of(DEPTHWISE).output_index]
     assert config.tile_sizes[names.index("g")] == 8
-    assert config.tile_sizes[names.index("k")] == 1
+    assert config.register_tile[names.index("g")] == config.vector_width == 8
+
+
+@pytest.mark.parametrize(
+    "spec, out, red, text",
+    [
+        (DEPTHWISE, "n oh ow g", "r s",
+         "output[n, oh, ow, g] = relu6(+(input[n, oh * 2 + r - 1, ow * 2 + s - 1, g] "
+         "* filter[r, s, 0, g]) + bias[g])"),
+        (ConvSpec(1, 6, 5, 5, 6, 3, 3, groups=6), "n g oh ow", "r s",
+         "output[n, g, oh, ow] = +(input[n, g, oh + r, ow + s] * filter[g, 0, r, s])"),
+        # a channel multiplier of 2: two filters a group, a grouped convolution
+        (ConvSpec(1, 4, 5, 5, 8, 3, 3, groups=4, layout="nhwc", filter_layout="rsck"),
+         "n oh ow g k", "r s c", None),
+    ],
+)  # fmt: skip
+def test_a_depthwise_contraction_has_no_unit_dimensions(spec, out, red, text):
+    # one input channel and one filter a group: the channel is an output dimension
+    # (the innermost in NHWC, which the threads' vectors run along), the window
+    # alone is summed; no size-1 filter or group-channel loop
+    c = contraction_of(spec)
+    assert " ".join(n for n, _ in c.output_index) == out
+    assert " ".join(n for n, _ in c.reduction_index) == red
+    assert is_depthwise(spec) == (text is not None)
+    if text is not None:
+        assert str(c) == text

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from affinec.base.element_types import storage_bytes
 from affinec.base.spec import (  # noqa: F401 (flattened_spec ...: public here too)
     ConvSpec,
     MatmulSpec,
@@ -58,8 +59,9 @@ from affinec.driver.wgmma_config import (  # noqa: F401 (public here too)
     WGMMA_TILES,
     wgmma_config_for,
 )
-from affinec.frontend.contraction import contraction_of
+from affinec.frontend.contraction import contraction_of, is_depthwise
 from affinec.hardware.chips import chip
+from affinec.transforms.gpu.thread_plan import VECTOR_BYTES
 
 DEFAULT_PLANNING_ARCH = "sm_90"
 """The chip `config_for` plans for unless told: the H100, where its constants were
@@ -199,6 +201,24 @@ def config_for(
         )
         return replace(config, pad_channels=padded)
 
+    if is_depthwise(spec):
+        assert isinstance(spec, ConvSpec)
+        return depthwise_config(spec)
+    tiles, registers = _simt_tiles(extents, channel, pixels)
+    return KernelConfig(
+        tile_sizes=tuple(tiles),
+        reduction_tile_sizes=_reduction_tiles(spec),
+        register_tile=tuple(registers),
+    )
+
+
+def _simt_tiles(
+    extents: list[int], channel: int, pixels: list[int]
+) -> tuple[list[int], list[int]]:
+    """The SIMT route's block tile and register tile over output dimensions of
+    `extents`: `BLOCK_PIXELS` x `BLOCK_CHANNELS` outputs a block, `REGISTER_PIXELS`
+    x `REGISTER_CHANNELS` a thread, between `MIN_THREADS` and `MAX_THREADS`
+    threads, divisors of the extents where they can be."""
     tiles = [1] * len(extents)
     registers = [1] * len(extents)
     tiles[channel] = tile_at_most(extents[channel], BLOCK_CHANNELS)
@@ -232,30 +252,7 @@ def config_for(
         r = divisor_at_most(tiles[d], registers[d] // 2)
         threads = threads * registers[d] // r
         registers[d] = r
-    if depthwise and _one_channel_a_group_rsck(spec):
-        assert isinstance(spec, ConvSpec)
-        return KernelConfig(
-            tile_sizes=tuple(tiles),
-            reduction_tile_sizes=(spec.r, spec.s, 1),
-            register_tile=tuple(registers),
-            stages=DEPTHWISE_STAGES,
-        )
-    return KernelConfig(
-        tile_sizes=tuple(tiles),
-        reduction_tile_sizes=_reduction_tiles(spec),
-        register_tile=tuple(registers),
-    )
-
-
-def _one_channel_a_group_rsck(spec: Spec) -> bool:
-    """A depthwise convolution proper (one input channel a group) with RSCK filters:
-    the layout `DEPTHWISE_STAGES` was measured on (its reduction order r, s, c then
-    lets a step take the whole window)."""
-    return (
-        isinstance(spec, ConvSpec)
-        and spec.group_channels == 1
-        and spec.filter_layout == "rsck"
-    )
+    return tiles, registers
 
 
 DEPTHWISE_STAGES = 2
@@ -265,6 +262,97 @@ group): it takes the whole window a step, this many in flight, rather than a tap
 `benchmarks/layer_sweep.py`, f16): its depthwise layers 0.527 -> 0.409 ms at batch 32,
 0.119 -> 0.096 at batch 1; reported on EfficientNet-B0's, 3x3 and 5x5 (0.698 -> 0.531,
 0.149 -> 0.145), docs/BENCHMARKS.md."""
+
+DEPTHWISE_ROW_PIXELS = 8
+"""Output pixels of one row a thread of a depthwise convolution computes (NHWC):
+with the row's filter taps unrolled, neighbouring pixels read the same input
+columns, which LLVM then loads and converts once (8 pixels of a 3x3 window read 10
+columns a row instead of 24)."""
+
+
+def depthwise_config(spec: ConvSpec) -> KernelConfig:
+    """A depthwise convolution's configuration: the whole window a step
+    (`DEPTHWISE_STAGES` in flight). In NHWC, where the channels are contiguous,
+    each thread owns one vector of channels (16 bytes, or the widest power of two
+    that divides the channels: `channel_vector`) by `DEPTHWISE_ROW_PIXELS` pixels of
+    one row, the row's taps unrolled: its input comes as 16-byte shared loads, its
+    output goes as one 16-byte store a pixel, and its taps share the columns they
+    read. The block takes a multiple of the vector that divides the channels, at
+    most `BLOCK_CHANNELS`, by about `BLOCK_PIXELS` pixels, fewer while the grid
+    leaves multiprocessors idle. In NCHW, or where the channels are odd, the SIMT
+    route's tiles (`strided_depthwise_config`)."""
+    if not is_depthwise(spec):
+        raise ValueError(f"not a depthwise convolution: {spec.to_text()}")
+    width = channel_vector(spec)
+    if spec.layout != "nhwc" or width == 1:
+        return strided_depthwise_config(spec)
+    names = [n for n, _ in contraction_of(spec).output_index]
+    extents = [e for _, e in contraction_of(spec).output_index]
+    n, oh, ow, g = (names.index(x) for x in ("n", "oh", "ow", "g"))
+    tiles = [1] * len(extents)
+    registers = [1] * len(extents)
+    registers[g] = width
+    chunks = divisor_at_most(spec.c // width, max(1, BLOCK_CHANNELS // width))
+    tiles[g] = chunks * width
+    tiles[ow] = registers[ow] = tile_at_most(extents[ow], DEPTHWISE_ROW_PIXELS)
+    tile_pixels(
+        tiles, extents, [oh, n], max(1, BLOCK_PIXELS // tiles[ow]), BLOCK_PIXELS
+    )
+    # Fill the chip where the grid is small: fewer images, then rows a block (down
+    # to a warp's worth of threads), fewer pixels a thread, fewer channels a block.
+    for d in (n, oh, ow, g):
+        step = width if d == g else 1
+        while (
+            grid_blocks(spec, KernelConfig(tile_sizes=tuple(tiles))) < MULTIPROCESSORS
+        ):
+            smaller = step * divisor_at_most(extents[d] // step, tiles[d] // step // 2)
+            threads = math.prod(t // r for t, r in zip(tiles, registers, strict=True))
+            if d == ow:  # the thread's row shrinks with the block's
+                threads *= tiles[d] // smaller
+            if smaller >= tiles[d] or threads * smaller // tiles[d] < WARP_THREADS:
+                break
+            tiles[d] = smaller
+            if d == ow:
+                registers[d] = smaller
+    return KernelConfig(
+        tile_sizes=tuple(tiles),
+        reduction_tile_sizes=(spec.r, spec.s),
+        register_tile=tuple(registers),
+        stages=DEPTHWISE_STAGES,
+        vector_width=width,
+        unroll_steps=spec.s,
+    )
+
+
+WARP_THREADS = 32
+"""The fewest threads `depthwise_config` leaves a block while it fills the chip."""
+
+
+def strided_depthwise_config(spec: ConvSpec) -> KernelConfig:
+    """The configuration of a depthwise convolution before its channels moved in
+    vectors (and of one in NCHW): the SIMT route's tiles, the whole window a step,
+    each thread's channels strided across the block (`vector_width=1`)."""
+    names = [n for n, _ in contraction_of(spec).output_index]
+    extents = [e for _, e in contraction_of(spec).output_index]
+    pixels = [names.index(x) for x in ("ow", "oh", "n")]
+    tiles, registers = _simt_tiles(extents, names.index("g"), pixels)
+    return KernelConfig(
+        tile_sizes=tuple(tiles),
+        reduction_tile_sizes=(spec.r, spec.s),
+        register_tile=tuple(registers),
+        stages=DEPTHWISE_STAGES,
+        vector_width=1,
+    )
+
+
+def channel_vector(spec: ConvSpec) -> int:
+    """The elements of a depthwise thread's vector of channels: 16 bytes of them,
+    or the widest power of two below that divides the channels (its vectors then
+    start at multiples of their size, aligned)."""
+    width = VECTOR_BYTES // storage_bytes(spec.dtype)
+    while spec.c % width:
+        width //= 2
+    return width
 
 
 def _reduction_tiles(spec: Spec, step_limit: int = REDUCTION_STEP) -> tuple[int, ...]:

@@ -152,24 +152,47 @@ def _dims(names: str) -> dict[str, AffineExpr]:
     return {n: AffineExpr.dimension(k) for k, n in enumerate(names.split())}
 
 
+def is_depthwise(spec: Spec) -> bool:
+    """Whether `spec` is a depthwise convolution: groups of one input channel and
+    one filter each (`groups = C = K`, more than one)."""
+    return (
+        isinstance(spec, ConvSpec)
+        and spec.groups > 1
+        and spec.group_channels == 1
+        and spec.k == spec.groups
+    )
+
+
 def conv_contraction(spec: ConvSpec) -> Contraction:
     """The convolution as a contraction; index order follows the layouts, so the
     innermost output dimension is the contiguous one. A grouped convolution has a
     group dimension `g` before the filters `k` of a group: output channel
-    `g * K/G + k` sees input channels `g * C/G + c`."""
+    `g * K/G + k` sees input channels `g * C/G + c`. A depthwise convolution (one
+    input channel and one filter a group, `is_depthwise`) has neither: its channel
+    `g` is an output dimension (the innermost in NHWC), its reduction the window
+    alone, `O[n, oh, ow, g] = +(I[n, oh + r, ow + s, g] * F[r, s, 0, g])`."""
     grouped = spec.groups > 1
-    filters = "g k" if grouped else "k"
+    depthwise = is_depthwise(spec)
+    filters = "g" if depthwise else ("g k" if grouped else "k")
     out_order = f"n {filters} oh ow" if spec.layout == "nchw" else f"n oh ow {filters}"
     red_order = "c r s" if spec.filter_layout == "kcrs" else "r s c"
+    if depthwise:
+        red_order = "r s"
     d = _dims(f"{out_order} {red_order}")
     (sh, sw), (ph, pw), (dh, dw) = spec.stride, spec.padding, spec.dilation
     ih = d["oh"] * sh + d["r"] * dh - ph
     iw = d["ow"] * sw + d["s"] * dw - pw
-    n, c, k, r, s = d["n"], d["c"], d["k"], d["r"], d["s"]
-    channel, k_out = c, k  # the input's channel, the output's
-    if grouped:
+    n, r, s = d["n"], d["r"], d["s"]
+    if depthwise:
+        c = AffineExpr.constant(0)
+        channel = k_out = d["g"]
+    elif grouped:
+        c = d["c"]
         channel = d["g"] * spec.group_channels + c
-        k_out = d["g"] * (spec.k // spec.groups) + k
+        k_out = d["g"] * (spec.k // spec.groups) + d["k"]
+    else:
+        c = d["c"]
+        channel, k_out = c, d["k"]  # the input's channel, the output's
     if spec.layout == "nchw":
         inp = (n, channel, ih, iw)
         out = (n, k_out, d["oh"], d["ow"])

@@ -22,8 +22,10 @@ from affinec.driver.config import (
     MMA_WINDOW_STEP,
     KernelConfig,
     config_for,
+    strided_depthwise_config,
 )
 from affinec.driver.kernel_config import with_knobs
+from affinec.frontend.contraction import is_depthwise
 
 _WIDE = {"tile_sizes": (128, 128), "reduction_tile_sizes": (32,), "stages": 4}
 VARIANTS: dict[str, tuple[dict, dict]] = {
@@ -79,6 +81,7 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
     "depthwise row steps s1": ({}, {"reduction_tile_sizes": (1, 3, 16), "stages": 1}),
     "depthwise row steps s2": ({}, {"reduction_tile_sizes": (1, 3, 16), "stages": 2}),
     "depthwise window": ({}, {"reduction_tile_sizes": (3, 3, 16), "stages": 2}),
+    "depthwise strided": ({}, {}),
     "flat 64x64 s2": (
         {"flatten_pixels": True, "splits": 2},
         {"tile_sizes": (64, 64), "warp_grid": (2, 2)},
@@ -93,7 +96,8 @@ products on wider or narrower blocks and more warps; the window route's steps on
 filter row at a time (three in flight where a whole window's tile leaves room for
 one); a strided window's taps one at a time; a strided window's input tile stored
 by phase (`split_phases`); the flattened products' 64 x 64 tiles with their
-reduction split."""
+reduction split; a depthwise convolution's rule before its channels moved in
+vectors (`strided_depthwise_config`)."""
 
 TUNER_NEIGHBOURS = (
     "unsplit",
@@ -139,10 +143,15 @@ def variant_config(
         # whole window) a step, as wide as the spec's
         if not (isinstance(spec, ConvSpec) and 1 < spec.groups == spec.c):
             raise ValueError(f"'{name}' is for depthwise convolutions alone")
+        if name == "depthwise strided":
+            if not is_depthwise(spec):
+                raise ValueError(f"'{name}' is for depthwise convolutions alone")
+            return strided_depthwise_config(spec)
         rows = spec.r if name == "depthwise window" else 1
-        return with_knobs(
-            config, **knobs | {"reduction_tile_sizes": (rows, spec.s, 16)}
-        )
+        # (one filter a group: the window is the whole reduction; else the
+        # group's one channel is the last reduction dimension)
+        step = (rows, spec.s) if is_depthwise(spec) else (rows, spec.s, 16)
+        return with_knobs(config, **knobs | {"reduction_tile_sizes": step})
     if "reduction_tile_sizes" in knobs and not options:
         # the window route's steps: for its layers alone, one filter row as wide
         # as the spec's

@@ -50,8 +50,9 @@ class Problem:
     reduction_names: tuple[str, ...]
     """The reduction dimensions in the order the naive IR sums them."""
     reduction_extents: tuple[int, ...]
-    reduction_channel: int
-    """The reduction dimension that is the input channel (the MMA's k)."""
+    reduction_channel: int | None
+    """The reduction dimension that is the input channel (the MMA's k); None for a
+    depthwise convolution, which sums its window alone."""
     element_bytes: int
     operand_elements: int
     """Elements of the inputs, the filter, the bias and the output together."""
@@ -64,6 +65,13 @@ class Problem:
     @property
     def dtype(self) -> str:
         return self.spec.dtype
+
+    @property
+    def reduction_channels(self) -> int:
+        """The input channels the reduction sums over (1 for a depthwise one)."""
+        if self.reduction_channel is None:
+            return 1
+        return self.reduction_extents[self.reduction_channel]
 
     @property
     def innermost(self) -> int:
@@ -86,11 +94,14 @@ def problem_of(spec: Spec) -> Problem:
     extents = tuple(e for _, e in c.output_index)
     reduction_names = tuple(n for n, _ in c.reduction_index)
     if isinstance(spec, ConvSpec):
-        # a depthwise convolution's output channels are its groups (config_for's)
+        # a depthwise convolution's output channels are its groups (config_for's);
+        # one of one input channel a group sums its window alone
         depthwise = spec.groups > 1 and spec.k == spec.groups
         channel = names.index("g" if depthwise else "k")
         pixels = tuple(names.index(n) for n in ("ow", "oh", "n"))
-        reduction_channel = reduction_names.index("c")
+        reduction_channel = (
+            reduction_names.index("c") if "c" in reduction_names else None
+        )
     else:
         channel = names.index("j")
         pixels = (names.index("i"),)
@@ -216,6 +227,8 @@ def split_problem(problem: Problem, splits: int) -> Problem:
     channels rounded up, as `affinec-split-reduction` pads them)."""
     if splits == 1:
         return problem
+    if problem.reduction_channel is None:
+        raise ValueError("a depthwise convolution has no channel reduction to split")
     extents = list(problem.reduction_extents)
     extents[problem.reduction_channel] = ceil_div(
         extents[problem.reduction_channel], splits
@@ -295,11 +308,18 @@ def geometry(problem: Problem, config: KernelConfig) -> Geometry:
         register_channels=register_channels,
         warps=warps,
         mma_tiles=mma_tiles,
-        channel_step=rtiles[problem.reduction_channel],
+        channel_step=_channel_step(problem, rtiles),
         stages=stages_in_flight(config.stages, steps) if config.dma else 1,
         coalesced_step_bytes=_coalesced_step_bytes(problem, config, tiles, rtiles),
         dma=dma_copies(problem, config, tiles, rtiles),
     )
+
+
+def _channel_step(problem: Problem, rtiles: tuple[int, ...]) -> int:
+    """The input channels of one reduction step (1 for a depthwise convolution)."""
+    if problem.reduction_channel is None:
+        return 1
+    return rtiles[problem.reduction_channel]
 
 
 def stages_in_flight(stages: int, steps: int) -> int:
@@ -336,15 +356,17 @@ def dma_copies(
         return (False, False)
     spec = problem.spec
     elem = problem.element_bytes
-    channel_step = rtiles[problem.reduction_channel]
+    channel_step = _channel_step(problem, rtiles)
     block_channels = tiles[problem.channel]
 
     def rows(step: int, whole: int) -> bool:
         return (step * elem) % 16 == 0 and (whole * elem) % 16 == 0
 
     if isinstance(spec, ConvSpec):
+        # a depthwise step's input channels are the block's
+        inputs = block_channels if problem.reduction_channel is None else channel_step
         return (
-            spec.layout == "nhwc" and rows(channel_step, spec.c),
+            spec.layout == "nhwc" and rows(inputs, spec.c),
             spec.filter_layout == "rsck" and rows(block_channels, spec.k),
         )
     assert isinstance(spec, MatmulSpec)
@@ -364,8 +386,11 @@ def _footprints(
         (sh, sw), (dh, dw) = spec.stride, spec.dilation
         rows = window_extent(out["oh"], red["r"], sh, dh)
         cols = window_extent(out["ow"], red["s"], sw, dw)
+        filters = tiles[problem.channel]
+        # a depthwise step reads the block's own channels, one a filter
+        channels = red.get("c", filters)
         return (
-            out["n"] * rows * cols * red["c"],
-            red["r"] * red["s"] * red["c"] * out["k"],
+            out["n"] * rows * cols * channels,
+            red["r"] * red["s"] * red.get("c", 1) * filters,
         )
     return out["i"] * red["p"], red["p"] * out["j"]

@@ -142,7 +142,7 @@ def search_space(
     considered = over = 0
     routes: dict[str, list[tuple[KernelConfig, Prediction]]] = {"mma": [], "simt": []}
     generators = {"simt": simt_configs(problem)}
-    channels = problem.reduction_extents[problem.reduction_channel]
+    channels = problem.reduction_channels
     if not tensor_cores_take(spec):
         pass  # a grouped convolution in NCHW: the SIMT route only
     elif spec.dtype != "f32" and channels >= MMA_MIN_CHANNELS:
@@ -251,7 +251,7 @@ def _split_counts(problem: Problem, baseline: KernelConfig) -> list[int]:
     blocks = geometry(problem, baseline).blocks
     if blocks >= H100.multiprocessors:
         return []
-    channels = problem.reduction_extents[problem.reduction_channel]
+    channels = problem.reduction_channels
     fit = [
         s
         for s in SPLITS

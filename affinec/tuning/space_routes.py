@@ -293,6 +293,7 @@ def _mma_reductions(problem: Problem) -> list[tuple[int, ...]]:
     32 channels, as `config_for` steps it."""
     extents = problem.reduction_extents
     names = problem.reduction_names
+    assert problem.reduction_channel is not None  # the tensor cores sum channels
     channels = extents[problem.reduction_channel]
     steps = [
         step

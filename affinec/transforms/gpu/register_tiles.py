@@ -12,6 +12,7 @@ the thread's register tile.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import IndexType, IntegerAttr, UnitAttr
@@ -25,6 +26,12 @@ from affinec.ir.affine_exprs import ge0
 from affinec.transforms.affine.analysis import constant_trip_extent, is_defined_inside
 from affinec.transforms.affine.tiling import tile_band
 from affinec.transforms.gpu.bands import Band, is_private
+from affinec.transforms.gpu.register_vectors import (
+    ChunkAccesses,
+    chunk_accesses,
+    chunk_constant,
+    vector_chunk,
+)
 from affinec.transforms.gpu.thread_bands import (
     add_guarded,
     erase_op,
@@ -84,34 +91,45 @@ def distribute_tiled(
     if block is op.body.block:
         site = body
 
+    # A chunk along the innermost dimension that its stores can take as one vector
+    # is one iteration of the innermost loop, its elements written out.
+    chunks = chunk_accesses(phase, plan, innermost)
+    last = len(phase.dims) - 1
+
     # The register tile's loops, unrolled, around the innermost body.
     qs: list[SSAValue | None] = []
     for d, r in enumerate(plan.register_tile):
+        if chunks is not None and d == last:
+            r //= plan.vector_width
         if r == 1:
             qs.append(None)
             continue
         loop_body = Block(arg_types=[IndexType()])
-        loop_body.args[0].name_hint = f"q{d}"
+        loop_body.args[0].name_hint = f"c{d}" if chunks and d == last else f"q{d}"
         loop = affine.ForOp(0, r, loop_body)
         loop.attributes[UNROLL] = UnitAttr()
         site.add_ops([loop, affine.YieldOp()])
         site = loop_body
         qs.append(loop_body.args[0])
 
-    ops = []
-    ivs: list[SSAValue] = []
+    ops: list[Operation] = []
     operands: list[SSAValue] = []
     constraints: list[AffineConstraintExpr] = []
-    last = len(phase.dims) - 1
-    for d, (dim, t, q) in enumerate(zip(phase.dims, ts, qs, strict=True)):
+
+    def place(d: int, element: int | None = None) -> SSAValue:
+        """The band's variable `d` at the thread's iteration (`element` of the
+        chunk, for a chunk written out)."""
+        dim, t, q = phase.dims[d], ts[d], qs[d]
         threads_d = plan.thread_extents[d]
         v = plan.vector_width if d == last else 1
         idx_operands = [x for x in (t, q) if x is not None]
-        idx = AffineExpr.constant(0)
+        idx = AffineExpr.constant(0 if element is None else element)
         for k, x in enumerate(idx_operands):
             e = AffineExpr.dimension(k)
             if x is t:
                 idx = idx + e * v
+            elif element is not None:  # chunk q of the thread's
+                idx = idx + e * (threads_d * v)
             elif v == 1:
                 idx = idx + e * threads_d
             else:  # chunk q // v of the thread's, element q % v of the chunk
@@ -135,33 +153,99 @@ def distribute_tiled(
         else:
             expr = idx * dim.step + dim.lower
         if not idx_operands:
-            c = arith.ConstantOp(IntegerAttr(dim.lower or 0, IndexType()))
+            c = arith.ConstantOp(
+                IntegerAttr(expr.simplify(0, 0).value, IndexType())  # pyright: ignore
+            )
             ops.append(c)
-            ivs.append(c.result)
-            continue
+            return c.result
         apply = affine.ApplyOp(
             idx_operands,
             AffineMap(len(idx_operands), 0, (expr.simplify(len(idx_operands), 0),)),
         )
         ops.append(apply)
-        ivs.append(apply.result)
+        return apply.result
+
+    # (a chunk written out: its first element's)
+    ivs = [place(d, 0 if chunks and d == last else None) for d in range(last + 1)]
     partial = [] if _only_touches_the_block(innermost) else phase.dims
     constraints += partial_tile_guards(
         zip(ivs, partial, strict=False), op.upper_bound_operands, operands
     )
-    for old, new, o in zip(
-        op.induction_variables, ivs, op.induction_variables, strict=True
-    ):
-        if old.name_hint and isinstance(new.owner, affine.ApplyOp):
+    for new, o in zip(ivs, op.induction_variables, strict=True):
+        if o.name_hint and isinstance(new.owner, affine.ApplyOp):
             new.name_hint = o.name_hint
-        old.replace_all_uses_with(new)
-    add_guarded(ops, constraints, operands, innermost)
+    if chunks is None:
+        for old, new in zip(op.induction_variables, ivs, strict=True):
+            old.replace_all_uses_with(new)
+        add_guarded(ops, constraints, operands, innermost)
+        copies, tile_indices = [innermost], [qs]
+    else:
+        copies, found, tile_indices = _chunk_copies(
+            op, plan, innermost, chunks, ivs, qs, place, ops
+        )
+        add_guarded(ops, constraints, operands, vector_chunk(copies, found))
     ops.append(affine.YieldOp())
     site.add_ops(ops)
     erase_op(op)
 
-    for access in private_accesses(innermost, private):
-        _retarget_tile(access, private[access.memref], qs)
+    for copy, indices in zip(copies, tile_indices, strict=True):
+        for access in private_accesses(copy, private):
+            _retarget_tile(access, private[access.memref], indices)
+
+
+def _chunk_copies(
+    op: affine.ParallelOp,
+    plan: ThreadPlan,
+    innermost: list[Operation],
+    chunks: ChunkAccesses,
+    ivs: list[SSAValue],
+    qs: list[SSAValue | None],
+    place: Callable[[int, int | None], SSAValue],
+    ops: list[Operation],
+) -> tuple[list[list[Operation]], list[ChunkAccesses], list[list[SSAValue | None]]]:
+    """The band's body `innermost` once for each element of a thread's chunk along
+    the innermost dimension (`ivs`: the band's variables at the first element; the
+    others' innermost variable and register-tile index made in `ops`): the copies,
+    the accesses `chunks` found located in each, and each copy's register-tile
+    indices. `innermost` is erased."""
+    last = len(ivs) - 1
+    copies: list[list[Operation]] = []
+    found: list[ChunkAccesses] = []
+    indices: list[list[SSAValue | None]] = []
+    originals = [x for o in innermost for x in o.walk()]
+    for k in range(plan.vector_width):
+        at = ivs if k == 0 else [*ivs[:last], place(last, k)]
+        mapping: dict[SSAValue, SSAValue] = dict(
+            zip(op.induction_variables, at, strict=True)
+        )
+        copy = [o.clone(value_mapper=mapping) for o in innermost]
+        clones = [x for o in copy for x in o.walk()]
+        where = {id(x): y for x, y in zip(originals, clones, strict=True)}
+        store = where[id(chunks.store)]
+        loads = tuple(where[id(x)] for x in chunks.loads)
+        assert isinstance(store, affine.StoreOp)
+        assert all(isinstance(x, affine.LoadOp) for x in loads)
+        found.append(ChunkAccesses(store, loads))  # pyright: ignore[reportArgumentType]
+        copies.append(copy)
+        indices.append([*qs[:last], _tile_element(qs[last], plan.vector_width, k, ops)])
+    for o in reversed(innermost):
+        o.erase(safe_erase=False)
+    return copies, found, indices
+
+
+def _tile_element(
+    chunk: SSAValue | None, v: int, k: int, ops: list[Operation]
+) -> SSAValue:
+    """The register tile's index along the innermost dimension of element `k` of
+    chunk `chunk` (None: the only one)."""
+    if chunk is None:
+        c = chunk_constant(k)
+        ops.append(c)
+        return c.result
+    d = AffineExpr.dimension(0)
+    apply = affine.ApplyOp([chunk], AffineMap(1, 0, (d * v + k,)))
+    ops.append(apply)
+    return apply.result
 
 
 def _unroll_steps(loop: affine.ForOp, plan: ThreadPlan) -> Block | None:
