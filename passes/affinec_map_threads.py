@@ -29,7 +29,10 @@ reduction loops of the band move outside the tile's unrolled loops (the innermos
 of them unrolled by `unroll-steps`, if asked), and the accumulator becomes the
 thread's register tile. Every value read in
 the innermost body then serves a whole row or column of the tile, as in fast SIMT
-kernels; the order of summation of each output is unchanged. The other bands (the
+kernels; the order of summation of each output is unchanged. A chunk whose outputs
+are consecutive in global memory and start at a multiple of its width is stored as
+one `affine.vector_store` (16 bytes of f16 at most), the epilogue's operands along
+it read as vectors too (`affinec/transforms/gpu/register_vectors.py`). The other bands (the
 copies into shared memory) are shared out in turns over the same threads,
 consecutive threads taking consecutive elements (coalesced).
 

@@ -191,6 +191,10 @@ def distribute_tiled(
     for copy, indices in zip(copies, tile_indices, strict=True):
         for access in private_accesses(copy, private):
             _retarget_tile(access, private[access.memref], indices)
+    for o in ops if chunks else []:  # later elements' variables the vectors left unused
+        if isinstance(o, affine.ApplyOp) and not o.result.uses and o.parent:
+            o.detach()
+            o.erase()
 
 
 def _chunk_copies(
