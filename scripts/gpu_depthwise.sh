@@ -3,10 +3,12 @@
 # command: MobileNetV2's and EfficientNet-B0's depthwise layers at batch 1 and 32
 # (`benchmarks/layer_sweep.py`), config_for's configuration (a thread a 16-byte vector
 # of channels by a row of pixels) against the rule before it (variant 'depthwise
-# strided': each thread's channels strided across the block) and cuDNN, in the same
-# process; every kernel checked against float64 before it is timed. Log and JSON under
-# $OUT (default /tmp/affinec-gpu); a table last: each layer's bandwidth floor (its
-# bytes at 3.35 TB/s), cuDNN, before and after, and each network's sums.
+# strided': each thread's channels strided across the block), against its own blocks
+# without the filling of small grids (variant 'depthwise unfilled') and cuDNN, in the
+# same process; every kernel checked against float64 before it is timed. Log and JSON
+# under $OUT (default /tmp/affinec-gpu); a table last: each layer's bandwidth floor
+# (its bytes at 3.35 TB/s), cuDNN, before, unfilled and after, and each network's
+# sums.
 #
 #   scripts/gpu_depthwise.sh                 # about 3 minutes on one H100
 #   BATCHES="32" scripts/gpu_depthwise.sh    # batch 32 only
@@ -21,7 +23,7 @@ JSON="$OUT/layer_sweep_depthwise_vectors.json"
 # shellcheck disable=SC2086
 timeout "${LIMIT_S:-540}" $PY benchmarks/layer_sweep.py \
   --network mobilenet_v2 efficientnet_b0 --batch $BATCHES --layers depthwise \
-  --variant config_for "depthwise strided" --json "$JSON" \
+  --variant config_for "depthwise strided" "depthwise unfilled" --json "$JSON" \
   2>&1 | tee "$OUT/layer_sweep_depthwise_vectors.log"
 status=${PIPESTATUS[0]}
 if [ ! -s "$JSON" ]; then
@@ -38,9 +40,9 @@ BANDWIDTH = 3.35e12  # the H100 SXM's HBM3, bytes a second
 data = json.load(open(sys.argv[1]))
 print()
 print(f"{'network':16s} {'batch':>5s} {'layer':26s} {'floor':>6s} {'cuDNN':>6s} "
-      f"{'before':>7s} {'after':>6s} {'after/floor':>11s}   (us)")
+      f"{'before':>7s} {'unfill':>6s} {'after':>6s} {'after/floor':>11s}   (us)")
 for res in data["results"]:
-    sums = {"floor": 0.0, "cudnn": 0.0, "before": 0.0, "after": 0.0}
+    sums = {"floor": 0.0, "cudnn": 0.0, "before": 0.0, "unfilled": 0.0, "after": 0.0}
     for row in res["layers"]:
         spec = parse_spec(row["spec"])
         element = storage_bytes(spec.dtype)
@@ -52,17 +54,19 @@ for res in data["results"]:
         floor = moved / BANDWIDTH * 1e3
         v = row["variants"]
         before = v.get("depthwise strided", {}).get("ms") or float("nan")
+        unfilled = v.get("depthwise unfilled", {}).get("ms") or float("nan")
         after = v.get("config_for", {}).get("ms") or float("nan")
         n = row["count"]
         for key, ms in (("floor", floor), ("cudnn", row["cudnn_ms"]),
-                        ("before", before), ("after", after)):
+                        ("before", before), ("unfilled", unfilled), ("after", after)):
             sums[key] += n * ms
         print(f"{res['network']:16s} {res['batch']:5d} {row['layer']:26s} "
               f"{floor * 1e3:6.1f} {row['cudnn_ms'] * 1e3:6.1f} {before * 1e3:7.1f} "
-              f"{after * 1e3:6.1f} {after / floor:11.2f}   x{n}")
+              f"{unfilled * 1e3:6.1f} {after * 1e3:6.1f} {after / floor:11.2f}   x{n}")
     print(f"{res['network']:16s} {res['batch']:5d} {'sum (ms)':26s} "
           f"{sums['floor']:6.3f} {sums['cudnn']:6.3f} {sums['before']:7.3f} "
-          f"{sums['after']:6.3f} {sums['after'] / sums['floor']:11.2f}")
+          f"{sums['unfilled']:6.3f} {sums['after']:6.3f} "
+          f"{sums['after'] / sums['floor']:11.2f}")
 print(f"{data['gpu']}, cuDNN {data['cudnn']}, torch {data['torch']}, {data['date']}")
 EOF
 exit "$status"

@@ -22,6 +22,7 @@ from affinec.driver.config import (
     KernelConfig,
     channel_vector,
     config_for,
+    grid_blocks,
     strided_depthwise_config,
 )
 from affinec.driver.pipeline import Pipeline
@@ -203,6 +204,22 @@ def test_the_rule_before_vectors_is_a_named_variant():
     assert is_depthwise(DEPTHWISE_5X5)
 
 
+def test_a_small_grid_takes_smaller_blocks_and_the_unfilled_variant_does_not():
+    # MobileNetV2's 3x3 576 at 14x14, stride 2, batch 1: 9 blocks of 7x7 pixels
+    # unfilled; filled, a thread's row shrinks to fill the chip
+    (layer,) = [
+        x
+        for x in network("mobilenet_v2", 1)
+        if x.name.startswith("depthwise 3x3/2 576")
+    ]
+    unfilled = variant_config(layer.spec, "depthwise unfilled")
+    filled = config_for(layer.spec)
+    assert grid_blocks(layer.spec, unfilled) < grid_blocks(layer.spec, filled)
+    assert filled.vector_width == unfilled.vector_width == 8
+    small = replace(layer.spec, h=6, w=6, c=16, k=16, groups=16)
+    assert _checked(small, variant_config(small, "depthwise unfilled"))
+
+
 def _mobilenet_v2_first_depthwise() -> ConvSpec:
     (layer,) = [
         x
@@ -242,3 +259,20 @@ def test_mobilenet_v2s_depthwise_layer_does_not_spill():
     ).resources()
     assert resources.spill_stores == resources.spill_loads == 0
     assert resources.local_memory == 0
+
+
+def test_what_a_depthwise_convolution_does_not_take_is_refused_by_name():
+    # no channels summed: nothing for the tensor cores' k, a split or a padding
+    from affinec.base.diagnostics import PassError
+    from affinec.passes.affinec_pad_channels import AffinecPadChannels
+
+    f32 = replace(DEPTHWISE_5X5, dtype="f32")
+    with pytest.raises(ValueError, match="depthwise convolution sums its window"):
+        config_for(f32, tf32=True)
+    with pytest.raises(ValueError, match="1 channels a group"):
+        config_for(DEPTHWISE_5X5, splits=2)
+    with pytest.raises(PassError, match="no channel reduction to pad"):
+        Pipeline([AffinecPadChannels(multiple=4)]).run(build(DEPTHWISE_5X5))
+    mma = KernelConfig(tile_sizes=(1, 3, 5, 24), reduction_tile_sizes=(5, 5), mma=True)
+    with pytest.raises(PassError, match="the tensor cores take no such dimension"):
+        Pipeline(default_passes(mma)).run(build(DEPTHWISE_5X5))

@@ -165,6 +165,11 @@ def config_for(
             "tf32 takes the tensor cores, which take a grouped convolution in NHWC "
             "with RSCK filters only"
         )
+    if tf32 and is_depthwise(spec):
+        raise ValueError(
+            "tf32 takes the tensor cores, whose k is a reduction's channels: a "
+            "depthwise convolution sums its window alone (the SIMT route takes it)"
+        )
     if tf32 and spec.dtype != "f32":
         raise ValueError(
             f"tf32 takes f32 operands on the tensor cores, not {spec.dtype}"
@@ -270,7 +275,7 @@ columns, which LLVM then loads and converts once (8 pixels of a 3x3 window read 
 columns a row instead of 24)."""
 
 
-def depthwise_config(spec: ConvSpec) -> KernelConfig:
+def depthwise_config(spec: ConvSpec, *, fill: bool = True) -> KernelConfig:
     """A depthwise convolution's configuration: the whole window a step
     (`DEPTHWISE_STAGES` in flight). In NHWC, where the channels are contiguous,
     each thread owns one vector of channels (16 bytes, or the widest power of two
@@ -279,8 +284,8 @@ def depthwise_config(spec: ConvSpec) -> KernelConfig:
     output goes as one 16-byte store a pixel, and its taps share the columns they
     read. The block takes a multiple of the vector that divides the channels, at
     most `BLOCK_CHANNELS`, by about `BLOCK_PIXELS` pixels, fewer while the grid
-    leaves multiprocessors idle. In NCHW, or where the channels are odd, the SIMT
-    route's tiles (`strided_depthwise_config`)."""
+    leaves multiprocessors idle (with `fill`). In NCHW, or where the channels are
+    odd, the SIMT route's tiles (`strided_depthwise_config`)."""
     if not is_depthwise(spec):
         raise ValueError(f"not a depthwise convolution: {spec.to_text()}")
     width = channel_vector(spec)
@@ -300,7 +305,7 @@ def depthwise_config(spec: ConvSpec) -> KernelConfig:
     )
     # Fill the chip where the grid is small: fewer images, then rows a block (down
     # to a warp's worth of threads), fewer pixels a thread, fewer channels a block.
-    for d in (n, oh, ow, g):
+    for d in (n, oh, ow, g) if fill else ():
         step = width if d == g else 1
         while (
             grid_blocks(spec, KernelConfig(tile_sizes=tuple(tiles))) < MULTIPROCESSORS

@@ -22,6 +22,7 @@ from affinec.driver.config import (
     MMA_WINDOW_STEP,
     KernelConfig,
     config_for,
+    depthwise_config,
     strided_depthwise_config,
 )
 from affinec.driver.kernel_config import with_knobs
@@ -82,6 +83,7 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
     "depthwise row steps s2": ({}, {"reduction_tile_sizes": (1, 3, 16), "stages": 2}),
     "depthwise window": ({}, {"reduction_tile_sizes": (3, 3, 16), "stages": 2}),
     "depthwise strided": ({}, {}),
+    "depthwise unfilled": ({}, {}),
     "flat 64x64 s2": (
         {"flatten_pixels": True, "splits": 2},
         {"tile_sizes": (64, 64), "warp_grid": (2, 2)},
@@ -97,7 +99,8 @@ filter row at a time (three in flight where a whole window's tile leaves room fo
 one); a strided window's taps one at a time; a strided window's input tile stored
 by phase (`split_phases`); the flattened products' 64 x 64 tiles with their
 reduction split; a depthwise convolution's rule before its channels moved in
-vectors (`strided_depthwise_config`)."""
+vectors (`strided_depthwise_config`), and its vectors on blocks as large as at any
+batch, the grid left unfilled."""
 
 TUNER_NEIGHBOURS = (
     "unsplit",
@@ -143,9 +146,11 @@ def variant_config(
         # whole window) a step, as wide as the spec's
         if not (isinstance(spec, ConvSpec) and 1 < spec.groups == spec.c):
             raise ValueError(f"'{name}' is for depthwise convolutions alone")
-        if name == "depthwise strided":
+        if name in ("depthwise strided", "depthwise unfilled"):
             if not is_depthwise(spec):
                 raise ValueError(f"'{name}' is for depthwise convolutions alone")
+            if name == "depthwise unfilled":
+                return depthwise_config(spec, fill=False)
             return strided_depthwise_config(spec)
         rows = spec.r if name == "depthwise window" else 1
         # (one filter a group: the window is the whole reduction; else the
