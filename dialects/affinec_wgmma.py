@@ -14,8 +14,8 @@ and D each thread's registers of the m64nN accumulator in its private
 [0, j / 4, j % 4], the layout of N/8 `mma.sync` m16n8 fragments of its warp).
 It is synchronous: every `wgmma` it issues has finished when it returns.
 
-A tile is read in one of two layouts, told by its rank (the leading indices plus 2
-or plus 4):
+A tile is read in one of three layouts, told by its rank (the leading indices plus
+2, 3 or 4):
 
 - row-major `[.., R, C]`: as the promotion copied it (no `wgmma` can read it: the
   step is only interpreted in it, until the shared-memory planner lays it out);
@@ -23,7 +23,11 @@ or plus 4):
   r % 8, c % 8]`, 8 × 8 core matrices of 16-byte rows, P × 16 bytes apart (P = 8:
   packed; more: the core matrices padded against bank conflicts), `wgmma`'s layout
   without swizzle (`interleaved_offset`), which `affinec-plan-shared-memory` gives
-  the tiles this op reads.
+  the tiles this op reads;
+- column slabs `[.., C/8, R, 8]`: element (r, c) at `[c / 8, r, c % 8]`, the same
+  core matrices with those of a column of them one after the other
+  (`slab_offset`): what a TMA box of R rows and 8 columns writes, one box a slab,
+  which `affinec-tma-copies` gives the tiles it loads.
 
 A is K-major (R = M, C = K). B is K × N, MN-major (R = K, C = N: `wgmma`'s
 transposed B) unless `b_k_major` is set, when it is N × K (R = N, C = K).
@@ -66,6 +70,9 @@ WGMMA_ROWS = 64
 WGMMA_STEP = 16
 """K of one f16/bf16 `wgmma` instruction."""
 
+SLABS = -1
+"""The pitch `tile_shape` gives a tile in column slabs (`[.., C/8, R, 8]`)."""
+
 PRIVATE = 5
 SHARED = 3
 
@@ -87,6 +94,22 @@ def interleaved_offset(r, c, cols: int, pitch: int = CORE):
     )
 
 
+def slab_offset(r, c, rows: int):
+    """Where element (r, c) (ints, or integer arrays) of a tile of `rows` rows in
+    column slabs lies, in elements from its start."""
+    return (c // CORE) * rows * CORE + r * CORE + c % CORE
+
+
+def tile_offset(r, c, rows: int, cols: int, pitch: int):
+    """Where element (r, c) of a `rows` x `cols` tile of the layout `pitch` tells
+    (`tile_shape`) lies, in elements from its start."""
+    if pitch == SLABS:
+        return slab_offset(r, c, rows)
+    if pitch:
+        return interleaved_offset(r, c, cols, pitch)
+    return r * cols + c
+
+
 def _space(t: MemRefType) -> int:
     space = t.memory_space
     value = getattr(space, "value", None)
@@ -98,10 +121,12 @@ def _space(t: MemRefType) -> int:
 def tile_shape(t: MemRefType, leading: int) -> tuple[int, int, int] | None:
     """(rows, columns, pitch) of the tile `t` holds past its `leading` dimensions:
     the pitch of its core matrices in 16-byte rows when interleaved, 0 when
-    row-major; None when its shape fits neither layout."""
+    row-major, `SLABS` in column slabs; None when its shape fits none."""
     shape = list(t.get_shape())[leading:]
     if len(shape) == 2:
         return shape[0], shape[1], 0
+    if len(shape) == 3 and shape[2] == CORE and shape[1] % CORE == 0:
+        return shape[1], shape[0] * CORE, SLABS
     if len(shape) == 4 and shape[3] == CORE and shape[2] >= CORE:
         return shape[0] * CORE, shape[1] * CORE, shape[2]
     return None
@@ -148,7 +173,8 @@ class WarpgroupMmaStepOp(IRDLOperation):
         )
 
     def a_tile(self) -> tuple[int, int, int]:
-        """(M rows present, K, pitch: 0 if row-major) of A's tile."""
+        """(M rows present, K, pitch: 0 if row-major, `SLABS` in column slabs) of
+        A's tile."""
         t = self.a.type
         assert isinstance(t, MemRefType)
         shape = tile_shape(t, len(self.a_indices) - 1)
@@ -156,8 +182,8 @@ class WarpgroupMmaStepOp(IRDLOperation):
         return shape
 
     def b_tile(self) -> tuple[int, int, int]:
-        """(rows, columns, pitch: 0 if row-major) of B's tile: K x N, or N x K when
-        `b_k_major`."""
+        """(rows, columns, pitch: 0 if row-major, `SLABS` in column slabs) of B's
+        tile: K x N, or N x K when `b_k_major`."""
         t = self.b.type
         assert isinstance(t, MemRefType)
         shape = tile_shape(t, len(self.b_indices))
@@ -217,7 +243,7 @@ class WarpgroupMmaStepOp(IRDLOperation):
             element = e
             if leading < 0 or tile_shape(t, leading) is None:
                 raise VerifyException(
-                    f"{what} ({t}) is neither a row-major nor an interleaved tile past "
+                    f"{what} ({t}) is no row-major, interleaved or slab tile past "
                     f"its {max(leading, 0)} leading indices"
                 )
         rows_a, k, _ = self.a_tile()
@@ -258,6 +284,7 @@ PROXY_FENCE_OPS = (FenceProxyAsyncSharedOp,)
 __all__ = [
     "CORE",
     "PROXY_FENCE_OPS",
+    "SLABS",
     "WGMMA_ROWS",
     "WGMMA_STEP",
     "WGMMA_STEP_OPS",
@@ -265,5 +292,7 @@ __all__ = [
     "WarpgroupMmaStepOp",
     "interleaved_offset",
     "interleaved_shape",
+    "slab_offset",
+    "tile_offset",
     "tile_shape",
 ]

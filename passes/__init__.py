@@ -101,6 +101,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return AffinecStageOutput
 
+    def _affinec_tma_copies():
+        from affinec.passes.affinec_tma_copies import AffinecTmaCopies
+
+        return AffinecTmaCopies
+
     def _affinec_wgmma_gemm():
         from affinec.passes.affinec_wgmma_gemm import AffinecWgmmaGemm
 
@@ -181,6 +186,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-contract-fma": _affinec_contract_fma,
         "affinec-mma-sync": _affinec_mma_sync,
         "affinec-wgmma": _affinec_wgmma,
+        "affinec-tma-copies": _affinec_tma_copies,
         "affinec-narrow-indices": _affinec_narrow_indices,
         "affinec-pad-channels": _affinec_pad_channels,
         "affinec-split-reduction": _affinec_split_reduction,

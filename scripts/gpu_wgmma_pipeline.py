@@ -1,9 +1,11 @@
 """The tensor-core route with `affinec-wgmma` (KernelConfig.tensor_core="wgmma") on an
 H100: matrix products and ResNet-50's 1x1 convolutions (through their flattened
-pixels), each checked against float64 on the GPU first, then timed against the
-Hopper template route (`wgmma=True`, affinec-wgmma-gemm), the mma.sync route
-(`config_for`'s configuration) and torch (cuBLAS for products, cuDNN for
-convolutions), all in the same run.
+pixels), each checked against float64 on the GPU first, then timed: the pipeline's
+wgmma with the tiles loaded by TMA on mbarrier stages (`affinec-tma-copies`, route
+`pipeline tma`) and with the promotion's cp.async copies (`tma=False`, route
+`pipeline cp.async`), against the Hopper template route (`wgmma=True`,
+affinec-wgmma-gemm), the mma.sync route (`config_for`'s configuration) and torch
+(cuBLAS for products, cuDNN for convolutions), all in the same run.
 
     scripts/gpu_python.sh scripts/gpu_wgmma_pipeline.py --out $OUT
 
@@ -33,18 +35,16 @@ from affinec.frontend.networks import network
 
 ARCH = "sm_90a"
 
-PRODUCTS = [MatmulSpec(4096, 4096, 1024, "f16"), MatmulSpec(2048, 2048, 2048, "f16"),
-            MatmulSpec(8192, 8192, 1024, "f16")]  # fmt: skip
+PRODUCTS = [MatmulSpec(4096, 4096, 1024, "f16"), MatmulSpec(4096, 4096, 4096, "f16")]
 
 TILES = [  # rows, columns, K step, stages of the new route
     (128, 128, 64, 3),
     (128, 128, 64, 4),
-    (128, 128, 128, 3),
     (128, 256, 64, 3),
-    (128, 256, 64, 4),
-    (256, 128, 64, 3),
     (64, 128, 64, 4),
 ]
+
+PIPELINE_ROUTES = ("pipeline tma", "pipeline cp.async")
 
 
 @dataclass
@@ -62,6 +62,7 @@ class Row:
     threads: int | None = None
     shared_bytes: int | None = None
     compile_s: float | None = None
+    sass: str = ""
     note: str = ""
 
 
@@ -82,8 +83,9 @@ def product_shape(spec: Spec) -> tuple[int, int, int]:
     return spec.n * spec.h * spec.w, spec.k, spec.c
 
 
-def wgmma_configs(spec: Spec) -> list[KernelConfig]:
-    """The new route's configurations tried for `spec` (tiles that fit it)."""
+def wgmma_configs(spec: Spec, tma: bool = True) -> list[KernelConfig]:
+    """The new route's configurations tried for `spec` (tiles that fit it), its
+    tiles loaded by TMA or by cp.async."""
     m, n, k = product_shape(spec)
     seen, configs = set(), []
     for bm, bn, bk, stages in TILES:
@@ -100,6 +102,7 @@ def wgmma_configs(spec: Spec) -> list[KernelConfig]:
                 stages=stages,
                 stage_output=True,
                 flatten_pixels=isinstance(spec, ConvSpec),
+                tma=tma,
             )
         )
     return configs
@@ -107,14 +110,12 @@ def wgmma_configs(spec: Spec) -> list[KernelConfig]:
 
 def routes(spec: Spec) -> list[tuple[str, KernelConfig | None, str]]:
     """(route, configuration, note) of every kernel measured for `spec`: the note
-    says `packed` for the new route's first tile with its core matrices packed (the
-    planner's pad=false), or why a route has no configuration."""
-    configs = wgmma_configs(spec)
+    says why a route has no configuration."""
     out: list[tuple[str, KernelConfig | None, str]] = [
-        ("pipeline wgmma", c, "") for c in configs
+        (route, c, "")
+        for route, tma in zip(PIPELINE_ROUTES, (True, False), strict=True)
+        for c in wgmma_configs(spec, tma)
     ]
-    if configs:
-        out.append(("pipeline packed", configs[0], "packed"))
     try:
         out.append(("template wgmma", config_for(spec, arch=ARCH, wgmma=True), ""))
     except ValueError as e:
@@ -123,20 +124,7 @@ def routes(spec: Spec) -> list[tuple[str, KernelConfig | None, str]]:
     return out
 
 
-def packed(config: KernelConfig) -> list:
-    """The route's passes with the planner told not to pad (wgmma's tiles packed)."""
-    from affinec.driver.pipelines import default_passes
-    from affinec.passes.affinec_plan_shared_memory import AffinecPlanSharedMemory
-
-    return [
-        AffinecPlanSharedMemory(pad=False, split_phases=config.split_phases)
-        if p.name == "affinec-plan-shared-memory"
-        else p
-        for p in default_passes(config)
-    ]
-
-
-def compile_route(spec_text: str, knobs: dict, pack: bool) -> dict:
+def compile_route(spec_text: str, knobs: dict) -> dict:
     """Compile one kernel (what a worker process runs: picklable in and out): the
     runtime kernel and ptxas's figures, or why it was refused."""
     from affinec.base.spec import parse_spec
@@ -145,8 +133,7 @@ def compile_route(spec_text: str, knobs: dict, pack: bool) -> dict:
     spec, config = parse_spec(spec_text), config_from_json(knobs)
     start = time.perf_counter()
     try:
-        pipeline = packed(config) if pack else None
-        compiled = compile_to_ptx(spec, config, arch=ARCH, pipeline=pipeline)
+        compiled = compile_to_ptx(spec, config, arch=ARCH)
         resources = compiled.resources()
     except Exception as e:  # a refusal or a compiler error: reported
         return {
@@ -161,7 +148,31 @@ def compile_route(spec_text: str, knobs: dict, pack: bool) -> dict:
         "spills": resources.spill_stores + resources.spill_loads,
         "threads": compiled.launch.block[0] * compiled.launch.block[1],
         "shared": resources.shared_memory + compiled.launch.dynamic_shared_memory,
+        "sass": _sass_counts(compiled.ptx),
     }
+
+
+def _sass_counts(ptx: str) -> str:
+    """How many UTMALDG, HGMMA and LDGSTS the kernel's SASS has (cuobjdump's), or
+    empty where cuobjdump is missing."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from affinec.backend.ptxas import find_ptxas
+
+    tool, ptxas = shutil.which("cuobjdump"), find_ptxas()
+    if tool is None or ptxas is None:
+        return ""
+    with tempfile.TemporaryDirectory() as d:
+        src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
+        with open(src, "w") as f:
+            f.write(ptx)
+        subprocess.run([ptxas, f"-arch={ARCH}", src, "-o", out], check=True)
+        sass = subprocess.run(
+            [tool, "-sass", out], check=True, capture_output=True, text=True
+        ).stdout
+    return " ".join(f"{w}:{sass.count(w)}" for w in ("UTMALDG", "HGMMA", "LDGSTS"))
 
 
 def compile_all(cases: list[tuple[str, Spec]]) -> dict:
@@ -171,12 +182,11 @@ def compile_all(cases: list[tuple[str, Spec]]) -> dict:
     futures = {}
     with make_pool(default_jobs()) as pool:
         for name, spec in cases:
-            for k, (_, config, note) in enumerate(routes(spec)):
+            for k, (_, config, _) in enumerate(routes(spec)):
                 if config is not None:
                     futures[name, k] = pool.submit(
-                        compile_route, spec.to_text(), config_to_json(config),
-                        note == "packed",
-                    )  # fmt: skip
+                        compile_route, spec.to_text(), config_to_json(config)
+                    )
         return {key: f.result() for key, f in futures.items()}
 
 
@@ -222,7 +232,7 @@ def measure_case(name: str, spec: Spec, compiled: dict, log) -> list[Row]:
                 continue
             row.compile_s, row.registers = done["seconds"], done["registers"]
             row.spills, row.threads = done["spills"], done["threads"]
-            row.shared_bytes = done["shared"]
+            row.shared_bytes, row.sass = done["shared"], done["sass"]
             if measurer.broken:
                 row.note = "not run: an earlier kernel broke the CUDA context"
                 log(row)
@@ -230,7 +240,7 @@ def measure_case(name: str, spec: Spec, compiled: dict, log) -> list[Row]:
             kernel = done["kernel"]
             measured = measurer.measure(kernel, final=True)
             row.error = measured.error
-            if measured.ok and route.startswith("pipeline"):
+            if measured.ok and route in PIPELINE_ROUTES:
                 confirmed = measurer.confirm(kernel, runs=2)
                 if not confirmed.ok:
                     measured = confirmed
@@ -260,22 +270,23 @@ def _line(row: Row) -> str:
     regs = "-" if row.registers is None else f"{row.registers}/{row.spills}"
     ok = "ok" if row.ok else "NO"
     return (
-        f"{row.case[:38]:38} {row.route:15} {ok:3} {err:8} {ms:>8} {tf:>5} {ratio:>6} "
-        f"{regs:>7}  {row.config[:70]}{'  ' + row.note[:90] if row.note else ''}"
+        f"{row.case[:38]:38} {row.route:17} {ok:3} {err:8} {ms:>8} {tf:>5} {ratio:>6} "
+        f"{regs:>7}  {row.config[:70]}  {row.sass}"
+        f"{'  ' + row.note[:90] if row.note else ''}"
     )
 
 
 HEADER = (
-    f"{'case':38} {'route':15} {'ok':3} {'error':8} {'ms':>8} {'TF/s':>5} "
+    f"{'case':38} {'route':17} {'ok':3} {'error':8} {'ms':>8} {'TF/s':>5} "
     f"{'vs lib':>6} {'reg/spl':>7}  config"
 )
 
 
 def best_table(rows: list[Row]) -> str:
     """Per case: the vendor, each route's fastest correct kernel, and the ratios."""
-    lines = [f"{'case':38} {'cuBLAS/cuDNN':>12} {'pipeline wgmma':>15} "
-             f"{'packed':>9} {'template':>9} {'mma.sync':>9}   (ms; TFLOP/s of the "
-             "best pipeline wgmma in ())"]  # fmt: skip
+    lines = [f"{'case':38} {'cuBLAS/cuDNN':>12} {'pipeline tma':>13} "
+             f"{'cp.async':>9} {'template':>9} {'mma.sync':>9}   (ms; TFLOP/s of the "
+             "best pipeline tma, and its ratio to the library, in ())"]  # fmt: skip
     for case in dict.fromkeys(r.case for r in rows):
         mine = [r for r in rows if r.case == case]
 
@@ -286,15 +297,17 @@ def best_table(rows: list[Row]) -> str:
         vendor = next((r for r in mine if r.route in ("cuBLAS", "cuDNN")), None)
         cells = []
         for route, width in (
-            ("pipeline wgmma", 15),
-            ("pipeline packed", 9),
+            ("pipeline tma", 13),
+            ("pipeline cp.async", 9),
             ("template wgmma", 9),
             ("mma.sync", 9),
         ):
             b = best(route)
             cells.append(f"{b.ms:{width}.4f}" if b else f"{'-':>{width}}")
-        new = best("pipeline wgmma")
+        new = best("pipeline tma")
         note = f"({new.tflops:.0f})" if new and new.tflops else ""
+        if new and vendor and vendor.ms:
+            note = f"({new.tflops:.0f}, {vendor.ms / new.ms:.2f}x)"
         vms = f"{vendor.ms:12.4f}" if vendor and vendor.ms else f"{'-':>12}"
         lines.append(f"{case[:38]:38} {vms} {' '.join(cells)}   {note}")
     return "\n".join(lines)
@@ -338,7 +351,7 @@ def main() -> int:
             )
         with open(os.path.join(args.out, "wgmma_pipeline.json"), "w") as f:
             json.dump({"arch": ARCH, "rows": [asdict(r) for r in rows]}, f, indent=1)
-    wrong = [r for r in rows if r.route.startswith("pipeline") and not r.ok]
+    wrong = [r for r in rows if r.route in PIPELINE_ROUTES and not r.ok]
     print()
     print(HEADER)
     for row in rows:
@@ -346,7 +359,7 @@ def main() -> int:
     print()
     print(best_table(rows))
     print(f"\npipeline wgmma kernels not ok: {len(wrong)} of "
-          f"{sum(r.route.startswith('pipeline') for r in rows)}")  # fmt: skip
+          f"{sum(r.route in PIPELINE_ROUTES for r in rows)}")  # fmt: skip
     return 1 if any(r.error is not None and not r.ok for r in wrong) else 0
 
 

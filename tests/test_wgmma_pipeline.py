@@ -35,12 +35,14 @@ TARGET = "nvvm-attach-target{chip=sm_90a}"
 
 
 def _config(**knobs) -> KernelConfig:
+    # the promotion's cp.async copies (tests/test_wgmma_tma.py: TMA's loads)
     base = KernelConfig(
         tile_sizes=(64, 64),
         reduction_tile_sizes=(32,),
         mma=True,
         tensor_core="wgmma",
         stages=2,
+        tma=False,
     )
     return replace(base, **knobs)
 
@@ -117,6 +119,11 @@ def test_only_the_tensor_core_pass_changes():
     assert [n for n in wgmma if n != "affinec-wgmma"] == [
         n for n in mma if n != "affinec-mma-sync"
     ]
+    # with TMA's loads (the default), affinec-tma-copies right after it
+    tma = [p.name for p in map_to_gpu_passes(replace(config, tma=True))]
+    at = tma.index("affinec-wgmma")
+    assert tma[at + 1] == "affinec-tma-copies"
+    assert tma[: at + 1] + tma[at + 2 :] == wgmma
     assert any(isinstance(p, AffinecWgmma) for p in map_to_gpu_passes(config))
     assert any(
         isinstance(p, AffinecMmaSync) for p in map_to_gpu_passes(KernelConfig(mma=True))

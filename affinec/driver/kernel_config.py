@@ -95,6 +95,10 @@ class KernelConfig:
     warps of m16n8k16) or `wgmma` (`affinec-wgmma`, sm_90a: warpgroups of 128
     threads, one per 64 rows of the block tile, reading the shared tiles through
     descriptors); every other pass of the route is the same."""
+    tma: bool = True
+    """With `tensor_core="wgmma"`: the tiles `wgmma` reads loaded by TMA, each
+    pipeline stage an mbarrier phase (`affinec-tma-copies`); false keeps the
+    promotion's cp.async copies."""
     warp_grid: tuple[int, ...] = (2, 2)
     """With `mma`: warps along the block's pixels and output channels."""
     unroll_taps: bool = False

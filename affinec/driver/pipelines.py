@@ -53,6 +53,7 @@ from affinec.passes.affinec_sink import AffinecSinkPass
 from affinec.passes.affinec_split import AffinecSplitPass
 from affinec.passes.affinec_split_reduction import AffinecSplitReduction
 from affinec.passes.affinec_stage_output import AffinecStageOutput
+from affinec.passes.affinec_tma_copies import AffinecTmaCopies
 from affinec.passes.affinec_wgmma import AffinecWgmma
 from affinec.passes.affinec_wgmma_gemm import AffinecWgmmaGemm
 from affinec.passes.convert_gpu_to_nvvm import ConvertGpuToNvvm
@@ -113,6 +114,11 @@ def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]
         *([AffinecStageOutput()] if config.mma and config.stage_output else []),
         AffinecInsertBarriers(),
         *([tensor_core_pass(config)] if config.mma else []),
+        *(
+            [AffinecTmaCopies()]
+            if config.mma and config.tensor_core == "wgmma" and config.tma
+            else []
+        ),
         AffinecMapThreads(
             threads_per_block=config.threads_per_block,
             register_tile=config.register_tile,

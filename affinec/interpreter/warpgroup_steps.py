@@ -4,7 +4,8 @@ The step runs as the warpgroup's collective (a 128-wide `warps.WarpCollective`):
 the threads give their registers of the m64nN accumulator (their private
 `%fragments`) and the same tiles and indices; A's 64 rows and B are read from the
 shared tiles element by element where their layout puts them (row-major as the
-promotion copied them, or interleaved as the planner lays them out:
+promotion copied them, interleaved as the planner lays them out, or in the column
+slabs TMA writes:
 `affinec.dialects.affinec_wgmma`), in 16-byte runs race-checked as the warpgroup's
 reads; D = A × B + C is computed one k16 `wgmma` at a time, each its exact sum
 rounded once to f32 (`warps.exact_dot`, as `nvgpu.warpgroup.mma` computes), and
@@ -27,7 +28,7 @@ from affinec.dialects.affinec_wgmma import (
     WGMMA_STEP,
     FenceProxyAsyncSharedOp,
     WarpgroupMmaStepOp,
-    interleaved_offset,
+    tile_offset,
 )
 from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE, accumulator_table
 from affinec.interpreter.codegen import FunctionWriter, emits
@@ -38,11 +39,12 @@ from affinec.interpreter.warps import WarpCollective, exact_dot
 
 def _positions(
     shape: tuple[int, ...], leading: tuple[int, ...], rows: range, cols: int,
-    pitch: int,
+    pitch: int, height: int,
 ) -> np.ndarray:  # fmt: skip
     """Flat positions of the tile's elements (r, c), r in `rows`, c < `cols`, in a
-    buffer of `shape` whose leading indices are `leading` (the tile row-major, or
-    interleaved with core matrices `pitch` rows apart)."""
+    buffer of `shape` whose leading indices are `leading` (the tile of `height`
+    rows row-major, interleaved with core matrices `pitch` rows apart, or in column
+    slabs: `tile_offset`)."""
     tile = math.prod(shape[len(leading) :])
     base = 0
     for i, n in zip(leading, shape[: len(leading)], strict=True):
@@ -50,8 +52,7 @@ def _positions(
     base *= tile
     r = np.arange(rows.start, rows.stop)[:, None]
     c = np.arange(cols)[None, :]
-    offset = interleaved_offset(r, c, cols, pitch) if pitch else r * cols + c
-    return base + offset
+    return base + tile_offset(r, c, height, cols, pitch)
 
 
 def _read_tile(
@@ -100,8 +101,10 @@ def warpgroup_step(op: WarpgroupMmaStepOp, lanes: list, state, base: int) -> lis
             op,
         )
     state.thread = base
-    pa = _positions(a.shape, a_idx[:-1], range(row, row + WGMMA_ROWS), k, inter_a)
-    pb = _positions(b.shape, b_idx, range(rows_b), cols_b, inter_b)
+    pa = _positions(
+        a.shape, a_idx[:-1], range(row, row + WGMMA_ROWS), k, inter_a, rows_a
+    )
+    pb = _positions(b.shape, b_idx, range(rows_b), cols_b, inter_b, rows_b)
     matrix_a = _read_tile(op, a, pa, state, base)
     matrix_b = _read_tile(op, b, pb, state, base)
     if op.b_k_major is not None:

@@ -280,6 +280,14 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
         "(sm_90a) warpgroup MMA in the same pipeline (affinec-wgmma)",
     )
     knobs.add_argument(
+        "--no-tma",
+        dest="tma",
+        action="store_false",
+        default=None,
+        help="with --tensor-core wgmma: keep the cp.async copies, not TMA loads "
+        "completing on mbarriers (affinec-tma-copies)",
+    )
+    knobs.add_argument(
         "--wgmma",
         action="store_true",
         default=None,
@@ -369,6 +377,7 @@ KNOBS = (
     "wgmma_schedule",
     "mma",
     "tensor_core",
+    "tma",
     "warp_grid",
     "unroll_taps",
     "stage_output",

@@ -353,6 +353,7 @@ def _collect(block: Block, known: dict[SSAValue, Interval], into: GridAnalysis) 
                 # every thread closes and waits for its own asynchronous copies
                 nvgpu.DeviceAsyncCreateGroupOp,
                 nvgpu.DeviceAsyncWaitOp,
+                nvgpu.MBarrierCreateOp,  # the block's barriers, like its buffers
             ),
         ) or only_reads(op):
             continue

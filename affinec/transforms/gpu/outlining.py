@@ -17,7 +17,7 @@ from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.traits import Pure
 
 from affinec.base.diagnostics import PassError
-from affinec.dialects import affine, gpu
+from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import (
     LAUNCH,
     OVERLAY,
@@ -25,6 +25,7 @@ from affinec.dialects.affinec import (
     KernelArgument,
     LaunchRecord,
 )
+from affinec.dialects.nvgpu_hopper_types import TensorMapDescriptorType
 from affinec.dialects.nvvm import KERNEL
 from affinec.dialects.nvvm_target import TARGET
 from affinec.ir.effects import writes
@@ -164,9 +165,9 @@ def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
         and not is_async
     ):
         arguments = [
-            KernelArgument(v.name_hint or f"arg{k}", v.type)
+            KernelArgument(_argument_name(v, k), v.type)  # pyright: ignore
             for k, v in enumerate(inputs)
-            if isinstance(v.type, MemRefType)
+            if isinstance(v.type, MemRefType | TensorMapDescriptorType)
         ]
         if len(arguments) == len(inputs):
             written = _written(region, entry.args[: len(inputs)])
@@ -207,6 +208,18 @@ def outline_launch(launch: gpu.LaunchOp, taken: set[str]) -> gpu.ModuleOp:
     targets = [target.attributes[TARGET]] if target is not None else None
     host_block.erase_op(launch)
     return gpu.ModuleOp(module_name, [kernel], targets)
+
+
+def _argument_name(v: SSAValue, k: int) -> str:
+    """A kernel parameter's name in the launch record: a tensor map is named after
+    the host array it maps (`nvgpu.tma.create.descriptor` of a `memref.cast`)."""
+    owner = v.owner
+    if isinstance(owner, nvgpu.TmaCreateDescriptorOp):
+        cast = owner.tensor.owner
+        source = getattr(cast, "source", None)
+        if isinstance(source, SSAValue) and source.name_hint:
+            return source.name_hint
+    return v.name_hint or f"arg{k}"
 
 
 def _written(region: Region, buffers: Sequence[SSAValue]) -> set[SSAValue]:

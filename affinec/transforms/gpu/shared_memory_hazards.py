@@ -72,6 +72,7 @@ from affinec.transforms.gpu.thread_overlaps import (
     trip_values,
     varies_by_thread,
 )
+from affinec.transforms.gpu.wgmma_tma_phases import check_phases
 
 SYNC = (gpu.BarrierOp, nvgpu.DeviceAsyncCreateGroupOp, nvgpu.DeviceAsyncWaitOp)
 
@@ -185,6 +186,7 @@ class _Walk:
     ) -> None:
         self.overlays = overlays
         self.barriers = barriers
+        self.program = program
         self.threads = ThreadOverlaps(program, overlays)
         self.known: dict[SSAValue, int] = {}
         self.ranges: dict[SSAValue, Interval] | None = None
@@ -203,6 +205,10 @@ class _Walk:
         """Iterations of structural loops followed so far (at most `MAX_TRIPS`)."""
 
     def run(self, block: Block) -> None:
+        if any(isinstance(o, nvgpu.TmaAsyncLoadOp) for o in block.walk()):
+            if isinstance(self.program, affine.ParallelOp):  # mbarrier stages
+                check_phases(self.program)
+            return
         for op in block.walk():
             if op.name.startswith(_NOT_FOLLOWED):
                 raise PassError(

@@ -75,10 +75,12 @@ def pack_wgmma_tiles(grid: Operation) -> bool:
     (a pitch of 8 rows): where their padding leaves the block too little shared
     memory. Whether any tile changed."""
     changed = False
-    for tile in wgmma_tiles(grid):
-        t = tile.type
-        assert isinstance(t, MemRefType)
-        if t.get_shape()[-2] != CORE:
+    pitches = {}
+    for op in grid.walk():
+        if isinstance(op, WarpgroupMmaStepOp):
+            pitches[op.a], pitches[op.b] = op.a_tile()[2], op.b_tile()[2]
+    for tile, pitch in pitches.items():
+        if pitch > CORE:
             _retype(tile, CORE)
             changed = True
     return changed

@@ -36,6 +36,7 @@ them (LLVM would stop the whole process).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, memref
@@ -68,6 +69,7 @@ from affinec.base.diagnostics import PassError
 from affinec.dialects import gpu, nvgpu, nvvm
 from affinec.dialects.affinec import (
     SHARED_ALIGNMENTS,
+    SHARED_OFFSETS,
     ElementPointerOp,
     shared_alignments,
 )
@@ -82,6 +84,7 @@ from affinec.hardware.wgmma_layouts import (
     TileLayout,
     swizzle_alignment,
 )
+from affinec.ir.shared_memory_layout import layout_bytes
 
 _INDEX = IndexType()
 _WGMMA_K = 16
@@ -187,6 +190,15 @@ class _HopperKernel:
             t = op.barriers.type
             assert isinstance(t, nvgpu.MBarrierGroupType)
             position = len(func.arguments) + func.num_workgroup
+            planned = func.attributes.get(SHARED_OFFSETS)
+            if isinstance(planned, DenseArrayBase):
+                # the planner placed the buffers: the barriers go past them all
+                offsets = list(planned.get_values())
+                types = [a.type for a in func.workgroup_args]
+                end = layout_bytes(types, offsets)  # pyright: ignore[reportArgumentType]
+                func.attributes[SHARED_OFFSETS] = DenseArrayBase.from_list(
+                    i64, [*offsets, -(-end // 16) * 16]
+                )
             buffer = entry.insert_arg(
                 MemRefType(i64, [t.count], memory_space=_SHARED), position
             )
@@ -207,7 +219,7 @@ class _HopperKernel:
         alignments = [16] * len(workgroup)
         for op in func.walk():
             if isinstance(op, nvgpu.TmaAsyncLoadOp):
-                buffer, offset = _destination(op, workgroup)
+                buffer, offset, _ = _destination(op, workgroup)
                 k = workgroup.index(buffer)
                 need = max(swizzle_alignment(op.map_type.swizzle_span), 128)
                 if offset % need:
@@ -287,16 +299,23 @@ class _HopperKernel:
         tensor_map = op.tensorMapDescriptor
         if tensor_map not in self.func.arguments:
             raise PassError(op, "the tensor map must be a parameter of the kernel")
-        buffer, offset = _destination(op, list(self.func.workgroup_args))
+        buffer, offset, at = _destination(op, list(self.func.workgroup_args))
         t = buffer.type
         assert isinstance(t, MemRefType)
-        element = offset * 8 // element_bitwidth(t.get_element_type())
-        first = []
-        for n in reversed(t.get_shape()):  # the element's indices, innermost last
-            element, i = divmod(element, n)
-            first.insert(0, i)
-        indices = [arith.ConstantOp(IntegerAttr(i, _INDEX)) for i in first]
-        dst = ElementPointerOp(buffer, indices)
+        if at is None:
+            element = offset * 8 // element_bitwidth(t.get_element_type())
+            at = []
+            for n in reversed(t.get_shape()):  # the element's indices, innermost last
+                element, i = divmod(element, n)
+                at.insert(0, i)
+        indices = [
+            arith.ConstantOp(IntegerAttr(i, _INDEX)) for i in at if isinstance(i, int)
+        ]
+        constants = iter(indices)
+        dst = ElementPointerOp(
+            buffer,
+            [i if isinstance(i, SSAValue) else next(constants).result for i in at],
+        )
         cluster = AddrSpaceCastOp(dst.result, LLVMPointerType(IntAttr(7)))
         barrier = self._barrier(op.barriers, op.mbarId)
         casts = [arith.IndexCastOp(c, i32) for c in op.coordinates]
@@ -431,13 +450,44 @@ def _i64(value: int) -> arith.ConstantOp:
     return arith.ConstantOp(IntegerAttr(value, i64))
 
 
-def _destination(op: nvgpu.TmaAsyncLoadOp, workgroup: list) -> tuple[SSAValue, int]:
+def _destination(
+    op: nvgpu.TmaAsyncLoadOp, workgroup: list
+) -> tuple[SSAValue, int, list[SSAValue | int] | None]:
     """The workgroup buffer a TMA load writes and the byte offset it starts at: the
     buffer itself, or a static `memref.subview` or `memref.reinterpret_cast` of it
-    (whose first element is where the box goes, as MLIR's lowering takes it)."""
+    (whose first element is where the box goes, as MLIR's lowering takes it); a
+    subview of dynamic offsets gives its offsets (the element where the box goes)
+    and the bytes its static ones add, each dynamic one's stride checked to keep
+    the alignment the static part has."""
     dst = op.dst
     offset = 0
     view = dst.owner
+    if (
+        isinstance(view, memref.SubviewOp)
+        and view.source in workgroup
+        and (DYNAMIC_INDEX in view.static_offsets.get_values())
+    ):
+        t = view.source.type
+        assert isinstance(t, MemRefType)
+        shape = t.get_shape()
+        dynamic = iter(view.offsets)
+        indices: list[SSAValue | int] = []
+        strides = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
+        bits = element_bitwidth(t.get_element_type())
+        need = max(swizzle_alignment(op.map_type.swizzle_span), 128)
+        for o, stride in zip(view.static_offsets.get_values(), strides, strict=True):
+            if o == DYNAMIC_INDEX:
+                indices.append(next(dynamic))
+                if stride * bits // 8 % need:
+                    raise PassError(
+                        op,
+                        f"loads into a view whose dynamic offset moves it by "
+                        f"{stride * bits // 8} bytes, no multiple of {need}",
+                    )
+            else:
+                indices.append(o)
+                offset += o * stride * bits // 8
+        return view.source, offset, indices
     if isinstance(view, memref.SubviewOp | memref.ReinterpretCastOp) and (
         view.source in workgroup
     ):
@@ -453,9 +503,9 @@ def _destination(op: nvgpu.TmaAsyncLoadOp, workgroup: list) -> tuple[SSAValue, i
         dst, offset = view.source, flat * element_bitwidth(t.get_element_type()) // 8
     if dst not in workgroup:
         raise PassError(
-            op, "loads into a workgroup buffer of the kernel, or a static view of one"
+            op, "loads into a workgroup buffer of the kernel, or a view of one"
         )
-    return dst, offset
+    return dst, offset, None
 
 
 def _descriptor(

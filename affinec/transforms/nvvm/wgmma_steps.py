@@ -2,8 +2,8 @@
 
 The step becomes the instructions of PTX's warpgroup MMA on the tiles where the
 shared-memory planner laid them out (interleaved: 8 x 8 core matrices, no swizzle;
-`affinec.transforms.gpu.wgmma_lowering_layout`); a tile in any other layout is
-refused, naming the planner. Each thread:
+`affinec.transforms.gpu.wgmma_lowering_layout`) or TMA wrote them (column slabs:
+`affinec-tma-copies`); a row-major tile is refused, naming the planner. Each thread:
 
     nvvm.fence.proxy.async.shared_cta     the copies' writes, before wgmma reads
     %c = llvm.insertvalue ...             its N/2 registers, from %fragments
@@ -21,7 +21,8 @@ The descriptors' start fields come from the tiles' addresses
 (`wgmma_fields`): with core matrices P x 16 bytes apart (P = 8 packed, more where
 the planner padded them), A (M x K) and a K-major B (N x K) step 16 P bytes along
 K and K/8 x 16 P along the rows; an MN-major B (K x N) steps 16 P bytes along N
-and N/8 x 16 P along K.
+and N/8 x 16 P along K. In column slabs of R rows, 128 bytes along the rows and
+16 R along the columns.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from affinec.dialects import nvvm
 from affinec.dialects.affinec import ElementPointerOp
 from affinec.dialects.affinec_wgmma import (
     CORE,
+    SLABS,
     WGMMA_STEP,
     FenceProxyAsyncSharedOp,
     WarpgroupMmaStepOp,
@@ -60,9 +62,16 @@ def wgmma_fields(
     rows: int, cols: int, k_major: bool, pitch: int = CORE
 ) -> tuple[MatrixDescriptor, int]:
     """The descriptor (start 0, no swizzle) of an interleaved tile of `rows` x
-    `cols` 16-bit elements, core matrices `pitch` 16-byte rows apart, read K-major
-    (columns K) or MN-major (rows K), and the bytes one step of 16 along K moves
-    its start."""
+    `cols` 16-bit elements, core matrices `pitch` 16-byte rows apart (or, `pitch`
+    `SLABS`, in column slabs: the core matrices of a column of them one after the
+    other), read K-major (columns K) or MN-major (rows K), and the bytes one step of
+    16 along K moves its start."""
+    if pitch == SLABS:
+        down = CORE * ROW_BYTES  # to the next 8 rows
+        right = rows * ROW_BYTES  # to the next 8 columns: the next slab
+        if k_major:
+            return MatrixDescriptor(0, right, down, 0), 2 * right
+        return MatrixDescriptor(0, down, right, 0), 2 * down
     core = pitch * ROW_BYTES  # from one core matrix to the next along the columns
     across = (cols // CORE) * core  # from one 8-row group to the next
     if k_major:
@@ -113,10 +122,14 @@ def _lower_step(op: Operation) -> Lowered:
     ops: list[Operation] = []
     zero = _index(0, ops)
     *lead_a, row = op.a_indices
-    group = arith.DivUIOp(row, _index(CORE, ops))
-    ops.append(group)
-    start_a = _start_field(op.a, [*lead_a, group.result, zero, zero, zero], ops)
-    start_b = _start_field(op.b, [*op.b_indices, zero, zero, zero, zero], ops)
+    if pitch_a == SLABS:  # row `row` of the first slab
+        start_a = _start_field(op.a, [*lead_a, zero, row, zero], ops)
+    else:
+        group = arith.DivUIOp(row, _index(CORE, ops))
+        ops.append(group)
+        start_a = _start_field(op.a, [*lead_a, group.result, zero, zero, zero], ops)
+    tail_b = 3 if pitch_b == SLABS else 4
+    start_b = _start_field(op.b, [*op.b_indices, *[zero] * tail_b], ops)
     fields_a, step_a = wgmma_fields(rows_a, k, True, pitch_a)
     fields_b, step_b = wgmma_fields(rows_b, cols_b, b_k_major, pitch_b)
     encoded_a = _i64(fields_a.encode(), ops)

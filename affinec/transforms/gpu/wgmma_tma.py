@@ -1,0 +1,431 @@
+"""`affinec-tma-copies`' rewrite: the promoted tiles `wgmma` reads loaded by TMA,
+each pipeline stage completing on an mbarrier.
+
+For a grid band whose `affinec.warpgroup_mma` steps read tiles the promotion
+copies (`wgmma_tma_copies.tile_copy` proves each copy band is a TMA box):
+
+- each tile is laid out in column slabs `[stage, C/8, R, 8]` (`affinec_wgmma`):
+  one TMA box of R rows and 8 columns a slab, and the 8 x 8 core matrices `wgmma`
+  reads without swizzle;
+- the host makes one tensor map per matrix (`nvgpu.tma.create.descriptor`, a box
+  of R x 8), which the kernel takes as a grid-constant parameter;
+- the block makes one mbarrier per stage, initialized by thread 0 to one arrival
+  per tile of a stage (`gpu.barrier` after, so every thread sees it);
+- each copy band becomes thread 0's `arrive.expect_tx` of the tile's bytes on the
+  stage's barrier and the tile's TMA loads;
+- each `warpgroup_mma` step waits, every thread, for its stage's barrier at the
+  parity of the stage's use: `(g floordiv stages) mod 2` for the step `g` whose
+  tiles the stage holds (`g mod stages`, as the pipelining wrote it);
+- the copy groups and their waits go where no copy is left.
+
+    affine.parallel (%tx) = (0) to (128) {
+      affine.if (%tx == 0) {
+        nvgpu.mbarrier.arrive.expect_tx %bar[%stage], %c4096
+        nvgpu.tma.async.load %mapA[%col, %row], %bar[%stage] to %slab0 ...
+      }
+    } {affinec.mapping = "thread"}
+    ...
+    affine.parallel (%tx) = (0) to (128) {
+      nvgpu.mbarrier.try_wait.parity %bar[%s], %parity, %ticks
+      affinec.warpgroup_mma %fragments, %A_shared[%s, %row], %B_shared[%s] ...
+    } {affinec.mapping = "thread"}
+
+The barriers between the phases stay as `affinec-insert-barriers` placed them (a
+stage is loaded again only after a `gpu.barrier` that follows every read of it).
+`check_phases` then runs the block's program trip by trip and refuses a wait on
+a parity other than its stage's last load's, a load onto a stage not yet waited
+for, and a load never waited for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import (
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    StridedLayoutAttr,
+    StringAttr,
+    UnrankedMemRefType,
+)
+from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineExpr, AffineMap
+
+from affinec.base.diagnostics import PassError
+from affinec.dialects import affine, gpu, nvgpu
+from affinec.dialects.affinec import BLOCK, MAPPING, THREAD, mapping_of
+from affinec.dialects.affinec_wgmma import CORE, WarpgroupMmaStepOp
+from affinec.dialects.memref import CastOp
+from affinec.transforms.gpu.bands import reallocated_shared
+from affinec.transforms.gpu.mma_fragments import Builder
+from affinec.transforms.gpu.wgmma_tma_copies import TileCopy, copy_bands, tile_copy
+
+TICKS = 10_000_000
+"""The suspend-time hint of each `try_wait` (the hardware's, in nanoseconds)."""
+
+
+def tma_grid(grid: affine.ParallelOp) -> list[TileCopy] | None:
+    """The tile copies of `grid` TMA takes over (proven), or None when `grid` has
+    no `wgmma` step reading copied tiles."""
+    tiles = {
+        v
+        for op in grid.walk()
+        if isinstance(op, WarpgroupMmaStepOp)
+        for v in (op.a, op.b)
+    }
+    if not tiles:
+        return None
+    bands = copy_bands(grid, tiles)
+    if not bands:
+        return None
+    return [tile_copy(b) for b in bands]
+
+
+def rewrite_tma(grid: affine.ParallelOp, copies: list[TileCopy]) -> None:
+    """Rewrite `grid` as the module says (in place)."""
+    steps = [op for op in grid.walk() if isinstance(op, WarpgroupMmaStepOp)]
+    tiles = list(dict.fromkeys(c.tile for c in copies))
+    stages = _stages(copies, steps)
+    threads = _threads(steps[0])
+    per_stage = _copies_per_stage(copies, tiles)
+    bar = _barriers(grid, stages, per_stage, threads)
+    maps: dict[tuple[SSAValue, int], SSAValue] = {}
+    for c in copies:
+        if (c.source, c.shape[0]) not in maps:
+            maps[c.source, c.shape[0]] = _tensor_map(grid, c)
+    slabs = {t: _slab_tile(t) for t in tiles}
+    for c in copies:
+        _load(c, slabs[c.tile], bar, maps[c.source, c.shape[0]], threads)
+    for t in tiles:
+        for use in list(t.uses):
+            if not isinstance(use.operation, WarpgroupMmaStepOp):
+                _to_slabs(use.operation)
+    for step in steps:
+        _wait(step, bar, stages, threads, set(tiles))
+    for t in tiles:
+        t.replace_all_uses_with(slabs[t])
+        alloc = t.owner
+        assert isinstance(alloc, Operation)
+        alloc.parent_block().erase_op(alloc)  # pyright: ignore
+    if not any(isinstance(o, nvgpu.DeviceAsyncCopyOp) for o in grid.walk()):
+        _drop_copy_groups(grid)
+
+
+def _stages(copies: list[TileCopy], steps: list[WarpgroupMmaStepOp]) -> int:
+    """The stages of the tiles: their leading dimension (1 without one)."""
+    counts = set()
+    for c in copies:
+        t = c.tile.type
+        assert isinstance(t, MemRefType)
+        shape = t.get_shape()
+        counts.add(shape[0] if len(shape) == 3 else 1)
+    if len(counts) != 1:
+        raise PassError(steps[0], "the tiles wgmma reads have different stages")
+    return counts.pop()
+
+
+def _threads(step: WarpgroupMmaStepOp) -> int:
+    band = step.parent_op()
+    if not (isinstance(band, affine.ParallelOp) and mapping_of(band) == THREAD):
+        raise PassError(step, "a wgmma step outside a thread band")
+    (extent,) = _constant_extents(band)
+    return extent
+
+
+def _constant_extents(band: affine.ParallelOp) -> list[int]:
+    m = band.upperBoundsMap.data
+    return [e.eval([], []) if not e.used_dims() else -1 for e in m.results]
+
+
+def _copies_per_stage(copies: list[TileCopy], tiles: list[SSAValue]) -> int:
+    """Arrivals a stage's phase takes: one per tile (each copied once a stage)."""
+    for t in tiles:
+        if sum(1 for c in copies if c.tile is t) == 0:
+            raise PassError(t.owner, "a tile wgmma reads that is never copied")  # pyright: ignore
+    return len(tiles)
+
+
+def _barriers(
+    grid: affine.ParallelOp, stages: int, arrivals: int, threads: int
+) -> SSAValue:
+    """The block's barrier group, initialized by thread 0, then a `gpu.barrier`."""
+    body = grid.body.block
+    first = next(
+        o for o in body.ops if not isinstance(o, memref.AllocOp | memref.AllocaOp)
+    )
+    create = nvgpu.MBarrierCreateOp(nvgpu.MBarrierGroupType(stages))
+    create.barriers.name_hint = "stage_barriers"
+    body.insert_op_before(create, first)
+    b, then = _thread_zero(threads, first)
+    count = then.add(arith.ConstantOp(IntegerAttr(arrivals, IndexType())))
+    for s in range(stages):
+        index = then.add(arith.ConstantOp(IntegerAttr(s, IndexType())))
+        then.add(nvgpu.MBarrierInitOp(create.barriers, index.result, count.result))  # pyright: ignore
+    then.close()
+    b.close()
+    body.insert_op_before(gpu.BarrierOp(), first)
+    return create.barriers
+
+
+def _thread_zero(threads: int, before: Operation) -> tuple[Builder, Builder]:
+    """A block band of one iteration before `before` (one thread runs it, once
+    `affinec-map-threads` has shared the block's bands out), and the builder of its
+    body (twice: the band's, and where its ops go)."""
+    del threads
+    body = Block(arg_types=[IndexType()])
+    body.args[0].name_hint = "one"
+    band = affine.ParallelOp.from_extents([1], body)
+    band.attributes[MAPPING] = StringAttr(BLOCK)
+    band.location = before.location
+    before.parent_block().insert_op_before(band, before)  # pyright: ignore
+    return _Closed(body), Builder(body)
+
+
+class _Closed(Builder):
+    """The band's builder, whose closing the body's builder has done."""
+
+    def close(self) -> None:
+        pass
+
+
+def _tensor_map(grid: affine.ParallelOp, c: TileCopy) -> SSAValue:
+    """The host's tensor map of `c`'s matrix, boxes of a slab (R x 8), made before
+    `grid`."""
+    rows, _ = c.shape
+    t = c.source.type
+    assert isinstance(t, MemRefType)
+    if c.source.owner is not None and grid.is_ancestor(c.source.owner):  # pyright: ignore
+        raise PassError(c.copy, "the matrix TMA loads must be defined outside the grid")
+    element = t.get_element_type()
+    box = gpu.in_memory_space(
+        MemRefType(element, [rows, CORE]), gpu.WORKGROUP_ADDRESS_SPACE
+    )
+    kind = nvgpu.TensorMapDescriptorType(box)
+    block = grid.parent_block()
+    assert block is not None
+    cast = CastOp(
+        operands=[c.source], result_types=[UnrankedMemRefType.from_type(element)]
+    )
+    sizes = [arith.ConstantOp(IntegerAttr(n, IndexType())) for n in (rows, CORE)]
+    create = nvgpu.TmaCreateDescriptorOp(cast.dest, [s.result for s in sizes], kind)
+    name = c.source.name_hint or "matrix"
+    create.tensorMap.name_hint = f"{name}_map"
+    for op in (cast, *sizes, create):
+        op.location = grid.location
+        block.insert_op_before(op, grid)
+    return create.tensorMap
+
+
+def _slab_tile(tile: SSAValue) -> SSAValue:
+    t = tile.type
+    alloc = tile.owner
+    assert isinstance(t, MemRefType) and isinstance(alloc, Operation)
+    *lead, rows, cols = t.get_shape()
+    return reallocated_shared(alloc, [*lead, cols // CORE, rows, CORE]).memref
+
+
+def _load(
+    c: TileCopy, slabs: SSAValue, bar: SSAValue, tensor_map: SSAValue, threads: int
+) -> None:
+    """`c`'s band replaced by thread 0's expect_tx and TMA loads, one per slab."""
+    b, then = _thread_zero(threads, c.band)
+    rows, cols = c.shape
+    stage = c.stage
+    if stage is None:
+        stage = then.add(arith.ConstantOp(IntegerAttr(0, IndexType()))).results[0]
+    size = then.add(arith.ConstantOp(IntegerAttr(c.bytes, IndexType())))
+    then.add(nvgpu.MBarrierArriveExpectTxOp(bar, stage, size.results[0]))
+    (row_map, row_operands), (col_map, col_operands) = c.origin
+    row = then.add(affine.ApplyOp(row_operands, row_map)).results[0]
+    col = then.add(affine.ApplyOp(col_operands, col_map)).results[0]
+    t = slabs.type
+    assert isinstance(t, MemRefType)
+    lead = [c.stage] if c.stage is not None else []
+    for j in range(cols // CORE):
+        x = then.apply(AffineExpr.dimension(0) + j * CORE, [col])
+        view = _slab_view(slabs, lead, j, rows)
+        then.add(view)
+        then.add(nvgpu.TmaAsyncLoadOp(tensor_map, [x, row], bar, stage, view.result))
+    then.close()
+    b.close()
+    c.band.parent_block().erase_op(c.band)  # pyright: ignore
+
+
+def _slab_view(
+    slabs: SSAValue, lead: Sequence[SSAValue], j: int, rows: int
+) -> memref.SubviewOp:
+    """Slab `j` (R x 8, contiguous) of the tile's stage `lead`."""
+    t = slabs.type
+    assert isinstance(t, MemRefType)
+    shape = t.get_shape()
+    dynamic = bool(lead)
+    offset = j * rows * CORE
+    layout = StridedLayoutAttr([CORE, 1], None if dynamic else offset)
+    result = MemRefType(t.get_element_type(), [rows, CORE], layout, t.memory_space)
+    offsets: list[SSAValue | int] = [*lead, j, 0, 0]
+    sizes = [*[1] * (len(shape) - 2), rows, CORE]
+    return memref.SubviewOp.get(slabs, offsets, sizes, [1] * len(shape), result)
+
+
+def _wait(
+    step: WarpgroupMmaStepOp,
+    bar: SSAValue,
+    stages: int,
+    threads: int,
+    tiles: set[SSAValue],
+) -> None:
+    """Every thread waits for the stage of `step` to land, before the step and
+    whatever else touches the tiles since the copies' wait (a step cut short zeroes
+    the tile's columns past its channels)."""
+    lead_a = list(step.a_indices)[:-1]
+    lead_b = list(step.b_indices)
+    if stages > 1 and (
+        len(lead_a) != 1 or len(lead_b) != 1 or not _same(lead_a[0], lead_b[0])
+    ):
+        raise PassError(step, "wgmma reads A and B of different stages")
+    band = step.parent_op()
+    assert isinstance(band, affine.ParallelOp)
+    at = _wait_point(band, tiles)
+    body = Block(arg_types=[IndexType()])
+    body.args[0].name_hint = "tx"
+    waiting = affine.ParallelOp.from_extents([threads], body)
+    waiting.attributes[MAPPING] = StringAttr(THREAD)
+    waiting.location = step.location
+    at.parent_block().insert_op_before(waiting, at)  # pyright: ignore
+    ops: list[Operation] = []
+    if stages > 1:
+        stage = _through_identity(lead_a[0])
+        g_map, g_operands = _step_number(stage, stages, step)
+    else:
+        g_map, g_operands = _trip(step)
+        zero = arith.ConstantOp(IntegerAttr(0, IndexType()))
+        ops.append(zero)
+        stage = zero.result
+    for v in (stage, *g_operands):
+        owner = v.owner
+        if isinstance(owner, Operation) and not _before(owner, waiting):
+            raise PassError(step, "the stage wgmma reads is computed after its wait")
+    (g,) = g_map.results
+    parity = affine.ApplyOp(
+        g_operands, AffineMap(g_map.num_dims, g_map.num_symbols, ((g // stages) % 2,))
+    )
+    one = arith.ConstantOp(IntegerAttr(1, IndexType()))
+    odd = arith.CmpiOp(parity.result, one.result, "eq")
+    ticks = arith.ConstantOp(IntegerAttr(TICKS, IndexType()))
+    wait = nvgpu.MBarrierTryWaitParityOp(bar, stage, odd.result, ticks.result)
+    ops += [parity, one, odd, ticks, wait, affine.YieldOp()]
+    for op in ops:
+        op.location = step.location
+        body.add_op(op)
+
+
+def _wait_point(band: Operation, tiles: set[SSAValue]) -> Operation:
+    """The first op before `band`, since the copies' wait (or the block's start),
+    that touches one of `tiles`; `band` if none does."""
+    at = band
+    op = band.prev_op
+    while op is not None and not isinstance(op, nvgpu.DeviceAsyncWaitOp):
+        if any(v in tiles for o in op.walk() for v in o.operands):
+            at = op
+        op = op.prev_op
+    return at
+
+
+def _before(op: Operation, point: Operation) -> bool:
+    """Whether `op` comes before `point` (so its results are there)."""
+    block = point.parent_block()
+    while op.parent_block() is not block:
+        parent = op.parent_op()
+        if parent is None:
+            return True  # outside the block's region: defined above it
+        op = parent
+    o = point.prev_op
+    while o is not None:
+        if o is op:
+            return True
+        o = o.prev_op
+    return False
+
+
+_ACCESSES = (affine.LoadOp, affine.StoreOp)
+
+
+def _to_slabs(op: Operation) -> None:
+    """An access to a tile (other than the `wgmma` step) rewritten to its column
+    slabs: (.., r, c) at (.., c floordiv 8, r, c mod 8)."""
+    if not isinstance(op, _ACCESSES):
+        raise PassError(
+            op,
+            "uses a tile TMA loads: affinec-tma-copies rewrites element loads and "
+            "stores of such tiles only",
+        )
+    m = op.map.data
+    *lead, r, c = m.results
+    inner = (c // CORE, r, c % CORE)
+    op.map = type(op.map)(AffineMap(m.num_dims, m.num_symbols, (*lead, *inner)))
+
+
+def _same(a: SSAValue, b: SSAValue) -> bool:
+    """The same value, or identity applies of it."""
+    return _through_identity(a) is _through_identity(b)
+
+
+def _through_identity(v: SSAValue) -> SSAValue:
+    while isinstance(v.owner, affine.ApplyOp):
+        op = v.owner
+        if op.map.data != AffineMap.identity(1) or len(op.mapOperands) != 1:
+            break
+        v = op.mapOperands[0]
+    return v
+
+
+def _step_number(
+    stage: SSAValue, stages: int, at: Operation
+) -> tuple[AffineMap, list[SSAValue]]:
+    """`g` where the stage index is `g mod stages` (as the pipelining computes it)."""
+    v = _through_identity(stage)
+    op = v.owner
+    if isinstance(op, affine.ApplyOp):
+        (e,) = op.map.data.results
+        if (
+            isinstance(e, AffineBinaryOpExpr)
+            and e.kind == AffineBinaryOpKind.Mod
+            and e.rhs == AffineExpr.constant(stages)
+        ):
+            m = op.map.data
+            return AffineMap(m.num_dims, m.num_symbols, (e.lhs,)), list(op.mapOperands)
+    raise PassError(
+        at,
+        f"the stage wgmma reads is no step modulo {stages}: the phase of its "
+        "barrier is unknown",
+    )
+
+
+def _trip(step: Operation) -> tuple[AffineMap, list[SSAValue]]:
+    """One stage: the trip of the loop around `step` is the step's number."""
+    loop = step.parent_op()
+    while loop is not None and not isinstance(loop, affine.ForOp):
+        loop = loop.parent_op()
+    if loop is None:
+        return AffineMap(0, 0, (AffineExpr.constant(0),)), []
+    lower = loop.lowerBoundMap.data
+    if lower.num_dims or lower.num_symbols:
+        raise PassError(loop, "the reduction loop must start at a constant")
+    (lo,) = lower.results
+    d0 = AffineExpr.dimension(0)
+    step_value = loop.step.value.data
+    return AffineMap(1, 0, ((d0 - lo) // step_value,)), [loop.body.block.args[0]]
+
+
+def _drop_copy_groups(grid: affine.ParallelOp) -> None:
+    for op in list(grid.walk()):
+        if isinstance(op, nvgpu.DeviceAsyncWaitOp):
+            op.parent_block().erase_op(op)  # pyright: ignore
+    for op in list(grid.walk()):
+        if isinstance(op, nvgpu.DeviceAsyncCreateGroupOp) and not op.results[0].uses:
+            op.parent_block().erase_op(op)  # pyright: ignore
+
+
+__all__ = ["rewrite_tma", "tma_grid"]

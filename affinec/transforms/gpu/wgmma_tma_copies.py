@@ -1,0 +1,363 @@
+"""The promoted tiles `wgmma` reads, loaded by TMA (`affinec-tma-copies`): what a
+copy band of the promotion is, and whether TMA can do it.
+
+A tile copy is a block band of `nvgpu.device_async_copy`s into a tile an
+`affinec.warpgroup_mma` reads, as `affine-data-copy-generate` writes it: each
+iteration copies `elements` consecutive elements of a row of the global matrix
+into the tile, the source indices clamped into the matrix and the copy zero-filled
+(`srcElements` 0) where it falls outside:
+
+    affine.parallel (%r, %v) = (0, 0) to (64, 4) {
+      %row = affine.apply (d0 * 64 + d2)(%i0, %p, %r, %v)     %col = ... d3 * 8 ...
+      %n = affine.if (row, col inside A) -> 8 else 0
+      nvgpu.device_async_copy %A[clamped row, col], %A_shared[%stage, %r, %v * 8], 8, %n
+    } {affinec.mapping = "block"}
+
+`tile_copy` reads such a band as a `TileCopy` — the tile, its stage index, the
+global matrix and the tile's origin in it (an affine map of values from outside
+the band) — after proving it: at every iteration of the band, for origins of the
+band's outer values drawn from a few samples, the unclamped source is the origin
+plus the tile element copied, the copies cover the tile exactly once, and the
+elements copied are the whole run where it lies inside the matrix, none where it
+lies outside. That is what a TMA box of the tile at the origin, zero-filled past
+the matrix's edges, writes too. Anything else is refused, located, with the reason
+(`PassError`), as are tiles TMA cannot load: a matrix that is not 2-D, rows that
+are not a multiple of 16 bytes apart (TMA's global strides), a box of more than
+256 rows.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr, MemRefType
+from xdsl.ir import Operation, SSAValue
+from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap, AffineSymExpr
+from xdsl.ir.affine.affine_set import AffineConstraintKind
+
+from affinec.base.diagnostics import PassError
+from affinec.base.element_types import element_size
+from affinec.dialects import affine, nvgpu
+from affinec.dialects.affinec import BLOCK, mapping_of
+from affinec.dialects.affinec_wgmma import CORE
+from affinec.transforms.gpu.bands import band_of
+
+MAX_BOX = 256
+"""The most elements of a TMA box along one dimension."""
+
+GLOBAL_STRIDE_BYTES = 16
+"""TMA's global strides are multiples of this many bytes."""
+
+_SAMPLES = ((0, 1), (3, 2), (7, 5))
+"""Values the band's outer values take, in turn (each value its own of each pair,
+by position), when the band is checked."""
+
+
+@dataclass
+class TileCopy:
+    """A copy band of a whole tile, as TMA can do it."""
+
+    band: affine.ParallelOp
+    copy: nvgpu.DeviceAsyncCopyOp
+    tile: SSAValue
+    stage: SSAValue | None
+    """The tile's leading index (the pipeline's stage), or None (one stage)."""
+    source: SSAValue
+    origin: tuple[tuple[AffineMap, list[SSAValue]], tuple[AffineMap, list[SSAValue]]]
+    """Row and column of the matrix where the tile's element (0, 0) comes from, each
+    a map of values from outside the band."""
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        t = self.tile.type
+        assert isinstance(t, MemRefType)
+        rows, cols = t.get_shape()[-2:]
+        return rows, cols
+
+    @property
+    def bytes(self) -> int:
+        t = self.tile.type
+        assert isinstance(t, MemRefType)
+        return math.prod(self.shape) * element_size(t.get_element_type())
+
+
+def copy_bands(grid: Operation, tiles: set[SSAValue]) -> list[affine.ParallelOp]:
+    """The block bands in `grid` that copy asynchronously into one of `tiles`."""
+    bands = []
+    for op in grid.walk():
+        if isinstance(op, nvgpu.DeviceAsyncCopyOp) and op.dst in tiles:
+            band = op.parent_op()
+            if not (isinstance(band, affine.ParallelOp) and mapping_of(band) == BLOCK):
+                raise PassError(
+                    op,
+                    "copies into a wgmma tile outside a block band: "
+                    "affinec-tma-copies takes the promotion's copies before "
+                    "affinec-map-threads",
+                )
+            bands.append(band)
+    return bands
+
+
+def tile_copy(band: affine.ParallelOp) -> TileCopy:
+    """`band` read as a `TileCopy`, proven as the module says; a `PassError` at the
+    op at fault otherwise."""
+    body = band.body.block
+    copies = [o for o in body.ops if isinstance(o, nvgpu.DeviceAsyncCopyOp)]
+    if len(copies) != 1:
+        raise PassError(band, "a tile copy band holds one asynchronous copy")
+    copy = copies[0]
+    for op in body.ops:
+        if op is copy or isinstance(op, affine.YieldOp):
+            continue
+        if not isinstance(
+            op, affine.ApplyOp | affine.MinOp | affine.MaxOp | affine.IfOp
+        ) and not isinstance(op, arith.ConstantOp):
+            raise PassError(op, "a tile copy band computes its indices, nothing else")
+    extents = _extents(band)
+    tile = copy.dst
+    t, s = tile.type, copy.src.type
+    assert isinstance(t, MemRefType) and isinstance(s, MemRefType)
+    *lead, r, c = copy.dstIndices
+    if len(lead) > 1 or any(band.is_ancestor(v.owner) for v in lead if _owned(v)):
+        raise PassError(
+            copy,
+            "the tile's leading indices (its stage) must be one value from outside "
+            "the band",
+        )
+    rows, cols = t.get_shape()[-2:]
+    _check_box(copy, s, t, rows, cols)
+    ivs = list(band.body.block.args)
+    src_r, src_c = (_unclamped(v, band) for v in copy.srcIndices)
+    outer = _outer_values(band, [src_r, src_c, r, c, copy.srcElements])
+    e = copy.elements
+    n_rows, n_cols = s.get_shape()
+    origin_maps = tuple(_at_zero(v, band, copy) for v in (src_r, src_c))
+    for sample in _SAMPLES:
+        env = {v: sample[k % 2] + k for k, v in enumerate(outer)}
+        covered: set[tuple[int, int]] = set()
+        origin = None
+        for point in itertools.product(*(range(x) for x in extents)):
+            env.update(zip(ivs, point, strict=True))
+            tr, tc = _eval(r, env, copy), _eval(c, env, copy)
+            gr, gc = _eval(src_r, env, copy), _eval(src_c, env, copy)
+            here = (gr - tr, gc - tc)
+            if origin is None:
+                origin = here
+                at_zero = tuple(
+                    m.eval(
+                        [_eval(x, env, copy) for x in xs[: m.num_dims]],
+                        [_eval(x, env, copy) for x in xs[m.num_dims :]],
+                    )[0]
+                    for m, xs in origin_maps
+                )
+                if (tr, tc) != (0, 0) or at_zero != origin:
+                    raise PassError(
+                        copy, "the band's first iteration copies no tile's origin"
+                    )
+            if here != origin:
+                raise PassError(
+                    copy,
+                    "the copy's source is not the tile's origin plus the element "
+                    "copied: TMA copies a box",
+                )
+            run = {(tr, tc + k) for k in range(e)}
+            if run & covered or not all(
+                0 <= x < rows and 0 <= y < cols for x, y in run
+            ):
+                raise PassError(copy, "the copies do not cover the tile once each")
+            covered |= run
+            inside = 0 <= gr < n_rows and gc >= 0 and gc + e <= n_cols
+            outside = not 0 <= gr < n_rows or gc >= n_cols or gc + e <= 0
+            given = e if copy.srcElements is None else _eval(
+                copy.srcElements, env, copy
+            )  # fmt: skip
+            if not (inside and given == e or outside and given == 0):
+                raise PassError(
+                    copy,
+                    "the copy fills other elements with zeros than those past the "
+                    "matrix's edges (what TMA fills)",
+                )
+        if len(covered) != rows * cols:
+            raise PassError(copy, "the copies do not cover the whole tile")
+    return TileCopy(
+        band,
+        copy,
+        tile,
+        lead[0] if lead else None,
+        copy.src,
+        origin_maps,  # pyright: ignore[reportArgumentType]
+    )
+
+
+def _check_box(
+    copy: Operation, s: MemRefType, t: MemRefType, rows: int, cols: int
+) -> None:
+    size = element_size(s.get_element_type())
+    if s.get_num_dims() != 2:
+        raise PassError(copy, f"TMA here loads tiles of 2-D matrices, not of {s}")
+    if s.get_element_type() != t.get_element_type():
+        raise PassError(copy, "the copy converts its elements: TMA copies bytes")
+    if s.get_shape()[1] * size % GLOBAL_STRIDE_BYTES:
+        raise PassError(
+            copy,
+            f"the rows of {s} are {s.get_shape()[1] * size} bytes apart: TMA needs a "
+            f"multiple of {GLOBAL_STRIDE_BYTES} (keep cp.async copies: "
+            "affinec-tma-copies is for such matrices only)",
+        )
+    if rows > MAX_BOX or cols % CORE:
+        raise PassError(
+            copy,
+            f"a tile of {rows}x{cols}: TMA boxes of at most {MAX_BOX} rows, and the "
+            f"columns in slabs of {CORE}",
+        )
+
+
+def _extents(band: affine.ParallelOp) -> list[int]:
+    out = []
+    for dim in band_of(band, {}, "block").dims:
+        if dim.lower != 0 or dim.step != 1 or dim.guards or dim.runtime_upper:
+            raise PassError(
+                band, "a tile copy band from 0 by 1 to constant bounds, for TMA"
+            )
+        out.append(dim.extent)
+    return out
+
+
+def _owned(v: SSAValue) -> bool:
+    return isinstance(v.owner, Operation)
+
+
+def _unclamped(v: SSAValue, band: Operation) -> SSAValue:
+    """`v` without the `affine.min`/`affine.max` of one operand that clamp it."""
+    while isinstance(v.owner, affine.MinOp | affine.MaxOp) and band.is_ancestor(
+        v.owner
+    ):
+        op = v.owner
+        if len(op.mapOperands) != 1 or any(
+            e != AffineExpr.dimension(0) and not _is_constant(e)
+            for e in op.map.data.results
+        ):
+            break
+        v = op.mapOperands[0]
+    return v
+
+
+def _is_constant(e: AffineExpr) -> bool:
+    return not any(isinstance(x, AffineDimExpr | AffineSymExpr) for x in e.dfs())
+
+
+def _outer_values(band: Operation, roots: Sequence[SSAValue | None]) -> list[SSAValue]:
+    """The values from outside `band` that `roots` are computed from (constants
+    aside)."""
+    seen: dict[SSAValue, None] = {}
+    stack = [v for v in roots if v is not None]
+    ivs = set(band.regions[0].block.args)
+    while stack:
+        v = stack.pop()
+        if v in ivs or v in seen:
+            continue
+        owner = v.owner
+        if isinstance(owner, Operation) and band.is_ancestor(owner):
+            stack.extend(owner.operands)
+            for region in owner.regions:
+                for op in region.walk():
+                    stack.extend(op.operands)
+            continue
+        if isinstance(owner, arith.ConstantOp):
+            continue
+        seen[v] = None
+    return list(seen)
+
+
+def _eval(v: SSAValue, env: dict[SSAValue, int], at: Operation) -> int:
+    return evaluate(
+        v, env, at, "an index of the copy is computed in a way TMA cannot follow"
+    )
+
+
+def evaluate(v: SSAValue, env: dict[SSAValue, int], at: Operation, why: str) -> int:
+    """The value of index `v`, the values of `env` known (constants, affine maps,
+    `affine.if` results); a `PassError` at `at` saying `why` where it depends on
+    anything else."""
+    if v in env:
+        return env[v]
+    op = v.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return op.value.value.data
+    if isinstance(op, affine.ApplyOp | affine.MinOp | affine.MaxOp):
+        m = op.map.data
+        values = [evaluate(x, env, at, why) for x in op.mapOperands]
+        results = m.eval(values[: m.num_dims], values[m.num_dims :])
+        if isinstance(op, affine.MinOp):
+            return min(results)
+        if isinstance(op, affine.MaxOp):
+            return max(results)
+        return results[0]
+    if isinstance(op, affine.IfOp) and len(op.results) == 1:
+        taken = op.then_region if holds(op, env, at, why) else op.else_region
+        term = taken.block.last_op
+        assert isinstance(term, affine.YieldOp)
+        return evaluate(term.operands[0], env, at, why)
+    raise PassError(at, why)
+
+
+def holds(op: affine.IfOp, env: dict[SSAValue, int], at: Operation, why: str) -> bool:
+    """Whether the condition of `op` holds for the values of `env`."""
+    s = op.condition.data
+    values = [evaluate(x, env, at, why) for x in op.args]
+    dims, syms = values[: s.num_dims], values[s.num_dims :]
+    for c in s.constraints:
+        lhs, rhs = AffineMap(s.num_dims, s.num_symbols, (c.lhs, c.rhs)).eval(dims, syms)
+        if c.kind == AffineConstraintKind.ge and not lhs >= rhs:
+            return False
+        if c.kind == AffineConstraintKind.le and not lhs <= rhs:
+            return False
+        if c.kind == AffineConstraintKind.eq and lhs != rhs:
+            return False
+    return True
+
+
+def _at_zero(
+    v: SSAValue, band: Operation, copy: Operation
+) -> tuple[AffineMap, list[SSAValue]]:
+    """The map of `v` with the band's induction variables at 0, and its operands:
+    `v` must be an `affine.apply` of values from outside the band and the band's
+    induction variables."""
+    op = v.owner
+    ivs = list(band.regions[0].block.args)
+    if not isinstance(op, affine.ApplyOp) or any(
+        x not in ivs and _owned(x) and band.is_ancestor(x.owner)  # pyright: ignore
+        for x in op.mapOperands
+    ):
+        raise PassError(
+            copy,
+            "the copy's source index is no affine.apply of the band's induction "
+            "variables and values from outside it",
+        )
+    m = op.map.data
+    zero = {}
+    for k, x in enumerate(op.mapOperands):
+        if x in ivs:
+            zero[k] = AffineExpr.constant(0)
+    kept = [x for k, x in enumerate(op.mapOperands) if k not in zero]
+    renumber: list[AffineExpr] = []
+    dims = syms = 0
+    for k in range(len(op.mapOperands)):
+        if k in zero:
+            renumber.append(zero[k])
+        elif k < m.num_dims:
+            renumber.append(AffineExpr.dimension(dims))
+            dims += 1
+        else:
+            renumber.append(AffineExpr.symbol(syms))
+            syms += 1
+    (e,) = m.results
+    moved = e.replace_dims_and_symbols(renumber[: m.num_dims], renumber[m.num_dims :])
+    return AffineMap(dims, syms, (moved,)), kept
+
+
+__all__ = ["MAX_BOX", "TileCopy", "copy_bands", "evaluate", "holds", "tile_copy"]

@@ -1,0 +1,173 @@
+"""The mbarrier discipline of a block whose stages TMA loads (`check_phases`),
+proven on the IR by running the block's program trip by trip as its thread 0.
+
+Each stage's barrier takes one arrival per tile (`arrive.expect_tx`, the tile's
+bytes) for each load of the stage, and each `warpgroup_mma` step waits on it
+(`try_wait.parity`) before reading it. The walk counts, per stage, the loads
+whose arrivals are complete, and refuses:
+
+- a wait on a stage with no load, or on a parity other than its last load's
+  (`(loads - 1) mod 2`: a wait on the other parity passes at once on a phase
+  already over, or waits on the next, which nothing completes);
+- a load onto a stage whose last load no wait has seen (its tiles overwritten
+  before they were read, its phase's arrivals mixed with the next's);
+- a load no wait sees before the block ends;
+- a loop, condition or index the walk cannot follow (it depends on the block's
+  position in the grid, or on values it does not know).
+
+What each thread reads and when the data lands is the interpreter's to check on
+any given input; this walk proves the phases for every input.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr
+from xdsl.ir import Block, Operation, SSAValue
+
+from affinec.base.diagnostics import PassError
+from affinec.dialects import affine, nvgpu
+from affinec.transforms.gpu.wgmma_tma_copies import evaluate, holds
+
+_PHASE_OPS = (
+    nvgpu.MBarrierInitOp,
+    nvgpu.MBarrierArriveExpectTxOp,
+    nvgpu.MBarrierTryWaitParityOp,
+)
+
+_UNKNOWN = "the barrier's phases depend on values the check cannot follow"
+
+
+class _Stage:
+    __slots__ = ("arrivals", "count", "loads", "seen", "last")
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.arrivals = 0
+        self.loads = 0
+        self.seen = True
+        self.last: Operation | None = None
+
+
+def check_phases(grid: Operation) -> None:
+    """Refuse, located, the first break of the discipline (see the module) in
+    `grid`'s block program."""
+    walk = _Walk(grid)
+    walk.block(grid.regions[0].block)
+    for stage in walk.stages.values():
+        if stage.arrivals:
+            raise PassError(
+                stage.last,
+                f"a stage's phase gets {stage.arrivals} of its {stage.count} "
+                "arrivals: its loads never complete",
+            )
+        if not stage.seen:
+            raise PassError(
+                stage.last, "a load no wait sees: the block ends with it in flight"
+            )
+
+
+class _Walk:
+    def __init__(self, grid: Operation) -> None:
+        self.env: dict[SSAValue, int] = {}
+        self.stages: dict[tuple[SSAValue, int], _Stage] = {}
+        self.relevant: set[Operation] = set()
+        for op in grid.walk():
+            if isinstance(op, _PHASE_OPS):
+                parent = op.parent_op()
+                while parent is not None and parent is not grid:
+                    self.relevant.add(parent)
+                    parent = parent.parent_op()
+
+    def value(self, v: SSAValue, at: Operation) -> int:
+        return evaluate(v, self.env, at, _UNKNOWN)
+
+    def block(self, block: Block) -> None:
+        for op in block.ops:
+            if isinstance(op, _PHASE_OPS):
+                self.phase_op(op)
+            elif op in self.relevant:
+                self.structure(op)
+
+    def structure(self, op: Operation) -> None:
+        if isinstance(op, affine.ForOp):
+            lower, upper = op.lowerBoundMap.data, op.upperBoundMap.data
+            lo_ops = list(op.lowerBoundOperands)
+            up_ops = list(op.upperBoundOperands)
+            lo = max(self._map(lower, lo_ops, op))
+            hi = min(self._map(upper, up_ops, op))
+            iv = op.body.block.args[0]
+            for trip in range(lo, hi, op.step.value.data):
+                self.env[iv] = trip
+                self.block(op.body.block)
+            self.env.pop(iv, None)
+        elif isinstance(op, affine.IfOp):
+            if holds(op, self.env, op, _UNKNOWN):
+                self.block(op.then_region.block)
+            elif op.else_region.blocks:
+                self.block(op.else_region.block)
+        elif isinstance(op, affine.ParallelOp):
+            # a thread band: thread 0's iteration (the loads are its own)
+            for iv in op.body.block.args:
+                self.env[iv] = 0
+            self.block(op.body.block)
+        else:
+            raise PassError(op, _UNKNOWN)
+
+    def _map(self, m, operands: list[SSAValue], at: Operation) -> tuple[int, ...]:
+        values = [self.value(v, at) for v in operands]
+        return m.eval(values[: m.num_dims], values[m.num_dims :])
+
+    def stage(self, op: Operation, group: SSAValue, index: SSAValue) -> _Stage:
+        key = (group, self.value(index, op))
+        if key not in self.stages:
+            raise PassError(op, "uses a barrier no thread initialized before")
+        return self.stages[key]
+
+    def phase_op(self, op: Operation) -> None:
+        if isinstance(op, nvgpu.MBarrierInitOp):
+            key = (op.barriers, self.value(op.mbarId, op))
+            self.stages[key] = _Stage(self.value(op.count, op))
+            return
+        if isinstance(op, nvgpu.MBarrierArriveExpectTxOp):
+            s = self.stage(op, op.barriers, op.mbarId)
+            if not s.seen:
+                raise PassError(
+                    op,
+                    "loads onto a stage whose last load no wait has seen (its tiles "
+                    "not yet read)",
+                )
+            s.arrivals += 1
+            s.last = op
+            if s.arrivals == s.count:
+                s.arrivals = 0
+                s.loads += 1
+                s.seen = False
+            return
+        assert isinstance(op, nvgpu.MBarrierTryWaitParityOp)
+        s = self.stage(op, op.barriers, op.mbarId)
+        parity = self._parity(op)
+        if s.loads == 0 or s.arrivals:
+            raise PassError(op, "waits on a stage whose load has not been issued")
+        if parity != (s.loads - 1) % 2:
+            raise PassError(
+                op,
+                f"waits on parity {parity}, the stage's load {s.loads - 1} completes "
+                f"the phase of parity {(s.loads - 1) % 2}",
+            )
+        s.seen = True
+
+    def _parity(self, op: nvgpu.MBarrierTryWaitParityOp) -> int:
+        v = op.phaseParity
+        owner = v.owner
+        if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, IntegerAttr):
+            return int(bool(owner.value.value.data))
+        if isinstance(owner, arith.CmpiOp) and owner.predicate.value.data in (0, 1):
+            lhs = self.value(owner.lhs, op)
+            rhs = self.value(owner.rhs, op)
+            equal = lhs == rhs
+            return int(equal if owner.predicate.value.data == 0 else not equal)
+        raise PassError(op, _UNKNOWN)
+
+
+__all__ = ["check_phases"]

@@ -1,0 +1,82 @@
+"""`affinec-tma-copies`: the tiles `wgmma` reads loaded by TMA, each pipeline stage
+completing on an mbarrier (sm_90a).
+
+Runs after `affinec-wgmma`, on the copies the promotion made (block bands of
+`cp.async`, `affine-data-copy-generate{generate-dma}`) and the stages the
+pipelining made (`affine-pipeline-data-transfer`): each copy band of a tile an
+`affinec.warpgroup_mma` reads becomes one thread's `arrive.expect_tx` of the
+tile's bytes on its stage's mbarrier and the tile's TMA loads, one box of R rows
+and 8 columns a column slab (the tile laid out in such slabs: `wgmma`'s core
+matrices without swizzle); each step waits, every thread, for its stage's phase
+(`try_wait.parity`, the parity of the stage's use); the host makes one tensor map
+per matrix, passed to the kernel as a grid-constant parameter
+(`affinec/transforms/gpu/wgmma_tma.py` has the details).
+
+    affine.parallel (%r, %v) = (0, 0) to (64, 4) {
+      nvgpu.device_async_copy %A[..], %A_shared[%s, %r, %v * 8], 8, %n ...
+    } {affinec.mapping = "block"}
+    ...
+    nvgpu.device_async_wait %g {numGroups = 1 : i32}
+
+becomes
+
+    affine.parallel (%tx) = (0) to (128) {
+      affine.if affine_set<(d0) : (d0 == 0)>(%tx) {
+        nvgpu.mbarrier.arrive.expect_tx %stage_barriers[%s], %c4096 : ...
+        nvgpu.tma.async.load %A_map[%col, %row], %stage_barriers[%s] to %slab ...
+        ... one load per 8 columns ...
+      }
+    } {affinec.mapping = "thread"}
+    ...
+    nvgpu.mbarrier.try_wait.parity %stage_barriers[%s], %parity, %ticks : ...
+    affinec.warpgroup_mma %fragments, %A_shared[%s, %row], %B_shared[%s] ...
+
+Each copy band is proven to be a TMA box before it is replaced (its source the
+tile's origin plus the element, the zero fill exactly past the matrix's edges),
+and the result's phases are proven by running the block trip by trip
+(`wgmma_tma_phases`). Refused, located: a copy TMA cannot do (a matrix that is
+not 2-D or whose rows are not a multiple of 16 bytes apart, a box over 256 rows,
+zero fill other than TMA's), a stage index the pipelining did not write. A module
+with no `wgmma` step reading copied tiles is left as it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from affinec.base.diagnostics import PassError
+from affinec.dialects.nvvm_target import chip_of
+from affinec.ir.context import require_affinec_dialects
+from affinec.transforms.gpu.bands import grid_parallels
+from affinec.transforms.gpu.wgmma_tma import rewrite_tma, tma_grid
+from affinec.transforms.gpu.wgmma_tma_phases import check_phases
+
+
+@dataclass(frozen=True)
+class AffinecTmaCopies(ModulePass):
+    """Load the tiles wgmma reads by TMA, the stages completing on mbarriers."""
+
+    name = "affinec-tma-copies"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        require_affinec_dialects(op)
+        plans = []
+        for grid in grid_parallels(op):
+            copies = tma_grid(grid)
+            if copies is None:
+                continue
+            chip = chip_of(grid)
+            if not chip.has("tma"):
+                raise PassError(
+                    grid,
+                    f"TMA needs sm_90 or sm_90a; the module is compiled for "
+                    f"{chip.name}",
+                )
+            plans.append((grid, copies))
+        for grid, copies in plans:
+            rewrite_tma(grid, copies)
+            check_phases(grid)

@@ -1,0 +1,273 @@
+"""`affinec-tma-copies`: the tiles `affinec-wgmma` reads loaded by TMA on mbarrier
+stages, proven on the CPU.
+
+Random products through the whole pipeline with the pass, every pass's output
+interpreted against float64; the layout TMA writes (column slabs) read by the
+lowered `wgmma` through its descriptors; negative controls the interpreter and the
+pass's own phase check catch (a wait on the wrong parity, a missing
+`arrive.expect_tx`, a wrong descriptor field); refusals, located; the PTX through
+ptxas for sm_90a (TMA and HGMMA in the SASS where cuobjdump is installed).
+"""
+
+import shutil
+import subprocess
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, i64
+
+from affinec.base.diagnostics import PassError
+from affinec.base.spec import ConvSpec, MatmulSpec
+from affinec.dialects import affine, nvgpu
+from affinec.dialects.affinec import GRID, mapping_of
+from affinec.dialects.affinec_wgmma import SLABS
+from affinec.driver.checking import Checker
+from affinec.driver.config import KernelConfig
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import default_passes
+from affinec.frontend.naive import build
+from affinec.hardware.wgmma_layouts import MatrixDescriptor
+from affinec.transforms.gpu.wgmma_tma_phases import check_phases
+from affinec.transforms.nvvm.wgmma_steps import wgmma_fields
+
+TARGET = "nvvm-attach-target{chip=sm_90a}"
+
+
+def _config(**knobs) -> KernelConfig:
+    base = KernelConfig(
+        tile_sizes=(64, 64),
+        reduction_tile_sizes=(32,),
+        mma=True,
+        tensor_core="wgmma",
+        stages=2,
+    )
+    return replace(base, **knobs)
+
+
+def _passes(config: KernelConfig, target: str = TARGET) -> list:
+    return [*Pipeline.parse(target).passes, *default_passes(config)]
+
+
+@st.composite
+def tma_cases(draw):
+    """A product TMA loads (its rows 16 bytes apart), partial tiles included, and a
+    configuration of it."""
+    bm = 64 * draw(st.integers(1, 2))
+    bn = 8 * draw(st.integers(1, 6))
+    bk = draw(st.sampled_from([16, 32]))
+    m = draw(st.integers(bm, bm + 40))
+    n = 8 * draw(st.integers(bn // 8, bn // 8 + 2))
+    k = 16 * draw(st.integers(bk // 16, 3 * bk // 16))
+    spec = MatmulSpec(m, n, k, "f16", draw(st.sampled_from(["none", "bias-relu"])))
+    config = _config(
+        tile_sizes=(bm, bn),
+        reduction_tile_sizes=(bk,),
+        stages=draw(st.integers(1, 3)),
+        stage_output=draw(st.booleans()),
+    )
+    return spec, config
+
+
+@settings(max_examples=max(3, settings().max_examples // 4))  # ~20 stages each
+@given(tma_cases())
+def test_tma_loads_keep_the_result(case):
+    spec, config = case
+    module = build(spec)
+    Pipeline(_passes(config)).run(module, check=True)
+    text = str(module)
+    assert "nvvm.cp.async.bulk.tensor.shared.cluster.global" in text
+    assert "nvvm.mbarrier.try_wait.parity" in text
+    assert "cp.async.wait.group" not in text  # no cp.async copy left
+    assert "nvvm.wgmma.mma_async" in text
+
+
+def test_a_1x1_convolution_through_its_flattened_pixels():
+    from affinec.driver.compiler import compile_to_ptx
+
+    spec = ConvSpec(2, 32, 6, 6, 40, 1, 1, layout="nhwc", filter_layout="rsck",
+                    dtype="f16", epilogue="bias-relu")  # fmt: skip
+    config = _config(
+        tile_sizes=(64, 40), reduction_tile_sizes=(16,), flatten_pixels=True
+    )
+    compiled = compile_to_ptx(spec, config, arch="sm_90a", check=True)
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global" in compiled.ptx
+    assert "wgmma.mma_async.sync.aligned.m64n40k16.f32.f16.f16" in compiled.ptx
+    maps = [m for m in compiled.runtime_kernel().launches[0].tensor_maps if m]
+    assert [m.box for m in maps] == [(64, 8), (16, 8)]
+
+
+# -- negative controls --------------------------------------------------------------
+
+
+def _loaded(spec, config):
+    """The module through affinec-tma-copies, checked."""
+    passes = _passes(config)
+    at = [p.name for p in passes].index("affinec-tma-copies")
+    module = build(spec)
+    Pipeline(passes[: at + 1]).run(module)
+    assert Checker(spec).check("loaded", module).ok
+    return module
+
+
+def _grid(module):
+    return next(
+        o
+        for o in module.walk()
+        if isinstance(o, affine.ParallelOp) and mapping_of(o) == GRID
+    )
+
+
+@pytest.mark.parametrize("stages", [1, 2, 3])
+def test_a_wait_on_the_wrong_parity_is_caught(stages):
+    spec = MatmulSpec(64, 64, 128, "f16")
+    module = _loaded(spec, _config(stages=stages))
+    check_phases(_grid(module))
+    wait = next(
+        o for o in module.walk() if isinstance(o, nvgpu.MBarrierTryWaitParityOp)
+    )
+    odd = wait.phaseParity.owner
+    assert isinstance(odd, arith.CmpiOp)
+    odd.properties["predicate"] = IntegerAttr(1, i64)  # eq -> ne: the other phase
+    with pytest.raises(PassError, match="waits on parity"):
+        check_phases(_grid(module))
+    result = Checker(spec).check("wrong parity", module)
+    assert not result.ok, result.row()
+
+
+def test_a_missing_expect_tx_is_caught():
+    spec = MatmulSpec(64, 64, 128, "f16")
+    module = _loaded(spec, _config())
+    arrive = next(
+        o for o in module.walk() if isinstance(o, nvgpu.MBarrierArriveExpectTxOp)
+    )
+    arrive.detach()
+    arrive.erase()
+    with pytest.raises(PassError, match="whose load has not been issued"):
+        check_phases(_grid(module))
+    result = Checker(spec).check("no expect_tx", module)
+    assert not result.ok, result.row()
+
+
+def test_a_load_onto_a_stage_not_yet_read_is_caught():
+    # the pipelined loop's load moved after the last wait's stage
+    spec = MatmulSpec(64, 64, 128, "f16")
+    module = _loaded(spec, _config(stages=2))
+    waits = [o for o in module.walk() if isinstance(o, nvgpu.MBarrierTryWaitParityOp)]
+    for w in waits:
+        w.detach()
+        w.erase()
+    with pytest.raises(PassError, match="no wait has seen"):
+        check_phases(_grid(module))
+
+
+def _set_constant(module, old: int, new: int) -> int:
+    found = 0
+    for op in module.walk():
+        value = getattr(op, "value", None)
+        if (
+            isinstance(value, IntegerAttr)
+            and value.type == i64
+            and value.value.data == old
+        ):
+            where = op.properties if "value" in op.properties else op.attributes
+            where["value"] = IntegerAttr(new, i64)
+            found += 1
+    return found
+
+
+@pytest.mark.parametrize("operand", ["A", "B"])
+def test_a_wrong_descriptor_field_of_a_slab_tile_gives_a_wrong_answer(operand):
+    spec = MatmulSpec(64, 64, 64, "f16")
+    module = build(spec)
+    Pipeline(_passes(_config())).run(module)
+    checker = Checker(spec)
+    assert checker.check("lowered", module).ok
+    # A is 64x32 K-major, B 32x64 MN-major, each in column slabs: swap LBO, SBO
+    rows, cols, k_major = (64, 32, True) if operand == "A" else (32, 64, False)
+    fields, _ = wgmma_fields(rows, cols, k_major, SLABS)
+    swapped = MatrixDescriptor(0, fields.stride, fields.leading, 0)
+    assert _set_constant(module, fields.encode(), swapped.encode()) == 1
+    assert not checker.check("swapped", module).ok
+
+
+def test_the_tiles_are_laid_out_in_slabs():
+    module = _loaded(MatmulSpec(128, 64, 64, "f16"), _config())
+    shapes = {
+        v.name_hint: v.type.get_shape()
+        for op in module.walk()
+        for v in op.results
+        if isinstance(v.type, MemRefType) and v.name_hint in ("A_shared", "B_shared")
+    }
+    assert shapes == {"A_shared": (2, 4, 64, 8), "B_shared": (2, 8, 32, 8)}
+
+
+# -- refusals -----------------------------------------------------------------------
+
+
+def test_rows_tma_cannot_stride_are_refused_located():
+    spec = MatmulSpec(64, 64, 36, "f16")  # A's rows 72 bytes apart
+    module = build(spec)
+    with pytest.raises(PassError, match="TMA needs a multiple of 16"):
+        Pipeline(_passes(_config(reduction_tile_sizes=(16,)))).run(module)
+
+
+def test_other_chips_and_routes_are_left_alone():
+    config = _config(tma=False)
+    assert "affinec-tma-copies" not in [p.name for p in default_passes(config)]
+    mma = KernelConfig(mma=True, tile_sizes=(64, 64), reduction_tile_sizes=(32,))
+    assert "affinec-tma-copies" not in [p.name for p in default_passes(mma)]
+
+
+# -- PTX ----------------------------------------------------------------------------
+
+
+def test_the_ptx_assembles_for_sm_90a_with_tma_and_hgmma():
+    from affinec.backend.ptxas import assemble, find_ptxas
+    from affinec.driver.compiler import compile_to_ptx
+
+    ptxas = find_ptxas()
+    if ptxas is None:
+        pytest.skip("ptxas is not installed")
+    spec = MatmulSpec(4096, 4096, 1024, "f16")
+    config = _config(
+        tile_sizes=(128, 128), reduction_tile_sizes=(64,), stages=3, stage_output=True
+    )
+    ptx = compile_to_ptx(spec, config, arch="sm_90a").ptx
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global" in ptx
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in ptx
+    (resources,) = assemble(ptx, "sm_90a").values()
+    assert resources.spill_stores == resources.spill_loads == 0
+    assert resources.stack_frame == 0
+    cuobjdump = shutil.which("cuobjdump")
+    if cuobjdump is None:
+        return
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        src, out = Path(d) / "k.ptx", Path(d) / "k.cubin"
+        src.write_text(ptx)
+        subprocess.run([ptxas, "-arch=sm_90a", src, "-o", out], check=True)
+        sass = subprocess.run(
+            [cuobjdump, "-sass", out], check=True, capture_output=True, text=True
+        ).stdout
+    assert "UTMALDG.2D" in sass and "HGMMA.64x128x16.F32" in sass
+    assert "LDGSTS" not in sass  # no cp.async left
+
+
+def test_the_command_line_keeps_cp_async_on_request(tmp_path, capsys):
+    from affinec.tools.cli import main as affinec
+
+    out = tmp_path / "k.ptx"
+    args = ["compile", "matmul", "--m", "256", "--n", "128", "--k", "128",
+            "--dtype", "f16", "--arch", "sm_90a", "--mma", "--tensor-core", "wgmma",
+            "--tile-sizes", "128,128", "--reduction-tile-sizes", "64",
+            "--stages", "2", "-o", str(out)]  # fmt: skip
+    assert affinec(args) == 0, capsys.readouterr().err
+    assert "cp.async.bulk.tensor" in out.read_text()
+    assert affinec([*args, "--no-tma"]) == 0, capsys.readouterr().err
+    text = out.read_text()
+    assert "cp.async.bulk.tensor" not in text and "cp.async.ca.shared.global" in text
