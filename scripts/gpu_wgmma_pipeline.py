@@ -168,7 +168,9 @@ def _sass_counts(ptx: str) -> str:
         src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
         with open(src, "w") as f:
             f.write(ptx)
-        subprocess.run([ptxas, f"-arch={ARCH}", src, "-o", out], check=True)
+        subprocess.run(
+            [ptxas, f"-arch={ARCH}", src, "-o", out], check=True, capture_output=True
+        )
         sass = subprocess.run(
             [tool, "-sass", out], check=True, capture_output=True, text=True
         ).stdout
