@@ -214,6 +214,16 @@ def test_rows_tma_cannot_stride_are_refused_located():
         Pipeline(_passes(_config(reduction_tile_sizes=(16,)))).run(module)
 
 
+def test_separated_partial_tiles_are_refused_saying_what_to_do():
+    # the full and partial versions of a block are chosen by its place in the grid:
+    # the phase check cannot run the block's program trip by trip
+    spec = MatmulSpec(150, 72, 96, "f16")
+    config = _config(separate=True, tile_sizes=(64, 40))
+    with pytest.raises(PassError, match="keep the cp.async copies there"):
+        Pipeline(_passes(config)).run(build(spec))
+    Pipeline(_passes(replace(config, tma=False))).run(build(spec))
+
+
 def test_other_chips_and_routes_are_left_alone():
     config = _config(tma=False)
     assert "affinec-tma-copies" not in [p.name for p in default_passes(config)]

@@ -35,7 +35,11 @@ _PHASE_OPS = (
     nvgpu.MBarrierTryWaitParityOp,
 )
 
-_UNKNOWN = "the barrier's phases depend on values the check cannot follow"
+_UNKNOWN = (
+    "the barrier's phases depend on values the check cannot follow (such as the "
+    "block's place in the grid, with full and partial tiles separated): keep the "
+    "cp.async copies there (KernelConfig(tma=False), --no-tma)"
+)
 
 
 class _Stage:
