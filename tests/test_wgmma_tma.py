@@ -163,6 +163,51 @@ def test_a_load_onto_a_stage_not_yet_read_is_caught():
         check_phases(_grid(module))
 
 
+def _released_waits(module):
+    return [
+        o
+        for o in module.walk()
+        if isinstance(o, nvgpu.MBarrierTryWaitParityOp)
+        and o.barriers.name_hint == "stage_released"
+    ]
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_a_load_onto_a_stage_not_handed_back_is_caught(stages):
+    # two warpgroups, no gpu.barrier guarding the stages: without its wait on the
+    # stage's release, the loading thread overwrites a stage the other warpgroup
+    # may still read
+    spec = MatmulSpec(128, 64, 128, "f16")
+    module = _loaded(spec, _config(stages=stages, tile_sizes=(128, 64)))
+    assert not [
+        o
+        for o in module.walk()
+        if type(o).__name__ == "BarrierOp" and isinstance(o.parent_op(), affine.ForOp)
+    ]
+    waits = _released_waits(module)
+    assert waits
+    for w in waits:
+        w.detach()
+        w.erase()
+    with pytest.raises(PassError, match="no wait has seen handed back"):
+        check_phases(_grid(module))
+    result = Checker(spec).check("not handed back", module)
+    assert not result.ok, result.row()
+
+
+def test_a_wait_for_the_release_on_the_wrong_parity_is_caught():
+    spec = MatmulSpec(128, 64, 128, "f16")
+    module = _loaded(spec, _config(stages=2, tile_sizes=(128, 64)))
+    for w in _released_waits(module):
+        odd = w.phaseParity.owner
+        assert isinstance(odd, arith.CmpiOp)
+        odd.properties["predicate"] = IntegerAttr(1, i64)
+    with pytest.raises(PassError, match="waits on parity"):
+        check_phases(_grid(module))
+    result = Checker(spec).check("wrong release parity", module)
+    assert not result.ok, result.row()
+
+
 def _set_constant(module, old: int, new: int) -> int:
     found = 0
     for op in module.walk():

@@ -7,7 +7,7 @@ shared tiles element by element where their layout puts them (row-major as the
 promotion copied them, interleaved as the planner lays them out, or in the column
 slabs TMA writes:
 `affinec.dialects.affinec_wgmma`), in 16-byte runs race-checked as the warpgroup's
-reads; D = A × B + C is computed one k16 `wgmma` at a time, each its exact sum
+reads (`WARPGROUP_READER`, as its `wgmma`s' are); D = A × B + C is computed one k16 `wgmma` at a time, each its exact sum
 rounded once to f32 (`warps.exact_dot`, as `nvgpu.warpgroup.mma` computes), and
 each thread's registers get their elements back (`wgmma_layouts.accumulator_table`).
 
@@ -32,7 +32,7 @@ from affinec.dialects.affinec_wgmma import (
 )
 from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE, accumulator_table
 from affinec.interpreter.codegen import FunctionWriter, emits
-from affinec.interpreter.shared_memory import SharedArray
+from affinec.interpreter.shared_memory import WARPGROUP_READER, SharedArray
 from affinec.interpreter.support import InterpreterError
 from affinec.interpreter.warps import WarpCollective, exact_dot
 
@@ -70,14 +70,22 @@ def _read_tile(
             op,
         )
     starts = positions[:, ::CORE].reshape(-1)
-    threads = base + np.arange(len(starts)) % WARPGROUP_SIZE
-    data = flat.read_rows(starts, CORE, threads)
+    # read by the warpgroup, as its wgmmas read (an arrival of one of its threads
+    # hands the tiles back), not by any one thread
+    warpgroup = WARPGROUP_READER - base // WARPGROUP_SIZE
+    data = flat.read_rows(starts, CORE, np.full(len(starts), warpgroup))
     if data is None:  # run by run, which names what is wrong
         runs = []
+        threads = base + np.arange(len(starts)) % WARPGROUP_SIZE
         for start, t in zip(starts.tolist(), threads.tolist(), strict=True):
             state.thread = t
             runs.append(flat.read_run(start, CORE, op.name))
         data = np.stack(runs)
+        # each run read (and checked) by a thread of the warpgroup: the reads are
+        # the warpgroup's, as above
+        at = (starts[:, None] + np.arange(CORE)).reshape(-1)
+        own = (flat.reader[at] >= base) & (flat.reader[at] < base + WARPGROUP_SIZE)
+        flat.reader[at[own]] = warpgroup
     return np.asarray(data, np.float64).reshape(positions.shape)
 
 

@@ -61,6 +61,7 @@ from affinec.dialects.memref import CastOp
 from affinec.transforms.gpu.bands import reallocated_shared
 from affinec.transforms.gpu.mma_fragments import Builder
 from affinec.transforms.gpu.wgmma_tma_copies import TileCopy, copy_bands, tile_copy
+from affinec.transforms.gpu.wgmma_tma_release import release_stages
 
 TICKS = 10_000_000
 """The suspend-time hint of each `try_wait` (the hardware's, in nanoseconds)."""
@@ -90,7 +91,7 @@ def rewrite_tma(grid: affine.ParallelOp, copies: list[TileCopy]) -> None:
     stages = _stages(copies, steps)
     threads = _threads(steps[0])
     per_stage = _copies_per_stage(copies, tiles)
-    bar = _barriers(grid, stages, per_stage, threads)
+    bar, init = _barriers(grid, stages, per_stage, threads)
     maps: dict[tuple[SSAValue, int], SSAValue] = {}
     for c in copies:
         if (c.source, c.shape[0]) not in maps:
@@ -111,6 +112,29 @@ def rewrite_tma(grid: affine.ParallelOp, copies: list[TileCopy]) -> None:
         alloc.parent_block().erase_op(alloc)  # pyright: ignore
     if not any(isinstance(o, nvgpu.DeviceAsyncCopyOp) for o in grid.walk()):
         _drop_copy_groups(grid)
+        release_stages(
+            grid,
+            bar,
+            init,
+            stages,
+            threads,
+            lambda stage, at: _load_step(stage, at, stages),
+        )
+
+
+def _load_step(
+    stage: SSAValue, at: Operation, stages: int
+) -> tuple[AffineMap, list[SSAValue]]:
+    """The step whose tiles a load into stage index `stage` brings: the trip of the
+    loop around it with one stage, the constant of a prologue's stage, or `g` of
+    the pipelined loop's `g mod stages`."""
+    if stages == 1:
+        return _trip(at)
+    v = _through_identity(stage)
+    owner = v.owner
+    if isinstance(owner, affine.ApplyOp) and not owner.mapOperands:
+        return owner.map.data, []
+    return _step_number(v, stages, at)
 
 
 def _stages(copies: list[TileCopy], steps: list[WarpgroupMmaStepOp]) -> int:
@@ -149,7 +173,7 @@ def _copies_per_stage(copies: list[TileCopy], tiles: list[SSAValue]) -> int:
 
 def _barriers(
     grid: affine.ParallelOp, stages: int, arrivals: int, threads: int
-) -> SSAValue:
+) -> tuple[SSAValue, Operation]:
     """The block's barrier group, initialized by thread 0, then a `gpu.barrier`."""
     body = grid.body.block
     first = next(
@@ -159,6 +183,8 @@ def _barriers(
     create.barriers.name_hint = "stage_barriers"
     body.insert_op_before(create, first)
     b, then = _thread_zero(threads, first)
+    init = then.block.parent_op()
+    assert init is not None
     count = then.add(arith.ConstantOp(IntegerAttr(arrivals, IndexType())))
     for s in range(stages):
         index = then.add(arith.ConstantOp(IntegerAttr(s, IndexType())))
@@ -166,7 +192,7 @@ def _barriers(
     then.close()
     b.close()
     body.insert_op_before(gpu.BarrierOp(), first)
-    return create.barriers
+    return create.barriers, init
 
 
 def _thread_zero(threads: int, before: Operation) -> tuple[Builder, Builder]:

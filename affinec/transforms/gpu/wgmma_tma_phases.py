@@ -10,7 +10,10 @@ whose arrivals are complete, and refuses:
   (`(loads - 1) mod 2`: a wait on the other parity passes at once on a phase
   already over, or waits on the next, which nothing completes);
 - a load onto a stage whose last load no wait has seen (its tiles overwritten
-  before they were read, its phase's arrivals mixed with the next's);
+  before they were read, its phase's arrivals mixed with the next's), or which
+  the loading thread has not seen handed back (a wait on the stage's barrier of
+  another group, completed by the consumers' arrivals alone, once per load the
+  stage held);
 - a load no wait sees before the block ends;
 - a loop, condition or index the walk cannot follow (it depends on the block's
   position in the grid, or on values it does not know).
@@ -21,9 +24,12 @@ any given input; this walk proves the phases for every input.
 
 from __future__ import annotations
 
+import itertools
+
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir.affine import AffineExpr
 
 from affinec.base.diagnostics import PassError
 from affinec.dialects import affine, nvgpu
@@ -32,6 +38,7 @@ from affinec.transforms.gpu.wgmma_tma_copies import evaluate, holds
 _PHASE_OPS = (
     nvgpu.MBarrierInitOp,
     nvgpu.MBarrierArriveExpectTxOp,
+    nvgpu.MBarrierArriveOp,
     nvgpu.MBarrierTryWaitParityOp,
 )
 
@@ -43,14 +50,20 @@ _UNKNOWN = (
 
 
 class _Stage:
-    __slots__ = ("arrivals", "count", "loads", "seen", "last")
+    __slots__ = ("arrivals", "count", "loads", "seen", "last", "loaded", "waited")
 
     def __init__(self, count: int) -> None:
         self.count = count
         self.arrivals = 0
         self.loads = 0
+        """Phases completed."""
         self.seen = True
         self.last: Operation | None = None
+        self.waited = 0
+        """Phases the walking thread has seen complete (by its waits)."""
+        self.loaded = False
+        """Its phases complete on loads (`arrive.expect_tx`), not on arrivals alone
+        (a stage handed back)."""
 
 
 def check_phases(grid: Operation) -> None:
@@ -65,7 +78,7 @@ def check_phases(grid: Operation) -> None:
                 f"a stage's phase gets {stage.arrivals} of its {stage.count} "
                 "arrivals: its loads never complete",
             )
-        if not stage.seen:
+        if stage.loaded and not stage.seen:
             raise PassError(
                 stage.last, "a load no wait sees: the block ends with it in flight"
             )
@@ -111,10 +124,20 @@ class _Walk:
             elif op.else_region.blocks:
                 self.block(op.else_region.block)
         elif isinstance(op, affine.ParallelOp):
-            # a thread band: thread 0's iteration (the loads are its own)
-            for iv in op.body.block.args:
-                self.env[iv] = 0
-            self.block(op.body.block)
+            # a band: thread 0's iteration (the loads are its own), or every
+            # thread's where threads arrive (each arrival counts)
+            ivs = op.body.block.args
+            extents = [1] * len(ivs)
+            if any(isinstance(o, nvgpu.MBarrierArriveOp) for o in op.walk()):
+                m = op.upperBoundsMap.data
+                extents = [e.eval([], []) for e in m.results if not e.used_dims()]
+                if len(extents) != len(ivs) or op.lowerBoundsMap.data.results != tuple(
+                    AffineExpr.constant(0) for _ in ivs
+                ):
+                    raise PassError(op, _UNKNOWN)
+            for point in itertools.product(*(range(n) for n in extents)):
+                self.env.update(zip(ivs, point, strict=True))
+                self.block(op.body.block)
         else:
             raise PassError(op, _UNKNOWN)
 
@@ -135,6 +158,12 @@ class _Walk:
             return
         if isinstance(op, nvgpu.MBarrierArriveExpectTxOp):
             s = self.stage(op, op.barriers, op.mbarId)
+            if s.loads and not s.arrivals and not self.handed_back(op, s):
+                raise PassError(
+                    op,
+                    "loads onto a stage no wait has seen handed back since its last "
+                    "load (a warpgroup may still read it)",
+                )
             if not s.seen:
                 raise PassError(
                     op,
@@ -143,10 +172,19 @@ class _Walk:
                 )
             s.arrivals += 1
             s.last = op
+            s.loaded = True
             if s.arrivals == s.count:
                 s.arrivals = 0
                 s.loads += 1
                 s.seen = False
+            return
+        if isinstance(op, nvgpu.MBarrierArriveOp):
+            s = self.stage(op, op.barriers, op.mbarId)
+            s.arrivals += 1
+            s.last = op
+            if s.arrivals == s.count:
+                s.arrivals = 0
+                s.loads += 1
             return
         assert isinstance(op, nvgpu.MBarrierTryWaitParityOp)
         s = self.stage(op, op.barriers, op.mbarId)
@@ -160,6 +198,18 @@ class _Walk:
                 f"the phase of parity {(s.loads - 1) % 2}",
             )
         s.seen = True
+        s.waited = s.loads
+
+    def handed_back(self, op: nvgpu.MBarrierArriveExpectTxOp, s: _Stage) -> bool:
+        """Whether the loading thread has seen the stage of `op` handed back once
+        per load it held (on a barrier of another group, of the same index, that
+        arrivals alone complete)."""
+        index = self.value(op.mbarId, op)
+        return any(
+            i == index and group is not op.barriers and not other.loaded
+            and other.waited >= s.loads
+            for (group, i), other in self.stages.items()
+        )  # fmt: skip
 
     def _parity(self, op: nvgpu.MBarrierTryWaitParityOp) -> int:
         v = op.phaseParity

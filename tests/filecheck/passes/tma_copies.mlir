@@ -10,7 +10,12 @@
 // copy band becomes one thread's arrive.expect_tx of the tile's bytes (4096) and one
 // TMA load per slab; each wgmma step waits, every thread, on its stage (t mod 2) at
 // the parity of the stage's use ((t floordiv 2) mod 2), with no cp.async group or
-// wait left (CHECK, also after printing and parsing again). Lowered, the loads are
+// wait left. The stages are handed back on a second barrier each (stage_released,
+// one arrival per warpgroup: 1 here): the warpgroup's first thread arrives after
+// its step, and the thread loading step t + 1 into stage (t + 1) mod 2 waits, from
+// the stage's second use on (t >= 1), for the phase of step t - 1; no gpu.barrier
+// is left in the loop, the one before the epilogue stays (CHECK, also after
+// printing and parsing again). Lowered, the loads are
 // cp.async.bulk.tensor into the slabs and the kernel takes the tensor maps as
 // grid-constant parameters (NVVM). (tma_copies_refused.mlir: a matrix TMA cannot
 // load.)
@@ -20,10 +25,14 @@
 // CHECK:      %B_shared = memref.alloc() : memref<2x8x32x8xf16, 3 : i64>
 // CHECK-NEXT: %A_shared = memref.alloc() : memref<2x4x64x8xf16, 3 : i64>
 // CHECK:      %stage_barriers = nvgpu.mbarrier.create -> !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = 2>
+// CHECK-NEXT: %stage_released = nvgpu.mbarrier.create -> !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = 2>
 // CHECK:      affine.parallel (%{{.+}}) = (0) to (1) {
 // CHECK:        %[[TWO:.+]] = arith.constant 2 : index
 // CHECK:        nvgpu.mbarrier.init %stage_barriers[%{{.+}}], %[[TWO]]
 // CHECK:        nvgpu.mbarrier.init %stage_barriers[%{{.+}}], %[[TWO]]
+// CHECK:        %[[ONE:.+]] = arith.constant 1 : index
+// CHECK:        nvgpu.mbarrier.init %stage_released[%{{.+}}], %[[ONE]]
+// CHECK:        nvgpu.mbarrier.init %stage_released[%{{.+}}], %[[ONE]]
 // CHECK:      } {affinec.mapping = "block"}
 // CHECK-NEXT: gpu.barrier
 // CHECK:      %[[BYTES:.+]] = arith.constant 4096 : index
@@ -32,15 +41,28 @@
 // CHECK:      nvgpu.mbarrier.arrive.expect_tx %stage_barriers[%[[S0]]]
 // CHECK-COUNT-8: nvgpu.tma.async.load %B_map
 // CHECK:      affine.for %t = 0 to 2 {
-// CHECK:        nvgpu.mbarrier.arrive.expect_tx
+// CHECK-NOT:    gpu.barrier
+// CHECK:        %[[NEXT:.+]] = affine.apply affine_map<(d0) -> ((d0 + 1) mod 2)>(%t)
+// CHECK:        affine.if affine_set<(d0) : (d0 - 1 >= 0)>(%t) {
+// CHECK-NEXT:     %[[Q:.+]] = affine.apply affine_map<(d0) -> (((d0 + 1) floordiv 2 + 1) mod 2)>(%t)
+// CHECK:          nvgpu.mbarrier.try_wait.parity %stage_released[%[[NEXT]]]
+// CHECK:        nvgpu.mbarrier.arrive.expect_tx %stage_barriers[%[[NEXT]]]
+// CHECK-NOT:    gpu.barrier
 // CHECK:        %[[STAGE:.+]] = affine.apply affine_map<(d0) -> (d0 mod 2)>(%{{.+}})
-// CHECK:        affine.parallel (%{{.+}}) = (0) to (128) {
+// CHECK-NEXT:   affine.parallel (%{{.+}}) = (0) to (128) {
 // CHECK-NEXT:     %[[P:.+]] = affine.apply affine_map<(d0) -> (d0 floordiv 2 mod 2)>(%{{.+}})
 // CHECK:          %[[ODD:.+]] = arith.cmpi eq, %[[P]], %{{.+}} : index
 // CHECK:          nvgpu.mbarrier.try_wait.parity %stage_barriers[%[[STAGE]]], %[[ODD]], %{{.+}}
 // CHECK:        } {affinec.mapping = "thread"}
 // CHECK-NEXT:   affine.parallel (%{{.+}}) = (0) to (128) {
 // CHECK:          affinec.warpgroup_mma %fragments, %A_shared[%{{.+}}, %row], %B_shared[%{{.+}}] : memref<1x8x4xf32, 5 : i64>, memref<2x4x64x8xf16, 3 : i64>, memref<2x8x32x8xf16, 3 : i64>
+// CHECK:        affine.parallel (%[[TX:.+]]) = (0) to (128) {
+// CHECK-NEXT:     affine.if affine_set<(d0) : (d0 mod 128 == 0)>(%[[TX]]) {
+// CHECK-NEXT:       nvgpu.mbarrier.arrive %stage_released[%[[STAGE]]]
+// CHECK-NEXT:     }
+// CHECK-NEXT:   } {affinec.mapping = "thread"}
+// CHECK-NEXT: }
+// CHECK-NEXT: gpu.barrier
 // CHECK-NOT:  nvgpu.device_async
 // CHECK:      func.return
 
