@@ -173,10 +173,7 @@ def _arrive(
     """After `step`'s band, one thread of each warpgroup hands its stage back."""
     band = step.parent_op()
     assert isinstance(band, affine.ParallelOp)
-    if stages > 1:
-        stage = _outer(list(step.a_indices)[0], band)
-    else:
-        stage = None
+    stage = _outer(list(step.a_indices)[0], band) if stages > 1 else None
     body = Block(arg_types=[IndexType()])
     body.args[0].name_hint = "tx"
     new = affine.ParallelOp.from_extents([threads], body)
