@@ -30,7 +30,7 @@ from affinec.driver.pipelines import default_passes
 from affinec.frontend.contraction import contraction_of, is_depthwise
 from affinec.frontend.naive import build
 from affinec.frontend.networks import network
-from affinec.testing import epilogues
+from affinec.testing import conv_specs, epilogues
 from affinec.tuning.neighbours import variant_config
 from strategies import examples
 
@@ -276,3 +276,29 @@ def test_what_a_depthwise_convolution_does_not_take_is_refused_by_name():
     mma = KernelConfig(tile_sizes=(1, 3, 5, 24), reduction_tile_sizes=(5, 5), mma=True)
     with pytest.raises(PassError, match="the tensor cores take no such dimension"):
         Pipeline(default_passes(mma)).run(build(DEPTHWISE_5X5))
+
+
+@settings(max_examples=examples(8), deadline=None)
+@given(conv_specs(max_channels=8, max_image=5), st.data())
+def test_a_dense_convolutions_chunks_keep_every_level_equal(spec, data):
+    # any f32 convolution in NHWC whose thread owns 4 contiguous output channels:
+    # stored (and its residual read) as 4-float vectors where the chunk is aligned
+    spec = replace(spec, dtype="f32", layout="nhwc", k=4 * spec.k, groups=1)
+    names = [n for n, _ in contraction_of(spec).output_index]
+    extents = [e for _, e in contraction_of(spec).output_index]
+    tiles = [
+        data.draw(st.integers(1, min(e, 3)), n)
+        for n, e in zip(names, extents, strict=True)
+    ]
+    channels = names.index("k")
+    tiles[channels] = 4 * data.draw(st.integers(1, spec.k // 4), "chunks")
+    registers = [1] * len(tiles)
+    registers[channels] = 4
+    config = KernelConfig(
+        tile_sizes=tuple(tiles),
+        reduction_tile_sizes=tuple(e for _, e in contraction_of(spec).reduction_index),
+        register_tile=tuple(registers),
+        vector_width=4,
+    )
+    stores = _checked(spec, config)
+    assert bool(stores) == (spec.k % tiles[channels] == 0)
