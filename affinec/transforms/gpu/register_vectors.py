@@ -174,9 +174,8 @@ def vector_chunk(
             scalar = accesses[k].loads[j]
             pick = vector.ExtractOp(whole.result, [k], load.result.type)
             at = copies[k]
-            at.insert(_position(at, scalar), pick)
+            at[_position(at, scalar)] = pick
             scalar.result.replace_all_uses_with(pick.result)
-            at.remove(scalar)
             scalar.erase()
     out: list[Operation] = []
     packed = packed_op.results[0]
@@ -200,6 +199,7 @@ def vector_chunk(
 
 
 def _position(ops: list[Operation], op: Operation) -> int:
+    """Where `op` itself is in `ops` (by identity)."""
     for k, o in enumerate(ops):
         if o is op:
             return k
@@ -207,6 +207,7 @@ def _position(ops: list[Operation], op: Operation) -> int:
 
 
 def chunk_constant(k: int) -> arith.ConstantOp:
+    """The index `k` of an element of a chunk, as a constant."""
     c = arith.ConstantOp(IntegerAttr.from_index_int_value(k))
     c.result.name_hint = f"e{k}"
     return c
