@@ -24,10 +24,13 @@ A tile is read in one of three layouts, told by its rank (the leading indices pl
   packed; more: the core matrices padded against bank conflicts), `wgmma`'s layout
   without swizzle (`interleaved_offset`), which `affinec-plan-shared-memory` gives
   the tiles this op reads;
-- column slabs `[.., C/8, R, 8]`: element (r, c) at `[c / 8, r, c % 8]`, the same
-  core matrices with those of a column of them one after the other
-  (`slab_offset`): what a TMA box of R rows and 8 columns writes, one box a slab,
-  which `affinec-tma-copies` gives the tiles it loads.
+- column slabs `[.., C/T, R, T]`: element (r, c) at `[c / T, r, c % T]`, what a
+  TMA box of R rows and T columns writes, one box a slab, which
+  `affinec-tma-copies` gives the tiles it loads. T = 8 (16-byte rows): the core
+  matrices of a column of them one after the other, no swizzle; T = 16, 32 or 64
+  (rows of 32, 64 or 128 bytes): each slab swizzled with that span as TMA and
+  `wgmma` swizzle it (`affinec.hardware.wgmma_layouts`), the element's bytes
+  permuted within each 8 rows (`slab_offset`).
 
 A is K-major (R = M, C = K). B is K × N, MN-major (R = K, C = N: `wgmma`'s
 transposed B) unless `b_k_major` is set, when it is N × K (R = N, C = K).
@@ -60,6 +63,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from affinec.dialects.memory_effects import AccessesOperands
 from affinec.dialects.nvvm_intrinsics import IntrinsicOp
+from affinec.hardware.wgmma_layouts import swizzled
 
 CORE = 8
 """Rows and columns of a core matrix of 16-bit elements (8 rows of 16 bytes)."""
@@ -70,8 +74,19 @@ WGMMA_ROWS = 64
 WGMMA_STEP = 16
 """K of one f16/bf16 `wgmma` instruction."""
 
-SLABS = -1
-"""The pitch `tile_shape` gives a tile in column slabs (`[.., C/8, R, 8]`)."""
+SLABS = -16
+"""The pitch `tile_shape` gives a tile in unswizzled column slabs (`[.., C/8, R, 8]`);
+a tile in slabs swizzled with span S bytes has pitch -S (`slab_span`)."""
+
+
+_SLAB_WIDTHS = (8, 16, 32, 64)
+"""The columns of a slab: 16-byte rows (no swizzle), or 32, 64, 128 (swizzled)."""
+
+
+def slab_span(pitch: int) -> int:
+    """The bytes of a slab's row for a tile in column slabs (16: unswizzled; 32, 64
+    or 128: the swizzle span), 0 for any other layout."""
+    return -pitch if pitch < 0 else 0
 
 PRIVATE = 5
 SHARED = 3
@@ -94,17 +109,20 @@ def interleaved_offset(r, c, cols: int, pitch: int = CORE):
     )
 
 
-def slab_offset(r, c, rows: int):
-    """Where element (r, c) (ints, or integer arrays) of a tile of `rows` rows in
-    column slabs lies, in elements from its start."""
-    return (c // CORE) * rows * CORE + r * CORE + c % CORE
+def slab_offset(r, c, rows: int, span: int = 2 * CORE):
+    """Where element (r, c) (ints, or integer arrays) of a 16-bit tile of `rows`
+    rows in column slabs of `span`-byte rows (swizzled past 16) lies, in elements
+    from its start (itself on a multiple of 8 `span` bytes)."""
+    t = span // 2
+    inner = swizzled(r * span + (c % t) * 2, span if span > 2 * CORE else 0) // 2
+    return (c // t) * rows * t + inner
 
 
 def tile_offset(r, c, rows: int, cols: int, pitch: int):
     """Where element (r, c) of a `rows` x `cols` tile of the layout `pitch` tells
     (`tile_shape`) lies, in elements from its start."""
-    if pitch == SLABS:
-        return slab_offset(r, c, rows)
+    if pitch < 0:
+        return slab_offset(r, c, rows, slab_span(pitch))
     if pitch:
         return interleaved_offset(r, c, cols, pitch)
     return r * cols + c
@@ -125,8 +143,8 @@ def tile_shape(t: MemRefType, leading: int) -> tuple[int, int, int] | None:
     shape = list(t.get_shape())[leading:]
     if len(shape) == 2:
         return shape[0], shape[1], 0
-    if len(shape) == 3 and shape[2] == CORE and shape[1] % CORE == 0:
-        return shape[1], shape[0] * CORE, SLABS
+    if len(shape) == 3 and shape[2] in _SLAB_WIDTHS and shape[1] % CORE == 0:
+        return shape[1], shape[0] * shape[2], -2 * shape[2]
     if len(shape) == 4 and shape[3] == CORE and shape[2] >= CORE:
         return shape[0] * CORE, shape[1] * CORE, shape[2]
     return None
@@ -293,6 +311,7 @@ __all__ = [
     "interleaved_offset",
     "interleaved_shape",
     "slab_offset",
+    "slab_span",
     "tile_offset",
     "tile_shape",
 ]

@@ -62,6 +62,10 @@ class AffinecTmaCopies(ModulePass):
 
     name = "affinec-tma-copies"
 
+    swizzle: bool = True
+    """Lay each tile out in slabs as wide as 128 (64, 32) bytes, swizzled (one TMA
+    box per 64 columns of 16-bit elements); false: slabs of 8 columns, unswizzled."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
         plans = []
@@ -78,5 +82,5 @@ class AffinecTmaCopies(ModulePass):
                 )
             plans.append((grid, copies))
         for grid, copies in plans:
-            rewrite_tma(grid, copies)
+            rewrite_tma(grid, copies, self.swizzle)
             check_phases(grid)

@@ -23,7 +23,6 @@ from affinec.base.diagnostics import PassError
 from affinec.base.spec import ConvSpec, MatmulSpec
 from affinec.dialects import affine, nvgpu
 from affinec.dialects.affinec import GRID, mapping_of
-from affinec.dialects.affinec_wgmma import SLABS
 from affinec.driver.checking import Checker
 from affinec.driver.config import KernelConfig
 from affinec.driver.pipeline import Pipeline
@@ -96,7 +95,9 @@ def test_a_1x1_convolution_through_its_flattened_pixels():
     assert "cp.async.bulk.tensor.2d.shared::cluster.global" in compiled.ptx
     assert "wgmma.mma_async.sync.aligned.m64n40k16.f32.f16.f16" in compiled.ptx
     maps = [m for m in compiled.runtime_kernel().launches[0].tensor_maps if m]
-    assert [m.box for m in maps] == [(64, 8), (16, 8)]
+    # A's 64x16 tile one slab of 32-byte rows (swizzled so); B's 16x40, whose rows
+    # of 80 bytes no swizzle span divides, 5 slabs of 16 bytes
+    assert [(m.box, m.swizzle) for m in maps] == [((64, 16), 32), ((16, 8), 0)]
 
 
 # -- negative controls --------------------------------------------------------------
@@ -208,7 +209,13 @@ def test_a_wait_for_the_release_on_the_wrong_parity_is_caught():
     assert not result.ok, result.row()
 
 
+def _signed(value: int) -> int:
+    """A 64-bit pattern as the i64 constant holds it (a swizzle mode sets bit 63)."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
 def _set_constant(module, old: int, new: int) -> int:
+    old, new = _signed(old), _signed(new)
     found = 0
     for op in module.walk():
         value = getattr(op, "value", None)
@@ -223,30 +230,74 @@ def _set_constant(module, old: int, new: int) -> int:
     return found
 
 
+def _swizzle_off(config):
+    """The pipeline of `config` with affinec-tma-copies{swizzle=false}."""
+    from affinec.passes.affinec_tma_copies import AffinecTmaCopies
+
+    return [
+        AffinecTmaCopies(swizzle=False) if p.name == "affinec-tma-copies" else p
+        for p in _passes(config)
+    ]
+
+
+@pytest.mark.parametrize("swizzle", [True, False])
 @pytest.mark.parametrize("operand", ["A", "B"])
-def test_a_wrong_descriptor_field_of_a_slab_tile_gives_a_wrong_answer(operand):
+def test_a_wrong_descriptor_field_of_a_slab_tile_gives_a_wrong_answer(operand, swizzle):
     spec = MatmulSpec(64, 64, 64, "f16")
     module = build(spec)
-    Pipeline(_passes(_config())).run(module)
+    passes = _passes(_config()) if swizzle else _swizzle_off(_config())
+    Pipeline(passes).run(module)
     checker = Checker(spec)
     assert checker.check("lowered", module).ok
-    # A is 64x32 K-major, B 32x64 MN-major, each in column slabs: swap LBO, SBO
+    # A is 64x32 K-major, B 32x64 MN-major: swap the fields' two offsets (in slabs
+    # of 64- and 128-byte rows swizzled, or of 16-byte rows)
     rows, cols, k_major = (64, 32, True) if operand == "A" else (32, 64, False)
-    fields, _ = wgmma_fields(rows, cols, k_major, SLABS)
-    swapped = MatrixDescriptor(0, fields.stride, fields.leading, 0)
+    span = (64 if operand == "A" else 128) if swizzle else 16
+    fields, _ = wgmma_fields(rows, cols, k_major, -span)
+    assert fields.swizzle == (span if swizzle else 0)
+    swapped = MatrixDescriptor(0, fields.stride, fields.leading, fields.swizzle)
     assert _set_constant(module, fields.encode(), swapped.encode()) == 1
     assert not checker.check("swapped", module).ok
 
 
 def test_the_tiles_are_laid_out_in_slabs():
-    module = _loaded(MatmulSpec(128, 64, 64, "f16"), _config())
-    shapes = {
-        v.name_hint: v.type.get_shape()
-        for op in module.walk()
-        for v in op.results
-        if isinstance(v.type, MemRefType) and v.name_hint in ("A_shared", "B_shared")
+    spec = MatmulSpec(128, 64, 64, "f16")
+
+    def shapes(passes, spec=spec):
+        at = [p.name for p in passes].index("affinec-tma-copies")
+        module = build(spec)
+        Pipeline(passes[: at + 1]).run(module, check=True)
+        return {
+            v.name_hint: v.type.get_shape()
+            for op in module.walk()
+            for v in op.results
+            if isinstance(v.type, MemRefType)
+            and v.name_hint in ("A_shared", "B_shared")
+        }
+
+    # swizzled: A's rows of 32 columns one slab of 64 bytes, B's of 64 one of 128
+    assert shapes(_passes(_config())) == {
+        "A_shared": (2, 1, 64, 32),
+        "B_shared": (2, 1, 32, 64),
     }
-    assert shapes == {"A_shared": (2, 4, 64, 8), "B_shared": (2, 8, 32, 8)}
+    wide = _config(tile_sizes=(64, 128), reduction_tile_sizes=(64,))
+    assert shapes(_passes(wide), MatmulSpec(64, 128, 256, "f16")) == {
+        "A_shared": (2, 1, 64, 64),
+        "B_shared": (2, 2, 64, 64),
+    }
+    assert shapes(_swizzle_off(_config())) == {
+        "A_shared": (2, 4, 64, 8),
+        "B_shared": (2, 8, 32, 8),
+    }
+
+
+def test_a_tile_its_step_zeroes_keeps_unswizzled_slabs():
+    # K = 48 in steps of 32: the last step zeroes its tiles past the channels with
+    # element stores, which see no swizzle
+    spec = MatmulSpec(64, 64, 48, "f16")
+    module = build(spec)
+    Pipeline(_passes(_config(stages=1))).run(module, check=True)
+    assert "swizzle = none" in str(module)
 
 
 # -- refusals -----------------------------------------------------------------------

@@ -84,21 +84,27 @@ def tma_grid(grid: affine.ParallelOp) -> list[TileCopy] | None:
     return [tile_copy(b) for b in bands]
 
 
-def rewrite_tma(grid: affine.ParallelOp, copies: list[TileCopy]) -> None:
-    """Rewrite `grid` as the module says (in place)."""
+def rewrite_tma(
+    grid: affine.ParallelOp, copies: list[TileCopy], swizzle: bool = True
+) -> None:
+    """Rewrite `grid` as the module says (in place); without `swizzle`, every tile
+    in unswizzled slabs of 8 columns."""
     steps = [op for op in grid.walk() if isinstance(op, WarpgroupMmaStepOp)]
     tiles = list(dict.fromkeys(c.tile for c in copies))
     stages = _stages(copies, steps)
     threads = _threads(steps[0])
     per_stage = _copies_per_stage(copies, tiles)
     bar, init = _barriers(grid, stages, per_stage, threads)
-    maps: dict[tuple[SSAValue, int], SSAValue] = {}
+    widths = {t: _slab_width(t, copies, swizzle) for t in tiles}
+    maps: dict[tuple[SSAValue, int, int], SSAValue] = {}
     for c in copies:
-        if (c.source, c.shape[0]) not in maps:
-            maps[c.source, c.shape[0]] = _tensor_map(grid, c)
-    slabs = {t: _slab_tile(t) for t in tiles}
+        key = (c.source, c.shape[0], widths[c.tile])
+        if key not in maps:
+            maps[key] = _tensor_map(grid, c, widths[c.tile])
+    slabs = {t: _slab_tile(t, widths[t]) for t in tiles}
     for c in copies:
-        _load(c, slabs[c.tile], bar, maps[c.source, c.shape[0]], threads)
+        key = (c.source, c.shape[0], widths[c.tile])
+        _load(c, slabs[c.tile], bar, maps[key], threads, widths[c.tile])
     for t in tiles:
         for use in list(t.uses):
             if not isinstance(use.operation, WarpgroupMmaStepOp):
@@ -216,9 +222,31 @@ class _Closed(Builder):
         pass
 
 
-def _tensor_map(grid: affine.ParallelOp, c: TileCopy) -> SSAValue:
-    """The host's tensor map of `c`'s matrix, boxes of a slab (R x 8), made before
-    `grid`."""
+def _slab_width(tile: SSAValue, copies: list[TileCopy], swizzle: bool) -> int:
+    """The columns of the tile's slabs: as many as 128 (64, 32) bytes hold where
+    its columns are a multiple of them, the slabs swizzled with that span; 8 (16
+    bytes, no swizzle) where `swizzle` is off or something but its copies and the
+    `wgmma` steps touches the tile (an element access sees no swizzle)."""
+    t = tile.type
+    assert isinstance(t, MemRefType)
+    cols = t.get_shape()[-1]
+    copying = {c.copy for c in copies}
+    others = [
+        u.operation
+        for u in tile.uses
+        if u.operation not in copying
+        and not isinstance(u.operation, WarpgroupMmaStepOp)
+    ]
+    if swizzle and not others:
+        for span in (128, 64, 32):
+            if cols * 2 % span == 0:
+                return span // 2
+    return CORE
+
+
+def _tensor_map(grid: affine.ParallelOp, c: TileCopy, width: int) -> SSAValue:
+    """The host's tensor map of `c`'s matrix, boxes of a slab (R x `width`,
+    swizzled past 8 columns), made before `grid`."""
     rows, _ = c.shape
     t = c.source.type
     assert isinstance(t, MemRefType)
@@ -226,15 +254,18 @@ def _tensor_map(grid: affine.ParallelOp, c: TileCopy) -> SSAValue:
         raise PassError(c.copy, "the matrix TMA loads must be defined outside the grid")
     element = t.get_element_type()
     box = gpu.in_memory_space(
-        MemRefType(element, [rows, CORE]), gpu.WORKGROUP_ADDRESS_SPACE
+        MemRefType(element, [rows, width]), gpu.WORKGROUP_ADDRESS_SPACE
     )
-    kind = nvgpu.TensorMapDescriptorType(box)
+    span = width * 2
+    kind = nvgpu.TensorMapDescriptorType(
+        box, swizzle=f"swizzle_{span}b" if width > CORE else "none"
+    )
     block = grid.parent_block()
     assert block is not None
     cast = CastOp(
         operands=[c.source], result_types=[UnrankedMemRefType.from_type(element)]
     )
-    sizes = [arith.ConstantOp(IntegerAttr(n, IndexType())) for n in (rows, CORE)]
+    sizes = [arith.ConstantOp(IntegerAttr(n, IndexType())) for n in (rows, width)]
     create = nvgpu.TmaCreateDescriptorOp(cast.dest, [s.result for s in sizes], kind)
     name = c.source.name_hint or "matrix"
     create.tensorMap.name_hint = f"{name}_map"
@@ -244,16 +275,21 @@ def _tensor_map(grid: affine.ParallelOp, c: TileCopy) -> SSAValue:
     return create.tensorMap
 
 
-def _slab_tile(tile: SSAValue) -> SSAValue:
+def _slab_tile(tile: SSAValue, width: int) -> SSAValue:
     t = tile.type
     alloc = tile.owner
     assert isinstance(t, MemRefType) and isinstance(alloc, Operation)
     *lead, rows, cols = t.get_shape()
-    return reallocated_shared(alloc, [*lead, cols // CORE, rows, CORE]).memref
+    return reallocated_shared(alloc, [*lead, cols // width, rows, width]).memref
 
 
 def _load(
-    c: TileCopy, slabs: SSAValue, bar: SSAValue, tensor_map: SSAValue, threads: int
+    c: TileCopy,
+    slabs: SSAValue,
+    bar: SSAValue,
+    tensor_map: SSAValue,
+    threads: int,
+    width: int,
 ) -> None:
     """`c`'s band replaced by thread 0's expect_tx and TMA loads, one per slab."""
     b, then = _thread_zero(threads, c.band)
@@ -269,9 +305,9 @@ def _load(
     t = slabs.type
     assert isinstance(t, MemRefType)
     lead = [c.stage] if c.stage is not None else []
-    for j in range(cols // CORE):
-        x = then.apply(AffineExpr.dimension(0) + j * CORE, [col])
-        view = _slab_view(slabs, lead, j, rows)
+    for j in range(cols // width):
+        x = then.apply(AffineExpr.dimension(0) + j * width, [col])
+        view = _slab_view(slabs, lead, j, rows, width)
         then.add(view)
         then.add(nvgpu.TmaAsyncLoadOp(tensor_map, [x, row], bar, stage, view.result))
     then.close()
@@ -280,18 +316,18 @@ def _load(
 
 
 def _slab_view(
-    slabs: SSAValue, lead: Sequence[SSAValue], j: int, rows: int
+    slabs: SSAValue, lead: Sequence[SSAValue], j: int, rows: int, width: int
 ) -> memref.SubviewOp:
-    """Slab `j` (R x 8, contiguous) of the tile's stage `lead`."""
+    """Slab `j` (R x `width`, contiguous) of the tile's stage `lead`."""
     t = slabs.type
     assert isinstance(t, MemRefType)
     shape = t.get_shape()
     dynamic = bool(lead)
-    offset = j * rows * CORE
-    layout = StridedLayoutAttr([CORE, 1], None if dynamic else offset)
-    result = MemRefType(t.get_element_type(), [rows, CORE], layout, t.memory_space)
+    offset = j * rows * width
+    layout = StridedLayoutAttr([width, 1], None if dynamic else offset)
+    result = MemRefType(t.get_element_type(), [rows, width], layout, t.memory_space)
     offsets: list[SSAValue | int] = [*lead, j, 0, 0]
-    sizes = [*[1] * (len(shape) - 2), rows, CORE]
+    sizes = [*[1] * (len(shape) - 2), rows, width]
     return memref.SubviewOp.get(slabs, offsets, sizes, [1] * len(shape), result)
 
 

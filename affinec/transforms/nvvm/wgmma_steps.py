@@ -45,13 +45,13 @@ from affinec.dialects import nvvm
 from affinec.dialects.affinec import ElementPointerOp
 from affinec.dialects.affinec_wgmma import (
     CORE,
-    SLABS,
     WGMMA_STEP,
     FenceProxyAsyncSharedOp,
     WarpgroupMmaStepOp,
+    slab_span,
 )
 from affinec.dialects.nvvm_mma import MMALayout, MMALayoutAttr
-from affinec.hardware.wgmma_layouts import MatrixDescriptor
+from affinec.hardware.wgmma_layouts import MatrixDescriptor, TileLayout
 from affinec.transforms.nvvm.nvgpu_to_nvvm import Lowered, lowers
 
 ROW_BYTES = 16
@@ -61,12 +61,19 @@ ROW_BYTES = 16
 def wgmma_fields(
     rows: int, cols: int, k_major: bool, pitch: int = CORE
 ) -> tuple[MatrixDescriptor, int]:
-    """The descriptor (start 0, no swizzle) of an interleaved tile of `rows` x
-    `cols` 16-bit elements, core matrices `pitch` 16-byte rows apart (or, `pitch`
-    `SLABS`, in column slabs: the core matrices of a column of them one after the
-    other), read K-major (columns K) or MN-major (rows K), and the bytes one step of
-    16 along K moves its start."""
-    if pitch == SLABS:
+    """The descriptor (start 0) of an interleaved tile of `rows` x `cols` 16-bit
+    elements, core matrices `pitch` 16-byte rows apart (or, `pitch` negative, in
+    column slabs of `slab_span(pitch)`-byte rows: unswizzled, the core matrices of a
+    column of them one after the other; swizzled, rows of the span), read K-major
+    (columns K) or MN-major (rows K), and the bytes one step of 16 along K moves
+    its start (within a slab: `k_offsets` has every step's)."""
+    span = slab_span(pitch)
+    if span > ROW_BYTES:  # swizzled slabs, as TMA writes them
+        layout = TileLayout(rows, cols, 2, span)
+        if k_major:
+            return layout.k_major(), layout.k_offset(WGMMA_STEP, True)
+        return layout.mn_major(), layout.k_offset(WGMMA_STEP, False)
+    if span:
         down = CORE * ROW_BYTES  # to the next 8 rows
         right = rows * ROW_BYTES  # to the next 8 columns: the next slab
         if k_major:
@@ -77,6 +84,18 @@ def wgmma_fields(
     if k_major:
         return MatrixDescriptor(0, core, across, 0), 2 * core
     return MatrixDescriptor(0, across, core, 0), 2 * across
+
+
+def k_offsets(rows: int, cols: int, k_major: bool, pitch: int, k: int) -> list[int]:
+    """Where each step of 16 along K of the tile (`wgmma_fields`) starts, in bytes
+    from the tile's start (a K-major step of swizzled slabs moves within a slab,
+    then to the next)."""
+    span = slab_span(pitch)
+    if span > ROW_BYTES:
+        layout = TileLayout(rows, cols, 2, span)
+        return [layout.k_offset(s, k_major) for s in range(0, k, WGMMA_STEP)]
+    _, step = wgmma_fields(rows, cols, k_major, pitch)
+    return [s * step for s in range(k // WGMMA_STEP)]
 
 
 def _index(value: int, ops: list[Operation]) -> SSAValue:
@@ -122,28 +141,30 @@ def _lower_step(op: Operation) -> Lowered:
     ops: list[Operation] = []
     zero = _index(0, ops)
     *lead_a, row = op.a_indices
-    if pitch_a == SLABS:  # row `row` of the first slab
+    if pitch_a < 0:  # row `row` of the first slab
         start_a = _start_field(op.a, [*lead_a, zero, row, zero], ops)
     else:
         group = arith.DivUIOp(row, _index(CORE, ops))
         ops.append(group)
         start_a = _start_field(op.a, [*lead_a, group.result, zero, zero, zero], ops)
-    tail_b = 3 if pitch_b == SLABS else 4
+    tail_b = 3 if pitch_b < 0 else 4
     start_b = _start_field(op.b, [*op.b_indices, *[zero] * tail_b], ops)
-    fields_a, step_a = wgmma_fields(rows_a, k, True, pitch_a)
-    fields_b, step_b = wgmma_fields(rows_b, cols_b, b_k_major, pitch_b)
+    fields_a, _ = wgmma_fields(rows_a, k, True, pitch_a)
+    fields_b, _ = wgmma_fields(rows_b, cols_b, b_k_major, pitch_b)
+    steps_a = k_offsets(rows_a, k, True, pitch_a, k)
+    steps_b = k_offsets(rows_b, cols_b, b_k_major, pitch_b, k)
     encoded_a = _i64(fields_a.encode(), ops)
     encoded_b = _i64(fields_b.encode(), ops)
     descriptors: list[tuple[SSAValue, SSAValue]] = []
     for s in range(k // WGMMA_STEP):
         pair = []
-        for start, encoded, step in (
-            (start_a, encoded_a, step_a),
-            (start_b, encoded_b, step_b),
+        for start, encoded, offset in (
+            (start_a, encoded_a, steps_a[s]),
+            (start_b, encoded_b, steps_b[s]),
         ):
             value = start
-            if s:
-                moved = arith.AddiOp(value, _i64(s * step >> 4, ops))
+            if offset:
+                moved = arith.AddiOp(value, _i64(offset >> 4, ops))
                 ops.append(moved)
                 value = moved.result
             full = arith.OrIOp(value, encoded)
@@ -180,4 +201,4 @@ def _lower_step(op: Operation) -> Lowered:
     return ops, []
 
 
-__all__ = ["wgmma_fields"]
+__all__ = ["k_offsets", "wgmma_fields"]

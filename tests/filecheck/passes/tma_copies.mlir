@@ -1,29 +1,32 @@
 // RUN: affinec-opt %s -p 'affine-loop-tile{tile-sizes=64,64 reduction-tile-sizes=32},affinec-split,affinec-sink,affinec-canonicalize,affine-data-copy-generate{fast-mem-capacity=227 generate-dma=true reduction-innermost=true},affine-pipeline-data-transfer{stages=2},affinec-place-buffers,affinec-stage-output,affinec-insert-barriers,affinec-wgmma,affinec-tma-copies' | filecheck %s
 // RUN: affinec-opt %s -p 'affine-loop-tile{tile-sizes=64,64 reduction-tile-sizes=32},affinec-split,affinec-sink,affinec-canonicalize,affine-data-copy-generate{fast-mem-capacity=227 generate-dma=true reduction-innermost=true},affine-pipeline-data-transfer{stages=2},affinec-place-buffers,affinec-stage-output,affinec-insert-barriers,affinec-wgmma,affinec-tma-copies,affinec-map-threads,affinec-plan-shared-memory,affinec-convert-parallel-to-gpu,gpu-kernel-outlining,affinec-narrow-indices,lower-affine,cse,convert-nvgpu-to-nvvm' | filecheck %s --check-prefix=NVVM
 // RUN: affinec-opt %s -p 'affine-loop-tile{tile-sizes=64,64 reduction-tile-sizes=32},affinec-split,affinec-sink,affinec-canonicalize,affine-data-copy-generate{fast-mem-capacity=227 generate-dma=true reduction-innermost=true},affine-pipeline-data-transfer{stages=2},affinec-place-buffers,affinec-stage-output,affinec-insert-barriers,affinec-wgmma,affinec-tma-copies' | affinec-opt - | filecheck %s
+// RUN: affinec-opt %s -p 'affine-loop-tile{tile-sizes=64,64 reduction-tile-sizes=32},affinec-split,affinec-sink,affinec-canonicalize,affine-data-copy-generate{fast-mem-capacity=227 generate-dma=true reduction-innermost=true},affine-pipeline-data-transfer{stages=2},affinec-place-buffers,affinec-stage-output,affinec-insert-barriers,affinec-wgmma,affinec-tma-copies{swizzle=false}' | filecheck %s --check-prefix=PLAIN
 
 // A 128x64x64 f16 product on the tensor-core route for sm_90a, 64x64 blocks, steps
 // of 32 in two stages (the IR of wgmma_pipeline.mlir). affinec-tma-copies makes a
-// tensor map of A (boxes of 64 rows x 8 columns) and of B (32 x 8) on the host, lays
-// the tiles out in column slabs (A 2 x 4 slabs of 64 x 8, B 2 x 8 of 32 x 8), and
-// makes a barrier per stage that thread 0 initializes to 2 arrivals (A and B). Each
-// copy band becomes one thread's arrive.expect_tx of the tile's bytes (4096) and one
-// TMA load per slab; each wgmma step waits, every thread, on its stage (t mod 2) at
-// the parity of the stage's use ((t floordiv 2) mod 2), with no cp.async group or
-// wait left. The stages are handed back on a second barrier each (stage_released,
-// one arrival per warpgroup: 1 here): the warpgroup's first thread arrives after
-// its step, and the thread loading step t + 1 into stage (t + 1) mod 2 waits, from
-// the stage's second use on (t >= 1), for the phase of step t - 1; no gpu.barrier
-// is left in the loop, the one before the epilogue stays (CHECK, also after
-// printing and parsing again). Lowered, the loads are
-// cp.async.bulk.tensor into the slabs and the kernel takes the tensor maps as
-// grid-constant parameters (NVVM). (tma_copies_refused.mlir: a matrix TMA cannot
-// load.)
+// tensor map of A and of B on the host and lays each tile out in slabs as wide as
+// its rows' bytes allow a swizzle: A's 64x32 tile one slab of 64-byte rows (box
+// 64 x 32, swizzle_64b), B's 32x64 one of 128-byte rows (box 32 x 64,
+// swizzle_128b); it makes a barrier per stage that thread 0 initializes to 2
+// arrivals (A and B). Each copy band becomes one thread's arrive.expect_tx of the
+// tile's bytes (4096) and one TMA load per slab; each wgmma step waits, every
+// thread, on its stage (t mod 2) at the parity of the stage's use ((t floordiv 2)
+// mod 2), with no cp.async group or wait left. The stages are handed back on a
+// second barrier each (stage_released, one arrival per warpgroup: 1 here): the
+// warpgroup's first thread arrives after its step, and the thread loading step
+// t + 1 into stage (t + 1) mod 2 waits, from the stage's second use on (t >= 1),
+// for the phase of step t - 1; no gpu.barrier is left in the loop, the one before
+// the epilogue stays (CHECK, also after printing and parsing again). Lowered, the
+// loads are cp.async.bulk.tensor into the slabs and the kernel takes the tensor
+// maps as grid-constant parameters (NVVM). Without the swizzle, slabs of 8 columns
+// (16-byte rows): boxes of 64 x 8 and 32 x 8, 4 loads of A and 8 of B a stage
+// (PLAIN). (tma_copies_refused.mlir: a matrix TMA cannot load.)
 
-// CHECK:      %A_map = nvgpu.tma.create.descriptor %{{.+}} box[%{{.+}}, %{{.+}}] : memref<*xf16> -> !nvgpu.tensormap.descriptor<tensor = memref<64x8xf16, 3 : i64>, swizzle = none, l2promo = none, oob = zero, interleave = none>
-// CHECK:      %B_map = nvgpu.tma.create.descriptor %{{.+}} box[%{{.+}}, %{{.+}}] : memref<*xf16> -> !nvgpu.tensormap.descriptor<tensor = memref<32x8xf16, 3 : i64>, swizzle = none, l2promo = none, oob = zero, interleave = none>
-// CHECK:      %B_shared = memref.alloc() : memref<2x8x32x8xf16, 3 : i64>
-// CHECK-NEXT: %A_shared = memref.alloc() : memref<2x4x64x8xf16, 3 : i64>
+// CHECK:      %A_map = nvgpu.tma.create.descriptor %{{.+}} box[%{{.+}}, %{{.+}}] : memref<*xf16> -> !nvgpu.tensormap.descriptor<tensor = memref<64x32xf16, 3 : i64>, swizzle = swizzle_64b, l2promo = none, oob = zero, interleave = none>
+// CHECK:      %B_map = nvgpu.tma.create.descriptor %{{.+}} box[%{{.+}}, %{{.+}}] : memref<*xf16> -> !nvgpu.tensormap.descriptor<tensor = memref<32x64xf16, 3 : i64>, swizzle = swizzle_128b, l2promo = none, oob = zero, interleave = none>
+// CHECK:      %B_shared = memref.alloc() : memref<2x1x32x64xf16, 3 : i64>
+// CHECK-NEXT: %A_shared = memref.alloc() : memref<2x1x64x32xf16, 3 : i64>
 // CHECK:      %stage_barriers = nvgpu.mbarrier.create -> !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = 2>
 // CHECK-NEXT: %stage_released = nvgpu.mbarrier.create -> !nvgpu.mbarrier.group<memorySpace = #gpu.address_space<workgroup>, num_barriers = 2>
 // CHECK:      affine.parallel (%{{.+}}) = (0) to (1) {
@@ -37,9 +40,15 @@
 // CHECK-NEXT: gpu.barrier
 // CHECK:      %[[BYTES:.+]] = arith.constant 4096 : index
 // CHECK-NEXT: nvgpu.mbarrier.arrive.expect_tx %stage_barriers[%[[S0:.+]]], %[[BYTES]]
-// CHECK-COUNT-4: nvgpu.tma.async.load %A_map[%{{.+}}, %{{.+}}], %stage_barriers[%[[S0]]] to %{{.+}} : {{.+}} -> memref<64x8xf16, strided<[8, 1], offset: ?>, 3 : i64>
+// CHECK:      nvgpu.tma.async.load %A_map[%{{.+}}, %{{.+}}], %stage_barriers[%[[S0]]] to %{{.+}} : {{.+}} -> memref<64x32xf16, strided<[32, 1], offset: ?>, 3 : i64>
+// CHECK-NOT:  nvgpu.tma.async.load %A_map
 // CHECK:      nvgpu.mbarrier.arrive.expect_tx %stage_barriers[%[[S0]]]
-// CHECK-COUNT-8: nvgpu.tma.async.load %B_map
+// CHECK-NEXT: affine.apply
+// CHECK-NEXT: affine.apply
+// CHECK-NEXT: affine.apply
+// CHECK-NEXT: memref.subview
+// CHECK-NEXT: nvgpu.tma.async.load %B_map{{.+}} -> memref<32x64xf16, strided<[64, 1], offset: ?>, 3 : i64>
+// CHECK-NEXT: } {affinec.mapping = "block"}
 // CHECK:      affine.for %t = 0 to 2 {
 // CHECK-NOT:    gpu.barrier
 // CHECK:        %[[NEXT:.+]] = affine.apply affine_map<(d0) -> ((d0 + 1) mod 2)>(%t)
@@ -55,7 +64,7 @@
 // CHECK:          nvgpu.mbarrier.try_wait.parity %stage_barriers[%[[STAGE]]], %[[ODD]], %{{.+}}
 // CHECK:        } {affinec.mapping = "thread"}
 // CHECK-NEXT:   affine.parallel (%{{.+}}) = (0) to (128) {
-// CHECK:          affinec.warpgroup_mma %fragments, %A_shared[%{{.+}}, %row], %B_shared[%{{.+}}] : memref<1x8x4xf32, 5 : i64>, memref<2x4x64x8xf16, 3 : i64>, memref<2x8x32x8xf16, 3 : i64>
+// CHECK:          affinec.warpgroup_mma %fragments, %A_shared[%{{.+}}, %row], %B_shared[%{{.+}}] : memref<1x8x4xf32, 5 : i64>, memref<2x1x64x32xf16, 3 : i64>, memref<2x1x32x64xf16, 3 : i64>
 // CHECK:        affine.parallel (%[[TX:.+]]) = (0) to (128) {
 // CHECK-NEXT:     affine.if affine_set<(d0) : (d0 mod 128 == 0)>(%[[TX]]) {
 // CHECK-NEXT:       nvgpu.mbarrier.arrive %stage_released[%[[STAGE]]]
@@ -72,6 +81,15 @@
 // NVVM:      nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.+}}, %{{.+}}, %{{.+}}, box[%{{.+}}, %{{.+}}]
 // NVVM:      nvvm.mbarrier.try_wait.parity
 // NVVM:      nvvm.wgmma.mma_async
+
+// PLAIN:      %A_map = nvgpu.tma.create.descriptor {{.+}} -> !nvgpu.tensormap.descriptor<tensor = memref<64x8xf16, 3 : i64>, swizzle = none, l2promo = none, oob = zero, interleave = none>
+// PLAIN:      %B_map = nvgpu.tma.create.descriptor {{.+}} -> !nvgpu.tensormap.descriptor<tensor = memref<32x8xf16, 3 : i64>, swizzle = none, l2promo = none, oob = zero, interleave = none>
+// PLAIN:      %B_shared = memref.alloc() : memref<2x8x32x8xf16, 3 : i64>
+// PLAIN-NEXT: %A_shared = memref.alloc() : memref<2x4x64x8xf16, 3 : i64>
+// PLAIN:      nvgpu.mbarrier.arrive.expect_tx
+// PLAIN-COUNT-4: nvgpu.tma.async.load %A_map[%{{.+}}, %{{.+}}], %stage_barriers[%{{.+}}] to %{{.+}} : {{.+}} -> memref<64x8xf16, strided<[8, 1], offset: ?>, 3 : i64>
+// PLAIN:      nvgpu.mbarrier.arrive.expect_tx
+// PLAIN-COUNT-8: nvgpu.tma.async.load %B_map
 
 builtin.module attributes {affinec.spec = "matmul m=128 n=64 k=64 dtype=f16 epilogue=none", affinec.target = #nvvm.target<O = 3, chip = "sm_90a", features = "+ptx80">} {
   func.func @matmul(%A: memref<128x64xf16>, %B: memref<64x64xf16>, %C: memref<128x64xf16>) {
