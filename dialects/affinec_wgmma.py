@@ -88,6 +88,7 @@ def slab_span(pitch: int) -> int:
     or 128: the swizzle span), 0 for any other layout."""
     return -pitch if pitch < 0 else 0
 
+
 PRIVATE = 5
 SHARED = 3
 
