@@ -302,3 +302,21 @@ def test_a_dense_convolutions_chunks_keep_every_level_equal(spec, data):
     )
     stores = _checked(spec, config)
     assert bool(stores) == (spec.k % tiles[channels] == 0)
+
+
+def test_the_shared_tiles_are_padded_for_the_16_byte_loads():
+    # the accumulation reads each tap's 8 channels as one 16-byte vector, which the
+    # bank model sees: the planner pads the input tile's rows so that a phase of 8
+    # lanes (two rows of four vectors) hits every bank once
+    from affinec.transforms.gpu.bands import grid_parallels
+    from affinec.transforms.gpu.bank_conflicts import conflicts
+
+    spec = _mobilenet_v2_first_depthwise()
+    passes = default_passes(config_for(spec))
+    names = [p.name for p in passes]
+    module = build(spec)
+    Pipeline(passes[: names.index("affinec-plan-shared-memory") + 1]).run(module)
+    (grid,) = grid_parallels(module)
+    loads = [a for a in conflicts(grid) if isinstance(a.op, affine.VectorLoadOp)]
+    assert {a.buffer.name_hint for a in loads} == {"input_shared", "filter_shared"}
+    assert all(a.wavefronts == a.ideal for a in loads)

@@ -225,9 +225,9 @@ def _chunk_copies(
         copy = [o.clone(value_mapper=mapping) for o in innermost]
         clones = [x for o in copy for x in o.walk()]
         where = {id(x): y for x, y in zip(originals, clones, strict=True)}
-        store = where[id(chunks.store)]
+        store = None if chunks.store is None else where[id(chunks.store)]
         loads = tuple(where[id(x)] for x in chunks.loads)
-        assert isinstance(store, affine.StoreOp)
+        assert store is None or isinstance(store, affine.StoreOp)
         assert all(isinstance(x, affine.LoadOp) for x in loads)
         found.append(ChunkAccesses(store, loads))  # pyright: ignore[reportArgumentType]
         copies.append(copy)

@@ -3,13 +3,21 @@
 // RUN: affinec-opt %s -p 'affine-loop-tile{tile-sizes=1,2,4,16 reduction-tile-sizes=3,3},affinec-split,affinec-sink,affine-data-copy-generate{fast-mem-capacity=227 generate-dma=true},affinec-place-buffers,affinec-insert-barriers,affinec-map-threads{register-tile=1,1,4,8 vector-width=8},affinec-plan-shared-memory,affinec-contract-fma,affinec-convert-parallel-to-gpu,gpu-kernel-outlining,affinec-narrow-indices,lower-affine,cse,convert-nvgpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{index-bitwidth=0 use-bare-ptr-memref-call-conv=true}' -t ptx | filecheck %s --check-prefix=PTX
 
 // A depthwise convolution (16 channels, bias) whose threads each own 4 pixels x 8
-// channels, the 8 contiguous: the write-back of each pixel's chunk is 8 copies of
+// channels, the 8 contiguous: each tap reads a pixel's 8 input channels and their
+// 8 filter taps as one 16-byte vector each from the shared tiles, the
+// accumulation element by element; the write-back of each pixel's chunk is 8 copies of
 // the epilogue packed into one vector and stored once, the bias read as one vector;
 // the chunk starts at a multiple of 8 channels (the block's 16, the thread's 8), so
 // the store is aligned to its 16 bytes: one st.global.v4.b32 a pixel. With blocks of
 // 12 channels (a partial tile over 16), a chunk may run past the channels: stored
 // element by element, under the guard.
 
+// CHECK:      %[[A:.*]] = affine.vector_load %input_shared[{{.*}}, %[[GA:.*]]] : memref<1x4x6x16xf16, 3 : i64>, vector<8xf16>
+// CHECK-NEXT: vector.extract %[[A]][0] : f16 from vector<8xf16>
+// CHECK:      %[[B:.*]] = affine.vector_load %filter_shared[%{{.*}}, %{{.*}}, 0, %[[GA]]] : memref<3x3x1x16xf16, 3 : i64>, vector<8xf16>
+// CHECK:      affine.store %{{.*}}, %acc[0, 0, %{{.*}}, %e0]
+// CHECK:      vector.extract %[[B]][7]
+// CHECK-NOT:  affine.load %input_shared
 // CHECK:      %[[ZERO:.*]] = vector.broadcast %{{.*}} : f16 to vector<8xf16>
 // CHECK:      %[[BIAS:.*]] = affine.vector_load %bias[%g0 * 16 + %[[G:.*]]] : memref<16xf16>, vector<8xf16>
 // CHECK-NEXT: vector.extract %[[BIAS]][0] : f16 from vector<8xf16>
