@@ -8,9 +8,11 @@
 # same process; every kernel checked against float64 before it is timed. Log and JSON
 # under $OUT (default /tmp/affinec-gpu); a table last: each layer's bandwidth floor
 # (its bytes at 3.35 TB/s), cuDNN, before, unfilled and after, and each network's
-# sums.
+# sums. Before the timing, compute-sanitizer's memcheck over the depthwise and SIMT
+# routes whose stores became vectors (scripts/gpu_sanitize.py; a misaligned 16-byte
+# access fails there), its exit status printed last.
 #
-#   scripts/gpu_depthwise.sh                 # about 3 minutes on one H100
+#   scripts/gpu_depthwise.sh                 # about 4 minutes on one H100
 #   BATCHES="32" scripts/gpu_depthwise.sh    # batch 32 only
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +22,22 @@ export PYTHONUNBUFFERED=1
 PY=scripts/gpu_python.sh
 BATCHES=${BATCHES:-1 32}
 JSON="$OUT/layer_sweep_depthwise_vectors.json"
+# The vector accesses under compute-sanitizer's memcheck first (a misaligned 16-byte
+# access is an error there): the depthwise and SIMT routes whose stores are vectors.
+ROUTES="depthwise-f16 simt-f32 simt-f32-nhwc-bias-relu residual-simt"
+# shellcheck disable=SC2086
+$PY scripts/gpu_sanitize.py --compile "$OUT/depthwise_kernels.pkl" --route $ROUTES \
+  > "$OUT/depthwise_memcheck.log" 2>&1
+if command -v compute-sanitizer > /dev/null; then
+  timeout 240 compute-sanitizer --tool memcheck --target-processes all \
+    --report-api-errors no --check-api-memory-access no --leak-check no \
+    --error-exitcode 3 $PY scripts/gpu_sanitize.py --run "$OUT/depthwise_kernels.pkl" \
+    >> "$OUT/depthwise_memcheck.log" 2>&1
+  memcheck=$?
+else
+  memcheck="no compute-sanitizer"
+fi
+echo "memcheck over $ROUTES: exit $memcheck (log: $OUT/depthwise_memcheck.log)"
 # shellcheck disable=SC2086
 timeout "${LIMIT_S:-540}" $PY benchmarks/layer_sweep.py \
   --network mobilenet_v2 efficientnet_b0 --batch $BATCHES --layers depthwise \
@@ -69,4 +87,5 @@ for res in data["results"]:
           f"{sums['after'] / sums['floor']:11.2f}")
 print(f"{data['gpu']}, cuDNN {data['cudnn']}, torch {data['torch']}, {data['date']}")
 EOF
+echo "memcheck over $ROUTES: exit $memcheck"
 exit "$status"
