@@ -34,7 +34,7 @@ def _compiled(spec, tuned: bool, arch: str):
 
         entry = TuningCache().lookup(tuning_key(spec), gpu_name())
         config = entry.config if entry is not None else None
-    return compile_to_ptx(spec, config or config_for(spec), arch=arch)
+    return compile_to_ptx(spec, config or config_for(spec, arch=arch), arch=arch)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,6 +74,13 @@ def main(argv: list[str] | None = None) -> int:
         "(config_for(spec, splits=1, flatten_pixels=False)), in the same run, and "
         "print that total beside config_for's (the filling rule before and after)",
     )
+    parser.add_argument(
+        "--arch",
+        choices=("sm_80", "sm_90", "sm_90a"),
+        help="compile and choose configurations for this architecture (default: "
+        "the current GPU's; sm_90a takes Hopper's instructions where config_for "
+        "chooses them)",
+    )
     parser.add_argument("--compile-only", action="store_true")
     parser.add_argument("--json")
     parser.add_argument("--plot")
@@ -84,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.compile_only and not cuda_available():
         parser.error("no CUDA GPU: use --compile-only")
-    arch = current_arch() if not args.compile_only else "sm_90"
+    arch = args.arch or (current_arch() if not args.compile_only else "sm_90")
     results = []
     for name in args.network:
         for batch in args.batch:

@@ -272,7 +272,10 @@ DEPTHWISE_ROW_PIXELS = 8
 """Output pixels of one row a thread of a depthwise convolution computes (NHWC):
 with the row's filter taps unrolled, neighbouring pixels read the same input
 columns, which LLVM then loads and converts once (8 pixels of a 3x3 window read 10
-columns a row instead of 24)."""
+columns a row instead of 24: MobileNetV2's 3x3 32 at 112^2 issues 13 16-byte
+shared loads and 104 conversions a filter row instead of 27 and 216). Chosen from
+the PTX, not yet timed: `scripts/gpu_depthwise.sh` times it against the rule
+before vectors (`strided_depthwise_config`)."""
 
 
 def depthwise_config(spec: ConvSpec, *, fill: bool = True) -> KernelConfig:
@@ -335,8 +338,9 @@ WARP_THREADS = 32
 
 def strided_depthwise_config(spec: ConvSpec) -> KernelConfig:
     """The configuration of a depthwise convolution before its channels moved in
-    vectors (and of one in NCHW): the SIMT route's tiles, the whole window a step,
-    each thread's channels strided across the block (`vector_width=1`)."""
+    vectors (and of one in NCHW): the SIMT route's tiles, the whole window a step;
+    in NHWC each thread's channels strided across the block (`vector_width=1`), in
+    NCHW its pixels in vectors where its row allows (the passes' own width)."""
     names = [n for n, _ in contraction_of(spec).output_index]
     extents = [e for _, e in contraction_of(spec).output_index]
     pixels = [names.index(x) for x in ("ow", "oh", "n")]
@@ -346,7 +350,7 @@ def strided_depthwise_config(spec: ConvSpec) -> KernelConfig:
         reduction_tile_sizes=(spec.r, spec.s),
         register_tile=tuple(registers),
         stages=DEPTHWISE_STAGES,
-        vector_width=1,
+        vector_width=1 if spec.layout == "nhwc" else 0,
     )
 
 
@@ -400,6 +404,8 @@ def filling_config_for(
         return base
     if isinstance(spec, ConvSpec) and spec.dynamic_batch:
         return base
+    if warpgroups := _warpgroup_product(spec, tf32, arch):
+        return warpgroups
     if short_product := _short_flattened_product(spec, tf32, arch):
         return short_product
     flatten = False
@@ -434,6 +440,58 @@ SMALL_PRODUCT_WAVES = 2
 fewer blocks than this many a multiprocessor takes `SMALL_PRODUCT_ROWS`-row tiles:
 twice the blocks, each on four warps of 32 x 32."""
 SMALL_PRODUCT_ROWS = 64
+
+
+WGMMA_PRODUCT_TILE = (128, 128)
+"""The block tile of a product `filling_config_for` puts on `affinec-wgmma`: two
+warpgroups of 64 rows, 128 columns each."""
+WGMMA_PRODUCT_STAGES = 4
+"""Its steps in flight: each step waits for its warpgroup MMAs before the next
+copy is issued, so more copies in flight hide more of the wait. Fitted on
+ResNet-50's 1x1 layers at batch 32 (H100, 2026-12-06,
+`scripts/gpu_wgmma_pipeline.py`): 3 stages lost to 4 on five of the eight layers the
+rule takes (1x1 1024->256 at 14^2: 20.5 against 14.4 us)."""
+WGMMA_MIN_CHANNELS = 128
+"""The fewest channels on each side of a product (reduced and produced) for
+`affinec-wgmma`: below, a block's work is a step or two of a 64-wide tile, and
+ResNet-50's 1x1s of 64 channels ran no faster on it than on `mma.sync`."""
+
+
+def _warpgroup_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None:
+    """On sm_90a, a product or a 1x1 convolution over its flattened pixels on
+    `affinec-wgmma` in `WGMMA_PRODUCT_TILE` tiles, `WGMMA_PRODUCT_STAGES` in flight,
+    the promotion's copies (`tma=False`), where both sides of the product have
+    `WGMMA_MIN_CHANNELS` or more and its tiles give every multiprocessor a block
+    (a smaller grid is left to the split reduction of `filling_config_for`); None
+    otherwise. Fitted on ResNet-50's 1x1s at batch 32 (their sum 0.717 -> 0.667 ms
+    predicted from the layers taken), reported on products and on ResNet-50 at
+    batch 8 and 16, which the fit never saw (docs/BENCHMARKS.md)."""
+    if arch != "sm_90a" or tf32:
+        return None
+    if isinstance(spec, ConvSpec) and flattens(spec):
+        product = flattened_spec(spec)
+    elif isinstance(spec, MatmulSpec):
+        product = spec
+    else:
+        return None
+    if min(product.k, product.n) < WGMMA_MIN_CHANNELS:
+        return None
+    flat = config_for(product, arch=arch, splits=1, flatten_pixels=False)
+    if not flat.mma:
+        return None
+    config = KernelConfig(
+        tile_sizes=WGMMA_PRODUCT_TILE,
+        reduction_tile_sizes=(MMA_STEP_BYTES // storage_bytes(product.dtype),),
+        mma=True,
+        tensor_core="wgmma",
+        tma=False,
+        stages=WGMMA_PRODUCT_STAGES,
+        stage_output=True,
+        flatten_pixels=product is not spec,
+    )
+    if grid_blocks(product, config) < MULTIPROCESSORS:
+        return None
+    return config
 
 
 def _short_flattened_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None:

@@ -1,0 +1,67 @@
+"""`config_for`'s rule for sm_90a: products and 1x1 convolutions over their flattened
+pixels on `affinec-wgmma` where both sides of the product are wide and the tiles fill
+the chip; everything else as on sm_90."""
+
+import pytest
+
+from affinec.base.spec import ConvSpec, MatmulSpec
+from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import (
+    MULTIPROCESSORS,
+    WGMMA_PRODUCT_STAGES,
+    WGMMA_PRODUCT_TILE,
+    config_for,
+    grid_blocks,
+)
+from affinec.frontend.networks import network
+
+
+def _layer(name: str, batch: int) -> ConvSpec:
+    (layer,) = [x for x in network("resnet50", batch) if x.name == name]
+    return layer.spec
+
+
+def test_a_wide_1x1_at_batch_32_goes_to_warpgroups_on_sm_90a_only():
+    spec = _layer("stage4 1x1 512-256 @28", 32)
+    config = config_for(spec, arch="sm_90a")
+    assert config.tensor_core == "wgmma" and config.flatten_pixels
+    assert config.tile_sizes == WGMMA_PRODUCT_TILE
+    assert config.stages == WGMMA_PRODUCT_STAGES and not config.tma
+    assert config_for(spec, arch="sm_90").tensor_core == "mma.sync"
+
+
+@pytest.mark.parametrize(
+    "name, batch, why",
+    [
+        ("stage5 1x1 2048-512 @7", 32, "52 blocks of 128x128: split instead"),
+        ("stage2 1x1 256-64 @56", 32, "64 output channels"),
+        ("stage2 1x1 64-256 @56", 32, "64 channels reduced"),
+        ("stage4 1x1 512-256 @28", 1, "a grid of 13 blocks"),
+        ("stage4 3x3 256 @14", 32, "a filter with taps"),
+    ],
+)
+def test_narrow_or_small_products_stay_on_mma_sync(name, batch, why):
+    assert config_for(_layer(name, batch), arch="sm_90a").tensor_core == "mma.sync", why
+
+
+def test_products_that_fill_the_chip_take_it_too():
+    big = MatmulSpec(4096, 4096, 1024, "f16")
+    assert config_for(big, arch="sm_90a").tensor_core == "wgmma"
+    small = MatmulSpec(512, 512, 512, "f16")
+    assert grid_blocks(small, config_for(big, arch="sm_90a")) < MULTIPROCESSORS
+    assert config_for(small, arch="sm_90a").tensor_core == "mma.sync"
+    assert (
+        config_for(MatmulSpec(4096, 4096, 1024, "f32"), arch="sm_90a").tensor_core
+        != "wgmma"
+    )
+
+
+def test_the_rules_configuration_is_checked_by_the_interpreter_at_every_pass():
+    # the rule's configuration on a 1x1 convolution small enough to interpret: one
+    # block of 128 x 128, three steps of the reduction
+    config = config_for(_layer("stage4 1x1 512-256 @28", 32), arch="sm_90a")
+    spec = ConvSpec(
+        1, 192, 16, 16, 128, 1, 1, layout="nhwc", filter_layout="rsck", dtype="f16"
+    )
+    compiled = compile_to_ptx(spec, config, arch="sm_90a", check=True)
+    assert "wgmma.mma_async" in compiled.ptx
