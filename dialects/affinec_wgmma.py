@@ -12,7 +12,10 @@ pipeline stage), B the whole tile `%B_shared`, K the tiles' common extent, and C
 and D each thread's registers of the m64nN accumulator in its private
 `%fragments` (N/8 × 4 floats: register j of `wgmma`'s fragment is element
 [0, j / 4, j % 4], the layout of N/8 `mma.sync` m16n8 fragments of its warp).
-It is synchronous: every `wgmma` it issues has finished when it returns.
+It is synchronous — every `wgmma` it issues has finished when it returns — unless
+`{pending = 1}`: then its `wgmma`s may still run (reading the tiles) until the
+warpgroup's next step returns or an `nvvm.wgmma.wait.group.sync.aligned 0`; its
+registers are the accumulator's all the same (the next step accumulates on them).
 
 A tile is read in one of three layouts, told by its rank (the leading indices plus
 2, 3 or 4):
@@ -45,8 +48,10 @@ from xdsl.dialects.builtin import (
     Float16Type,
     Float32Type,
     IndexType,
+    IntegerAttr,
     MemRefType,
     UnitAttr,
+    i64,
 )
 from xdsl.ir import Attribute, SSAValue
 from xdsl.irdl import (
@@ -166,6 +171,8 @@ class WarpgroupMmaStepOp(IRDLOperation):
     b = operand_def(MemRefType)
     b_indices = var_operand_def(IndexType)
     b_k_major = opt_prop_def(UnitAttr)
+    pending = opt_prop_def(IntegerAttr)
+    """Steps of the warpgroup left in flight when it returns (0 or 1; absent: 0)."""
 
     traits = traits_def(
         AccessesOperands(reads=("fragments", "a", "b"), writes=("fragments",))
@@ -185,10 +192,14 @@ class WarpgroupMmaStepOp(IRDLOperation):
         b: SSAValue,
         b_indices,
         b_k_major: bool = False,
+        pending: int = 0,
     ):
         super().__init__(
             operands=[fragments, a, list(a_indices), b, list(b_indices)],
-            properties={"b_k_major": UnitAttr() if b_k_major else None},
+            properties={
+                "b_k_major": UnitAttr() if b_k_major else None,
+                "pending": IntegerAttr(pending, i64) if pending else None,
+            },
         )
 
     def a_tile(self) -> tuple[int, int, int]:
@@ -217,6 +228,11 @@ class WarpgroupMmaStepOp(IRDLOperation):
         if buffer is self.b:
             return list(self.b_indices)
         return None
+
+    @property
+    def groups_left(self) -> int:
+        """`pending`, 0 when absent."""
+        return 0 if self.pending is None else self.pending.value.data
 
     @property
     def n(self) -> int:
@@ -265,6 +281,10 @@ class WarpgroupMmaStepOp(IRDLOperation):
                     f"{what} ({t}) is no row-major, interleaved or slab tile past "
                     f"its {max(leading, 0)} leading indices"
                 )
+        if self.groups_left not in (0, 1):
+            raise VerifyException(
+                f"pending is 0 or 1 (steps left in flight), got {self.groups_left}"
+            )
         rows_a, k, _ = self.a_tile()
         rows_b, cols_b, _ = self.b_tile()
         kb, nb = (cols_b, rows_b) if self.b_k_major else (rows_b, cols_b)

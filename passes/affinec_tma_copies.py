@@ -66,6 +66,10 @@ class AffinecTmaCopies(ModulePass):
     """Lay each tile out in slabs as wide as 128 (64, 32) bytes, swizzled (one TMA
     box per 64 columns of 16-bit elements); false: slabs of 8 columns, unswizzled."""
 
+    in_flight: bool = False
+    """With 3 stages or more: each step's MMAs left in flight until the next step
+    (`wgmma.wait_group 1`), its stage handed back a step later."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         require_affinec_dialects(op)
         plans = []
@@ -82,5 +86,5 @@ class AffinecTmaCopies(ModulePass):
                 )
             plans.append((grid, copies))
         for grid, copies in plans:
-            rewrite_tma(grid, copies, self.swizzle)
+            rewrite_tma(grid, copies, self.swizzle, self.in_flight)
             check_phases(grid)

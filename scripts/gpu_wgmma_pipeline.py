@@ -2,8 +2,9 @@
 H100: matrix products and ResNet-50's 1x1 convolutions (through their flattened
 pixels), each checked against float64 on the GPU first, then timed: the pipeline's
 wgmma with the tiles loaded by TMA on mbarrier stages (`affinec-tma-copies`, route
-`pipeline tma`) and with the promotion's cp.async copies (`tma=False`, route
-`pipeline cp.async`), against the Hopper template route (`wgmma=True`,
+`pipeline tma`), the same with each step's MMAs left in flight
+(`affinec-tma-copies{in-flight=true}`, route `pipeline in-flight`) and with the
+promotion's cp.async copies (`tma=False`, route `pipeline cp.async`), against the Hopper template route (`wgmma=True`,
 affinec-wgmma-gemm), the mma.sync route (`config_for`'s configuration) and torch
 (cuBLAS for products, cuDNN for convolutions), all in the same run.
 
@@ -44,7 +45,7 @@ TILES = [  # rows, columns, K step, stages of the new route
     (64, 128, 64, 4),
 ]
 
-PIPELINE_ROUTES = ("pipeline tma", "pipeline cp.async")
+PIPELINE_ROUTES = ("pipeline tma", "pipeline in-flight", "pipeline cp.async")
 
 
 @dataclass
@@ -112,8 +113,8 @@ def routes(spec: Spec) -> list[tuple[str, KernelConfig | None, str]]:
     """(route, configuration, note) of every kernel measured for `spec`: the note
     says why a route has no configuration."""
     out: list[tuple[str, KernelConfig | None, str]] = [
-        (route, c, "")
-        for route, tma in zip(PIPELINE_ROUTES, (True, False), strict=True)
+        (route, c, "in-flight" if route == "pipeline in-flight" else "")
+        for route, tma in zip(PIPELINE_ROUTES, (True, True, False), strict=True)
         for c in wgmma_configs(spec, tma)
     ]
     try:
@@ -124,7 +125,19 @@ def routes(spec: Spec) -> list[tuple[str, KernelConfig | None, str]]:
     return out
 
 
-def compile_route(spec_text: str, knobs: dict) -> dict:
+def in_flight_passes(config: KernelConfig) -> list:
+    """The route's passes with affinec-tma-copies leaving each step's MMAs in
+    flight."""
+    from affinec.driver.pipelines import default_passes
+    from affinec.passes.affinec_tma_copies import AffinecTmaCopies
+
+    return [
+        AffinecTmaCopies(in_flight=True) if p.name == "affinec-tma-copies" else p
+        for p in default_passes(config)
+    ]
+
+
+def compile_route(spec_text: str, knobs: dict, in_flight: bool = False) -> dict:
     """Compile one kernel (what a worker process runs: picklable in and out): the
     runtime kernel and ptxas's figures, or why it was refused."""
     from affinec.base.spec import parse_spec
@@ -133,7 +146,8 @@ def compile_route(spec_text: str, knobs: dict) -> dict:
     spec, config = parse_spec(spec_text), config_from_json(knobs)
     start = time.perf_counter()
     try:
-        compiled = compile_to_ptx(spec, config, arch=ARCH)
+        pipeline = in_flight_passes(config) if in_flight else None
+        compiled = compile_to_ptx(spec, config, arch=ARCH, pipeline=pipeline)
         resources = compiled.resources()
     except Exception as e:  # a refusal or a compiler error: reported
         return {
@@ -184,11 +198,12 @@ def compile_all(cases: list[tuple[str, Spec]]) -> dict:
     futures = {}
     with make_pool(default_jobs()) as pool:
         for name, spec in cases:
-            for k, (_, config, _) in enumerate(routes(spec)):
+            for k, (_, config, note) in enumerate(routes(spec)):
                 if config is not None:
                     futures[name, k] = pool.submit(
-                        compile_route, spec.to_text(), config_to_json(config)
-                    )
+                        compile_route, spec.to_text(), config_to_json(config),
+                        note == "in-flight",
+                    )  # fmt: skip
         return {key: f.result() for key, f in futures.items()}
 
 
@@ -225,7 +240,10 @@ def measure_case(name: str, spec: Spec, compiled: dict, log) -> list[Row]:
                 rows.append(Row(name, route, "-", False, note=note[:160]))
                 log(rows[-1])
                 continue
-            row = Row(name, route, config.describe(), False, vendor_ms=vendor)
+            described = config.describe() + (
+                " in-flight" if note == "in-flight" else ""
+            )
+            row = Row(name, route, described, False, vendor_ms=vendor)
             rows.append(row)
             done = compiled[name, k]
             if "kernel" not in done:
@@ -272,14 +290,14 @@ def _line(row: Row) -> str:
     regs = "-" if row.registers is None else f"{row.registers}/{row.spills}"
     ok = "ok" if row.ok else "NO"
     return (
-        f"{row.case[:38]:38} {row.route:17} {ok:3} {err:8} {ms:>8} {tf:>5} {ratio:>6} "
+        f"{row.case[:38]:38} {row.route:18} {ok:3} {err:8} {ms:>8} {tf:>5} {ratio:>6} "
         f"{regs:>7}  {row.config[:70]}  {row.sass}"
         f"{'  ' + row.note[:90] if row.note else ''}"
     )
 
 
 HEADER = (
-    f"{'case':38} {'route':17} {'ok':3} {'error':8} {'ms':>8} {'TF/s':>5} "
+    f"{'case':38} {'route':18} {'ok':3} {'error':8} {'ms':>8} {'TF/s':>5} "
     f"{'vs lib':>6} {'reg/spl':>7}  config"
 )
 
@@ -287,8 +305,8 @@ HEADER = (
 def best_table(rows: list[Row]) -> str:
     """Per case: the vendor, each route's fastest correct kernel, and the ratios."""
     lines = [f"{'case':38} {'cuBLAS/cuDNN':>12} {'pipeline tma':>13} "
-             f"{'cp.async':>9} {'template':>9} {'mma.sync':>9}   (ms; TFLOP/s of the "
-             "best pipeline tma, and its ratio to the library, in ())"]  # fmt: skip
+             f"{'in-flight':>9} {'cp.async':>9} {'template':>9} {'mma.sync':>9}   (ms; "
+             "TFLOP/s of the best TMA route, and its ratio to the library, in ())"]  # fmt: skip
     for case in dict.fromkeys(r.case for r in rows):
         mine = [r for r in rows if r.case == case]
 
@@ -300,13 +318,15 @@ def best_table(rows: list[Row]) -> str:
         cells = []
         for route, width in (
             ("pipeline tma", 13),
+            ("pipeline in-flight", 9),
             ("pipeline cp.async", 9),
             ("template wgmma", 9),
             ("mma.sync", 9),
         ):
             b = best(route)
             cells.append(f"{b.ms:{width}.4f}" if b else f"{'-':>{width}}")
-        new = best("pipeline tma")
+        tma = [b for b in (best("pipeline tma"), best("pipeline in-flight")) if b]
+        new = min(tma, key=lambda r: r.ms) if tma else None  # pyright: ignore
         note = f"({new.tflops:.0f})" if new and new.tflops else ""
         if new and vendor and vendor.ms:
             note = f"({new.tflops:.0f}, {vendor.ms / new.ms:.2f}x)"

@@ -23,6 +23,7 @@ from affinec.base.diagnostics import PassError
 from affinec.base.spec import ConvSpec, MatmulSpec
 from affinec.dialects import affine, nvgpu
 from affinec.dialects.affinec import GRID, mapping_of
+from affinec.dialects.affinec_wgmma import WarpgroupMmaStepOp
 from affinec.driver.checking import Checker
 from affinec.driver.config import KernelConfig
 from affinec.driver.pipeline import Pipeline
@@ -377,3 +378,77 @@ def test_the_command_line_keeps_cp_async_on_request(tmp_path, capsys):
     assert affinec([*args, "--no-tma"]) == 0, capsys.readouterr().err
     text = out.read_text()
     assert "cp.async.bulk.tensor" not in text and "cp.async.ca.shared.global" in text
+
+
+# -- MMAs left in flight --------------------------------------------------------------
+
+
+def _in_flight(config):
+    """The pipeline of `config` with affinec-tma-copies{in-flight=true}."""
+    from affinec.passes.affinec_tma_copies import AffinecTmaCopies
+
+    return [
+        AffinecTmaCopies(in_flight=True) if p.name == "affinec-tma-copies" else p
+        for p in _passes(config)
+    ]
+
+
+@settings(max_examples=max(3, settings().max_examples // 4))
+@given(tma_cases(), st.integers(3, 4))
+def test_mmas_left_in_flight_keep_the_result(case, stages):
+    spec, config = case
+    module = build(spec)
+    Pipeline(_in_flight(replace(config, stages=stages))).run(module, check=True)
+    text = str(module)
+    if "affine.for" in text or "cf.br" in text:  # a loop of steps: left in flight
+        assert "nvvm.wgmma.wait.group.sync.aligned 1" in text
+
+
+def test_a_stage_handed_back_while_its_mmas_run_is_caught():
+    # the steps left in flight, but each hands its own stage back at once (as a
+    # step that waits for its MMAs may): the load that reuses the stage lands on
+    # what the MMAs may still read
+    spec = MatmulSpec(128, 64, 256, "f16")
+    config = _config(stages=3, tile_sizes=(128, 64))
+    module = build(spec)
+    passes = _passes(config)
+    at = [p.name for p in passes].index("affinec-tma-copies")
+    Pipeline(passes[: at + 1]).run(module)
+    steps = [o for o in module.walk() if isinstance(o, WarpgroupMmaStepOp)]
+    loop = next(
+        o
+        for o in module.walk()
+        if isinstance(o, affine.ForOp) and steps[0] in list(o.walk())
+    )
+    for step in steps:
+        step.properties["pending"] = IntegerAttr(1, i64)
+    from affinec.dialects import nvvm
+
+    waiting = steps[0].parent_op().clone()
+    body = waiting.body.block
+    for op in reversed(list(body.ops)[:-1]):
+        op.detach()
+        op.erase()
+    body.insert_op_before(nvvm.WgmmaWaitGroupSyncOp(0), body.last_op)
+    loop.parent_block().insert_op_after(waiting, loop)
+    result = Checker(spec).check("handed back early", module)
+    assert not result.ok, result.row()
+    assert "may still be reading" in result.message
+
+
+def test_mmas_left_in_flight_assemble_without_serializing():
+    from affinec.backend.ptxas import assemble, find_ptxas
+    from affinec.driver.compiler import compile_to_ptx
+
+    if find_ptxas() is None:
+        pytest.skip("ptxas is not installed")
+    spec = MatmulSpec(4096, 4096, 1024, "f16")
+    config = _config(
+        tile_sizes=(128, 128), reduction_tile_sizes=(64,), stages=4, stage_output=True
+    )
+    ptx = compile_to_ptx(spec, config, arch="sm_90a", pipeline=_in_flight(config)).ptx
+    assert "wgmma.wait_group.sync.aligned \t1;" in ptx
+    (resources,) = assemble(ptx, "sm_90a").values()
+    assert resources.spill_stores == resources.spill_loads == 0
+    # no wgmma serialized, no wait inserted by ptxas (C7510-C7515)
+    assert not [a for a in resources.advisories if not a.startswith("C7519")]

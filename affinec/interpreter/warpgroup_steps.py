@@ -34,6 +34,7 @@ from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE, accumulator_table
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.shared_memory import WARPGROUP_READER, SharedArray
 from affinec.interpreter.support import InterpreterError
+from affinec.interpreter.warpgroups import InFlightRead, _issued
 from affinec.interpreter.warps import WarpCollective, exact_dot
 
 
@@ -115,6 +116,15 @@ def warpgroup_step(op: WarpgroupMmaStepOp, lanes: list, state, base: int) -> lis
     pb = _positions(b.shape, b_idx, range(rows_b), cols_b, inter_b, rows_b)
     matrix_a = _read_tile(op, a, pa, state, base)
     matrix_b = _read_tile(op, b, pb, state, base)
+    # the step's reads last while its group is in flight (`pending`): a load onto
+    # them before the warpgroup's next step (or wait) retires it is a race
+    queue = _issued(state, base)
+    for tile, positions in ((a, pa), (b, pb)):
+        read = InFlightRead(op, tile.flat_view(), positions.reshape(-1))
+        queue.open.append(read)
+        state.wgmma_reads.append(read)
+    queue.commit()
+    queue.retire(state, op.groups_left)
     if op.b_k_major is not None:
         matrix_b = matrix_b.T  # N x K as read, K x N to multiply
     n = op.n

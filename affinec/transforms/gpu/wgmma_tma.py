@@ -85,10 +85,14 @@ def tma_grid(grid: affine.ParallelOp) -> list[TileCopy] | None:
 
 
 def rewrite_tma(
-    grid: affine.ParallelOp, copies: list[TileCopy], swizzle: bool = True
+    grid: affine.ParallelOp,
+    copies: list[TileCopy],
+    swizzle: bool = True,
+    in_flight: bool = False,
 ) -> None:
     """Rewrite `grid` as the module says (in place); without `swizzle`, every tile
-    in unswizzled slabs of 8 columns."""
+    in unswizzled slabs of 8 columns; with `in_flight`, each step's MMAs left in
+    flight until the next step (`wgmma_tma_release`)."""
     steps = [op for op in grid.walk() if isinstance(op, WarpgroupMmaStepOp)]
     tiles = list(dict.fromkeys(c.tile for c in copies))
     stages = _stages(copies, steps)
@@ -125,6 +129,7 @@ def rewrite_tma(
             stages,
             threads,
             lambda stage, at: _load_step(stage, at, stages),
+            in_flight,
         )
 
 

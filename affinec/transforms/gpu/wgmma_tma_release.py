@@ -35,7 +35,7 @@ interpreter, on given inputs, that no load lands on a stage a warpgroup still re
 from __future__ import annotations
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, StringAttr
+from xdsl.dialects.builtin import IndexType, IntegerAttr, StringAttr, i64
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.ir.affine.affine_set import (
@@ -45,7 +45,7 @@ from xdsl.ir.affine.affine_set import (
 )
 
 from affinec.base.diagnostics import PassError
-from affinec.dialects import affine, gpu, nvgpu
+from affinec.dialects import affine, gpu, nvgpu, nvvm
 from affinec.dialects.affinec import MAPPING, THREAD
 from affinec.dialects.affinec_wgmma import WarpgroupMmaStepOp
 from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE
@@ -60,10 +60,13 @@ def release_stages(
     stages: int,
     threads: int,
     step_number,
+    in_flight: bool = False,
 ) -> None:
     """Rewrite `grid` (whose stages complete on the barriers `full`, initialized in
     the band `init`) as the module says. `step_number(stage, at)` gives the step
-    whose tiles a stage index holds (a map and its operands)."""
+    whose tiles a stage index holds (a map and its operands). With `in_flight`
+    (and 3 stages or more), each step leaves its MMAs in flight (see
+    `_in_flight`)."""
     warpgroups = threads // WARPGROUP_SIZE
     released = nvgpu.MBarrierCreateOp(nvgpu.MBarrierGroupType(stages))
     released.barriers.name_hint = "stage_released"
@@ -89,8 +92,58 @@ def release_stages(
     for op in loads:
         assert isinstance(op, Operation)
         _wait_released(op, released.barriers, stages, step_number)
+    lag = _in_flight(steps, threads) if in_flight and stages >= 3 else 0
     for step in steps:
-        _arrive(step, released.barriers, stages, threads)
+        _arrive(step, released.barriers, stages, threads, step_number, lag)
+    if lag:
+        for loop in dict.fromkeys(_loop_of(s) for s in steps):
+            assert loop is not None
+            _loads_last(loop)
+
+
+def _loads_last(loop: affine.ForOp) -> None:
+    """The loads of the loop's body (its ops holding an `arrive.expect_tx`) moved
+    to its end, after the step and the hand-back of the step before it, which the
+    stage they load into held."""
+    body = loop.body.block
+    end = body.last_op
+    assert end is not None
+    for op in list(body.ops):
+        if op is not end and any(
+            isinstance(o, nvgpu.MBarrierArriveExpectTxOp) for o in op.walk()
+        ):
+            op.detach()
+            body.insert_op_before(op, end)
+
+
+def _in_flight(steps: list[WarpgroupMmaStepOp], threads: int) -> int:
+    """Each step of a reduction loop leaves its MMAs in flight (`pending = 1`):
+    the next step's wait retires them, so a stage is handed back one step later,
+    the loop's loads move after its step (`_loads_last`: the stage they reuse is
+    the previous step's), and the loop is followed by a wait for all. 1, or 0
+    where a step is in no loop."""
+    loops = [_loop_of(s) for s in steps]
+    if not steps or any(loop is None for loop in loops):
+        return 0
+    for step in steps:
+        step.properties["pending"] = IntegerAttr(1, i64)
+    for loop in dict.fromkeys(loops):
+        assert loop is not None
+        body = Block(arg_types=[IndexType()])
+        body.args[0].name_hint = "tx"
+        waiting = affine.ParallelOp.from_extents([threads], body)
+        waiting.attributes[MAPPING] = StringAttr(THREAD)
+        waiting.location = loop.location
+        body.add_ops([nvvm.WgmmaWaitGroupSyncOp(0), affine.YieldOp()])
+        loop.parent_block().insert_op_after(waiting, loop)  # pyright: ignore
+    return 1
+
+
+def _loop_of(op: Operation) -> affine.ForOp | None:
+    loop = op.parent_op()
+    while loop is not None and not isinstance(loop, affine.ForOp):
+        loop = loop.parent_op()
+    return loop
 
 
 def _init(init: Operation, released: SSAValue, stages: int, count: int) -> None:
@@ -168,9 +221,15 @@ def _wait_released(
 
 
 def _arrive(
-    step: WarpgroupMmaStepOp, released: SSAValue, stages: int, threads: int
+    step: WarpgroupMmaStepOp,
+    released: SSAValue,
+    stages: int,
+    threads: int,
+    step_number,
+    lag: int,
 ) -> None:
-    """After `step`'s band, one thread of each warpgroup hands its stage back."""
+    """After `step`'s band, one thread of each warpgroup hands back the stage of
+    the step `lag` steps before (whose MMAs are done)."""
     band = step.parent_op()
     assert isinstance(band, affine.ParallelOp)
     stage = _outer(list(step.a_indices)[0], band) if stages > 1 else None
@@ -192,11 +251,34 @@ def _arrive(
         ),
     )
     then = Block()
+    inner = then
+    if lag:
+        g_map, g_operands = step_number(stage, step)
+        (g,) = g_map.results
+        earlier = Block()
+        guard = AffineSet(
+            g_map.num_dims,
+            g_map.num_symbols,
+            (
+                AffineConstraintExpr(
+                    AffineConstraintKind.ge, g - lag, AffineExpr.constant(0)
+                ),
+            ),
+        )
+        then.add_op(affine.IfOp(guard, g_operands, earlier))
+        then.add_op(affine.YieldOp())
+        inner = earlier
+        previous = affine.ApplyOp(
+            g_operands,
+            AffineMap(g_map.num_dims, g_map.num_symbols, ((g - lag) % stages,)),
+        )
+        inner.add_op(previous)
+        stage = previous.result
     if stage is None:
         zero = arith.ConstantOp(IntegerAttr(0, IndexType()))
-        then.add_op(zero)
+        inner.add_op(zero)
         stage = zero.result
-    then.add_ops([nvgpu.MBarrierArriveOp(released, stage), affine.YieldOp()])
+    inner.add_ops([nvgpu.MBarrierArriveOp(released, stage), affine.YieldOp()])
     body.add_ops([affine.IfOp(leader, [body.args[0]], then), affine.YieldOp()])
 
 

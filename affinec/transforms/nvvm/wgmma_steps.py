@@ -12,7 +12,7 @@ shared-memory planner laid them out (interleaved: 8 x 8 core matrices, no swizzl
     %d = nvvm.wgmma.mma_async %da, %db, %c, <m = 64, n = N, k = 16>, ...
     ...                                   one per 16 of K, a run on one accumulator
     nvvm.wgmma.commit.group.sync.aligned
-    nvvm.wgmma.wait.group.sync.aligned 0
+    nvvm.wgmma.wait.group.sync.aligned 0  (its `pending`: 1 leaves it in flight)
     memref.store ... %fragments           its registers back
 
 The descriptors' start fields come from the tiles' addresses
@@ -192,7 +192,7 @@ def _lower_step(op: Operation) -> Lowered:
             mma.properties["layoutB"] = MMALayoutAttr(MMALayout.COL)
         ops.append(mma)
         value = mma.res
-    ops += [nvvm.WgmmaGroupSyncAlignedOp(), nvvm.WgmmaWaitGroupSyncOp(0)]
+    ops += [nvvm.WgmmaGroupSyncAlignedOp(), nvvm.WgmmaWaitGroupSyncOp(op.groups_left)]
     for j, place in enumerate(places):
         element = ExtractValueOp(
             DenseArrayBase.from_list(i64, [j]), value, Float32Type()
