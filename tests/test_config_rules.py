@@ -40,7 +40,7 @@ def test_a_depthwise_convolution_in_nchw_takes_its_window_on_strided_channels():
     # contiguous, so no vectors along them
     spec = _conv(1, 16, 8, 16, 3, groups=16, layout="nchw", filters="kcrs")
     config = config_for(spec)
-    assert config.reduction_tile_sizes == (3, 3) and config.vector_width == 1
+    assert config.reduction_tile_sizes == (3, 3) and config.vector_width == 0
     _checked(spec)
 
 
