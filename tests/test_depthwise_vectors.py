@@ -246,6 +246,8 @@ def test_mobilenet_v2s_depthwise_layer_moves_16_byte_vectors():
     assert not [x for x in counts if x.startswith("st.global") and "v4" not in x]
     assert counts.get("ld.shared.v4.b32", 0) > 0
     assert not [x for x in counts if x.startswith("ld.shared") and "v4" not in x]
+    # the input and the filter come in by 16-byte asynchronous copies alone
+    assert not [x for x in counts if x.startswith(("ld.global", "st.shared"))]
     copies = re.findall(
         r"cp\.async\.\w+\.shared\.global \[[^]]+\], \[[^]]+\], (\d+)", kernel.ptx
     )
