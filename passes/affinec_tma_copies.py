@@ -5,12 +5,18 @@ Runs after `affinec-wgmma`, on the copies the promotion made (block bands of
 `cp.async`, `affine-data-copy-generate{generate-dma}`) and the stages the
 pipelining made (`affine-pipeline-data-transfer`): each copy band of a tile an
 `affinec.warpgroup_mma` reads becomes one thread's `arrive.expect_tx` of the
-tile's bytes on its stage's mbarrier and the tile's TMA loads, one box of R rows
-and 8 columns a column slab (the tile laid out in such slabs: `wgmma`'s core
-matrices without swizzle); each step waits, every thread, for its stage's phase
-(`try_wait.parity`, the parity of the stage's use); the host makes one tensor map
-per matrix, passed to the kernel as a grid-constant parameter
-(`affinec/transforms/gpu/wgmma_tma.py` has the details).
+tile's bytes on its stage's mbarrier and the tile's TMA loads, one box a column
+slab of the tile (slabs of 128-, 64- or 32-byte rows swizzled so, as TMA and
+`wgmma` swizzle them; of 16-byte rows, `wgmma`'s core matrices without swizzle,
+where the rows allow no swizzle or with `{swizzle=false}`); each step waits, every
+thread, for its stage's phase (`try_wait.parity`, the parity of the stage's use);
+the host makes one tensor map per matrix, passed to the kernel as a grid-constant
+parameter. The stages are handed back on a second mbarrier each (one thread of
+each warpgroup arrives after its step, the loading thread waits before it reuses
+the stage), so no `gpu.barrier` is left in the reduction loop; with
+`{in-flight=true}` (3 stages or more) each step's MMAs stay in flight until the
+next step (`affinec/transforms/gpu/wgmma_tma.py` and `wgmma_tma_release.py` have
+the details).
 
     affine.parallel (%r, %v) = (0, 0) to (64, 4) {
       nvgpu.device_async_copy %A[..], %A_shared[%s, %r, %v * 8], 8, %n ...
@@ -20,16 +26,15 @@ per matrix, passed to the kernel as a grid-constant parameter
 
 becomes
 
-    affine.parallel (%tx) = (0) to (128) {
-      affine.if affine_set<(d0) : (d0 == 0)>(%tx) {
-        nvgpu.mbarrier.arrive.expect_tx %stage_barriers[%s], %c4096 : ...
-        nvgpu.tma.async.load %A_map[%col, %row], %stage_barriers[%s] to %slab ...
-        ... one load per 8 columns ...
-      }
-    } {affinec.mapping = "thread"}
+    affine.parallel (%one) = (0) to (1) {
+      affine.if (g >= stages) { nvgpu.mbarrier.try_wait.parity %stage_released[%s] .. }
+      nvgpu.mbarrier.arrive.expect_tx %stage_barriers[%s], %c4096 : ...
+      nvgpu.tma.async.load %A_map[%col, %row], %stage_barriers[%s] to %slab ...
+    } {affinec.mapping = "block"}
     ...
     nvgpu.mbarrier.try_wait.parity %stage_barriers[%s], %parity, %ticks : ...
     affinec.warpgroup_mma %fragments, %A_shared[%s, %row], %B_shared[%s] ...
+    %h = nvgpu.mbarrier.arrive %stage_released[%s]     (one thread a warpgroup)
 
 Each copy band is proven to be a TMA box before it is replaced (its source the
 tile's origin plus the element, the zero fill exactly past the matrix's edges),

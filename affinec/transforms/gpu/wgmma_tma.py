@@ -4,37 +4,39 @@ each pipeline stage completing on an mbarrier.
 For a grid band whose `affinec.warpgroup_mma` steps read tiles the promotion
 copies (`wgmma_tma_copies.tile_copy` proves each copy band is a TMA box):
 
-- each tile is laid out in column slabs `[stage, C/8, R, 8]` (`affinec_wgmma`):
-  one TMA box of R rows and 8 columns a slab, and the 8 x 8 core matrices `wgmma`
-  reads without swizzle;
-- the host makes one tensor map per matrix (`nvgpu.tma.create.descriptor`, a box
-  of R x 8), which the kernel takes as a grid-constant parameter;
-- the block makes one mbarrier per stage, initialized by thread 0 to one arrival
-  per tile of a stage (`gpu.barrier` after, so every thread sees it);
-- each copy band becomes thread 0's `arrive.expect_tx` of the tile's bytes on the
-  stage's barrier and the tile's TMA loads;
+- each tile is laid out in column slabs `[stage, C/T, R, T]` (`affinec_wgmma`),
+  one TMA box of R rows and T columns a slab: T = 64 (32, 16) where the tile's
+  rows are a multiple of 128 (64, 32) bytes, the slab swizzled with that span;
+  T = 8 (16-byte rows, `wgmma`'s core matrices without swizzle) otherwise, or
+  where element accesses touch the tile (a step cut short zeroes its columns past
+  the channels: they see no swizzle);
+- the host makes one tensor map per matrix and box (`nvgpu.tma.create.descriptor`,
+  R x T, the slab's swizzle), which the kernel takes as a grid-constant parameter;
+- the block makes one mbarrier per stage, initialized by one thread to one
+  arrival per tile of a stage (`gpu.barrier` after, so every thread sees it);
+- each copy band becomes one thread's `arrive.expect_tx` of the tile's bytes on
+  the stage's barrier and the tile's TMA loads (a block band of one iteration);
 - each `warpgroup_mma` step waits, every thread, for its stage's barrier at the
   parity of the stage's use: `(g floordiv stages) mod 2` for the step `g` whose
   tiles the stage holds (`g mod stages`, as the pipelining wrote it);
-- the copy groups and their waits go where no copy is left.
+- the copy groups and their waits go where no copy is left, and the stages are
+  handed back on mbarriers instead of `gpu.barrier`s (`wgmma_tma_release`).
 
-    affine.parallel (%tx) = (0) to (128) {
-      affine.if (%tx == 0) {
-        nvgpu.mbarrier.arrive.expect_tx %bar[%stage], %c4096
-        nvgpu.tma.async.load %mapA[%col, %row], %bar[%stage] to %slab0 ...
-      }
-    } {affinec.mapping = "thread"}
+    affine.parallel (%one) = (0) to (1) {
+      nvgpu.mbarrier.arrive.expect_tx %bar[%stage], %c4096
+      nvgpu.tma.async.load %mapA[%col, %row], %bar[%stage] to %slab0 ...
+    } {affinec.mapping = "block"}
     ...
     affine.parallel (%tx) = (0) to (128) {
       nvgpu.mbarrier.try_wait.parity %bar[%s], %parity, %ticks
+    } {affinec.mapping = "thread"}
+    affine.parallel (%tx) = (0) to (128) {
       affinec.warpgroup_mma %fragments, %A_shared[%s, %row], %B_shared[%s] ...
     } {affinec.mapping = "thread"}
 
-The barriers between the phases stay as `affinec-insert-barriers` placed them (a
-stage is loaded again only after a `gpu.barrier` that follows every read of it).
 `check_phases` then runs the block's program trip by trip and refuses a wait on
 a parity other than its stage's last load's, a load onto a stage not yet waited
-for, and a load never waited for.
+for or not handed back, and a load never waited for.
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def rewrite_tma(
     stages = _stages(copies, steps)
     threads = _threads(steps[0])
     per_stage = _copies_per_stage(copies, tiles)
-    bar, init = _barriers(grid, stages, per_stage, threads)
+    bar, init = _barriers(grid, stages, per_stage)
     widths = {t: _slab_width(t, copies, swizzle) for t in tiles}
     maps: dict[tuple[SSAValue, int, int], SSAValue] = {}
     for c in copies:
@@ -108,7 +110,7 @@ def rewrite_tma(
     slabs = {t: _slab_tile(t, widths[t]) for t in tiles}
     for c in copies:
         key = (c.source, c.shape[0], widths[c.tile])
-        _load(c, slabs[c.tile], bar, maps[key], threads, widths[c.tile])
+        _load(c, slabs[c.tile], bar, maps[key], widths[c.tile])
     for t in tiles:
         for use in list(t.uses):
             if not isinstance(use.operation, WarpgroupMmaStepOp):
@@ -183,7 +185,7 @@ def _copies_per_stage(copies: list[TileCopy], tiles: list[SSAValue]) -> int:
 
 
 def _barriers(
-    grid: affine.ParallelOp, stages: int, arrivals: int, threads: int
+    grid: affine.ParallelOp, stages: int, arrivals: int
 ) -> tuple[SSAValue, Operation]:
     """The block's barrier group, initialized by thread 0, then a `gpu.barrier`."""
     body = grid.body.block
@@ -193,7 +195,7 @@ def _barriers(
     create = nvgpu.MBarrierCreateOp(nvgpu.MBarrierGroupType(stages))
     create.barriers.name_hint = "stage_barriers"
     body.insert_op_before(create, first)
-    b, then = _thread_zero(threads, first)
+    then = _one_thread(first)
     init = then.block.parent_op()
     assert init is not None
     count = then.add(arith.ConstantOp(IntegerAttr(arrivals, IndexType())))
@@ -201,30 +203,21 @@ def _barriers(
         index = then.add(arith.ConstantOp(IntegerAttr(s, IndexType())))
         then.add(nvgpu.MBarrierInitOp(create.barriers, index.result, count.result))  # pyright: ignore
     then.close()
-    b.close()
     body.insert_op_before(gpu.BarrierOp(), first)
     return create.barriers, init
 
 
-def _thread_zero(threads: int, before: Operation) -> tuple[Builder, Builder]:
+def _one_thread(before: Operation) -> Builder:
     """A block band of one iteration before `before` (one thread runs it, once
-    `affinec-map-threads` has shared the block's bands out), and the builder of its
-    body (twice: the band's, and where its ops go)."""
-    del threads
+    `affinec-map-threads` has shared the block's bands out), as a builder of its
+    body."""
     body = Block(arg_types=[IndexType()])
     body.args[0].name_hint = "one"
     band = affine.ParallelOp.from_extents([1], body)
     band.attributes[MAPPING] = StringAttr(BLOCK)
     band.location = before.location
     before.parent_block().insert_op_before(band, before)  # pyright: ignore
-    return _Closed(body), Builder(body)
-
-
-class _Closed(Builder):
-    """The band's builder, whose closing the body's builder has done."""
-
-    def close(self) -> None:
-        pass
+    return Builder(body)
 
 
 def _slab_width(tile: SSAValue, copies: list[TileCopy], swizzle: bool) -> int:
@@ -293,11 +286,10 @@ def _load(
     slabs: SSAValue,
     bar: SSAValue,
     tensor_map: SSAValue,
-    threads: int,
     width: int,
 ) -> None:
     """`c`'s band replaced by thread 0's expect_tx and TMA loads, one per slab."""
-    b, then = _thread_zero(threads, c.band)
+    then = _one_thread(c.band)
     rows, cols = c.shape
     stage = c.stage
     if stage is None:
@@ -316,7 +308,6 @@ def _load(
         then.add(view)
         then.add(nvgpu.TmaAsyncLoadOp(tensor_map, [x, row], bar, stage, view.result))
     then.close()
-    b.close()
     c.band.parent_block().erase_op(c.band)  # pyright: ignore
 
 
