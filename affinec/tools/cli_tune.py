@@ -206,18 +206,24 @@ def add_network_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--network-budget-s",
         type=float,
-        help="wall time for the whole network, shared out equally among the shapes "
-        "still to tune (default 300; with --ray: none, and after it no compile or "
-        "measurement starts)",
+        help="wall time for the whole zoo (default 300; with --ray: none): after it "
+        "no compile or screening measurement starts, the shapes screened are "
+        "finished and cached, the others listed as skipped (exit status 0 unless a "
+        "shape failed)",
     )
     add_tune_arguments(parser, given_before=False)
 
 
 def _tune_network(args: argparse.Namespace, cache) -> int:
     """Tune (or, with --dry-run, rank) every distinct convolution of the networks at
-    the batches, then print each network's layers with their counts and totals."""
+    the batches (affinec.tuning.many), then print each network's layers with their
+    counts and totals, and last a summary. Exit status 1 if a shape failed (nothing
+    measured was right, or every candidate was refused) or the GPU faulted; shapes
+    left when the budget ran out are listed, and the others' entries kept."""
+    from pathlib import Path
+
     from affinec.frontend.networks import network
-    from affinec.tuning.many import tune_specs
+    from affinec.tuning.many import tune_zoo
 
     budget = args.network_budget_s
     if min(args.batch) < 1 or (budget is not None and budget <= 0):
@@ -256,7 +262,7 @@ def _tune_network(args: argparse.Namespace, cache) -> int:
             return GpuMeasurer(spec, args.seed)
 
     options = _tune_options(args, arch)
-    results = tune_specs(
+    zoo_run = tune_zoo(
         specs,
         options,
         cache,
@@ -264,22 +270,24 @@ def _tune_network(args: argparse.Namespace, cache) -> int:
         gpu=gpu,
         measurer_for=measurer_for,
         force=args.force,
+        log_dir=Path(args.log_dir) if getattr(args, "log_dir", None) else None,
     )
-    by_spec = dict(zip(specs, results, strict=True))
+    by_spec = dict(zip(specs, zoo_run.shapes, strict=True))
     for name, batch, layers in zoo:
         if len(zoo) > 1:
             print(f"{name} at batch {batch}:")
         _network_table(layers, [by_spec[layer.spec] for layer in layers])
     if args.dry_run:
         print("ranked only (--dry-run): nothing cached; ~ms: the model's prediction")
-        return 0
-    if args.measure == "cost-model":
+    elif args.measure == "cost-model":
         print(
             "measured by the cost model: no kernel ran, the times are its "
             "predictions and nothing was checked against float64"
         )
-    print(f"cache: {cache.path}")
-    return 0 if all(t.outcome in ("cached", "tuned") for t in results) else 1
+    if not args.dry_run:
+        print(f"cache: {cache.path}")
+    print(zoo_run.summary())
+    return 1 if zoo_run.failed else 0
 
 
 def _network_table(layers, results) -> None:

@@ -1,13 +1,27 @@
-"""What tuning a zoo over a Ray cluster gave (`affinec.tuning.distributed`): a
-`ShapeTuning` per spec and GPU model, the `ZooTuning` that gathers them, its table
-and each spec's line as it finishes."""
+"""What tuning a zoo gave (`affinec.tuning.many`; over a Ray cluster,
+`affinec.tuning.distributed`): a `ShapeTuning` per spec and GPU model, the
+`ZooTuning` that gathers them, its table and each spec's line as it finishes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from affinec.tuning.many import SpecTuning
+from affinec.base.spec import Spec
+from affinec.tuning.cache import Entry
 from affinec.tuning.ray_workers import COST_MODEL
+from affinec.tuning.tune_result import TuneResult
+
+
+@dataclass
+class SpecTuning:
+    """What became of one spec: `cached` (left as the cache had it), `tuned`,
+    `ranked` (no GPU), `refused` (no candidate compiled), `failed` (nothing
+    measured was right) or `skipped` (the budget was spent first)."""
+
+    spec: Spec
+    outcome: str
+    result: TuneResult | None = None
+    entry: Entry | None = None
 
 
 @dataclass

@@ -19,7 +19,7 @@ from functools import partial
 
 from affinec.base.spec import Spec
 from affinec.tuning.cache import Entry, TuningCache
-from affinec.tuning.compiling import SKIPPED, Compiled
+from affinec.tuning.compiling import FAILED, REFUSED, SKIPPED, Compiled
 from affinec.tuning.journal import (
     Row,
     config_key,
@@ -51,6 +51,8 @@ TIMED_OUT = "timed-out"
 """A record's status: its measurement outlasted `timeout_s` (the kernel hung)."""
 LOST = "lost"
 """A record's status: its measuring actor died each time it measured it."""
+REFUSED_ALL = "refused"
+"""A spec's outcome: the compiler refused (or broke on) every candidate."""
 
 
 @dataclass
@@ -275,7 +277,9 @@ class ZooSteps:
                 r.kernel = None  # measured: the PTX is in the log, not needed here
         if not outcome:
             outcome = "tuned" if entry is not None else "failed"
-            if (
+            if entry is None and result is not None and refused_all(result):
+                outcome = REFUSED_ALL
+            elif (
                 entry is None
                 and counts.get("measured", 0) + counts.get("restored", 0) == 0
                 and result is not None
@@ -336,6 +340,14 @@ class ZooSteps:
             self._measured(job.unit, job.record)
         for unit in self.units:
             self._advance(unit)
+
+
+def refused_all(result: TuneResult) -> bool:
+    """Whether no candidate of `result` compiled: each was refused or broke the
+    compiler."""
+    return bool(result.records) and all(
+        r.status in (REFUSED, FAILED) for r in result.records
+    )
 
 
 def settle_timed_out(record: Record, reason: str) -> None:
