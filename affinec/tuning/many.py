@@ -246,7 +246,7 @@ class _Inline(Executor):
         future: Future = Future()
         try:
             future.set_result(fn(*args, **kwargs))
-        except BaseException as e:  # the future carries it, as a pool's would
+        except Exception as e:  # the future carries it, as a pool's would
             future.set_exception(e)
         return future
 
