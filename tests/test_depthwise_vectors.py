@@ -1,6 +1,7 @@
 """Depthwise convolutions with their channels in vectors: the naive IR sums the
-window alone, its channel the innermost output dimension in NHWC; `config_for`
-gives each thread a 16-byte vector of channels (8, 4 or 2 where the channel count
+window alone, its channel the innermost output dimension in NHWC;
+`depthwise_config` (the tuner's variant 'depthwise vectors', not yet `config_for`'s:
+no GPU has timed it) gives each thread a 16-byte vector of channels (8, 4 or 2 where the channel count
 needs it) by a row of pixels; `affinec-map-threads` writes a register tile's chunk
 as one vector store (`affinec/transforms/gpu/register_vectors.py`). Every pass's
 output is checked by the interpreter against the one before, on random depthwise
@@ -22,6 +23,7 @@ from affinec.driver.config import (
     KernelConfig,
     channel_vector,
     config_for,
+    depthwise_config,
     grid_blocks,
     strided_depthwise_config,
 )
@@ -31,7 +33,7 @@ from affinec.frontend.contraction import contraction_of, is_depthwise
 from affinec.frontend.naive import build
 from affinec.frontend.networks import network
 from affinec.testing import conv_specs, epilogues
-from affinec.tuning.neighbours import variant_config
+from affinec.tuning.neighbours import TUNER_NEIGHBOURS, variant_config
 from strategies import examples
 
 
@@ -89,8 +91,8 @@ def _checked(spec, config: KernelConfig) -> list[affine.VectorStoreOp]:
 
 @settings(max_examples=examples(16), deadline=None)
 @given(depthwise_specs())
-def test_config_for_keeps_every_level_equal(spec):
-    config = config_for(spec)
+def test_the_vector_rule_keeps_every_level_equal(spec):
+    config = depthwise_config(spec)
     width = channel_vector(spec)
     stores = _checked(spec, config)
     if spec.layout == "nhwc" and width > 1:
@@ -195,11 +197,17 @@ def test_the_vector_is_the_widest_that_divides_the_channels(c, width):
     assert channel_vector(replace(spec, dtype="f32")) == min(width, 4)
 
 
-def test_the_rule_before_vectors_is_a_named_variant():
-    # benchmarks time it beside config_for's: channels strided across the block
+def test_config_for_keeps_the_timed_rule_and_vectors_are_a_named_variant():
+    # config_for's rule is the one the H100 timed (channels strided across the
+    # block) until the vectors are timed beside it: the variant the tuner tries
     before = variant_config(DEPTHWISE_5X5, "depthwise strided")
-    assert before == strided_depthwise_config(DEPTHWISE_5X5)
-    assert before.vector_width == 1 and before != config_for(DEPTHWISE_5X5)
+    assert (
+        before == strided_depthwise_config(DEPTHWISE_5X5) == config_for(DEPTHWISE_5X5)
+    )
+    vectors = variant_config(DEPTHWISE_5X5, "depthwise vectors")
+    assert vectors == depthwise_config(DEPTHWISE_5X5) and vectors.vector_width == 8
+    assert "depthwise vectors" in TUNER_NEIGHBOURS
+    assert before.vector_width == 1
     assert not _checked(DEPTHWISE_5X5, before)
     assert is_depthwise(DEPTHWISE_5X5)
 
@@ -213,7 +221,7 @@ def test_a_small_grid_takes_smaller_blocks_and_the_unfilled_variant_does_not():
         if x.name.startswith("depthwise 3x3/2 576")
     ]
     unfilled = variant_config(layer.spec, "depthwise unfilled")
-    filled = config_for(layer.spec)
+    filled = variant_config(layer.spec, "depthwise vectors")
     assert grid_blocks(layer.spec, unfilled) < grid_blocks(layer.spec, filled)
     assert filled.vector_width == unfilled.vector_width == 8
     small = replace(layer.spec, h=6, w=6, c=16, k=16, groups=16)
@@ -240,7 +248,8 @@ def test_mobilenet_v2s_depthwise_layer_moves_16_byte_vectors():
     # 3x3, 32 channels at 112x112, batch 32: each thread stores its 8 pixels as 8
     # 16-byte vectors of 8 channels and reads the input tile in 16-byte shared
     # loads; the tiles come in by 16-byte asynchronous copies
-    kernel = compile_to_ptx(_mobilenet_v2_first_depthwise(), arch="sm_90a")
+    spec = _mobilenet_v2_first_depthwise()
+    kernel = compile_to_ptx(spec, depthwise_config(spec), arch="sm_90a")
     counts = _instructions(kernel.ptx)
     assert counts.get("st.global.v4.b32") == 8
     assert not [x for x in counts if x.startswith("st.global") and "v4" not in x]
@@ -256,9 +265,8 @@ def test_mobilenet_v2s_depthwise_layer_moves_16_byte_vectors():
 
 @pytest.mark.skipif(find_ptxas() is None, reason="needs ptxas")
 def test_mobilenet_v2s_depthwise_layer_does_not_spill():
-    resources = compile_to_ptx(
-        _mobilenet_v2_first_depthwise(), arch="sm_90a"
-    ).resources()
+    spec = _mobilenet_v2_first_depthwise()
+    resources = compile_to_ptx(spec, depthwise_config(spec), arch="sm_90a").resources()
     assert resources.spill_stores == resources.spill_loads == 0
     assert resources.local_memory == 0
 
@@ -314,7 +322,7 @@ def test_the_shared_tiles_are_padded_for_the_16_byte_loads():
     from affinec.transforms.gpu.bank_conflicts import conflicts
 
     spec = _mobilenet_v2_first_depthwise()
-    passes = default_passes(config_for(spec))
+    passes = default_passes(depthwise_config(spec))
     names = [p.name for p in passes]
     module = build(spec)
     Pipeline(passes[: names.index("affinec-plan-shared-memory") + 1]).run(module)

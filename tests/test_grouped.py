@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from affinec.base.diagnostics import PassError
 from affinec.base.spec import ConvSpec
 from affinec.driver.compiler import compile_to_ptx
-from affinec.driver.config import config_for
+from affinec.driver.config import config_for, depthwise_config
 from affinec.driver.pipeline import Pipeline
 from affinec.driver.pipelines import default_passes
 from affinec.frontend.contraction import contraction_of, is_depthwise
@@ -106,7 +106,7 @@ def test_padding_a_groups_channels_is_refused():
 def test_a_depthwise_block_tiles_the_channels():
     # one filter a group: the groups are the output channels, tiled and vectorized
     # as a dense convolution's are (not one channel a block)
-    config = config_for(DEPTHWISE)
+    config = depthwise_config(DEPTHWISE)
     names = [n for n, _ in contraction_of(DEPTHWISE).output_index]
     assert config.tile_sizes[names.index("g")] == 8
     assert config.register_tile[names.index("g")] == config.vector_width == 8

@@ -207,8 +207,10 @@ def config_for(
         return replace(config, pad_channels=padded)
 
     if is_depthwise(spec):
+        # the rule the H100 measured; its channels in vectors (`depthwise_config`)
+        # wait for theirs: the tuner tries them ('depthwise vectors')
         assert isinstance(spec, ConvSpec)
-        return depthwise_config(spec)
+        return strided_depthwise_config(spec)
     tiles, registers = _simt_tiles(extents, channel, pixels)
     return KernelConfig(
         tile_sizes=tuple(tiles),
@@ -274,8 +276,9 @@ with the row's filter taps unrolled, neighbouring pixels read the same input
 columns, which LLVM then loads and converts once (8 pixels of a 3x3 window read 10
 columns a row instead of 24: MobileNetV2's 3x3 32 at 112^2 issues 13 16-byte
 shared loads and 104 conversions a filter row instead of 27 and 216). Chosen from
-the PTX, not yet timed: `scripts/gpu_depthwise.sh` times it against the rule
-before vectors (`strided_depthwise_config`)."""
+the PTX, not yet timed: `scripts/gpu_depthwise.sh` times it against
+`config_for`'s rule (`strided_depthwise_config`), which stays `config_for`'s until
+then; the tuner measures it as the variant 'depthwise vectors'."""
 
 
 def depthwise_config(spec: ConvSpec, *, fill: bool = True) -> KernelConfig:
@@ -337,8 +340,8 @@ WARP_THREADS = 32
 
 
 def strided_depthwise_config(spec: ConvSpec) -> KernelConfig:
-    """The configuration of a depthwise convolution before its channels moved in
-    vectors (and of one in NCHW): the SIMT route's tiles, the whole window a step;
+    """`config_for`'s configuration of a depthwise convolution (and
+    `depthwise_config`'s in NCHW): the SIMT route's tiles, the whole window a step;
     in NHWC each thread's channels strided across the block (`vector_width=1`), in
     NCHW its pixels in vectors where its row allows (the passes' own width)."""
     names = [n for n, _ in contraction_of(spec).output_index]

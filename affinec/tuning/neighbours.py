@@ -83,6 +83,7 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
     "depthwise row steps s2": ({}, {"reduction_tile_sizes": (1, 3, 16), "stages": 2}),
     "depthwise window": ({}, {"reduction_tile_sizes": (3, 3, 16), "stages": 2}),
     "depthwise strided": ({}, {}),
+    "depthwise vectors": ({}, {}),
     "depthwise unfilled": ({}, {}),
     "flat 64x64 s2": (
         {"flatten_pixels": True, "splits": 2},
@@ -98,9 +99,10 @@ products on wider or narrower blocks and more warps; the window route's steps on
 filter row at a time (three in flight where a whole window's tile leaves room for
 one); a strided window's taps one at a time; a strided window's input tile stored
 by phase (`split_phases`); the flattened products' 64 x 64 tiles with their
-reduction split; a depthwise convolution's rule before its channels moved in
-vectors (`strided_depthwise_config`), and its vectors on blocks as large as at any
-batch, the grid left unfilled."""
+reduction split; a depthwise convolution's `config_for` rule (its channels strided
+across the block, `strided_depthwise_config`), its channels in vectors
+(`depthwise_config`, not yet timed on a GPU) and those vectors on blocks as large as
+at any batch, the grid left unfilled."""
 
 TUNER_NEIGHBOURS = (
     "unsplit",
@@ -114,10 +116,12 @@ TUNER_NEIGHBOURS = (
     "half block s2 phases",
     "depthwise row steps s1",
     "depthwise row steps s2",
+    "depthwise vectors",
 )
 """The variants the tuner measures after the baseline: those that were some layer's
 fastest in the sweeps of ResNet-50, VGG-16, MobileNetV2 and EfficientNet-B0 at batch 1
-and 32 (H100, 2026-12-06); the split flattened products never were."""
+and 32 (H100, 2026-12-06; the split flattened products never were), and a depthwise
+convolution's channels in vectors, which no GPU has timed yet."""
 
 
 def variant_config(
@@ -146,12 +150,12 @@ def variant_config(
         # whole window) a step, as wide as the spec's
         if not (isinstance(spec, ConvSpec) and 1 < spec.groups == spec.c):
             raise ValueError(f"'{name}' is for depthwise convolutions alone")
-        if name in ("depthwise strided", "depthwise unfilled"):
+        if name in ("depthwise strided", "depthwise vectors", "depthwise unfilled"):
             if not is_depthwise(spec):
                 raise ValueError(f"'{name}' is for depthwise convolutions alone")
-            if name == "depthwise unfilled":
-                return depthwise_config(spec, fill=False)
-            return strided_depthwise_config(spec)
+            if name == "depthwise strided":
+                return strided_depthwise_config(spec)
+            return depthwise_config(spec, fill=name == "depthwise vectors")
         rows = spec.r if name == "depthwise window" else 1
         # (one filter a group: the window is the whole reduction; else the
         # group's one channel is the last reduction dimension)
