@@ -119,7 +119,7 @@ def test_only_the_tensor_core_pass_changes():
     assert [n for n in wgmma if n != "affinec-wgmma"] == [
         n for n in mma if n != "affinec-mma-sync"
     ]
-    # with TMA's loads (the default), affinec-tma-copies right after it
+    # with TMA's loads (asked for), affinec-tma-copies right after it
     tma = [p.name for p in map_to_gpu_passes(replace(config, tma=True))]
     at = tma.index("affinec-wgmma")
     assert tma[at + 1] == "affinec-tma-copies"

@@ -42,6 +42,7 @@ def _config(**knobs) -> KernelConfig:
         reduction_tile_sizes=(32,),
         mma=True,
         tensor_core="wgmma",
+        tma=True,
         stages=2,
     )
     return replace(base, **knobs)
@@ -365,7 +366,7 @@ def test_the_ptx_assembles_for_sm_90a_with_tma_and_hgmma():
     assert "LDGSTS" not in sass  # no cp.async left
 
 
-def test_the_command_line_keeps_cp_async_on_request(tmp_path, capsys):
+def test_the_command_line_takes_tma_on_request(tmp_path, capsys):
     from affinec.tools.cli import main as affinec
 
     out = tmp_path / "k.ptx"
@@ -373,9 +374,9 @@ def test_the_command_line_keeps_cp_async_on_request(tmp_path, capsys):
             "--dtype", "f16", "--arch", "sm_90a", "--mma", "--tensor-core", "wgmma",
             "--tile-sizes", "128,128", "--reduction-tile-sizes", "64",
             "--stages", "2", "-o", str(out)]  # fmt: skip
-    assert affinec(args) == 0, capsys.readouterr().err
+    assert affinec([*args, "--tma"]) == 0, capsys.readouterr().err
     assert "cp.async.bulk.tensor" in out.read_text()
-    assert affinec([*args, "--no-tma"]) == 0, capsys.readouterr().err
+    assert affinec(args) == 0, capsys.readouterr().err
     text = out.read_text()
     assert "cp.async.bulk.tensor" not in text and "cp.async.ca.shared.global" in text
 

@@ -95,10 +95,11 @@ class KernelConfig:
     warps of m16n8k16) or `wgmma` (`affinec-wgmma`, sm_90a: warpgroups of 128
     threads, one per 64 rows of the block tile, reading the shared tiles through
     descriptors); every other pass of the route is the same."""
-    tma: bool = True
+    tma: bool = False
     """With `tensor_core="wgmma"`: the tiles `wgmma` reads loaded by TMA, each
-    pipeline stage an mbarrier phase (`affinec-tma-copies`); false keeps the
-    promotion's cp.async copies."""
+    pipeline stage an mbarrier phase (`affinec-tma-copies`), instead of the
+    promotion's cp.async copies. Off unless asked for: checked by the interpreter
+    and ptxas, not yet run on a GPU (2026-12-06), where the cp.async copies were."""
     warp_grid: tuple[int, ...] = (2, 2)
     """With `mma`: warps along the block's pixels and output channels."""
     unroll_taps: bool = False

@@ -280,12 +280,12 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
         "(sm_90a) warpgroup MMA in the same pipeline (affinec-wgmma)",
     )
     knobs.add_argument(
-        "--no-tma",
-        dest="tma",
-        action="store_false",
+        "--tma",
+        action="store_true",
         default=None,
-        help="with --tensor-core wgmma: keep the cp.async copies, not TMA loads "
-        "completing on mbarriers (affinec-tma-copies)",
+        help="with --tensor-core wgmma: load the tiles by TMA, each stage completing "
+        "on an mbarrier (affinec-tma-copies), instead of cp.async copies (not yet "
+        "run on a GPU)",
     )
     knobs.add_argument(
         "--wgmma",

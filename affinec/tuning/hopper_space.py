@@ -78,7 +78,8 @@ def wgmma_pass_configs(configs: Iterator[KernelConfig]) -> Iterator[KernelConfig
     the product of its flattened pixels), those `affinec-wgmma` takes — block rows a
     multiple of a warpgroup's 64, columns a multiple of 8 up to 256, a reduction step
     a multiple of 16 — on that pass, each shape of block and stages once (the warps
-    are the pass's: a warpgroup a 64 rows)."""
+    are the pass's: a warpgroup a 64 rows), with the promotion's cp.async copies and
+    with TMA's loads (`tma`; those TMA cannot load are refused when compiled)."""
     seen = set()
     for c in configs:
         rows, columns = c.tile_sizes[0], c.tile_sizes[-1]
@@ -97,6 +98,7 @@ def wgmma_pass_configs(configs: Iterator[KernelConfig]) -> Iterator[KernelConfig
         if key not in seen:
             seen.add(key)
             yield replace(c, tensor_core="wgmma")
+            yield replace(c, tensor_core="wgmma", tma=True)
 
 
 def best_wgmma_pass(

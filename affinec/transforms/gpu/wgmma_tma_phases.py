@@ -45,7 +45,7 @@ _PHASE_OPS = (
 _UNKNOWN = (
     "the barrier's phases depend on values the check cannot follow (such as the "
     "block's place in the grid, with full and partial tiles separated): keep the "
-    "cp.async copies there (KernelConfig(tma=False), --no-tma)"
+    "cp.async copies there (KernelConfig(tma=False), no --tma)"
 )
 
 
