@@ -57,6 +57,12 @@
 #   wgmma_pipeline  affinec-wgmma, Hopper's MMA as the pipeline's tensor-core pass:
 #             products and ResNet-50's 1x1s checked against float64, then timed
 #             against the template route, mma.sync and cuBLAS/cuDNN
+#   depthwise  scripts/gpu_depthwise.sh: memcheck over the routes whose stores are
+#             vectors, then MobileNetV2's and EfficientNet-B0's depthwise layers with
+#             their channels in vectors against config_for's rule and cuDNN
+#   wgmma_rule  config_for's sm_90a rule (products and wide 1x1s on affinec-wgmma):
+#             ResNet-50 at batch 32 (the fit), 16 and 8 (unseen) compiled for sm_90
+#             (no rule) and sm_90a (the rule), same run, cuDNN alongside
 #   codegen   affinec bench in f16 twice, LLVM's code generation as it is and with
 #             AFFINEC_FAST_CODEGEN=1 (no straight-line strength reduction: a third of
 #             the compile time): whether the kernels lose anything by it
@@ -299,6 +305,21 @@ step_halved_block() {  # the window route's block halved on every 3x3 of two net
 step_wgmma_pipeline() {  # affinec-wgmma (the pipeline's pass) against the template, mma.sync, cuBLAS
   run wgmma-pipeline 540 $PY scripts/gpu_wgmma_pipeline.py --out "$OUT"
   tail -25 "$OUT/wgmma-pipeline.log"
+}
+
+step_depthwise() {
+  OUT="$OUT" run depthwise "${DEPTHWISE_LIMIT_S:-420}" bash scripts/gpu_depthwise.sh
+  tail -14 "$OUT/depthwise.log"
+}
+
+step_wgmma_rule() {  # before (sm_90: the rule does not apply) and after (sm_90a)
+  local arch
+  for arch in sm_90 sm_90a; do
+    run "wgmma-rule-$arch" 240 $PY benchmarks/networks.py --network resnet50 \
+      --batch 32 16 8 --arch "$arch" --json "$OUT/wgmma_rule_$arch.json"
+  done
+  grep -hE "^resnet50 +[0-9]+ +[0-9.]+ " "$OUT/wgmma-rule-sm_90.log" \
+    "$OUT/wgmma-rule-sm_90a.log"
 }
 
 step_codegen() {
