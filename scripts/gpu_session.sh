@@ -292,7 +292,7 @@ step_tune_networks() {  # both models tuned whole in one pipeline (<= 5 min), th
   AFFINEC_TUNING_CACHE="$OUT/tuning.json" run networks-tuned 300 $PY benchmarks/networks.py \
     --network resnet50 mobilenet_v2 --batch 1 32 --tuned --json "$OUT/networks_tuned.json"
   tail -6 "$OUT/networks-tuned.log"
-  sed -n '/^[0-9]* shapes in /,$p' "$OUT/tune-networks.log" | head -16
+  sed -n '/^network  *batch shapes/,$p' "$OUT/tune-networks.log" | head -24
 }
 
 step_halved_block() {  # the window route's block halved on every 3x3 of two networks

@@ -305,8 +305,17 @@ def test_affinec_tune_network_by_the_cost_model(tmp_path, capsys, small_networks
     assert affinec_main(argv) == 0
     out = capsys.readouterr().out
     assert "2 networks and batches: 3 distinct convolutions" in out
-    assert out.count(" tuned ") == 4  # the table's rows: 2 + 2
+    rows = [line.split() for line in out.splitlines()]
+    assert sum(len(r) == 5 and r[2] == "tuned" for r in rows) == 4  # 2 + 2 layers
     last = out.strip().splitlines()
+    assert last[-6].split() == ["network", "batch", "shapes", "tuned", "cached",
+                                "skipped", "refused", "failed", "tuned", "ms",
+                                "config_for", "gain"]  # fmt: skip
+    # each network's row: its layers' outcomes, and its total as its own table's
+    totals = [line.split() for line in last if line.startswith("total: ")]
+    for row, total in zip(last[-5:-3], totals, strict=True):
+        assert row.split()[1:8] == ["1", "2", "2", "0", "0", "0", "0"]
+        assert row.split()[8:10] == [total[1], total[4]]
     assert last[-3].startswith("3 shapes in ") and last[-3].endswith(": 3 tuned")
     assert last[-2].startswith("compiling (1 processes): 3 search spaces")
     assert last[-1].startswith("measuring: ")

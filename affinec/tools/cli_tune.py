@@ -288,8 +288,37 @@ def _tune_network(args: argparse.Namespace, cache) -> int:
         )
     if not args.dry_run:
         print(f"cache: {cache.path}")
+    print(_zoo_table(zoo, by_spec))
     print(zoo_run.summary())
     return 1 if zoo_run.failed else 0
+
+
+def _zoo_table(zoo, by_spec) -> str:
+    """A line per network and batch: its shapes by outcome, and the time of the
+    layers with an entry (each times its count), tuned and with config_for."""
+    head = (
+        f"{'network':<16} {'batch':>5} {'shapes':>6} {'tuned':>5} {'cached':>6} "
+        f"{'skipped':>7} {'refused':>7} {'failed':>6} {'tuned ms':>9} "
+        f"{'config_for':>10} {'gain':>6}"
+    )
+    lines = [head]
+    for name, batch, layers in zoo:
+        outcomes = [by_spec[layer.spec].outcome for layer in layers]
+        timed = [
+            (layer.count, e.ms, e.baseline_ms)
+            for layer in layers
+            if (e := by_spec[layer.spec].entry) is not None and e.baseline_ms
+        ]
+        tuned = sum(n * ms for n, ms, _ in timed)
+        base = sum(n * b for n, _, b in timed)
+        gain = f"{base / tuned:5.2f}x" if tuned else f"{'-':>6}"
+        lines.append(
+            f"{name:<16} {batch:>5} {len(layers):>6} {outcomes.count('tuned'):>5} "
+            f"{outcomes.count('cached'):>6} {outcomes.count('skipped'):>7} "
+            f"{outcomes.count('refused'):>7} {outcomes.count('failed'):>6} "
+            f"{tuned:9.3f} {base:10.3f} {gain}"
+        )
+    return "\n".join(lines)
 
 
 def _network_table(layers, results) -> None:
