@@ -20,7 +20,13 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Executor,
+    Future,
+    ProcessPoolExecutor,
+    wait,
+)
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, fields
 from typing import Any
@@ -262,3 +268,27 @@ DIED = (
 
 def _out_of_time(i: int, config: KernelConfig) -> Compiled:
     return Compiled(i, config, SKIPPED, "not compiled: the time budget ran out")
+
+
+class InlineExecutor(Executor):
+    """Runs each task as it is submitted, in this process (one compiler process)."""
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as e:  # the future carries it, as a pool's would
+            future.set_exception(e)
+        return future
+
+
+def end_processes(pool: Executor) -> None:
+    """End a pool's processes now: the compiles they run are not wanted (the budget
+    ran out), and waiting for them would outlast it. `ProcessPoolExecutor` has no
+    public way to (before Python 3.14's `terminate_workers`)."""
+    terminate = getattr(pool, "terminate_workers", None)
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        process.terminate()

@@ -57,8 +57,10 @@ from affinec.tuning.compiling import (
     REFUSED,
     SKIPPED,
     Compiled,
+    InlineExecutor,
     compile_one,
     config_to_json,
+    end_processes,
     make_pool,
 )
 from affinec.tuning.journal import journal_index
@@ -68,6 +70,7 @@ from affinec.tuning.ray_workers import CONFIRM, FINAL, RECYCLE_COMPILES, SCREEN
 from affinec.tuning.space import Space, search_space
 from affinec.tuning.tune_result import PRUNED, RANKED, Record, TuneResult
 from affinec.tuning.tuner import TuneOptions
+from affinec.tuning.zoo_lines import line_of_spec
 from affinec.tuning.zoo_results import ShapeTuning, SpecTuning
 from affinec.tuning.zoo_steps import REFUSED_ALL, Unit, ZooSteps, settle_nothing
 
@@ -239,18 +242,6 @@ def tune_zoo(
     return run
 
 
-class _Inline(Executor):
-    """Runs each task as it is submitted, in this process (one compiler process)."""
-
-    def submit(self, fn, /, *args, **kwargs) -> Future:
-        future: Future = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except Exception as e:  # the future carries it, as a pool's would
-            future.set_exception(e)
-        return future
-
-
 def plan_space(spec_text: str, max_candidates: int, arch: str) -> tuple[Space, float]:
     """A spec's search space and the seconds it took (what a compiler process runs
     for each spec before its candidates)."""
@@ -323,7 +314,7 @@ class Pipeline(ZooSteps):
         pools = self.retired + ([self.pool] if self.pool is not None else [])
         for pool in pools:
             if self.tasks or self.stopped:
-                _end_processes(pool)
+                end_processes(pool)
             pool.shutdown(wait=not self.stopped, cancel_futures=True)
         self.pool, self.retired = None, []
 
@@ -334,7 +325,7 @@ class Pipeline(ZooSteps):
         `RECYCLE_COMPILES` tasks (the old one ends once its tasks are done)."""
         if self.processes == 1:
             if self.pool is None:
-                self.pool = _Inline()
+                self.pool = InlineExecutor()
             return self.pool
         if (
             self.pool is not None
@@ -582,47 +573,6 @@ class Pipeline(ZooSteps):
 def _order(task: tuple[Unit, int | None]) -> tuple[int, int]:
     unit, index = task
     return unit.number, -1 if index is None else index
-
-
-def _end_processes(pool: Executor) -> None:
-    """End a pool's processes now: the compiles they run are not wanted (the budget
-    ran out), and waiting for them would outlast it. `ProcessPoolExecutor` has no
-    public way to (before Python 3.14's `terminate_workers`)."""
-    terminate = getattr(pool, "terminate_workers", None)
-    if terminate is not None:
-        terminate()
-        return
-    for process in list((getattr(pool, "_processes", None) or {}).values()):
-        process.terminate()
-
-
-def line_of_spec(t: SpecTuning) -> str:
-    """The line of a spec once it is finished: its outcome and time (a ranked one's
-    best prediction, a refused one's most common reason)."""
-    text = f"{t.spec.to_text()}: {t.outcome}"
-    e, result = t.entry, t.result
-    if e is not None:
-        text += f", {e.ms:.4f} ms"
-        if e.baseline_ms:
-            text += f" ({e.baseline_ms / e.ms:.2f}x config_for)"
-    elif t.outcome == "ranked" and result is not None:
-        ranked = sorted(
-            (r for r in result.records if r.rank is not None), key=lambda r: r.rank or 0
-        )
-        if ranked:
-            best = ranked[0]
-            text += (
-                f", {best.predicted_ms:.4f} ms predicted for {best.config.describe()}"
-            )
-    elif t.outcome == REFUSED_ALL and result is not None:
-        reasons = Counter(r.reason for r in result.records)
-        reason, n = reasons.most_common(1)[0]
-        text += f": all {len(result.records)} candidates ({n}: {reason})"
-    if isinstance(t, ShapeTuning) and t.outcome not in ("cached", "ranked"):
-        text += (
-            f"; {t.measured} measured, {t.restored} from the journal, {t.seconds:.1f} s"
-        )
-    return text
 
 
 __all__ = [
