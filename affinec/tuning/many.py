@@ -68,7 +68,7 @@ from affinec.tuning.log import write_log
 from affinec.tuning.measure import Measurement, Measurer
 from affinec.tuning.ray_workers import CONFIRM, FINAL, RECYCLE_COMPILES, SCREEN
 from affinec.tuning.space import Space, search_space
-from affinec.tuning.tune_result import PRUNED, RANKED, Record, TuneResult
+from affinec.tuning.tune_result import PRUNED, RANKED, Record
 from affinec.tuning.tuner import TuneOptions
 from affinec.tuning.zoo_lines import line_of_spec
 from affinec.tuning.zoo_results import ShapeTuning, SpecTuning
@@ -412,17 +412,7 @@ class Pipeline(ZooSteps):
             return
         self.run_stats.spaces += 1
         self.run_stats.space_s += seconds
-        unit.space = space
-        unit.records = [
-            Record(i, c.config, c.origin, c.estimate.ms)
-            for i, c in enumerate(space.candidates)
-        ]
-        unit.to_compile = len(unit.records)
-        unit.phase = "compiling"
-        unit.result = TuneResult(
-            unit.spec, unit.gpu, unit.arch, unit.records, space.considered,
-            space.over_capacity, {"space": seconds},
-        )  # fmt: skip
+        unit.take_space(space, seconds)
 
     def _unplannable(self, unit: Unit, reason: str) -> None:
         self.say(f"{unit.spec.to_text()}: no search space: {reason}")

@@ -24,7 +24,6 @@ from affinec.tuning.ray_workers import (
     compile_task,
 )
 from affinec.tuning.space import search_space
-from affinec.tuning.tune_result import Record, TuneResult
 from affinec.tuning.tuner import TuneOptions
 from affinec.tuning.zoo_steps import (
     TIMED_OUT,
@@ -163,17 +162,7 @@ class RayDriver(ZooSteps):
             space = search_space(
                 unit.spec, max_candidates=self.options.max_candidates, arch=unit.arch
             )
-            unit.space = space
-            unit.records = [
-                Record(i, c.config, c.origin, c.estimate.ms)
-                for i, c in enumerate(space.candidates)
-            ]
-            unit.to_compile = len(unit.records)
-            unit.phase = "compiling"
-            unit.result = TuneResult(
-                unit.spec, unit.gpu, unit.arch, unit.records, space.considered,
-                space.over_capacity, {"space": time.monotonic() - unit.started},
-            )  # fmt: skip
+            unit.take_space(space, time.monotonic() - unit.started)
             return unit
         return None
 

@@ -86,6 +86,21 @@ class Unit:
     compile_done: float = 0.0
     tuning: ShapeTuning | None = None
 
+    def take_space(self, space: Space, seconds: float) -> None:
+        """Its search space, built in `seconds`: a record a candidate, each to be
+        compiled."""
+        self.space = space
+        self.records = [
+            Record(i, c.config, c.origin, c.estimate.ms)
+            for i, c in enumerate(space.candidates)
+        ]
+        self.to_compile = len(self.records)
+        self.phase = "compiling"
+        self.result = TuneResult(
+            self.spec, self.gpu, self.arch, self.records, space.considered,
+            space.over_capacity, {"space": seconds},
+        )  # fmt: skip
+
 
 @dataclass
 class Job:
