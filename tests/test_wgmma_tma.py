@@ -453,3 +453,15 @@ def test_mmas_left_in_flight_assemble_without_serializing():
     assert resources.spill_stores == resources.spill_loads == 0
     # no wgmma serialized, no wait inserted by ptxas (C7510-C7515)
     assert not [a for a in resources.advisories if not a.startswith("C7519")]
+
+
+def test_tma_alone_with_the_tensor_core_takes_config_fors_tiles(tmp_path, capsys):
+    from affinec.tools.cli import main as affinec
+
+    out = tmp_path / "k.ptx"
+    args = ["compile", "matmul", "--m", "512", "--n", "512", "--k", "256",
+            "--dtype", "f16", "--arch", "sm_90a", "-o", str(out)]  # fmt: skip
+    assert affinec([*args, "--tensor-core", "wgmma", "--tma"]) == 0
+    assert "cp.async.bulk.tensor" in out.read_text()
+    assert affinec([*args, "--tma"]) == 1  # nothing to load by TMA on mma.sync
+    assert "--tma loads the tiles affinec-wgmma reads" in capsys.readouterr().err

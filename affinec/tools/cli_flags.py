@@ -402,7 +402,7 @@ def config_from_args(
     given = {k: getattr(args, k) for k in KNOBS if getattr(args, k) is not None}
     if given.get("wgmma"):
         return _wgmma_config(given, spec, arch)
-    alone = {"tf32", "splits", "flatten_pixels", "tensor_core"}
+    alone = {"tf32", "splits", "flatten_pixels", "tensor_core", "tma"}
     if given and set(given) <= alone and given.get("tf32", True):
         try:
             config = config_for(
@@ -420,10 +420,24 @@ def config_from_args(
                         "(f16 or bf16 operands take them; or give --mma and its knobs)"
                     )
                 config = with_knobs(config, tensor_core=given["tensor_core"])
-            return config
+            return _with_tma(config, given)
         except ValueError as e:
             raise UsageError(str(e)) from None
-    return with_knobs(KernelConfig(), **given) if given else None
+    return _with_tma(with_knobs(KernelConfig(), **given), given) if given else None
+
+
+def _with_tma(config: KernelConfig, given: dict[str, object]) -> KernelConfig:
+    """`config` with `--tma`'s loads where given; refused, saying why, where the
+    configuration's tensor cores are not `affinec-wgmma`'s (nothing else loads by
+    TMA in the pipeline)."""
+    if not given.get("tma"):
+        return config
+    if not (config.mma and config.tensor_core == "wgmma"):
+        raise UsageError(
+            "--tma loads the tiles affinec-wgmma reads: give it with --tensor-core "
+            "wgmma (on sm_90a)"
+        )
+    return with_knobs(config, tma=True)
 
 
 def _wgmma_config(given: dict[str, object], spec: Spec, arch: str) -> KernelConfig:
