@@ -632,3 +632,19 @@ def test_a_file_that_is_not_utf8_is_named_with_its_first_bad_byte(tmp_path, caps
     assert capsys.readouterr().err == message
     assert affinec(["check", str(path)]) == 1
     assert capsys.readouterr().err == message
+
+
+def test_the_command_line_loads_no_tuner_to_compile():
+    """`affinec compile` (its parser, whose `tune` flags show the candidate limit)
+    does without the tuner's search space and cost model."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from affinec.tools.cli import build_parser\n"
+        "build_parser()\n"
+        "assert 'affinec.tuning.space' not in sys.modules\n"
+        "assert 'affinec.tuning.cost' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

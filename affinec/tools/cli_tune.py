@@ -389,7 +389,7 @@ def add_tune_arguments(parser: argparse.ArgumentParser, *, given_before: bool) -
     kind too (`affinec tune --dry-run conv ...`): the `tune` parser takes them with
     their defaults (`given_before`) and the kind's parser without any, so that a flag
     given before the kind is not overwritten by the kind's default."""
-    from affinec.tuning.space import MAX_CANDIDATES
+    from affinec.tuning import MAX_CANDIDATES
 
     def flag(*names: str, **options) -> None:
         if not given_before:

@@ -44,10 +44,14 @@ _EXPORTS = {
 }
 """The package's names and their modules. As `affinec`'s, they are imported on
 first use: the modules build on the compiler, the runtime and numpy, which the
-command line's `affinec gen` and `--help` (whose `tune` flags read `space`) do
-without."""
+command line's `affinec gen`, `affinec compile` and `--help` do without."""
 
-__all__ = [*_EXPORTS]
+MAX_CANDIDATES = 200
+"""The most configurations the search space offers a spec (`search_space`); here,
+not in `space`, so that the command line's `tune` flags show it without loading
+the tuner."""
+
+__all__ = [*_EXPORTS, "MAX_CANDIDATES"]
 
 
 def __getattr__(name: str) -> Any:

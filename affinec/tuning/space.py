@@ -61,6 +61,7 @@ from affinec.driver.config import (
     tensor_cores_take,
 )
 from affinec.hardware.chips import Chip, chip
+from affinec.tuning import MAX_CANDIDATES
 from affinec.tuning.cost import H100, Prediction, predict
 from affinec.tuning.hopper_space import (
     best_per_tile_and_schedule,
@@ -77,7 +78,6 @@ from affinec.tuning.space_routes import (  # noqa: F401 (the routes' knobs: publ
     simt_configs,
 )
 
-MAX_CANDIDATES = 200
 MMA_SHARE = 0.85
 """Of `max_candidates` for f16, the share of the tensor-core route."""
 PER_BLOCK_TILE = 6
