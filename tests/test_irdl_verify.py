@@ -161,3 +161,22 @@ def test_a_wrong_operand_count_is_xdsls_error(count: int) -> None:
     assert irdl_verify.plan_of(arith.IndexCastOp.get_irdl_definition()) is not None
     with pytest.raises(VerifyException, match=f"Expected 1 operand, but got {count}"):
         op.verify()
+
+
+def test_constraint_contexts_are_made_as_xdsls_dataclass_makes_them() -> None:
+    """The contexts' constructor (`irdl_verify._context_init`) gives what xDSL's
+    dataclass gives: fresh empty dicts, or the ones passed, by position or name."""
+    from xdsl.irdl.constraints import InferenceContext, VerificationContext
+
+    assert VerificationContext.__init__ is irdl_verify._context_init
+    assert InferenceContext.__init__ is irdl_verify._context_init
+    a, b = VerificationContext(), VerificationContext()
+    assert a == b and a._variables is not b._variables
+    assert (a._variables, a._range_variables, a._int_variables) == ({}, {}, {})
+    given = {"T": i32}
+    c = VerificationContext(given, _int_variables={"n": 2})
+    assert c._variables is given and c._int_variables == {"n": 2}
+    assert c._range_variables == {}
+    assert c.set_attr_variable("U", i1) and c.get_variable("U") == i1
+    with pytest.raises(VerifyException, match="expected from variable 'T'"):
+        c.set_attr_variable("T", i1)

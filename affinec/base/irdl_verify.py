@@ -23,9 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from xdsl.ir import Operation, SSAValue
-from xdsl.irdl.constraints import RangeConstraint, VerificationContext
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.irdl.constraints import (
+    InferenceContext,
+    RangeConstraint,
+    VerificationContext,
+)
 from xdsl.irdl.operations import (
     AttrSizedSegments,
     OpDef,
@@ -180,6 +185,32 @@ def planned_verify(op_def: OpDef, op: Operation) -> None:
         _xdsl_verify(op_def, op)
 
 
+_xdsl_context_inits = (InferenceContext.__init__, VerificationContext.__init__)
+"""xDSL's own constructors of the two contexts (the dataclasses')."""
+
+_NOT_GIVEN: Any = object()
+
+
+def _context_init(
+    self: InferenceContext,
+    _variables: dict[str, Attribute] = _NOT_GIVEN,
+    _range_variables: dict[str, tuple[Attribute, ...]] = _NOT_GIVEN,
+    _int_variables: dict[str, int] = _NOT_GIVEN,
+) -> None:
+    """The constructor of xDSL's constraint contexts, with empty dicts made as
+    `{}`: xDSL's dataclass makes them with `dict[K, V]()`, and calling a
+    subscripted builtin raises, formats and swallows an AttributeError (setting
+    `__orig_class__` on the dict) -- three times a context, and a context is
+    made for every op verified and every attribute built (some 15,000 a
+    kernel's compile)."""
+    self._variables = {} if _variables is _NOT_GIVEN else _variables
+    self._range_variables = {} if _range_variables is _NOT_GIVEN else _range_variables
+    self._int_variables = {} if _int_variables is _NOT_GIVEN else _int_variables
+
+
 def install() -> None:
-    """Verify IRDL ops through their plans from now on (idempotent)."""
+    """Verify IRDL ops through their plans from now on, and make constraint
+    contexts without xDSL's dict factories (idempotent)."""
     OpDef.verify = planned_verify  # pyright: ignore[reportAttributeAccessIssue]
+    InferenceContext.__init__ = _context_init  # pyright: ignore[reportAttributeAccessIssue]
+    VerificationContext.__init__ = _context_init  # pyright: ignore[reportAttributeAccessIssue]
