@@ -16,7 +16,8 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, i64
+from ir_edits import set_i64_constant
+from xdsl.dialects.builtin import MemRefType
 
 from affinec.base.diagnostics import PassError
 from affinec.base.spec import ConvSpec, MatmulSpec
@@ -159,22 +160,6 @@ def _pitch(module, name: str) -> int:
     raise AssertionError(f"no %{name}")
 
 
-def _set_constant(module, old: int, new: int) -> int:
-    """Change every i64 constant `old` (arith's or llvm's) to `new`; how many."""
-    found = 0
-    for op in module.walk():
-        value = getattr(op, "value", None)
-        if (
-            isinstance(value, IntegerAttr)
-            and value.type == i64
-            and value.value.data == old
-        ):
-            where = op.properties if "value" in op.properties else op.attributes
-            where["value"] = IntegerAttr(new, i64)
-            found += 1
-    return found
-
-
 @pytest.mark.parametrize("operand", ["A", "B"])
 def test_a_wrong_descriptor_field_gives_a_wrong_answer(operand):
     spec = MatmulSpec(64, 64, 64, "f16")
@@ -187,7 +172,7 @@ def test_a_wrong_descriptor_field_gives_a_wrong_answer(operand):
     pitch = pitches[operand]
     fields, _ = wgmma_fields(rows, cols, k_major, pitch)
     swapped = MatrixDescriptor(0, fields.stride, fields.leading, 0)
-    assert _set_constant(module, fields.encode(), swapped.encode()) == 1
+    assert set_i64_constant(module, fields.encode(), swapped.encode()) == 1
     result = checker.check("swapped", module)
     assert not result.ok, result.row()
 
@@ -213,7 +198,7 @@ def test_a_wrong_step_along_k_gives_a_wrong_answer():
     # B's start moves by 2 x LBO bytes a step of 16: by one LBO instead.
     pitch = pitches["B"]
     step = wgmma_fields(32, 64, False, pitch)[1] >> 4
-    assert _set_constant(module, step, step // 2) >= 1
+    assert set_i64_constant(module, step, step // 2) >= 1
     assert not checker.check("short step", module).ok
 
 

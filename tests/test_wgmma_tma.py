@@ -16,6 +16,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ir_edits import set_i64_constant
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, MemRefType, i64
 
@@ -211,27 +212,6 @@ def test_a_wait_for_the_release_on_the_wrong_parity_is_caught():
     assert not result.ok, result.row()
 
 
-def _signed(value: int) -> int:
-    """A 64-bit pattern as the i64 constant holds it (a swizzle mode sets bit 63)."""
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def _set_constant(module, old: int, new: int) -> int:
-    old, new = _signed(old), _signed(new)
-    found = 0
-    for op in module.walk():
-        value = getattr(op, "value", None)
-        if (
-            isinstance(value, IntegerAttr)
-            and value.type == i64
-            and value.value.data == old
-        ):
-            where = op.properties if "value" in op.properties else op.attributes
-            where["value"] = IntegerAttr(new, i64)
-            found += 1
-    return found
-
-
 def _swizzle_off(config):
     """The pipeline of `config` with affinec-tma-copies{swizzle=false}."""
     from affinec.passes.affinec_tma_copies import AffinecTmaCopies
@@ -258,7 +238,7 @@ def test_a_wrong_descriptor_field_of_a_slab_tile_gives_a_wrong_answer(operand, s
     fields, _ = wgmma_fields(rows, cols, k_major, -span)
     assert fields.swizzle == (span if swizzle else 0)
     swapped = MatrixDescriptor(0, fields.stride, fields.leading, fields.swizzle)
-    assert _set_constant(module, fields.encode(), swapped.encode()) == 1
+    assert set_i64_constant(module, fields.encode(), swapped.encode()) == 1
     assert not checker.check("swapped", module).ok
 
 

@@ -22,6 +22,17 @@ from affinec.ir.affine_exprs import ge0
 from affinec.transforms.gpu.bands import Dim
 
 
+def new_thread_band(threads: int, like: Operation) -> tuple[affine.ParallelOp, Block]:
+    """A thread band of `threads` iterations at `like`'s location, not yet placed,
+    and its (empty) body."""
+    body = Block(arg_types=[IndexType()])
+    body.args[0].name_hint = "tx"
+    band = affine.ParallelOp.from_extents([threads], body)
+    band.attributes[MAPPING] = StringAttr(THREAD)
+    band.location = like.location
+    return band, body
+
+
 def thread_band(op: affine.ParallelOp, threads: int) -> tuple[Block, SSAValue]:
     """A thread band of `threads` iterations right before `op`, with `op`'s other
     attributes (but the mapping and the unrolling it asks of its turns); its (empty)

@@ -62,6 +62,7 @@ from affinec.dialects.affinec_wgmma import CORE, WarpgroupMmaStepOp
 from affinec.dialects.memref import CastOp
 from affinec.transforms.gpu.bands import reallocated_shared
 from affinec.transforms.gpu.mma_fragments import Builder
+from affinec.transforms.gpu.thread_bands import new_thread_band
 from affinec.transforms.gpu.wgmma_tma_copies import TileCopy, copy_bands, tile_copy
 from affinec.transforms.gpu.wgmma_tma_release import release_stages
 
@@ -346,11 +347,7 @@ def _wait(
     band = step.parent_op()
     assert isinstance(band, affine.ParallelOp)
     at = _wait_point(band, tiles)
-    body = Block(arg_types=[IndexType()])
-    body.args[0].name_hint = "tx"
-    waiting = affine.ParallelOp.from_extents([threads], body)
-    waiting.attributes[MAPPING] = StringAttr(THREAD)
-    waiting.location = step.location
+    waiting, body = new_thread_band(threads, step)
     at.parent_block().insert_op_before(waiting, at)  # pyright: ignore
     ops: list[Operation] = []
     if stages > 1:

@@ -35,7 +35,7 @@ interpreter, on given inputs, that no load lands on a stage a warpgroup still re
 from __future__ import annotations
 
 from xdsl.dialects import arith
-from xdsl.dialects.builtin import IndexType, IntegerAttr, StringAttr, i64
+from xdsl.dialects.builtin import IndexType, IntegerAttr, i64
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.ir.affine.affine_set import (
@@ -46,9 +46,9 @@ from xdsl.ir.affine.affine_set import (
 
 from affinec.base.diagnostics import PassError
 from affinec.dialects import affine, gpu, nvgpu, nvvm
-from affinec.dialects.affinec import MAPPING, THREAD
 from affinec.dialects.affinec_wgmma import WarpgroupMmaStepOp
 from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE
+from affinec.transforms.gpu.thread_bands import new_thread_band
 
 _PURE = (affine.ApplyOp, arith.ConstantOp)
 
@@ -129,11 +129,7 @@ def _in_flight(steps: list[WarpgroupMmaStepOp], threads: int) -> int:
         step.properties["pending"] = IntegerAttr(1, i64)
     for loop in dict.fromkeys(loops):
         assert loop is not None
-        body = Block(arg_types=[IndexType()])
-        body.args[0].name_hint = "tx"
-        waiting = affine.ParallelOp.from_extents([threads], body)
-        waiting.attributes[MAPPING] = StringAttr(THREAD)
-        waiting.location = loop.location
+        waiting, body = new_thread_band(threads, loop)
         body.add_ops([nvvm.WgmmaWaitGroupSyncOp(0), affine.YieldOp()])
         loop.parent_block().insert_op_after(waiting, loop)  # pyright: ignore
     return 1
@@ -233,11 +229,7 @@ def _arrive(
     band = step.parent_op()
     assert isinstance(band, affine.ParallelOp)
     stage = _outer(list(step.a_indices)[0], band) if stages > 1 else None
-    body = Block(arg_types=[IndexType()])
-    body.args[0].name_hint = "tx"
-    new = affine.ParallelOp.from_extents([threads], body)
-    new.attributes[MAPPING] = StringAttr(THREAD)
-    new.location = step.location
+    new, body = new_thread_band(threads, step)
     band.parent_block().insert_op_after(new, band)  # pyright: ignore
     leader = AffineSet(
         1,
