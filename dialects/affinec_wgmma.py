@@ -41,6 +41,7 @@ transposed B) unless `b_k_major` is set, when it is N × K (R = N, C = K).
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 from xdsl.dialects.builtin import (
@@ -51,6 +52,7 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     MemRefType,
     UnitAttr,
+    VectorType,
     i64,
 )
 from xdsl.ir import Attribute, SSAValue
@@ -61,6 +63,7 @@ from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
     opt_prop_def,
+    prop_def,
     traits_def,
     var_operand_def,
 )
@@ -156,6 +159,24 @@ def tile_shape(t: MemRefType, leading: int) -> tuple[int, int, int] | None:
     return None
 
 
+def _verify_fragments(f: Attribute) -> None:
+    """A thread's registers of an m64nN f32 accumulator."""
+    shape = f.get_shape() if isinstance(f, MemRefType) else []
+    if (
+        not isinstance(f, MemRefType)
+        or _space(f) not in (0, PRIVATE)
+        or not isinstance(f.get_element_type(), Float32Type)
+        or len(shape) != 3
+        or shape[0] != 1
+        or shape[2] != 4
+        or not 1 <= shape[1] <= 32
+    ):
+        raise VerifyException(
+            f"the fragments are a thread's own memref<1xN/8x4xf32> (N from 8 "
+            f"to 256), got {f}"
+        )
+
+
 @irdl_op_definition
 class WarpgroupMmaStepOp(IRDLOperation):
     """`affinec.warpgroup_mma %fragments, %a[%lead.., %row], %b[%lead..]`: the
@@ -246,21 +267,8 @@ class WarpgroupMmaStepOp(IRDLOperation):
 
     def verify_(self) -> None:
         f, a, b = (v.type for v in (self.fragments, self.a, self.b))
-        assert isinstance(f, MemRefType)
         assert isinstance(a, MemRefType) and isinstance(b, MemRefType)
-        shape = f.get_shape()
-        if (
-            _space(f) not in (0, PRIVATE)
-            or not isinstance(f.get_element_type(), Float32Type)
-            or len(shape) != 3
-            or shape[0] != 1
-            or shape[2] != 4
-            or not 1 <= shape[1] <= 32
-        ):
-            raise VerifyException(
-                f"the fragments are a thread's own memref<1xN/8x4xf32> (N from 8 "
-                f"to 256), got {f}"
-            )
+        _verify_fragments(f)
         element: Attribute | None = None
         for what, t, leading in (
             ("A", a, len(self.a_indices) - 1),
@@ -302,6 +310,128 @@ class WarpgroupMmaStepOp(IRDLOperation):
 
 
 @irdl_op_definition
+class WarpgroupMmaRegistersOp(IRDLOperation):
+    """`affinec.warpgroup_mma_registers %fragments, (%a..), %b[%lead..] {taps = T}
+    : memref<1xN/8x4xf32, 5>, memref<..xf16, 3>, (vector<4x2xf16>, ..)`:
+    the warpgroup's D = A × B + C with A from registers: a run of k16 `wgmma`s,
+    step s reading A from the threads' fragments `%a`#s (warp w of the warpgroup
+    holds rows 16 w to 16 w + 15 of the step's m64 x k16 A in `mma.sync`
+    m16n8k16's A layout, as `ldmatrix` x4 loads it) and B from the tile `%b`
+    past its leading indices: T tap dimensions, then the K x N tile (N x K with
+    `b_k_major`), row-major, interleaved or in slabs as `affinec.warpgroup_mma`'s
+    B. The steps walk the taps row-major, then K by 16: step s reads the tap
+    s // (K / 16), rows 16 (s % (K / 16)) on. Synchronous: every `wgmma` has
+    finished when it returns."""
+
+    name = "affinec.warpgroup_mma_registers"
+    FEATURE: ClassVar[str] = "wgmma"
+
+    fragments = operand_def(MemRefType)
+    a = var_operand_def(VectorType)
+    b = operand_def(MemRefType)
+    b_indices = var_operand_def(IndexType)
+    taps = prop_def(IntegerAttr)
+    b_k_major = opt_prop_def(UnitAttr)
+
+    traits = traits_def(
+        AccessesOperands(reads=("fragments", "b"), writes=("fragments",))
+    )
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+
+    assembly_format = (
+        "$fragments `,` `(` $a `)` `,` $b `[` $b_indices `]` attr-dict "
+        "`:` type($fragments) `,` type($b) `,` `(` type($a) `)`"
+    )
+
+    def __init__(
+        self,
+        fragments: SSAValue,
+        a,
+        b: SSAValue,
+        b_indices,
+        taps: int,
+        b_k_major: bool = False,
+    ):
+        super().__init__(
+            operands=[fragments, list(a), b, list(b_indices)],
+            properties={
+                "taps": IntegerAttr(taps, i64),
+                "b_k_major": UnitAttr() if b_k_major else None,
+            },
+        )
+
+    @property
+    def tap_count(self) -> int:
+        return self.taps.value.data
+
+    def tap_extents(self) -> list[int]:
+        """The extents of B's tap dimensions (past its leading indices)."""
+        t = self.b.type
+        assert isinstance(t, MemRefType)
+        lead = len(self.b_indices)
+        return list(t.get_shape())[lead : lead + self.tap_count]
+
+    def b_tile(self) -> tuple[int, int, int]:
+        """(rows, columns, pitch) of one tap's B tile (`tile_shape`)."""
+        t = self.b.type
+        assert isinstance(t, MemRefType)
+        shape = tile_shape(t, len(self.b_indices) + self.tap_count)
+        assert shape is not None
+        return shape
+
+    @property
+    def k(self) -> int:
+        """K of one tap's tile."""
+        rows, cols, _ = self.b_tile()
+        return cols if self.b_k_major is not None else rows
+
+    def leading_indices(self, buffer: SSAValue) -> list[SSAValue] | None:
+        """B's leading indices (the tiles of all its taps are read whole)."""
+        return list(self.b_indices) if buffer is self.b else None
+
+    @property
+    def groups_left(self) -> int:
+        return 0
+
+    @property
+    def n(self) -> int:
+        t = self.fragments.type
+        assert isinstance(t, MemRefType)
+        return 2 * t.get_shape()[1] * t.get_shape()[2]
+
+    def verify_(self) -> None:
+        _verify_fragments(self.fragments.type)
+        b = self.b.type
+        assert isinstance(b, MemRefType)
+        if _space(b) != SHARED or not isinstance(
+            b.get_element_type(), Float16Type | BFloat16Type
+        ):
+            raise VerifyException(f"B must be a shared tile of f16 or bf16, got {b}")
+        leading = len(self.b_indices) + self.tap_count
+        if self.tap_count < 0 or tile_shape(b, leading) is None:
+            raise VerifyException(
+                f"B ({b}) is no row-major, interleaved or slab tile past its "
+                f"{len(self.b_indices)} leading indices and {self.tap_count} taps"
+            )
+        want = VectorType(b.get_element_type(), [4, 2])
+        for v in self.a:
+            if v.type != want:
+                raise VerifyException(f"A's fragments are {want}, got {v.type}")
+        rows, cols, _ = self.b_tile()
+        k, n = (cols, rows) if self.b_k_major is not None else (rows, cols)
+        if k % WGMMA_STEP:
+            raise VerifyException(f"B's K is {k}, not a multiple of {WGMMA_STEP}")
+        steps = math.prod(self.tap_extents()) * (k // WGMMA_STEP)
+        if len(self.a) != steps:
+            raise VerifyException(
+                f"B holds {steps} steps of k16 ({self.tap_extents()} taps of K = "
+                f"{k}), A {len(self.a)} fragments"
+            )
+        if n != self.n:
+            raise VerifyException(f"B has N = {n} columns, the fragments hold {self.n}")
+
+
+@irdl_op_definition
 class FenceProxyAsyncSharedOp(IntrinsicOp):
     """`nvvm.fence.proxy.async.shared_cta`: order the thread's generic-proxy accesses
     to shared memory (the `cp.async` copies' writes) before the async proxy's
@@ -317,7 +447,7 @@ class FenceProxyAsyncSharedOp(IntrinsicOp):
         super().__init__()
 
 
-WGMMA_STEP_OPS = (WarpgroupMmaStepOp,)
+WGMMA_STEP_OPS = (WarpgroupMmaStepOp, WarpgroupMmaRegistersOp)
 PROXY_FENCE_OPS = (FenceProxyAsyncSharedOp,)
 
 __all__ = [
@@ -328,6 +458,7 @@ __all__ = [
     "WGMMA_STEP",
     "WGMMA_STEP_OPS",
     "FenceProxyAsyncSharedOp",
+    "WarpgroupMmaRegistersOp",
     "WarpgroupMmaStepOp",
     "interleaved_offset",
     "interleaved_shape",

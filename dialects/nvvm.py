@@ -102,6 +102,10 @@ from affinec.dialects.nvvm_target import (
     MINCTASM,
     TargetAttr,
 )
+from affinec.dialects.nvvm_wgmma_registers import (
+    WGMMA_REGISTER_OPS,
+    WgmmaRegistersRunOp,
+)
 
 __all__ = [
     "BYVAL",
@@ -151,6 +155,7 @@ __all__ = [
     "WgmmaFenceAlignedOp",
     "WgmmaGroupSyncAlignedOp",
     "WgmmaMmaAsyncOp",
+    "WgmmaRegistersRunOp",
     "WgmmaWaitGroupSyncOp",
     "accumulation_operands",
     "accumulation_ptx",
@@ -174,6 +179,7 @@ NVVM = Dialect(
         CpAsyncWaitGroupOp,
         *HOPPER_NVVM_OPS,
         *PROXY_FENCE_OPS,
+        *WGMMA_REGISTER_OPS,
     ],
     [
         MMALayoutAttr,
