@@ -27,15 +27,29 @@ from affinec.dialects.affinec_wgmma import (
     WGMMA_ROWS,
     WGMMA_STEP,
     FenceProxyAsyncSharedOp,
+    WarpgroupMmaRegistersOp,
     WarpgroupMmaStepOp,
     tile_offset,
 )
-from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE, accumulator_table
+from affinec.dialects.nvgpu import MmaKind
+from affinec.dialects.nvvm_wgmma_registers import WgmmaRegistersRunOp
+from affinec.hardware.wgmma_layouts import (
+    WARPGROUP_SIZE,
+    MatrixDescriptor,
+    accumulator_table,
+)
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.shared_memory import WARPGROUP_READER, SharedArray
 from affinec.interpreter.support import InterpreterError
-from affinec.interpreter.warpgroups import InFlightRead, _issued
+from affinec.interpreter.warp_ops import bf16
+from affinec.interpreter.warpgroups import (
+    InFlightRead,
+    _issued,
+    _operand,
+    _same_for_all,
+)
 from affinec.interpreter.warps import WarpCollective, exact_dot
+from affinec.ir.mma_layouts import fragment_table
 
 
 def _positions(
@@ -158,3 +172,137 @@ def _step(op: WarpgroupMmaStepOp, w: FunctionWriter) -> None:
 @emits(FenceProxyAsyncSharedOp)
 def _fence(op: FenceProxyAsyncSharedOp, w: FunctionWriter) -> None:
     w.line("pass  # the interpreter's shared memory has one proxy")
+
+
+# -- A from registers ----------------------------------------------------------------
+
+
+def _a_from_fragments(fragments: np.ndarray) -> np.ndarray:
+    """The warpgroup's m64 x (16 S) A from its threads' fragments, (128, S, 4, 2):
+    warp w's lanes hold rows 16 w on of each step in `mma.sync` m16n8k16's A
+    layout (`affinec.ir.mma_layouts`)."""
+    table = fragment_table(MmaKind(16, 8, 16, "f16"), "a")  # (32, 4, 2, 2)
+    steps = fragments.shape[1]
+    a = np.empty((WGMMA_ROWS, WGMMA_STEP * steps), np.float64)
+    for w in range(WARPGROUP_SIZE // 32):
+        lanes = fragments[32 * w : 32 * (w + 1)]  # (32, S, 4, 2)
+        for s in range(steps):
+            rows = 16 * w + table[..., 0]
+            cols = WGMMA_STEP * s + table[..., 1]
+            a[rows, cols] = lanes[:, s]
+    return a
+
+
+def _accumulate(a: np.ndarray, tiles: list[np.ndarray], c: np.ndarray) -> np.ndarray:
+    """C + A x B one k16 `wgmma` at a time, B the steps' 16 x N tiles in turn."""
+    for s, b in enumerate(tiles):
+        step = slice(WGMMA_STEP * s, WGMMA_STEP * (s + 1))
+        c = exact_dot(a[:, step], b, c).astype(np.float64)
+    return c
+
+
+def warpgroup_registers_step(
+    op: WarpgroupMmaRegistersOp, lanes: list, state, base: int
+) -> list:
+    """D = A x B + C by the warpgroup of thread `base`, A from the threads'
+    fragments; `lanes[t]` is thread t's (fragments, A's fragments, B, B's
+    indices)."""
+    _, _, b, b_idx = lanes[0]
+    for t, (_, _, b_t, bi) in enumerate(lanes):
+        if b_t is not b or bi != b_idx:
+            raise InterpreterError(
+                f"thread {t} of the warpgroup gives another tile or indices than "
+                "thread 0",
+                op,
+            )
+    rows_b, cols_b, pitch = op.b_tile()
+    k = op.k
+    state.thread = base
+    tiles = []
+    queue = _issued(state, base)
+    for tap in np.ndindex(*op.tap_extents()):
+        leading = (*b_idx, *(int(x) for x in tap))
+        pb = _positions(b.shape, leading, range(rows_b), cols_b, pitch, rows_b)
+        matrix = _read_tile(op, b, pb, state, base)
+        read = InFlightRead(op, b.flat_view(), pb.reshape(-1))
+        queue.open.append(read)
+        state.wgmma_reads.append(read)
+        if op.b_k_major is not None:
+            matrix = matrix.T  # N x K as read, K x N to multiply
+        tiles += [matrix[k0 : k0 + WGMMA_STEP] for k0 in range(0, k, WGMMA_STEP)]
+    queue.commit()
+    queue.retire(state, 0)
+    fragments = np.stack(
+        [np.stack([np.asarray(f, np.float64) for f in lane[1]]) for lane in lanes]
+    ).reshape(WARPGROUP_SIZE, len(tiles), 4, 2)
+    a = _a_from_fragments(fragments)
+    n = op.n
+    rows, cols = accumulator_table(n)
+    regs = np.stack([np.asarray(f, np.float64).reshape(-1) for f, *_ in lanes])
+    c = np.empty((WGMMA_ROWS, n), np.float64)
+    c[rows, cols] = regs
+    d = _accumulate(a, tiles, c)[rows, cols].astype(np.float32)
+    for t, (f, *_) in enumerate(lanes):
+        f[...] = d[t].reshape(f.shape)
+    return [None] * len(lanes)
+
+
+@emits(WarpgroupMmaRegistersOp)
+def _registers_step(op: WarpgroupMmaRegistersOp, w: FunctionWriter) -> None:
+    if w.gpu_context is None:
+        raise InterpreterError("outside a kernel or a thread band", op)
+    collective = w.global_(WarpCollective, "warp_collective")
+    fn = w.global_(warpgroup_registers_step, "warpgroup_registers_step")
+    a = "".join(f"{x}, " for x in w.names(op.a))
+    b_idx = "".join(f"{x}, " for x in w.names(op.b_indices))
+    w.line(
+        f"yield {collective}({w.op_ref(op)}, {fn}, ({w[op.fragments]}, ({a}), "
+        f"{w[op.b]}, ({b_idx})), {WARPGROUP_SIZE})"
+    )
+
+
+def nvvm_registers_run(op: WgmmaRegistersRunOp, lanes: list, state, base: int) -> list:
+    """A run of `wgmma`s, A from registers: each thread gives the steps' B
+    descriptors (the same for all), its A registers (4 a step) and its N/2
+    accumulator registers."""
+    _same_for_all(op, [d for d, _, _ in lanes], "descriptors")
+    kind = op.kind.data
+    element = np.dtype(np.float16) if kind == "f16" else bf16()
+    packed = np.array([a for _, a, _ in lanes], np.int64).astype(np.int32)
+    halves = packed.view(element).astype(np.float64)  # (128, 8 S)
+    a = _a_from_fragments(halves.reshape(WARPGROUP_SIZE, op.steps, 4, 2))
+    n = op.columns
+    state.thread = base
+    tiles = [
+        _operand(
+            op,
+            MatrixDescriptor.decode(int(d)),
+            n,
+            op.transposed_b is None,
+            2,
+            state,
+            base,
+        ).T  # fmt: skip
+        for d in lanes[0][0]
+    ]
+    rows, cols = accumulator_table(n)
+    c = np.empty((WGMMA_ROWS, n), np.float64)
+    c[rows, cols] = np.array([lane[2] for lane in lanes], np.float64)
+    d = _accumulate(a, tiles, c)
+    return [tuple(d[rows[t], cols[t]]) for t in range(WARPGROUP_SIZE)]
+
+
+@emits(WgmmaRegistersRunOp)
+def _registers_run(op: WgmmaRegistersRunOp, w: FunctionWriter) -> None:
+    if w.gpu_context is None:
+        raise InterpreterError("outside a kernel", op)
+    collective = w.global_(WarpCollective, "warp_collective")
+    fn = w.global_(nvvm_registers_run, "nvvm_registers_run")
+    groups = [
+        "(" + "".join(f"{x}, " for x in w.names(g)) + ")"
+        for g in (op.descriptorsB, op.a)
+    ]
+    w.line(
+        f"{w.define(op.res)} = yield {collective}({w.op_ref(op)}, {fn}, "
+        f"({groups[0]}, {groups[1]}, {w[op.inouts]}), {WARPGROUP_SIZE})"
+    )

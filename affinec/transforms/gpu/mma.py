@@ -113,17 +113,16 @@ def _rewrite_init(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
     erase_op(phase.op)
 
 
-def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
-    band = c.band
-    zero_past_channel_bound(plan, c)
-    b, ids = warp_band(plan, band.op)
-    lane, wm, wn = ids["lane"], ids["wm"], ids["wn"]
-    fixed = constant_ivs(plan, band, b)
-    # the taps' loops, as they were
+def clone_taps(
+    plan: MmaPlan, taps: list[affine.ForOp], b: Builder
+) -> tuple[Builder, dict[SSAValue, SSAValue], list[Builder]]:
+    """The taps' loops `taps` (outermost first), as they were, nested in `b`: the
+    innermost body, the taps' new induction variables, and every body from `b`
+    in (to close innermost first)."""
     site = b
     tap_values: dict[SSAValue, SSAValue] = {}
     sites = [b]
-    for lp in c.taps:
+    for lp in taps:
         clone = lp.clone_without_regions()
         if plan.unroll_taps:
             clone.attributes[UNROLL] = UnitAttr()
@@ -134,6 +133,16 @@ def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
         tap_values[lp.induction_variable] = body.args[0]
         site = Builder(body)
         sites.append(site)
+    return site, tap_values, sites
+
+
+def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
+    band = c.band
+    zero_past_channel_bound(plan, c)
+    b, ids = warp_band(plan, band.op)
+    lane, wm, wn = ids["lane"], ids["wm"], ids["wn"]
+    fixed = constant_ivs(plan, band, b)
+    site, tap_values, sites = clone_taps(plan, c.taps, b)
     step = plan.kind.k
     kc = site.loop(plan.k_padded // step, "kc")
     mt = kc.loop(plan.mt, "mt")
@@ -169,4 +178,4 @@ def _rewrite_compute(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
     erase_op(band.op)
 
 
-__all__ = ["fragments_for", "retire_accumulator", "rewrite_mma"]
+__all__ = ["clone_taps", "fragments_for", "retire_accumulator", "rewrite_mma"]

@@ -167,14 +167,21 @@ class Operands:
             )
         }
 
-    def ldmatrix_fragments(self) -> tuple[SSAValue, SSAValue]:
-        """16-bit operands: the fragments straight from 16-byte rows of the tiles."""
-        plan, c, b, d = self.plan, self.c, self.b, AffineExpr.dimension
-        # A: rows are pixels, 16-byte rows along k (affinec.ir.mma_layouts.a_tile_address)
+    def ldmatrix_a(self) -> SSAValue:
+        """16-bit A: the lane's fragment of the warp's 16 rows x k16, straight from
+        16-byte rows of the tile (rows are pixels, 16-byte rows along k:
+        affinec.ir.mma_layouts.a_tile_address)."""
+        c, b, d = self.c, self.b, AffineExpr.dimension
         values = {**self.base, **self.taps}
         values |= self._row((d(0) % 8) + ((d(0) // 8) % 2) * 8)
         values |= self._k((d(0) // 16) * 8, "ka")
         a = b.add(nvgpu.LdMatrixOp(c.a.buffer, _indices(c.a.load, values, b), 4))
+        return a.results[0]
+
+    def ldmatrix_fragments(self) -> tuple[SSAValue, SSAValue]:
+        """16-bit operands: the fragments straight from 16-byte rows of the tiles."""
+        plan, c, b, d = self.plan, self.c, self.b, AffineExpr.dimension
+        a = self.ldmatrix_a()
         # B: eight output channels a fragment (b_tile_address)
         values = {**self.base, **self.taps}
         if c.b.k_contiguous:
@@ -194,7 +201,7 @@ class Operands:
                 transpose=not c.b.k_contiguous,
             )
         )
-        return a.results[0], bb.results[0]
+        return a, bb.results[0]
 
     def tf32_fragments(self) -> tuple[SSAValue, SSAValue]:
         """f32 operands (m16n8k8 tf32): no ldmatrix for 32-bit elements, so each

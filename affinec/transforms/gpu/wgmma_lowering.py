@@ -53,10 +53,15 @@ from affinec.transforms.affine.analysis import is_defined_inside
 from affinec.transforms.gpu.bands import Band, GridAnalysis, is_shared
 from affinec.transforms.gpu.mma import fragments_for, retire_accumulator
 from affinec.transforms.gpu.mma_fragments import Builder
-from affinec.transforms.gpu.mma_k_padding import zero_past_channel_bound
+from affinec.transforms.gpu.mma_k_padding import pad_tiles, zero_past_channel_bound
 from affinec.transforms.gpu.mma_plan import ComputeBand, MmaPlan, Operand, plan_mma
 from affinec.transforms.gpu.mma_warp_bands import warp_band
 from affinec.transforms.gpu.thread_bands import erase_op
+from affinec.transforms.gpu.wgmma_registers import (
+    check_registers,
+    needs_registers,
+    rewrite_registers,
+)
 
 MAX_N = 256
 """The widest N of one `wgmma`."""
@@ -70,6 +75,9 @@ class WgmmaPlan:
     mma: MmaPlan
     b_k_major: bool
     """B's tile is N x K (else K x N, `wgmma`'s transposed B)."""
+    registers: bool = False
+    """A from registers, loaded as `affinec-mma-sync` loads its A fragments
+    (`wgmma_registers`): the block's A is no 2-D tile."""
 
     @property
     def warpgroups(self) -> int:
@@ -97,21 +105,7 @@ def plan_wgmma(analysis: GridAnalysis) -> WgmmaPlan:
     first = plan_mma(analysis, (most, 1))
     block_m, block_n = first.block_m, first.block_n
     band = first.compute[0].band
-    for c in first.compute:
-        if c.taps:
-            raise PassError(
-                c.taps[0],
-                "a reduction loop beside the channels (a filter's taps): wgmma takes "
-                "the matrix product and 1x1 convolutions (through their flattened "
-                "pixels) for now",
-            )
-    if len(first.m_dims) != 1:
-        raise PassError(
-            band.op,
-            f"the block's rows are {len(first.m_dims)} dimensions of the band: wgmma "
-            "takes them as one (compile a 1x1 convolution through its flattened "
-            "pixels, flatten-pixels)",
-        )
+    registers = needs_registers(first)
     if block_m % WGMMA_ROWS or block_m // 16 > most:
         raise PassError(
             band.op,
@@ -127,12 +121,15 @@ def plan_wgmma(analysis: GridAnalysis) -> WgmmaPlan:
     plan = plan_mma(analysis, (block_m // 16, 1))
     b_k_major = None
     for c in plan.compute:
-        _check_compute(plan, c)
+        if registers:
+            check_registers(plan, c)
+        else:
+            _check_compute(plan, c)
         if b_k_major is not None and c.b.k_contiguous != b_k_major:
             raise PassError(c.band.op, "the compute bands read B in different layouts")
         b_k_major = c.b.k_contiguous
     assert b_k_major is not None
-    return WgmmaPlan(plan, b_k_major)
+    return WgmmaPlan(plan, b_k_major, registers)
 
 
 def _refuse_f32_operands(grid: Operation) -> None:
@@ -233,11 +230,16 @@ def _dims(e: AffineExpr) -> list[int]:
 def rewrite_wgmma(plan: WgmmaPlan) -> None:
     """Rewrite the grid band as `plan` says (in place)."""
     mma = plan.mma
+    if plan.registers:
+        pad_tiles(mma)  # A's k padding and 16-byte rows, as ldmatrix reads them
     acc = fragments_for(mma, [1, mma.nt, 4])
     for p in mma.init:
         _rewrite_init(mma, p, acc)
     for c in mma.compute:
-        _rewrite_compute(plan, c, acc)
+        if plan.registers:
+            rewrite_registers(mma, c, acc)
+        else:
+            _rewrite_compute(plan, c, acc)
     retire_accumulator(mma, acc)
 
 

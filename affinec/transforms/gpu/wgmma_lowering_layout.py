@@ -39,18 +39,30 @@ from xdsl.ir.affine import AffineExpr, AffineMap
 
 from affinec.base.diagnostics import PassError
 from affinec.dialects import affine, nvgpu
-from affinec.dialects.affinec_wgmma import CORE, WarpgroupMmaStepOp, interleaved_shape
+from affinec.dialects.affinec_wgmma import (
+    CORE,
+    WGMMA_STEP_OPS,
+    WarpgroupMmaStepOp,
+    interleaved_shape,
+)
 from affinec.transforms.gpu.bands import reallocated_shared
 from affinec.transforms.gpu.bank_conflicts import evaluate, padded_cost, shared_accesses
 
 
+def _read_tiles(op: Operation) -> list[tuple[SSAValue, int]]:
+    """The shared tiles a `wgmma` step reads through descriptors, and the pitch of
+    their core matrices (0: row-major), none for other ops (A from registers is
+    read by `ldmatrix`: its tile is padded as `affinec-mma-sync`'s)."""
+    if isinstance(op, WarpgroupMmaStepOp):
+        return [(op.a, op.a_tile()[2]), (op.b, op.b_tile()[2])]
+    if isinstance(op, WGMMA_STEP_OPS):
+        return [(op.b, op.b_tile()[2])]
+    return []
+
+
 def wgmma_tiles(grid: Operation) -> set[SSAValue]:
-    """The shared buffers `affinec.warpgroup_mma` reads in `grid`."""
-    tiles: set[SSAValue] = set()
-    for op in grid.walk():
-        if isinstance(op, WarpgroupMmaStepOp):
-            tiles.update((op.a, op.b))
-    return tiles
+    """The shared buffers `wgmma` steps read through descriptors in `grid`."""
+    return {tile for op in grid.walk() for tile, _ in _read_tiles(op)}
 
 
 def interleave_wgmma_tiles(grid: Operation, pad: bool = True) -> None:
@@ -58,10 +70,10 @@ def interleave_wgmma_tiles(grid: Operation, pad: bool = True) -> None:
     module), its accesses rewritten; with `pad`, its core matrices as far apart
     (16-byte rows) as costs the accesses to it the fewest wavefronts by the bank
     model. Tiles already so laid out are left alone."""
-    steps = [op for op in grid.walk() if isinstance(op, WarpgroupMmaStepOp)]
+    steps = [op for op in grid.walk() if isinstance(op, WGMMA_STEP_OPS)]
     done: set[SSAValue] = set()
     for step in steps:
-        for tile, pitch in ((step.a, step.a_tile()[2]), (step.b, step.b_tile()[2])):
+        for tile, pitch in _read_tiles(step):
             if tile in done or pitch:
                 continue
             done.add(tile)
@@ -77,8 +89,7 @@ def pack_wgmma_tiles(grid: Operation) -> bool:
     changed = False
     pitches = {}
     for op in grid.walk():
-        if isinstance(op, WarpgroupMmaStepOp):
-            pitches[op.a], pitches[op.b] = op.a_tile()[2], op.b_tile()[2]
+        pitches.update(_read_tiles(op))
     for tile, pitch in pitches.items():
         if pitch > CORE:
             _retype(tile, CORE)
@@ -136,7 +147,7 @@ def _interleave(tile: SSAValue) -> SSAValue:
         _check_access(user, tile)
     new = reallocated_shared(alloc, [*lead, *interleaved_shape(rows, cols)])
     for user in users:
-        if not isinstance(user, WarpgroupMmaStepOp):
+        if not isinstance(user, WGMMA_STEP_OPS):
             _rewrite(user)
     tile.replace_all_uses_with(new.memref)
     alloc.parent_block().erase_op(alloc)  # pyright: ignore
@@ -152,7 +163,7 @@ _AFFINE_ACCESSES = (
 
 
 def _check_access(op: Operation, tile: SSAValue) -> None:
-    if isinstance(op, WarpgroupMmaStepOp):
+    if isinstance(op, WGMMA_STEP_OPS):
         return
     if isinstance(op, nvgpu.DeviceAsyncCopyOp) and op.dst is tile:
         if op.elements > CORE:

@@ -27,7 +27,9 @@ and N/8 x 16 P along K. In column slabs of R rows, 128 bytes along the rows and
 
 from __future__ import annotations
 
-from xdsl.dialects import arith, memref
+import math
+
+from xdsl.dialects import arith, memref, vector
 from xdsl.dialects.builtin import (
     BFloat16Type,
     DenseArrayBase,
@@ -35,9 +37,17 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     MemRefType,
+    VectorType,
+    i32,
     i64,
 )
-from xdsl.dialects.llvm import ExtractValueOp, InsertValueOp, PtrToIntOp, UndefOp
+from xdsl.dialects.llvm import (
+    BitcastOp,
+    ExtractValueOp,
+    InsertValueOp,
+    PtrToIntOp,
+    UndefOp,
+)
 from xdsl.ir import Operation, SSAValue
 
 from affinec.base.diagnostics import PassError
@@ -47,10 +57,12 @@ from affinec.dialects.affinec_wgmma import (
     CORE,
     WGMMA_STEP,
     FenceProxyAsyncSharedOp,
+    WarpgroupMmaRegistersOp,
     WarpgroupMmaStepOp,
     slab_span,
 )
 from affinec.dialects.nvvm_mma import MMALayout, MMALayoutAttr
+from affinec.dialects.nvvm_wgmma_registers import WgmmaRegistersRunOp
 from affinec.hardware.wgmma_layouts import MatrixDescriptor, TileLayout
 from affinec.transforms.nvvm.nvgpu_to_nvvm import Lowered, lowers
 
@@ -171,20 +183,8 @@ def _lower_step(op: Operation) -> Lowered:
             ops.append(full)
             pair.append(full.result)
         descriptors.append((pair[0], pair[1]))
-    # the thread's registers of the accumulator, register j at [0, j / 4, j % 4]
-    places = [
-        [_index(0, ops), _index(j // 4, ops), _index(j % 4, ops)] for j in range(n // 2)
-    ]
-    struct = nvvm.accumulator_struct(n)
-    acc = UndefOp(struct)
     ops.append(FenceProxyAsyncSharedOp())
-    ops.append(acc)
-    value = acc.res
-    for j, place in enumerate(places):
-        load = memref.LoadOp.get(op.fragments, place)
-        insert = InsertValueOp(DenseArrayBase.from_list(i64, [j]), value, load.res)
-        ops += [load, insert]
-        value = insert.res
+    places, value = _load_accumulator(op.fragments, n, ops)
     ops.append(nvvm.WgmmaFenceAlignedOp())
     for da, db in descriptors:  # adjacent: one run on one accumulator
         mma = nvvm.WgmmaMmaAsyncOp(da, db, value, n, kind)
@@ -193,11 +193,87 @@ def _lower_step(op: Operation) -> Lowered:
         ops.append(mma)
         value = mma.res
     ops += [nvvm.WgmmaGroupSyncAlignedOp(), nvvm.WgmmaWaitGroupSyncOp(op.groups_left)]
+    _store_accumulator(op.fragments, places, value, ops)
+    return ops, []
+
+
+def _load_accumulator(
+    fragments: SSAValue, n: int, ops: list[Operation]
+) -> tuple[list[list[SSAValue]], SSAValue]:
+    """The thread's registers of the accumulator (register j at [0, j / 4, j % 4]
+    of `fragments`) as the struct `wgmma` takes, and their places."""
+    places = [
+        [_index(0, ops), _index(j // 4, ops), _index(j % 4, ops)] for j in range(n // 2)
+    ]
+    acc = UndefOp(nvvm.accumulator_struct(n))
+    ops.append(acc)
+    value = acc.res
+    for j, place in enumerate(places):
+        load = memref.LoadOp.get(fragments, place)
+        insert = InsertValueOp(DenseArrayBase.from_list(i64, [j]), value, load.res)
+        ops += [load, insert]
+        value = insert.res
+    return places, value
+
+
+def _store_accumulator(
+    fragments: SSAValue, places: list[list[SSAValue]], value: SSAValue, ops: list
+) -> None:
     for j, place in enumerate(places):
         element = ExtractValueOp(
             DenseArrayBase.from_list(i64, [j]), value, Float32Type()
         )
-        ops += [element, memref.StoreOp.get(element.res, op.fragments, place)]
+        ops += [element, memref.StoreOp.get(element.res, fragments, place)]
+
+
+@lowers(WarpgroupMmaRegistersOp)
+def _lower_registers(op: Operation) -> Lowered:
+    """A from the threads' registers, B through a descriptor a step: each tap's
+    tile one tile's bytes after the one before, each step of 16 along K where
+    `k_offsets` puts it."""
+    assert isinstance(op, WarpgroupMmaRegistersOp)
+    rows_b, cols_b, pitch_b = op.b_tile()
+    if not pitch_b:
+        raise PassError(
+            op,
+            "reads a tile not laid out for wgmma (8 x 8 core matrices): run "
+            "affinec-plan-shared-memory first",
+        )
+    b_k_major = op.b_k_major is not None
+    t = op.b.type
+    assert isinstance(t, MemRefType)
+    kind = "bf16" if isinstance(t.get_element_type(), BFloat16Type) else "f16"
+    leading = len(op.b_indices) + op.tap_count
+    tap_bytes = math.prod(t.get_shape()[leading:]) * 2
+    ops: list[Operation] = [FenceProxyAsyncSharedOp()]
+    zero = _index(0, ops)
+    tail = len(t.get_shape()) - len(op.b_indices)
+    start = _start_field(op.b, [*op.b_indices, *[zero] * tail], ops)
+    fields, _ = wgmma_fields(rows_b, cols_b, b_k_major, pitch_b)
+    steps = k_offsets(rows_b, cols_b, b_k_major, pitch_b, op.k)
+    encoded = _i64(fields.encode(), ops)
+    descriptors = []
+    for tap in range(math.prod(op.tap_extents())):
+        for step in steps:
+            moved = arith.AddiOp(start, _i64((tap * tap_bytes + step) >> 4, ops))
+            full = arith.OrIOp(moved.result, encoded)
+            ops += [moved, full]
+            descriptors.append(full.result)
+    registers = []
+    for fragment in op.a:
+        for r in range(4):
+            pair = vector.ExtractOp(
+                fragment, [r], VectorType(t.get_element_type(), [2])
+            )
+            word = BitcastOp(pair.result, i32)
+            ops += [pair, word]
+            registers.append(word.result)
+    places, value = _load_accumulator(op.fragments, op.n, ops)
+    # the A registers' and the accumulator's writes before the wgmmas read them
+    ops.append(nvvm.WgmmaFenceAlignedOp())
+    run = WgmmaRegistersRunOp(descriptors, registers, value, op.n, kind, not b_k_major)
+    ops += [run, nvvm.WgmmaGroupSyncAlignedOp(), nvvm.WgmmaWaitGroupSyncOp(0)]
+    _store_accumulator(op.fragments, places, run.res, ops)
     return ops, []
 
 
