@@ -81,7 +81,7 @@ class WgmmaPlan:
 
     @property
     def warpgroups(self) -> int:
-        return self.mma.block_m // WGMMA_ROWS
+        return -(-self.mma.block_m // WGMMA_ROWS)
 
     @property
     def threads(self) -> int:
@@ -106,11 +106,15 @@ def plan_wgmma(analysis: GridAnalysis) -> WgmmaPlan:
     block_m, block_n = first.block_m, first.block_n
     band = first.compute[0].band
     registers = needs_registers(first)
-    if block_m % WGMMA_ROWS or block_m // 16 > most:
+    # A from registers: the last warpgroup's rows past the block's read its last
+    # pixel, and are never stored
+    warpgroups = -(-block_m // WGMMA_ROWS)
+    if (block_m % WGMMA_ROWS and not registers) or warpgroups * 4 > most:
+        multiple = "" if registers else f"a multiple of {WGMMA_ROWS}, "
         raise PassError(
             band.op,
-            f"the block tile has M = {block_m} rows: wgmma needs a multiple of "
-            f"{WGMMA_ROWS} (a warpgroup's 64 rows each), at most {most * 16}",
+            f"the block tile has M = {block_m} rows: wgmma needs {multiple}at "
+            f"most {most * 16} (warpgroups of {WGMMA_ROWS} rows)",
         )
     if block_n % 8 or block_n > MAX_N:
         raise PassError(
@@ -118,7 +122,7 @@ def plan_wgmma(analysis: GridAnalysis) -> WgmmaPlan:
             f"the block tile has N = {block_n} columns: wgmma takes a multiple of 8 "
             f"up to {MAX_N}",
         )
-    plan = plan_mma(analysis, (block_m // 16, 1))
+    plan = plan_mma(analysis, (4 * warpgroups, 1))
     b_k_major = None
     for c in plan.compute:
         if registers:
