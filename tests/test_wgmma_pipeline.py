@@ -285,14 +285,10 @@ def _refused(spec, config, target=TARGET) -> str:
         (MatmulSpec(64, 64, 64, "f32"), {}, TARGET,
          "wgmma takes f16 or bf16 operands, this tile holds f32"),
         (ConvSpec(1, 16, 4, 64, 16, 3, 3, padding=1, layout="nhwc",
-                  filter_layout="rsck", dtype="f16"),
+                  filter_layout="kcrs", dtype="f16"),
          {"tile_sizes": (1, 1, 64, 16), "reduction_tile_sizes": (3, 3, 16),
           "reassociate": True}, TARGET,
-         "a reduction loop beside the channels (a filter's taps)"),
-        (ConvSpec(1, 16, 8, 32, 16, 1, 1, layout="nhwc", filter_layout="rsck",
-                  dtype="f16"),
-         {"tile_sizes": (1, 2, 32, 16), "reduction_tile_sizes": (1, 1, 16)}, TARGET,
-         "the block's rows are 2 dimensions of the band: wgmma takes them as one"),
+         "wgmma with A from registers reads the filter as K x N tiles"),
     ],
 )  # fmt: skip
 def test_bad_inputs_are_refused_located(spec, knobs, target, message):

@@ -58,7 +58,11 @@ from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineExpr, A
 from affinec.base.diagnostics import PassError
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, MAPPING, THREAD, mapping_of
-from affinec.dialects.affinec_wgmma import CORE, WarpgroupMmaStepOp
+from affinec.dialects.affinec_wgmma import (
+    CORE,
+    WarpgroupMmaRegistersOp,
+    WarpgroupMmaStepOp,
+)
 from affinec.dialects.memref import CastOp
 from affinec.transforms.gpu.bands import reallocated_shared
 from affinec.transforms.gpu.mma_fragments import Builder
@@ -73,6 +77,14 @@ TICKS = 10_000_000
 def tma_grid(grid: affine.ParallelOp) -> list[TileCopy] | None:
     """The tile copies of `grid` TMA takes over (proven), or None when `grid` has
     no `wgmma` step reading copied tiles."""
+    for op in grid.walk():
+        if isinstance(op, WarpgroupMmaRegistersOp):
+            raise PassError(
+                op,
+                "TMA loads the tiles wgmma reads by descriptor; this step reads A "
+                "from registers (a convolution's taps): its tiles keep the "
+                "promotion's cp.async copies (leave out tma)",
+            )
     tiles = {
         v
         for op in grid.walk()

@@ -1,0 +1,266 @@
+"""`affinec-wgmma` with A from registers: convolutions with a filter's taps, pixels in
+several band dimensions, strides, proven on the CPU.
+
+Where the block's A is no 2-D tile, each warp loads its rows of A as
+`affinec-mma-sync` loads them (`ldmatrix` at each lane's pixel of the promoted input
+window) and `affinec.warpgroup_mma_registers` reads the filter tile of each tap by
+descriptor. The interpreter runs every stage against float64 and the stage before:
+the registers' op at the affine level (B where the planner put it) and, lowered,
+`nvvm.wgmma.mma_async.registers` reading B through its real descriptors and A from
+the threads' 32-bit registers. Negative controls: a wrong tap offset, A's
+fragments in the wrong order, a missing `wgmma.fence`.
+"""
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ir_edits import set_i64_constant
+from xdsl.utils.exceptions import VerifyException
+
+from affinec.base.diagnostics import PassError
+from affinec.base.spec import ConvSpec
+from affinec.driver.checking import Checker
+from affinec.driver.config import KernelConfig
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import default_passes
+from affinec.frontend.naive import build
+from affinec.ir.context import make_context
+
+TARGET = "nvvm-attach-target{chip=sm_90a}"
+
+
+def _config(**knobs) -> KernelConfig:
+    base = KernelConfig(
+        tile_sizes=(1, 8, 8, 32),
+        reduction_tile_sizes=(3, 3, 16),
+        mma=True,
+        tensor_core="wgmma",
+        stages=2,
+        tma=False,
+        reassociate=True,
+    )
+    return replace(base, **knobs)
+
+
+def _passes(config: KernelConfig, target: str = TARGET) -> list:
+    return [*Pipeline.parse(target).passes, *default_passes(config)]
+
+
+def _conv(c, hw, k, r, stride=1, n=1, epilogue="none", layout="rsck") -> ConvSpec:
+    return ConvSpec(n, c, hw, hw, k, r, r, stride=stride, padding=r // 2,
+                    layout="nhwc", filter_layout=layout, dtype="f16",
+                    epilogue=epilogue)  # fmt: skip
+
+
+@st.composite
+def conv_cases(draw):
+    """A small NHWC/RSCK convolution the register route takes (3x3 or 1x1, stride
+    1 or 2, partial tiles, a reduction step that does not divide the channels)
+    and a configuration of it."""
+    r = draw(st.sampled_from([3, 3, 1]))
+    stride = draw(st.sampled_from([1, 2]))
+    tn, th, tw = draw(st.sampled_from([(1, 4, 4), (1, 4, 8), (2, 4, 4), (1, 8, 8)]))
+    oh = draw(st.integers(th, th + 2))
+    bk = draw(st.sampled_from([16, 32]))
+    c = draw(st.sampled_from([16, 32, 48]))
+    bn = 8 * draw(st.integers(1, 4))
+    k = 8 * draw(st.integers(bn // 8, bn // 8 + 1))
+    # the taps whole in each step, or a step per row of taps
+    taps = draw(st.sampled_from([(r, r), (1, r)]))
+    spec = _conv(c, oh * stride, k, r, stride, n=tn,
+                 epilogue=draw(st.sampled_from(["none", "bias-relu"])))  # fmt: skip
+    config = _config(
+        tile_sizes=(tn, th, tw, bn),
+        reduction_tile_sizes=(*taps, bk),
+        stages=draw(st.integers(1, 2)),
+        stage_output=draw(st.booleans()),
+    )
+    return spec, config
+
+
+@settings(max_examples=max(2, settings().max_examples // 5))  # ~20 stages each
+@given(conv_cases())
+def test_convolutions_with_taps_keep_the_result(case):
+    spec, config = case
+    module = build(spec)
+    Pipeline(_passes(config)).run(module, check=True)
+    text = str(module)
+    assert "nvvm.wgmma.mma_async.registers" in text and "nvvm.mma.sync" not in text
+
+
+def _round_trips(module) -> None:
+    import io
+
+    from xdsl.printer import Printer
+
+    from affinec.base.locating_parser import parse_module
+    from affinec.base.diagnostics import verify
+
+    ctx = make_context()
+    custom = str(module)
+    reparsed = parse_module(ctx, custom)
+    verify(reparsed)
+    assert str(reparsed) == custom
+    out = io.StringIO()
+    Printer(stream=out, print_generic_format=True).print_op(module)
+    assert str(parse_module(ctx, out.getvalue())) == custom
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_a_3x3_convolution_prints_and_reparses_at_every_level(stride):
+    """Each pass's output prints and re-parses (custom and generic) and computes
+    what float64 does, stride 1 and 2."""
+    spec = _conv(32, 8 * stride, 32, 3, stride)
+    config = _config(tile_sizes=(1, 8, 8, 32), reduction_tile_sizes=(3, 3, 32))
+    checker = Checker(spec)
+    module = build(spec)
+    seen = []
+
+    def each(p, m, seconds):
+        _round_trips(m)
+        reorders = getattr(p, "changes_rounding", False)
+        result = checker.check(p.name, m, reorders=reorders)
+        assert result.ok, result.row()
+        seen.append(p.name)
+
+    Pipeline(_passes(config)).run(module, callback=each)
+    assert "affinec-wgmma" in seen
+    text = str(module)
+    assert "nvvm.wgmma.mma_async.registers" in text
+
+
+def test_conv1_7x7_stride_2_with_its_channels_padded_and_coalesced():
+    """ResNet's first layer as `config_for` tiles it for mma.sync (3 channels
+    padded to 4, the taps of a row collapsed with them: one k of 28 a row)."""
+    from affinec.driver.compiler import compile_to_ptx
+
+    spec = ConvSpec(1, 3, 32, 32, 64, 7, 7, stride=2, padding=3, layout="nhwc",
+                    filter_layout="rsck", dtype="f16")  # fmt: skip
+    config = replace(
+        _config(),
+        tile_sizes=(1, 4, 16, 64),
+        reduction_tile_sizes=(1, 7, 4),
+        pad_channels=4,
+        coalesce_reduction=True,
+    )
+    ptx = compile_to_ptx(spec, config, arch="sm_90a", check=True).ptx
+    assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in ptx
+
+
+# -- negative controls --------------------------------------------------------------
+
+
+def _lowered(spec, config):
+    module = build(spec)
+    Pipeline(_passes(config)).run(module)
+    return module
+
+
+def test_a_wrong_tap_offset_gives_a_wrong_answer():
+    """The descriptor of the second tap's tile moved onto the first's."""
+    from affinec.dialects.affinec_wgmma import interleaved_shape
+
+    spec = _conv(16, 8, 16, 3)
+    config = _config(tile_sizes=(1, 8, 8, 16), reduction_tile_sizes=(3, 3, 16))
+    module = _lowered(spec, config)
+    checker = Checker(spec)
+    assert checker.check("lowered", module).ok
+    # one tap's tile: 16 channels x 16 filters, core matrices 8 x 16 bytes apart
+    # at least (the planner may pad them); its offset in 16-byte units
+    offsets = []
+    for pitch in range(8, 16):
+        size = 1
+        for x in interleaved_shape(16, 16, pitch):
+            size *= x
+        offsets.append(size * 2 >> 4)
+    assert sum(set_i64_constant(module, o, 0) for o in offsets) >= 1
+    assert not checker.check("tap offset", module).ok
+
+
+def test_fragments_in_the_wrong_order_give_a_wrong_answer():
+    from affinec.dialects.affinec_wgmma import WarpgroupMmaRegistersOp
+
+    spec = _conv(16, 8, 16, 3)
+    config = _config(tile_sizes=(1, 8, 8, 16), reduction_tile_sizes=(3, 3, 16))
+    passes = _passes(config)
+    at = [p.name for p in passes].index("affinec-wgmma") + 1
+    module = build(spec)
+    Pipeline(passes[:at]).run(module)
+    checker = Checker(spec)
+    assert checker.check("wgmma", module).ok
+    op = next(o for o in module.walk() if isinstance(o, WarpgroupMmaRegistersOp))
+    a = list(op.a)
+    first, second = op.operands.index(a[0]), op.operands.index(a[1])
+    operands = list(op.operands)
+    operands[first], operands[second] = operands[second], operands[first]
+    op.operands = operands
+    assert not checker.check("swapped taps", module).ok
+
+
+def test_a_missing_wgmma_fence_is_refused():
+    from affinec.dialects import nvvm
+
+    spec = _conv(16, 8, 16, 3)
+    config = _config(tile_sizes=(1, 8, 8, 16), reduction_tile_sizes=(3, 3, 16))
+    module = _lowered(spec, config)
+    run = next(o for o in module.walk() if isinstance(o, nvvm.WgmmaRegistersRunOp))
+    run.verify()
+    fence = run.prev_op
+    assert isinstance(fence, nvvm.WgmmaFenceAlignedOp)
+    fence.detach()
+    fence.erase()
+    with pytest.raises(VerifyException, match="needs nvvm.wgmma.fence.aligned"):
+        run.verify()
+
+
+# -- PTX ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_the_ptx_assembles_for_sm_90a_without_spills(stride):
+    from affinec.backend.ptxas import assemble, find_ptxas
+    from affinec.driver.compiler import compile_to_ptx
+
+    if find_ptxas() is None:
+        pytest.skip("ptxas is not installed")
+    spec = _conv(256, 14 * stride, 256, 3, stride, n=32)
+    config = _config(tile_sizes=(1, 14, 14, 128), reduction_tile_sizes=(3, 3, 16))
+    ptx = compile_to_ptx(spec, config, arch="sm_90a").ptx
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in ptx
+    assert "wgmma.fence.sync.aligned" in ptx
+    (resources,) = assemble(ptx, "sm_90a").values()
+    assert resources.spill_stores == resources.spill_loads == 0
+    assert resources.stack_frame == 0
+    assert not resources.advisories  # no wgmma serialized
+
+
+# -- refusals -----------------------------------------------------------------------
+
+
+def _refused(spec, config, target=TARGET) -> str:
+    module = build(spec)
+    with pytest.raises(PassError) as e:
+        Pipeline(_passes(config, target)).run(module)
+    return str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("spec", "knobs", "message"),
+    [
+        (_conv(16, 8, 16, 3, layout="kcrs"), {"tile_sizes": (1, 8, 8, 16)},
+         "reads the filter as K x N tiles (output channels innermost: RSCK)"),
+        (_conv(16, 8, 16, 3), {"tile_sizes": (1, 8, 8, 12)},
+         "N = 12 columns: wgmma takes a multiple of 8"),
+        (_conv(16, 64, 16, 3), {"tile_sizes": (1, 32, 64, 16)},
+         "M = 2048 rows: wgmma needs at most 512"),
+        (_conv(320, 8, 16, 3), {"reduction_tile_sizes": (3, 3, 320)},
+         "a reduction step of 320 channels: A from registers takes at most 288"),
+        (_conv(16, 8, 16, 3), {"tma": True},
+         "this step reads A from registers (a convolution's taps): its tiles keep "
+         "the promotion's cp.async copies"),
+    ],
+)  # fmt: skip
+def test_bad_inputs_are_refused_located(spec, knobs, message):
+    assert message in _refused(spec, _config(**knobs))
