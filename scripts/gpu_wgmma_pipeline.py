@@ -190,14 +190,15 @@ def _sass_counts(ptx: str) -> str:
     return " ".join(f"{w}:{sass.count(w)}" for w in ("UTMALDG", "HGMMA", "LDGSTS"))
 
 
-def compile_all(cases: list[tuple[str, Spec]]) -> dict:
-    """Every kernel of every case, compiled in parallel processes, by (case, k)."""
+def compile_all(cases: list[tuple[str, Spec]], routes_of=routes) -> dict:
+    """Every kernel of every case (`routes_of` each), compiled in parallel
+    processes, by (case, k)."""
     from affinec.tuning.compiling import config_to_json, default_jobs, make_pool
 
     futures = {}
     with make_pool(default_jobs()) as pool:
         for name, spec in cases:
-            for k, (_, config, note) in enumerate(routes(spec)):
+            for k, (_, config, note) in enumerate(routes_of(spec)):
                 if config is not None:
                     futures[name, k] = pool.submit(
                         compile_route, spec.to_text(), config_to_json(config),
@@ -223,7 +224,11 @@ def vendor_ms(spec: Spec, measurer) -> float | None:
     )
 
 
-def measure_case(name: str, spec: Spec, compiled: dict, log) -> list[Row]:
+def measure_case(
+    name: str, spec: Spec, compiled: dict, log, routes_of=routes
+) -> list[Row]:
+    """The vendor's kernel, then each of `routes_of(spec)`: checked against float64,
+    then timed."""
     from affinec.tuning.measure import GpuMeasurer
 
     rows: list[Row] = []
@@ -234,7 +239,7 @@ def measure_case(name: str, spec: Spec, compiled: dict, log) -> list[Row]:
         rows.append(Row(name, vendor_name, "torch", True, ms=vendor,
                         tflops=_tflops(spec, vendor)))  # fmt: skip
         log(rows[-1])
-        for k, (route, config, note) in enumerate(routes(spec)):
+        for k, (route, config, note) in enumerate(routes_of(spec)):
             if config is None:
                 rows.append(Row(name, route, "-", False, note=note[:160]))
                 log(rows[-1])

@@ -7,8 +7,8 @@ its A fragments (`Operands.ldmatrix_a`: `ldmatrix` x4 at each lane's pixel row o
 the promoted input window, a tap a shifted read of it, a stride a strided one), a
 layout that is `wgmma`'s register A of the warp's rows. The steps of a compute
 band become one `affinec.warpgroup_mma_registers` per iteration of the taps left
-outside it: the innermost taps whose k16 steps fit `MAX_STEPS` fragments go into
-the op (B's tiles of those taps read one after the other), the outer ones stay
+outside it: the innermost taps whose k16 steps fit the registers left for A
+(`steps_that_fit`) go into the op (B's tiles of those taps read one after the other), the outer ones stay
 loops around it:
 
     affine.parallel (%tx) = (0) to (256) {               // 2 warpgroups
@@ -40,6 +40,7 @@ from xdsl.ir.affine import AffineDimExpr, AffineExpr
 from affinec.base.diagnostics import PassError
 from affinec.dialects import affine
 from affinec.dialects.affinec_wgmma import WGMMA_STEP, WarpgroupMmaRegistersOp
+from affinec.dialects.nvvm_target import chip_of
 from affinec.ir.ranges import value_range
 from affinec.transforms.affine.analysis import is_defined_inside
 from affinec.transforms.gpu.mma import clone_taps
@@ -52,6 +53,23 @@ from affinec.transforms.gpu.thread_bands import erase_op
 MAX_STEPS = 18
 """The A fragments one op holds at most (4 registers each a thread): a 3x3 filter's
 taps over 32 channels."""
+
+OTHER_REGISTERS = 48
+"""A thread's registers besides the accumulator and A's fragments (addresses,
+indices, descriptors), as ptxas allocated them on 3x3 kernels."""
+
+
+def steps_that_fit(plan: MmaPlan) -> int:
+    """The A fragments one op may hold: `MAX_STEPS`, fewer where the block's
+    threads leave each too few registers for them beside its accumulator (a block
+    of 512 threads has 128 each), at least one step of 16 channels of K."""
+    chip = chip_of(plan.analysis.grid.op)
+    registers = min(
+        chip.max_registers_per_thread,
+        chip.registers_per_multiprocessor // plan.threads,
+    )
+    left = registers - plan.block_n // 2 - OTHER_REGISTERS
+    return max(1, min(MAX_STEPS, left // 4))
 
 
 def needs_registers(plan: MmaPlan) -> bool:
@@ -141,8 +159,9 @@ def rewrite_registers(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
     fixed = constant_ivs(plan, band, b)
     steps = plan.k_padded // WGMMA_STEP
     extents = [_extent(lp) for lp in c.taps]
+    fit = steps_that_fit(plan)
     inside = len(c.taps)
-    while inside and math.prod(extents[len(c.taps) - inside :]) * steps > MAX_STEPS:
+    while inside and math.prod(extents[len(c.taps) - inside :]) * steps > fit:
         inside -= 1
     outside = c.taps[: len(c.taps) - inside]
     site, tap_values, sites = clone_taps(plan, outside, b)
@@ -199,4 +218,10 @@ def _leading(
     return out
 
 
-__all__ = ["MAX_STEPS", "check_registers", "needs_registers", "rewrite_registers"]
+__all__ = [
+    "MAX_STEPS",
+    "check_registers",
+    "needs_registers",
+    "rewrite_registers",
+    "steps_that_fit",
+]
