@@ -17,18 +17,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from ir_edits import set_i64_constant
+from test_bf16 import _assert_round_trips
+from test_wgmma_pipeline import _passes, _refused
 from xdsl.utils.exceptions import VerifyException
 
-from affinec.base.diagnostics import PassError
 from affinec.base.spec import ConvSpec
 from affinec.driver.checking import Checker
 from affinec.driver.config import KernelConfig
 from affinec.driver.pipeline import Pipeline
-from affinec.driver.pipelines import default_passes
 from affinec.frontend.naive import build
-from affinec.ir.context import make_context
-
-TARGET = "nvvm-attach-target{chip=sm_90a}"
 
 
 def _config(**knobs) -> KernelConfig:
@@ -42,10 +39,6 @@ def _config(**knobs) -> KernelConfig:
         reassociate=True,
     )
     return replace(base, **knobs)
-
-
-def _passes(config: KernelConfig, target: str = TARGET) -> list:
-    return [*Pipeline.parse(target).passes, *default_passes(config)]
 
 
 def _conv(c, hw, k, r, stride=1, n=1, epilogue="none", layout="rsck") -> ConvSpec:
@@ -90,24 +83,6 @@ def test_convolutions_with_taps_keep_the_result(case):
     assert "nvvm.wgmma.mma_async.registers" in text and "nvvm.mma.sync" not in text
 
 
-def _round_trips(module) -> None:
-    import io
-
-    from xdsl.printer import Printer
-
-    from affinec.base.locating_parser import parse_module
-    from affinec.base.diagnostics import verify
-
-    ctx = make_context()
-    custom = str(module)
-    reparsed = parse_module(ctx, custom)
-    verify(reparsed)
-    assert str(reparsed) == custom
-    out = io.StringIO()
-    Printer(stream=out, print_generic_format=True).print_op(module)
-    assert str(parse_module(ctx, out.getvalue())) == custom
-
-
 @pytest.mark.parametrize("stride", [1, 2])
 def test_a_3x3_convolution_prints_and_reparses_at_every_level(stride):
     """Each pass's output prints and re-parses (custom and generic) and computes
@@ -119,7 +94,7 @@ def test_a_3x3_convolution_prints_and_reparses_at_every_level(stride):
     seen = []
 
     def each(p, m, seconds):
-        _round_trips(m)
+        _assert_round_trips(m)
         reorders = getattr(p, "changes_rounding", False)
         result = checker.check(p.name, m, reorders=reorders)
         assert result.ok, result.row()
@@ -237,13 +212,6 @@ def test_the_ptx_assembles_for_sm_90a_without_spills(stride):
 
 
 # -- refusals -----------------------------------------------------------------------
-
-
-def _refused(spec, config, target=TARGET) -> str:
-    module = build(spec)
-    with pytest.raises(PassError) as e:
-        Pipeline(_passes(config, target)).run(module)
-    return str(e.value)
 
 
 @pytest.mark.parametrize(

@@ -141,18 +141,20 @@ def warpgroup_step(op: WarpgroupMmaStepOp, lanes: list, state, base: int) -> lis
     queue.retire(state, op.groups_left)
     if op.b_k_major is not None:
         matrix_b = matrix_b.T  # N x K as read, K x N to multiply
-    n = op.n
+    tiles = [matrix_b[k0 : k0 + WGMMA_STEP] for k0 in range(0, k, WGMMA_STEP)]
+    _accumulate_fragments(op.n, lanes, matrix_a, tiles)
+    return [None] * len(lanes)
+
+
+def _accumulate_fragments(n: int, lanes: list, a: np.ndarray, tiles: list) -> None:
+    """Each thread's registers of the m64nN accumulator (`lanes[t][0]`) plus A x B,
+    one k16 `wgmma` at a time (B's 16 x N `tiles` in turn)."""
     rows, cols = accumulator_table(n)
-    regs = np.stack([np.asarray(f, np.float64).reshape(-1) for f, *_ in lanes])
     c = np.empty((WGMMA_ROWS, n), np.float64)
-    c[rows, cols] = regs
-    for k0 in range(0, k, WGMMA_STEP):
-        step = slice(k0, k0 + WGMMA_STEP)
-        c = exact_dot(matrix_a[:, step], matrix_b[step, :], c).astype(np.float64)
-    d = c[rows, cols].astype(np.float32)
+    c[rows, cols] = np.stack([np.asarray(f, np.float64).reshape(-1) for f, *_ in lanes])
+    d = _accumulate(a, tiles, c)[rows, cols].astype(np.float32)
     for t, (fragments, *_) in enumerate(lanes):
         fragments[...] = d[t].reshape(fragments.shape)
-    return [None] * len(lanes)
 
 
 @emits(WarpgroupMmaStepOp)
@@ -235,15 +237,7 @@ def warpgroup_registers_step(
     fragments = np.stack(
         [np.stack([np.asarray(f, np.float64) for f in lane[1]]) for lane in lanes]
     ).reshape(WARPGROUP_SIZE, len(tiles), 4, 2)
-    a = _a_from_fragments(fragments)
-    n = op.n
-    rows, cols = accumulator_table(n)
-    regs = np.stack([np.asarray(f, np.float64).reshape(-1) for f, *_ in lanes])
-    c = np.empty((WGMMA_ROWS, n), np.float64)
-    c[rows, cols] = regs
-    d = _accumulate(a, tiles, c)[rows, cols].astype(np.float32)
-    for t, (f, *_) in enumerate(lanes):
-        f[...] = d[t].reshape(f.shape)
+    _accumulate_fragments(op.n, lanes, _a_from_fragments(fragments), tiles)
     return [None] * len(lanes)
 
 

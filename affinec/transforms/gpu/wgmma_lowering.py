@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation, SSAValue
-from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap
+from xdsl.ir.affine import AffineExpr, AffineMap
 
 from affinec.base.diagnostics import PassError
 from affinec.dialects import affine
@@ -52,13 +52,14 @@ from affinec.ir.ranges import value_range
 from affinec.transforms.affine.analysis import is_defined_inside
 from affinec.transforms.gpu.bands import Band, GridAnalysis, is_shared
 from affinec.transforms.gpu.mma import fragments_for, retire_accumulator
-from affinec.transforms.gpu.mma_fragments import Builder
 from affinec.transforms.gpu.mma_k_padding import pad_tiles, zero_past_channel_bound
 from affinec.transforms.gpu.mma_plan import ComputeBand, MmaPlan, Operand, plan_mma
 from affinec.transforms.gpu.mma_warp_bands import warp_band
 from affinec.transforms.gpu.thread_bands import erase_op
 from affinec.transforms.gpu.wgmma_registers import (
     check_registers,
+    dims_of,
+    leading_indices,
     needs_registers,
     rewrite_registers,
 )
@@ -215,17 +216,13 @@ def _tile_dims(
             f"{what}'s tile is {shape[-2]}x{shape[-1]}, the block reads {rows}x{cols}",
         )
     for e in leading:
-        for dim in _dims(e):
+        for dim in dims_of(e):
             if is_defined_inside(load.indices[dim], band.op):
                 raise PassError(
                     load,
                     f"{what}'s tile is indexed along a leading dimension by the band "
                     "or its loops: wgmma reads one whole tile a step",
                 )
-
-
-def _dims(e: AffineExpr) -> list[int]:
-    return sorted({x.position for x in e.dfs() if isinstance(x, AffineDimExpr)})
 
 
 # -- rewriting ------------------------------------------------------------------------
@@ -273,8 +270,8 @@ def _rewrite_compute(plan: WgmmaPlan, c: ComputeBand, acc: SSAValue) -> None:
     tx = b.block.args[0]
     d0 = AffineExpr.dimension(0)
     row = b.apply((d0 // WARPGROUP_SIZE) * WGMMA_ROWS, [tx], "row")
-    lead_a = _leading(b, c.a.load)
-    lead_b = _leading(b, c.b.load)
+    lead_a = leading_indices(b, c.a.load, 2)
+    lead_b = leading_indices(b, c.b.load, 2)
     b.add(
         WarpgroupMmaStepOp(
             acc, c.a.buffer, [*lead_a, row], c.b.buffer, lead_b, plan.b_k_major
@@ -282,26 +279,6 @@ def _rewrite_compute(plan: WgmmaPlan, c: ComputeBand, acc: SSAValue) -> None:
     )
     b.close()
     erase_op(band.op)
-
-
-def _leading(b: Builder, load: affine.LoadOp) -> list[SSAValue]:
-    """The tile's leading indices of `load` (those before its last two), computed
-    in the thread band from the values outside the compute band they use."""
-    m = load.map.data
-    values = []
-    for e in m.results[:-2]:
-        dims = _dims(e)
-        moved = e.replace_dims_and_symbols(
-            [
-                AffineExpr.dimension(dims.index(k))
-                if k in dims
-                else AffineExpr.constant(0)
-                for k in range(m.num_dims)
-            ],
-            [],
-        )
-        values.append(b.apply(moved, [load.indices[k] for k in dims]))
-    return values
 
 
 __all__ = ["WgmmaPlan", "plan_wgmma", "rewrite_wgmma"]

@@ -138,7 +138,7 @@ def check_registers(plan: MmaPlan, c: ComputeBand) -> None:
             f"the filter tile has {shape[-1]} output channels, the block {plan.block_n}",
         )
     for e in m.results[: len(m.results) - len(want)]:
-        for dim in _dims(e):
+        for dim in dims_of(e):
             if is_defined_inside(load.indices[dim], band.op):
                 raise PassError(
                     load,
@@ -147,7 +147,8 @@ def check_registers(plan: MmaPlan, c: ComputeBand) -> None:
                 )
 
 
-def _dims(e: AffineExpr) -> list[int]:
+def dims_of(e: AffineExpr) -> list[int]:
+    """The positions of the dimensions `e` uses, in order."""
     return sorted({x.position for x in e.dfs() if isinstance(x, AffineDimExpr)})
 
 
@@ -177,7 +178,7 @@ def rewrite_registers(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
             operands = Operands(plan, c, site, base, values, ids["lane"], ids["wm"],
                                 ids["wn"], _index(site, k), zero, zero)  # fmt: skip
             fragments.append(operands.ldmatrix_a())
-    lead = _leading(site, c.b.load, inside + 2, tap_values)
+    lead = leading_indices(site, c.b.load, inside + 2, tap_values)
     site.add(WarpgroupMmaRegistersOp(acc, fragments, c.b.buffer, lead, inside))
     for x in reversed(sites):
         x.close()
@@ -194,16 +195,21 @@ def _index(b: Builder, value: int) -> SSAValue:
     return b.add(arith.ConstantOp(IntegerAttr(value, IndexType()))).results[0]
 
 
-def _leading(
-    b: Builder, load: affine.LoadOp, inner: int, values: dict[SSAValue, SSAValue]
+def leading_indices(
+    b: Builder,
+    load: affine.LoadOp,
+    inner: int,
+    values: dict[SSAValue, SSAValue] | None = None,
 ) -> list[SSAValue]:
-    """The indices of `load` before its last `inner` (the taps in the op, the
-    channels, the output channels), computed in `b` from the values outside the
-    compute band they use and the taps' loops left outside (`values`)."""
+    """The indices of `load` before its last `inner` (a tile's rows and columns,
+    and the taps a step reads), computed in `b` from the values outside the
+    compute band they use, those of `values` replaced (the taps' loops cloned
+    outside the op)."""
+    values = values or {}
     m = load.map.data
     out = []
     for e in m.results[: len(m.results) - inner]:
-        dims = _dims(e)
+        dims = dims_of(e)
         moved = e.replace_dims_and_symbols(
             [
                 AffineExpr.dimension(dims.index(k))
@@ -221,6 +227,8 @@ def _leading(
 __all__ = [
     "MAX_STEPS",
     "check_registers",
+    "dims_of",
+    "leading_indices",
     "needs_registers",
     "rewrite_registers",
     "steps_that_fit",
