@@ -1,5 +1,7 @@
-"""affinec's step of warpgroup MMA on the pipeline's own shared tiles, and the proxy
-fence that orders the copies' writes before it:
+"""affinec's step of warpgroup MMA on the pipeline's own shared tiles (A and B from
+shared memory, or A from the threads' registers: `affinec.warpgroup_mma_registers`,
+`WarpgroupMmaRegistersOp`), and the proxy fence that orders the copies' writes
+before it:
 
     affinec.warpgroup_mma %fragments, %A_shared[%stage, %row], %B_shared[%stage]
         : memref<1x16x4xf32, 5>, memref<2x128x32xf16, 3>, memref<2x32x128xf16, 3>

@@ -28,11 +28,21 @@ becomes
           : memref<1x8x4xf32, 5>, memref<2x64x32xf16, 3>, memref<2x32x64xf16, 3>
     } {affinec.mapping = "thread"}
 
+Where the block's A is no 2-D tile (a filter's taps, a stride, pixels in several
+band dimensions: a 3x3 convolution), A comes from registers instead: each warp
+loads its rows of each tap with `affinec-mma-sync`'s `ldmatrix` fragments from the
+promoted input window, and one `affinec.warpgroup_mma_registers` a step reads the
+filter tile of each tap by descriptor (`affinec/transforms/gpu/wgmma_registers.py`);
+there the block may have any number of rows up to the warpgroups' (those past it
+are never stored).
+
 Refused, located: a target without wgmma (sm_90a only), operands other than f16
-and bf16, a block tile whose M is no multiple of 64 or whose N is no multiple of 8
-(or over 256), a reduction step no multiple of 16, a filter's taps (convolutions
-other than 1x1 through their flattened pixels). The MMA sums in its own order, so
-`Pipeline.run(check=True)` holds this pass to the dtype's tolerance.
+and bf16, a block tile whose M is no multiple of 64 (A from shared memory) or over
+the block's warpgroups, or whose N is no multiple of 8 (or over 256), a reduction
+step no multiple of 16 (or, A from registers, over 288 channels), a filter tile
+other than its taps' K x N tiles (RSCK) under A from registers. The MMA sums in
+its own order, so `Pipeline.run(check=True)` holds this pass to the dtype's
+tolerance.
 """
 
 from __future__ import annotations
