@@ -322,8 +322,10 @@ class WarpgroupMmaRegistersOp(IRDLOperation):
     past its leading indices: T tap dimensions, then the K x N tile (N x K with
     `b_k_major`), row-major, interleaved or in slabs as `affinec.warpgroup_mma`'s
     B. The steps walk the taps row-major, then K by 16: step s reads the tap
-    s // (K / 16), rows 16 (s % (K / 16)) on. Synchronous: every `wgmma` has
-    finished when it returns."""
+    s // (K / 16), rows 16 (s % (K / 16)) on. Synchronous (every `wgmma` has
+    finished when it returns) unless `{pending = 1}`: then its run may still read
+    B until the warpgroup's next run returns or a wait, as
+    `affinec.warpgroup_mma`'s."""
 
     name = "affinec.warpgroup_mma_registers"
     FEATURE: ClassVar[str] = "wgmma"
@@ -334,6 +336,9 @@ class WarpgroupMmaRegistersOp(IRDLOperation):
     b_indices = var_operand_def(IndexType)
     taps = prop_def(IntegerAttr)
     b_k_major = opt_prop_def(UnitAttr)
+    pending = opt_prop_def(IntegerAttr)
+    """Runs of the warpgroup left in flight when it returns (0 or 1; absent: 0),
+    as `affinec.warpgroup_mma`'s."""
 
     traits = traits_def(
         AccessesOperands(reads=("fragments", "b"), writes=("fragments",))
@@ -353,12 +358,14 @@ class WarpgroupMmaRegistersOp(IRDLOperation):
         b_indices,
         taps: int,
         b_k_major: bool = False,
+        pending: int = 0,
     ):
         super().__init__(
             operands=[fragments, list(a), b, list(b_indices)],
             properties={
                 "taps": IntegerAttr(taps, i64),
                 "b_k_major": UnitAttr() if b_k_major else None,
+                "pending": IntegerAttr(pending, i64) if pending else None,
             },
         )
 
@@ -393,7 +400,8 @@ class WarpgroupMmaRegistersOp(IRDLOperation):
 
     @property
     def groups_left(self) -> int:
-        return 0
+        """`pending`, 0 when absent."""
+        return 0 if self.pending is None else self.pending.value.data
 
     @property
     def n(self) -> int:
@@ -403,6 +411,10 @@ class WarpgroupMmaRegistersOp(IRDLOperation):
 
     def verify_(self) -> None:
         _verify_fragments(self.fragments.type)
+        if self.groups_left not in (0, 1):
+            raise VerifyException(
+                f"pending is 0 or 1 (runs left in flight), got {self.groups_left}"
+            )
         b = self.b.type
         assert isinstance(b, MemRefType)
         if _space(b) != SHARED or not isinstance(

@@ -66,6 +66,11 @@ class AffinecWgmma(ModulePass):
 
     name = "affinec-wgmma"
 
+    in_flight: bool = False
+    """With A from registers and taps' loops left around each step's runs (their
+    fragments more than the registers hold at once): leave each run in flight
+    while the next one's fragments load, waiting for all after the loops."""
+
     @property
     def changes_rounding(self) -> bool:
         return True
@@ -84,5 +89,5 @@ class AffinecWgmma(ModulePass):
             require_placed(analysis, self.name)
             plans.append(plan_wgmma(analysis))
         for plan in plans:
-            rewrite_wgmma(plan)
+            rewrite_wgmma(plan, self.in_flight)
         check_after_pass(op)

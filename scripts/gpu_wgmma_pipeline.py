@@ -126,14 +126,16 @@ def routes(spec: Spec) -> list[tuple[str, KernelConfig | None, str]]:
 
 def in_flight_passes(config: KernelConfig) -> list:
     """The route's passes with affinec-tma-copies leaving each step's MMAs in
-    flight."""
+    flight (and affinec-wgmma each run with A from registers within a step)."""
     from affinec.driver.pipelines import default_passes
     from affinec.passes.affinec_tma_copies import AffinecTmaCopies
+    from affinec.passes.affinec_wgmma import AffinecWgmma
 
-    return [
-        AffinecTmaCopies(in_flight=True) if p.name == "affinec-tma-copies" else p
-        for p in default_passes(config)
-    ]
+    in_flight = {
+        "affinec-tma-copies": AffinecTmaCopies(in_flight=True),
+        "affinec-wgmma": AffinecWgmma(in_flight=True),
+    }
+    return [in_flight.get(p.name, p) for p in default_passes(config)]
 
 
 def compile_route(spec_text: str, knobs: dict, in_flight: bool = False) -> dict:

@@ -232,3 +232,59 @@ def test_the_ptx_assembles_for_sm_90a_without_spills(stride):
 )  # fmt: skip
 def test_bad_inputs_are_refused_located(spec, knobs, message):
     assert message in _refused(spec, _config(**knobs))
+
+
+# -- runs left in flight --------------------------------------------------------------
+
+
+def _in_flight_module(monkeypatch, stages: int = 2):
+    """A 3x3 convolution whose step's fragments are more than an op may hold (3
+    here), so the taps' rows stay a loop around the runs, left in flight: the
+    module right after affinec-wgmma{in-flight=true}, and the passes after."""
+    import affinec.transforms.gpu.wgmma_registers as registers
+    from affinec.passes.affinec_wgmma import AffinecWgmma
+
+    monkeypatch.setattr(registers, "MAX_STEPS", 3)
+    spec = _conv(32, 8, 16, 3)
+    config = _config(tile_sizes=(1, 8, 8, 16), reduction_tile_sizes=(3, 3, 16),
+                     stages=stages)  # fmt: skip
+    passes = [
+        AffinecWgmma(in_flight=True) if p.name == "affinec-wgmma" else p
+        for p in _passes(config)
+    ]
+    at = [p.name for p in passes].index("affinec-wgmma") + 1
+    module = build(spec)
+    Pipeline(passes[:at]).run(module)
+    return spec, module, passes[at:]
+
+
+def test_runs_left_in_flight_keep_the_result(monkeypatch):
+    from affinec.dialects.affinec_wgmma import WarpgroupMmaRegistersOp
+
+    spec, module, rest = _in_flight_module(monkeypatch)
+    steps = [o for o in module.walk() if isinstance(o, WarpgroupMmaRegistersOp)]
+    assert [(s.groups_left, len(s.a)) for s in steps] == [(1, 3)]
+    checker = Checker(spec)
+    assert checker.check("wgmma", module).ok
+    Pipeline(rest).run(module)
+    result = checker.check("lowered", module)
+    assert result.ok, result.row()
+    text = str(module)
+    assert "nvvm.wgmma.wait.group.sync.aligned 1" in text
+    assert "nvvm.wgmma.wait.group.sync.aligned 0" in text
+
+
+def test_a_missing_wait_after_runs_in_flight_is_a_race(monkeypatch):
+    """Without the wait after the taps' loop, the last run still reads the filter
+    tile when the next step's copies land in it (one stage: the copies land before
+    the next run): the interpreter says so."""
+    from affinec.dialects import nvvm
+
+    spec, module, _ = _in_flight_module(monkeypatch, stages=1)
+    checker = Checker(spec)
+    assert checker.check("wgmma", module).ok
+    (wait,) = [o for o in module.walk() if isinstance(o, nvvm.WgmmaWaitGroupSyncOp)]
+    wait.detach()
+    wait.erase()
+    result = checker.check("no wait", module)
+    assert not result.ok and "wgmma" in result.message, result.row()

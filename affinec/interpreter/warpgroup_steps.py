@@ -233,7 +233,7 @@ def warpgroup_registers_step(
             matrix = matrix.T  # N x K as read, K x N to multiply
         tiles += [matrix[k0 : k0 + WGMMA_STEP] for k0 in range(0, k, WGMMA_STEP)]
     queue.commit()
-    queue.retire(state, 0)
+    queue.retire(state, op.groups_left)
     fragments = np.stack(
         [np.stack([np.asarray(f, np.float64) for f in lane[1]]) for lane in lanes]
     ).reshape(WARPGROUP_SIZE, len(tiles), 4, 2)

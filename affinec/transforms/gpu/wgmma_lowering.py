@@ -228,8 +228,9 @@ def _tile_dims(
 # -- rewriting ------------------------------------------------------------------------
 
 
-def rewrite_wgmma(plan: WgmmaPlan) -> None:
-    """Rewrite the grid band as `plan` says (in place)."""
+def rewrite_wgmma(plan: WgmmaPlan, in_flight: bool = False) -> None:
+    """Rewrite the grid band as `plan` says (in place); `in_flight`: A from
+    registers, runs left in flight within a step (`rewrite_registers`)."""
     mma = plan.mma
     if plan.registers:
         pad_tiles(mma)  # A's k padding and 16-byte rows, as ldmatrix reads them
@@ -238,7 +239,7 @@ def rewrite_wgmma(plan: WgmmaPlan) -> None:
         _rewrite_init(mma, p, acc)
     for c in mma.compute:
         if plan.registers:
-            rewrite_registers(mma, c, acc)
+            rewrite_registers(mma, c, acc, in_flight)
         else:
             _rewrite_compute(plan, c, acc)
     retire_accumulator(mma, acc)

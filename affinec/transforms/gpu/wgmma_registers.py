@@ -38,7 +38,7 @@ from xdsl.ir import SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineExpr
 
 from affinec.base.diagnostics import PassError
-from affinec.dialects import affine
+from affinec.dialects import affine, nvvm
 from affinec.dialects.affinec_wgmma import WGMMA_STEP, WarpgroupMmaRegistersOp
 from affinec.dialects.nvvm_target import chip_of
 from affinec.ir.ranges import value_range
@@ -152,8 +152,13 @@ def dims_of(e: AffineExpr) -> list[int]:
     return sorted({x.position for x in e.dfs() if isinstance(x, AffineDimExpr)})
 
 
-def rewrite_registers(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
-    """The compute band `c` as warpgroup MMAs on A's fragments (see the module)."""
+def rewrite_registers(
+    plan: MmaPlan, c: ComputeBand, acc: SSAValue, in_flight: bool = False
+) -> None:
+    """The compute band `c` as warpgroup MMAs on A's fragments (see the module).
+    With `in_flight`, where taps' loops stay around the op, each run is left in
+    flight while the next one's fragments load (`pending = 1`), all waited for
+    after the loops."""
     band = c.band
     zero_past_channel_bound(plan, c)
     b, ids = warp_band(plan, band.op)
@@ -179,9 +184,17 @@ def rewrite_registers(plan: MmaPlan, c: ComputeBand, acc: SSAValue) -> None:
                                 ids["wn"], _index(site, k), zero, zero)  # fmt: skip
             fragments.append(operands.ldmatrix_a())
     lead = leading_indices(site, c.b.load, inside + 2, tap_values)
-    site.add(WarpgroupMmaRegistersOp(acc, fragments, c.b.buffer, lead, inside))
-    for x in reversed(sites):
+    pending = int(in_flight and bool(outside))
+    site.add(
+        WarpgroupMmaRegistersOp(
+            acc, fragments, c.b.buffer, lead, inside, pending=pending
+        )
+    )
+    for x in reversed(sites[1:]):
         x.close()
+    if pending:  # the last run done before the tiles are copied into again
+        b.add(nvvm.WgmmaWaitGroupSyncOp(0))
+    b.close()
     erase_op(band.op)
 
 

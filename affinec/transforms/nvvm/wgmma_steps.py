@@ -272,7 +272,8 @@ def _lower_registers(op: Operation) -> Lowered:
     # the A registers' and the accumulator's writes before the wgmmas read them
     ops.append(nvvm.WgmmaFenceAlignedOp())
     run = WgmmaRegistersRunOp(descriptors, registers, value, op.n, kind, not b_k_major)
-    ops += [run, nvvm.WgmmaGroupSyncAlignedOp(), nvvm.WgmmaWaitGroupSyncOp(0)]
+    waits = nvvm.WgmmaWaitGroupSyncOp(op.groups_left)
+    ops += [run, nvvm.WgmmaGroupSyncAlignedOp(), waits]
     _store_accumulator(op.fragments, places, run.res, ops)
     return ops, []
 
