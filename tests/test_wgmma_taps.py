@@ -288,3 +288,65 @@ def test_a_missing_wait_after_runs_in_flight_is_a_race(monkeypatch):
     wait.erase()
     result = checker.check("no wait", module)
     assert not result.ok and "wgmma" in result.message, result.row()
+
+
+# -- the configuration helper and the GPU script --------------------------------------
+
+
+def test_wgmma_taps_config_takes_resnets_3x3_layers():
+    from affinec.driver.wgmma_taps_config import TAPS_TILES, taps_configs
+    from affinec.frontend.networks import network
+
+    layers = [la.spec for la in network("resnet50", 32) if la.spec.r == 3]
+    assert len(layers) == 7
+    for spec in layers:
+        configs = taps_configs(spec)
+        assert len(configs) == len(TAPS_TILES)
+        for config, (rows, columns, channels) in zip(configs, TAPS_TILES, strict=True):
+            images, height, width, n = config.tile_sizes
+            assert rows // 2 < images * height * width <= rows
+            assert n == min(columns, spec.k)
+            assert config.reduction_tile_sizes == (3, 3, channels)
+            assert config.tensor_core == "wgmma" and not config.tma
+            assert config.stages >= 1
+            assert config.split_phases == (spec.stride != (1, 1))
+
+
+def test_the_pixel_tile_idles_the_fewest_warpgroup_rows():
+    from affinec.driver.wgmma_taps_config import pixel_tile
+
+    # 7x7: five images fill four warpgroups (245 of 256 rows)
+    assert pixel_tile(_conv(512, 7, 512, 3, n=32), 256) == (5, 7, 7)
+    # 56x56: 8 x 16 pixels, 128 rows, no tile cut short along the rows
+    assert pixel_tile(_conv(64, 56, 64, 3, n=32), 128) == (1, 16, 8)
+
+
+@pytest.mark.parametrize(
+    ("spec", "arch", "message"),
+    [
+        (_conv(64, 14, 64, 1), "sm_90a", "for convolutions with taps"),
+        (_conv(64, 14, 64, 3, layout="kcrs"), "sm_90a", "RSCK filters"),
+        (_conv(64, 14, 64, 3), "sm_80", "wgmma needs a chip that has it"),
+        (replace(_conv(64, 14, 64, 3), dtype="f32"), "sm_90a", "the SIMT route"),
+    ],
+)
+def test_wgmma_taps_config_refuses_saying_why(spec, arch, message):
+    from affinec.driver.wgmma_taps_config import wgmma_taps_config
+
+    with pytest.raises(ValueError, match=message):
+        wgmma_taps_config(spec, arch=arch)
+
+
+def test_the_gpu_script_measures_every_route_of_each_3x3_layer():
+    from repository_scripts import load_script
+
+    script = load_script("scripts/gpu_wgmma_taps.py")
+    layers = script.layers(32)
+    assert len(layers) == 16  # ResNet-50's 7 and VGG-16's 9 shapes
+    name, spec = layers[0]
+    routes = script.routes(spec)
+    kinds = [(route, note) for route, _, note in routes]
+    assert kinds.count(("wgmma taps", "")) == 3
+    assert ("wgmma taps", "in-flight") in kinds
+    assert {"mma.sync", "template wgmma"} <= {route for route, _ in kinds}
+    assert all(c is not None for _, c, _ in routes)
