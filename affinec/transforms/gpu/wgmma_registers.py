@@ -8,8 +8,9 @@ the promoted input window, a tap a shifted read of it, a stride a strided one), 
 layout that is `wgmma`'s register A of the warp's rows. The steps of a compute
 band become one `affinec.warpgroup_mma_registers` per iteration of the taps left
 outside it: the innermost taps whose k16 steps fit the registers left for A
-(`steps_that_fit`) go into the op (B's tiles of those taps read one after the other), the outer ones stay
-loops around it:
+(`steps_that_fit`) go into the op (B's tiles of those taps read one after the
+other), the outer ones stay loops around it, their runs waited for one by one or
+(`in_flight`) each left in flight while the next one's fragments load:
 
     affine.parallel (%tx) = (0) to (256) {               // 2 warpgroups
       affine.for %r1 = 0 to 3 {                           // taps left outside
