@@ -250,6 +250,57 @@ def test_the_staged_output_waits_for_the_tiles_whose_bytes_it_takes():
         check_shared_memory_hazards(module)
 
 
+def _fresh_clashes(monkeypatch) -> None:
+    """Every overlap of two accesses' points computed anew (no two contents equal)."""
+    from affinec.transforms.gpu import thread_overlaps
+
+    monkeypatch.setattr(thread_overlaps.LazyPoints, "content", lambda self: object())
+
+
+@pytest.mark.parametrize("mutation", ["none", "missing barrier", "early wait"])
+def test_repeated_trips_answer_from_the_points_contents_as_computed_anew(
+    monkeypatch, mutation
+):
+    """A stage `%t mod 2` makes trip after trip touch the same elements from the
+    same threads: the overlap is computed once per content, and says what it says
+    computed every time (nothing, or the same refusal word for word)."""
+    from affinec.transforms.gpu import thread_overlaps
+
+    spec = dataclasses.replace(SPEC, c=128)  # 8 reduction trips of 16 channels
+    module = _kernel("kernel", spec)
+    if mutation == "missing barrier":
+        op = _loop_wait(module).next_op
+        while not isinstance(op, gpu.BarrierOp):
+            op = op.next_op  # pyright: ignore
+        _erase(op)
+    elif mutation == "early wait":
+        _loop_wait(module).properties["numGroups"] = _int32(2)
+    computed = []
+    clash = thread_overlaps._clash  # pyright: ignore[reportPrivateUsage]
+
+    def counted(*args):
+        computed.append(args)
+        return clash(*args)
+
+    monkeypatch.setattr(thread_overlaps, "_clash", counted)
+
+    def outcome() -> str:
+        computed.clear()
+        try:
+            check_shared_memory_hazards(module)
+        except PassError as e:
+            return str(e)
+        return "accepted"
+
+    remembered, remembered_count = outcome(), len(computed)
+    _fresh_clashes(monkeypatch)
+    fresh, fresh_count = outcome(), len(computed)
+    assert remembered == fresh
+    assert (remembered == "accepted") == (mutation == "none")
+    if mutation == "none":  # (a refusal comes in the first trips)
+        assert 0 < remembered_count < fresh_count
+
+
 def test_the_pass_changes_nothing_on_a_correct_kernel():
     module = _kernel("launch")
     before = str(module)

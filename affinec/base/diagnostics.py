@@ -31,7 +31,7 @@ from xdsl.utils.exceptions import (
 )
 from xdsl.utils.lexer import Span
 
-from affinec.base import ir_walk, irdl_build, irdl_verify
+from affinec.base import ir_walk, irdl_build, irdl_verify, op_traits
 from affinec.base.mlir_wording import (
     UNPREFIXED,
     after_previous_token,
@@ -43,6 +43,7 @@ from affinec.base.mlir_wording import (
 irdl_verify.install()  # every op's IRDL check through its definition's plan
 irdl_build.install()  # and every op built through it
 ir_walk.install()  # walks through one generator, not one a level
+op_traits.install()  # trait look-ups remembered per op class
 
 
 class OpError(DiagnosticException):

@@ -255,17 +255,6 @@ def compile_to_ptx(
 
     if verify_each is None:
         verify_each = check or os.environ.get("AFFINEC_VERIFY_EACH") == "1"
-    with collecting_remarks() as remarks:
-        Pipeline(passes).run(
-            module, check=check, verify_each=verify_each, callback=after
-        )
-    try:
-        records = _launch_records(module)
-    except Exception:
-        if not verify_each:
-            verify(module)  # an invalid module's error first
-        raise
-    record = records[0]
     verified: list[float] = []
 
     def verify_timed() -> None:
@@ -273,11 +262,25 @@ def compile_to_ptx(
         verify(module)
         verified.append(time.perf_counter() - begin)
 
-    # The verifier runs while LLVM optimizes (LLVM code generation after it).
-    start = time.perf_counter()
+    # One pause of the cyclic collector from the first pass to the PTX: its first
+    # pass once resumed walks every object made meanwhile that still lives (the
+    # module), once rather than after the passes and again after LLVM.
     with collector_paused():
+        with collecting_remarks() as remarks:
+            Pipeline(passes).run(
+                module, check=check, verify_each=verify_each, callback=after
+            )
+        try:
+            records = _launch_records(module)
+        except Exception:
+            if not verify_each:
+                verify(module)  # an invalid module's error first
+            raise
+        # The verifier runs while LLVM optimizes (LLVM code generation after it).
+        start = time.perf_counter()
         emitted = emit(module, arch, opt_level, None if verify_each else verify_timed)
-    seconds = time.perf_counter() - start
+        seconds = time.perf_counter() - start
+    record = records[0]
     if verified:
         timings.append(("verify", verified[0]))
     timings.append(("llvm-ir + ptx", seconds - sum(verified)))

@@ -59,16 +59,28 @@ entry per point of an access."""
 class LazyPoints:
     """An access's points, enumerated when first asked (most accesses never are)."""
 
-    __slots__ = ("compute", "value")
+    __slots__ = ("compute", "key", "value")
 
     def __init__(self, compute: Callable[[], Points | None]) -> None:
         self.compute: Callable[[], Points | None] | None = compute
         self.value: Points | None = None
+        self.key: tuple | None = None
 
     def get(self) -> Points | None:
         if self.compute is not None:
             self.value, self.compute = self.compute(), None
         return self.value
+
+    def content(self) -> tuple:
+        """The points as a key: equal where they are (elements and threads)."""
+        if self.key is None:
+            value = self.get()
+            self.key = (
+                ()
+                if value is None
+                else (value[0].shape, value[0].tobytes(), value[1].tobytes())
+            )
+        return self.key
 
 
 Span = frozenset[int] | Interval | None
@@ -252,6 +264,10 @@ class ThreadOverlaps:
         self.bands: dict[Operation, int] = {}
         """The block-mapped bands met so far, numbered."""
         self.points: dict[tuple, LazyPoints] = {}
+        self.clashes: dict[tuple, tuple[tuple[int, ...], int, int] | None] = {}
+        """`_clash`'s answers by the points' contents: a loop's trips often touch
+        the same elements from the same threads (a stage `%t mod 2`), each trip's
+        points enumerated anew."""
 
     def who(self, op: Operation) -> tuple[Who | None, Operation | None]:
         """Who runs `op` (None: the check cannot tell), and the block-mapped band
@@ -356,7 +372,10 @@ class ThreadOverlaps:
         if a.buffer is b.buffer and a.points is not None and b.points is not None:
             pa, pb = a.points.get(), b.points.get()
             if pa is not None and pb is not None:
-                found = _clash(pa, pb, twice)
+                key = (a.points.content(), b.points.content(), pa is pb, twice)
+                if key not in self.clashes:
+                    self.clashes[key] = _clash(pa, pb, twice)
+                found = self.clashes[key]
                 if found is None:
                     return None
                 element, first, second = found

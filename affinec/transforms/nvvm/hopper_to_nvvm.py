@@ -93,9 +93,16 @@ _WGMMA_K = 16
 def uses_hopper(op: Operation) -> bool:
     """A Hopper op this lowering rewrites (a tensor map is made on the host, and
     stays)."""
-    return isinstance(op, nvgpu.HOPPER_OPS) and not isinstance(
-        op, nvgpu.TmaCreateDescriptorOp
-    )
+    kind = type(op)
+    known = _HOPPER_KINDS.get(kind)
+    if known is None:  # once a class: ops are ABCs, each isinstance a Python call
+        known = _HOPPER_KINDS[kind] = issubclass(
+            kind, nvgpu.HOPPER_OPS
+        ) and not issubclass(kind, nvgpu.TmaCreateDescriptorOp)
+    return known
+
+
+_HOPPER_KINDS: dict[type, bool] = {}
 
 
 def lower_hopper(module: Operation) -> None:
