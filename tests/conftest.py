@@ -9,6 +9,7 @@ profile through `strategies.examples`.
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 _COMMON = {
@@ -28,26 +29,78 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 os.environ.setdefault("AFFINEC_VERIFY_EACH", "1")
 
 
+SLOW_FIRST = (
+    "test_ray_tuning.py",
+    "test_wgmma_rule.py",
+    "test_wgmma_gemm.py",
+    "test_mma_pass.py",
+    "test_race_soundness.py",
+    "test_wgmma_tma.py",
+    "test_wgmma_pipeline.py",
+    "test_tuning.py",
+    "test_doc_blocks.py",
+    "test_lockstep.py",
+    "test_notebooks.py",
+    "test_split_reduction.py",
+    "test_fuzz.py",
+)
+"""The files whose tests take longest, the longest first. xdist hands the tests out
+in collection order, a few at a time, and a worker that runs out waits for the other
+at the end: in alphabetical order the minute-long Hopper tests came last, one worker
+finishing them while the other sat idle. Run first, the cheap tests even the end."""
+
+
+def _slow_first(items: list) -> None:
+    """Reorder `items` in place: the files of SLOW_FIRST in its order, then the rest
+    as collected (the order within a file kept)."""
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    first = len(SLOW_FIRST)
+    keyed = [(rank.get(item.path.name, first), n) for n, item in enumerate(items)]
+    order = sorted(range(len(items)), key=keyed.__getitem__)
+    items[:] = [items[n] for n in order]
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Tests marked `gpu` run only where numba.cuda finds a GPU (`make gpu-test`).
 
     The tests that share a module-scoped fixture of this suite (a Ray cluster, a
     tuning) go to one xdist worker (`xdist_group`, which `--dist loadgroup` honours):
-    spread over both, each worker would build the fixture again."""
-    import pytest
-
+    spread over both, each worker would build the fixture again. The slowest files
+    run first (SLOW_FIRST)."""
     from affinec.backend.runtime import cuda_available
 
+    _slow_first(items)
+    grouping = bool(config.getvalue("loadgroup"))  # set in xdist's workers
     for item in items:
         group = _shared_fixture_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+            if grouping:
+                _join_group(item, group)
     if cuda_available():
         return
     skip = pytest.mark.skip(reason="no CUDA GPU available (run `make gpu-test` on one)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def _join_group(item, group: str) -> None:
+    """Put `item` in xdist's work unit `group` (`--dist loadgroup`).
+
+    xdist 3.8 reads an item's group off the end of its id (`...::test@group`), which
+    its own hook appends by setting `item._nodeid`; pytest 9.2 keeps the id as
+    `item._id` (a NodeId) and ignores that, so every grouped test ran wherever it
+    fell, and each worker built the module's Ray cluster and tuning again. Where the
+    id is a NodeId this appends the group itself (this hook runs before xdist's);
+    under an older pytest xdist's own suffix still works."""
+    node_id = getattr(item, "_id", None)
+    if node_id is None or isinstance(node_id, str):
+        return
+    item._id = type(node_id).parse(f"{item.nodeid}@{group}")
+    if not item.nodeid.endswith(f"@{group}"):
+        raise pytest.UsageError(f"{item.nodeid}: could not join xdist group {group}")
 
 
 def _shared_fixture_group(item) -> str | None:
