@@ -181,6 +181,76 @@ def test_beside_raises_its_own_error_first_then_the_works() -> None:
     nvptx._beside(lambda: None, fine)
 
 
+def test_during_runs_while_llvm_writes_and_llvms_error_comes_first() -> None:
+    import threading
+
+    ran: list[str] = []
+    started, release = threading.Event(), threading.Event()
+
+    def work() -> None:
+        started.set()
+        assert release.wait(10)  # held until `during` has run beside it
+        ran.append("work")
+
+    def during() -> None:
+        assert started.wait(10)
+        ran.append("during")
+        release.set()
+
+    nvptx._while(work, during)
+    assert ran == ["during", "work"]
+
+    def broken_work() -> None:
+        raise RuntimeError("work failed")
+
+    def broken_during() -> None:
+        raise ValueError("during failed")
+
+    with pytest.raises(RuntimeError, match="work failed"):
+        nvptx._while(broken_work, broken_during)
+    with pytest.raises(ValueError, match="during failed"):
+        nvptx._while(lambda: None, broken_during)
+    nvptx._while(lambda: ran.append("alone"), None)
+    assert ran[-1] == "alone"
+
+
+def test_what_the_compiler_does_while_llvm_writes_is_in_the_kernel(
+    monkeypatch,
+) -> None:
+    import gc
+
+    from affinec.backend import emitter
+    from affinec.base.spec import ConvSpec
+    from affinec.driver.compiler import compile_to_ptx
+
+    spec = ConvSpec(1, 8, 6, 6, 8, 3, 3, padding=1)
+    collector: list[bool] = []
+    plain_emit = emitter.emit
+
+    def emit(module, arch, opt_level, beside=None, during=None):
+        collector.append(gc.isenabled())  # paused from the first pass
+
+        def watched() -> None:
+            assert during is not None
+            during()
+            collector.append(gc.isenabled())  # resumed while LLVM writes
+
+        return plain_emit(module, arch, opt_level, beside, watched)
+
+    monkeypatch.setattr("affinec.driver.compiler.emit", emit)
+    assert gc.isenabled()
+    kernel = compile_to_ptx(spec, arch="sm_80", verify_each=False)
+    assert collector == [False, True] and gc.isenabled()
+    assert kernel.parameters and kernel.tolerance is not None
+    assert ".entry" in kernel.ptx
+    gc.disable()
+    try:  # a caller's paused collector stays paused
+        compile_to_ptx(spec, arch="sm_80", verify_each=False)
+        assert collector[-2:] == [False, False] and not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 @dataclass(frozen=True)
 class _UseBeforeDefinition(ModulePass):
     """Moves the first op of a kernel that uses a value defined in its own block

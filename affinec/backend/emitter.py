@@ -86,17 +86,19 @@ def emit(
     arch: str = DEFAULT_ARCH,
     opt_level: int = 3,
     beside: Callable[[], None] | None = None,
+    during: Callable[[], None] | None = None,
 ) -> Emitted:
     """The LLVM IR and PTX of the module's kernels. `beside` (the module's
     verifier) runs while LLVM optimizes (`llvm_ir_to_ptx`), and first where the
-    LLVM IR cannot be made: its error is the one raised."""
+    LLVM IR cannot be made: its error is the one raised; `during` while LLVM
+    writes the PTX (not where the LLVM IR cannot be made)."""
     try:
         text = to_llvm_ir(module, arch)
     except Exception:
         if beside is not None:
             beside()
         raise
-    return Emitted(llvm_ir_to_ptx(text, arch, opt_level, beside), text, arch)
+    return Emitted(llvm_ir_to_ptx(text, arch, opt_level, beside, during), text, arch)
 
 
 def to_ptx(module: ModuleOp, arch: str = DEFAULT_ARCH, opt_level: int = 3) -> str:

@@ -105,6 +105,7 @@ def llvm_ir_to_ptx(
     arch: str = DEFAULT_ARCH,
     opt_level: int = 3,
     beside: Callable[[], None] | None = None,
+    during: Callable[[], None] | None = None,
 ) -> str:
     """Optimize LLVM IR text at `opt_level` and compile it to PTX for `arch` (at
     `codegen_level(opt_level)`).
@@ -114,11 +115,16 @@ def llvm_ir_to_ptx(
     two cores): what it raises is raised instead of any error of LLVM's, and code
     generation starts only once it has returned (the verifier of the module the
     text came from, whose error comes first and which may not be passed by LLVM
-    code generation that could stop the process)."""
+    code generation that could stop the process). `during`, where given, is
+    called while LLVM writes the PTX in a thread of its own (the caller's own
+    work after the PTX, which does not need it): what it raises is raised once
+    the PTX is written, after any error of LLVM's."""
     if opt_level not in (0, 1, 2, 3):
         raise EmitterError(None, f"opt-level must be 0, 1, 2 or 3, got {opt_level!r}")
     if (path := library_path()) is not None:
-        return _shared_llvm_to_ptx(path, text, checked_arch(arch), opt_level, beside)
+        return _shared_llvm_to_ptx(
+            path, text, checked_arch(arch), opt_level, beside, during
+        )
     tm = target_machine(checked_arch(arch), codegen_level(opt_level))
     # The module's own context (see `_codegen_options`), disposed right after the
     # module: left to the garbage collector, the two may go in either order, and a
@@ -140,19 +146,24 @@ def llvm_ir_to_ptx(
             pb = llvm_binding.create_pass_builder(tm, pto)
             pb.getModulePassManager().run(parsed, pb)
 
+    written: list[str] = []
+
+    def write() -> None:
+        assert parsed is not None
+        written.append(tm.emit_assembly(parsed))
+
     try:
         if beside is None:
             optimize()
         else:
             _beside(optimize, beside)
-        assert parsed is not None
-        ptx = tm.emit_assembly(parsed)
+        _while(write, during)
     finally:
         if parsed is not None:
             parsed.close()
         context.close()
-    check_ptx_version(ptx)
-    return ptx
+    check_ptx_version(written[0])
+    return written[0]
 
 
 def _shared_llvm_to_ptx(
@@ -161,6 +172,7 @@ def _shared_llvm_to_ptx(
     arch: str,
     opt_level: int,
     beside: Callable[[], None] | None,
+    during: Callable[[], None] | None = None,
 ) -> str:
     """`llvm_ir_to_ptx` through the shared LLVM library at `path` (`LIBLLVM`)."""
     llvm = shared_llvm(path, _codegen_options())
@@ -171,18 +183,23 @@ def _shared_llvm_to_ptx(
         nonlocal handle
         handle = llvm.optimized(text, TRIPLE, arch, PTX_FEATURES, opt_level, level)
 
+    written: list[str] = []
+
+    def write() -> None:
+        assert handle is not None
+        written.append(llvm.emit(handle, TRIPLE, arch, PTX_FEATURES, level))
+
     try:
         if beside is None:
             optimize()
         else:
             _beside(optimize, beside)
-        assert handle is not None
-        ptx = llvm.emit(handle, TRIPLE, arch, PTX_FEATURES, level)
+        _while(write, during)
     finally:
         if handle is not None:
             handle.close()
-    check_ptx_version(ptx)
-    return ptx
+    check_ptx_version(written[0])
+    return written[0]
 
 
 def _beside(work: Callable[[], None], beside: Callable[[], None]) -> None:
@@ -202,6 +219,34 @@ def _beside(work: Callable[[], None], beside: Callable[[], None]) -> None:
         beside()
     finally:
         thread.join()
+    if failed:
+        raise failed[0]
+
+
+def _while(work: Callable[[], None], during: Callable[[], None] | None) -> None:
+    """`work` (LLVM writing the PTX), and `during` here while it runs in a thread of
+    its own; `work`'s exception first, then `during`'s."""
+    if during is None:
+        work()
+        return
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as e:  # raised here, in the caller's thread
+            failed.append(e)
+
+    thread = threading.Thread(target=run, name="affinec-llvm-ptx", daemon=True)
+    thread.start()
+    try:
+        during()
+    except BaseException as e:
+        thread.join()
+        if failed:
+            raise failed[0] from None
+        raise e
+    thread.join()
     if failed:
         raise failed[0]
 

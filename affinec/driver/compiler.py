@@ -15,6 +15,7 @@ command line over this function (`affinec.tools.cli`).
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import time
@@ -88,7 +89,8 @@ class CompiledKernel:
     """Seconds per stage: each pass, then `verify` (unless the verifier ran after
     every pass) and `llvm-ir + ptx`. The verifier runs while LLVM optimizes:
     `verify` is its own time, `llvm-ir + ptx` the rest of the time the two took
-    together (the stages add up to the compile's time)."""
+    together, with what the compiler does while LLVM writes the PTX (the stages
+    add up to the compile's time)."""
     config_source: str = ""
     """Where the configuration came from: `given`, `config_for` (picked without
     measuring), `pipeline` (a pipeline given as such), or `tuned (...)` (the
@@ -262,9 +264,25 @@ def compile_to_ptx(
         verify(module)
         verified.append(time.perf_counter() - begin)
 
-    # One pause of the cyclic collector from the first pass to the PTX: its first
-    # pass once resumed walks every object made meanwhile that still lives (the
-    # module), once rather than after the passes and again after LLVM.
+    collecting = gc.isenabled()
+    finish: dict[str, Any] = {}
+
+    def while_llvm_writes_the_ptx() -> None:
+        # The collector resumes here: its first pass walks every object made since
+        # the first pass that still lives (the module), while LLVM writes the PTX.
+        if collecting:
+            gc.enable()
+        finish["parameters"] = host_parameters(module, records[0].host)
+        finish["remarks"] = [
+            format_error(message, location_of(op), severity="remark")
+            for op, message in remarks
+        ]
+        finish["tolerance"] = (
+            None if spec is None else arithmetic_tolerance(spec.dtype, passes)
+        )
+
+    # One pause of the cyclic collector from the first pass to LLVM's code
+    # generation (not one after the passes and another after LLVM).
     with collector_paused():
         with collecting_remarks() as remarks:
             Pipeline(passes).run(
@@ -278,7 +296,13 @@ def compile_to_ptx(
             raise
         # The verifier runs while LLVM optimizes (LLVM code generation after it).
         start = time.perf_counter()
-        emitted = emit(module, arch, opt_level, None if verify_each else verify_timed)
+        emitted = emit(
+            module,
+            arch,
+            opt_level,
+            None if verify_each else verify_timed,
+            while_llvm_writes_the_ptx,
+        )
         seconds = time.perf_counter() - start
     record = records[0]
     if verified:
@@ -296,13 +320,10 @@ def compile_to_ptx(
         config=config if pipeline is None else None,
         timings=timings,
         config_source=source,
-        tolerance=None if spec is None else arithmetic_tolerance(spec.dtype, passes),
-        remarks=[
-            format_error(message, location_of(op), severity="remark")
-            for op, message in remarks
-        ],
+        tolerance=finish["tolerance"],
+        remarks=finish["remarks"],
         launches=records,
-        parameters=host_parameters(module, record.host),
+        parameters=finish["parameters"],
         flattened_from=flattened_from,
     )
 
