@@ -157,11 +157,17 @@ def main(argv: list[str] | None = None) -> None:
         for name, seconds in default["stages_s_median"].items():
             print(f"  {name:<58} {seconds * 1000:8.1f}")
         print(f"  {'total':<58} {default['total_s_median'] * 1000:8.1f}\n")
-    print(f"  {'spec':<52} {'median ms':>10} {'cold ms':>9} {'process s':>10}")
+    print(
+        f"  {'spec':<52} {'median ms':>10} {'min-max ms':>11} {'cold ms':>9} "
+        f"{'process s':>10}"
+    )
     for label, r in results.items():
         process = f"{r['process_wall_s']:10.2f}" if "process_wall_s" in r else " " * 10
+        spread = (
+            f"{min(r['total_s_all']) * 1000:.0f}-{max(r['total_s_all']) * 1000:.0f}"
+        )
         print(
-            f"  {label:<52} {r['total_s_median'] * 1000:10.1f} "
+            f"  {label:<52} {r['total_s_median'] * 1000:10.1f} {spread:>11} "
             f"{r['cold_total_s'] * 1000:9.1f} {process}"
         )
     for label, why in refused.items():
