@@ -71,7 +71,7 @@ def pytest_collection_modifyitems(config, items):
     from affinec.backend.runtime import cuda_available
 
     _slow_first(items)
-    grouping = bool(config.getvalue("loadgroup"))  # set in xdist's workers
+    grouping = getattr(config.option, "loadgroup", False)  # set in xdist's workers
     for item in items:
         group = _shared_fixture_group(item)
         if group is not None:
