@@ -328,10 +328,11 @@ def test_the_tuners_space_tries_splits_where_blocks_are_few():
         filter_layout="rsck",
     )  # fmt: skip
     wide = dataclasses.replace(deep, n=32, c=64, h=56, w=56, k=64)
-    splits = {c.config.splits for c in search_space(deep).candidates}
+    candidates = search_space(deep).candidates
+    splits = {c.config.splits for c in candidates}
     assert splits - {1}, "a layer of 8 blocks gets split candidates"
     problem = problem_of(deep)
-    for c in search_space(deep).candidates:
+    for c in candidates:
         # the model counts the split's blocks and one split's reduction
         g = geometry(problem, c.config)
         assert g.reduction_extents[-1] == -(-512 // c.config.splits)
