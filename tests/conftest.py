@@ -74,7 +74,7 @@ def pytest_collection_modifyitems(config, items):
     grouping = getattr(config.option, "loadgroup", False)  # set in xdist's workers
     for item in items:
         group = _shared_fixture_group(item)
-        if group is not None:
+        if group is not None and config.pluginmanager.hasplugin("xdist"):
             item.add_marker(pytest.mark.xdist_group(group))
             if grouping:
                 _join_group(item, group)
