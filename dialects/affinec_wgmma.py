@@ -179,8 +179,31 @@ def _verify_fragments(f: Attribute) -> None:
         )
 
 
+class _AccumulatorStep:
+    """What both steps read of their operands: the accumulator's N, the runs left
+    in flight."""
+
+    @property
+    def groups_left(self) -> int:
+        """`pending`, 0 when absent."""
+        pending = getattr(self, "pending")  # noqa: B009 (an IRDL property)
+        return 0 if pending is None else pending.value.data
+
+    @property
+    def n(self) -> int:
+        t = getattr(self, "fragments").type  # noqa: B009 (an IRDL operand)
+        assert isinstance(t, MemRefType)
+        return 2 * t.get_shape()[1] * t.get_shape()[2]
+
+    def _verify_pending(self) -> None:
+        if self.groups_left not in (0, 1):
+            raise VerifyException(
+                f"pending is 0 or 1 (runs left in flight), got {self.groups_left}"
+            )
+
+
 @irdl_op_definition
-class WarpgroupMmaStepOp(IRDLOperation):
+class WarpgroupMmaStepOp(_AccumulatorStep, IRDLOperation):
     """`affinec.warpgroup_mma %fragments, %a[%lead.., %row], %b[%lead..]`: the
     warpgroup's D = A × B + C over the tiles' K, in each thread's registers (see
     the module)."""
@@ -253,17 +276,6 @@ class WarpgroupMmaStepOp(IRDLOperation):
         return None
 
     @property
-    def groups_left(self) -> int:
-        """`pending`, 0 when absent."""
-        return 0 if self.pending is None else self.pending.value.data
-
-    @property
-    def n(self) -> int:
-        t = self.fragments.type
-        assert isinstance(t, MemRefType)
-        return 2 * t.get_shape()[1] * t.get_shape()[2]
-
-    @property
     def k(self) -> int:
         return self.a_tile()[1]
 
@@ -291,10 +303,7 @@ class WarpgroupMmaStepOp(IRDLOperation):
                     f"{what} ({t}) is no row-major, interleaved or slab tile past "
                     f"its {max(leading, 0)} leading indices"
                 )
-        if self.groups_left not in (0, 1):
-            raise VerifyException(
-                f"pending is 0 or 1 (steps left in flight), got {self.groups_left}"
-            )
+        self._verify_pending()
         rows_a, k, _ = self.a_tile()
         rows_b, cols_b, _ = self.b_tile()
         kb, nb = (cols_b, rows_b) if self.b_k_major else (rows_b, cols_b)
@@ -312,7 +321,7 @@ class WarpgroupMmaStepOp(IRDLOperation):
 
 
 @irdl_op_definition
-class WarpgroupMmaRegistersOp(IRDLOperation):
+class WarpgroupMmaRegistersOp(_AccumulatorStep, IRDLOperation):
     """`affinec.warpgroup_mma_registers %fragments, (%a..), %b[%lead..] {taps = T}
     : memref<1xN/8x4xf32, 5>, memref<..xf16, 3>, (vector<4x2xf16>, ..)`:
     the warpgroup's D = A × B + C with A from registers: a run of k16 `wgmma`s,
@@ -398,23 +407,9 @@ class WarpgroupMmaRegistersOp(IRDLOperation):
         """B's leading indices (the tiles of all its taps are read whole)."""
         return list(self.b_indices) if buffer is self.b else None
 
-    @property
-    def groups_left(self) -> int:
-        """`pending`, 0 when absent."""
-        return 0 if self.pending is None else self.pending.value.data
-
-    @property
-    def n(self) -> int:
-        t = self.fragments.type
-        assert isinstance(t, MemRefType)
-        return 2 * t.get_shape()[1] * t.get_shape()[2]
-
     def verify_(self) -> None:
         _verify_fragments(self.fragments.type)
-        if self.groups_left not in (0, 1):
-            raise VerifyException(
-                f"pending is 0 or 1 (runs left in flight), got {self.groups_left}"
-            )
+        self._verify_pending()
         b = self.b.type
         assert isinstance(b, MemRefType)
         if _space(b) != SHARED or not isinstance(
