@@ -46,8 +46,8 @@ from xdsl.passes import ModulePass
 
 from affinec.dialects import gpu
 from affinec.ir.context import require_affinec_dialects
+from affinec.transforms.gpu.deferred_hazards import check_kernels
 from affinec.transforms.gpu.outlining import check_outlinable, outline_launch
-from affinec.transforms.gpu.shared_memory_hazards import check_shared_memory_hazards
 
 
 @dataclass(frozen=True)
@@ -72,4 +72,4 @@ class GpuKernelOutlining(ModulePass):
             op.body.block.add_op(module)
         if launches:
             op.attributes[gpu.CONTAINER_MODULE] = UnitAttr()
-        check_shared_memory_hazards(op)
+        check_kernels(op)  # now, or beside LLVM in a compile (deferred_hazards)

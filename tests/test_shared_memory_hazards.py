@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from xdsl.dialects.builtin import MemRefType
+from xdsl.passes import ModulePass
 
 from affinec.base.diagnostics import PassError
 from affinec.base.locating_parser import parse_module
@@ -420,6 +421,48 @@ def test_the_pipeline_refuses_the_depthwise_kernel_without_barriers(verify_each)
     refusing = passes[len(done)].name
     expected = "affinec-map-threads" if verify_each else "gpu-kernel-outlining"
     assert refusing == expected
+
+
+@dataclasses.dataclass(frozen=True)
+class _Fails(ModulePass):
+    """A pass that fails on any module (a later pass's own error)."""
+
+    name = "test-fails"
+
+    def apply(self, ctx, op) -> None:
+        raise PassError(None, "the later pass failed")
+
+
+@pytest.mark.parametrize("later_fails", [False, True])
+def test_a_compile_checks_the_outlined_kernels_beside_llvm_with_the_same_refusal(
+    later_fails,
+):
+    """Verifying once, a compile checks the hazards of the outlined kernels on a
+    copy while LLVM optimizes (the later passes ran first), with the refusal a
+    check at the outlining makes; where a later pass fails, the hazard is still
+    the error reported."""
+    from affinec.driver.compiler import compile_to_ptx
+
+    passes = default_passes(config_for(DEPTHWISE))
+    passes = [p for p in passes if p.name != "affinec-insert-barriers"]
+    if later_fails:
+        passes.append(_Fails())
+    done: list = []
+    with pytest.raises(PassError, match=DEPTHWISE_RACE) as refused:
+        compile_to_ptx(
+            DEPTHWISE,
+            pipeline=passes,
+            verify_each=False,
+            callback=partial(_record, done),
+        )
+    outlining = [p.name for p in passes].index("gpu-kernel-outlining")
+    assert len(done) == len(passes) - later_fails > outlining + 1
+    with pytest.raises(PassError) as at_once:
+        Pipeline(passes).run(build(DEPTHWISE), verify_each=False)
+    assert str(refused.value) == str(at_once.value)
+    # Verifying each pass, the first pass that checks refuses it, as before.
+    with pytest.raises(PassError, match=DEPTHWISE_RACE):
+        compile_to_ptx(DEPTHWISE, pipeline=passes, verify_each=True)
 
 
 def _launch(body: str, threads: tuple[int, int, int] = (4, 1, 1)) -> str:

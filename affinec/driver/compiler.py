@@ -20,6 +20,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +62,7 @@ from affinec.driver.pipelines import default_passes
 from affinec.frontend.contraction import contraction_of
 from affinec.hardware.chips import ARCHS, DEFAULT_ARCH
 from affinec.hardware.tensor_maps import TiledTensorMap, tensor_map_of
+from affinec.transforms.gpu.deferred_hazards import check_pending, hazards_deferred
 from affinec.transforms.gpu.outlining import find_kernels
 
 if TYPE_CHECKING:
@@ -88,9 +90,11 @@ class CompiledKernel:
     timings: list[tuple[str, float]] = field(default_factory=list)
     """Seconds per stage: each pass, then `verify` (unless the verifier ran after
     every pass) and `llvm-ir + ptx`. The verifier runs while LLVM optimizes:
-    `verify` is its own time, `llvm-ir + ptx` the rest of the time the two took
-    together, with what the compiler does while LLVM writes the PTX (the stages
-    add up to the compile's time)."""
+    `verify` is its own time (with the shared-memory hazard check of the outlined
+    kernels, `affinec.transforms.gpu.deferred_hazards`, which runs beside LLVM
+    too), `llvm-ir + ptx` the rest of the time the two took together, with what
+    the compiler does while LLVM writes the PTX (the stages add up to the
+    compile's time)."""
     config_source: str = ""
     """Where the configuration came from: `given`, `config_for` (picked without
     measuring), `pipeline` (a pipeline given as such), or `tuned (...)` (the
@@ -261,6 +265,7 @@ def compile_to_ptx(
 
     def verify_timed() -> None:
         begin = time.perf_counter()
+        check_pending(pending)  # the outlined kernels' hazards, at their level
         verify(module)
         verified.append(time.perf_counter() - begin)
 
@@ -284,14 +289,22 @@ def compile_to_ptx(
     # One pause of the cyclic collector from the first pass to LLVM's code
     # generation (not one after the passes and another after LLVM).
     with collector_paused():
-        with collecting_remarks() as remarks:
-            Pipeline(passes).run(
-                module, check=check, verify_each=verify_each, callback=after
-            )
+        # Without verifying each pass, the outlined kernels' hazard check waits for
+        # LLVM's optimization to run beside it (first where a later pass fails).
+        deferring = nullcontext([]) if verify_each else hazards_deferred()
+        with collecting_remarks() as remarks, deferring as pending:
+            try:
+                Pipeline(passes).run(
+                    module, check=check, verify_each=verify_each, callback=after
+                )
+            except Exception:
+                check_pending(pending)
+                raise
         try:
             records = _launch_records(module)
         except Exception:
             if not verify_each:
+                check_pending(pending)
                 verify(module)  # an invalid module's error first
             raise
         # The verifier runs while LLVM optimizes (LLVM code generation after it).
