@@ -297,7 +297,7 @@ def test_stages_add_up_to_the_compile() -> None:
     )
     wall = time.perf_counter() - start
     names = [name for name, _ in compiled.timings]
-    assert names[-2:] == ["verify", "llvm-ir + ptx"]
+    assert names[-3:] == ["verify", "shared-memory hazards", "llvm-ir + ptx"]
     assert all(t >= 0 for _, t in compiled.timings)
     assert compiled.seconds <= wall
 

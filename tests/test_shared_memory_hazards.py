@@ -21,7 +21,7 @@ import pytest
 from xdsl.dialects.builtin import MemRefType
 from xdsl.passes import ModulePass
 
-from affinec.base.diagnostics import PassError
+from affinec.base.diagnostics import PassError, VerificationError
 from affinec.base.locating_parser import parse_module
 from affinec.base.spec import ConvSpec
 from affinec.dialects import affine, gpu, nvgpu
@@ -433,20 +433,52 @@ class _Fails(ModulePass):
         raise PassError(None, "the later pass failed")
 
 
-@pytest.mark.parametrize("later_fails", [False, True])
+@dataclasses.dataclass(frozen=True)
+class _Unverifiable(ModulePass):
+    """Moves a kernel's first op using a value of its own block before that value's
+    definition: LLVM IR can still be made, the verifier refuses it."""
+
+    name = "test-unverifiable"
+
+    def apply(self, ctx, op) -> None:
+        from xdsl.ir import OpResult
+
+        from affinec.transforms.gpu.outlining import find_kernels
+
+        for kernel, _ in find_kernels(op):
+            for user in kernel.walk():
+                for value in user.operands:
+                    owner = value.owner
+                    if isinstance(value, OpResult) and owner.parent is user.parent:
+                        user.detach()
+                        owner.parent.insert_op_before(user, owner)  # pyright: ignore
+                        return
+
+
+@pytest.mark.parametrize("later", ["nothing", "a pass", "the verifier"])
 def test_a_compile_checks_the_outlined_kernels_beside_llvm_with_the_same_refusal(
-    later_fails,
+    later,
 ):
     """Verifying once, a compile checks the hazards of the outlined kernels on a
-    copy while LLVM optimizes (the later passes ran first), with the refusal a
-    check at the outlining makes; where a later pass fails, the hazard is still
-    the error reported."""
+    copy while LLVM writes the PTX (the later passes ran first), with the refusal
+    a check at the outlining makes; where a later pass or the verifier fails, the
+    hazard is still the error reported."""
     from affinec.driver.compiler import compile_to_ptx
 
     passes = default_passes(config_for(DEPTHWISE))
     passes = [p for p in passes if p.name != "affinec-insert-barriers"]
+    later_fails = later == "a pass"
     if later_fails:
         passes.append(_Fails())
+    elif later == "the verifier":
+        passes.append(_Unverifiable())
+        # with its barriers, the kernel is refused by the verifier
+        with pytest.raises(VerificationError, match="does not dominate"):
+            compile_to_ptx(
+                DEPTHWISE,
+                pipeline=[*default_passes(config_for(DEPTHWISE)), _Unverifiable()],
+                verify_each=False,
+            )
     done: list = []
     with pytest.raises(PassError, match=DEPTHWISE_RACE) as refused:
         compile_to_ptx(

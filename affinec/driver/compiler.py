@@ -90,11 +90,11 @@ class CompiledKernel:
     timings: list[tuple[str, float]] = field(default_factory=list)
     """Seconds per stage: each pass, then `verify` (unless the verifier ran after
     every pass) and `llvm-ir + ptx`. The verifier runs while LLVM optimizes:
-    `verify` is its own time (with the shared-memory hazard check of the outlined
-    kernels, `affinec.transforms.gpu.deferred_hazards`, which runs beside LLVM
-    too), `llvm-ir + ptx` the rest of the time the two took together, with what
-    the compiler does while LLVM writes the PTX (the stages add up to the
-    compile's time)."""
+    `verify` is its own time, `llvm-ir + ptx` the rest of the time the two took
+    together, with what the compiler does while LLVM writes the PTX, among it
+    the shared-memory hazard check of the outlined kernels (its own time first,
+    as `shared-memory hazards`: `affinec.transforms.gpu.deferred_hazards`); the
+    stages add up to the compile's time."""
     config_source: str = ""
     """Where the configuration came from: `given`, `config_for` (picked without
     measuring), `pipeline` (a pipeline given as such), or `tuned (...)` (the
@@ -261,18 +261,23 @@ def compile_to_ptx(
 
     if verify_each is None:
         verify_each = check or os.environ.get("AFFINEC_VERIFY_EACH") == "1"
-    verified: list[float] = []
+    beside: dict[str, float] = {}
 
     def verify_timed() -> None:
         begin = time.perf_counter()
-        check_pending(pending)  # the outlined kernels' hazards, at their level
         verify(module)
-        verified.append(time.perf_counter() - begin)
+        beside["verify"] = time.perf_counter() - begin
 
     collecting = gc.isenabled()
     finish: dict[str, Any] = {}
 
     def while_llvm_writes_the_ptx() -> None:
+        # The outlined kernels' hazards, checked at their level: the PTX written
+        # meanwhile is not returned where they are refused.
+        if pending:
+            begin = time.perf_counter()
+            check_pending(pending)
+            beside["shared-memory hazards"] = time.perf_counter() - begin
         # The collector resumes here: its first pass walks every object made since
         # the first pass that still lives (the module), while LLVM writes the PTX.
         if collecting:
@@ -290,7 +295,8 @@ def compile_to_ptx(
     # generation (not one after the passes and another after LLVM).
     with collector_paused():
         # Without verifying each pass, the outlined kernels' hazard check waits for
-        # LLVM's optimization to run beside it (first where a later pass fails).
+        # LLVM to write the PTX, to run beside it (and runs first where a later
+        # pass, the verifier or LLVM fails, so that a hazard is the error raised).
         deferring = nullcontext([]) if verify_each else hazards_deferred()
         with collecting_remarks() as remarks, deferring as pending:
             try:
@@ -309,18 +315,21 @@ def compile_to_ptx(
             raise
         # The verifier runs while LLVM optimizes (LLVM code generation after it).
         start = time.perf_counter()
-        emitted = emit(
-            module,
-            arch,
-            opt_level,
-            None if verify_each else verify_timed,
-            while_llvm_writes_the_ptx,
-        )
+        try:
+            emitted = emit(
+                module,
+                arch,
+                opt_level,
+                None if verify_each else verify_timed,
+                while_llvm_writes_the_ptx,
+            )
+        except Exception:
+            check_pending(pending)
+            raise
         seconds = time.perf_counter() - start
     record = records[0]
-    if verified:
-        timings.append(("verify", verified[0]))
-    timings.append(("llvm-ir + ptx", seconds - sum(verified)))
+    timings.extend(beside.items())
+    timings.append(("llvm-ir + ptx", seconds - sum(beside.values())))
     return CompiledKernel(
         ptx=emitted.ptx,
         name=record.kernel,

@@ -3,11 +3,11 @@
 `gpu-kernel-outlining` checks the kernels it made (`check_shared_memory_hazards`,
 the last level whose kernels are structured). Within `hazards_deferred` -- a
 compile that verifies once, at the end -- it keeps a copy of the module instead,
-and the compile checks that copy while LLVM optimizes the kernel in a thread of
-its own (Python's share of the two cores), before it writes any PTX: the same
-check, on the same IR, with the same refusal. A compile whose later passes fail
-checks the copy first, so that a hazard is still the error reported, as when
-checked at once.
+and the compile checks that copy while LLVM writes the PTX in a thread of its own
+(Python's share of the two cores), and returns no PTX where it refuses: the same
+check, on the same IR, with the same refusal. A compile whose later passes, the
+verifier or LLVM fail checks the copy first, so that a hazard is still the error
+reported, as when checked at once.
 """
 
 from __future__ import annotations
@@ -49,6 +49,8 @@ def check_kernels(module: ModuleOp) -> None:
 
 def check_pending(pending: list[ModuleOp]) -> None:
     """Make the checks `hazards_deferred` kept, in order (a `PassError` at the op
-    of the copy, as `check_shared_memory_hazards` raises it)."""
+    of the copy, as `check_shared_memory_hazards` raises it); each passed is
+    dropped, one refused is kept (asked again, it refuses again)."""
     while pending:
-        check_shared_memory_hazards(pending.pop(0))
+        check_shared_memory_hazards(pending[0])
+        pending.pop(0)
