@@ -17,7 +17,8 @@ buffer's, as the pass that made the need recorded it).
 
 `affinec-plan-shared-memory` decides the layout of each block with this rule and
 records it in the IR; `convert-gpu-to-nvvm` follows the record (and applies the rule
-itself only to kernels nothing planned).
+itself only to kernels nothing planned). Whether the layout fits the chip's block is
+`shared_overflow`, the one wording of that refusal on every route.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Collection, Sequence
 from xdsl.dialects.builtin import MemRefType
 
 from affinec.base.element_types import memref_bytes
+from affinec.hardware.chips import Chip
 
 SHARED_ALIGNMENT = 16
 """Bytes every shared buffer starts on: what the widest access (16-byte vectors,
@@ -82,6 +84,34 @@ def layout_bytes(types: Sequence[MemRefType], offsets: Sequence[int]) -> int:
     if offsets:
         return max((o + n for o, n in zip(offsets, sizes, strict=True)), default=0)
     return sum(map(aligned, sizes))
+
+
+def placed_layout(
+    types: Sequence[MemRefType],
+    overlays: Collection[int],
+    target: Chip,
+    alignments: Sequence[int] = (),
+) -> tuple[list[int], int]:
+    """The layout of buffers of `types` on `target` (`lay_out_shared`'s offsets, []
+    when static) and the bytes it takes."""
+    offsets = lay_out_shared(
+        types, overlays, target.static_shared_per_block, alignments
+    )
+    return offsets, layout_bytes(types, offsets)
+
+
+def shared_overflow(total: int, target: Chip, counted: str = "") -> str | None:
+    """Why a block whose shared buffers take `total` bytes does not fit on `target`
+    (`counted` says how they were counted, as " once padded and placed"), or None
+    where they fit: a block has at most `max_shared_per_block` bytes, past the static
+    limit as dynamic shared memory the kernel opts into."""
+    if total <= target.max_shared_per_block:
+        return None
+    return (
+        f"the block's shared buffers take {total} bytes{counted}, more than the "
+        f"{target.max_shared_per_block} bytes of shared memory a block may have on "
+        f"{target.name}"
+    )
 
 
 def layout_error(

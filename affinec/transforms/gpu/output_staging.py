@@ -57,7 +57,7 @@ from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import BLOCK, MAPPING, OVERLAY, UNROLL, mapping_of
 from affinec.dialects.nvvm_target import chip_of
 from affinec.ir.affine_exprs import linear_form
-from affinec.ir.shared_memory_layout import lay_out_shared, layout_bytes
+from affinec.ir.shared_memory_layout import placed_layout, shared_overflow
 from affinec.transforms.gpu.bands import Band, GridAnalysis, is_shared
 from affinec.transforms.gpu.thread_bands import add_guarded, partial_tile_guards
 
@@ -306,13 +306,5 @@ def _staging(phase: Band, store: affine.StoreOp) -> Staging | str:
 
 def _does_not_fit(analysis: GridAnalysis, shared: list) -> str | None:
     target = chip_of(analysis.grid.op)
-    overlays = {len(shared) - 1}
-    total = layout_bytes(
-        shared, lay_out_shared(shared, overlays, target.static_shared_per_block)
-    )
-    if total > target.max_shared_per_block:
-        return (
-            f"the block's shared memory would take {total} bytes with the tile, more "
-            f"than the {target.max_shared_per_block} a block may have on {target.name}"
-        )
-    return None
+    _, total = placed_layout(shared, {len(shared) - 1}, target)
+    return shared_overflow(total, target, " with the tile")

@@ -29,6 +29,7 @@ from affinec.base.diagnostics import PassError
 from affinec.dialects import affine, gpu
 from affinec.dialects.affinec import PaddedLoadOp
 from affinec.dialects.nvvm_target import chip_of
+from affinec.ir.shared_memory_layout import shared_overflow
 from affinec.transforms.gpu.bands import GridAnalysis, byte_size
 
 
@@ -37,14 +38,8 @@ def check_shared_capacity(grid: Operation, shared_bytes: int) -> None:
     module's `#nvvm.target`): 227 KiB on sm_90, 163 KiB on sm_80, 99 KiB on sm_86 and
     sm_89. Past the static limit (48 KiB) it is dynamic shared memory, which the
     kernel opts into: `convert-gpu-to-nvvm` places the buffers there."""
-    target = chip_of(grid)
-    if shared_bytes > target.max_shared_per_block:
-        raise PassError(
-            grid,
-            f"the block's shared buffers take {shared_bytes} bytes, more than the "
-            f"{target.max_shared_per_block} bytes of shared memory a block may have "
-            f"on {target.name}",
-        )
+    if why := shared_overflow(shared_bytes, chip_of(grid)):
+        raise PassError(grid, why)
 
 
 @dataclass

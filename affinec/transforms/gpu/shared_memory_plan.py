@@ -38,7 +38,7 @@ from affinec.dialects import affine
 from affinec.dialects.affinec import OVERLAY, SHARED_OFFSET
 from affinec.dialects.nvvm_target import chip_of
 from affinec.hardware.chips import Chip
-from affinec.ir.shared_memory_layout import lay_out_shared, layout_bytes
+from affinec.ir.shared_memory_layout import placed_layout, shared_overflow
 from affinec.transforms.gpu import phase_split
 from affinec.transforms.gpu.bands import analyze_grid, is_shared, reallocated_shared
 from affinec.transforms.gpu.bank_conflicts import best_padding, shared_accesses
@@ -62,16 +62,11 @@ def plan_shared_memory(
         pad_against_bank_conflicts(grid)
     target = chip_of(grid)
     allocs, offsets, total = _placed(grid, target)
-    if total > target.max_shared_per_block and pack_wgmma_tiles(grid):
+    if shared_overflow(total, target) and pack_wgmma_tiles(grid):
         # the wgmma tiles' core matrices packed again: the padding does not fit
         allocs, offsets, total = _placed(grid, target)
-    if total > target.max_shared_per_block:
-        raise PassError(
-            grid,
-            f"the block's shared buffers take {total} bytes once padded and placed, "
-            f"more than the {target.max_shared_per_block} bytes of shared memory a "
-            f"block may have on {target.name}",
-        )
+    if why := shared_overflow(total, target, " once padded and placed"):
+        raise PassError(grid, why)
     for alloc, offset in zip(allocs, offsets, strict=False):
         alloc.attributes[SHARED_OFFSET] = IntegerAttr(offset, i64)
 
@@ -83,8 +78,8 @@ def _placed(
     allocs = shared_allocs(grid)
     types = [_type(a) for a in allocs]
     overlays = {k for k, a in enumerate(allocs) if OVERLAY in a.attributes}
-    offsets = lay_out_shared(types, overlays, target.static_shared_per_block)
-    return allocs, offsets, layout_bytes(types, offsets)
+    offsets, total = placed_layout(types, overlays, target)
+    return allocs, offsets, total
 
 
 def shared_allocs(grid: affine.ParallelOp) -> list[Operation]:
