@@ -38,11 +38,11 @@ from affinec.dialects.affinec import (
     mapping_of,
 )
 from affinec.dialects.nvvm_target import chip_of
+from affinec.ir.shared_memory_layout import layout_bytes
 from affinec.transforms.gpu.bands import (
     Band,
     GridAnalysis,
     band_ivs,
-    byte_size,
     is_shared,
     require_placed,
 )
@@ -88,11 +88,7 @@ def block_size(analysis: GridAnalysis) -> int:
     shared = [a for a in analysis.allocs if is_shared(a.results[0])]
     offsets = _shared_offsets(analysis.grid.op, shared)
     # planned: what the planner's layout takes (an overlay on a dead buffer's bytes)
-    taken = (
-        max(o + byte_size(a) for o, a in zip(offsets, shared, strict=True))
-        if offsets
-        else sum(map(byte_size, shared))
-    )
+    taken = layout_bytes([a.results[0].type for a in shared], offsets)  # pyright: ignore[reportArgumentType]
     check_shared_capacity(analysis.grid.op, taken)
     return threads
 
