@@ -96,6 +96,17 @@ def test_contraction_prints_in_tile_syntax():
     assert str(contraction_of(OuterSpec(3, 4))) == "c[i, j] = a[i] * b[j]"
 
 
+def test_a_specs_contraction_is_built_once_and_shared():
+    first = contraction_of(ConvSpec(**CONV, padding=1))
+    assert contraction_of(ConvSpec(**CONV, padding=1)) is first  # an equal spec
+    assert contraction_of(ConvSpec(**CONV, padding=2)) is not first
+    assert contraction_of(MatmulSpec(4, 5, 6)) == contraction_of(MatmulSpec(4, 5, 6))
+    with pytest.raises(
+        TypeError, match=r"a spec \(ConvSpec, MatmulSpec or OuterSpec\)"
+    ):
+        contraction_of([1, 2])  # pyright: ignore[reportArgumentType]
+
+
 def test_a_custom_contraction_builds_and_interprets():
     """Anything in the Tile style works, not just the three named kinds: here a 1-D
     correlation with a stride, `O[i] = +(X[2 i + t - 1] * K[t])`, zero padded."""

@@ -11,6 +11,7 @@ Convolution, matrix product and outer product are thin layers on top.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from xdsl.ir.affine import AffineExpr
 
@@ -279,10 +280,18 @@ def outer_contraction(spec: OuterSpec) -> Contraction:
 
 
 def contraction_of(spec: Spec) -> Contraction:
+    """The contraction `spec` describes, built once a spec: specs and contractions
+    are frozen, so every caller (the naive IR, the reference, the checkers, the
+    configuration) shares the one recognition."""
+    if not isinstance(spec, ConvSpec | MatmulSpec | OuterSpec):
+        raise not_a_spec(spec)
+    return _contraction_of(spec)
+
+
+@lru_cache(maxsize=256)
+def _contraction_of(spec: Spec) -> Contraction:
     if isinstance(spec, ConvSpec):
         return conv_contraction(spec)
     if isinstance(spec, MatmulSpec):
         return matmul_contraction(spec)
-    if isinstance(spec, OuterSpec):
-        return outer_contraction(spec)
-    raise not_a_spec(spec)
+    return outer_contraction(spec)
