@@ -87,17 +87,24 @@ def shared_allocs(grid: affine.ParallelOp) -> list[Operation]:
     return [a for a in analyze_grid(grid).allocs if is_shared(a.results[0])]
 
 
+def _laid_out_here(grid: affine.ParallelOp) -> list[tuple[Operation, list]]:
+    """Each shared buffer whose layout against bank conflicts is this planner's
+    (wgmma's tiles take theirs from their descriptors), with its accesses as
+    `best_padding` and `best_phase_split` take them."""
+    accesses = shared_accesses(grid)
+    fixed = wgmma_tiles(grid)
+    return [
+        (alloc, [(o, i, w) for o, b, i, w in accesses if b is alloc.results[0]])
+        for alloc in shared_allocs(grid)
+        if alloc.results[0] not in fixed
+    ]
+
+
 def split_phases_against_bank_conflicts(grid: affine.ParallelOp) -> None:
     """Store each shared buffer whose accesses stride over a dimension by phase,
     where that costs them fewer wavefronts than any padding (`phase_split`)."""
-    accesses = shared_accesses(grid)
-    fixed = wgmma_tiles(grid)
-    for alloc in shared_allocs(grid):
-        buffer = alloc.results[0]
-        if buffer in fixed:
-            continue
-        mine = [(o, i, w) for o, b, i, w in accesses if b is buffer]
-        if choice := phase_split.best_phase_split(buffer, mine):
+    for alloc, mine in _laid_out_here(grid):
+        if choice := phase_split.best_phase_split(alloc.results[0], mine):
             phase_split.split_phases(alloc, *choice)
 
 
@@ -105,15 +112,9 @@ def pad_against_bank_conflicts(grid: affine.ParallelOp) -> None:
     """Grow each shared buffer's rows by the padding that costs its accesses the
     fewest wavefronts (in 16-byte steps where an access moves 16 bytes a lane, the
     smallest on ties). Nothing reads the padding."""
-    accesses = shared_accesses(grid)
     work = []
-    fixed = wgmma_tiles(grid)
-    for alloc in shared_allocs(grid):
-        buffer = alloc.results[0]
-        if buffer in fixed:
-            continue
-        mine = [(o, i, w) for o, b, i, w in accesses if b is buffer]
-        if mine and (pad := best_padding(buffer, mine)):
+    for alloc, mine in _laid_out_here(grid):
+        if mine and (pad := best_padding(alloc.results[0], mine)):
             work.append((alloc, pad))
     for alloc, pad in work:
         *rows, last = _type(alloc).get_shape()
