@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 
 from affinec.base.spec import ConvSpec, MatmulSpec, Spec, epilogue_steps
+from affinec.hardware.chips import chip
 
 BK = 64
 """The K of one step: one 128-byte swizzled row of f16."""
@@ -22,6 +23,8 @@ TILE_M = (64, 128)
 TILE_N = (16, 32, 64, 128, 256)
 OPERAND_TYPES = ("f16", "bf16")
 EPILOGUE_STEPS = ("scale", "bias", "residual", "relu", "relu6")
+SM90A_SHARED = chip("sm_90a").max_shared_per_block
+"""What a block may have of shared memory on sm_90a, where the plan's kernel runs."""
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,7 @@ class GemmKernel:
     blocks (grid z) writing f32 partials to a workspace, added in a fixed order by
     a second kernel that applies the epilogue (1: no split)."""
 
-    def problems(self, max_shared: int = 227 * 1024) -> list[str]:
+    def problems(self, max_shared: int = SM90A_SHARED) -> list[str]:
         """What stops this plan, in words (empty: it builds), on a chip that gives a
         block at most `max_shared` bytes of shared memory."""
         why = []
