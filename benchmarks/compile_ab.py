@@ -63,11 +63,15 @@ print(json.dumps(times))
 
 
 def run(tree: Path, repeat: int) -> dict[str, list[float]]:
+    # Without PYTHONPATH (scripts/gpu_python.sh puts this tree on it): `affinec`
+    # comes from the editable install's mapping, which RUNNER points at `tree`.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
         [sys.executable, "-c", RUNNER, str(tree), str(repeat)],
         capture_output=True,
         text=True,
         cwd=tempfile.gettempdir(),
+        env=env,
     )
     if done.returncode:
         sys.exit(f"{tree}: {done.stderr.strip()[-2000:]}")
