@@ -32,11 +32,12 @@ from xdsl.utils.exceptions import VerifyException
 
 from affinec.dialects.gpu_common import AddressSpace, AddressSpaceAttr
 from affinec.dialects.nvgpu_common import SHARED_MEMORY_SPACE, memory_space_of
+from affinec.hardware.chips import CHIPS
 from affinec.hardware.wgmma_layouts import SWIZZLE_SPANS
 
 T = TypeVar("T", bound=ParametrizedAttribute)
 
-MAX_BARRIERS = 232448 // 8
+MAX_BARRIERS = max(c.max_shared_per_block for c in CHIPS.values()) // 8
 """The most barriers a group may have: as many as fit the largest block's shared
 memory (sm_90's 227 KiB), 8 bytes each."""
 

@@ -42,6 +42,7 @@ from affinec.frontend.reference import (
     reference,
     relative_error,
 )
+from affinec.hardware.chips import chip
 from affinec.hardware.tensor_maps import tensor_map_of
 from affinec.ir.context import make_context
 from affinec.tools.hopper_matmul import matmul_module
@@ -153,7 +154,7 @@ def run(shape, reps: int) -> dict:
     )
     module = _check(driver.cuModuleLoadData(ptx.encode() + b"\0"))
     function = _check(driver.cuModuleGetFunction(module, name.encode()))
-    if shared > 48 * 1024:
+    if shared > chip("sm_90a").static_shared_per_block:
         _check(
             driver.cuFuncSetAttribute(
                 function,
