@@ -32,22 +32,34 @@ os.environ.setdefault("AFFINEC_VERIFY_EACH", "1")
 SLOW_FIRST = (
     "test_ray_tuning.py",
     "test_wgmma_rule.py",
+    "test_doc_blocks.py",
+    "test_wgmma_taps.py",
     "test_wgmma_gemm.py",
     "test_mma_pass.py",
     "test_race_soundness.py",
     "test_wgmma_tma.py",
-    "test_wgmma_pipeline.py",
+    "test_fuzz.py",
     "test_tuning.py",
-    "test_doc_blocks.py",
+    "test_torch_front_door.py",
+    "test_depthwise_vectors.py",
+    "test_differential_coverage.py",
+    "test_mlir_interop.py",
+    "test_flatten_pixels.py",
     "test_lockstep.py",
     "test_notebooks.py",
+    "test_coalescing.py",
+    "test_wgmma_pipeline.py",
     "test_split_reduction.py",
-    "test_fuzz.py",
+    "test_tuning_zoo.py",
+    "test_mlir_execution.py",
+    "test_hopper_lowering.py",
 )
-"""The files whose tests take longest, the longest first. xdist hands the tests out
-in collection order, a few at a time, and a worker that runs out waits for the other
-at the end: in alphabetical order the minute-long Hopper tests came last, one worker
-finishing them while the other sat idle. Run first, the cheap tests even the end."""
+"""The files whose tests take longest (by their longest test's CPU time, then the
+file's), the longest first. xdist hands the tests out in collection order, a few at
+a time, and a worker that runs out waits for the other at the end: in alphabetical
+order the Hopper files' tests of 10-15 s each came last, one worker finishing them
+while the other sat idle. Run first, the cheap tests even the end. A file missing
+here runs in its alphabetical place: add a slow new one."""
 
 
 def _slow_first(items: list) -> None:
