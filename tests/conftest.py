@@ -24,6 +24,13 @@ settings.register_profile("thorough", max_examples=400, **_COMMON)
 settings.register_profile("fuzz", max_examples=1500, **_COMMON)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
+# One thread for torch's and OpenBLAS's arithmetic (OpenMP's setting, which both
+# read when they load; the notebooks and doc blocks the tests start inherit it):
+# beside the other xdist worker on two busy cores their threads spun waiting for
+# each other, and a MobileNet-v2 of test_torch_front_door took 72 s of CPU instead
+# of 3.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 # The compiler verifies once, at the end; the tests verify after every pass, as
 # affinec-opt does (a pass that breaks the IR is named, not a later one).
 os.environ.setdefault("AFFINEC_VERIFY_EACH", "1")
