@@ -52,12 +52,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from xdsl.dialects import memref
-from xdsl.dialects.builtin import AffineMapAttr, MemRefType, VectorType
+from xdsl.dialects.builtin import AffineMapAttr, MemRefType
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineConstraintKind, AffineMap
 
 from affinec.base.diagnostics import PassError
-from affinec.base.element_types import element_size
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import GRID, OVERLAY, mapping_of
 from affinec.ir.affine_exprs import Interval, expr_range
@@ -65,6 +64,12 @@ from affinec.ir.effects import reads, writes
 from affinec.ir.index_sets import Guard, free_roots, index_sets
 from affinec.ir.ranges import map_ranges, value_range
 from affinec.transforms.gpu.bands import is_shared
+from affinec.transforms.gpu.hazard_accesses import (
+    access_run,
+    guards_between,
+    known_point,
+    touches_shared,
+)
 from affinec.transforms.gpu.thread_overlaps import (
     Access,
     Span,
@@ -337,7 +342,7 @@ class _Walk:
 
     def bound(self, m: AffineMap, operands: Sequence[SSAValue], pick) -> int | None:
         """A loop bound (`pick` of `m`'s results) where the threads agree on it."""
-        points = [_point(r) for r in map_ranges(m, operands, self.known_ranges())]
+        points = [known_point(r) for r in map_ranges(m, operands, self.known_ranges())]
         if not points or any(p is None for p in points):
             return None
         return pick(points)
@@ -372,12 +377,12 @@ class _Walk:
             self.leaves[op] = [
                 (
                     o,
-                    _guards(o, op),
+                    guards_between(o, op),
                     [b for b in reads(o) if is_shared(b)],
                     [b for b in writes(o) if is_shared(b)],
                 )
                 for o in op.walk()
-                if _touches_shared(o)
+                if touches_shared(o)
             ]
         for inner, guards, read, written in self.leaves[op]:
             if any(self.condition(g) is (not branch) for g, branch in guards):
@@ -413,7 +418,7 @@ class _Walk:
             region = (None,) * len(t.get_shape())
             return Access(op, buffer, region, self.band_of(op))
         m = op.map.data if isinstance(getattr(op, "map", None), AffineMapAttr) else None
-        return self.access(op, buffer, indices, m, run=_run(op))
+        return self.access(op, buffer, indices, m, run=access_run(op))
 
     def access(
         self,
@@ -572,38 +577,6 @@ class _Walk:
                     f"{what} {a.describe()}{self.where()} from more than one thread "
                     f"with no gpu.barrier between{found.text('writes', 'writes')}",
                 )
-
-
-def _guards(op: Operation, leaf: Operation) -> list[tuple[affine.IfOp, bool]]:
-    """The `affine.if` ops between `leaf` and `op`, with the branch `op` is in."""
-    guards = []
-    child, parent = op, op.parent_op()
-    while child is not leaf and parent is not None:
-        if isinstance(parent, affine.IfOp):
-            guards.append((parent, child.parent_region() is parent.then_region))
-        child, parent = parent, parent.parent_op()
-    return guards
-
-
-def _run(op: Operation) -> int:
-    """Elements an access touches from its address along the innermost dimension:
-    a vector's, or a row of 16 bytes for each lane of ldmatrix."""
-    if isinstance(op, nvgpu.LdMatrixOp):
-        t = op.srcMemref.type
-        assert isinstance(t, MemRefType)
-        return 16 // element_size(t.get_element_type())
-    vectors = [
-        v.type for v in (*op.results, *op.operands) if isinstance(v.type, VectorType)
-    ]
-    return vectors[0].element_count() if vectors else 1
-
-
-def _point(r: Interval | None) -> int | None:
-    return r[0] if r is not None and r[0] == r[1] else None
-
-
-def _touches_shared(op: Operation) -> bool:
-    return any(is_shared(v) for v in op.operands)
 
 
 def _quote(op: Operation) -> str:
