@@ -162,19 +162,26 @@ def _dynamic_sizes(op: Operation | Block) -> Sequence[SSAValue] | None:
     return None
 
 
+_INDEX_ARITHMETIC = (
+    "affine.apply",
+    "affine.delinearize_index",
+    "affine.linearize_index",
+)
+"""The ops whose result is a dimension where all their operands are."""
+
+
 def is_induction_variable(value: SSAValue) -> bool:
     """An `affine.for` or `affine.parallel` induction variable."""
-    # Imported here, not at the top: affine.for and affine.parallel verify their
-    # bounds by these rules, so their modules import this one.
-    from affinec.dialects.affine_loops import ForOp
-    from affinec.dialects.affine_parallel import ParallelOp
-
+    # By name: affine.for and affine.parallel verify their bounds by these rules, so
+    # their modules import this one.
     if not isinstance(value, BlockArgument):
         return False
     owner = value.block.parent_op()
-    if isinstance(owner, ForOp):
+    if owner is None:
+        return False
+    if owner.name == "affine.for":
         return value.index == 0
-    return isinstance(owner, ParallelOp)
+    return owner.name == "affine.parallel"
 
 
 @_remembered
@@ -182,20 +189,14 @@ def is_valid_dim(value: SSAValue, region: Region | None) -> bool:
     """Whether `value` may be a dimension of affine maps in `region`: a valid symbol,
     an induction variable, or an `affine.apply` / `affine.delinearize_index` of
     dimensions (MLIR's rule)."""
-    # Imported here, not at the top: affine.apply verifies its operands by these
-    # rules, so its module imports this one.
-    from affinec.dialects.affine_index import (
-        ApplyOp,
-        DelinearizeIndexOp,
-        LinearizeIndexOp,
-    )
-
     if not isinstance(value.type, IndexType):
         return False
     if is_valid_symbol(value, region) or is_induction_variable(value):
         return True
     owner = value.owner
-    if isinstance(owner, ApplyOp | DelinearizeIndexOp | LinearizeIndexOp):
+    # by name: affine.apply verifies its operands by these rules, so its module
+    # imports this one
+    if isinstance(owner, Operation) and owner.name in _INDEX_ARITHMETIC:
         return all(is_valid_dim(v, region) for v in owner.operands)
     if isinstance(owner, MemrefDimOp):
         return _is_top_level(owner.source)

@@ -114,12 +114,12 @@ def target_attr(
 def chip_name_of(op: Operation) -> str:
     """The chip `op` is compiled for: its `gpu.module`'s first `#nvvm.target`, else the
     enclosing builtin module's `affinec.target`, else `DEFAULT_CHIP`."""
-    from affinec.dialects.gpu_module import ModuleOp as GpuModuleOp
-
     node: Operation | None = op
     while node is not None:
-        if isinstance(node, GpuModuleOp) and node.targets is not None:
-            for t in node.targets.data:
+        # by name: gpu.module's own module imports this one (its kernels' attributes)
+        targets = node.properties.get("targets") if node.name == "gpu.module" else None
+        if isinstance(targets, ArrayAttr):
+            for t in targets.data:
                 if isinstance(t, TargetAttr):
                     return t.chip.data
         target = node.attributes.get(TARGET)
