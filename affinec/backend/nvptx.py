@@ -205,22 +205,7 @@ def _shared_llvm_to_ptx(
 def _beside(work: Callable[[], None], beside: Callable[[], None]) -> None:
     """`work` in a thread of its own while `beside` runs here; `beside`'s exception
     first, then `work`'s."""
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            work()
-        except BaseException as e:  # raised here, in the caller's thread
-            failed.append(e)
-
-    thread = threading.Thread(target=run, name="affinec-llvm", daemon=True)
-    thread.start()
-    try:
-        beside()
-    finally:
-        thread.join()
-    if failed:
-        raise failed[0]
+    _overlapped(work, beside, "affinec-llvm", work_error_first=False)
 
 
 def _while(work: Callable[[], None], during: Callable[[], None] | None) -> None:
@@ -228,7 +213,19 @@ def _while(work: Callable[[], None], during: Callable[[], None] | None) -> None:
     its own; `work`'s exception first, then `during`'s."""
     if during is None:
         work()
-        return
+    else:
+        _overlapped(work, during, "affinec-llvm-ptx", work_error_first=True)
+
+
+def _overlapped(
+    work: Callable[[], None],
+    here: Callable[[], None],
+    name: str,
+    *,
+    work_error_first: bool,
+) -> None:
+    """`work` in a thread named `name` while `here` runs in this one, both finished
+    before it returns; where both raise, `work`'s exception or `here`'s as asked."""
     failed: list[BaseException] = []
 
     def run() -> None:
@@ -237,15 +234,15 @@ def _while(work: Callable[[], None], during: Callable[[], None] | None) -> None:
         except BaseException as e:  # raised here, in the caller's thread
             failed.append(e)
 
-    thread = threading.Thread(target=run, name="affinec-llvm-ptx", daemon=True)
+    thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     try:
-        during()
-    except BaseException as e:
+        here()
+    except BaseException:
         thread.join()
-        if failed:
+        if failed and work_error_first:
             raise failed[0] from None
-        raise e
+        raise
     thread.join()
     if failed:
         raise failed[0]
