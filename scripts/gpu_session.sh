@@ -57,6 +57,9 @@
 #   wgmma_pipeline  affinec-wgmma, Hopper's MMA as the pipeline's tensor-core pass:
 #             products and ResNet-50's 1x1s checked against float64, then timed
 #             against the template route, mma.sync and cuBLAS/cuDNN
+#   wgmma_taps  affinec-wgmma with A from registers (convolutions with taps and
+#             strides): ResNet-50's and VGG-16's 3x3s at batch 32 checked against
+#             float64, then timed against mma.sync, the template route and cuDNN
 #   depthwise  scripts/gpu_depthwise.sh: memcheck over the routes whose stores are
 #             vectors, then MobileNetV2's and EfficientNet-B0's depthwise layers with
 #             their channels in vectors against config_for's rule and cuDNN
@@ -305,6 +308,11 @@ step_halved_block() {  # the window route's block halved on every 3x3 of two net
 step_wgmma_pipeline() {  # affinec-wgmma (the pipeline's pass) against the template, mma.sync, cuBLAS
   run wgmma-pipeline 540 $PY scripts/gpu_wgmma_pipeline.py --out "$OUT"
   tail -25 "$OUT/wgmma-pipeline.log"
+}
+
+step_wgmma_taps() {  # the pass route's wgmma on 3x3s (A from registers) against mma.sync, the template, cuDNN
+  run wgmma-taps "${TAPS_LIMIT_S:-180}" $PY scripts/gpu_wgmma_taps.py --out "$OUT"
+  tail -30 "$OUT/wgmma-taps.log"
 }
 
 step_depthwise() {
