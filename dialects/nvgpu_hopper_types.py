@@ -33,7 +33,7 @@ from xdsl.utils.exceptions import VerifyException
 from affinec.dialects.gpu_common import AddressSpace, AddressSpaceAttr
 from affinec.dialects.nvgpu_common import SHARED_MEMORY_SPACE, memory_space_of
 from affinec.hardware.chips import CHIPS
-from affinec.hardware.wgmma_layouts import SWIZZLE_SPANS
+from affinec.hardware.wgmma_layouts import SWIZZLE_SPANS, is_wgmma_n
 
 T = TypeVar("T", bound=ParametrizedAttribute)
 
@@ -284,7 +284,7 @@ class WarpgroupAccumulatorType(ParametrizedAttribute, TypeAttribute):
         if v.get_num_dims() != 2 or not isinstance(v.get_element_type(), Float32Type):
             raise VerifyException(f"an accumulator is a 2-D vector of f32, got {v}")
         m, n = v.get_shape()
-        if m % 64 or not (8 <= n <= 256 and n % 8 == 0):
+        if m % 64 or not is_wgmma_n(n):
             raise VerifyException(
                 f"an accumulator is M x N with M a multiple of 64 and N one of 8, "
                 f"16, ..., 256, got {m}x{n}"

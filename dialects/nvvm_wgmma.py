@@ -37,6 +37,7 @@ from xdsl.utils.str_enum import StrEnum
 
 from affinec.dialects.nvvm_intrinsics import IntrinsicOp, PtxOp
 from affinec.dialects.nvvm_mma import MMALayout, MMALayoutAttr, MMAShapeAttr
+from affinec.hardware.wgmma_layouts import is_wgmma_n
 
 # --------------------------------------------------------------------------------------
 # Attributes of wgmma (MLIR's)
@@ -249,7 +250,7 @@ class WgmmaMmaAsyncOp(PtxOp):
         parser.parse_punctuation(",")
         pos = parser.pos
         m, n, k = (x.data for x in MMAShapeAttr.parse_parameters(parser))
-        if not (8 <= n <= 256 and n % 8 == 0):
+        if not is_wgmma_n(n):
             parser.raise_error(
                 f"a wgmma's N is one of 8, 16, ..., 256, got {n}", pos, parser.pos
             )
@@ -317,7 +318,7 @@ class WgmmaMmaAsyncOp(PtxOp):
 
     def verify_(self) -> None:
         m, n, k = self.shape.mnk
-        if (m, k) != (64, 16) or not (8 <= n <= 256 and n % 8 == 0):
+        if (m, k) != (64, 16) or not is_wgmma_n(n):
             raise VerifyException(
                 f"affinec's wgmma is m64nNk16 (N = 8, 16, ..., 256), got m{m}n{n}k{k}"
             )

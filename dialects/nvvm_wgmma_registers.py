@@ -37,6 +37,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from affinec.dialects.nvvm_intrinsics import PtxOp
 from affinec.dialects.nvvm_wgmma import WgmmaFenceAlignedOp, accumulator_struct
+from affinec.hardware.wgmma_layouts import is_wgmma_n
 
 
 @irdl_op_definition
@@ -90,7 +91,7 @@ class WgmmaRegistersRunOp(PtxOp):
 
     def verify_(self) -> None:
         n = self.columns
-        if not (8 <= n <= 256 and n % 8 == 0):
+        if not is_wgmma_n(n):
             raise VerifyException(f"a wgmma's N is one of 8, 16, ..., 256, got {n}")
         if self.kind.data not in ("f16", "bf16"):
             raise VerifyException(f"A and B are f16 or bf16, got {self.kind.data}")

@@ -54,6 +54,15 @@ WARPGROUP_SIZE = 128
 WGMMA_M = 64
 """Rows of one `wgmma` instruction's A and D."""
 
+WGMMA_MAX_N = 256
+"""The widest N of one `wgmma` instruction."""
+
+
+def is_wgmma_n(n: int) -> bool:
+    """Whether one `wgmma` instruction can be `n` columns wide: 8, 16, ..., 256."""
+    return 8 <= n <= WGMMA_MAX_N and n % 8 == 0
+
+
 SWIZZLE_SPANS = {"none": 0, "swizzle_32b": 32, "swizzle_64b": 64, "swizzle_128b": 128}
 """The tensor map's swizzle modes (MLIR's names) and their spans in bytes."""
 

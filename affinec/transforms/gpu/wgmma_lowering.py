@@ -47,7 +47,7 @@ from affinec.dialects.affinec_wgmma import (
     WarpgroupMmaStepOp,
 )
 from affinec.dialects.nvvm_target import chip_of
-from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE
+from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE, WGMMA_MAX_N, is_wgmma_n
 from affinec.ir.ranges import value_range
 from affinec.transforms.affine.analysis import is_defined_inside
 from affinec.transforms.gpu.bands import Band, GridAnalysis, is_shared
@@ -63,9 +63,6 @@ from affinec.transforms.gpu.wgmma_registers import (
     needs_registers,
     rewrite_registers,
 )
-
-MAX_N = 256
-"""The widest N of one `wgmma`."""
 
 
 @dataclass
@@ -117,11 +114,11 @@ def plan_wgmma(analysis: GridAnalysis) -> WgmmaPlan:
             f"the block tile has M = {block_m} rows: wgmma needs {multiple}at "
             f"most {most * 16} (warpgroups of {WGMMA_ROWS} rows)",
         )
-    if block_n % 8 or block_n > MAX_N:
+    if not is_wgmma_n(block_n):
         raise PassError(
             band.op,
             f"the block tile has N = {block_n} columns: wgmma takes a multiple of 8 "
-            f"up to {MAX_N}",
+            f"up to {WGMMA_MAX_N}",
         )
     plan = plan_mma(analysis, (4 * warpgroups, 1))
     b_k_major = None
