@@ -48,6 +48,8 @@ def _conv(**changes) -> ConvSpec:
 
 NHWC = {"layout": "nhwc", "filter_layout": "rsck"}
 HOPPER_PRODUCT = MatmulSpec(m=192, n=128, k=320, dtype="f16")
+WGMMA_PRODUCT = MatmulSpec(m=256, n=256, k=448, dtype="f16")
+"""Four 128 x 128 blocks of seven 64-deep steps: every stage of four reused."""
 HOPPER_CONV = ConvSpec(n=3, c=64, h=7, w=9, k=64, r=1, s=1, dtype="bf16", **NHWC)
 """189 flattened pixels: the Hopper kernel's row tiles cross images."""
 
@@ -93,6 +95,21 @@ def routes() -> list[Route]:
             Route(f"hopper-{schedule}-1x1-across-images", HOPPER_CONV, {"wgmma": True},
                   changes, arch="sm_90a")
         )  # fmt: skip
+    # the pipeline's own warpgroup MMA (`affinec-wgmma`): the promotion's cp.async
+    # copies, and TMA with each step's MMAs in flight (`config_for`'s on sm_90a)
+    pipeline_wgmma = {"mma": True, "tensor_core": "wgmma", "stages": 4,
+                      "tile_sizes": (128, 128), "reduction_tile_sizes": (64,),
+                      "stage_output": True}  # fmt: skip
+    tma = {"tma": True, "in_flight": True}
+    out += [
+        Route("wgmma-pass-cp-async-product", WGMMA_PRODUCT, changes=pipeline_wgmma,
+              arch="sm_90a"),
+        Route("wgmma-pass-tma-in-flight-product", WGMMA_PRODUCT,
+              changes=pipeline_wgmma | tma, arch="sm_90a"),
+        Route("wgmma-pass-tma-in-flight-1x1-across-images", HOPPER_CONV,
+              {"flatten_pixels": True},
+              pipeline_wgmma | tma | {"tile_sizes": (128, 64)}, arch="sm_90a"),
+    ]  # fmt: skip
     out += [
         Route("split2-mma", _conv(c=64, k=16), {"splits": 2}),
         Route("split3-simt", _conv(dtype="f32", c=48, k=8), {"splits": 3}),

@@ -197,16 +197,15 @@ def test_the_vector_is_the_widest_that_divides_the_channels(c, width):
     assert channel_vector(replace(spec, dtype="f32")) == min(width, 4)
 
 
-def test_config_for_keeps_the_timed_rule_and_vectors_are_a_named_variant():
-    # config_for's rule is the one the H100 timed (channels strided across the
-    # block) until the vectors are timed beside it: the variant the tuner tries
-    before = variant_config(DEPTHWISE_5X5, "depthwise strided")
-    assert (
-        before == strided_depthwise_config(DEPTHWISE_5X5) == config_for(DEPTHWISE_5X5)
-    )
+def test_config_for_takes_the_vectors_and_the_strided_rule_is_a_named_variant():
+    # the vectors beat the channels strided across the block on the H100: the
+    # strided rule stays a variant the tuner tries
     vectors = variant_config(DEPTHWISE_5X5, "depthwise vectors")
-    assert vectors == depthwise_config(DEPTHWISE_5X5) and vectors.vector_width == 8
-    assert "depthwise vectors" in TUNER_NEIGHBOURS
+    assert vectors == depthwise_config(DEPTHWISE_5X5) == config_for(DEPTHWISE_5X5)
+    assert vectors.vector_width == 8
+    before = variant_config(DEPTHWISE_5X5, "depthwise strided")
+    assert before == strided_depthwise_config(DEPTHWISE_5X5) != vectors
+    assert "depthwise strided" in TUNER_NEIGHBOURS
     assert before.vector_width == 1
     assert not _checked(DEPTHWISE_5X5, before)
     assert is_depthwise(DEPTHWISE_5X5)

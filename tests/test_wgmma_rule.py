@@ -26,7 +26,7 @@ def test_a_wide_1x1_at_batch_32_goes_to_warpgroups_on_sm_90a_only():
     config = config_for(spec, arch="sm_90a")
     assert config.tensor_core == "wgmma" and config.flatten_pixels
     assert config.tile_sizes == WGMMA_PRODUCT_TILE
-    assert config.stages == WGMMA_PRODUCT_STAGES and not config.tma
+    assert config.stages == WGMMA_PRODUCT_STAGES and config.tma and config.in_flight
     assert config_for(spec, arch="sm_90").tensor_core == "mma.sync"
 
 

@@ -207,10 +207,8 @@ def config_for(
         return replace(config, pad_channels=padded)
 
     if is_depthwise(spec):
-        # the rule the H100 measured; its channels in vectors (`depthwise_config`)
-        # wait for theirs: the tuner tries them ('depthwise vectors')
         assert isinstance(spec, ConvSpec)
-        return strided_depthwise_config(spec)
+        return depthwise_config(spec)
     tiles, registers = _simt_tiles(extents, channel, pixels)
     return KernelConfig(
         tile_sizes=tuple(tiles),
@@ -276,9 +274,10 @@ with the row's filter taps unrolled, neighbouring pixels read the same input
 columns, which LLVM then loads and converts once (8 pixels of a 3x3 window read 10
 columns a row instead of 24: MobileNetV2's 3x3 32 at 112^2 issues 13 16-byte
 shared loads and 104 conversions a filter row instead of 27 and 216). Chosen from
-the PTX, not yet timed: `scripts/gpu_depthwise.sh` times it against
-`config_for`'s rule (`strided_depthwise_config`), which stays `config_for`'s until
-then; the tuner measures it as the variant 'depthwise vectors'."""
+the PTX, then timed (H100, 2026-12-07, `scripts/gpu_depthwise.sh`, batch 32):
+MobileNetV2's depthwise layers 0.411 -> 0.240 ms (cuDNN 0.247), EfficientNet-B0's
+0.486 -> 0.283 (cuDNN 0.301), against the channels strided across the block
+(`strided_depthwise_config`, the tuner's 'depthwise strided'); docs/BENCHMARKS.md."""
 
 
 def depthwise_config(spec: ConvSpec, *, fill: bool = True) -> KernelConfig:
@@ -487,7 +486,8 @@ def _warpgroup_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None
         reduction_tile_sizes=(MMA_STEP_BYTES // storage_bytes(product.dtype),),
         mma=True,
         tensor_core="wgmma",
-        tma=False,
+        tma=True,
+        in_flight=True,
         stages=WGMMA_PRODUCT_STAGES,
         stage_output=True,
         flatten_pixels=product is not spec,

@@ -98,8 +98,13 @@ class KernelConfig:
     tma: bool = False
     """With `tensor_core="wgmma"`: the tiles `wgmma` reads loaded by TMA, each
     pipeline stage an mbarrier phase (`affinec-tma-copies`), instead of the
-    promotion's cp.async copies. Off unless asked for: checked by the interpreter
-    and ptxas, not yet run on a GPU (2026-12-06), where the cp.async copies were."""
+    promotion's cp.async copies."""
+    in_flight: bool = False
+    """With `tensor_core="wgmma"`: warpgroup MMAs left in flight while the next
+    ones' operands load: with `tma` (3 stages or more), each step's until the next
+    step, its stage handed back a step later (`affinec-tma-copies{in-flight}`);
+    with A from registers (filter taps), each run's while the next run's fragments
+    load (`affinec-wgmma{in-flight}`)."""
     warp_grid: tuple[int, ...] = (2, 2)
     """With `mma`: warps along the block's pixels and output channels."""
     unroll_taps: bool = False
@@ -183,6 +188,11 @@ class KernelConfig:
         if self.tensor_core == "wgmma" and self.tf32:
             raise ValueError(
                 "tensor-core=wgmma takes f16 and bf16 operands: not with tf32"
+            )
+        if self.in_flight and self.tensor_core != "wgmma":
+            raise ValueError(
+                "in-flight leaves warpgroup MMAs in flight: it needs "
+                "tensor-core=wgmma"
             )
         if self.wgmma and self.mma:
             raise ValueError("wgmma is its own route to the tensor cores: not with mma")

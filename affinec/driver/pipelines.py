@@ -115,7 +115,7 @@ def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]
         AffinecInsertBarriers(),
         *([tensor_core_pass(config)] if config.mma else []),
         *(
-            [AffinecTmaCopies()]
+            [AffinecTmaCopies(in_flight=config.in_flight)]
             if config.mma and config.tensor_core == "wgmma" and config.tma
             else []
         ),
@@ -138,7 +138,7 @@ def tensor_core_pass(config: KernelConfig) -> ModulePass:
     warp-level mma.sync, or Hopper's warpgroup MMA; every pass around it is the
     same for both."""
     if config.tensor_core == "wgmma":
-        return AffinecWgmma()
+        return AffinecWgmma(in_flight=config.in_flight)
     return AffinecMmaSync(
         warp_grid=config.warp_grid, tf32=config.tf32, unroll_taps=config.unroll_taps
     )

@@ -99,10 +99,9 @@ products on wider or narrower blocks and more warps; the window route's steps on
 filter row at a time (three in flight where a whole window's tile leaves room for
 one); a strided window's taps one at a time; a strided window's input tile stored
 by phase (`split_phases`); the flattened products' 64 x 64 tiles with their
-reduction split; a depthwise convolution's `config_for` rule (its channels strided
-across the block, `strided_depthwise_config`), its channels in vectors
-(`depthwise_config`, not yet timed on a GPU) and those vectors on blocks as large as
-at any batch, the grid left unfilled."""
+reduction split; a depthwise convolution's channels strided across the block
+(`strided_depthwise_config`), in vectors (`depthwise_config`, `config_for`'s rule)
+and those vectors on blocks as large as at any batch, the grid left unfilled."""
 
 TUNER_NEIGHBOURS = (
     "unsplit",
@@ -116,12 +115,13 @@ TUNER_NEIGHBOURS = (
     "half block s2 phases",
     "depthwise row steps s1",
     "depthwise row steps s2",
-    "depthwise vectors",
+    "depthwise strided",
 )
 """The variants the tuner measures after the baseline: those that were some layer's
 fastest in the sweeps of ResNet-50, VGG-16, MobileNetV2 and EfficientNet-B0 at batch 1
 and 32 (H100, 2026-12-06; the split flattened products never were), and a depthwise
-convolution's channels in vectors, which no GPU has timed yet."""
+convolution's channels strided across the block (`config_for`'s rule until the
+vectors won on the H100, 2026-12-07)."""
 
 
 def variant_config(
