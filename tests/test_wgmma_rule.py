@@ -1,6 +1,6 @@
-"""`config_for`'s rule for sm_90a: products and 1x1 convolutions over their flattened
-pixels on `affinec-wgmma` where both sides of the product are wide and the tiles fill
-the chip; everything else as on sm_90."""
+"""`config_for`'s rules for sm_90a: products and 1x1 convolutions over their flattened
+pixels on `affinec-wgmma`, and convolutions with filter taps on Hopper's kernel, where
+the channels are wide and the tiles fill the chip; everything else as on sm_90."""
 
 import pytest
 
@@ -12,6 +12,8 @@ from affinec.driver.config import (
     WGMMA_PRODUCT_TILE,
     config_for,
     grid_blocks,
+    wgmma_config_for,
+    wgmma_grid_blocks,
 )
 from affinec.frontend.networks import network
 
@@ -37,11 +39,22 @@ def test_a_wide_1x1_at_batch_32_goes_to_warpgroups_on_sm_90a_only():
         ("stage2 1x1 256-64 @56", 32, "64 output channels"),
         ("stage2 1x1 64-256 @56", 32, "64 channels reduced"),
         ("stage4 1x1 512-256 @28", 1, "a grid of 13 blocks"),
-        ("stage4 3x3 256 @14", 32, "a filter with taps"),
+        ("stage4 3x3 256 @14", 1, "a filter with taps, a grid of few blocks"),
+        ("stage2 3x3 64 @56", 32, "a filter with taps, 64 channels"),
     ],
 )
 def test_narrow_or_small_products_stay_on_mma_sync(name, batch, why):
-    assert config_for(_layer(name, batch), arch="sm_90a").tensor_core == "mma.sync", why
+    config = config_for(_layer(name, batch), arch="sm_90a")
+    assert config.tensor_core == "mma.sync" and not config.wgmma, why
+
+
+@pytest.mark.parametrize("name", ["stage3 3x3/2 128 @56", "stage4 3x3 256 @14"])
+def test_a_wide_window_at_batch_32_goes_to_hoppers_kernel_on_sm_90a_only(name):
+    spec = _layer(name, 32)
+    config = config_for(spec, arch="sm_90a")
+    assert config == wgmma_config_for(spec, "sm_90a")
+    assert wgmma_grid_blocks(spec, config) >= MULTIPROCESSORS
+    assert not config_for(spec, arch="sm_90").wgmma
 
 
 def test_products_that_fill_the_chip_take_it_too():

@@ -444,4 +444,11 @@ def test_tma_alone_with_the_tensor_core_takes_config_fors_tiles(tmp_path, capsys
     assert affinec([*args, "--tensor-core", "wgmma", "--tma"]) == 0
     assert "cp.async.bulk.tensor" in out.read_text()
     assert affinec([*args, "--tma"]) == 1  # nothing to load by TMA on mma.sync
-    assert "--tma loads the tiles affinec-wgmma reads" in capsys.readouterr().err
+    assert "--tma applies to the tiles and MMAs of affinec-wgmma" in (
+        capsys.readouterr().err
+    )
+    # the rule sm_90a's products take: TMA, each step's MMAs in flight
+    assert affinec([*args, "--tensor-core", "wgmma", "--tma", "--in-flight"]) == 0
+    assert "wgmma.wait_group.sync.aligned \t1;" in out.read_text()
+    assert affinec([*args, "--in-flight"]) == 1
+    assert "--in-flight applies to" in capsys.readouterr().err

@@ -58,6 +58,7 @@ from affinec.driver.wgmma_config import (  # noqa: F401 (public here too)
     MULTIPROCESSORS,
     WGMMA_TILES,
     wgmma_config_for,
+    wgmma_grid_blocks,
 )
 from affinec.frontend.contraction import contraction_of, is_depthwise
 from affinec.hardware.chips import chip
@@ -406,7 +407,9 @@ def filling_config_for(
         return base
     if isinstance(spec, ConvSpec) and spec.dynamic_batch:
         return base
-    if warpgroups := _warpgroup_product(spec, tf32, arch):
+    if warpgroups := _warpgroup_product(spec, tf32, arch) or _warpgroup_window(
+        spec, tf32, arch
+    ):
         return warpgroups
     if short_product := _short_flattened_product(spec, tf32, arch):
         return short_product
@@ -493,6 +496,31 @@ def _warpgroup_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None
         flatten_pixels=product is not spec,
     )
     if grid_blocks(product, config) < MULTIPROCESSORS:
+        return None
+    return config
+
+
+def _warpgroup_window(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None:
+    """On sm_90a, a convolution with filter taps (a 3x3, strided or not) of
+    `WGMMA_MIN_CHANNELS` or more channels in and out on Hopper's kernel
+    (`wgmma_config_for`: TMA tap by tap, MMAs in flight), where its tiles give
+    every multiprocessor a block; None otherwise, and where that kernel does not
+    take the spec. Fitted on VGG-16's 3x3s at batch 32 (H100, 2026-12-07,
+    `scripts/gpu_wgmma_taps.py`): it beat `mma.sync` on the six of 128 channels
+    or more (1.2-1.7x) and lost on the two of 64. Reported on ResNet-50 (same
+    machine, before and after): 1.435 -> 1.389 ms at batch 32, unchanged at batch
+    1; VGG-16 at batch 1 not yet timed with it (docs/BENCHMARKS.md)."""
+    if arch != "sm_90a" or tf32 or not isinstance(spec, ConvSpec):
+        return None
+    if spec.r * spec.s == 1 or spec.groups != 1:
+        return None
+    if min(spec.c, spec.k) < WGMMA_MIN_CHANNELS:
+        return None
+    try:
+        config = wgmma_config_for(spec, arch)
+    except ValueError:
+        return None
+    if wgmma_grid_blocks(spec, config) < MULTIPROCESSORS:
         return None
     return config
 

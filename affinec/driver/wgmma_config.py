@@ -54,3 +54,10 @@ def wgmma_config_for(spec: Spec, arch: str = "sm_90a") -> KernelConfig:
         wgmma_schedule="in-flight",
         flatten_pixels=flatten,
     )
+
+
+def wgmma_grid_blocks(spec: Spec, config: KernelConfig) -> int:
+    """The blocks of Hopper's kernel `config` (`wgmma_config_for`'s) over `spec`."""
+    routed = flattened_spec(spec) if config.flatten_pixels else spec
+    grid = plan_of(routed, config.wgmma_tile).grid
+    return grid[0] * grid[1]

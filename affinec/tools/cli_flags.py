@@ -284,8 +284,14 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         default=None,
         help="with --tensor-core wgmma: load the tiles by TMA, each stage completing "
-        "on an mbarrier (affinec-tma-copies), instead of cp.async copies (not yet "
-        "run on a GPU)",
+        "on an mbarrier (affinec-tma-copies), instead of cp.async copies",
+    )
+    knobs.add_argument(
+        "--in-flight",
+        action="store_true",
+        default=None,
+        help="with --tensor-core wgmma: leave warpgroup MMAs in flight while the "
+        "next ones' operands load (with --tma: 3 stages or more)",
     )
     knobs.add_argument(
         "--wgmma",
@@ -378,6 +384,7 @@ KNOBS = (
     "mma",
     "tensor_core",
     "tma",
+    "in_flight",
     "warp_grid",
     "unroll_taps",
     "stage_output",
@@ -402,7 +409,7 @@ def config_from_args(
     given = {k: getattr(args, k) for k in KNOBS if getattr(args, k) is not None}
     if given.get("wgmma"):
         return _wgmma_config(given, spec, arch)
-    alone = {"tf32", "splits", "flatten_pixels", "tensor_core", "tma"}
+    alone = {"tf32", "splits", "flatten_pixels", "tensor_core", "tma", "in_flight"}
     if given and set(given) <= alone and given.get("tf32", True):
         try:
             config = config_for(
@@ -427,17 +434,20 @@ def config_from_args(
 
 
 def _with_tma(config: KernelConfig, given: dict[str, object]) -> KernelConfig:
-    """`config` with `--tma`'s loads where given; refused, saying why, where the
-    configuration's tensor cores are not `affinec-wgmma`'s (nothing else loads by
-    TMA in the pipeline)."""
-    if not given.get("tma"):
+    """`config` with `--tma`'s loads and `--in-flight`'s MMAs where given; refused,
+    saying why, where the configuration's tensor cores are not `affinec-wgmma`'s
+    (nothing else loads by TMA or leaves warpgroup MMAs in flight)."""
+    asked = {k: True for k in ("tma", "in_flight") if given.get(k)}
+    if not asked:
         return config
     if not (config.mma and config.tensor_core == "wgmma"):
+        flags = " and ".join("--" + k.replace("_", "-") for k in asked)
+        verb, them = ("apply", "them") if len(asked) > 1 else ("applies", "it")
         raise UsageError(
-            "--tma loads the tiles affinec-wgmma reads: give it with --tensor-core "
-            "wgmma (on sm_90a)"
+            f"{flags} {verb} to the tiles and MMAs of affinec-wgmma: give {them} "
+            "with --tensor-core wgmma (on sm_90a)"
         )
-    return with_knobs(config, tma=True)
+    return with_knobs(config, **asked)
 
 
 def _wgmma_config(given: dict[str, object], spec: Spec, arch: str) -> KernelConfig:
