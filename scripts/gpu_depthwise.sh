@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Depthwise convolutions with their channels in vectors, timed on a GPU machine in one
 # command: MobileNetV2's and EfficientNet-B0's depthwise layers at batch 1 and 32
-# (`benchmarks/layer_sweep.py`), the channels in vectors (variant 'depthwise vectors':
-# a thread a 16-byte vector of channels by a row of pixels) against config_for's rule
-# (each thread's channels strided across the block), against the vectors' own blocks
-# without the filling of small grids (variant 'depthwise unfilled') and cuDNN, in the
+# (`benchmarks/layer_sweep.py`), config_for's rule, the channels in vectors (a thread
+# a 16-byte vector of channels by a row of pixels), against the rule before it (each
+# thread's channels strided across the block, variant 'depthwise strided'), against
+# the vectors' own blocks without the filling of small grids (variant 'depthwise
+# unfilled') and cuDNN, in the
 # same process; every kernel checked against float64 before it is timed. Log and JSON
 # under $OUT (default /tmp/affinec-gpu); a table last: each layer's bandwidth floor
 # (its bytes at 3.35 TB/s), cuDNN, before, unfilled and after, and each network's
@@ -41,7 +42,7 @@ echo "memcheck over $ROUTES: exit $memcheck (log: $OUT/depthwise_memcheck.log)"
 # shellcheck disable=SC2086
 timeout "${LIMIT_S:-540}" $PY benchmarks/layer_sweep.py \
   --network mobilenet_v2 efficientnet_b0 --batch $BATCHES --layers depthwise \
-  --variant config_for "depthwise vectors" "depthwise unfilled" --json "$JSON" \
+  --variant config_for "depthwise strided" "depthwise unfilled" --json "$JSON" \
   2>&1 | tee "$OUT/layer_sweep_depthwise_vectors.log"
 status=${PIPESTATUS[0]}
 if [ ! -s "$JSON" ]; then
@@ -71,9 +72,9 @@ for res in data["results"]:
         )
         floor = moved / BANDWIDTH * 1e3
         v = row["variants"]
-        before = v.get("config_for", {}).get("ms") or float("nan")
+        before = v.get("depthwise strided", {}).get("ms") or float("nan")
         unfilled = v.get("depthwise unfilled", {}).get("ms") or float("nan")
-        after = v.get("depthwise vectors", {}).get("ms") or float("nan")
+        after = v.get("config_for", {}).get("ms") or float("nan")
         n = row["count"]
         for key, ms in (("floor", floor), ("cudnn", row["cudnn_ms"]),
                         ("before", before), ("unfilled", unfilled), ("after", after)):

@@ -61,9 +61,11 @@
 #             strides): ResNet-50's and VGG-16's 3x3s at batch 32 checked against
 #             float64, then timed against mma.sync, the template route and cuDNN
 #   depthwise  scripts/gpu_depthwise.sh: memcheck over the routes whose stores are
-#             vectors, then MobileNetV2's and EfficientNet-B0's depthwise layers with
-#             their channels in vectors against config_for's rule and cuDNN
-#   wgmma_rule  config_for's sm_90a rule (products and wide 1x1s on affinec-wgmma):
+#             vectors, then MobileNetV2's and EfficientNet-B0's depthwise layers on
+#             config_for's rule (channels in vectors) against the rule before it
+#             (channels strided across the block) and cuDNN
+#   wgmma_rule  config_for's sm_90a rules (products and wide 1x1s on affinec-wgmma,
+#             wide 3x3s on Hopper's kernel):
 #             ResNet-50 at batch 32 (the fit), 16 and 8 (unseen) compiled for sm_90
 #             (no rule) and sm_90a (the rule), same run, cuDNN alongside
 #   codegen   affinec bench in f16 twice, LLVM's code generation as it is and with
