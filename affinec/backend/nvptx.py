@@ -144,20 +144,24 @@ def llvm_ir_to_ptx(
         if opt_level:
             pto = llvm_binding.create_pipeline_tuning_options(opt_level)
             pb = llvm_binding.create_pass_builder(tm, pto)
-            pb.getModulePassManager().run(parsed, pb)
+            manager = pb.getModulePassManager()
+            optimizing.set()
+            manager.run(parsed, pb)
 
     written: list[str] = []
 
     def write() -> None:
         assert parsed is not None
+        writing.set()
         written.append(tm.emit_assembly(parsed))
 
+    optimizing, writing = threading.Event(), threading.Event()
     try:
         if beside is None:
             optimize()
         else:
-            _beside(optimize, beside)
-        _while(write, during)
+            _beside(optimize, beside, optimizing)
+        _while(write, during, writing)
     finally:
         if parsed is not None:
             parsed.close()
@@ -181,20 +185,23 @@ def _shared_llvm_to_ptx(
 
     def optimize() -> None:
         nonlocal handle
+        optimizing.set()
         handle = llvm.optimized(text, TRIPLE, arch, PTX_FEATURES, opt_level, level)
 
     written: list[str] = []
 
     def write() -> None:
         assert handle is not None
+        writing.set()
         written.append(llvm.emit(handle, TRIPLE, arch, PTX_FEATURES, level))
 
+    optimizing, writing = threading.Event(), threading.Event()
     try:
         if beside is None:
             optimize()
         else:
-            _beside(optimize, beside)
-        _while(write, during)
+            _beside(optimize, beside, optimizing)
+        _while(write, during, writing)
     finally:
         if handle is not None:
             handle.close()
@@ -202,19 +209,30 @@ def _shared_llvm_to_ptx(
     return written[0]
 
 
-def _beside(work: Callable[[], None], beside: Callable[[], None]) -> None:
+def _beside(
+    work: Callable[[], None],
+    beside: Callable[[], None],
+    in_llvm: threading.Event | None = None,
+) -> None:
     """`work` in a thread of its own while `beside` runs here; `beside`'s exception
-    first, then `work`'s."""
-    _overlapped(work, beside, "affinec-llvm", work_error_first=False)
+    first, then `work`'s. `in_llvm`: see `_overlapped`."""
+    _overlapped(work, beside, "affinec-llvm", work_error_first=False, in_llvm=in_llvm)
 
 
-def _while(work: Callable[[], None], during: Callable[[], None] | None) -> None:
+def _while(
+    work: Callable[[], None],
+    during: Callable[[], None] | None,
+    in_llvm: threading.Event | None = None,
+) -> None:
     """`work` (LLVM writing the PTX), and `during` here while it runs in a thread of
-    its own; `work`'s exception first, then `during`'s."""
+    its own; `work`'s exception first, then `during`'s. `in_llvm`: see
+    `_overlapped`."""
     if during is None:
         work()
     else:
-        _overlapped(work, during, "affinec-llvm-ptx", work_error_first=True)
+        _overlapped(
+            work, during, "affinec-llvm-ptx", work_error_first=True, in_llvm=in_llvm
+        )
 
 
 def _overlapped(
@@ -223,9 +241,16 @@ def _overlapped(
     name: str,
     *,
     work_error_first: bool,
+    in_llvm: threading.Event | None = None,
 ) -> None:
     """`work` in a thread named `name` while `here` runs in this one, both finished
-    before it returns; where both raise, `work`'s exception or `here`'s as asked."""
+    before it returns; where both raise, `work`'s exception or `here`'s as asked.
+
+    Where `work` sets `in_llvm` just before its long call into LLVM (which does
+    not hold Python's lock), `here` waits for it (or for `work` to end): a thread
+    that starts while this one runs Python waits for the lock for as long as
+    Python's switch interval (5 ms) at each step of its own Python, before LLVM
+    has begun, where started first it reaches LLVM at once."""
     failed: list[BaseException] = []
 
     def run() -> None:
@@ -233,9 +258,14 @@ def _overlapped(
             work()
         except BaseException as e:  # raised here, in the caller's thread
             failed.append(e)
+        finally:
+            if in_llvm is not None:
+                in_llvm.set()
 
     thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
+    if in_llvm is not None:
+        in_llvm.wait()
     try:
         here()
     except BaseException:
