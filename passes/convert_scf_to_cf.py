@@ -80,8 +80,13 @@ class ConvertScfToCf(ModulePass):
                     "scf.for, scf.if and scf.index_switch; MLIR's lowers this op too)",
                 )
         check_unrolling(op)
+        # One walk lowers every scf op: each is on the walk's list from the start
+        # (a lowering moves the ops nested in it, the same objects, and makes no
+        # scf op), and each pattern matches its op whatever the IR around it. A
+        # recursive walk would go over the lowered module again, matching nothing.
         PatternRewriteWalker(
             GreedyRewritePatternApplier(
                 [SwitchLowering(), IfLowering(), AnnotatedForLowering()]
-            )
+            ),
+            apply_recursively=False,
         ).rewrite_module(op)
