@@ -84,5 +84,6 @@ class LowerAffine(ModulePass):
         for o in todo:
             check_lowerable(o)
         known = {}
+        constants = {}  # index constants, used again in their block (`cse` follows)
         for o in todo:
-            lower_op(o, known)
+            lower_op(o, known, constants)

@@ -51,14 +51,30 @@ from affinec.ir.affine_exprs import Interval, expr_range, grouped
 from affinec.ir.constants import index_constant
 from affinec.ir.ranges import value_range
 
+IndexConstants = dict[tuple[Block, int], arith.ConstantOp]
+"""The index constants a lowering made, by block and value (`IndexBuilder.index`)."""
+
 
 class IndexBuilder:
-    """Builds index arithmetic before an op, knowing operand ranges where it can."""
+    """Builds index arithmetic before an op, knowing operand ranges where it can.
 
-    def __init__(self, anchor: Operation, known: dict[SSAValue, Interval]):
+    With `constants` (shared by the builders of one lowering, in the order of a
+    walk of the module), an index constant already made in the anchor's block, for
+    an earlier op of it, is used again rather than made anew: `cse`, which follows,
+    would replace the new one by that earlier one (the first in the block) and
+    erase it, so the module it leaves is the same, without some two hundred
+    constants a kernel built and thrown away."""
+
+    def __init__(
+        self,
+        anchor: Operation,
+        known: dict[SSAValue, Interval],
+        constants: IndexConstants | None = None,
+    ):
         self.anchor = anchor
         self.known = known
         self.ops: list[Operation] = []
+        self.constants = constants
 
     def flush(self) -> None:
         """Insert the ops built so far before the anchor."""
@@ -76,7 +92,19 @@ class IndexBuilder:
         # 64 bits of an index; index arithmetic is modulo 2**64, so its two's
         # complement is the same value to every op that uses it.
         wrapped = (value + 2**63) % 2**64 - 2**63
-        return self.add(index_constant(wrapped))
+        if self.constants is None:
+            return self.add(index_constant(wrapped))
+        block = self.anchor.parent
+        assert block is not None
+        made = self.constants.get((block, wrapped))
+        # before the anchor: in its block (an earlier op's), or among this op's
+        if made is not None and (
+            made.parent is block or (made.parent is None and made in self.ops)
+        ):
+            return made.result
+        made = index_constant(wrapped)
+        self.constants[block, wrapped] = made
+        return self.add(made)
 
     def range_of(self, value: SSAValue) -> Interval | None:
         return value_range(value, self.known)
@@ -354,9 +382,15 @@ def memref_prefetch(op: affine.PrefetchOp, indices: list[SSAValue]) -> Operation
     )
 
 
-def lower_op(op: Operation, known: dict[SSAValue, Interval]) -> None:
-    """Replace the affine op `op` by scf/arith/memref ops (nested ops stay as they are)."""
-    em = IndexBuilder(op, known)
+def lower_op(
+    op: Operation,
+    known: dict[SSAValue, Interval],
+    constants: IndexConstants | None = None,
+) -> None:
+    """Replace the affine op `op` by scf/arith/memref ops (nested ops stay as they
+    are); `constants`: see `IndexBuilder` (the ops of a module lowered in the order
+    of a walk, each op's parents before it)."""
+    em = IndexBuilder(op, known, constants)
     match op:
         case affine.ApplyOp():
             (value,) = em.map_results(op.map.data, op.mapOperands)
