@@ -51,7 +51,11 @@ def convert(
 ) -> None:
     """Emit `op` with `builder`: its result(s) into `values` (the LLVM value of
     each SSA value emitted so far), branches to `blocks`."""
-    if isinstance(op, llvm.GEPOp):
+    route = _ROUTES.get(type(op))
+    if route is None:
+        route = _ROUTES[type(op)] = _route(type(op))
+    if route == _GEP:
+        assert isinstance(op, llvm.GEPOp)
         indices = iter(op.ssa_indices)
         index_values = [
             values[next(indices)]
@@ -76,40 +80,90 @@ def convert(
                 # Dynamic shared memory (`[0 x i8]`) addressed in a buffer's type.
                 base = builder.bitcast(base, element.as_pointer(base.type.addrspace))
             values[op.result] = builder.gep(base, index_values, inbounds=inbounds)
-    elif isinstance(op, llvm.LoadOp | llvm.StoreOp) and _retyped(op, values):
-        _vector_access(op, builder, values)
-    elif isinstance(op, nvvm.IntrinsicOp):
-        _intrinsic_call(op, builder, values)
-    elif isinstance(op, nvvm.PtxOp):
+    elif route == _ACCESS and _retyped(op, values):  # pyright: ignore[reportArgumentType]
+        _vector_access(op, builder, values)  # pyright: ignore[reportArgumentType]
+    elif route == _INTRINSIC:
+        _intrinsic_call(op, builder, values)  # pyright: ignore[reportArgumentType]
+    elif route == _PTX:
+        assert isinstance(op, nvvm.PtxOp)
         result = op.results[0] if op.results else None
         inline_ptx(op.ptx(), op.operands, result, builder, values)
-    elif isinstance(op, llvm_extensions.ExtractElementOp):
+    elif route == _EXTRACT:
+        assert isinstance(op, llvm_extensions.ExtractElementOp)
         values[op.res] = builder.extract_element(values[op.vector], values[op.position])
-    elif isinstance(op, llvm_extensions.AddrSpaceCastOp):
+    elif route == _ADDRESS_SPACE_CAST:
+        assert isinstance(op, llvm_extensions.AddrSpaceCastOp)
         values[op.res] = builder.addrspacecast(
             values[op.arg], convert_type(op.res.type)
         )
-    elif isinstance(op, llvm_extensions.PoisonOp):
+    elif route == _POISON:
+        assert isinstance(op, llvm_extensions.PoisonOp)
         # undef refines poison: LLVM may read either as any value
         values[op.res] = ir.Constant(convert_type(op.res.type), ir.Undefined)
-    elif type(op) in llvm_extensions.INTRINSIC_NAMES:
+    elif route == _NAMED_INTRINSIC:
         t = op.results[0].type
         name = f"{llvm_extensions.INTRINSIC_NAMES[type(op)]}.{intrinsic_suffix(t)}"
         args = [values[v] for v in op.operands]
         values[op.results[0]] = _call_intrinsic(builder, name, convert_type(t), args)
-    elif type(op) in _INT_FLOAT_CASTS:
+    elif route == _INT_FLOAT_CAST:
         cast = getattr(builder, _INT_FLOAT_CASTS[type(op)])
         values[op.results[0]] = cast(
             values[op.operands[0]], convert_type(op.results[0].type)
         )
     else:
         convert_op(op, builder, values, blocks)
-        if isinstance(op, llvm.BrOp) and UNROLL in op.attributes:
+        if route == _BRANCH and UNROLL in op.attributes:
             mark_unroll(builder.block.terminator, builder.module)
     for result in op.results:
         value = values.get(result)
         if result.name_hint and isinstance(value, ir.Instruction) and not value.name:
             value.name = result.name_hint
+
+
+(
+    _GEP,
+    _ACCESS,
+    _INTRINSIC,
+    _PTX,
+    _EXTRACT,
+    _ADDRESS_SPACE_CAST,
+    _POISON,
+    _NAMED_INTRINSIC,
+    _INT_FLOAT_CAST,
+    _BRANCH,
+    _XDSL,
+) = range(11)
+
+_ROUTES: dict[type[Operation], int] = {}
+"""How `convert` emits the ops of each class (`_route`), asked once a class: an
+op's `isinstance` tests, one after another, cost more than its emission."""
+
+
+def _route(cls: type[Operation]) -> int:
+    """How `convert` emits an op of `cls`: its first case that takes the class (a
+    load or store is retyped or not op by op; any other op goes to xDSL's backend,
+    a branch then marked for unrolling where it asks)."""
+    if issubclass(cls, llvm.GEPOp):
+        return _GEP
+    if issubclass(cls, llvm.LoadOp | llvm.StoreOp):
+        return _ACCESS
+    if issubclass(cls, nvvm.IntrinsicOp):
+        return _INTRINSIC
+    if issubclass(cls, nvvm.PtxOp):
+        return _PTX
+    if issubclass(cls, llvm_extensions.ExtractElementOp):
+        return _EXTRACT
+    if issubclass(cls, llvm_extensions.AddrSpaceCastOp):
+        return _ADDRESS_SPACE_CAST
+    if issubclass(cls, llvm_extensions.PoisonOp):
+        return _POISON
+    if cls in llvm_extensions.INTRINSIC_NAMES:
+        return _NAMED_INTRINSIC
+    if cls in _INT_FLOAT_CASTS:
+        return _INT_FLOAT_CAST
+    if issubclass(cls, llvm.BrOp):
+        return _BRANCH
+    return _XDSL
 
 
 def _retyped(op: llvm.LoadOp | llvm.StoreOp, values: dict[SSAValue, ir.Value]) -> bool:

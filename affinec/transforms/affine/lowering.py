@@ -60,10 +60,12 @@ class IndexBuilder:
 
     With `constants` (shared by the builders of one lowering, in the order of a
     walk of the module), an index constant already made in the anchor's block, for
-    an earlier op of it, is used again rather than made anew: `cse`, which follows,
-    would replace the new one by that earlier one (the first in the block) and
-    erase it, so the module it leaves is the same, without some two hundred
-    constants a kernel built and thrown away."""
+    an earlier op of it, is used again rather than made anew (it dominates the
+    op: the ops are lowered in the order of a walk, parents first). `cse`, which
+    follows, would replace the new one by that earlier one (the first in the block,
+    in a region of one block, as lower-affine's are) and erase it, so the module it
+    leaves is the same, without some two hundred constants a kernel built and
+    thrown away."""
 
     def __init__(
         self,
