@@ -7,14 +7,19 @@ before it is timed).
     python benchmarks/compile_ab.py --base HEAD~3 [--rounds 5] [--repeat 3]
         [--json benchmarks/results/compile_ab.json]
     python benchmarks/compile_ab.py --base-tree /tmp/old-affinec   # a tree as such
+    python benchmarks/compile_ab.py --base HEAD~3 --head HEAD   # two commits
+
+`--head` measures a commit's tree (extracted as the base's is) in place of this
+checkout's files: the comparison of two commits while the checkout changes.
 
 The other commit's tree is extracted with `git archive` into a temporary folder
 (or given as a folder, where this copy has no git history) and imported in place
 of this one (through the editable install's mapping of
 `affinec`, `affinec.dialects` and `affinec.passes`). Prints, per kernel, each
 tree's median over every timed compile with its fastest and slowest, and the
-median over the five kernels; the JSON has every time and the load average
-before each run.
+median over the five kernels, in wall time and in CPU time (both threads of a
+compile: steadier than wall time where other work shares the cores); the JSON
+has every time and the load average before each run.
 """
 
 from __future__ import annotations
@@ -53,16 +58,20 @@ configs = {n: config_for(s) for n, s in specs.items()}
 for n, s in specs.items():
     compile_to_ptx(s, configs[n], arch="sm_90")
 times = {n: [] for n in specs}
+cpu = {n: [] for n in specs}
 for _ in range(repeat):
     for n, s in specs.items():
-        start = time.perf_counter()
+        start, used = time.perf_counter(), time.process_time()
         compile_to_ptx(s, configs[n], arch="sm_90")
         times[n].append(time.perf_counter() - start)
-print(json.dumps(times))
+        cpu[n].append(time.process_time() - used)
+print(json.dumps({"wall": times, "cpu": cpu}))
 """
 
 
-def run(tree: Path, repeat: int) -> dict[str, list[float]]:
+def run(tree: Path, repeat: int) -> dict[str, dict[str, list[float]]]:
+    """Per kernel, the wall and CPU times (all of the process's threads) of its
+    timed compiles in a fresh process importing `tree`."""
     # Without PYTHONPATH (scripts/gpu_python.sh puts this tree on it): `affinec`
     # comes from the editable install's mapping, which RUNNER points at `tree`.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -78,35 +87,52 @@ def run(tree: Path, repeat: int) -> dict[str, list[float]]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def extract(commit: str, folder: Path) -> None:
+    """The tree of `commit` of this repository, written into `folder`."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", commit], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     base_group = parser.add_mutually_exclusive_group(required=True)
     base_group.add_argument("--base", help="the commit to compare with")
     base_group.add_argument("--base-tree", help="a folder holding that commit's tree")
+    parser.add_argument(
+        "--head", help="the commit to measure in place of this checkout's files"
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeat", type=int, default=3, help="compiles a kernel a run")
     parser.add_argument("--json", default="benchmarks/results/compile_ab.json")
     args = parser.parse_args(argv)
 
-    with tempfile.TemporaryDirectory(prefix="affinec-base-") as base:
+    with (
+        tempfile.TemporaryDirectory(prefix="affinec-base-") as base,
+        tempfile.TemporaryDirectory(prefix="affinec-head-") as head,
+    ):
         if args.base_tree:
             base = str(Path(args.base_tree).resolve())
         else:
-            archive = subprocess.run(
-                ["git", "-C", str(ROOT), "archive", args.base],
-                capture_output=True,
-                check=True,
-            )
-            subprocess.run(["tar", "-x", "-C", base], input=archive.stdout, check=True)
-        trees = {f"base ({args.base or base})": Path(base), "this tree": ROOT}
+            extract(args.base, Path(base))
+        tree, label = ROOT, "this tree"
+        if args.head:
+            extract(args.head, Path(head))
+            tree, label = Path(head), f"head ({args.head})"
+        trees = {f"base ({args.base or base})": Path(base), label: tree}
         times: dict[str, dict[str, list[float]]] = {label: {} for label in trees}
+        cpu: dict[str, dict[str, list[float]]] = {label: {} for label in trees}
         loads = []
         for k in range(args.rounds):
             order = list(trees.items())
             for label, tree in order if k % 2 == 0 else order[::-1]:
                 loads.append(os.getloadavg()[0])
-                for name, ts in run(tree, args.repeat).items():
+                measured = run(tree, args.repeat)
+                for name, ts in measured["wall"].items():
                     times[label].setdefault(name, []).extend(ts)
+                for name, ts in measured["cpu"].items():
+                    cpu[label].setdefault(name, []).extend(ts)
 
     labels = list(trees)
     names = list(times[labels[0]])
@@ -127,15 +153,29 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"{'median of the five':<20}" + "".join(f"{m * 1000:>26.0f}" for m in medians)
     )
+    # CPU time counts the work of both threads (LLVM's beside the checks) and
+    # moves less than wall time where other work shares the cores
+    cpu_medians = [
+        statistics.median(statistics.median(cpu[label][n]) for n in names)
+        for label in labels
+    ]
+    print(f"{'  (CPU time)':<20}" + "".join(f"{m * 1000:>26.0f}" for m in cpu_medians))
     print(
-        f"this tree / base: {medians[1] / medians[0]:.3f}; load average (1 min) "
+        f"{labels[1]} / base: {medians[1] / medians[0]:.3f} (CPU time "
+        f"{cpu_medians[1] / cpu_medians[0]:.3f}); load average (1 min) "
         f"before the runs {min(loads):.2f}-{max(loads):.2f}, {os.cpu_count()} CPUs"
     )
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         json.dumps(
-            {"base": args.base or args.base_tree, "times": times, "loads": loads},
+            {
+                "base": args.base or args.base_tree,
+                "head": args.head,
+                "times": times,
+                "cpu_times": cpu,
+                "loads": loads,
+            },
             indent=1,
         )
     )
