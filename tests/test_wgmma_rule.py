@@ -71,10 +71,12 @@ def test_products_that_fill_the_chip_take_it_too():
 
 def test_the_rules_configuration_is_checked_by_the_interpreter_at_every_pass():
     # the rule's configuration on a 1x1 convolution small enough to interpret: one
-    # block of 128 x 128, three steps of the reduction
+    # block of 128 x 128 (8 x 16 pixels), three steps of the reduction. (16 x 16
+    # pixels made two blocks and twice the time; the tensor maps' second block of
+    # flattened pixels is test_wgmma_tma's.)
     config = config_for(_layer("stage4 1x1 512-256 @28", 32), arch="sm_90a")
     spec = ConvSpec(
-        1, 192, 16, 16, 128, 1, 1, layout="nhwc", filter_layout="rsck", dtype="f16"
+        1, 192, 8, 16, 128, 1, 1, layout="nhwc", filter_layout="rsck", dtype="f16"
     )
     compiled = compile_to_ptx(spec, config, arch="sm_90a", check=True)
     assert "wgmma.mma_async" in compiled.ptx
