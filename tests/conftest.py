@@ -36,6 +36,18 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("AFFINEC_VERIFY_EACH", "1")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _shared_directory(tmp_path_factory, worker_id):
+    """Under pytest-xdist, the directory above the workers' own temporary ones, for
+    what one worker builds and the others read (`fuzzing.seeds`)."""
+    if worker_id == "master":
+        yield
+        return
+    os.environ["AFFINEC_TESTS_SHARED"] = str(tmp_path_factory.getbasetemp().parent)
+    yield
+    os.environ.pop("AFFINEC_TESTS_SHARED", None)
+
+
 SLOW_FIRST = (
     "test_ray_tuning.py",
     "test_wgmma_rule.py",

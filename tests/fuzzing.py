@@ -24,8 +24,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import faulthandler
+import fcntl
 import functools
 import io
+import os
+import pickle
 import re
 import signal
 import sys
@@ -149,9 +152,32 @@ class Seed:
         return level_of(self.text)
 
 
+SHARED_DIRECTORY = "AFFINEC_TESTS_SHARED"
+"""The variable naming a directory the processes of one test run share (set by
+tests/conftest.py under pytest-xdist): the seeds are built there once."""
+
+
 @functools.cache
 def seeds() -> tuple[Seed, ...]:
-    """Every seed spec's IR after every pass of its pipeline."""
+    """Every seed spec's IR after every pass of its pipeline: built by the first
+    process of the run that asks (the others wait for it and read them), or here
+    where no directory is shared."""
+    shared = os.environ.get(SHARED_DIRECTORY)
+    if not shared:
+        return _built_seeds()
+    path = Path(shared) / "fuzzing-seeds.pickle"
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():
+            return pickle.loads(path.read_bytes())  # noqa: S301 -- this run's own
+        found = _built_seeds()
+        partial = path.with_suffix(".partial")
+        partial.write_bytes(pickle.dumps(found))
+        partial.replace(path)
+        return found
+
+
+def _built_seeds() -> tuple[Seed, ...]:
     routes = [(spec, default_passes()) for spec in SEED_SPECS]
     for spec in (TENSOR_CORE_SPEC, GROUPED_SPEC):
         routes.append((spec, default_passes(config_for(spec))))
