@@ -10,11 +10,13 @@ from xdsl.dialects.builtin import (
     IntegerAttr,
     IntegerType,
     VectorType,
+    i64,
 )
 from xdsl.ir import Operation, SSAValue
 
 from affinec.base.diagnostics import PassError
 from affinec.dialects.llvm import FPToSIOp, FPToUIOp, UIToFPOp
+from affinec.ir.constants import constant, integer_attr
 from affinec.transforms.nvvm.converter import KernelConverter, converts
 from affinec.transforms.nvvm.vector_to_llvm import (
     elementwise,
@@ -79,7 +81,7 @@ def _constant(op: arith.ConstantOp, c: KernelConverter):
     value = op.value
     t = c.type(op.result.type)
     if isinstance(value, IntegerAttr):
-        attr = IntegerAttr(value.value.data, t)  # pyright: ignore[reportArgumentType]
+        attr = integer_attr(value.value.data, t)
     elif isinstance(value, FloatAttr):
         attr = value
     elif isinstance(value, DenseIntOrFPElementsAttr) and isinstance(
@@ -88,7 +90,7 @@ def _constant(op: arith.ConstantOp, c: KernelConverter):
         return [vector_constant(c, op, value)]
     else:
         raise PassError(op, f"cannot lower the constant {value}")
-    return [c.emit(llvm.ConstantOp(attr, t))]
+    return [c.emit(constant(llvm.ConstantOp, attr, t))]
 
 
 @converts(arith.CmpiOp)
@@ -121,7 +123,7 @@ def _min_max(op: Operation, c: KernelConverter):
 
 def _icmp(c: KernelConverter, predicate: str, lhs: SSAValue, rhs: SSAValue) -> SSAValue:
     flag = llvm.ICmpPredicateFlag(predicate).to_int()
-    return c.emit(llvm.ICmpOp(lhs, rhs, IntegerAttr(flag, 64)))
+    return c.emit(llvm.ICmpOp(lhs, rhs, integer_attr(flag, i64)))
 
 
 _CASTS: dict[type[Operation], type[llvm.GenericCastOp]] = {
