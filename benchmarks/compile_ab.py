@@ -16,10 +16,11 @@ The other commit's tree is extracted with `git archive` into a temporary folder
 (or given as a folder, where this copy has no git history) and imported in place
 of this one (through the editable install's mapping of
 `affinec`, `affinec.dialects` and `affinec.passes`). Prints, per kernel, each
-tree's median over every timed compile with its fastest and slowest, and the
+tree's median over every timed compile with its fastest and slowest, the
 median over the five kernels, in wall time and in CPU time (both threads of a
-compile: steadier than wall time where other work shares the cores); the JSON
-has every time and the load average before each run.
+compile: steadier than wall time where other work shares the cores), and each
+round's ratio of the two trees' medians (the two runs of a round share its
+load); the JSON has every time and the load average before each run.
 """
 
 from __future__ import annotations
@@ -124,11 +125,17 @@ def main(argv: list[str] | None = None) -> None:
         times: dict[str, dict[str, list[float]]] = {label: {} for label in trees}
         cpu: dict[str, dict[str, list[float]]] = {label: {} for label in trees}
         loads = []
+        per_round: dict[str, list[float]] = {}
         for k in range(args.rounds):
             order = list(trees.items())
             for label, tree in order if k % 2 == 0 else order[::-1]:
                 loads.append(os.getloadavg()[0])
                 measured = run(tree, args.repeat)
+                per_round.setdefault(label, []).append(
+                    statistics.median(
+                        statistics.median(ts) for ts in measured["wall"].values()
+                    )
+                )
                 for name, ts in measured["wall"].items():
                     times[label].setdefault(name, []).extend(ts)
                 for name, ts in measured["cpu"].items():
@@ -164,6 +171,17 @@ def main(argv: list[str] | None = None) -> None:
         f"{labels[1]} / base: {medians[1] / medians[0]:.3f} (CPU time "
         f"{cpu_medians[1] / cpu_medians[0]:.3f}); load average (1 min) "
         f"before the runs {min(loads):.2f}-{max(loads):.2f}, {os.cpu_count()} CPUs"
+    )
+    # each round's two runs side by side: the load that moves between rounds
+    # moves both
+    ratios = [
+        head / base
+        for base, head in zip(per_round[labels[0]], per_round[labels[1]], strict=True)
+    ]
+    print(
+        f"per round, median of the five, {labels[1]} / base: "
+        + " ".join(f"{r:.3f}" for r in ratios)
+        + f" (median {statistics.median(ratios):.3f})"
     )
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
