@@ -37,10 +37,11 @@ os.environ.setdefault("AFFINEC_VERIFY_EACH", "1")
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _shared_directory(tmp_path_factory, worker_id):
+def _shared_directory(tmp_path_factory):
     """Under pytest-xdist, the directory above the workers' own temporary ones, for
-    what one worker builds and the others read (`fuzzing.seeds`)."""
-    if worker_id == "master":
+    what one worker builds and the others read (`fuzzing.seeds`). (xdist's
+    `worker_id` fixture is missing under `-p no:xdist`: its variable instead.)"""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
         yield
         return
     os.environ["AFFINEC_TESTS_SHARED"] = str(tmp_path_factory.getbasetemp().parent)
