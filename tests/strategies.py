@@ -29,16 +29,10 @@ halved under `ci` (`make test`, derandomized: the same examples every run), ten
 times under `thorough`, as written under `dev` and the others."""
 
 
-def examples(n: int, ci: int | None = None) -> int:
+def examples(n: int) -> int:
     """The example count of a slow property whose test asks for `n` under `dev`:
-    `n` scaled by the loaded profile, never below 3 (nor above `n` where `n` < 3).
-    `ci`: the count under the `ci` profile instead, for a property whose examples
-    each take seconds and whose route other tests prove too (the other profiles
-    keep the deep count)."""
-    profile = settings.get_current_profile_name()
-    if ci is not None and profile == "ci":
-        return ci
-    scale = _SCALE.get(profile, 1.0)
+    `n` scaled by the loaded profile, never below 3 (nor above `n` where `n` < 3)."""
+    scale = _SCALE.get(settings.get_current_profile_name(), 1.0)
     return max(min(n, 3), round(n * scale))
 
 

@@ -25,10 +25,7 @@ from affinec.ir.context import make_context
 from strategies import examples, mma_cases
 
 
-# Each example runs ~19 stages, interpreted: 6 under `ci` (f16 and f32 in tf32,
-# products and convolutions, grouped, a staged output); bf16 on this route is
-# interpreted at every level by the epilogue tests below.
-@settings(max_examples=examples(20, ci=6))
+@settings(max_examples=examples(20))  # each runs ~19 stages
 @given(mma_cases())
 def test_the_mma_pipeline_keeps_the_result(case):
     spec, config = case
