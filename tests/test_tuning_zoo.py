@@ -321,9 +321,27 @@ def test_affinec_tune_network_by_the_cost_model(tmp_path, capsys, small_networks
     assert last[-1].startswith("measuring: ")
 
 
-def test_affinec_tune_network_out_of_budget_exits_0(tmp_path, capsys, small_networks):
+class _SecondATick:
+    """`time` whose monotonic clock moves a second each reading: a budget of 0.01 s
+    is spent before the first compile however fast the machine is."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        self.now += 1.0
+        return self.now
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+def test_affinec_tune_network_out_of_budget_exits_0(
+    tmp_path, capsys, small_networks, monkeypatch
+):
     """A budget spent before anything is compiled: every shape listed as left,
     nothing cached, no failure."""
+    monkeypatch.setattr(many, "time", _SecondATick())
     argv = ["tune", "--cache", str(tmp_path / "t.json"), "network", "vgg16",
             "resnet50", "--measure", "cost-model", "--network-budget-s", "0.01",
             "--max-candidates", "2", "--jobs", "1", "--no-progress"]  # fmt: skip
