@@ -191,8 +191,7 @@ class KernelConfig:
             )
         if self.in_flight and self.tensor_core != "wgmma":
             raise ValueError(
-                "in-flight leaves warpgroup MMAs in flight: it needs "
-                "tensor-core=wgmma"
+                "in-flight leaves warpgroup MMAs in flight: it needs tensor-core=wgmma"
             )
         if self.wgmma and self.mma:
             raise ValueError("wgmma is its own route to the tensor cores: not with mma")
