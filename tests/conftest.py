@@ -8,6 +8,7 @@ profile through `strategies.examples`.
 """
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -36,17 +37,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("AFFINEC_VERIFY_EACH", "1")
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _shared_directory(tmp_path_factory):
+def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist, the directory above the workers' own temporary ones, for
-    what one worker builds and the others read (`fuzzing.seeds`). (xdist's
-    `worker_id` fixture is missing under `-p no:xdist`: its variable instead.)"""
-    if "PYTEST_XDIST_WORKER" not in os.environ:
-        yield
-        return
-    os.environ["AFFINEC_TESTS_SHARED"] = str(tmp_path_factory.getbasetemp().parent)
-    yield
-    os.environ.pop("AFFINEC_TESTS_SHARED", None)
+    what one worker builds and the others read (`fuzzing.seeds`): xdist gives each
+    worker a base temporary directory of its own inside one for the run."""
+    if "PYTEST_XDIST_WORKER" in os.environ and config.option.basetemp:
+        shared = Path(config.option.basetemp).parent
+        shared.mkdir(parents=True, exist_ok=True)
+        os.environ["AFFINEC_TESTS_SHARED"] = str(shared)
 
 
 SLOW_FIRST = (
