@@ -12,7 +12,7 @@ from xdsl.dialects.builtin import (
     VectorType,
     i64,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from affinec.base.diagnostics import PassError
 from affinec.dialects.llvm import FPToSIOp, FPToUIOp, UIToFPOp
@@ -51,39 +51,7 @@ def _binary(op: Operation, c: KernelConverter):
     t = op.results[0].type
     if isinstance(t, VectorType):
         return [elementwise(c, t, [lhs, rhs], _BINARY[type(op)])]
-    return [c.emit(_binary_op(_BINARY[type(op)], lhs, rhs))]
-
-
-_MADE: dict[
-    tuple[type[Operation], Attribute],
-    tuple[list[Attribute], dict[str, Attribute], dict[str, Attribute]],
-] = {}
-"""What the constructor of each class gave an op of each operand type: its result
-types, properties and attributes (not the op, which would keep its module)."""
-
-
-def _binary_op(cls: type[Operation], lhs: SSAValue, rhs: SSAValue) -> Operation:
-    """`cls(lhs, rhs)` (a binary op of the llvm dialect): the op its constructor
-    makes, whose result type, properties and attributes depend on the class and
-    the operands' type alone; after the first of a class and type, made with that
-    one's (attributes are immutable) without the constructor's argument
-    processing, which takes most of the time (some two hundred ops a kernel)."""
-    made = _MADE.get((cls, lhs.type))
-    if made is None:
-        op = cls(lhs, rhs)  # pyright: ignore[reportCallIssue]
-        _MADE[cls, lhs.type] = (
-            list(op.result_types),
-            dict(op.properties),
-            dict(op.attributes),
-        )
-        return op
-    result_types, properties, attributes = made
-    return cls.create(
-        operands=[lhs, rhs],
-        result_types=result_types,
-        properties=dict(properties),
-        attributes=dict(attributes),
-    )
+    return [c.emit(_BINARY[type(op)](lhs, rhs))]
 
 
 _FLOAT_INTRINSICS = {
