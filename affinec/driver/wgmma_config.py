@@ -25,9 +25,9 @@ def wgmma_config_for(spec: Spec, arch: str = "sm_90a") -> KernelConfig:
     of the tiles of `WGMMA_TILES` that compute at most a quarter more columns than
     there are (or the fewest), the largest that still gives every multiprocessor a
     block,
-    4 stages (3 for the widest tile over at most 2 steps of K), MMAs in flight. A
-    first rule, not yet measured; a ValueError naming what stops the spec or the
-    chip."""
+    4 stages (3 for the widest tile over at most 2 steps of K), MMAs in flight
+    (timed on the H100 on 3x3s at batch 32, 2026-12-07: docs/BENCHMARKS.md); a
+    ValueError naming what stops the spec or the chip."""
     target = chip(arch)
     if not target.has("wgmma"):
         raise ValueError(f"wgmma needs a chip that has it (sm_90a), not {arch}")
