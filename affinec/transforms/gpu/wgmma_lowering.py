@@ -56,6 +56,11 @@ from affinec.transforms.gpu.mma_k_padding import pad_tiles, zero_past_channel_bo
 from affinec.transforms.gpu.mma_plan import ComputeBand, MmaPlan, Operand, plan_mma
 from affinec.transforms.gpu.mma_warp_bands import warp_band
 from affinec.transforms.gpu.thread_bands import erase_op
+from affinec.transforms.gpu.wgmma_lowering_boxes import (
+    box_reason,
+    check_boxes,
+    flatten_tiles,
+)
 from affinec.transforms.gpu.wgmma_registers import (
     check_registers,
     dims_of,
@@ -76,6 +81,9 @@ class WgmmaPlan:
     registers: bool = False
     """A from registers, loaded as `affinec-mma-sync` loads its A fragments
     (`wgmma_registers`): the block's A is no 2-D tile."""
+    boxes: bool = False
+    """A a box of the block's pixels in several dimensions, read by descriptor once
+    they are merged into one (`wgmma_lowering_boxes`)."""
 
     @property
     def warpgroups(self) -> int:
@@ -104,6 +112,8 @@ def plan_wgmma(analysis: GridAnalysis) -> WgmmaPlan:
     block_m, block_n = first.block_m, first.block_n
     band = first.compute[0].band
     registers = needs_registers(first)
+    boxes = registers and all(box_reason(first, c) is None for c in first.compute)
+    registers = registers and not boxes
     # A from registers: the last warpgroup's rows past the block's read its last
     # pixel, and are never stored
     warpgroups = -(-block_m // WGMMA_ROWS)
@@ -125,13 +135,15 @@ def plan_wgmma(analysis: GridAnalysis) -> WgmmaPlan:
     for c in plan.compute:
         if registers:
             check_registers(plan, c)
+        elif boxes:
+            check_boxes(plan, c)
         else:
             _check_compute(plan, c)
         if b_k_major is not None and c.b.k_contiguous != b_k_major:
             raise PassError(c.band.op, "the compute bands read B in different layouts")
         b_k_major = c.b.k_contiguous
     assert b_k_major is not None
-    return WgmmaPlan(plan, b_k_major, registers)
+    return WgmmaPlan(plan, b_k_major, registers, boxes)
 
 
 def _refuse_f32_operands(grid: Operation) -> None:
@@ -234,11 +246,16 @@ def rewrite_wgmma(plan: WgmmaPlan, in_flight: bool = False) -> None:
     acc = fragments_for(mma, [1, mma.nt, 4])
     for p in mma.init:
         _rewrite_init(mma, p, acc)
+    if plan.boxes:
+        # the zeroing of a step cut short indexes the tiles as the band does
+        for c in mma.compute:
+            zero_past_channel_bound(mma, c)
+        flatten_tiles(mma)
     for c in mma.compute:
         if plan.registers:
             rewrite_registers(mma, c, acc, in_flight)
         else:
-            _rewrite_compute(plan, c, acc)
+            _rewrite_compute(plan, c, acc, zeroed=plan.boxes)
     retire_accumulator(mma, acc)
 
 
@@ -260,10 +277,13 @@ def _rewrite_init(plan: MmaPlan, phase: Band, acc: SSAValue) -> None:
     erase_op(phase.op)
 
 
-def _rewrite_compute(plan: WgmmaPlan, c: ComputeBand, acc: SSAValue) -> None:
+def _rewrite_compute(
+    plan: WgmmaPlan, c: ComputeBand, acc: SSAValue, zeroed: bool = False
+) -> None:
     band = c.band
     # a step cut short (a split reduction's last) reads zeros past its channels
-    zero_past_channel_bound(plan.mma, c)
+    if not zeroed:
+        zero_past_channel_bound(plan.mma, c)
     b, _ = warp_band(plan.mma, band.op)
     tx = b.block.args[0]
     d0 = AffineExpr.dimension(0)

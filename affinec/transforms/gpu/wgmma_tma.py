@@ -96,7 +96,18 @@ def tma_grid(grid: affine.ParallelOp) -> list[TileCopy] | None:
     bands = copy_bands(grid, tiles)
     if not bands:
         return None
-    return [tile_copy(b) for b in bands]
+    copies = [tile_copy(b) for b in bands]
+    for c in copies:
+        if len(c.box) > 2:
+            source = c.source.type
+            raise PassError(
+                c.copy,
+                f"this tile is a {'x'.join(map(str, c.box))} box of {source} (a "
+                "convolution's pixels at a tap): TMA's destination must then be a "
+                f"view of the box's {len(c.box)} dimensions, which affinec-tma-copies "
+                "does not make; keep the promotion's cp.async copies (leave out tma)",
+            )
+    return copies
 
 
 def rewrite_tma(
@@ -115,14 +126,14 @@ def rewrite_tma(
     per_stage = _copies_per_stage(copies, tiles)
     bar, init = _barriers(grid, stages, per_stage)
     widths = {t: _slab_width(t, copies, swizzle) for t in tiles}
-    maps: dict[tuple[SSAValue, int, int], SSAValue] = {}
+    maps: dict[tuple[SSAValue, tuple[int, ...], int], SSAValue] = {}
     for c in copies:
-        key = (c.source, c.shape[0], widths[c.tile])
+        key = (c.source, c.box[:-1], widths[c.tile])
         if key not in maps:
             maps[key] = _tensor_map(grid, c, widths[c.tile])
     slabs = {t: _slab_tile(t, widths[t]) for t in tiles}
     for c in copies:
-        key = (c.source, c.shape[0], widths[c.tile])
+        key = (c.source, c.box[:-1], widths[c.tile])
         _load(c, slabs[c.tile], bar, maps[key], widths[c.tile])
     for t in tiles:
         for use in list(t.uses):
@@ -256,16 +267,16 @@ def _slab_width(tile: SSAValue, copies: list[TileCopy], swizzle: bool) -> int:
 
 
 def _tensor_map(grid: affine.ParallelOp, c: TileCopy, width: int) -> SSAValue:
-    """The host's tensor map of `c`'s matrix, boxes of a slab (R x `width`,
-    swizzled past 8 columns), made before `grid`."""
-    rows, _ = c.shape
+    """The host's tensor map of `c`'s array, boxes of a slab (the box's outer
+    extents x `width`, swizzled past 8 columns), made before `grid`."""
+    outer = list(c.box[:-1])
     t = c.source.type
     assert isinstance(t, MemRefType)
     if c.source.owner is not None and grid.is_ancestor(c.source.owner):  # pyright: ignore
         raise PassError(c.copy, "the matrix TMA loads must be defined outside the grid")
     element = t.get_element_type()
     box = gpu.in_memory_space(
-        MemRefType(element, [rows, width]), gpu.WORKGROUP_ADDRESS_SPACE
+        MemRefType(element, [*outer, width]), gpu.WORKGROUP_ADDRESS_SPACE
     )
     span = width * 2
     kind = nvgpu.TensorMapDescriptorType(
@@ -276,7 +287,7 @@ def _tensor_map(grid: affine.ParallelOp, c: TileCopy, width: int) -> SSAValue:
     cast = CastOp(
         operands=[c.source], result_types=[UnrankedMemRefType.from_type(element)]
     )
-    sizes = [arith.ConstantOp(IntegerAttr(n, IndexType())) for n in (rows, width)]
+    sizes = [arith.ConstantOp(IntegerAttr(n, IndexType())) for n in (*outer, width)]
     create = nvgpu.TmaCreateDescriptorOp(cast.dest, [s.result for s in sizes], kind)
     name = c.source.name_hint or "matrix"
     create.tensorMap.name_hint = f"{name}_map"
@@ -309,9 +320,7 @@ def _load(
         stage = then.add(arith.ConstantOp(IntegerAttr(0, IndexType()))).results[0]
     size = then.add(arith.ConstantOp(IntegerAttr(c.bytes, IndexType())))
     then.add(nvgpu.MBarrierArriveExpectTxOp(bar, stage, size.results[0]))
-    (row_map, row_operands), (col_map, col_operands) = c.origin
-    row = then.add(affine.ApplyOp(row_operands, row_map)).results[0]
-    col = then.add(affine.ApplyOp(col_operands, col_map)).results[0]
+    *outer, col = (then.add(affine.ApplyOp(xs, m)).results[0] for m, xs in c.origin)
     t = slabs.type
     assert isinstance(t, MemRefType)
     lead = [c.stage] if c.stage is not None else []
@@ -319,7 +328,9 @@ def _load(
         x = then.apply(AffineExpr.dimension(0) + j * width, [col])
         view = _slab_view(slabs, lead, j, rows, width)
         then.add(view)
-        then.add(nvgpu.TmaAsyncLoadOp(tensor_map, [x, row], bar, stage, view.result))
+        # TMA's coordinates go innermost first
+        coordinates = [x, *reversed(outer)]
+        then.add(nvgpu.TmaAsyncLoadOp(tensor_map, coordinates, bar, stage, view.result))
     then.close()
     c.band.parent_block().erase_op(c.band)  # pyright: ignore
 

@@ -49,6 +49,9 @@ from affinec.transforms.gpu.bands import band_of
 MAX_BOX = 256
 """The most elements of a TMA box along one dimension."""
 
+MAX_RANK = 5
+"""The most dimensions of an array a tensor map describes (tiled mode)."""
+
 GLOBAL_STRIDE_BYTES = 16
 """TMA's global strides are multiples of this many bytes."""
 
@@ -67,9 +70,13 @@ class TileCopy:
     stage: SSAValue | None
     """The tile's leading index (the pipeline's stage), or None (one stage)."""
     source: SSAValue
-    origin: tuple[tuple[AffineMap, list[SSAValue]], tuple[AffineMap, list[SSAValue]]]
-    """Row and column of the matrix where the tile's element (0, 0) comes from, each
-    a map of values from outside the band."""
+    origin: tuple[tuple[AffineMap, list[SSAValue]], ...]
+    """The indices of the array (outermost first) where the tile's element (0, 0)
+    comes from, each a map of values from outside the band."""
+    box: tuple[int, ...]
+    """The box's extent along each of the array's dimensions (outermost first): its
+    elements row-major are the tile's, one tile row per element of its outer
+    dimensions."""
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -131,22 +138,25 @@ def tile_copy(band: affine.ParallelOp) -> TileCopy:
     rows, cols = t.get_shape()[-2:]
     _check_box(copy, s, t, rows, cols)
     ivs = list(band.body.block.args)
-    src_r, src_c = (_unclamped(v, band) for v in copy.srcIndices)
-    outer = _outer_values(band, [src_r, src_c, r, c, copy.srcElements])
-    e = copy.elements
-    n_rows, n_cols = s.get_shape()
-    origin_maps = tuple(_at_zero(v, band, copy) for v in (src_r, src_c))
+    src = [_unclamped(v, band) for v in copy.srcIndices]
+    outer = _outer_values(band, [*src, r, c, copy.srcElements])
+    origin_maps = tuple(_at_zero(v, band, copy) for v in src)
+    box: tuple[int, ...] | None = None
     for sample in _SAMPLES:
         env = {v: sample[k % 2] + k for k, v in enumerate(outer)}
-        covered: set[tuple[int, int]] = set()
-        origin = None
+        points = []
         for point in itertools.product(*(range(x) for x in extents)):
             env.update(zip(ivs, point, strict=True))
-            tr, tc = _eval(r, env, copy), _eval(c, env, copy)
-            gr, gc = _eval(src_r, env, copy), _eval(src_c, env, copy)
-            here = (gr - tr, gc - tc)
-            if origin is None:
-                origin = here
+            points.append(
+                (
+                    _eval(r, env, copy),
+                    _eval(c, env, copy),
+                    tuple(_eval(v, env, copy) for v in src),
+                    copy.elements if copy.srcElements is None
+                    else _eval(copy.srcElements, env, copy),
+                )
+            )  # fmt: skip
+            if len(points) == 1:
                 at_zero = tuple(
                     m.eval(
                         [_eval(x, env, copy) for x in xs[: m.num_dims]],
@@ -154,35 +164,15 @@ def tile_copy(band: affine.ParallelOp) -> TileCopy:
                     )[0]
                     for m, xs in origin_maps
                 )
-                if (tr, tc) != (0, 0) or at_zero != origin:
+                if points[0][:2] != (0, 0) or at_zero != points[0][2]:
                     raise PassError(
                         copy, "the band's first iteration copies no tile's origin"
                     )
-            if here != origin:
-                raise PassError(
-                    copy,
-                    "the copy's source is not the tile's origin plus the element "
-                    "copied: TMA copies a box",
-                )
-            run = {(tr, tc + k) for k in range(e)}
-            if run & covered or not all(
-                0 <= x < rows and 0 <= y < cols for x, y in run
-            ):
-                raise PassError(copy, "the copies do not cover the tile once each")
-            covered |= run
-            inside = 0 <= gr < n_rows and gc >= 0 and gc + e <= n_cols
-            outside = not 0 <= gr < n_rows or gc >= n_cols or gc + e <= 0
-            given = e if copy.srcElements is None else _eval(
-                copy.srcElements, env, copy
-            )  # fmt: skip
-            if not (inside and given == e or outside and given == 0):
-                raise PassError(
-                    copy,
-                    "the copy fills other elements with zeros than those past the "
-                    "matrix's edges (what TMA fills)",
-                )
-        if len(covered) != rows * cols:
-            raise PassError(copy, "the copies do not cover the whole tile")
+        here = _check_sample(copy, points, s.get_shape(), rows, cols)
+        if box is not None and here != box:
+            raise PassError(copy, "the box the band copies depends on its origin")
+        box = here
+    assert box is not None
     return TileCopy(
         band,
         copy,
@@ -190,25 +180,87 @@ def tile_copy(band: affine.ParallelOp) -> TileCopy:
         lead[0] if lead else None,
         copy.src,
         origin_maps,  # pyright: ignore[reportArgumentType]
+        box,
     )
+
+
+def _check_sample(
+    copy: nvgpu.DeviceAsyncCopyOp,
+    points: list[tuple[int, int, tuple[int, ...], int]],
+    bounds: Sequence[int],
+    rows: int,
+    cols: int,
+) -> tuple[int, ...]:
+    """The box (its extent along each of the source's dimensions) the band's
+    iterations `points` (tile row, tile column, source indices, elements given)
+    copy from the first one's source on, proven: each copies the element of the
+    box at its offset from the origin into the tile at that element's position
+    (the box's elements row-major, one tile row per element of its outer
+    dimensions), the copies cover the tile once each, and they fill with zeros
+    exactly the elements past the source's edges."""
+    e = copy.elements
+    origin = points[0][2]
+    offsets = [tuple(g - o for g, o in zip(p[2], origin, strict=True)) for p in points]
+    box = [max(x[j] for x in offsets) + 1 for j in range(len(origin) - 1)]
+    if any(b > MAX_BOX for b in box):
+        raise PassError(
+            copy, f"a box of {box} elements: TMA boxes of at most {MAX_BOX} a dimension"
+        )
+    if math.prod(box) != rows or any(
+        min(x[j] for x in offsets) < 0 for j in range(len(box))
+    ):
+        raise PassError(
+            copy,
+            "the copy's source is not the tile's origin plus the element copied: "
+            "TMA copies a box",
+        )
+    covered: set[tuple[int, int]] = set()
+    for (tr, tc, g, given), off in zip(points, offsets, strict=True):
+        row = 0
+        for x, b in zip(off[:-1], box, strict=True):
+            row = row * b + x
+        if (row, off[-1]) != (tr, tc):
+            raise PassError(
+                copy,
+                "the copy's source is not the tile's origin plus the element "
+                "copied: TMA copies a box",
+            )
+        run = {(tr, tc + k) for k in range(e)}
+        if run & covered or not all(0 <= x < rows and 0 <= y < cols for x, y in run):
+            raise PassError(copy, "the copies do not cover the tile once each")
+        covered |= run
+        rows_in = all(0 <= x < n for x, n in zip(g[:-1], bounds[:-1], strict=True))
+        inside = rows_in and g[-1] >= 0 and g[-1] + e <= bounds[-1]
+        outside = not rows_in or g[-1] >= bounds[-1] or g[-1] + e <= 0
+        if not (inside and given == e or outside and given == 0):
+            raise PassError(
+                copy,
+                "the copy fills other elements with zeros than those past the "
+                "matrix's edges (what TMA fills)",
+            )
+    if len(covered) != rows * cols:
+        raise PassError(copy, "the copies do not cover the whole tile")
+    return (*box, cols)
 
 
 def _check_box(
     copy: Operation, s: MemRefType, t: MemRefType, rows: int, cols: int
 ) -> None:
     size = element_size(s.get_element_type())
-    if s.get_num_dims() != 2:
-        raise PassError(copy, f"TMA here loads tiles of 2-D matrices, not of {s}")
+    if not 2 <= s.get_num_dims() <= MAX_RANK:
+        raise PassError(
+            copy, f"TMA here loads boxes of 2- to {MAX_RANK}-D arrays, not of {s}"
+        )
     if s.get_element_type() != t.get_element_type():
         raise PassError(copy, "the copy converts its elements: TMA copies bytes")
-    if s.get_shape()[1] * size % GLOBAL_STRIDE_BYTES:
+    if s.get_shape()[-1] * size % GLOBAL_STRIDE_BYTES:
         raise PassError(
             copy,
-            f"the rows of {s} are {s.get_shape()[1] * size} bytes apart: TMA needs a "
+            f"the rows of {s} are {s.get_shape()[-1] * size} bytes apart: TMA needs a "
             f"multiple of {GLOBAL_STRIDE_BYTES} (keep cp.async copies: "
-            "affinec-tma-copies is for such matrices only)",
+            "affinec-tma-copies is for such arrays only)",
         )
-    if rows > MAX_BOX or cols % CORE:
+    if (s.get_num_dims() == 2 and rows > MAX_BOX) or cols % CORE:
         raise PassError(
             copy,
             f"a tile of {rows}x{cols}: TMA boxes of at most {MAX_BOX} rows, and the "

@@ -1,0 +1,114 @@
+"""A configuration of `affinec-wgmma` reading both tiles by descriptor for a
+convolution with taps (`wgmma_taps_ss_config`): the pass route's Hopper kernel of a
+3x3 in the template's schedule, one tap and 64 channels a step.
+
+The reduction is tiled `(1, 1, 64)`, so the taps are loops around the compute band
+and the promotion copies, for each (tap, channel step), the input over the block's
+pixel box at the tap's shifted origin (images x rows x columns x 64, zero-filled
+past the image's edges: the padding) and the tap's 64 x N filter tile.
+`affinec-wgmma` reads that input tile as one 2-D tile of the block's pixels x 64
+channels, K-major (`wgmma_lowering_boxes`). Not `config_for`'s rule: a candidate
+to measure (`scripts/gpu_wgmma_taps_ss.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from affinec.base.spec import ConvSpec, Spec
+from affinec.driver.config import config_for
+from affinec.driver.kernel_config import KernelConfig
+from affinec.hardware.chips import chip
+from affinec.transforms.gpu.wgmma_plan import pixel_box
+
+CHANNEL_STEP = 64
+"""Channels a step: 128-byte rows of f16, one TMA box's swizzle span."""
+
+MAX_STAGES = 4
+
+SS_TILES = ((128, 128), (128, 64), (64, 128))
+"""(pixels, output channels) of the blocks `ss_configs` gives."""
+
+
+def wgmma_taps_ss_config(
+    spec: Spec, rows: int = 128, columns: int = 128, *, arch: str = "sm_90a"
+) -> KernelConfig:
+    """`affinec-wgmma`'s kernel of the NHWC/RSCK convolution with taps `spec`, both
+    tiles read by descriptor: a block of `rows` pixels (a box of one image's output
+    rows x columns, `pixel_box`; a multiple of 64) and `columns` output channels, a
+    step of one tap and 64 channels, as many stages (up to 4) as the chip's shared
+    memory of one block holds beside the output's staging tile. A ValueError names
+    what stops the spec or the chip."""
+    target = chip(arch)
+    if not target.has("wgmma"):
+        raise ValueError(f"wgmma needs a chip that has it (sm_90a), not {arch}")
+    if not isinstance(spec, ConvSpec) or spec.r * spec.s == 1:
+        raise ValueError(
+            f"tiles of one tap a step are for convolutions with taps, not "
+            f"{spec.to_text()}"
+        )
+    if spec.layout != "nhwc" or spec.filter_layout != "rsck" or spec.groups != 1:
+        raise ValueError(
+            f"A's tile is a box of NHWC pixels and B a tap's C x K tile of an RSCK "
+            f"filter, one group ({spec.to_text()})"
+        )
+    if spec.dtype not in ("f16", "bf16"):
+        raise ValueError(f"wgmma reads f16 or bf16 tiles, not {spec.dtype}")
+    if tuple(spec.stride) != (1, 1) or tuple(spec.dilation) != (1, 1):
+        raise ValueError(
+            f"a stride of {spec.stride} and a dilation of {spec.dilation}: the tile of a "
+            "tap is a box of the input at stride and dilation 1 only"
+        )
+    if spec.c % CHANNEL_STEP:
+        raise ValueError(
+            f"{spec.c} channels: a step reads {CHANNEL_STEP} (a multiple of "
+            f"{CHANNEL_STEP} channels)"
+        )
+    if rows % 64 or not 64 <= rows <= 256 or columns % 8 or not 8 <= columns <= 256:
+        raise ValueError(
+            f"a block of {rows} pixels (a multiple of 64 up to 256) and {columns} "
+            "output channels (a multiple of 8 up to 256)"
+        )
+    base = config_for(spec, arch=arch, splits=1, flatten_pixels=False)
+    if not base.mma:
+        raise ValueError(f"config_for puts {spec.to_text()} on the SIMT route")
+    height, width = pixel_box(spec.out_h, spec.out_w, rows)
+    n = min(columns, -(-spec.k // 8) * 8)
+    element = 2
+    stage = (rows + n) * CHANNEL_STEP * element
+    budget = target.max_shared_per_block - element * rows * n
+    stages = min(MAX_STAGES, budget // stage)
+    if stages < 1:
+        raise ValueError(
+            f"a step takes {stage} bytes of shared memory, more than the {budget} a "
+            "block has left: fewer pixels or output channels"
+        )
+    return replace(
+        base,
+        tile_sizes=(1, height, width, n),
+        reduction_tile_sizes=(1, 1, CHANNEL_STEP),
+        pad_channels=0,
+        coalesce_reduction=False,
+        reassociate=True,
+        tensor_core="wgmma",
+        tma=False,
+        in_flight=False,
+        stages=stages,
+        stage_output=True,
+    )
+
+
+def ss_configs(spec: Spec, arch: str = "sm_90a") -> list[KernelConfig]:
+    """`wgmma_taps_ss_config` for each of `SS_TILES` that takes `spec` (distinct)."""
+    out: list[KernelConfig] = []
+    for rows, columns in SS_TILES:
+        try:
+            config = wgmma_taps_ss_config(spec, rows, columns, arch=arch)
+        except ValueError:
+            continue
+        if config not in out:
+            out.append(config)
+    return out
+
+
+__all__ = ["CHANNEL_STEP", "SS_TILES", "ss_configs", "wgmma_taps_ss_config"]
