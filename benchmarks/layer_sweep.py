@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--compile-only", action="store_true", help="compile, say what is refused"
     )
+    parser.add_argument(
+        "--arch", help="the target (default: the GPU's; sm_90 with --compile-only)"
+    )
     args = parser.parse_args(argv)
     if "config_for" not in args.variant:
         args.variant.insert(0, "config_for")
@@ -66,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.compile_only and not cuda_available():
         parser.error("no CUDA GPU: use --compile-only")
-    arch = "sm_90" if args.compile_only else current_arch()
+    arch = args.arch or ("sm_90" if args.compile_only else current_arch())
     jobs = args.jobs or max(1, (os.cpu_count() or 2) - 1)
     results = []
     for name in args.network:

@@ -40,6 +40,24 @@ def test_neighbours_differ_from_the_baseline_and_from_each_other(batch):
         assert len(set(configs)) == len(configs), layer.name
 
 
+def test_hopper_variants_are_sm_90a_s_and_name_what_stops_them():
+    down = _layer("stage3 down 1x1/2 256-512 @56", 32)
+    hopper = variant_config(down, "hopper", "sm_90a")
+    assert hopper.wgmma and not hopper.flatten_pixels  # a strided 1x1: tap by tap
+    assert variant_config(down, "hopper 64x64", "sm_90a").wgmma_tile == (64, 64)
+    with pytest.raises(ValueError, match="sm_90a"):
+        variant_config(down, "hopper", "sm_90")
+    # a strided 1x1 is no product: the pipeline's TMA product kernel refuses it
+    with pytest.raises(ValueError, match="products and 1x1s"):
+        variant_config(down, "tma 128x64", "sm_90a")
+    wide = _layer("stage4 1x1 1024-256 @14", 32)
+    tma = variant_config(wide, "tma 128x64", "sm_90a")
+    assert tma.tile_sizes == (128, 64) and tma.tma and tma.in_flight
+    assert tma.flatten_pixels and tma.tensor_core == "wgmma"
+    with pytest.raises(ValueError, match="sm_90a"):
+        variant_config(wide, "tma 128x64", "sm_90")
+
+
 def test_an_unknown_variant_is_named():
     with pytest.raises(ValueError, match="unknown variant 'wide'.*row steps"):
         variant_config(_layer("stage2 1x1 64-64 @56"), "wide")

@@ -465,14 +465,31 @@ ResNet-50's 1x1s of 64 channels ran no faster on it than on `mma.sync`."""
 def _warpgroup_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None:
     """On sm_90a, a product or a 1x1 convolution over its flattened pixels on
     `affinec-wgmma` in `WGMMA_PRODUCT_TILE` tiles, `WGMMA_PRODUCT_STAGES` in flight,
-    the promotion's copies (`tma=False`), where both sides of the product have
-    `WGMMA_MIN_CHANNELS` or more and its tiles give every multiprocessor a block
-    (a smaller grid is left to the split reduction of `filling_config_for`); None
-    otherwise. Fitted on ResNet-50's 1x1s at batch 32 (their sum 0.717 -> 0.667 ms
+    the promotion's copies loaded by TMA with the MMAs in flight
+    (`warpgroup_product_config`), where its tiles give every multiprocessor a
+    block (a smaller grid is left to the split reduction of `filling_config_for`);
+    None otherwise. Fitted on ResNet-50's 1x1s at batch 32 (their sum 0.717 -> 0.667 ms
     predicted from the layers taken), reported on products and on ResNet-50 at
     batch 8 and 16, which the fit never saw (docs/BENCHMARKS.md)."""
     if arch != "sm_90a" or tf32:
         return None
+    config = warpgroup_product_config(spec, WGMMA_PRODUCT_TILE, arch)
+    if config is None:
+        return None
+    product = flattened_spec(spec) if config.flatten_pixels else spec
+    if grid_blocks(product, config) < MULTIPROCESSORS:
+        return None
+    return config
+
+
+def warpgroup_product_config(
+    spec: Spec, tile: tuple[int, int], arch: str = "sm_90a"
+) -> KernelConfig | None:
+    """A product, or a 1x1 convolution over its flattened pixels, on
+    `affinec-wgmma` in `tile` (rows, columns) blocks, `WGMMA_PRODUCT_STAGES` TMA
+    stages with the MMAs in flight; None where the spec is no such product, either
+    side of it has fewer than `WGMMA_MIN_CHANNELS`, or `config_for` would not put
+    it on the tensor cores."""
     if isinstance(spec, ConvSpec) and flattens(spec):
         product = flattened_spec(spec)
     elif isinstance(spec, MatmulSpec):
@@ -484,8 +501,8 @@ def _warpgroup_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None
     flat = config_for(product, arch=arch, splits=1, flatten_pixels=False)
     if not flat.mma:
         return None
-    config = KernelConfig(
-        tile_sizes=WGMMA_PRODUCT_TILE,
+    return KernelConfig(
+        tile_sizes=tile,
         reduction_tile_sizes=(MMA_STEP_BYTES // storage_bytes(product.dtype),),
         mma=True,
         tensor_core="wgmma",
@@ -495,9 +512,6 @@ def _warpgroup_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None
         stage_output=True,
         flatten_pixels=product is not spec,
     )
-    if grid_blocks(product, config) < MULTIPROCESSORS:
-        return None
-    return config
 
 
 def _warpgroup_window(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None:
@@ -579,5 +593,6 @@ __all__ = [
     "flattens",
     "split_spec",
     "wgmma_config_for",
+    "warpgroup_product_config",
     "with_knobs",
 ]

@@ -24,6 +24,8 @@ from affinec.driver.config import (
     config_for,
     depthwise_config,
     strided_depthwise_config,
+    warpgroup_product_config,
+    wgmma_config_for,
 )
 from affinec.driver.kernel_config import with_knobs
 from affinec.frontend.contraction import is_depthwise
@@ -93,6 +95,10 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
         {"flatten_pixels": True, "splits": 4},
         {"tile_sizes": (64, 64), "warp_grid": (2, 2)},
     ),
+    "hopper": ({}, {}),
+    "hopper 64x64": ({}, {"wgmma_tile": (64, 64)}),
+    "tma 128x128": ({}, {"tile_sizes": (128, 128)}),
+    "tma 128x64": ({}, {"tile_sizes": (128, 64)}),
 }
 """Every named variant `benchmarks/layer_sweep.py` can time: flattened 1x1s as
 products on wider or narrower blocks and more warps; the window route's steps one
@@ -101,7 +107,10 @@ one); a strided window's taps one at a time; a strided window's input tile store
 by phase (`split_phases`); the flattened products' 64 x 64 tiles with their
 reduction split; a depthwise convolution's channels strided across the block
 (`strided_depthwise_config`), in vectors (`depthwise_config`, `config_for`'s rule)
-and those vectors on blocks as large as at any batch, the grid left unfilled."""
+and those vectors on blocks as large as at any batch, the grid left unfilled;
+on sm_90a, Hopper's kernel (`wgmma_config_for`'s tile, or 64 x 64) and a product's
+or 1x1's `affinec-wgmma` kernel with TMA stages (`warpgroup_product_config`) in
+128 x 128 or 128 x 64 tiles, whatever the grid."""
 
 TUNER_NEIGHBOURS = (
     "unsplit",
@@ -134,6 +143,19 @@ def variant_config(
             f"unknown variant '{name}' (expected one of {', '.join(VARIANTS)})"
         )
     options, knobs = VARIANTS[name]
+    if name.startswith("hopper"):
+        # Hopper's kernel (TMA tap by tap, MMAs in flight): wgmma_config_for
+        # names what stops it
+        return with_knobs(wgmma_config_for(spec, arch), **knobs)
+    if name.startswith("tma "):
+        if arch != "sm_90a":
+            raise ValueError(f"'{name}' is affinec-wgmma's: sm_90a, not {arch}")
+        product = warpgroup_product_config(spec, knobs["tile_sizes"], arch)
+        if product is None:
+            raise ValueError(
+                f"'{name}' is for products and 1x1s of 128 channels or more a side"
+            )
+        return product
     config = config_for(spec, arch=arch, **options)
     if name.startswith("half block"):
         # the window route's block of pixels halved along its rows, for two steps in
