@@ -61,19 +61,24 @@ def _through(spec, config, name: str = "affinec-wgmma"):
 @st.composite
 def ss_cases(draw):
     """A small 3x3 the route takes (partial pixel boxes at the image's edges, one
-    or two images, one or two channel steps, two blocks of output channels) and a
-    configuration of it."""
-    box = draw(st.sampled_from([(8, 8), (4, 16), (16, 8)]))
+    or two images, one or two channel steps, two blocks of output channels), and a
+    configuration of it: its tiles by cp.async or TMA."""
+    # whole warpgroups of pixels, or the last one's rows past the box idle
+    box = draw(st.sampled_from([(8, 8), (4, 16), (16, 8), (5, 7)]))
     hw = draw(st.integers(8, 10))
     c = draw(st.sampled_from([64, 64, 128]))
     bn = draw(st.sampled_from([32, 64]))
     k = draw(st.sampled_from([bn, 2 * bn]))
     spec = _conv(c, hw, k, n=draw(st.integers(1, 2)),
                  epilogue=draw(st.sampled_from(["none", "bias-relu"])))  # fmt: skip
+    stages = draw(st.integers(1, 3))
+    tma = draw(st.booleans())
     config = _config(
         tile_sizes=(1, *box, bn),
-        stages=draw(st.integers(1, 3)),
+        stages=stages,
         stage_output=draw(st.booleans()),
+        tma=tma,
+        in_flight=tma and stages == 3,
     )
     return spec, config
 
@@ -89,13 +94,17 @@ def test_3x3s_one_tap_a_step_keep_the_result(case):
     assert "registers" not in text and "nvvm.mma.sync" not in text
 
 
-def test_a_3x3_prints_and_reparses_at_every_level():
+@pytest.mark.parametrize("tma", [False, True])
+def test_a_3x3_prints_and_reparses_at_every_level(tma):
     """Each pass's output prints and re-parses (custom and generic) and computes
     what float64 does; the step reads the input tile as [pixels, 64] by
-    descriptor."""
+    descriptor; by TMA, the input's tiles come as 4-D boxes at each tap's shifted
+    origin, the filter's as 4-D boxes of a tap."""
+    from affinec.dialects import nvgpu
     from affinec.dialects.affinec_wgmma import WarpgroupMmaStepOp
 
     spec = _conv(64, 8, 64)
+    config = _config(tma=tma, in_flight=tma, stages=3)
     checker = Checker(spec)
     module = build(spec)
     seen = []
@@ -109,11 +118,17 @@ def test_a_3x3_prints_and_reparses_at_every_level():
         seen.append(p.name)
         if p.name == "affinec-wgmma":
             (step,) = [o for o in m.walk() if isinstance(o, WarpgroupMmaStepOp)]
-            assert step.a.type.get_shape() == (2, 64, 64)  # stage, pixels, channels
-            assert step.b.type.get_shape() == (2, 64, 64)  # stage, channels, columns
+            assert step.a.type.get_shape() == (3, 64, 64)  # stage, pixels, channels
+            assert step.b.type.get_shape() == (3, 64, 64)  # stage, channels, columns
+        if p.name == "affinec-tma-copies":
+            loads = [o for o in m.walk() if isinstance(o, nvgpu.TmaAsyncLoadOp)]
+            boxes = {o.dst.type.get_shape() for o in loads}
+            assert boxes == {(1, 8, 8, 64), (1, 1, 64, 64)}
+            assert all(len(o.coordinates) == 4 for o in loads)
 
-    Pipeline(_passes(_config())).run(module, callback=each)
+    Pipeline(_passes(config)).run(module, callback=each)
     assert "affinec-wgmma" in seen
+    assert ("affinec-tma-copies" in seen) == tma
     assert "nvvm.wgmma.mma_async" in str(module)
 
 
@@ -187,7 +202,8 @@ def test_a_copy_off_its_tap_is_no_tma_box():
 
 def test_the_ptx_assembles_for_sm_90a_without_spills():
     """ResNet-50's 3x3 of 256 channels at 14x14, batch 32, as the configuration
-    gives it: `wgmma` of m64n128k16 reading both tiles by descriptor."""
+    gives it: `wgmma` of m64n128k16 reading both tiles by descriptor, loaded by
+    4-D TMA boxes."""
     from affinec.backend.ptxas import assemble, find_ptxas
     from affinec.driver.compiler import compile_to_ptx
 
@@ -195,9 +211,10 @@ def test_the_ptx_assembles_for_sm_90a_without_spills():
         pytest.skip("ptxas is not installed")
     spec = _conv(256, 14, 256, n=32)
     config = wgmma_taps_ss_config(spec)
-    assert config.reduction_tile_sizes == (1, 1, 64)
+    assert config.reduction_tile_sizes == (1, 1, 64) and config.tma
     ptx = compile_to_ptx(spec, config, arch="sm_90a").ptx
     assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in ptx
+    assert "cp.async.bulk.tensor.4d" in ptx and "registers" not in ptx
     (resources,) = assemble(ptx, "sm_90a").values()
     assert resources.spill_stores == resources.spill_loads == 0
     assert resources.stack_frame == 0
@@ -211,10 +228,12 @@ def test_the_configuration_tiles_one_tap_and_64_channels_a_step():
     spec = _conv(128, 28, 128, n=32)
     config = wgmma_taps_ss_config(spec, 128, 128)
     images, h, w, n = config.tile_sizes
-    assert (images, h * w, n) == (1, 128, 128)
+    assert 64 < images * h * w <= 128 and n == 128
     assert config.reduction_tile_sizes == (1, 1, 64)
-    assert config.tensor_core == "wgmma" and not config.tma
-    assert 1 <= config.stages <= 4
+    assert config.tensor_core == "wgmma" and config.tma and config.in_flight
+    assert 3 <= config.stages <= 4
+    boxed = wgmma_taps_ss_config(spec, 128, 128, box=(1, 4, 28), tma=False)
+    assert boxed.tile_sizes == (1, 4, 28, 128) and not boxed.tma
 
 
 @pytest.mark.parametrize(
@@ -225,28 +244,70 @@ def test_the_configuration_tiles_one_tap_and_64_channels_a_step():
         (_conv(64, 8, 64, filter_layout="kcrs"), "sm_90a", "RSCK filter"),
         (_conv(64, 16, 64, stride=2), "sm_90a", "stride and dilation 1 only"),
         (_conv(96, 8, 64), "sm_90a", "96 channels: a step reads 64"),
+        (_conv(64, 8, 64, n=2), "sm_90a", "within one image, or whole images"),
     ],
 )  # fmt: skip
 def test_the_configuration_refuses_what_it_cannot_tile(spec, arch, message):
+    box = (2, 4, 8) if spec.n == 2 else None
     with pytest.raises(ValueError, match=message):
-        wgmma_taps_ss_config(spec, arch=arch)
+        wgmma_taps_ss_config(spec, box=box, arch=arch)
 
 
-def test_a_box_of_pixels_no_multiple_of_64_reads_a_from_registers():
-    """A box of 4 x 8 pixels is half a warpgroup's rows: A comes from registers."""
-    from affinec.dialects.affinec_wgmma import (
-        WarpgroupMmaRegistersOp,
-        WarpgroupMmaStepOp,
-    )
+def test_a_box_of_pixels_no_multiple_of_64_idles_the_last_rows():
+    """A box of 2 images of 5 x 5 pixels: 50 rows of a 64-row tile, the rows past
+    them never copied into (TMA's box brings 50 rows) and never stored."""
+    from affinec.dialects import nvgpu
+    from affinec.dialects.affinec_wgmma import WarpgroupMmaStepOp
 
-    module, _ = _through(_conv(64, 8, 64), _config(tile_sizes=(1, 4, 8, 64)))
-    kinds = {type(o) for o in module.walk()}
-    assert WarpgroupMmaRegistersOp in kinds and WarpgroupMmaStepOp not in kinds
+    spec = _conv(64, 5, 64, n=2)
+    config = _config(tile_sizes=(2, 5, 5, 64), tma=True)
+    module, rest = _through(spec, config, "affinec-tma-copies")
+    (step,) = [o for o in module.walk() if isinstance(o, WarpgroupMmaStepOp)]
+    assert step.a_tile()[0] == 64
+    boxes = {
+        o.dst.type.get_shape()
+        for o in module.walk()
+        if isinstance(o, nvgpu.TmaAsyncLoadOp)
+    }
+    assert (2, 5, 5, 64) in boxes
+    checker = Checker(spec)
+    assert checker.check("tma", module).ok
+    Pipeline(rest).run(module)
+    assert checker.check("lowered", module).ok
 
 
-def test_tma_of_a_box_of_pixels_is_refused_located():
-    """`affinec-tma-copies` proves the input's copies 4-D boxes but does not load
-    them: refused at the copy, naming what is missing."""
-    message = _refused(_conv(64, 8, 64), _config(tma=True, stages=3))
-    assert "box of memref<1x8x8x64xf16>" in message
-    assert "keep the promotion's cp.async copies" in message
+def test_tma_coordinates_in_the_wrong_order_give_a_wrong_answer():
+    """The input box's row and column coordinates swapped (a box moved off the
+    tap's origin wherever the block's rows and columns differ)."""
+    from affinec.dialects import nvgpu
+
+    spec = _conv(64, 8, 64)
+    module, _ = _through(spec, _config(tile_sizes=(1, 4, 8, 64), tma=True),
+                         "affinec-tma-copies")  # fmt: skip
+    checker = Checker(spec)
+    assert checker.check("tma", module).ok
+    swapped = 0
+    for op in module.walk():
+        if isinstance(op, nvgpu.TmaAsyncLoadOp) and op.dst.type.get_shape()[1] == 4:
+            _swap_coordinates(op)
+            swapped += 1
+    assert swapped
+    assert not checker.check("swapped coordinates", module).ok
+
+
+def _swap_coordinates(op) -> None:
+    """Swap the second and third coordinates of a TMA load (a box's column and
+    row)."""
+    first = 3 + 1  # dst, barriers, tensor map, then the coordinates
+    second = first + 1
+    assert op.operands[first] is op.coordinates[1]
+    assert op.operands[second] is op.coordinates[2]
+    operands = list(op.operands)
+    operands[first], operands[second] = operands[second], operands[first]
+    op.operands = operands
+
+
+def test_a_step_of_channels_no_multiple_of_16_is_refused_located():
+    message = _refused(_conv(64, 8, 64), _config(reduction_tile_sizes=(1, 1, 24)))
+    assert "wgmma reads A by descriptor" not in message
+    assert "the reduction step is K = 24" in message

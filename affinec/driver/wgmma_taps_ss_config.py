@@ -18,27 +18,37 @@ from dataclasses import replace
 from affinec.base.spec import ConvSpec, Spec
 from affinec.driver.config import config_for
 from affinec.driver.kernel_config import KernelConfig
+from affinec.driver.wgmma_taps_config import MAX_ROWS, pixel_tile
 from affinec.hardware.chips import chip
 from affinec.transforms.gpu.wgmma_plan import pixel_box
+from affinec.transforms.gpu.wgmma_tma_copies import MAX_BOX
 
 CHANNEL_STEP = 64
 """Channels a step: 128-byte rows of f16, one TMA box's swizzle span."""
 
 MAX_STAGES = 4
 
-SS_TILES = ((128, 128), (128, 64), (64, 128))
-"""(pixels, output channels) of the blocks `ss_configs` gives."""
+SS_TILES = ((128, 128), (128, 64), (256, 128))
+"""(pixels at most, output channels) of the blocks `ss_configs` gives."""
 
 
 def wgmma_taps_ss_config(
-    spec: Spec, rows: int = 128, columns: int = 128, *, arch: str = "sm_90a"
+    spec: Spec,
+    rows: int = 128,
+    columns: int = 128,
+    *,
+    box: tuple[int, int, int] | None = None,
+    tma: bool = True,
+    arch: str = "sm_90a",
 ) -> KernelConfig:
     """`affinec-wgmma`'s kernel of the NHWC/RSCK convolution with taps `spec`, both
-    tiles read by descriptor: a block of `rows` pixels (a box of one image's output
-    rows x columns, `pixel_box`; a multiple of 64) and `columns` output channels, a
-    step of one tap and 64 channels, as many stages (up to 4) as the chip's shared
-    memory of one block holds beside the output's staging tile. A ValueError names
-    what stops the spec or the chip."""
+    tiles read by descriptor: a block of at most `rows` pixels (`box`: images x
+    output rows x output columns, else `pixel_tile`'s; the last warpgroup's rows
+    past them idle) and `columns` output channels, a step of one tap and 64
+    channels, as many stages (up to 4) as the chip's shared memory of one block
+    holds beside the output's staging tile; with `tma`, the tiles loaded by TMA
+    (`affinec-tma-copies`), each step's MMAs in flight where there are 3 stages or
+    more. A ValueError names what stops the spec or the chip."""
     target = chip(arch)
     if not target.has("wgmma"):
         raise ValueError(f"wgmma needs a chip that has it (sm_90a), not {arch}")
@@ -64,19 +74,32 @@ def wgmma_taps_ss_config(
             f"{spec.c} channels: a step reads {CHANNEL_STEP} (a multiple of "
             f"{CHANNEL_STEP} channels)"
         )
-    if rows % 64 or not 64 <= rows <= 256 or columns % 8 or not 8 <= columns <= 256:
+    if not 64 <= rows <= MAX_ROWS or columns % 8 or not 8 <= columns <= 256:
         raise ValueError(
-            f"a block of {rows} pixels (a multiple of 64 up to 256) and {columns} "
-            "output channels (a multiple of 8 up to 256)"
+            f"a block of {rows} pixels (64 to {MAX_ROWS}) and {columns} output "
+            "channels (a multiple of 8 up to 256)"
+        )
+    images, height, width = box or pixel_tile(spec, rows)
+    if images * height * width > rows or max(images, height, width) > MAX_BOX:
+        raise ValueError(
+            f"a box of {images}x{height}x{width} pixels: at most {rows}, and "
+            f"{MAX_BOX} along each dimension (TMA's boxes)"
+        )
+    if (images > 1 and (height, width) != (spec.out_h, spec.out_w)) or (
+        height > spec.out_h or width > spec.out_w
+    ):
+        raise ValueError(
+            f"a box of {images}x{height}x{width} pixels of {spec.out_h}x{spec.out_w} "
+            "outputs: within one image, or whole images"
         )
     base = config_for(spec, arch=arch, splits=1, flatten_pixels=False)
     if not base.mma:
         raise ValueError(f"config_for puts {spec.to_text()} on the SIMT route")
-    height, width = pixel_box(spec.out_h, spec.out_w, rows)
     n = min(columns, -(-spec.k // 8) * 8)
+    padded = -(-images * height * width // 64) * 64
     element = 2
-    stage = (rows + n) * CHANNEL_STEP * element
-    budget = target.max_shared_per_block - element * rows * n
+    stage = (padded + n) * CHANNEL_STEP * element
+    budget = target.max_shared_per_block - element * padded * n
     stages = min(MAX_STAGES, budget // stage)
     if stages < 1:
         raise ValueError(
@@ -85,29 +108,38 @@ def wgmma_taps_ss_config(
         )
     return replace(
         base,
-        tile_sizes=(1, height, width, n),
+        tile_sizes=(images, height, width, n),
         reduction_tile_sizes=(1, 1, CHANNEL_STEP),
         pad_channels=0,
         coalesce_reduction=False,
         reassociate=True,
         tensor_core="wgmma",
-        tma=False,
-        in_flight=False,
+        tma=tma,
+        in_flight=tma and stages >= 3,
         stages=stages,
         stage_output=True,
     )
 
 
 def ss_configs(spec: Spec, arch: str = "sm_90a") -> list[KernelConfig]:
-    """`wgmma_taps_ss_config` for each of `SS_TILES` that takes `spec` (distinct)."""
+    """`wgmma_taps_ss_config` for each of `SS_TILES` that takes `spec`, its box
+    `pixel_tile`'s and (where it fits the image) `pixel_box`'s, by TMA; the first
+    also by the promotion's cp.async copies (distinct)."""
     out: list[KernelConfig] = []
     for rows, columns in SS_TILES:
-        try:
-            config = wgmma_taps_ss_config(spec, rows, columns, arch=arch)
-        except ValueError:
-            continue
-        if config not in out:
-            out.append(config)
+        boxes: list[tuple[int, int, int] | None] = [None]
+        if isinstance(spec, ConvSpec):
+            boxes.append((1, *pixel_box(spec.out_h, spec.out_w, rows)))
+        for box in boxes:
+            try:
+                config = wgmma_taps_ss_config(spec, rows, columns, box=box, arch=arch)
+            except ValueError:
+                continue
+            if config not in out:
+                out.append(config)
+    if out:
+        cp_async = replace(out[0], tma=False, in_flight=False)
+        out.append(cp_async)
     return out
 
 

@@ -114,11 +114,12 @@ def plan_wgmma(analysis: GridAnalysis) -> WgmmaPlan:
     registers = needs_registers(first)
     boxes = registers and all(box_reason(first, c) is None for c in first.compute)
     registers = registers and not boxes
-    # A from registers: the last warpgroup's rows past the block's read its last
-    # pixel, and are never stored
+    # A from registers (a box of pixels): the last warpgroup's rows past the
+    # block's read its last pixel (rows of the tile never copied into), and are
+    # never stored
     warpgroups = -(-block_m // WGMMA_ROWS)
-    if (block_m % WGMMA_ROWS and not registers) or warpgroups * 4 > most:
-        multiple = "" if registers else f"a multiple of {WGMMA_ROWS}, "
+    if (block_m % WGMMA_ROWS and not (registers or boxes)) or warpgroups * 4 > most:
+        multiple = "" if registers or boxes else f"a multiple of {WGMMA_ROWS}, "
         raise PassError(
             band.op,
             f"the block tile has M = {block_m} rows: wgmma needs {multiple}at "

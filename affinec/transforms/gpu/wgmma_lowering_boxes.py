@@ -52,8 +52,6 @@ def box_reason(plan: MmaPlan, c: ComputeBand) -> str | None:
     `plan.block_m` rows, read by descriptor."""
     if c.taps:
         return "the band's reduction holds a filter's taps (more than one tap a step)"
-    if plan.block_m % WGMMA_ROWS:
-        return f"the block's {plan.block_m} pixels are no multiple of {WGMMA_ROWS}"
     band = c.band
     ivs = band.op.induction_variables
     pixels = [d for d in range(len(ivs)) if d != plan.n_dim]
@@ -169,29 +167,39 @@ def flatten_tiles(plan: MmaPlan) -> None:
     done: dict[SSAValue, SSAValue] = {}
     for c in plan.compute:
         pixels = len(c.band.op.induction_variables) - 1
-        _flatten(c.a, pixels, done)
+        # the last warpgroup's rows past the block's pixels: never copied into,
+        # never stored
+        rows = -(-plan.block_m // WGMMA_ROWS) * WGMMA_ROWS
+        _flatten(c.a, pixels, done, rows)
         if not c.b.k_contiguous:
             results = list(c.b.load.map.data.results)
             shape = _shape(c.b.buffer)
             _flatten(c.b, 1 + _merged_run(results[:-2], shape[:-2]), done)
 
 
-def _flatten(operand: Operand, merged: int, done: dict[SSAValue, SSAValue]) -> None:
-    """`operand`'s tile with the `merged` dimensions before its last made one."""
+def _flatten(
+    operand: Operand,
+    merged: int,
+    done: dict[SSAValue, SSAValue],
+    rows: int | None = None,
+) -> None:
+    """`operand`'s tile with the `merged` dimensions before its last made one (of
+    `rows` rows where given, at least their elements)."""
     tile = operand.buffer
     if tile in done:
         operand.buffer = done[tile]
         operand.channel_dim = len(_shape(done[tile])) - 1
         return
     shape = _shape(tile)
-    if merged <= 1:
+    first = len(shape) - 1 - merged
+    extents = shape[first:-1]
+    rows = max(rows or 0, math.prod(extents))
+    if merged <= 1 and rows == math.prod(extents):
         done[tile] = tile
         return
     alloc = tile.owner
     if not isinstance(alloc, memref.AllocOp):
         raise PassError(operand.load, "a tile wgmma reads must be a memref.alloc")
-    first = len(shape) - 1 - merged
-    extents = shape[first:-1]
     users = [u.operation for u in tile.uses]
     for user in users:
         if not isinstance(user, (nvgpu.DeviceAsyncCopyOp, *_ACCESSES)):
@@ -200,9 +208,7 @@ def _flatten(operand: Operand, merged: int, done: dict[SSAValue, SSAValue]) -> N
                 "uses a tile wgmma reads as a box of pixels: affinec-wgmma merges "
                 "the pixels of asynchronous copies and affine accesses only",
             )
-    new = reallocated_shared(
-        alloc, [*shape[:first], math.prod(extents), shape[-1]]
-    ).memref
+    new = reallocated_shared(alloc, [*shape[:first], rows, shape[-1]]).memref
     for user in users:
         if isinstance(user, nvgpu.DeviceAsyncCopyOp):
             _merge_copy(user, first, extents)

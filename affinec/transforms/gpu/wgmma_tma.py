@@ -41,6 +41,7 @@ for or not handed back, and a load never waited for.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, memref
@@ -97,16 +98,6 @@ def tma_grid(grid: affine.ParallelOp) -> list[TileCopy] | None:
     if not bands:
         return None
     copies = [tile_copy(b) for b in bands]
-    for c in copies:
-        if len(c.box) > 2:
-            source = c.source.type
-            raise PassError(
-                c.copy,
-                f"this tile is a {'x'.join(map(str, c.box))} box of {source} (a "
-                "convolution's pixels at a tap): TMA's destination must then be a "
-                f"view of the box's {len(c.box)} dimensions, which affinec-tma-copies "
-                "does not make; keep the promotion's cp.async copies (leave out tma)",
-            )
     return copies
 
 
@@ -326,7 +317,10 @@ def _load(
     lead = [c.stage] if c.stage is not None else []
     for j in range(cols // width):
         x = then.apply(AffineExpr.dimension(0) + j * width, [col])
-        view = _slab_view(slabs, lead, j, rows, width)
+        if len(c.box) > 2:
+            view = _box_view(then, slabs, lead, j, (*c.box[:-1], width))
+        else:
+            view = _slab_view(slabs, lead, j, rows, width)
         then.add(view)
         # TMA's coordinates go innermost first
         coordinates = [x, *reversed(outer)]
@@ -349,6 +343,36 @@ def _slab_view(
     offsets: list[SSAValue | int] = [*lead, j, 0, 0]
     sizes = [*[1] * (len(shape) - 2), rows, width]
     return memref.SubviewOp.get(slabs, offsets, sizes, [1] * len(shape), result)
+
+
+def _box_view(
+    b: Builder,
+    slabs: SSAValue,
+    lead: Sequence[SSAValue],
+    j: int,
+    box: tuple[int, ...],
+) -> memref.ReinterpretCastOp:
+    """Slab `j` of the tile's stage `lead` seen as the box TMA lands there (its
+    dimensions row-major, the slab's rows their outer ones): a box of more than
+    two dimensions (a convolution's pixels at a tap) must land in a view of its
+    own shape."""
+    t = slabs.type
+    assert isinstance(t, MemRefType)
+    shape = t.get_shape()
+    slab = math.prod(shape[-2:])
+    if lead:
+        (stage,) = lead
+        at = b.apply(AffineExpr.dimension(0) * (slab * shape[1]) + j * slab, [stage])
+        offset: SSAValue | int = at
+        layout_offset = None
+    else:
+        offset = layout_offset = j * slab
+    strides = [math.prod(box[k + 1 :]) for k in range(len(box))]
+    layout = StridedLayoutAttr(strides, layout_offset)
+    result = MemRefType(t.get_element_type(), list(box), layout, t.memory_space)
+    return memref.ReinterpretCastOp.from_dynamic(
+        slabs, [offset], list(box), strides, result
+    )
 
 
 def _wait(

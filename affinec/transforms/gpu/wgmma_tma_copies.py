@@ -87,9 +87,10 @@ class TileCopy:
 
     @property
     def bytes(self) -> int:
+        """The bytes the box brings (the tile's rows past it are left alone)."""
         t = self.tile.type
         assert isinstance(t, MemRefType)
-        return math.prod(self.shape) * element_size(t.get_element_type())
+        return math.prod(self.box) * element_size(t.get_element_type())
 
 
 def copy_bands(grid: Operation, tiles: set[SSAValue]) -> list[affine.ParallelOp]:
@@ -169,6 +170,8 @@ def tile_copy(band: affine.ParallelOp) -> TileCopy:
                         copy, "the band's first iteration copies no tile's origin"
                     )
         here = _check_sample(copy, points, s.get_shape(), rows, cols)
+        if len(here) == 2 and here[0] != rows:
+            raise PassError(copy, "the copies do not cover the whole tile")
         if box is not None and here != box:
             raise PassError(copy, "the box the band copies depends on its origin")
         box = here
@@ -196,8 +199,9 @@ def _check_sample(
     copy from the first one's source on, proven: each copies the element of the
     box at its offset from the origin into the tile at that element's position
     (the box's elements row-major, one tile row per element of its outer
-    dimensions), the copies cover the tile once each, and they fill with zeros
-    exactly the elements past the source's edges."""
+    dimensions, the tile's rows past them left alone), the copies cover the box
+    once each, and they fill with zeros exactly the elements past the source's
+    edges."""
     e = copy.elements
     origin = points[0][2]
     offsets = [tuple(g - o for g, o in zip(p[2], origin, strict=True)) for p in points]
@@ -206,7 +210,7 @@ def _check_sample(
         raise PassError(
             copy, f"a box of {box} elements: TMA boxes of at most {MAX_BOX} a dimension"
         )
-    if math.prod(box) != rows or any(
+    if math.prod(box) > rows or any(
         min(x[j] for x in offsets) < 0 for j in range(len(box))
     ):
         raise PassError(
@@ -238,8 +242,8 @@ def _check_sample(
                 "the copy fills other elements with zeros than those past the "
                 "matrix's edges (what TMA fills)",
             )
-    if len(covered) != rows * cols:
-        raise PassError(copy, "the copies do not cover the whole tile")
+    if len(covered) != math.prod(box) * cols:
+        raise PassError(copy, "the copies do not cover the whole box")
     return (*box, cols)
 
 

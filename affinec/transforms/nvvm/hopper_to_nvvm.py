@@ -495,6 +495,24 @@ def _destination(
                 indices.append(o)
                 offset += o * stride * bits // 8
         return view.source, offset, indices
+    if (
+        isinstance(view, memref.ReinterpretCastOp)
+        and view.source in workgroup
+        and DYNAMIC_INDEX in view.static_offsets.get_values()
+    ):
+        # a box of more dimensions than the buffer's tile at a dynamic element
+        t = view.source.type
+        assert isinstance(t, MemRefType)
+        (at,) = view.offsets
+        need = max(swizzle_alignment(op.map_type.swizzle_span), 128)
+        step = _multiple_of(at) * element_bitwidth(t.get_element_type()) // 8
+        if step % need:
+            raise PassError(
+                op,
+                f"loads into a view whose dynamic offset moves it by multiples of "
+                f"{step} bytes, not of {need}",
+            )
+        return view.source, 0, [*[0] * (t.get_num_dims() - 1), at]
     if isinstance(view, memref.SubviewOp | memref.ReinterpretCastOp) and (
         view.source in workgroup
     ):
@@ -513,6 +531,21 @@ def _destination(
             op, "loads into a workgroup buffer of the kernel, or a view of one"
         )
     return dst, offset, None
+
+
+def _multiple_of(v: SSAValue) -> int:
+    """A number every value of the integer `v` is a multiple of (0: it is 0), from
+    the constants, products and sums that compute it (1 where it cannot tell)."""
+    op = v.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return abs(op.value.value.data)
+    if isinstance(op, arith.MuliOp):
+        return _multiple_of(op.lhs) * _multiple_of(op.rhs)
+    if isinstance(op, arith.AddiOp):
+        return math.gcd(_multiple_of(op.lhs), _multiple_of(op.rhs))
+    if isinstance(op, arith.IndexCastOp | arith.ExtUIOp | arith.ExtSIOp):
+        return _multiple_of(op.input)
+    return 1
 
 
 def _descriptor(
