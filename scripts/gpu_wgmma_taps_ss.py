@@ -1,9 +1,11 @@
 """`affinec-wgmma` reading both tiles by descriptor for 3x3 convolutions on an
 H100: ResNet-50's and VGG-16's stride-1 3x3s of 64 channels or more at batch 32,
 each kernel checked against float64 on the GPU first, then timed: the pass route
-one tap and 64 channels a step (`wgmma_taps_ss_config`, each of `SS_TILES`: route
-`wgmma ss`) against the pass route with A from registers (`wgmma_taps_config`,
-each of `TAPS_TILES`: `wgmma taps`), the Hopper template route
+one tap and 64 channels a step (`wgmma_taps_ss_config`: `ss_configs`' tiles by
+4-D TMA boxes, each step's MMAs in flight, route `wgmma ss`; the first by the
+promotion's cp.async copies, `wgmma ss cp.async`) against the pass route with A
+from registers (`wgmma_taps_config`, each of `TAPS_TILES`: `wgmma taps`), the
+Hopper template route
 (`config_for(spec, wgmma=True)`: `template wgmma`, `config_for`'s kernel on
 sm_90a for 3x3s of 128 channels or more) and cuDNN (torch), all in the same run.
 
@@ -65,9 +67,10 @@ def layers(batch: int) -> list[tuple[str, ConvSpec]]:
 def routes(spec: Spec) -> list[tuple[str, KernelConfig | None, str]]:
     """(route, configuration, note) of every kernel measured for `spec`."""
     out: list[tuple[str, KernelConfig | None, str]] = [
-        ("wgmma ss", c, "") for c in ss_configs(spec, ARCH)
+        ("wgmma ss" if c.tma else "wgmma ss cp.async", c, "")
+        for c in ss_configs(spec, ARCH)
     ]
-    taps = taps_configs(spec, ARCH)
+    taps = taps_configs(spec, ARCH)[:2]  # measured before: two tiles to compare
     out += [("wgmma taps", c, "") for c in taps]
     if not taps:
         out.append(("wgmma taps", None, "wgmma_taps_config takes none of its tiles"))
@@ -82,8 +85,8 @@ def best_table(rows: list[Row]) -> str:
     """Per layer: cuDNN, each route's fastest correct kernel (ms), and the ss
     route's ratios."""
     lines = [
-        f"{'layer':40} {'cuDNN':>8} {'ss':>8} {'taps':>8} {'template':>8} "
-        f"{'ss/cuDNN':>9} {'vs tmpl':>7}  best ss tile"
+        f"{'layer':40} {'cuDNN':>8} {'ss':>8} {'ss cp':>8} {'taps':>8} "
+        f"{'template':>8} {'ss/cuDNN':>9} {'vs tmpl':>7}  best ss tile"
     ]
     for case in dict.fromkeys(r.case for r in rows):
         mine = [r for r in rows if r.case == case]
@@ -94,7 +97,7 @@ def best_table(rows: list[Row]) -> str:
 
         vendor = next((r for r in mine if r.route == "cuDNN" and r.ms), None)
         ss, template = best("wgmma ss"), best("template wgmma")
-        cells = [vendor, ss, best("wgmma taps"), template]
+        cells = [vendor, ss, best("wgmma ss cp.async"), best("wgmma taps"), template]
         text = " ".join(f"{c.ms:8.4f}" if c else f"{'-':>8}" for c in cells)
         ratio = f"{vendor.ms / ss.ms:8.2f}x" if ss and vendor else f"{'-':>9}"
         gain = f"{template.ms / ss.ms:6.2f}x" if ss and template else f"{'-':>7}"
@@ -144,7 +147,8 @@ def main() -> int:
             )
         with open(os.path.join(args.out, "wgmma_taps_ss.json"), "w") as f:
             json.dump({"arch": ARCH, "rows": [asdict(r) for r in rows]}, f, indent=1)
-    checked = [r for r in rows if r.route == "wgmma ss" and r.error is not None]
+    mine = ("wgmma ss", "wgmma ss cp.async")
+    checked = [r for r in rows if r.route in mine and r.error is not None]
     wrong = [r for r in checked if not r.ok]
     print()
     print(best_table(rows))

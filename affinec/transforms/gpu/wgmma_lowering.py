@@ -28,6 +28,12 @@ rewritten (`rewrite_wgmma`):
 B is read as the copy wrote it: a K x N tile (N innermost) is `wgmma`'s MN-major
 ("transposed") B, an N x K one its K-major B; nothing is copied again. The tiles
 are laid out for `wgmma` by `affinec-plan-shared-memory` (`wgmma_lowering_layout`).
+
+Where the block's A tile is a box of its pixels in several dimensions (a
+convolution tiled one tap at a time: images x rows x columns x channels at the
+tap's shifted origin), its pixel dimensions are merged into one and it is read so,
+by descriptor (`wgmma_lowering_boxes`); where it is none (a step holding several
+taps, a stride), A comes from registers (`wgmma_registers`).
 """
 
 from __future__ import annotations

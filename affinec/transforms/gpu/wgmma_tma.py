@@ -10,12 +10,16 @@ copies (`wgmma_tma_copies.tile_copy` proves each copy band is a TMA box):
   T = 8 (16-byte rows, `wgmma`'s core matrices without swizzle) otherwise, or
   where element accesses touch the tile (a step cut short zeroes its columns past
   the channels: they see no swizzle);
-- the host makes one tensor map per matrix and box (`nvgpu.tma.create.descriptor`,
-  R x T, the slab's swizzle), which the kernel takes as a grid-constant parameter;
+- the host makes one tensor map per array and box (`nvgpu.tma.create.descriptor`,
+  R x T, the slab's swizzle; a box of more dimensions, a convolution's pixels at a
+  tap, its outer extents x T), which the kernel takes as a grid-constant
+  parameter;
 - the block makes one mbarrier per stage, initialized by one thread to one
   arrival per tile of a stage (`gpu.barrier` after, so every thread sees it);
-- each copy band becomes one thread's `arrive.expect_tx` of the tile's bytes on
-  the stage's barrier and the tile's TMA loads (a block band of one iteration);
+- each copy band becomes one thread's `arrive.expect_tx` of the box's bytes on
+  the stage's barrier and the box's TMA loads, one a slab (a block band of one
+  iteration), a box of more than two dimensions into a `memref.reinterpret_cast`
+  of the slab of its own shape (TMA's destination has the box's);
 - each `warpgroup_mma` step waits, every thread, for its stage's barrier at the
   parity of the stage's use: `(g floordiv stages) mod 2` for the step `g` whose
   tiles the stage holds (`g mod stages`, as the pipelining wrote it);

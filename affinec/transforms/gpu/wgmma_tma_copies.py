@@ -14,16 +14,27 @@ into the tile, the source indices clamped into the matrix and the copy zero-fill
     } {affinec.mapping = "block"}
 
 `tile_copy` reads such a band as a `TileCopy` — the tile, its stage index, the
-global matrix and the tile's origin in it (an affine map of values from outside
-the band) — after proving it: at every iteration of the band, for origins of the
-band's outer values drawn from a few samples, the unclamped source is the origin
-plus the tile element copied, the copies cover the tile exactly once, and the
-elements copied are the whole run where it lies inside the matrix, none where it
-lies outside. That is what a TMA box of the tile at the origin, zero-filled past
-the matrix's edges, writes too. Anything else is refused, located, with the reason
-(`PassError`), as are tiles TMA cannot load: a matrix that is not 2-D, rows that
-are not a multiple of 16 bytes apart (TMA's global strides), a box of more than
-256 rows.
+global array, the box and the tile's origin in the array (affine maps of values
+from outside the band) — after proving it: at every iteration of the band, for
+origins of the band's outer values drawn from a few samples, the unclamped source
+is the origin plus the element of the box copied, the box's elements row-major
+are the tile's (one tile row per element of the box's outer dimensions), the
+copies cover the box exactly once, and the elements copied are the whole run where
+it lies inside the array, none where it lies outside. That is what a TMA box at
+the origin, zero-filled past the array's edges, writes too. The array may have
+more dimensions than the tile: a convolution's NHWC input, whose tile at a tap
+(`affinec-wgmma`'s box of pixels, `wgmma_lowering_boxes`) is the 4-D box of the
+block's images x rows x columns x 64 channels at the tap's shifted origin
+(negative, or past the image, at its edges: the padding, TMA's zero fill):
+
+    %ih = affine.apply (d1 * 8 + d3 + d6 - 1)(%n0, %oh0, %ow0, %r, %s, %i, %h, %w, %v)
+    nvgpu.device_async_copy %input[%n, clamped %ih, clamped %iw, %v * 8],
+        %input_shared[%stage, (%i * 8 + %h) * 8 + %w, %v * 8], 8, %inside
+
+Its rows past the box (the last warpgroup's, idle) are left alone. Anything else
+is refused, located, with the reason (`PassError`), as are tiles TMA cannot load:
+an array of more than 5 dimensions, rows that are not a multiple of 16 bytes apart
+(TMA's global strides), a box of more than 256 elements along a dimension.
 """
 
 from __future__ import annotations
