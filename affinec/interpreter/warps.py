@@ -311,20 +311,45 @@ def mma(kind: MmaKind, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarra
 def exact_dot(A: np.ndarray, B: np.ndarray, C: np.ndarray) -> np.ndarray:
     """A @ B + C (float64 arrays whose products are exact) rounded once to f32; a
     stack of such products where the arrays have a leading dimension."""
-    products = A[..., :, :, None] * B[..., None, :, :]
-    total = products.sum(axis=-2) + C
+    total = A @ B + C
     D = total.astype(np.float32)
-    finite = np.isfinite(total)
-    # float64 summation errs by at most (k + 1) ulps of the magnitudes summed; where
-    # the whole error interval rounds to one f32, that f32 is the exact answer's.
-    bound = (A.shape[-1] + 2) * 2.0**-52 * (np.abs(products).sum(axis=-2) + np.abs(C))
+    # float64 summation, in any order, errs by at most (k + 1) ulps of the
+    # magnitudes summed; where the whole error interval rounds to one f32, that f32
+    # is the exact answer's.
+    magnitudes = np.abs(A) @ np.abs(B) + np.abs(C)
+    bound = (A.shape[-1] + 2) * 2.0**-52 * magnitudes
     low = (total - 2 * bound).astype(np.float32)
     high = (total + 2 * bound).astype(np.float32)
-    for at in np.argwhere(finite & (low != high)):
+    unsure = np.isfinite(total) & (low != high)
+    if unsure.any():
+        # Where every term is a multiple of one power of two q and the magnitudes
+        # stay below 2**52 q, every partial sum is exact in float64: the sum is the
+        # exact one, rounded once (f16 products often sum to an f32 midpoint).
+        quantum = np.minimum(
+            _lowest_bit(A).min(axis=-1)[..., :, None]
+            * _lowest_bit(B).min(axis=-2)[..., None, :],
+            _lowest_bit(C),
+        )
+        unsure &= ~(magnitudes < 2.0**52 * quantum)
+    # a sum of zeros is -0 where every term is, which a matrix product's own
+    # accumulator (+0 to start) loses: only a -0 in C can make one
+    unsure |= (total == 0) & np.signbit(C)
+    for at in np.argwhere(unsure):
         *stack, i, j = at
-        terms = products[(*stack, i, slice(None), j)].tolist()
-        D[tuple(at)] = _rounded_sum([*terms, float(C[tuple(at)])])
+        terms = (A[(*stack, i, slice(None))] * B[(*stack, slice(None), j)]).tolist()
+        terms.append(float(C[tuple(at)]))
+        exact = any(terms) or math.isnan(total[tuple(at)])
+        D[tuple(at)] = _rounded_sum(terms) if exact else np.float32(sum(terms))
     return D
+
+
+def _lowest_bit(x: np.ndarray) -> np.ndarray:
+    """The value of each element's lowest set bit (every multiple of it is a
+    multiple of this power of two); infinity for zeros and non-finite elements."""
+    mantissa, exponent = np.frexp(x)
+    digits = np.abs(np.ldexp(mantissa, 53)).astype(np.int64)
+    lowest = np.ldexp((digits & -digits).astype(np.float64), exponent - 53)
+    return np.where(np.isfinite(x) & (x != 0), lowest, np.inf)
 
 
 def _rounded_sum(terms: list[float]) -> np.float32:
