@@ -175,6 +175,21 @@ def test_mma_is_the_exact_sum_rounded_once(seed):
         assert D[i, j] == _rounded_to_f32(exact + Fraction(float(C[i, j])))
 
 
+def test_a_warpgroups_sums_at_f32_midpoints_are_rounded_once_to_even():
+    # small f16 integers and halves: every sum is exact in float64, many of them
+    # halfway between two f32 (C near 2**24, where f32 steps by 2), some tied
+    # sums of zeros; each must round to even, as the exact sum does
+    rng = np.random.default_rng(5)
+    A = (rng.integers(-8, 9, (64, 16)) / 2).astype(np.float16).astype(np.float64)
+    B = rng.integers(-3, 4, (16, 32)).astype(np.float16).astype(np.float64)
+    C = (2.0**24 + rng.integers(-64, 64, (64, 32))).astype(np.float64)
+    C[:8] = 0.0
+    D = exact_dot(A, B, C)
+    for i, j in itertools.product(range(64), range(32)):
+        exact = sum(Fraction(A[i, x]) * Fraction(B[x, j]) for x in range(16))
+        assert D[i, j] == _rounded_to_f32(exact + Fraction(C[i, j])), (i, j)
+
+
 def test_cancellation_that_float64_order_loses_is_exact():
     # 2**30 - 2**30 + 2**-24: float64, summing in order, loses the 2**-24.
     A = np.zeros((16, 16), np.float16)
