@@ -311,3 +311,21 @@ def test_a_step_of_channels_no_multiple_of_16_is_refused_located():
     message = _refused(_conv(64, 8, 64), _config(reduction_tile_sizes=(1, 1, 24)))
     assert "wgmma reads A by descriptor" not in message
     assert "the reduction step is K = 24" in message
+
+
+def test_the_gpu_script_measures_every_route_of_each_stride_1_3x3():
+    from repository_scripts import load_script
+
+    script = load_script("scripts/gpu_wgmma_taps_ss.py")
+    layers = script.layers(32)
+    # ResNet-50's 4 and VGG-16's 8 stride-1 3x3s of 64 channels or more
+    assert len(layers) == 12
+    assert all(spec.stride == (1, 1) and spec.c >= 64 for _, spec in layers)
+    assert [spec.c >= 128 for _, spec in layers] == [True] * 9 + [False] * 3
+    routes = script.routes(layers[0][1])
+    kinds = [route for route, _, _ in routes]
+    assert kinds.count("wgmma ss cp.async") == 1 and kinds.count("wgmma ss") >= 2
+    assert {"wgmma taps", "template wgmma"} <= set(kinds)
+    assert all(c is not None for _, c, _ in routes)
+    ss = [c for route, c, _ in routes if route == "wgmma ss"]
+    assert all(c.tma and c.reduction_tile_sizes == (1, 1, 64) for c in ss)
