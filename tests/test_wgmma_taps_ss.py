@@ -329,3 +329,24 @@ def test_the_gpu_script_measures_every_route_of_each_stride_1_3x3():
     assert all(c is not None for _, c, _ in routes)
     ss = [c for route, c, _ in routes if route == "wgmma ss"]
     assert all(c.tma and c.reduction_tile_sizes == (1, 1, 64) for c in ss)
+
+
+def test_a_box_landing_off_its_swizzle_alignment_is_refused_located():
+    """The view a 4-D box lands in moved 8 elements (16 bytes) on: its dynamic
+    offset no multiple of the 1024 bytes a 128-byte swizzle needs, refused where
+    the TMA load is lowered."""
+    from xdsl.dialects import memref
+    from xdsl.ir.affine import AffineMap
+
+    from affinec.base.diagnostics import PassError
+
+    spec = _conv(64, 8, 64)
+    module, rest = _through(spec, _config(tma=True), "affinec-tma-copies")
+    casts = [o for o in module.walk() if isinstance(o, memref.ReinterpretCastOp)]
+    assert casts
+    apply = casts[0].offsets[0].owner
+    m = apply.map.data
+    (e,) = m.results
+    apply.map = type(apply.map)(AffineMap(m.num_dims, m.num_symbols, (e + 8,)))
+    with pytest.raises(PassError, match="multiples of 16 bytes, not of 1024"):
+        Pipeline(rest).run(module)
