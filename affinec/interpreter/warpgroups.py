@@ -240,9 +240,11 @@ def nvvm_wgmma(op: nvvm.WgmmaMmaAsyncOp, lanes: list, state, base: int) -> list:
     matrix_b = _operand(op, b, n, not op.transposed_b, 2, state, base)
     c = np.zeros((WGMMA_M, n), np.float64)
     if op.accumulates:
-        c[rows, cols] = np.array([lane[2] for lane in lanes], np.float64)
+        # the registers' own type first (f32 scalars convert ten times faster as
+        # f32), then float64, exactly
+        c[rows, cols] = np.array([lane[2] for lane in lanes]).astype(np.float64)
     d = exact_dot(matrix_a, matrix_b.T, c)
-    return [tuple(d[rows[t], cols[t]]) for t in range(WARPGROUP_SIZE)]
+    return list(map(tuple, d[rows, cols]))
 
 
 def store_accumulator(ctx, op: nvgpu.WarpgroupMmaStoreOp, acc: np.ndarray, dst) -> None:
