@@ -117,11 +117,12 @@ def start_copy(
     valid = count if valid is None else int(valid)
     if not 0 <= valid <= count:
         raise InterpreterError(f"{valid} source elements for a copy of {count}", op)
-    if src.dtype != dst.dtype:
-        raise InterpreterError(f"copies {src.dtype} into a buffer of {dst.dtype}", op)
-    size = count * dst.dtype.itemsize
+    dtype = dst.dtype
+    if src.dtype != dtype:
+        raise InterpreterError(f"copies {src.dtype} into a buffer of {dtype}", op)
+    size = count * dtype.itemsize
     for what, offset in (("source", src_offset), ("destination", dst_offset)):
-        if offset * dst.dtype.itemsize % size:
+        if offset * dtype.itemsize % size:
             raise InterpreterError(
                 f"the {what} (element {offset}) is not aligned to the "
                 f"copy's {size} bytes",
@@ -133,9 +134,12 @@ def start_copy(
             f"of a buffer of {len(dst)} elements",
             op,
         )
-    values = np.zeros(count, dst.dtype)
-    if valid:
-        values[:valid] = read_row(op, src, src_offset, valid, ctx.linear % 32)
+    if valid == count:  # read_row's array is a copy of its own
+        values = read_row(op, src, src_offset, valid, ctx.linear % 32)
+    else:
+        values = np.zeros(count, dtype)
+        if valid:
+            values[:valid] = read_row(op, src, src_offset, valid, ctx.linear % 32)
     state = ctx.block
     run = slice(dst_offset, dst_offset + count)
     copy = Copy(op, ctx.linear, dst, run, values)
@@ -160,38 +164,47 @@ def claim(dst: SharedArray, run: slice | np.ndarray, copy: Copy, state) -> None:
     of its elements."""
     dst.mark_lane_reads()
     t, e = copy.thread, state.epoch
-    positions = np.arange(run.start, run.stop) if isinstance(run, slice) else run
+
+    def positions() -> np.ndarray:
+        return np.arange(run.start, run.stop) if isinstance(run, slice) else run
 
     def copying(k: int) -> int:
         state.thread = copy.owner(k)  # who the race names: the element's copier
         return k
 
-    written = (dst.write_epoch[run] == e) & (dst.writer[run] != t)
-    # the thread's warpgroup's own wgmma reads are done (those in flight: below)
-    own = WARPGROUP_READER - t // WARPGROUP_SIZE
-    read = (
-        (dst.read_epoch[run] == e) & (dst.reader[run] != t) & (dst.reader[run] != own)
-    )
-    if written.any():
+    # Each check first asks whether any element can have the mark it looks for
+    # (no write in this interval, no read in it, none released): most copies land
+    # on elements untouched since the last barrier.
+    if dst.written_in[0] == e:
         writers = dst.writer[run]
-        for writer in np.unique(writers[written]):
-            k = copying(int(positions[np.argmax(written & (writers == writer))]))
-            dst.conflict(k, _overwrites(copy), int(writer), overwrite=True)
-    if read.any():
-        k = copying(int(positions[np.argmax(read)]))
-        dst.race(k, f"{_overwrites(copy)} what {state.reader_name(dst.reader[k])} read")
-    released = dst.read_epoch[run] <= RELEASED
-    if released.any() and state.barriers is not None:
-        marks = dst.read_epoch[run]
-        for mark in np.unique(marks[released]):
-            why = state.barriers.unacquired(int(mark), t, e)
-            if why is not None:
-                k = int(positions[np.argmax(marks == mark)])
-                dst.race(k, f"{_overwrites(copy)} {why}", barrier=False)
+        written = (dst.write_epoch[run] == e) & (writers != t)
+        if written.any():
+            for writer in np.unique(writers[written]):
+                k = copying(int(positions()[np.argmax(written & (writers == writer))]))
+                dst.conflict(k, _overwrites(copy), int(writer), overwrite=True)
+    marks = dst.read_epoch[run]
+    if (marks == e).any():
+        # the thread's warpgroup's own wgmma reads are done (those in flight: below)
+        own = WARPGROUP_READER - t // WARPGROUP_SIZE
+        readers = dst.reader[run]
+        read = (marks == e) & (readers != t) & (readers != own)
+        if read.any():
+            k = copying(int(positions()[np.argmax(read)]))
+            dst.race(
+                k, f"{_overwrites(copy)} what {state.reader_name(dst.reader[k])} read"
+            )
+    if state.barriers is not None:
+        released = marks <= RELEASED
+        if released.any():
+            for mark in np.unique(marks[released]):
+                why = state.barriers.unacquired(int(mark), t, e)
+                if why is not None:
+                    k = int(positions()[np.argmax(marks == mark)])
+                    dst.race(k, f"{_overwrites(copy)} {why}", barrier=False)
     for in_flight in state.wgmma_reads:
         if (
             in_flight.buffer is dst
-            and (hit := in_flight.overlap(positions)) is not None
+            and (hit := in_flight.overlap(positions())) is not None
         ):
             dst.race(
                 hit,

@@ -338,8 +338,11 @@ def flat_pointer(op: Operation, array, indices: Sequence[int]) -> tuple:
     """A memref element as a pointer: (the buffer flattened, the element's row-major
     offset), unchecked like a `getelementptr`. A shared buffer's flat view keeps its
     race records."""
-    flat_view = getattr(array, "flat_view", None)
-    if flat_view is not None:
+    if array.__class__ is np.ndarray:
+        if not array.flags.c_contiguous:
+            raise InterpreterError("a pointer into a strided view", op)
+        buffer = array.reshape(-1)
+    elif (flat_view := getattr(array, "flat_view", None)) is not None:
         buffer = flat_view()
     elif array.flags.c_contiguous:
         buffer = array.reshape(-1)
@@ -353,9 +356,10 @@ def flat_pointer(op: Operation, array, indices: Sequence[int]) -> tuple:
 
 def checked_pointer(op: Operation, array, indices: Sequence[int]) -> tuple:
     """`flat_pointer`, with the indices checked against the memref's shape."""
-    shape = tuple(array.shape)
-    if any(not 0 <= i < d for i, d in zip(indices, shape, strict=True)):
-        out_of_bounds(op, tuple(indices), shape)
+    shape = array.shape
+    for i, d in zip(indices, shape, strict=True):
+        if not 0 <= i < d:
+            out_of_bounds(op, tuple(indices), tuple(shape))
     return flat_pointer(op, array, indices)
 
 
