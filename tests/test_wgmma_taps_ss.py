@@ -29,8 +29,9 @@ from affinec.driver.wgmma_taps_ss_config import wgmma_taps_ss_config
 from affinec.frontend.naive import build
 
 
-def _conv(c, hw, k, n=1, r=3, stride=1, epilogue="none", **kw) -> ConvSpec:
-    return ConvSpec(n, c, hw, hw, k, r, r, stride=stride, padding=r // 2,
+def _conv(c, hw, k, n=1, r=3, stride=1, epilogue="none", dilation=1, **kw) -> ConvSpec:
+    return ConvSpec(n, c, hw, hw, k, r, r, stride=stride,
+                    padding=dilation * (r // 2), dilation=dilation,
                     layout=kw.get("layout", "nhwc"),
                     filter_layout=kw.get("filter_layout", "rsck"),
                     dtype="f16", epilogue=epilogue)  # fmt: skip
@@ -61,8 +62,8 @@ def _through(spec, config, name: str = "affinec-wgmma"):
 @st.composite
 def ss_cases(draw):
     """A small 3x3 the route takes (partial pixel boxes at the image's edges, one
-    or two images, one or two channel steps, two blocks of output channels), and a
-    configuration of it: its tiles by cp.async or TMA."""
+    or two images, one or two channel steps, two blocks of output channels,
+    dilated or not), and a configuration of it: its tiles by cp.async or TMA."""
     # whole warpgroups of pixels, or the last one's rows past the box idle
     box = draw(st.sampled_from([(8, 8), (4, 16), (16, 8), (5, 7)]))
     hw = draw(st.integers(8, 10))
@@ -70,7 +71,8 @@ def ss_cases(draw):
     bn = draw(st.sampled_from([32, 64]))
     k = draw(st.sampled_from([bn, 2 * bn]))
     spec = _conv(c, hw, k, n=draw(st.integers(1, 2)),
-                 epilogue=draw(st.sampled_from(["none", "bias-relu"])))  # fmt: skip
+                 epilogue=draw(st.sampled_from(["none", "bias-relu"])),
+                 dilation=draw(st.sampled_from([1, 1, 2])))  # fmt: skip
     stages = draw(st.integers(1, 3))
     tma = draw(st.booleans())
     config = _config(
@@ -242,7 +244,7 @@ def test_the_configuration_tiles_one_tap_and_64_channels_a_step():
         (_conv(64, 8, 64), "sm_90", "wgmma needs a chip that has it"),
         (_conv(64, 8, 64, r=1), "sm_90a", "for convolutions with taps"),
         (_conv(64, 8, 64, filter_layout="kcrs"), "sm_90a", "RSCK filter"),
-        (_conv(64, 16, 64, stride=2), "sm_90a", "stride and dilation 1 only"),
+        (_conv(64, 16, 64, stride=2), "sm_90a", "the tile of a tap is a box of the input at stride 1 only"),
         (_conv(96, 8, 64), "sm_90a", "96 channels: a step reads 64"),
         (_conv(64, 8, 64, n=2), "sm_90a", "within one image, or whole images"),
     ],

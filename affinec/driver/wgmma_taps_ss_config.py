@@ -64,10 +64,10 @@ def wgmma_taps_ss_config(
         )
     if spec.dtype not in ("f16", "bf16"):
         raise ValueError(f"wgmma reads f16 or bf16 tiles, not {spec.dtype}")
-    if tuple(spec.stride) != (1, 1) or tuple(spec.dilation) != (1, 1):
+    if tuple(spec.stride) != (1, 1):
         raise ValueError(
-            f"a stride of {spec.stride} and a dilation of {spec.dilation}: the tile of a "
-            "tap is a box of the input at stride and dilation 1 only"
+            f"a stride of {spec.stride}: the tile of a tap is a box of the input at "
+            "stride 1 only (a strided one reads every other pixel)"
         )
     if spec.c % CHANNEL_STEP:
         raise ValueError(

@@ -62,13 +62,14 @@ from xdsl.ir.affine import AffineBinaryOpExpr, AffineBinaryOpKind, AffineExpr, A
 
 from affinec.base.diagnostics import PassError
 from affinec.dialects import affine, gpu, nvgpu
-from affinec.dialects.affinec import BLOCK, MAPPING, THREAD, mapping_of
+from affinec.dialects.affinec import BLOCK, GRID, MAPPING, THREAD, mapping_of
 from affinec.dialects.affinec_wgmma import (
     CORE,
     WarpgroupMmaRegistersOp,
     WarpgroupMmaStepOp,
 )
 from affinec.dialects.memref import CastOp
+from affinec.ir.ranges import value_range
 from affinec.transforms.gpu.bands import reallocated_shared
 from affinec.transforms.gpu.mma_fragments import Builder
 from affinec.transforms.gpu.thread_bands import new_thread_band
@@ -510,19 +511,35 @@ def _step_number(
 
 
 def _trip(step: Operation) -> tuple[AffineMap, list[SSAValue]]:
-    """One stage: the trip of the loop around `step` is the step's number."""
-    loop = step.parent_op()
-    while loop is not None and not isinstance(loop, affine.ForOp):
-        loop = loop.parent_op()
-    if loop is None:
-        return AffineMap(0, 0, (AffineExpr.constant(0),)), []
-    lower = loop.lowerBoundMap.data
-    if lower.num_dims or lower.num_symbols:
-        raise PassError(loop, "the reduction loop must start at a constant")
-    (lo,) = lower.results
-    d0 = AffineExpr.dimension(0)
-    step_value = loop.step.value.data
-    return AffineMap(1, 0, ((d0 - lo) // step_value,)), [loop.body.block.args[0]]
+    """One stage: the trip of the loops around `step` (in the grid band, outermost
+    first, row-major: a convolution's taps) is the step's number."""
+    loops = []
+    op = step.parent_op()
+    while op is not None and not (
+        isinstance(op, affine.ParallelOp) and mapping_of(op) == GRID
+    ):
+        if isinstance(op, affine.ForOp):
+            loops.append(op)
+        op = op.parent_op()
+    loops.reverse()
+    g: AffineExpr = AffineExpr.constant(0)
+    for k, loop in enumerate(loops):
+        lower = loop.lowerBoundMap.data
+        if lower.num_dims or lower.num_symbols:
+            raise PassError(loop, "the reduction loop must start at a constant")
+        (lo,) = lower.results
+        step_value = loop.step.value.data
+        if k:  # the trips of an inner loop count the outer one's
+            r = value_range(loop.induction_variable)
+            if r is None:
+                raise PassError(
+                    loop,
+                    "a loop around the reduction's steps of no constant trip count: "
+                    "one stage's phases are unknown",
+                )
+            g = g * ((r[1] - r[0]) // step_value + 1)
+        g = g + (AffineExpr.dimension(k) - lo) // step_value
+    return AffineMap(len(loops), 0, (g,)), [lp.body.block.args[0] for lp in loops]
 
 
 def _drop_copy_groups(grid: affine.ParallelOp) -> None:
