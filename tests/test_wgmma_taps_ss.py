@@ -352,3 +352,14 @@ def test_a_box_landing_off_its_swizzle_alignment_is_refused_located():
     apply.map = type(apply.map)(AffineMap(m.num_dims, m.num_symbols, (e + 8,)))
     with pytest.raises(PassError, match="multiples of 16 bytes, not of 1024"):
         Pipeline(rest).run(module)
+
+
+def test_one_stage_by_tma_numbers_its_steps_over_every_tap_and_channel_step():
+    """With one stage each step's phase is the parity of its number over the taps'
+    and the channels' loops (3 x 3 x 2 steps), not the innermost loop's trip:
+    the phases are proven and the result kept."""
+    spec = _conv(128, 8, 32)
+    module = build(spec)
+    config = _config(tile_sizes=(1, 8, 8, 32), stages=1, tma=True)
+    Pipeline(_passes(config)).run(module, check=True)
+    assert "nvvm.wgmma.mma_async" in str(module)
