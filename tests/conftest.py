@@ -48,6 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 SLOW_FIRST = (
+    "test_wgmma_taps_ss.py",
     "test_ray_tuning.py",
     "test_wgmma_rule.py",
     "test_doc_blocks.py",
