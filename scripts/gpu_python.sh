@@ -14,7 +14,10 @@ fi
 if ! python3 -c "import xdsl" 2>/dev/null; then
   python3 -m pip install --quiet --no-index --no-deps --no-cache-dir .whl/*.whl
 fi
-if ! python3 -c "import affinec.dialects" 2>/dev/null; then
+# The editable install maps affinec.passes and affinec.dialects (folders outside
+# affinec/) to the tree installed last: install this tree's when another's is.
+installed=$(python3 -c "import affinec.passes as p, os; print(os.path.dirname(p.__file__))" 2>/dev/null || true)
+if [ "$installed" != "$PWD/passes" ]; then
   python3 -m pip install --quiet --no-index --no-deps --no-build-isolation -e .
 fi
 # This tree's affinec first: the editable install may be another copy's (two trees

@@ -9,7 +9,7 @@ from affinec.driver.compiler import compile_to_ptx
 from affinec.driver.config import (
     MULTIPROCESSORS,
     WGMMA_PRODUCT_STAGES,
-    WGMMA_PRODUCT_TILE,
+    WGMMA_PRODUCT_TILES,
     config_for,
     grid_blocks,
     wgmma_config_for,
@@ -27,7 +27,7 @@ def test_a_wide_1x1_at_batch_32_goes_to_warpgroups_on_sm_90a_only():
     spec = _layer("stage4 1x1 512-256 @28", 32)
     config = config_for(spec, arch="sm_90a")
     assert config.tensor_core == "wgmma" and config.flatten_pixels
-    assert config.tile_sizes == WGMMA_PRODUCT_TILE
+    assert config.tile_sizes == WGMMA_PRODUCT_TILES[0]
     assert config.stages == WGMMA_PRODUCT_STAGES and config.tma and config.in_flight
     assert config_for(spec, arch="sm_90").tensor_core == "mma.sync"
 
@@ -35,7 +35,7 @@ def test_a_wide_1x1_at_batch_32_goes_to_warpgroups_on_sm_90a_only():
 @pytest.mark.parametrize(
     "name, batch, why",
     [
-        ("stage5 1x1 2048-512 @7", 32, "52 blocks of 128x128: split instead"),
+        ("stage5 1x1 2048-512 @7", 32, "52 blocks of 128x128, 104 of 128x64"),
         ("stage2 1x1 256-64 @56", 32, "64 output channels"),
         ("stage2 1x1 64-256 @56", 32, "64 channels reduced"),
         ("stage4 1x1 512-256 @28", 1, "a grid of 13 blocks"),
@@ -46,6 +46,41 @@ def test_a_wide_1x1_at_batch_32_goes_to_warpgroups_on_sm_90a_only():
 def test_narrow_or_small_products_stay_on_mma_sync(name, batch, why):
     config = config_for(_layer(name, batch), arch="sm_90a")
     assert config.tensor_core == "mma.sync" and not config.wgmma, why
+
+
+def test_a_wide_1x1_whose_128_wide_tiles_leave_the_chip_idle_takes_64_wide_ones():
+    spec = _layer("stage4 1x1 1024-256 @14", 32)  # 98 blocks of 128 x 128
+    config = config_for(spec, arch="sm_90a")
+    assert config.tensor_core == "wgmma" and config.tile_sizes == WGMMA_PRODUCT_TILES[1]
+    assert grid_blocks(spec, config) >= MULTIPROCESSORS
+
+
+def test_a_short_reduction_keeps_its_128_wide_tiles_or_none():
+    # MobileNetV2's 1x1 160-960 at 7 x 7: 104 blocks of 128 x 128, three steps of
+    # reduction: not enough for the 64-wide tile
+    (expand,) = [
+        x.spec for x in network("mobilenet_v2", 32) if x.name == "expand 1x1 160-960 @7"
+    ]
+    assert config_for(expand, arch="sm_90a").tensor_core == "mma.sync"
+    (last,) = [
+        x.spec for x in network("mobilenet_v2", 32) if x.name == "last 1x1 320-1280 @7"
+    ]
+    assert config_for(last, arch="sm_90a").tile_sizes == WGMMA_PRODUCT_TILES[1]
+
+
+@pytest.mark.parametrize(
+    "name, tile",
+    [
+        ("stage5 3x3 512 @7", (64, 64)),  # a 7 x 7 image: 49 of 128 pixels computed
+        ("stage5 3x3/2 512 @14", (64, 64)),
+        ("stage4 3x3 256 @14", (128, 64)),  # 64 and 128 compute as much: the larger
+        ("stage3 3x3 128 @28", (128, 128)),
+    ],
+)
+def test_hoppers_kernel_takes_the_largest_tile_that_computes_few_pixels_past_the_image(
+    name, tile
+):
+    assert wgmma_config_for(_layer(name, 32), "sm_90a").wgmma_tile == tile
 
 
 @pytest.mark.parametrize("name", ["stage3 3x3/2 128 @56", "stage4 3x3 256 @14"])

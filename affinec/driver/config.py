@@ -447,9 +447,20 @@ twice the blocks, each on four warps of 32 x 32."""
 SMALL_PRODUCT_ROWS = 64
 
 
-WGMMA_PRODUCT_TILE = (128, 128)
-"""The block tile of a product `filling_config_for` puts on `affinec-wgmma`: two
-warpgroups of 64 rows, 128 columns each."""
+WGMMA_PRODUCT_TILES = ((128, 128), (128, 64))
+"""The block tiles of a product `filling_config_for` puts on `affinec-wgmma`, the
+first whose grid fills the chip: two warpgroups of 64 rows, 128 columns each, or 64
+where 128 leave multiprocessors idle and the reduction is `NARROW_TILE_MIN_REDUCTION`
+or longer. Fitted on ResNet-50's 1x1s at batch 32 (H100, 2026-12-07,
+`benchmarks/layer_sweep.py`: the 1x1 1024-256 at 14 x 14, 98 blocks of 128 x 128, ran
+12.2 us in 196 of 128 x 64 against 18.3 on `mma.sync`); reported on ResNet-50 at
+batch 16 (docs/BENCHMARKS.md)."""
+NARROW_TILE_MIN_REDUCTION = 256
+"""The fewest channels a product reduces over for its 128 x 64 tile: a block then
+does half the work of a 128 x 128 one, and over fewer than four steps of 64 the
+pipeline's fill and drain are most of it. MobileNetV2's 1x1 160-960 at 7 x 7, batch
+32 (three steps), ran 10.7 us on it against 6.9 on `mma.sync`; its 320-1280 (five
+steps) 6.7 against 10.7 (H100, 2026-12-07)."""
 WGMMA_PRODUCT_STAGES = 4
 """Its steps in flight: each step waits for its warpgroup MMAs before the next
 copy is issued, so more copies in flight hide more of the wait. Fitted on
@@ -464,7 +475,7 @@ ResNet-50's 1x1s of 64 channels ran no faster on it than on `mma.sync`."""
 
 def _warpgroup_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None:
     """On sm_90a, a product or a 1x1 convolution over its flattened pixels on
-    `affinec-wgmma` in `WGMMA_PRODUCT_TILE` tiles, `WGMMA_PRODUCT_STAGES` in flight,
+    `affinec-wgmma` in `WGMMA_PRODUCT_TILES` tiles, `WGMMA_PRODUCT_STAGES` in flight,
     the promotion's copies loaded by TMA with the MMAs in flight
     (`warpgroup_product_config`), where its tiles give every multiprocessor a
     block (a smaller grid is left to the split reduction of `filling_config_for`);
@@ -473,13 +484,17 @@ def _warpgroup_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None
     batch 8 and 16, which the fit never saw (docs/BENCHMARKS.md)."""
     if arch != "sm_90a" or tf32:
         return None
-    config = warpgroup_product_config(spec, WGMMA_PRODUCT_TILE, arch)
-    if config is None:
-        return None
-    product = flattened_spec(spec) if config.flatten_pixels else spec
-    if grid_blocks(product, config) < MULTIPROCESSORS:
-        return None
-    return config
+    for tile in WGMMA_PRODUCT_TILES:
+        config = warpgroup_product_config(spec, tile, arch)
+        if config is None:
+            return None
+        product = flattened_spec(spec) if config.flatten_pixels else spec
+        assert isinstance(product, MatmulSpec)
+        if tile != WGMMA_PRODUCT_TILES[0] and product.k < NARROW_TILE_MIN_REDUCTION:
+            return None
+        if grid_blocks(product, config) >= MULTIPROCESSORS:
+            return config
+    return None
 
 
 def warpgroup_product_config(

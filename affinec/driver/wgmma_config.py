@@ -10,7 +10,7 @@ import math
 from affinec.base.spec import ConvSpec, Spec, flattened_spec, flattens
 from affinec.driver.kernel_config import KernelConfig
 from affinec.hardware.chips import chip
-from affinec.transforms.gpu.wgmma_plan import plan_of, route_refusal
+from affinec.transforms.gpu.wgmma_plan import GemmKernel, plan_of, route_refusal
 
 MULTIPROCESSORS = 132
 """The H100 SXM's: the blocks a grid needs to fill the chip once."""
@@ -23,8 +23,11 @@ def wgmma_config_for(spec: Spec, arch: str = "sm_90a") -> KernelConfig:
     """Hopper's kernel for a product or a convolution of f16 or bf16 on `arch` (a 1x1
     convolution through its flattened pixels, other NHWC ones tap by tap):
     of the tiles of `WGMMA_TILES` that compute at most a quarter more columns than
-    there are (or the fewest), the largest that still gives every multiprocessor a
-    block,
+    there are (or the fewest) and give every multiprocessor a block, the largest
+    that computes at most `COMPUTED_SLACK` times the fewest outputs (a convolution's
+    block is a box of one image's pixels: a 7 x 7 image in a box of 128 computes
+    2.6 times its pixels, in one of 64 1.3 times), or the smallest where none fills
+    the chip,
     4 stages (3 for the widest tile over at most 2 steps of K), MMAs in flight
     (timed on the H100 on 3x3s at batch 32, 2026-12-07: docs/BENCHMARKS.md); a
     ValueError naming what stops the spec or the chip."""
@@ -43,10 +46,18 @@ def wgmma_config_for(spec: Spec, arch: str = "sm_90a") -> KernelConfig:
 
     least = min(wasted(t) for t in WGMMA_TILES)
     tiles = [t for t in WGMMA_TILES if wasted(t) <= max(1.25, least)]
-    for tile in tiles:
-        plan = plan_of(routed, tile)
-        if plan.grid[0] * plan.grid[1] >= MULTIPROCESSORS:
-            break
+    plans = {t: plan_of(routed, t) for t in tiles}
+    filling = [
+        t for t in tiles if plans[t].grid[0] * plans[t].grid[1] >= MULTIPROCESSORS
+    ]
+    if filling:
+        fewest = min(plan_outputs(plans[t]) for t in filling)
+        tile = next(
+            t for t in filling if plan_outputs(plans[t]) <= COMPUTED_SLACK * fewest
+        )
+    else:
+        tile = tiles[-1]
+    plan = plans[tile]
     return KernelConfig(
         wgmma=True,
         wgmma_tile=tile,
@@ -54,6 +65,21 @@ def wgmma_config_for(spec: Spec, arch: str = "sm_90a") -> KernelConfig:
         wgmma_schedule="in-flight",
         flatten_pixels=flatten,
     )
+
+
+COMPUTED_SLACK = 1.5
+"""How many times the outputs of the tile that computes the fewest a larger tile
+may compute and still be `wgmma_config_for`'s choice. From ResNet-50's 3x3s at
+batch 32 (H100, 2026-12-07, `benchmarks/layer_sweep.py`): where a 128-row and a
+64-row tile computed as much (14 x 14 and 28 x 28 images) the larger ran 1-35 %
+faster; at 7 x 7, where the 128-row box computes twice what the 64-row one does,
+the 64 x 64 tile ran 2.1x faster than the 128 x 64 one (24.7 against 51.5 us)."""
+
+
+def plan_outputs(plan: GemmKernel) -> int:
+    """The outputs the blocks of `plan` compute, those past the edges counted."""
+    columns, rows, _ = plan.grid
+    return columns * rows * plan.tile_m * plan.tile_n
 
 
 def wgmma_grid_blocks(spec: Spec, config: KernelConfig) -> int:
