@@ -68,6 +68,10 @@
 #             wide 3x3s on Hopper's kernel):
 #             ResNet-50 at batch 32 (the fit), 16 and 8 (unseen) compiled for sm_90
 #             (no rule) and sm_90a (the rule), same run, cuDNN alongside
+#   ss_rule   the descriptor route's rule for 3x3s (sweep variant "ss",
+#             ss_config_for: fitted on ResNet-50's and VGG-16's 3x3s at batch 32)
+#             against config_for over the whole of both networks at batch 8, 16
+#             (unseen) and 32, every kernel checked against float64, cuDNN alongside
 #   codegen   affinec bench in f16 twice, LLVM's code generation as it is and with
 #             AFFINEC_FAST_CODEGEN=1 (no straight-line strength reduction: a third of
 #             the compile time): whether the kernels lose anything by it
@@ -298,6 +302,13 @@ step_tune_networks() {  # both models tuned whole in one pipeline (<= 5 min), th
     --network resnet50 mobilenet_v2 --batch 1 32 --tuned --json "$OUT/networks_tuned.json"
   tail -6 "$OUT/networks-tuned.log"
   sed -n '/^network  *batch shapes/,$p' "$OUT/tune-networks.log" | head -24
+}
+
+step_ss_rule() {  # the descriptor route's rule against config_for, whole networks
+  run ss-rule "${SS_RULE_LIMIT_S:-420}" $PY benchmarks/layer_sweep.py \
+    --network resnet50 vgg16 --batch 8 16 32 --arch sm_90a \
+    --variant config_for ss --json "$OUT/ss_rule.json"
+  tail -12 "$OUT/ss-rule.log"
 }
 
 step_halved_block() {  # the window route's block halved on every 3x3 of two networks

@@ -28,6 +28,7 @@ from affinec.driver.config import (
     wgmma_config_for,
 )
 from affinec.driver.kernel_config import with_knobs
+from affinec.driver.wgmma_taps_ss_rule import ss_config_for
 from affinec.frontend.contraction import is_depthwise
 
 _WIDE = {"tile_sizes": (128, 128), "reduction_tile_sizes": (32,), "stages": 4}
@@ -99,6 +100,7 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
     "hopper 64x64": ({}, {"wgmma_tile": (64, 64)}),
     "tma 128x128": ({}, {"tile_sizes": (128, 128)}),
     "tma 128x64": ({}, {"tile_sizes": (128, 64)}),
+    "ss": ({}, {}),
 }
 """Every named variant `benchmarks/layer_sweep.py` can time: flattened 1x1s as
 products on wider or narrower blocks and more warps; the window route's steps one
@@ -110,7 +112,8 @@ reduction split; a depthwise convolution's channels strided across the block
 and those vectors on blocks as large as at any batch, the grid left unfilled;
 on sm_90a, Hopper's kernel (`wgmma_config_for`'s tile, or 64 x 64) and a product's
 or 1x1's `affinec-wgmma` kernel with TMA stages (`warpgroup_product_config`) in
-128 x 128 or 128 x 64 tiles, whatever the grid."""
+128 x 128 or 128 x 64 tiles, whatever the grid; a 3x3 on `affinec-wgmma`'s
+descriptor route in the block `ss_config_for` picks ("ss")."""
 
 TUNER_NEIGHBOURS = (
     "unsplit",
@@ -147,6 +150,9 @@ def variant_config(
         # Hopper's kernel (TMA tap by tap, MMAs in flight): wgmma_config_for
         # names what stops it
         return with_knobs(wgmma_config_for(spec, arch), **knobs)
+    if name == "ss":
+        # the descriptor route's rule for 3x3s (not yet config_for's)
+        return ss_config_for(spec, arch)
     if name.startswith("tma "):
         if arch != "sm_90a":
             raise ValueError(f"'{name}' is affinec-wgmma's: sm_90a, not {arch}")

@@ -1,0 +1,112 @@
+"""Which block `affinec-wgmma`'s descriptor route gives a 3x3 (`ss_config_for`): a
+rule fitted on the H100's timings of that route, to be measured against
+`config_for` before `config_for` takes it (the sweep variant "ss").
+
+The candidates are the blocks `ss_configs` times: `SS_TILES`' pixels at most (the
+box `pixel_tile` or `pixel_box` picks) by their output channels. Each is costed
+as the waves of blocks the chip runs one after the other times a block's work,
+rows and columns each with a fixed part that does not shrink with the tile (the
+pipeline's fill and drain, the epilogue):
+
+    cost = ceil(blocks / 132) * (rows + BLOCK_ROWS) * (columns + BLOCK_COLUMNS)
+
+with `rows` the box's pixels rounded up to warpgroups of 64; the cheapest wins, on
+ties the box whose window reads the fewest input pixels per output, then the larger. Fitted on the stride-1 3x3s of 128 channels or more of
+ResNet-50 and VGG-16 at batch 32 (H100, 2026-12-07, `scripts/gpu_wgmma_taps_ss.py`):
+it picks the fastest measured block of all nine (`BLOCK_ROWS` 32 to 48 do; 0 and 64
+miss two each). Not yet measured on shapes it was not fitted on.
+"""
+
+from __future__ import annotations
+
+import math
+
+from affinec.base.spec import ConvSpec, Spec
+from affinec.driver.kernel_config import KernelConfig
+from affinec.driver.wgmma_config import MULTIPROCESSORS
+from affinec.driver.wgmma_taps_config import pixel_tile
+from affinec.driver.wgmma_taps_ss_config import SS_TILES, wgmma_taps_ss_config
+from affinec.transforms.gpu.wgmma_plan import pixel_box
+
+BLOCK_ROWS = 48
+"""A block's work that does not shrink with its pixels, in rows of the tile."""
+
+BLOCK_COLUMNS = 16
+"""A block's work that does not shrink with its output channels, in columns."""
+
+MIN_CHANNELS = 128
+"""The fewest channels in and out the rule takes: at 64 the route was timed on two
+layers only (0.89x and 1.03x `config_for`'s mma.sync kernel)."""
+
+MIN_BLOCKS = 128
+"""The fewest blocks the rule's choice may have: the fastest blocks measured had as
+few (ResNet-50's 3x3 128 at 28^2, batch 32: 0.97 of a wave); no grid of fewer was
+timed."""
+
+
+def ss_cost(spec: ConvSpec, config: KernelConfig) -> tuple[int, float, int]:
+    """(waves x a block's rows x its columns, the input pixels its window reads per
+    output pixel, the box's pixels negated): the rule's order of the candidates,
+    the cheapest first; on ties the smaller halo, then the larger box."""
+    images, height, width, columns = config.tile_sizes
+    pixels = images * height * width
+    rows = math.ceil(pixels / 64) * 64
+    waves = math.ceil(ss_blocks(spec, config) / MULTIPROCESSORS)
+    window = ((height - 1) * spec.stride[0] + spec.dilated_r) * (
+        (width - 1) * spec.stride[1] + spec.dilated_s
+    )
+    cost = waves * (rows + BLOCK_ROWS) * (columns + BLOCK_COLUMNS)
+    return cost, round(window / (height * width), 3), -pixels
+
+
+def ss_blocks(spec: ConvSpec, config: KernelConfig) -> int:
+    """The blocks of `config`'s grid over `spec`."""
+    images, height, width, columns = config.tile_sizes
+    return (
+        math.ceil(spec.n / images)
+        * math.ceil(spec.out_h / height)
+        * math.ceil(spec.out_w / width)
+        * math.ceil(spec.k / columns)
+    )
+
+
+def ss_config_for(spec: Spec, arch: str = "sm_90a") -> KernelConfig:
+    """The descriptor route's configuration of the stride-1 convolution with taps
+    `spec` (of `MIN_CHANNELS` or more channels in and out) whose cost `ss_cost` is
+    least, where its grid gives every multiprocessor a block; a ValueError naming
+    what stops it otherwise."""
+    if not isinstance(spec, ConvSpec) or spec.r * spec.s == 1:
+        raise ValueError("the descriptor route's rule is for convolutions with taps")
+    if min(spec.c, spec.k) < MIN_CHANNELS:
+        raise ValueError(
+            f"{spec.c} channels in, {spec.k} out: the rule takes {MIN_CHANNELS} or more"
+        )
+    candidates: list[KernelConfig] = []
+    reasons: list[str] = []
+    for rows, columns in SS_TILES:
+        boxes = {pixel_tile(spec, rows), (1, *pixel_box(spec.out_h, spec.out_w, rows))}
+        for box in sorted(boxes):
+            try:
+                config = wgmma_taps_ss_config(spec, rows, columns, box=box, arch=arch)
+            except ValueError as e:
+                reasons.append(str(e))
+                continue
+            if config not in candidates:
+                candidates.append(config)
+    if not candidates:
+        raise ValueError(reasons[0] if reasons else "no block takes the spec")
+    best = min(candidates, key=lambda c: ss_cost(spec, c))
+    blocks = ss_blocks(spec, best)
+    if blocks < MIN_BLOCKS:
+        raise ValueError(f"{blocks} blocks: fewer than {MIN_BLOCKS}")
+    return best
+
+
+__all__ = [
+    "BLOCK_COLUMNS",
+    "BLOCK_ROWS",
+    "MIN_BLOCKS",
+    "ss_blocks",
+    "ss_config_for",
+    "ss_cost",
+]
