@@ -5,6 +5,8 @@ warpgroup matrix descriptors and accumulators.
     !nvgpu.mbarrier.token
     !nvgpu.tensormap.descriptor<tensor = memref<64x64xf16, 3>, swizzle = swizzle_128b,
                                 l2promo = none, oob = zero, interleave = none>
+    !nvgpu.tensormap.descriptor<tensor = memref<1x8x8x64xf16, 3>, ...,
+                                traversal = [1, 2, 2, 1]>   // affinec's: every 2nd
     !nvgpu.warpgroup.descriptor<tensor = memref<64x64xf16, 3>>
     !nvgpu.warpgroup.accumulator<fragmented = vector<64x128xf32>>
 
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     Float32Type,
     IntAttr,
     MemRefType,
@@ -40,6 +43,9 @@ T = TypeVar("T", bound=ParametrizedAttribute)
 MAX_BARRIERS = max(c.max_shared_per_block for c in CHIPS.values()) // 8
 """The most barriers a group may have: as many as fit the largest block's shared
 memory (sm_90's 227 KiB), 8 bytes each."""
+
+MAX_ELEMENT_STRIDE = 8
+"""The largest traversal stride (element stride) of a tensor map."""
 
 TENSOR_MAP_BYTES = 128
 """A TMA descriptor (CUtensorMap) is 128 bytes, passed to a kernel by value..."""
@@ -151,7 +157,12 @@ _INTERLEAVES = ("none", "interleave_16b", "interleave_32b")
 class TensorMapDescriptorType(ParametrizedAttribute, TypeAttribute):
     """`!nvgpu.tensormap.descriptor<tensor = memref<...>, swizzle = ..., l2promo =
     ..., oob = ..., interleave = ...>`: a TMA descriptor (CUtensorMap) whose box is
-    the shared memref `tensor`; the global tensor it reads is known at run time."""
+    the shared memref `tensor`; the global tensor it reads is known at run time.
+
+    affinec's `traversal = [...]` (left out where all 1, MLIR's form) are the
+    descriptor's element strides, outermost first: the box takes every s-th
+    element of the global tensor along a dimension of stride s, `tensor` its
+    extents as it lands (the driver's box spans s times as many)."""
 
     name = "nvgpu.tensormap.descriptor"
 
@@ -160,6 +171,7 @@ class TensorMapDescriptorType(ParametrizedAttribute, TypeAttribute):
     l2promo: StringAttr = param_def()
     oob: StringAttr = param_def()
     interleave: StringAttr = param_def()
+    traversal: ArrayAttr[IntAttr] = param_def()
 
     def __init__(
         self,
@@ -168,14 +180,23 @@ class TensorMapDescriptorType(ParametrizedAttribute, TypeAttribute):
         l2promo: str = "none",
         oob: str = "zero",
         interleave: str = "none",
+        traversal: Sequence[int] = (),
     ):
+        strides = tuple(traversal) or (1,) * tensor.get_num_dims()
         super().__init__(
-            tensor, *(StringAttr(s) for s in (swizzle, l2promo, oob, interleave))
+            tensor,
+            *(StringAttr(s) for s in (swizzle, l2promo, oob, interleave)),
+            ArrayAttr([IntAttr(k) for k in strides]),
         )
 
     @property
     def swizzle_span(self) -> int:
         return SWIZZLE_SPANS[self.swizzle.data]
+
+    @property
+    def element_strides(self) -> tuple[int, ...]:
+        """The traversal strides, outermost first."""
+        return tuple(k.data for k in self.traversal)
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
@@ -194,14 +215,25 @@ class TensorMapDescriptorType(ParametrizedAttribute, TypeAttribute):
 
             return parse
 
+        def strides() -> ArrayAttr[IntAttr]:
+            values = parser.parse_comma_separated_list(
+                parser.Delimiter.SQUARE, parser.parse_integer
+            )
+            return ArrayAttr([IntAttr(k) for k in values])
+
         options = {
             "tensor": parser.parse_type,
             "swizzle": keyword("TensorMapSwizzleKind", _SWIZZLES),
             "l2promo": keyword("TensorMapL2PromoKind", _L2_PROMOTIONS),
             "oob": keyword("TensorMapOOBKind", _OOB_FILLS),
             "interleave": keyword("TensorMapInterleaveKind", _INTERLEAVES),
+            "traversal": strides,
         }
-        given = _parse_options(parser, options, tuple(options))
+        required = tuple(options)[:-1]
+        given = _parse_options(parser, options, required)
+        tensor = given["tensor"]
+        if "traversal" not in given and isinstance(tensor, MemRefType):
+            given["traversal"] = ArrayAttr([IntAttr(1)] * tensor.get_num_dims())
         return tuple(given[k] for k in options)
 
     def print_parameters(self, printer: Printer) -> None:
@@ -209,6 +241,8 @@ class TensorMapDescriptorType(ParametrizedAttribute, TypeAttribute):
         printer.print_attribute(self.tensor)
         for key in ("swizzle", "l2promo", "oob", "interleave"):
             printer.print_string(f", {key} = {getattr(self, key).data}")
+        if any(k != 1 for k in self.element_strides):
+            printer.print_string(f", traversal = {list(self.element_strides)}")
         printer.print_string(">")
 
     def verify(self) -> None:
@@ -230,6 +264,19 @@ class TensorMapDescriptorType(ParametrizedAttribute, TypeAttribute):
         ):
             if getattr(self, key).data not in choices:
                 raise VerifyException(f"{key} must be one of {', '.join(choices)}")
+        strides = self.element_strides
+        if len(strides) != t.get_num_dims() or not all(
+            1 <= k <= MAX_ELEMENT_STRIDE for k in strides
+        ):
+            raise VerifyException(
+                f"traversal strides from 1 to {MAX_ELEMENT_STRIDE}, one a dimension "
+                f"of the box, got {list(strides)} for {t}"
+            )
+        if strides[-1] != 1:
+            raise VerifyException(
+                "the innermost dimension is traversed with a stride of 1 (no "
+                f"interleave), got {strides[-1]}"
+            )
 
 
 @irdl_attr_definition

@@ -1,14 +1,18 @@
 """A configuration of `affinec-wgmma` reading both tiles by descriptor for a
 convolution with taps (`wgmma_taps_ss_config`): the pass route's Hopper kernel of a
-3x3 in the template's schedule, one tap and 64 channels a step.
+3x3 in the template's schedule, one tap and 64 channels a step; strided ones too
+(a 3x3/2, a 1x1/2: one tap), each tap's tile the input's pixels at the stride.
 
 The reduction is tiled `(1, 1, 64)`, so the taps are loops around the compute band
 and the promotion copies, for each (tap, channel step), the input over the block's
 pixel box at the tap's shifted origin (images x rows x columns x 64, zero-filled
 past the image's edges: the padding) and the tap's 64 x N filter tile.
 `affinec-wgmma` reads that input tile as one 2-D tile of the block's pixels x 64
-channels, K-major (`wgmma_lowering_boxes`). Not `config_for`'s rule: a candidate
-to measure (`scripts/gpu_wgmma_taps_ss.py`).
+channels, K-major (`wgmma_lowering_boxes`). At a stride of s the promotion's box
+keeps every s-th input row and column (the footprint's lattice), and TMA loads it
+as a box with element strides s (`traversal = [1, s, s, 1]`, the driver's box
+spanning s times the pixels). Not `config_for`'s rule: a candidate to measure
+(`scripts/gpu_wgmma_taps_ss.py`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from affinec.driver.kernel_config import KernelConfig
 from affinec.driver.wgmma_taps_config import MAX_ROWS, pixel_tile
 from affinec.hardware.chips import chip
 from affinec.transforms.gpu.wgmma_plan import pixel_box
-from affinec.transforms.gpu.wgmma_tma_copies import MAX_BOX
+from affinec.transforms.gpu.wgmma_tma_copies import MAX_BOX, MAX_ELEMENT_STRIDE
 
 CHANNEL_STEP = 64
 """Channels a step: 128-byte rows of f16, one TMA box's swizzle span."""
@@ -52,9 +56,10 @@ def wgmma_taps_ss_config(
     target = chip(arch)
     if not target.has("wgmma"):
         raise ValueError(f"wgmma needs a chip that has it (sm_90a), not {arch}")
-    if not isinstance(spec, ConvSpec) or spec.r * spec.s == 1:
+    strided = isinstance(spec, ConvSpec) and tuple(spec.stride) != (1, 1)
+    if not isinstance(spec, ConvSpec) or (spec.r * spec.s == 1 and not strided):
         raise ValueError(
-            f"tiles of one tap a step are for convolutions with taps, not "
+            f"tiles of one tap a step are for convolutions with taps or strides, not "
             f"{spec.to_text()}"
         )
     if spec.layout != "nhwc" or spec.filter_layout != "rsck" or spec.groups != 1:
@@ -64,10 +69,10 @@ def wgmma_taps_ss_config(
         )
     if spec.dtype not in ("f16", "bf16"):
         raise ValueError(f"wgmma reads f16 or bf16 tiles, not {spec.dtype}")
-    if tuple(spec.stride) != (1, 1):
+    if any(not 1 <= k <= MAX_ELEMENT_STRIDE for k in spec.stride):
         raise ValueError(
-            f"a stride of {spec.stride}: the tile of a tap is a box of the input at "
-            "stride 1 only (a strided one reads every other pixel)"
+            f"a stride of {spec.stride}: the tile of a tap is a box of the input "
+            f"with element strides of at most {MAX_ELEMENT_STRIDE} (TMA's)"
         )
     if spec.c % CHANNEL_STEP:
         raise ValueError(
@@ -80,10 +85,12 @@ def wgmma_taps_ss_config(
             "channels (a multiple of 8 up to 256)"
         )
     images, height, width = box or pixel_tile(spec, rows)
-    if images * height * width > rows or max(images, height, width) > MAX_BOX:
+    sh, sw = spec.stride
+    if images * height * width > rows or max(images, height * sh, width * sw) > MAX_BOX:
         raise ValueError(
-            f"a box of {images}x{height}x{width} pixels: at most {rows}, and "
-            f"{MAX_BOX} along each dimension (TMA's boxes)"
+            f"a box of {images}x{height}x{width} pixels at strides {sh}x{sw}: at most "
+            f"{rows}, spanning at most {MAX_BOX} input pixels along each dimension "
+            "(TMA's boxes)"
         )
     if (images > 1 and (height, width) != (spec.out_h, spec.out_w)) or (
         height > spec.out_h or width > spec.out_w

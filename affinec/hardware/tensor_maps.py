@@ -9,7 +9,9 @@ The rules are the driver's (`cuTensorMapEncodeTiled`): 1 to 5 dimensions, the
 innermost contiguous, the others' strides multiples of 16 bytes below 2^40, the
 global address 16-byte aligned, box sizes from 1 to 256 with an innermost extent of
 a multiple of 16 bytes, and with a swizzle an innermost box extent of at most its
-span. The interpreter's `nvgpu.tma.create.descriptor` checks the same rules (this
+span. A box with element strides (traversal strides from 1 to 8, the innermost 1)
+takes every s-th element along a dimension of stride s: `box` counts the elements
+that land, the driver's box spans s times as many (at most 256). The interpreter's `nvgpu.tma.create.descriptor` checks the same rules (this
 module), so what it accepts the driver will.
 """
 
@@ -24,6 +26,7 @@ from affinec.base.dtypes import BFLOAT16
 
 MAX_BOX = 256
 MAX_STRIDE = 1 << 40
+MAX_ELEMENT_STRIDE = 8
 
 
 class TensorMapError(ValueError):
@@ -54,6 +57,12 @@ class TiledTensorMap:
     box: tuple[int, ...]
     swizzle: int = 0
     nan_fill: bool = False
+    element_strides: tuple[int, ...] = ()
+    """The traversal stride along each dimension, outermost first (empty: all 1)."""
+
+    @property
+    def traversal(self) -> tuple[int, ...]:
+        return self.element_strides or (1,) * len(self.box)
 
     @staticmethod
     def of(
@@ -63,9 +72,16 @@ class TiledTensorMap:
         box: tuple[int, ...],
         swizzle: int = 0,
         nan_fill: bool = False,
+        element_strides: tuple[int, ...] = (),
     ) -> TiledTensorMap:
         spec = TiledTensorMap(
-            np.dtype(dtype), tuple(shape), tuple(strides), tuple(box), swizzle, nan_fill
+            np.dtype(dtype),
+            tuple(shape),
+            tuple(strides),
+            tuple(box),
+            swizzle,
+            nan_fill,
+            tuple(element_strides) if any(k != 1 for k in element_strides) else (),
         )
         spec.check()
         return spec
@@ -93,8 +109,24 @@ class TiledTensorMap:
                     f"dimension {d} is {stride} bytes apart: TMA needs a positive "
                     "multiple of 16 below 2^40 (pad the rows)"
                 )
-        if any(not 1 <= b <= MAX_BOX for b in self.box):
-            raise TensorMapError(f"box sizes from 1 to {MAX_BOX}, got {self.box}")
+        if len(self.traversal) != rank or not all(
+            1 <= k <= MAX_ELEMENT_STRIDE for k in self.traversal
+        ):
+            raise TensorMapError(
+                f"element strides from 1 to {MAX_ELEMENT_STRIDE}, one a dimension, "
+                f"got {self.traversal}"
+            )
+        if self.traversal[-1] != 1:
+            raise TensorMapError(
+                "the innermost dimension's element stride must be 1 (no interleave), "
+                f"got {self.traversal[-1]}"
+            )
+        if any(not 1 <= b <= MAX_BOX for b in self.box_dims):
+            raise TensorMapError(
+                f"box sizes from 1 to {MAX_BOX}, got {self.box_dims}"
+                + (f" (a box of {self.box} at strides {self.traversal})"
+                   if self.element_strides else "")
+            )  # fmt: skip
         inner = self.box[-1] * e
         if inner % 16:
             raise TensorMapError(
@@ -112,6 +144,12 @@ class TiledTensorMap:
         if self.nan_fill and self.dtype.kind != "f":
             raise TensorMapError("a NaN fill needs a floating-point tensor")
 
+    @property
+    def box_dims(self) -> tuple[int, ...]:
+        """The driver's boxDim, outermost first: the span the box traverses, s
+        elements for each that lands along a dimension of element stride s."""
+        return tuple(b * k for b, k in zip(self.box, self.traversal, strict=True))
+
     def encode(self, address: int) -> Any:
         """The driver's CUtensorMap for the tensor at device `address` (needs CUDA's
         driver, through cuda.bindings)."""
@@ -128,8 +166,8 @@ class TiledTensorMap:
             address,
             [driver.cuuint64_t(d) for d in reversed(self.shape)],
             [driver.cuuint64_t(s) for s in reversed(self.strides[:-1])],
-            [driver.cuuint32_t(b) for b in reversed(self.box)],
-            [driver.cuuint32_t(1)] * rank,
+            [driver.cuuint32_t(b) for b in reversed(self.box_dims)],
+            [driver.cuuint32_t(k) for k in reversed(self.traversal)],
             driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
             getattr(driver.CUtensorMapSwizzle, _SWIZZLES[self.swizzle]),
             driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
@@ -152,6 +190,7 @@ def tensor_map_of(map_type: Any, shape, strides, dtype) -> TiledTensorMap:
         tuple(map_type.tensor.get_shape()),
         map_type.swizzle_span,
         map_type.oob.data == "nan",
+        map_type.element_strides,
     )
 
 

@@ -377,15 +377,18 @@ def try_wait(ctx, op, barrier: MBarrier, parity) -> BarrierWait | None:
 
 class TensorMap:
     """What `nvgpu.tma.create.descriptor` makes on the host: the global tensor, the
-    box, and how the box lands (swizzle, out-of-bounds fill)."""
+    box, and how the box lands (swizzle, out-of-bounds fill, every s-th element
+    along a dimension of element stride s)."""
 
-    __slots__ = ("array", "box", "fill", "swizzle")
+    __slots__ = ("array", "box", "fill", "strides", "swizzle")
 
-    def __init__(self, array: np.ndarray, box: tuple[int, ...], swizzle: int, fill):
+    def __init__(self, array: np.ndarray, box: tuple[int, ...], swizzle: int, fill,
+                 strides: tuple[int, ...] = ()):  # fmt: skip
         self.array = array
         self.box = box
         self.swizzle = swizzle
         self.fill = fill
+        self.strides = strides or (1,) * len(box)
 
     def read_box(self, coordinates: tuple[int, ...]) -> np.ndarray:
         """The box at `coordinates` (innermost first), out-of-bounds elements filled."""
@@ -393,8 +396,9 @@ class TensorMap:
         out = np.full(self.box, self.fill, self.array.dtype)
         inside = []
         source = []
-        for o, b, n in zip(origin, self.box, self.array.shape, strict=True):
-            i = np.arange(o, o + b)
+        shape = self.array.shape
+        for o, b, n, k in zip(origin, self.box, shape, self.strides, strict=True):
+            i = np.arange(o, o + b * k, k)
             keep = (i >= 0) & (i < n)
             inside.append(np.nonzero(keep)[0])
             source.append(i[keep])
@@ -420,7 +424,8 @@ def create_descriptor(op: nvgpu.TmaCreateDescriptorOp, array, box) -> TensorMap:
         spec = tensor_map_of(t, array.shape, array.strides, array.dtype)
     except TensorMapError as e:
         raise InterpreterError(str(e), op) from None
-    return TensorMap(array, box, spec.swizzle, np.nan if spec.nan_fill else 0)
+    fill = np.nan if spec.nan_fill else 0
+    return TensorMap(array, box, spec.swizzle, fill, spec.traversal)
 
 
 def tma_load(ctx, op: Operation, tensor_map, coordinates, barrier: MBarrier,

@@ -12,8 +12,9 @@ copies (`wgmma_tma_copies.tile_copy` proves each copy band is a TMA box):
   the channels: they see no swizzle);
 - the host makes one tensor map per array and box (`nvgpu.tma.create.descriptor`,
   R x T, the slab's swizzle; a box of more dimensions, a convolution's pixels at a
-  tap, its outer extents x T), which the kernel takes as a grid-constant
-  parameter;
+  tap, its outer extents x T, with the box's element strides where it takes every
+  s-th pixel: a stride-s convolution's, `traversal = [1, s, s, 1]`), which the
+  kernel takes as a grid-constant parameter;
 - the block makes one mbarrier per stage, initialized by one thread to one
   arrival per tile of a stage (`gpu.barrier` after, so every thread sees it);
 - each copy band becomes one thread's `arrive.expect_tx` of the box's bytes on
@@ -122,14 +123,14 @@ def rewrite_tma(
     per_stage = _copies_per_stage(copies, tiles)
     bar, init = _barriers(grid, stages, per_stage)
     widths = {t: _slab_width(t, copies, swizzle) for t in tiles}
-    maps: dict[tuple[SSAValue, tuple[int, ...], int], SSAValue] = {}
+    maps: dict[tuple[SSAValue, tuple[int, ...], int, tuple[int, ...]], SSAValue] = {}
     for c in copies:
-        key = (c.source, c.box[:-1], widths[c.tile])
+        key = (c.source, c.box[:-1], widths[c.tile], c.strides)
         if key not in maps:
             maps[key] = _tensor_map(grid, c, widths[c.tile])
     slabs = {t: _slab_tile(t, widths[t]) for t in tiles}
     for c in copies:
-        key = (c.source, c.box[:-1], widths[c.tile])
+        key = (c.source, c.box[:-1], widths[c.tile], c.strides)
         _load(c, slabs[c.tile], bar, maps[key], widths[c.tile])
     for t in tiles:
         for use in list(t.uses):
@@ -276,7 +277,9 @@ def _tensor_map(grid: affine.ParallelOp, c: TileCopy, width: int) -> SSAValue:
     )
     span = width * 2
     kind = nvgpu.TensorMapDescriptorType(
-        box, swizzle=f"swizzle_{span}b" if width > CORE else "none"
+        box,
+        swizzle=f"swizzle_{span}b" if width > CORE else "none",
+        traversal=c.strides,
     )
     block = grid.parent_block()
     assert block is not None

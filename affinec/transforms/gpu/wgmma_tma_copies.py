@@ -60,6 +60,9 @@ from affinec.transforms.gpu.bands import band_of
 MAX_BOX = 256
 """The most elements of a TMA box along one dimension."""
 
+MAX_ELEMENT_STRIDE = 8
+"""The largest element (traversal) stride of a TMA box."""
+
 MAX_RANK = 5
 """The most dimensions of an array a tensor map describes (tiled mode)."""
 
@@ -88,6 +91,10 @@ class TileCopy:
     """The box's extent along each of the array's dimensions (outermost first): its
     elements row-major are the tile's, one tile row per element of its outer
     dimensions."""
+    strides: tuple[int, ...] = ()
+    """The box's element strides (outermost first; empty: all 1): it takes every
+    s-th element of the array along a dimension of stride s (a strided
+    convolution's pixels at a tap)."""
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -154,6 +161,7 @@ def tile_copy(band: affine.ParallelOp) -> TileCopy:
     outer = _outer_values(band, [*src, r, c, copy.srcElements])
     origin_maps = tuple(_at_zero(v, band, copy) for v in src)
     box: tuple[int, ...] | None = None
+    strides: tuple[int, ...] = ()
     for sample in _SAMPLES:
         env = {v: sample[k % 2] + k for k, v in enumerate(outer)}
         points = []
@@ -180,12 +188,12 @@ def tile_copy(band: affine.ParallelOp) -> TileCopy:
                     raise PassError(
                         copy, "the band's first iteration copies no tile's origin"
                     )
-        here = _check_sample(copy, points, s.get_shape(), rows, cols)
+        here, steps = _check_sample(copy, points, s.get_shape(), rows, cols)
         if len(here) == 2 and here[0] != rows:
             raise PassError(copy, "the copies do not cover the whole tile")
-        if box is not None and here != box:
+        if box is not None and (here, steps) != (box, strides):
             raise PassError(copy, "the box the band copies depends on its origin")
-        box = here
+        box, strides = here, steps
     assert box is not None
     return TileCopy(
         band,
@@ -195,6 +203,7 @@ def tile_copy(band: affine.ParallelOp) -> TileCopy:
         copy.src,
         origin_maps,  # pyright: ignore[reportArgumentType]
         box,
+        strides if any(k != 1 for k in strides) else (),
     )
 
 
@@ -204,22 +213,33 @@ def _check_sample(
     bounds: Sequence[int],
     rows: int,
     cols: int,
-) -> tuple[int, ...]:
-    """The box (its extent along each of the source's dimensions) the band's
-    iterations `points` (tile row, tile column, source indices, elements given)
-    copy from the first one's source on, proven: each copies the element of the
-    box at its offset from the origin into the tile at that element's position
-    (the box's elements row-major, one tile row per element of its outer
-    dimensions, the tile's rows past them left alone), the copies cover the box
-    once each, and they fill with zeros exactly the elements past the source's
-    edges."""
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The box (its extent along each of the source's dimensions) and its element
+    strides that the band's iterations `points` (tile row, tile column, source
+    indices, elements given) copy from the first one's source on, proven: each
+    copies the element of the box at its offset from the origin (along a
+    dimension of stride s, s times its position in the box) into the tile at that
+    element's position (the box's elements row-major, one tile row per element of
+    its outer dimensions, the tile's rows past them left alone), the copies cover
+    the box once each, and they fill with zeros exactly the elements past the
+    source's edges (each element by itself: TMA's fill of a strided box)."""
     e = copy.elements
     origin = points[0][2]
-    offsets = [tuple(g - o for g, o in zip(p[2], origin, strict=True)) for p in points]
-    box = [max(x[j] for x in offsets) + 1 for j in range(len(origin) - 1)]
-    if any(b > MAX_BOX for b in box):
+    moved = [tuple(g - o for g, o in zip(p[2], origin, strict=True)) for p in points]
+    steps = [math.gcd(*(x[j] for x in moved)) or 1 for j in range(len(origin) - 1)]
+    if any(k > MAX_ELEMENT_STRIDE for k in steps):
         raise PassError(
-            copy, f"a box of {box} elements: TMA boxes of at most {MAX_BOX} a dimension"
+            copy,
+            f"the copies step by {steps} elements of the array: TMA's element "
+            f"strides are at most {MAX_ELEMENT_STRIDE}",
+        )
+    offsets = [(*(x[j] // k for j, k in enumerate(steps)), x[-1]) for x in moved]
+    box = [max(x[j] for x in offsets) + 1 for j in range(len(origin) - 1)]
+    if any(b * k > MAX_BOX for b, k in zip(box, steps, strict=True)):
+        raise PassError(
+            copy,
+            f"a box of {box} elements at strides {steps}: TMA boxes span at most "
+            f"{MAX_BOX} a dimension",
         )
     if math.prod(box) > rows or any(
         min(x[j] for x in offsets) < 0 for j in range(len(box))
@@ -255,7 +275,7 @@ def _check_sample(
             )
     if len(covered) != math.prod(box) * cols:
         raise PassError(copy, "the copies do not cover the whole box")
-    return (*box, cols)
+    return (*box, cols), (*steps, 1)
 
 
 def _check_box(
