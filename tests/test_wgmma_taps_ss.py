@@ -9,12 +9,16 @@ interpreter runs every stage against float64: the `affinec.warpgroup_mma` steps 
 the merged tiles, the planner's interleaved layout, the lowered `wgmma.mma_async`
 reading both tiles through real descriptors. `affinec-tma-copies`' proof reads
 each input copy band as a 4-D box of the NHWC input at the tap's shifted origin
-(TMA's zero fill past the image's edges: the padding). Negative controls: pixels
-merged in the wrong order, a copy shifted off its tap.
+(TMA's zero fill past the image's edges: the padding). A strided convolution's
+(a 3x3/2, a 1x1/2) tap reads every other input row and column: its copy band is a
+box with element strides 2, TMA's `elementStrides`. Negative controls: pixels
+merged in the wrong order, a copy shifted off its tap, a strided box read without
+its element strides.
 """
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -96,16 +100,53 @@ def test_3x3s_one_tap_a_step_keep_the_result(case):
     assert "registers" not in text and "nvvm.mma.sync" not in text
 
 
-@pytest.mark.parametrize("tma", [False, True])
-def test_a_3x3_prints_and_reparses_at_every_level(tma):
+@st.composite
+def strided_cases(draw):
+    """A small convolution of stride 2 the route takes: a 3x3/2 or a 1x1/2 (one
+    tap), the image even or odd (the last output row's taps at the bottom edge),
+    partial pixel boxes, one or two images, and a configuration of it, its tiles
+    by TMA boxes with element strides or by cp.async."""
+    box = draw(st.sampled_from([(8, 8), (4, 8), (3, 5)]))
+    r = draw(st.sampled_from([3, 3, 1]))
+    bn = draw(st.sampled_from([32, 64]))
+    spec = _conv(draw(st.sampled_from([64, 128])), draw(st.integers(12, 17)),
+                 draw(st.sampled_from([bn, 2 * bn])), n=draw(st.integers(1, 2)),
+                 r=r, stride=2,
+                 epilogue=draw(st.sampled_from(["none", "bias-relu"])))  # fmt: skip
+    stages = draw(st.integers(1, 3))
+    tma = draw(st.sampled_from([True, True, False]))
+    config = _config(
+        tile_sizes=(1, *box, bn),
+        stages=stages,
+        stage_output=draw(st.booleans()),
+        tma=tma,
+        in_flight=tma and stages == 3,
+    )
+    return spec, config
+
+
+@settings(max_examples=max(2, settings().max_examples // 4))
+@given(strided_cases())
+def test_strided_convolutions_one_tap_a_step_keep_the_result(case):
+    spec, config = case
+    module = build(spec)
+    Pipeline(_passes(config)).run(module, check=True)
+    text = str(module)
+    assert "nvvm.wgmma.mma_async" in text
+    assert ("traversal = [1, 2, 2, 1]" in text) == config.tma
+
+
+@pytest.mark.parametrize(("tma", "stride"), [(False, 1), (True, 1), (True, 2)])
+def test_a_3x3_prints_and_reparses_at_every_level(tma, stride):
     """Each pass's output prints and re-parses (custom and generic) and computes
     what float64 does; the step reads the input tile as [pixels, 64] by
     descriptor; by TMA, the input's tiles come as 4-D boxes at each tap's shifted
-    origin, the filter's as 4-D boxes of a tap."""
+    origin (at stride 2, with element strides 2 along the rows and columns), the
+    filter's as 4-D boxes of a tap."""
     from affinec.dialects import nvgpu
     from affinec.dialects.affinec_wgmma import WarpgroupMmaStepOp
 
-    spec = _conv(64, 8, 64)
+    spec = _conv(64, 8 * stride, 64, stride=stride)
     config = _config(tma=tma, in_flight=tma, stages=3)
     checker = Checker(spec)
     module = build(spec)
@@ -127,6 +168,12 @@ def test_a_3x3_prints_and_reparses_at_every_level(tma):
             boxes = {o.dst.type.get_shape() for o in loads}
             assert boxes == {(1, 8, 8, 64), (1, 1, 64, 64)}
             assert all(len(o.coordinates) == 4 for o in loads)
+            strides = {
+                o.dst.type.get_shape(): o.tensorMapDescriptor.type.element_strides
+                for o in loads
+            }
+            assert strides[1, 8, 8, 64] == (1, stride, stride, 1)
+            assert strides[1, 1, 64, 64] == (1, 1, 1, 1)
 
     Pipeline(_passes(config)).run(module, callback=each)
     assert "affinec-wgmma" in seen
@@ -199,6 +246,92 @@ def test_a_copy_off_its_tap_is_no_tma_box():
         tile_copy(copy.band)
 
 
+def test_a_strided_box_read_without_its_element_strides_gives_a_wrong_answer():
+    """`tile_copy` reads a 3x3/2's input copy band as a box of 8 x 8 pixels at
+    element strides 2; the tensor map of that box made with strides 1 (the box's
+    pixels the first 8 x 8 of the window) computes something else."""
+    from affinec.dialects import nvgpu
+    from affinec.dialects.affinec_wgmma import WarpgroupMmaStepOp
+    from affinec.transforms.gpu.wgmma_tma_copies import copy_bands, tile_copy
+
+    spec = _conv(64, 16, 64, stride=2)
+    module, _ = _through(spec, _config())
+    step = next(o for o in module.walk() if isinstance(o, WarpgroupMmaStepOp))
+    grid = next(o for o in module.walk() if o.attributes.get("affinec.mapping"))
+    copies = [tile_copy(b) for b in copy_bands(grid, {step.a, step.b})]
+    assert {(c.box, c.strides) for c in copies} == {
+        ((1, 8, 8, 64), (1, 2, 2, 1)),
+        ((1, 1, 64, 64), ()),
+    }
+    module, _ = _through(spec, _config(tma=True), "affinec-tma-copies")
+    checker = Checker(spec)
+    assert checker.check("tma", module).ok
+    strided = [
+        o
+        for o in module.walk()
+        if isinstance(o, nvgpu.TmaCreateDescriptorOp)
+        and o.tensorMap.type.element_strides != (1, 1, 1, 1)
+    ]
+    assert len(strided) == 1
+    (old,) = strided
+    t = old.tensorMap.type
+    unit = nvgpu.TensorMapDescriptorType(t.tensor, swizzle=t.swizzle.data)
+    new = nvgpu.TmaCreateDescriptorOp(old.tensor, list(old.boxDimensions), unit)
+    old.parent_block().insert_op_before(new, old)
+    old.tensorMap.replace_all_uses_with(new.tensorMap)
+    old.parent_block().erase_op(old)
+    assert not checker.check("no element strides", module).ok
+
+
+def test_tma_reads_every_strided_element_and_zero_fills_each_past_the_edges():
+    """The interpreter's TMA box at element strides 2: from -1 (the padding's
+    row) and from 3 of 7 rows (the last two past the bottom), as a zero-padded
+    array sliced with step 2."""
+    from affinec.interpreter.mbarriers import TensorMap
+
+    a = np.arange(2 * 7 * 7 * 8, dtype=np.float16).reshape(2, 7, 7, 8)
+    padded = np.zeros((2, 12, 12, 8), np.float16)
+    padded[:, 1:8, 1:8] = a
+    tensor_map = TensorMap(a, (1, 4, 4, 8), 0, 0, (1, 2, 2, 1))
+    for h, w in [(-1, -1), (3, 0), (-1, 4)]:
+        got = tensor_map.read_box((0, w, h, 1))  # innermost first
+        expected = padded[1:2, h + 1 : h + 9 : 2, w + 1 : w + 9 : 2]
+        assert np.array_equal(got, expected), (h, w)
+
+
+def test_a_tensor_map_with_element_strides_spans_stride_times_its_box():
+    """The driver's box dimensions are the landing box times the element
+    strides (at most 256), the innermost traversed by 1, strides up to 8: what
+    the host encodes and the descriptor type verifies."""
+    from xdsl.dialects.builtin import MemRefType, f16
+    from xdsl.utils.exceptions import VerifyException
+
+    from affinec.dialects import gpu, nvgpu
+    from affinec.hardware.tensor_maps import TensorMapError, TiledTensorMap
+
+    shape, strides = (2, 16, 300, 64), (16 * 300 * 128, 300 * 128, 128, 2)
+    m = TiledTensorMap.of(np.float16, shape, strides, (1, 4, 8, 64), 128,
+                          element_strides=(1, 2, 2, 1))  # fmt: skip
+    assert m.box_dims == (1, 8, 16, 64)
+    plain = TiledTensorMap.of(np.float16, shape, strides, (1, 4, 8, 64), 128,
+                              element_strides=(1, 1, 1, 1))  # fmt: skip
+    assert plain.element_strides == () and plain.box_dims == (1, 4, 8, 64)
+    for box, steps, message in [
+        ((1, 4, 129, 64), (1, 2, 2, 1), "box sizes from 1 to 256"),
+        ((1, 4, 8, 64), (1, 2, 2, 2), "innermost dimension's element stride"),
+        ((1, 4, 8, 64), (1, 9, 1, 1), "element strides from 1 to 8"),
+    ]:
+        with pytest.raises(TensorMapError, match=message):
+            TiledTensorMap.of(np.float16, shape, strides, box, 128,
+                              element_strides=steps)  # fmt: skip
+    tile = gpu.in_memory_space(
+        MemRefType(f16, [1, 4, 8, 64]), gpu.WORKGROUP_ADDRESS_SPACE
+    )
+    assert nvgpu.TensorMapDescriptorType(tile).element_strides == (1, 1, 1, 1)
+    with pytest.raises(VerifyException, match="traversed with a stride of 1"):
+        nvgpu.TensorMapDescriptorType(tile, traversal=(1, 2, 2, 2)).verify()
+
+
 # -- PTX ----------------------------------------------------------------------------
 
 
@@ -223,6 +356,32 @@ def test_the_ptx_assembles_for_sm_90a_without_spills():
     assert not resources.advisories
 
 
+@pytest.mark.parametrize(("c", "hw", "k", "r"), [(128, 56, 128, 3), (512, 28, 1024, 1)])
+def test_resnet50s_strided_layers_assemble_for_sm_90a_without_spills(c, hw, k, r):
+    """ResNet-50's 3x3/2 of 128 channels at 56x56 and its 1x1/2 downsample of 512
+    channels at 28x28, batch 32, as the configuration gives them: the input's
+    boxes by 4-D TMA loads with element strides 2."""
+    from affinec.backend.ptxas import assemble, find_ptxas
+    from affinec.driver.compiler import compile_to_ptx
+
+    if find_ptxas() is None:
+        pytest.skip("ptxas is not installed")
+    spec = _conv(c, hw, k, n=32, r=r, stride=2)
+    config = wgmma_taps_ss_config(spec)
+    assert config.reduction_tile_sizes == (1, 1, 64) and config.tma
+    compiled = compile_to_ptx(spec, config, arch="sm_90a")
+    ptx = compiled.ptx
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in ptx
+    assert "cp.async.bulk.tensor.4d" in ptx and "registers" not in ptx
+    (resources,) = assemble(ptx, "sm_90a").values()
+    assert resources.spill_stores == resources.spill_loads == 0
+    assert resources.stack_frame == 0
+    assert not resources.advisories
+    kernel = compiled.runtime_kernel()
+    maps = [m for launch in kernel.launches for m in launch.tensor_maps if m]
+    assert {m.element_strides for m in maps} == {(1, 2, 2, 1), ()}
+
+
 # -- the configuration and refusals ---------------------------------------------------
 
 
@@ -238,13 +397,37 @@ def test_the_configuration_tiles_one_tap_and_64_channels_a_step():
     assert boxed.tile_sizes == (1, 4, 28, 128) and not boxed.tma
 
 
+def test_the_configuration_takes_resnet50s_strided_layers():
+    """ResNet-50's three 3x3/2s and three 1x1/2 downsamples at batch 32: every
+    tile of `ss_configs` one tap and 64 channels a step."""
+    from affinec.driver.wgmma_taps_ss_config import ss_configs
+    from affinec.frontend.networks import network
+
+    strided = [
+        layer.spec
+        for layer in network("resnet50", 32)
+        if layer.spec.stride == (2, 2) and layer.spec.c >= 64
+    ]
+    assert sorted((s.r, s.c, s.h) for s in strided) == [
+        (1, 256, 56), (1, 512, 28), (1, 1024, 14),
+        (3, 128, 56), (3, 256, 28), (3, 512, 14),
+    ]  # fmt: skip
+    for spec in strided:
+        configs = ss_configs(spec)
+        assert len(configs) >= 3, spec.to_text()
+        assert all(c.reduction_tile_sizes == (1, 1, 64) for c in configs)
+    span = _conv(64, 260, 64, stride=2)
+    with pytest.raises(ValueError, match="spanning at most 256 input pixels"):
+        wgmma_taps_ss_config(span, 256, 64, box=(1, 1, 129))
+
+
 @pytest.mark.parametrize(
     ("spec", "arch", "message"),
     [
         (_conv(64, 8, 64), "sm_90", "wgmma needs a chip that has it"),
         (_conv(64, 8, 64, r=1), "sm_90a", "for convolutions with taps"),
         (_conv(64, 8, 64, filter_layout="kcrs"), "sm_90a", "RSCK filter"),
-        (_conv(64, 16, 64, stride=2), "sm_90a", "the tile of a tap is a box of the input at stride 1 only"),
+        (_conv(64, 40, 64, stride=9), "sm_90a", "element strides of at most 8"),
         (_conv(96, 8, 64), "sm_90a", "96 channels: a step reads 64"),
         (_conv(64, 8, 64, n=2), "sm_90a", "within one image, or whole images"),
     ],
@@ -315,22 +498,31 @@ def test_a_step_of_channels_no_multiple_of_16_is_refused_located():
     assert "the reduction step is K = 24" in message
 
 
-def test_the_gpu_script_measures_every_route_of_each_stride_1_3x3():
+def test_the_gpu_script_measures_every_route_of_each_3x3_and_strided_1x1():
     from repository_scripts import load_script
 
     script = load_script("scripts/gpu_wgmma_taps_ss.py")
     layers = script.layers(32)
-    # ResNet-50's 4 and VGG-16's 8 stride-1 3x3s of 64 channels or more
-    assert len(layers) == 12
-    assert all(spec.stride == (1, 1) and spec.c >= 64 for _, spec in layers)
-    assert [spec.c >= 128 for _, spec in layers] == [True] * 9 + [False] * 3
-    routes = script.routes(layers[0][1])
-    kinds = [route for route, _, _ in routes]
-    assert kinds.count("wgmma ss cp.async") == 1 and kinds.count("wgmma ss") >= 2
-    assert {"wgmma taps", "template wgmma"} <= set(kinds)
-    assert all(c is not None for _, c, _ in routes)
-    ss = [c for route, c, _ in routes if route == "wgmma ss"]
-    assert all(c.tma and c.reduction_tile_sizes == (1, 1, 64) for c in ss)
+    # ResNet-50's 4 and VGG-16's 8 stride-1 3x3s of 64 channels or more, and
+    # ResNet-50's 3 3x3/2s and 3 1x1/2s, the template's (128 channels or more)
+    # first
+    assert len(layers) == 18
+    strided = [spec for _, spec in layers if spec.stride != (1, 1)]
+    assert (
+        sorted((s.r, s.stride) for s in strided)
+        == [(1, (2, 2))] * 3 + [(3, (2, 2))] * 3
+    )
+    assert all(spec.c >= 64 for _, spec in layers)
+    assert [spec.c >= 128 for _, spec in layers] == [True] * 15 + [False] * 3
+    for spec in (layers[0][1], strided[0]):
+        routes = script.routes(spec)
+        kinds = [route for route, _, _ in routes]
+        assert kinds.count("wgmma ss cp.async") == 1
+        assert kinds.count("wgmma ss") >= 2
+        assert {"wgmma taps", "template wgmma"} <= set(kinds)
+        assert dict((r, c) for r, c, _ in routes)["template wgmma"] is not None
+        ss = [c for route, c, _ in routes if route == "wgmma ss"]
+        assert all(c.tma and c.reduction_tile_sizes == (1, 1, 64) for c in ss)
 
 
 def test_a_box_landing_off_its_swizzle_alignment_is_refused_located():
