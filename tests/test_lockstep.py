@@ -9,11 +9,15 @@ from hypothesis import strategies as st
 
 from affinec.base.diagnostics import verify
 from affinec.base.locating_parser import parse_module
+from affinec.base.spec import ConvSpec, MatmulSpec
 from affinec.dialects import gpu
 from affinec.driver.compiler import compile_to_ptx
+from affinec.driver.config import KernelConfig
 from affinec.driver.pipeline import Pipeline
 from affinec.driver.pipeline_names import pass_text
+from affinec.driver.pipelines import default_passes
 from affinec.frontend.contraction import contraction_of
+from affinec.frontend.naive import build
 from affinec.frontend.reference import poisoned_output, random_inputs
 from affinec.interpreter import Interpreter, InterpreterError
 from affinec.interpreter.cfg_structure import Branch, Jump, structure
@@ -553,3 +557,80 @@ def test_loops_and_branches_are_found_again():
     assert kinds.count("Loop") == 1 and kinds[-1] == "Exit"
     branches = [item for item in tree if isinstance(item, Branch)]
     assert len(branches) == 1 and all(isinstance(a[-1], Jump) for a in branches[0].arms)
+
+
+HOPPER_LOCKSTEP_LEVELS = LOCKSTEP_LEVELS[1:8]
+"""The levels at which Hopper's warpgroup steps (`affinec.warpgroup_mma`, A from
+shared memory, and `affinec.warpgroup_mma_registers`, A from the threads'
+fragments) run in lockstep: from the thread mapping to `cse`, before
+`convert-nvgpu-to-nvvm` (whose nvvm ops run thread by thread)."""
+
+
+def _hopper_levels(spec, config) -> dict[str, object]:
+    levels = {}
+    passes = [*Pipeline.parse("nvvm-attach-target{chip=sm_90a}").passes]
+    passes += default_passes(config)
+
+    def keep(p, module, _seconds) -> None:
+        name = pass_text(p).split("{")[0]
+        if name in HOPPER_LOCKSTEP_LEVELS:
+            levels[name] = module.clone()
+
+    Pipeline(passes).run(build(spec), callback=keep)
+    assert set(levels) == set(HOPPER_LOCKSTEP_LEVELS)
+    return levels
+
+
+def _run(module, spec, lockstep: bool, seed: int = 3) -> np.ndarray:
+    interpreter = Interpreter(module, lockstep=lockstep)
+    source = interpreter.source
+    in_lanes = "WARPGROUP_STEP_LANES" in source or "WARPGROUP_REGISTERS_LANES" in source
+    assert in_lanes == lockstep
+    inputs = random_inputs(spec, np.random.default_rng(seed))
+    out = poisoned_output(spec)
+    interpreter.run(contraction_of(spec).name, *inputs, out)
+    return out
+
+
+WGMMA_ROUTES = {
+    # A from shared memory: a product of two warpgroups' rows, partial tiles, two
+    # stages of cp.async
+    "shared": (
+        MatmulSpec(136, 40, 96, "f16", "bias-relu"),
+        KernelConfig(
+            tile_sizes=(128, 32), reduction_tile_sizes=(32,), mma=True,
+            tensor_core="wgmma", stages=2, tma=False,
+        ),
+    ),
+    # A from the threads' fragments: a 3x3 of stride 2, its taps a step
+    "registers": (
+        ConvSpec(1, 16, 10, 10, 16, 3, 3, stride=2, padding=1, layout="nhwc",
+                 filter_layout="rsck", dtype="bf16", epilogue="bias-relu"),
+        KernelConfig(
+            tile_sizes=(1, 4, 8, 16), reduction_tile_sizes=(3, 3, 16), mma=True,
+            tensor_core="wgmma", stages=2, tma=False, reassociate=True,
+        ),
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("route", WGMMA_ROUTES)
+def test_hoppers_warpgroup_steps_in_lockstep_are_bit_identical(route):
+    spec, config = WGMMA_ROUTES[route]
+    for name, module in _hopper_levels(spec, config).items():
+        together, apart = (_run(module, spec, lockstep) for lockstep in (True, False))
+        assert together.tobytes() == apart.tobytes(), name
+        assert np.isfinite(together.astype(np.float32)).all(), name
+
+
+def test_a_warpgroup_step_reading_a_tile_before_its_barrier_races_in_lockstep():
+    # every barrier of the kernel erased: the steps read tiles other threads'
+    # copies wrote in the same interval, which both ways find
+    spec, config = WGMMA_ROUTES["shared"]
+    module = _hopper_levels(spec, config)["gpu-kernel-outlining"]
+    for op in [o for o in module.walk() if isinstance(o, gpu.BarrierOp)]:
+        op.detach()
+        op.erase()
+    for lockstep in (True, False):
+        with pytest.raises(DataRaceError, match="data race on shared memory"):
+            _run(module, spec, lockstep)

@@ -58,6 +58,10 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from affinec.dialects import affine, gpu, nvgpu, nvvm
 from affinec.dialects.affinec import BLOCK, PaddedLoadOp, mapping_of
+from affinec.dialects.affinec_wgmma import (
+    WarpgroupMmaRegistersOp,
+    WarpgroupMmaStepOp,
+)
 from affinec.interpreter import async_copies, lane_scalars
 from affinec.interpreter.affine_maps import (
     for_bounds,
@@ -97,6 +101,8 @@ from affinec.interpreter.lockstep_runtime import (
     mma_lanes,
     pointer_lanes,
     thread_ids,
+    warpgroup_registers_lanes,
+    warpgroup_step_lanes,
 )
 from affinec.interpreter.scalars import python_int
 from affinec.interpreter.support import (
@@ -456,6 +462,29 @@ def _mma(kw: _KernelWriter, op: nvgpu.MmaSyncOp) -> None:
     )
 
 
+def _warpgroup_step(kw: _KernelWriter, op: WarpgroupMmaStepOp) -> None:
+    w = kw.w
+    fn = w.global_(warpgroup_step_lanes, "warpgroup_step_lanes")
+    a_idx = tuple_text(w.names(op.a_indices))
+    b_idx = tuple_text(w.names(op.b_indices))
+    w.line(
+        f"{fn}({w.op_ref(op)}, {w[op.fragments]}, {w[op.a]}, {a_idx}, {w[op.b]}, "
+        f"{b_idx}, {kw.lane}, {kw.ctx}.block)"
+    )
+
+
+def _warpgroup_registers(kw: _KernelWriter, op: WarpgroupMmaRegistersOp) -> None:
+    w = kw.w
+    fn = w.global_(warpgroup_registers_lanes, "warpgroup_registers_lanes")
+    a = tuple_text(w.names(op.a))
+    varying = tuple_text([v in kw.kernel_plan.varying for v in op.a])
+    b_idx = tuple_text(w.names(op.b_indices))
+    w.line(
+        f"{fn}({w.op_ref(op)}, {w[op.fragments]}, {a}, {varying}, {w[op.b]}, "
+        f"{b_idx}, {kw.lane}, {kw.ctx}.block)"
+    )
+
+
 def _scf_for(kw: _KernelWriter, op: scf.ForOp) -> None:
     w = kw.w
     body = op.body.block
@@ -557,6 +586,8 @@ _EMITTERS: dict[type[Operation], Callable[[_KernelWriter, Any], None]] = {
     vector.BroadcastOp: _vector_op,
     nvgpu.LdMatrixOp: _ldmatrix,
     nvgpu.MmaSyncOp: _mma,
+    WarpgroupMmaStepOp: _warpgroup_step,
+    WarpgroupMmaRegistersOp: _warpgroup_registers,
     nvgpu.DeviceAsyncCopyOp: _async_copy,
     nvgpu.DeviceAsyncCreateGroupOp: _create_group,
     nvgpu.DeviceAsyncWaitOp: _wait,

@@ -23,6 +23,10 @@ from xdsl.traits import is_side_effect_free
 
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import BLOCK, THREAD, PaddedLoadOp, mapping_of
+from affinec.dialects.affinec_wgmma import (
+    WarpgroupMmaRegistersOp,
+    WarpgroupMmaStepOp,
+)
 from affinec.interpreter.arith_ops import INT_BINARY_OPS
 from affinec.interpreter.cfg_structure import (
     Branch,
@@ -409,6 +413,20 @@ def _case_takes(op: Operation, plan: KernelPlan, divergent: bool) -> bool | None
                 return False
             plan.varying.update(op.results)
             return True
+        case WarpgroupMmaStepOp():
+            # each warpgroup's step once, its threads' registers in their private
+            # buffers, its tiles the block's
+            return (
+                not divergent
+                and op.fragments in plan.private
+                and op.a in plan.shared
+                and op.b in plan.shared
+            )
+        case WarpgroupMmaRegistersOp():
+            # A from each thread's fragments (values, the same or one a lane)
+            return (
+                not divergent and op.fragments in plan.private and op.b in plan.shared
+            )
         case scf.ForOp():
             bounds = (op.lb, op.ub, op.step)
             if plan.differ(bounds):

@@ -14,6 +14,7 @@ from xdsl.ir import Operation
 
 from affinec.dialects import nvgpu
 from affinec.dialects.nvgpu import WARP_SIZE
+from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE
 from affinec.interpreter import async_copies
 from affinec.interpreter.lanes import (
     checked_offsets,
@@ -225,3 +226,79 @@ def as_thread_zero(ctx: LockstepContext) -> ThreadZero:
         buffer.mark_lane_reads()
     ctx.block.thread = 0
     return ThreadZero(ctx)
+
+
+def warpgroup_step_lanes(
+    op: Operation,
+    fragments: np.ndarray,
+    a: SharedArray,
+    a_indices: tuple,
+    b: SharedArray,
+    b_indices: tuple,
+    lanes: np.ndarray,
+    state: BlockState,
+) -> None:
+    """`affinec.warpgroup_mma` for a block's threads (whole warpgroups, in order):
+    each warpgroup's step as `warpgroup_steps.warpgroup_step` takes it, thread k's
+    registers the k-th of the private `fragments` (written in place), its indices
+    the k-th of each index that differs between threads."""
+    from affinec.interpreter.warpgroup_steps import warpgroup_step
+
+    _whole_warpgroups(op, lanes)
+    n = len(lanes)
+    for first in range(0, n, WARPGROUP_SIZE):
+        group = [
+            (
+                fragments[k],
+                a,
+                _lane_indices(a_indices, k),
+                b,
+                _lane_indices(b_indices, k),
+            )
+            for k in range(first, first + WARPGROUP_SIZE)
+        ]
+        warpgroup_step(op, group, state, int(lanes[first]))
+
+
+def warpgroup_registers_lanes(
+    op: Operation,
+    fragments: np.ndarray,
+    a: tuple,
+    a_varying: tuple[bool, ...],
+    b: SharedArray,
+    b_indices: tuple,
+    lanes: np.ndarray,
+    state: BlockState,
+) -> None:
+    """`affinec.warpgroup_mma_registers` for a block's threads (whole warpgroups, in
+    order), as `warpgroup_steps.warpgroup_registers_step` takes each warpgroup's:
+    thread k's A fragments the k-th of each of `a` that differs between threads
+    (`a_varying`), its registers the k-th of the private `fragments`."""
+    from affinec.interpreter.warpgroup_steps import warpgroup_registers_step
+
+    _whole_warpgroups(op, lanes)
+    for first in range(0, len(lanes), WARPGROUP_SIZE):
+        group = [
+            (
+                fragments[k],
+                tuple(x[k] if v else x for x, v in zip(a, a_varying, strict=True)),
+                b,
+                _lane_indices(b_indices, k),
+            )
+            for k in range(first, first + WARPGROUP_SIZE)
+        ]
+        warpgroup_registers_step(op, group, state, int(lanes[first]))
+
+
+def _whole_warpgroups(op: Operation, lanes: np.ndarray) -> None:
+    if len(lanes) % WARPGROUP_SIZE:
+        raise InterpreterError(
+            f"runs on a partial warpgroup: the block has {len(lanes)} threads; "
+            f"warpgroup-collective ops need all {WARPGROUP_SIZE} threads",
+            op,
+        )
+
+
+def _lane_indices(indices: tuple, k: int) -> tuple:
+    """Lane k's indices: an index that differs between threads is an array."""
+    return tuple(int(i[k]) if isinstance(i, np.ndarray) else i for i in indices)
