@@ -26,12 +26,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from xdsl.dialects.builtin import IntAttr, i32, i64
+from xdsl.dialects.builtin import IntAttr, IntegerAttr, StringAttr, i32, i64
 from xdsl.dialects.llvm import LLVMPointerType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.irdl import (
     irdl_op_definition,
     operand_def,
+    prop_def,
     result_def,
     var_operand_def,
 )
@@ -235,6 +236,72 @@ class CpAsyncBulkTensorGlobalToSharedClusterOp(IntrinsicOp):
             raise VerifyException("the barrier is a !llvm.ptr<3>")
 
 
+# --------------------------------------------------------------------------------------
+# registers
+# --------------------------------------------------------------------------------------
+
+SETMAXREGISTER_ACTIONS = ("increase", "decrease")
+
+
+@irdl_op_definition
+class SetMaxRegisterOp(IntrinsicOp):
+    """`nvvm.setmaxregister increase 232` (or `decrease 40`): `setmaxnreg.inc` /
+    `.dec.sync.aligned.u32`, every thread of the warpgroup at once: the warpgroup's
+    threads each own this many registers from here on (a multiple of 8 from 24 to
+    256). A loading warpgroup hands registers back to the multiplying ones."""
+
+    name = "nvvm.setmaxregister"
+    FEATURE: ClassVar[str] = "setmaxnreg"
+
+    action = prop_def(StringAttr)
+    regCount = prop_def(IntegerAttr)
+
+    def __init__(self, action: str, count: int):
+        super().__init__(
+            properties={
+                "action": StringAttr(action),
+                "regCount": IntegerAttr(count, i32),
+            }
+        )
+
+    @property
+    def count(self) -> int:
+        return self.regCount.value.data
+
+    def intrinsic(self) -> str:
+        verb = "inc" if self.action.data == "increase" else "dec"
+        return f"llvm.nvvm.setmaxnreg.{verb}.sync.aligned.u32"
+
+    def immediates(self) -> tuple:
+        return (self.count,)
+
+    def verify_(self) -> None:
+        if self.action.data not in SETMAXREGISTER_ACTIONS:
+            raise VerifyException(
+                f"the action is increase or decrease, got '{self.action.data}'"
+            )
+        if not (24 <= self.count <= 256 and self.count % 8 == 0):
+            raise VerifyException(
+                f"the register count is a multiple of 8 from 24 to 256, got "
+                f"{self.count}"
+            )
+
+    @classmethod
+    def parse(cls, parser: Parser) -> SetMaxRegisterOp:
+        at = parser.pos
+        action = parser.parse_identifier()
+        if action not in SETMAXREGISTER_ACTIONS:
+            parser.raise_error("expected 'increase' or 'decrease'", at, parser.pos)
+        count = parser.parse_integer(allow_boolean=False, allow_negative=False)
+        op = cls(action, count)
+        op.attributes |= parser.parse_optional_attr_dict()
+        return op
+
+    def print(self, printer: Printer) -> None:
+        printer.print_string(f" {self.action.data} {self.count}")
+        printer.print_op_attributes(self.attributes)
+
+
 HOPPER_NVVM_OPS: tuple[type[Operation], ...] = (
     MBarrierInitOp,
     FenceMBarrierInitOp,
@@ -246,6 +313,7 @@ HOPPER_NVVM_OPS: tuple[type[Operation], ...] = (
     WgmmaGroupSyncAlignedOp,
     WgmmaWaitGroupSyncOp,
     WgmmaMmaAsyncOp,
+    SetMaxRegisterOp,
 )
 HOPPER_NVVM_ATTRIBUTES = (
     WGMMATypeAttr,
@@ -264,6 +332,7 @@ __all__ = [
     "MBarrierInitOp",
     "MBarrierTryWaitParityOp",
     "PtxOp",
+    "SetMaxRegisterOp",
     "WgmmaFenceAlignedOp",
     "WgmmaGroupSyncAlignedOp",
     "WgmmaMmaAsyncOp",

@@ -330,6 +330,20 @@ def _group(op: Operation, w: FunctionWriter) -> None:
     w.line(f"yield {collective}({w.op_ref(op)}, {fn_name}, (), {WARPGROUP_SIZE})")
 
 
+def _registers(op: nvvm.SetMaxRegisterOp, lanes: list, state, base: int) -> list:
+    return [None] * len(lanes)
+
+
+@emits(nvvm.SetMaxRegisterOp)
+def _setmaxregister(op: nvvm.SetMaxRegisterOp, w: FunctionWriter) -> None:
+    """A rendezvous of the warpgroup's 128 threads (`.sync.aligned`): registers are
+    not modelled, but a warpgroup some of whose threads skip it is an error."""
+    _context(w, op)
+    collective = w.global_(WarpCollective, "warp_collective")
+    fn = w.global_(_registers, "registers")
+    w.line(f"yield {collective}({w.op_ref(op)}, {fn}, (), {WARPGROUP_SIZE})")
+
+
 @emits(nvgpu.WarpgroupMmaStoreOp)
 def _store(op: nvgpu.WarpgroupMmaStoreOp, w: FunctionWriter) -> None:
     fn = w.global_(store_accumulator, "store_accumulator")
