@@ -20,8 +20,10 @@ per thread. The rest of the kernel, uniform, is written by the ordinary emitters
 The same holds for every level from the thread mapping down to `lower-affine`: a
 thread-mapped grid band (its thread bands' iterations taken from the lanes), a
 `gpu.launch` body and a `gpu.func`, with affine or scf control flow, arith's
-integers (`lane_scalars`), vectors over lanes (lanes first), and the warp
-collectives `ldmatrix` and `mma.sync`, computed once per warp; and the level
+integers (`lane_scalars`), vectors over lanes (lanes first), the warp
+collectives `ldmatrix` and `mma.sync`, computed once per warp, and Hopper's
+warpgroup steps (`affinec.warpgroup_mma`, `affinec.warpgroup_mma_registers`),
+once per warpgroup; and the level
 `convert-nvgpu-to-nvvm` leaves, with pointers, registers and nvvm's intrinsics
 (`lockstep_nvvm`).
 
