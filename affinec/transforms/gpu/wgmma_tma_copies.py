@@ -31,7 +31,16 @@ block's images x rows x columns x 64 channels at the tap's shifted origin
     nvgpu.device_async_copy %input[%n, clamped %ih, clamped %iw, %v * 8],
         %input_shared[%stage, (%i * 8 + %h) * 8 + %w, %v * 8], 8, %inside
 
-Its rows past the box (the last warpgroup's, idle) are left alone. Anything else
+Its rows past the box (the last warpgroup's, idle) are left alone. A strided
+convolution's tap reads every s-th input row and column (the promotion's box keeps
+only those: the footprint's lattice), so its band copies `origin + s * i` along
+them: a box with element strides s (`TileCopy.strides`, at most 8), which TMA
+loads by a tensor map with those traversal strides, zero-filling each element
+past the image's edges by itself:
+
+    %ih = affine.apply (d1 * 16 + d2 + d6 * 2 - 1)(%n0, %oh0, %r0, %ow0, %s0, %i, %h, %w, %v)
+
+Anything else
 is refused, located, with the reason (`PassError`), as are tiles TMA cannot load:
 an array of more than 5 dimensions, rows that are not a multiple of 16 bytes apart
 (TMA's global strides), a box of more than 256 elements along a dimension.
