@@ -60,8 +60,11 @@ from affinec.interpreter.shared_memory import (
     LANDED,
     RELEASED,
     WARPGROUP_READER,
+    WARPGROUPS_READER,
     SharedArray,
     SharedView,
+    warpgroup_marks,
+    warpgroup_mask,
 )
 from affinec.interpreter.support import InterpreterError, describe, numpy_dtype
 from affinec.interpreter.warps import Wait
@@ -328,11 +331,19 @@ def _release(ctx, barrier: MBarrier) -> None:
     readers = (t, WARPGROUP_READER - t // WARPGROUP_SIZE)
     release = next(_uids)
     block_barriers(state).releases[release] = (barrier, barrier.phase, e, t)
+    bit = 1 << t // WARPGROUP_SIZE
     for buffer in state.buffers:
         flat = buffer.flat_view()
-        mine = (flat.read_epoch == e) & np.isin(flat.reader, readers)
+        current = flat.read_epoch == e
+        mine = current & np.isin(flat.reader, readers)
         if mine.any():
             flat.read_epoch[mine] = RELEASED - release
+        # a tile several warpgroups read: the others' reads stay until they arrive
+        several = current & (flat.reader <= WARPGROUPS_READER)
+        if several.any():
+            masks = warpgroup_mask(flat.reader[several])
+            left = np.where(masks & bit, masks & ~bit, masks)
+            flat.reader[several] = warpgroup_marks(left)
 
 
 class BarrierWait(Wait):

@@ -31,6 +31,12 @@ WARPGROUP_READER = -(1 << 20)
 """Reader marks at or below this are a warpgroup's collective reads (`wgmma`):
 warpgroup `WARPGROUP_READER - mark`."""
 
+WARPGROUPS_READER = -(1 << 30)
+"""Reader marks at or below this (and above `RELEASED`) are the collective reads of
+several warpgroups (each one's `wgmma`s reading a tile they share):
+`WARPGROUPS_READER - mask`, bit w for warpgroup w. Each warpgroup's arrival on an
+mbarrier hands back its own reads (`mbarriers`), the element free once all have."""
+
 RELEASED = -(1 << 40)
 """`read_epoch` marks at or below this are reads an mbarrier arrival released
 (`mbarriers.BlockBarriers.releases`): a thread that waited for that arrival's phase
@@ -80,6 +86,10 @@ class BlockState:
         """Who a reader mark says read an element."""
         if reader == MANY_READERS:
             return "other threads"
+        if reader <= WARPGROUPS_READER:
+            mask = WARPGROUPS_READER - reader
+            firsts = [w * 128 for w in range(mask.bit_length()) if mask >> w & 1]
+            return "the warpgroups of " + ", ".join(map(self.thread_name, firsts))
         if reader <= WARPGROUP_READER:
             warpgroup = WARPGROUP_READER - reader
             return f"the warpgroup of {self.thread_name(warpgroup * 128)}"
@@ -114,6 +124,41 @@ class BlockState:
             buffer.lane_reads.clear()
         for copy in self.copies.values():
             copy.restamp(self.epoch)
+
+
+def warpgroup_mask(marks: np.ndarray) -> np.ndarray:
+    """The warpgroups (a bit each) whose collective reads reader marks name; 0
+    for a thread's or several threads' reads."""
+    marks = np.asarray(marks, np.int64)
+    single = (marks <= WARPGROUP_READER) & (marks > WARPGROUPS_READER)
+    several = marks <= WARPGROUPS_READER
+    one = np.left_shift(1, np.where(single, WARPGROUP_READER - marks, 0))
+    return np.where(single, one, np.where(several, WARPGROUPS_READER - marks, 0))
+
+
+def warpgroup_marks(masks: np.ndarray) -> np.ndarray:
+    """The reader marks of the warpgroups of `masks` (nonzero)."""
+    masks = np.asarray(masks, np.int64)
+    alone = (masks & (masks - 1)) == 0
+    index = np.log2(np.where(alone, masks, 1)).astype(np.int64)
+    return np.where(alone, WARPGROUP_READER - index, WARPGROUPS_READER - masks)
+
+
+def share_warpgroup_reads(
+    reader: np.ndarray,
+    positions: np.ndarray,
+    before: np.ndarray,
+    read_before: np.ndarray,
+    warpgroup: int,
+) -> None:
+    """After `warpgroup`'s collective read of flat `positions` (reader marks
+    `before`, read in this interval where `read_before`): an element another
+    warpgroup's collective reads had read in this interval is read by both."""
+    masks = warpgroup_mask(before)
+    bit = 1 << warpgroup
+    shared = read_before & (masks != 0) & (masks != bit)
+    if shared.any():
+        reader[positions[shared]] = warpgroup_marks(masks[shared] | bit)
 
 
 PENDING = -3

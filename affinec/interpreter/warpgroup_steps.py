@@ -39,7 +39,11 @@ from affinec.hardware.wgmma_layouts import (
     accumulator_table,
 )
 from affinec.interpreter.codegen import FunctionWriter, emits
-from affinec.interpreter.shared_memory import WARPGROUP_READER, SharedArray
+from affinec.interpreter.shared_memory import (
+    WARPGROUP_READER,
+    SharedArray,
+    share_warpgroup_reads,
+)
 from affinec.interpreter.support import InterpreterError
 from affinec.interpreter.warp_ops import bf16
 from affinec.interpreter.warpgroups import (
@@ -88,6 +92,8 @@ def _read_tile(
     # read by the warpgroup, as its wgmmas read (an arrival of one of its threads
     # hands the tiles back), not by any one thread
     warpgroup = WARPGROUP_READER - base // WARPGROUP_SIZE
+    at = (starts[:, None] + np.arange(CORE)).reshape(-1)
+    before, read_before = flat.reader[at], flat.read_epoch[at] == state.epoch
     data = flat.read_rows(starts, CORE, np.full(len(starts), warpgroup))
     if data is None:  # run by run, which names what is wrong
         runs = []
@@ -98,9 +104,10 @@ def _read_tile(
         data = np.stack(runs)
         # each run read (and checked) by a thread of the warpgroup: the reads are
         # the warpgroup's, as above
-        at = (starts[:, None] + np.arange(CORE)).reshape(-1)
         own = (flat.reader[at] >= base) & (flat.reader[at] < base + WARPGROUP_SIZE)
         flat.reader[at[own]] = warpgroup
+    # a tile other warpgroups read too (B): each hands back its own reads
+    share_warpgroup_reads(flat.reader, at, before, read_before, base // WARPGROUP_SIZE)
     return np.asarray(data, np.float64).reshape(positions.shape)
 
 

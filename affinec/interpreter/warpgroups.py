@@ -47,6 +47,7 @@ from affinec.interpreter.shared_memory import (
     WARPGROUP_READER,
     SharedArray,
     SharedView,
+    share_warpgroup_reads,
 )
 from affinec.interpreter.support import InterpreterError, describe
 from affinec.interpreter.warps import WarpCollective, exact_dot
@@ -132,8 +133,15 @@ def _operand(op: Operation, descriptor: MatrixDescriptor, rows: int, k_major: bo
                         )
             else:
                 buffer.conflict(k, f"reads ({op.name})", int(writer))
+    before, read_before = (
+        buffer.reader[positions],
+        buffer.read_epoch[positions] == epoch,
+    )
     buffer.read_epoch[positions] = epoch
     buffer.reader[positions] = WARPGROUP_READER - base // WARPGROUP_SIZE
+    share_warpgroup_reads(
+        buffer.reader, positions, before, read_before, base // WARPGROUP_SIZE
+    )
     read = InFlightRead(op, buffer, positions.reshape(-1))
     _issued(state, base).open.append(read)
     state.wgmma_reads.append(read)
