@@ -106,6 +106,11 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return AffinecTmaCopies
 
+    def _affinec_warp_specialize():
+        from affinec.passes.affinec_warp_specialize import AffinecWarpSpecialize
+
+        return AffinecWarpSpecialize
+
     def _affinec_wgmma_gemm():
         from affinec.passes.affinec_wgmma_gemm import AffinecWgmmaGemm
 
@@ -187,6 +192,7 @@ def get_all_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "affinec-mma-sync": _affinec_mma_sync,
         "affinec-wgmma": _affinec_wgmma,
         "affinec-tma-copies": _affinec_tma_copies,
+        "affinec-warp-specialize": _affinec_warp_specialize,
         "affinec-narrow-indices": _affinec_narrow_indices,
         "affinec-pad-channels": _affinec_pad_channels,
         "affinec-split-reduction": _affinec_split_reduction,

@@ -105,6 +105,11 @@ class KernelConfig:
     step, its stage handed back a step later (`affinec-tma-copies{in-flight}`);
     with A from registers (filter taps), each run's while the next run's fragments
     load (`affinec-wgmma{in-flight}`)."""
+    warp_specialize: bool = False
+    """With `tma`: one more warpgroup, the producer, issues every TMA load (its
+    registers lowered, `setmaxnreg.dec`) while the block's warpgroups only wait,
+    multiply and hand the stages back (theirs raised, `setmaxnreg.inc`)
+    (`affinec-warp-specialize`)."""
     warp_grid: tuple[int, ...] = (2, 2)
     """With `mma`: warps along the block's pixels and output channels."""
     unroll_taps: bool = False
@@ -192,6 +197,11 @@ class KernelConfig:
         if self.in_flight and self.tensor_core != "wgmma":
             raise ValueError(
                 "in-flight leaves warpgroup MMAs in flight: it needs tensor-core=wgmma"
+            )
+        if self.warp_specialize and not (self.tma and self.tensor_core == "wgmma"):
+            raise ValueError(
+                "warp-specialize gives the TMA loads a warpgroup of their own: it "
+                "needs tensor-core=wgmma and tma"
             )
         if self.wgmma and self.mma:
             raise ValueError("wgmma is its own route to the tensor cores: not with mma")

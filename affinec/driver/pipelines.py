@@ -54,6 +54,7 @@ from affinec.passes.affinec_split import AffinecSplitPass
 from affinec.passes.affinec_split_reduction import AffinecSplitReduction
 from affinec.passes.affinec_stage_output import AffinecStageOutput
 from affinec.passes.affinec_tma_copies import AffinecTmaCopies
+from affinec.passes.affinec_warp_specialize import AffinecWarpSpecialize
 from affinec.passes.affinec_wgmma import AffinecWgmma
 from affinec.passes.affinec_wgmma_gemm import AffinecWgmmaGemm
 from affinec.passes.convert_gpu_to_nvvm import ConvertGpuToNvvm
@@ -125,6 +126,7 @@ def map_to_gpu_passes(config: KernelConfig = DEFAULT_CONFIG) -> list[ModulePass]
             vector_width=config.vector_width,
             unroll_steps=config.unroll_steps,
         ),
+        *([AffinecWarpSpecialize()] if config.warp_specialize else []),
         AffinecPlanSharedMemory(
             pad=config.promote or config.mma, split_phases=config.split_phases
         ),

@@ -294,6 +294,13 @@ def add_compile_arguments(parser: argparse.ArgumentParser) -> None:
         "next ones' operands load (with --tma: 3 stages or more)",
     )
     knobs.add_argument(
+        "--warp-specialize",
+        action="store_true",
+        default=None,
+        help="with --tensor-core wgmma --tma: a producer warpgroup issues the TMA "
+        "loads, the others only multiply (affinec-warp-specialize, setmaxnreg)",
+    )
+    knobs.add_argument(
         "--wgmma",
         action="store_true",
         default=None,
@@ -385,6 +392,7 @@ KNOBS = (
     "tensor_core",
     "tma",
     "in_flight",
+    "warp_specialize",
     "warp_grid",
     "unroll_taps",
     "stage_output",
@@ -409,7 +417,15 @@ def config_from_args(
     given = {k: getattr(args, k) for k in KNOBS if getattr(args, k) is not None}
     if given.get("wgmma"):
         return _wgmma_config(given, spec, arch)
-    alone = {"tf32", "splits", "flatten_pixels", "tensor_core", "tma", "in_flight"}
+    alone = {
+        "tf32",
+        "splits",
+        "flatten_pixels",
+        "tensor_core",
+        "tma",
+        "in_flight",
+        "warp_specialize",
+    }
     if given and set(given) <= alone and given.get("tf32", True):
         try:
             config = config_for(
@@ -437,7 +453,7 @@ def _with_tma(config: KernelConfig, given: dict[str, object]) -> KernelConfig:
     """`config` with `--tma`'s loads and `--in-flight`'s MMAs where given; refused,
     saying why, where the configuration's tensor cores are not `affinec-wgmma`'s
     (nothing else loads by TMA or leaves warpgroup MMAs in flight)."""
-    asked = {k: True for k in ("tma", "in_flight") if given.get(k)}
+    asked = {k: True for k in ("tma", "in_flight", "warp_specialize") if given.get(k)}
     if not asked:
         return config
     if not (config.mma and config.tensor_core == "wgmma"):

@@ -57,7 +57,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import AffineConstraintKind, AffineMap
 
 from affinec.base.diagnostics import PassError
-from affinec.dialects import affine, gpu, nvgpu
+from affinec.dialects import affine, gpu, nvgpu, nvvm
 from affinec.dialects.affinec import GRID, OVERLAY, mapping_of
 from affinec.ir.affine_exprs import Interval, expr_range
 from affinec.ir.effects import reads, writes
@@ -77,6 +77,7 @@ from affinec.transforms.gpu.thread_overlaps import (
     trip_values,
     varies_by_thread,
 )
+from affinec.transforms.gpu.warp_specialize_phases import check_specialized_phases
 from affinec.transforms.gpu.wgmma_tma_phases import check_phases
 
 SYNC = (gpu.BarrierOp, nvgpu.DeviceAsyncCreateGroupOp, nvgpu.DeviceAsyncWaitOp)
@@ -216,7 +217,10 @@ class _Walk:
         ):  # affinec-tma-copies' stages, proven on the grid's block program (the
             # levels below it move them unchanged); the template's kernel: refused
             if isinstance(self.program, affine.ParallelOp):
-                check_phases(self.program)
+                # a warp-specialized block's producer runs ahead of its consumers
+                specialized = any(isinstance(o, nvvm.SetMaxRegisterOp) for o in ops)
+                check = check_specialized_phases if specialized else check_phases
+                check(self.program)
             return
         for op in ops:
             if op.name.startswith(_NOT_FOLLOWED):
