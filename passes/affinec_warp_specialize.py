@@ -26,14 +26,14 @@ becomes
 
     affine.parallel (%tx) = (0) to (384) {
       affine.if (%tx >= 256) {
-        nvvm.setmaxregister decrease 40
+        nvvm.setmaxregister decrease 56
         affine.for %t = 0 to 8 {
           affine.if (%t <= 5) {
             affine.if (%tx == 256) { try_wait %released ..; arrive.expect_tx ..; nvgpu.tma.async.load .. }
           }
         }
       } else {
-        nvvm.setmaxregister increase 232
+        nvvm.setmaxregister increase 224
         affine.for %t = 0 to 8 {
           nvgpu.mbarrier.try_wait.parity ..
           affinec.warpgroup_mma ..
@@ -73,7 +73,7 @@ class AffinecWarpSpecialize(ModulePass):
 
     name = "affinec-warp-specialize"
 
-    producer_registers: int = 40
+    producer_registers: int = 56
     """Registers a thread of the producer warpgroup keeps (`setmaxnreg.dec`): a
     multiple of 8 from 24 to 256."""
 

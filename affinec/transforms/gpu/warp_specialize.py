@@ -17,11 +17,11 @@ T + 128 threads, split on the warpgroup:
 
     affine.parallel (%tx) = (0) to (T + 128) {
       affine.if (%tx >= T) {                       // the producer warpgroup
-        nvvm.setmaxregister decrease 40
+        nvvm.setmaxregister decrease 56
         ... the loads, their thread now T, their waits on `released` kept;
             nothing else
       } else {                                     // T / 128 consumers
-        nvvm.setmaxregister increase 232
+        nvvm.setmaxregister increase 224
         ... the program without its loads: waits on each stage, MMAs, arrivals
       }
     } {affinec.mapping = "thread"}
@@ -193,7 +193,8 @@ def _in_top_level_structure(op: Operation, body: Block) -> bool:
 
 def _region(grid: affine.ParallelOp, body: Block) -> list[Operation]:
     """The block program's ops from the barriers' initialization (and the barrier
-    after it) to the last one that loads, waits or arrives."""
+    after it) to the next `gpu.barrier` after the last one that loads, waits or
+    arrives (or the end)."""
     ops = list(body.ops)
     phase = [
         k for k, o in enumerate(ops) if any(isinstance(x, _PHASES) for x in o.walk())
@@ -208,7 +209,10 @@ def _region(grid: affine.ParallelOp, body: Block) -> list[Operation]:
     start = inits[-1] + 1
     if start < len(ops) and isinstance(ops[start], gpu.BarrierOp):
         start += 1
-    region = ops[start : phase[-1] + 1]
+    end = phase[-1] + 1
+    while end < len(ops) and not isinstance(ops[end], gpu.BarrierOp | affine.YieldOp):
+        end += 1  # the MMAs' last wait and what follows, up to the next barrier
+    region = ops[start:end]
     if any(k < start for k in phase):
         raise PassError(ops[phase[0]], "a load or wait before the barriers' init")
     inside = {x for o in region for x in o.walk()}
