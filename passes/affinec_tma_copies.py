@@ -36,12 +36,17 @@ becomes
     affinec.warpgroup_mma %fragments, %A_shared[%s, %row], %B_shared[%s] ...
     %h = nvgpu.mbarrier.arrive %stage_released[%s]     (one thread a warpgroup)
 
+A convolution's tile of one tap (`affinec-wgmma` reading a box of pixels) is an
+N-D box of the NHWC input at the tap's shifted origin, the padding by TMA's zero
+fill; at a stride the box's elements are that many apart (TMA's element strides,
+the descriptor's `traversal`).
+
 Each copy band is proven to be a TMA box before it is replaced (its source the
-tile's origin plus the element, the zero fill exactly past the matrix's edges),
-and the result's phases are proven by running the block trip by trip
-(`wgmma_tma_phases`). Refused, located: a copy TMA cannot do (a matrix that is
-not 2-D or whose rows are not a multiple of 16 bytes apart, a box over 256 rows,
-zero fill other than TMA's), a stage index the pipelining did not write. A module
+tile's origin plus the element times the box's strides, the zero fill exactly past
+the array's edges), and the result's phases are proven by running the block trip
+by trip (`wgmma_tma_phases`). Refused, located: a copy TMA cannot do (rows not a
+multiple of 16 bytes apart, a box over 256 elements along a dimension, a stride
+over 8, zero fill other than TMA's), a stage index the pipelining did not write. A module
 with no `wgmma` step reading copied tiles is left as it is.
 """
 
