@@ -1,0 +1,346 @@
+"""`affinec-warp-specialize`: a producer warpgroup issuing the TMA loads, the block's
+warpgroups only waiting, multiplying and handing the stages back, proven on the CPU.
+
+Random products (and a 1x1 convolution through its flattened pixels) through the
+whole pipeline with the pass, every pass's output interpreted against float64; the
+pass's output printed and parsed again; negative controls the interpreter and the
+pass's concurrent phase check catch (the producer's wait on a release removed, a
+consumer's wait on the wrong parity, a release never arrived, a register
+reallocation some threads skip); refusals; the PTX through ptxas for sm_90a
+(setmaxnreg, no spills; USETMAXREG in the SASS where cuobjdump is installed).
+"""
+
+import shutil
+import subprocess
+from dataclasses import replace
+
+import pytest
+from built_once import built_once
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerAttr, i64
+from xdsl.parser import Parser
+
+from affinec.base.diagnostics import PassError
+from affinec.base.spec import ConvSpec, MatmulSpec
+from affinec.dialects import affine, nvgpu, nvvm
+from affinec.dialects.affinec import GRID, mapping_of
+from affinec.dialects.affinec_wgmma import WarpgroupMmaStepOp
+from affinec.driver.checking import Checker
+from affinec.driver.config import KernelConfig
+from affinec.driver.pipeline import Pipeline
+from affinec.driver.pipelines import default_passes
+from affinec.frontend.naive import build
+from affinec.ir.context import make_context
+from affinec.passes.affinec_warp_specialize import AffinecWarpSpecialize
+from affinec.transforms.gpu.warp_specialize_phases import check_specialized_phases
+
+TARGET = "nvvm-attach-target{chip=sm_90a}"
+
+
+def _config(**knobs) -> KernelConfig:
+    base = KernelConfig(
+        tile_sizes=(128, 32),
+        reduction_tile_sizes=(16,),
+        mma=True,
+        tensor_core="wgmma",
+        tma=True,
+        stages=2,
+        warp_specialize=True,
+    )
+    return replace(base, **knobs)
+
+
+def _passes(config: KernelConfig, target: str = TARGET) -> list:
+    return [*Pipeline.parse(target).passes, *default_passes(config)]
+
+
+@st.composite
+def cases(draw):
+    """A small product TMA loads (partial tiles included) and a configuration: one
+    or two consumer warpgroups, 1 to 4 stages, MMAs in flight or waited, the output
+    staged through shared memory or not."""
+    bm = 64 * draw(st.integers(1, 2))
+    bn = 8 * draw(st.integers(1, 3))
+    m = draw(st.integers(bm, bm + 24))
+    n = 8 * draw(st.integers(bn // 8, bn // 8 + 1))
+    k = 16 * draw(st.integers(2, 5))
+    spec = MatmulSpec(m, n, k, "f16", draw(st.sampled_from(["none", "bias-relu"])))
+    stages = draw(st.integers(1, 4))
+    config = _config(
+        tile_sizes=(bm, bn),
+        stages=stages,
+        in_flight=stages >= 3 and draw(st.booleans()),
+        stage_output=draw(st.booleans()),
+    )
+    return spec, config
+
+
+@settings(max_examples=max(4, settings().max_examples // 3), deadline=None)
+@given(cases())
+def test_a_producer_warpgroup_keeps_the_result(case):
+    spec, config = case
+    module = build(spec)
+    Pipeline(_passes(config)).run(module, check=True)
+    text = str(module)
+    assert "nvvm.setmaxregister decrease 56" in text
+    assert "nvvm.setmaxregister increase" in text
+    consumers = config.tile_sizes[0] // 64
+    launch = f"block = array<i64: {128 * (consumers + 1)}, 1, 1>"
+    assert launch in text
+
+
+def test_a_1x1_convolution_through_its_flattened_pixels():
+    from affinec.driver.compiler import compile_to_ptx
+
+    spec = ConvSpec(2, 32, 6, 6, 40, 1, 1, layout="nhwc", filter_layout="rsck",
+                    dtype="f16", epilogue="bias-relu")  # fmt: skip
+    config = _config(
+        tile_sizes=(64, 40), reduction_tile_sizes=(16,), flatten_pixels=True
+    )
+    compiled = compile_to_ptx(spec, config, arch="sm_90a", check=True)
+    assert "setmaxnreg.dec.sync.aligned.u32 \t56;" in compiled.ptx
+    # one consumer warpgroup: the most registers setmaxnreg gives a thread
+    assert "setmaxnreg.inc.sync.aligned.u32 \t240;" in compiled.ptx
+    assert compiled.launch.block == (256, 1, 1)
+
+
+def _specialized(spec, config):
+    """The module through affinec-warp-specialize, checked (once per spec and
+    configuration)."""
+
+    def make():
+        passes = _passes(config)
+        at = [p.name for p in passes].index("affinec-warp-specialize")
+        module = build(spec)
+        Pipeline(passes[: at + 1]).run(module, check=True)
+        return module
+
+    return built_once(("specialized", spec, config), make)
+
+
+def _grid(module):
+    return next(
+        o
+        for o in module.walk()
+        if isinstance(o, affine.ParallelOp) and mapping_of(o) == GRID
+    )
+
+
+SMALL = MatmulSpec(128, 32, 96, "f16")
+
+
+def test_the_output_prints_and_parses_again():
+    module = _specialized(SMALL, _config(stages=3, in_flight=True))
+    text = str(module)
+    again = Parser(make_context(), text).parse_module()
+    again.verify()
+    assert str(again) == text
+    assert Checker(SMALL).check("parsed", again).ok
+
+
+def test_the_producer_issues_every_load():
+    module = _specialized(SMALL, _config(stages=3, in_flight=True))
+    (branch,) = [
+        o
+        for o in module.walk()
+        if isinstance(o, affine.IfOp)
+        and any(isinstance(x, nvvm.SetMaxRegisterOp) for x in o.then_region.ops)
+    ]
+    producer, consumers = (
+        list(branch.then_region.walk()),
+        list(branch.else_region.walk()),
+    )
+    loads = [o for o in module.walk() if isinstance(o, nvgpu.TmaAsyncLoadOp)]
+    assert loads and all(o in producer for o in loads)
+    assert not any(isinstance(o, WarpgroupMmaStepOp) for o in producer)
+    assert any(isinstance(o, WarpgroupMmaStepOp) for o in consumers)
+    waits = [o for o in producer if isinstance(o, nvgpu.MBarrierTryWaitParityOp)]
+    assert waits and all(w.barriers.name_hint == "stage_released" for w in waits)
+    arrivals = [o for o in consumers if isinstance(o, nvgpu.MBarrierArriveOp)]
+    assert arrivals and not any(isinstance(o, nvgpu.TmaAsyncLoadOp) for o in consumers)
+
+
+# -- negative controls --------------------------------------------------------------
+
+
+def _erase(ops) -> None:
+    for op in ops:
+        op.detach()
+        op.erase()
+
+
+@pytest.mark.parametrize("stages", [1, 2])
+def test_a_load_onto_a_stage_not_handed_back_is_caught(stages):
+    spec = SMALL
+    module = _specialized(spec, _config(stages=stages))
+    _erase(
+        o
+        for o in module.walk()
+        if isinstance(o, nvgpu.MBarrierTryWaitParityOp)
+        and o.barriers.name_hint == "stage_released"
+    )
+    with pytest.raises(PassError, match="no wait has seen handed back"):
+        check_specialized_phases(_grid(module))
+    result = Checker(spec).check("not handed back", module)
+    assert not result.ok, result.row()
+
+
+def test_a_consumers_wait_on_the_wrong_parity_is_caught():
+    spec = SMALL
+    module = _specialized(spec, _config(stages=2))
+    for wait in module.walk():
+        if (
+            isinstance(wait, nvgpu.MBarrierTryWaitParityOp)
+            and wait.barriers.name_hint == "stage_barriers"
+        ):
+            odd = wait.phaseParity.owner
+            assert isinstance(odd, arith.CmpiOp)
+            odd.properties["predicate"] = IntegerAttr(1, i64)  # eq -> ne
+    with pytest.raises(PassError, match="waits on parity"):
+        check_specialized_phases(_grid(module))
+    result = Checker(spec).check("wrong parity", module)
+    assert not result.ok, result.row()
+
+
+def test_a_release_never_arrived_is_caught():
+    # the consumers hand no stage back: the producer waits forever for the release
+    spec = SMALL
+    module = _specialized(spec, _config(stages=2))
+    _erase([o for o in module.walk() if isinstance(o, nvgpu.MBarrierArriveOp)])
+    with pytest.raises(PassError, match="nothing completes"):
+        check_specialized_phases(_grid(module))
+    result = Checker(spec).check("never released", module)
+    assert not result.ok, result.row()
+
+
+def test_a_register_reallocation_some_threads_skip_is_caught():
+    # setmaxnreg is .sync.aligned: the whole warpgroup executes it
+    spec = SMALL
+    module = _specialized(spec, _config(stages=2))
+    (decrease,) = [
+        o
+        for o in module.walk()
+        if isinstance(o, nvvm.SetMaxRegisterOp) and o.action.data == "decrease"
+    ]
+    guarded = next(
+        o
+        for o in module.walk()
+        if isinstance(o, affine.IfOp)
+        and any(isinstance(x, nvgpu.TmaAsyncLoadOp) for x in o.walk())
+        and len(o.args) == 1
+        and o.parent_op() is decrease.parent_op()
+    )
+    decrease.detach()
+    guarded.then_region.block.insert_op_before(
+        decrease, guarded.then_region.block.first_op
+    )
+    # the one thread at the reallocation waits for its warpgroup forever, so no
+    # load is issued and the consumers wait forever too
+    result = Checker(spec).check("one thread reallocates", module)
+    assert not result.ok, result.row()
+    assert "waits forever" in result.message
+
+
+# -- refusals -----------------------------------------------------------------------
+
+
+def test_registers_the_multiprocessor_lacks_are_refused():
+    config = _config(stages=2)
+    passes = [
+        AffinecWarpSpecialize(consumer_registers=256)
+        if p.name == "affinec-warp-specialize"
+        else p
+        for p in _passes(config)
+    ]
+    with pytest.raises(PassError, match="more than the 65536"):
+        Pipeline(passes).run(build(SMALL))
+
+
+@pytest.mark.parametrize("count", [16, 60, 264])
+def test_register_counts_setmaxnreg_cannot_take_are_refused(count):
+    config = _config(stages=2)
+    passes = [
+        AffinecWarpSpecialize(producer_registers=count)
+        if p.name == "affinec-warp-specialize"
+        else p
+        for p in _passes(config)
+    ]
+    with pytest.raises(PassError, match="multiple of 8 from 24 to 256"):
+        Pipeline(passes).run(build(SMALL))
+
+
+def test_the_knob_needs_tma():
+    with pytest.raises(ValueError, match="needs tensor-core=wgmma and tma"):
+        _config(tma=False)
+    plain = _config(warp_specialize=False)
+    assert "affinec-warp-specialize" not in [p.name for p in default_passes(plain)]
+
+
+def test_the_op_verifies_its_register_count():
+    from xdsl.utils.exceptions import VerifyException
+
+    with pytest.raises(VerifyException, match="multiple of 8 from 24 to 256"):
+        nvvm.SetMaxRegisterOp("increase", 230).verify()
+    with pytest.raises(VerifyException, match="increase or decrease"):
+        nvvm.SetMaxRegisterOp("more", 232).verify()
+
+
+# -- PTX ----------------------------------------------------------------------------
+
+
+def test_the_ptx_assembles_for_sm_90a_without_spills():
+    from affinec.backend.ptxas import assemble, find_ptxas
+    from affinec.driver.compiler import compile_to_ptx
+
+    ptxas = find_ptxas()
+    if ptxas is None:
+        pytest.skip("ptxas is not installed")
+    spec = MatmulSpec(4096, 4096, 1024, "f16")
+    config = _config(
+        tile_sizes=(128, 128),
+        reduction_tile_sizes=(64,),
+        stages=4,
+        in_flight=True,
+        stage_output=True,
+    )
+    compiled = compile_to_ptx(spec, config, arch="sm_90a")
+    ptx = compiled.ptx
+    assert "setmaxnreg.dec.sync.aligned.u32 \t56;" in ptx
+    assert "setmaxnreg.inc.sync.aligned.u32 \t224;" in ptx
+    assert compiled.launch.block == (384, 1, 1)
+    (resources,) = assemble(ptx, "sm_90a").values()
+    assert resources.spill_stores == resources.spill_loads == 0
+    assert resources.stack_frame == 0
+    # no wgmma serialized (C7510-C7518); ptxas's own wgmma fence (C7519) is benign
+    assert not [a for a in resources.advisories if not a.startswith("C7519")]
+    cuobjdump = shutil.which("cuobjdump")
+    if cuobjdump is None:
+        return
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        src, out = Path(d) / "k.ptx", Path(d) / "k.cubin"
+        src.write_text(ptx)
+        subprocess.run([ptxas, "-arch=sm_90a", src, "-o", out], check=True)
+        sass = subprocess.run(
+            [cuobjdump, "-sass", out], check=True, capture_output=True, text=True
+        ).stdout
+    assert "USETMAXREG.DEALLOC.CTAPOOL 0x38" in sass
+    assert "USETMAXREG.TRY_ALLOC.CTAPOOL" in sass and "0xe0" in sass
+
+
+def test_the_command_line_takes_warp_specialization(tmp_path, capsys):
+    from affinec.tools.cli import main as affinec
+
+    out = tmp_path / "k.ptx"
+    args = ["compile", "matmul", "--m", "256", "--n", "128", "--k", "128",
+            "--dtype", "f16", "--arch", "sm_90a", "--mma", "--tensor-core", "wgmma",
+            "--tile-sizes", "128,128", "--reduction-tile-sizes", "64",
+            "--stages", "2", "--tma", "-o", str(out)]  # fmt: skip
+    assert affinec([*args, "--warp-specialize"]) == 0, capsys.readouterr().err
+    assert "setmaxnreg.dec.sync.aligned.u32" in out.read_text()
+    assert affinec(args) == 0, capsys.readouterr().err
+    assert "setmaxnreg" not in out.read_text()
