@@ -106,6 +106,22 @@ def test_a_1x1_convolution_through_its_flattened_pixels():
     assert compiled.launch.block == (256, 1, 1)
 
 
+def test_a_padded_3x3_convolution_by_descriptor():
+    # each tap's input box loaded by TMA (its padding TMA's zero fill), 9 taps of
+    # 64 channels a step: the producer runs the taps' loads ahead
+    from affinec.driver.compiler import compile_to_ptx
+
+    spec = ConvSpec(1, 64, 8, 8, 64, 3, 3, padding=(1, 1), layout="nhwc",
+                    filter_layout="rsck", dtype="f16")  # fmt: skip
+    config = _config(
+        tile_sizes=(1, 8, 8, 64), reduction_tile_sizes=(1, 1, 64), reassociate=True
+    )
+    compiled = compile_to_ptx(spec, config, arch="sm_90a", check=True)
+    assert "setmaxnreg.dec.sync.aligned.u32" in compiled.ptx
+    assert "cp.async.bulk.tensor.4d" in compiled.ptx
+    assert compiled.launch.block == (256, 1, 1)
+
+
 def _specialized(spec, config):
     """The module through affinec-warp-specialize, checked (once per spec and
     configuration)."""
