@@ -8,8 +8,11 @@ on the warpgroup: the last warpgroup lowers its registers (`setmaxnreg.dec`) and
 first thread issues the loads, each after its stage's release, as far ahead as the
 releases let it; the others raise theirs (`setmaxnreg.inc`) and run the reduction
 without its loads (waits on each stage, MMAs, one arrival a warpgroup on the
-stage's release). The bands before and after (the barriers' initialization, the
-epilogue) run on the first T threads, every `gpu.barrier` meeting the whole block.
+stage's release) and the epilogue up to its first `gpu.barrier` (an epilogue staged
+through shared memory up to its second, the first made a barrier of the consumers
+alone on an mbarrier, so the accumulators stay in their branch). The bands before
+and after (the barriers' initialization, the rest of the epilogue) run on the first
+T threads, every `gpu.barrier` left meeting the whole block.
 
     affine.for %t = 0 to 8 {
       affine.parallel (%tx) = (0) to (256) { nvgpu.mbarrier.try_wait.parity .. }

@@ -24,8 +24,8 @@ from xdsl.parser import Parser
 
 from affinec.base.diagnostics import PassError
 from affinec.base.spec import ConvSpec, MatmulSpec
-from affinec.dialects import affine, nvgpu, nvvm
-from affinec.dialects.affinec import GRID, mapping_of
+from affinec.dialects import affine, gpu, nvgpu, nvvm
+from affinec.dialects.affinec import GRID, THREAD, mapping_of
 from affinec.dialects.affinec_wgmma import WarpgroupMmaStepOp
 from affinec.driver.checking import Checker
 from affinec.driver.config import KernelConfig
@@ -176,6 +176,38 @@ def test_the_producer_issues_every_load():
     assert waits and all(w.barriers.name_hint == "stage_released" for w in waits)
     arrivals = [o for o in consumers if isinstance(o, nvgpu.MBarrierArriveOp)]
     assert arrivals and not any(isinstance(o, nvgpu.TmaAsyncLoadOp) for o in consumers)
+
+
+def test_a_staged_epilogue_keeps_the_accumulators_in_the_consumers_branch():
+    # the output staged through shared memory over the stages: the consumers store
+    # their fragments after a barrier of their own (an mbarrier, one arrival a
+    # warpgroup), and the block meets at a gpu.barrier only once they are stored
+    module = _specialized(SMALL, _config(stages=3, in_flight=True, stage_output=True))
+    (band,) = [
+        o
+        for o in module.walk()
+        if isinstance(o, affine.ParallelOp)
+        and mapping_of(o) == THREAD
+        and any(isinstance(x, nvvm.SetMaxRegisterOp) for x in o.walk())
+    ]
+    inside = list(band.walk())
+    assert not any(isinstance(o, gpu.BarrierOp) for o in inside)
+    done = [
+        o
+        for o in inside
+        if isinstance(o, nvgpu.MBarrierArriveOp | nvgpu.MBarrierTryWaitParityOp)
+        and o.barriers.name_hint == "consumers_done"
+    ]
+    assert len(done) == 2
+    stores = [
+        o
+        for o in inside
+        if isinstance(o, affine.StoreOp | affine.VectorStoreOp)
+        and o.operands[1].name_hint == "output_shared"
+    ]
+    assert stores and all(inside.index(o) > inside.index(done[1]) for o in stores)
+    after = list(band.next_op.walk()) if band.next_op else []
+    assert any(isinstance(o, gpu.BarrierOp) for o in [band.next_op, *after])
 
 
 # -- negative controls --------------------------------------------------------------

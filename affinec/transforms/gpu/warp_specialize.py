@@ -26,10 +26,17 @@ T + 128 threads, split on the warpgroup:
       }
     } {affinec.mapping = "thread"}
 
-The producer's thread runs ahead, its pace set by the consumers' arrivals alone; the
-other bands (the barriers' initialization, the epilogue) take the T + 128 threads
-too, their bodies for threads below T only, so every `gpu.barrier` still meets the
-whole block. The phases are proven by running the producer's thread and the
+The producer's thread runs ahead, its pace set by the consumers' arrivals alone. The
+consumers' branch runs on past the reduction to the next `gpu.barrier` (their last
+`wgmma` wait inside it, so ptxas sees the MMAs in one warpgroup-uniform branch);
+where the accumulators are read past that barrier (the output staged through shared
+memory over the stages), that barrier becomes the consumers' own (an mbarrier,
+`consumers_done`: one arrival a warpgroup once its MMAs are done, every consumer
+waiting) and the branch runs on to the next one, so the accumulators never live
+where the producer's threads, with their few registers, join the consumers again.
+The other bands (the barriers' initialization, the rest of the epilogue) take the
+T + 128 threads too, their bodies for threads below T only, so every `gpu.barrier`
+left meets the whole block. The phases are proven by running the producer's thread and the
 consumers' concurrently (`warp_specialize_phases.check_specialized_phases`).
 """
 
@@ -37,7 +44,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from xdsl.dialects.builtin import AffineSetAttr
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import AffineSetAttr, IndexType, IntegerAttr, i1
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import (
     AffineConstraintExpr,
@@ -130,8 +138,12 @@ def specialize(
                 f"a warpgroup's registers are a multiple of 8 from 24 to 256, got "
                 f"{count}",
             )
-    region = _region(grid, body)
+    region, converted = _region(grid, body)
     _check_elected(region, threads)
+    if converted is not None:
+        at = region.index(converted)
+        region[at] = _consumers_barrier(grid, converted, threads)
+
     specialized, tx = new_thread_band(threads + WARPGROUP_SIZE, region[0])
     producer_block, consumer_block = Block(), Block()
     for target in (producer_block, consumer_block):
@@ -191,10 +203,14 @@ def _in_top_level_structure(op: Operation, body: Block) -> bool:
     return parent is not None and not isinstance(parent, affine.ParallelOp)
 
 
-def _region(grid: affine.ParallelOp, body: Block) -> list[Operation]:
+def _region(
+    grid: affine.ParallelOp, body: Block
+) -> tuple[list[Operation], gpu.BarrierOp | None]:
     """The block program's ops from the barriers' initialization (and the barrier
     after it) to the next `gpu.barrier` after the last one that loads, waits or
-    arrives (or the end)."""
+    arrives (or the end); where the accumulators are read past that barrier (an
+    epilogue staged through shared memory), on to the barrier after that one, and
+    that first barrier, which the consumers alone then need, to make theirs."""
     ops = list(body.ops)
     phase = [
         k for k, o in enumerate(ops) if any(isinstance(x, _PHASES) for x in o.walk())
@@ -209,15 +225,20 @@ def _region(grid: affine.ParallelOp, body: Block) -> list[Operation]:
     start = inits[-1] + 1
     if start < len(ops) and isinstance(ops[start], gpu.BarrierOp):
         start += 1
-    end = phase[-1] + 1
-    while end < len(ops) and not isinstance(ops[end], gpu.BarrierOp | affine.YieldOp):
-        end += 1  # the MMAs' last wait and what follows, up to the next barrier
-    region = ops[start:end]
     if any(k < start for k in phase):
         raise PassError(ops[phase[0]], "a load or wait before the barriers' init")
+    end = _next_barrier(ops, phase[-1] + 1)
+    converted = None
+    if end < len(ops) and _reads_private(ops[end + 1 :]):
+        after = _next_barrier(ops, end + 1)
+        if not _reads_private(ops[after + 1 :]):
+            converted = ops[end]
+            assert isinstance(converted, gpu.BarrierOp)
+            end = after
+    region = ops[start:end]
     inside = {x for o in region for x in o.walk()}
     for op in inside:
-        if isinstance(op, gpu.BarrierOp):
+        if isinstance(op, gpu.BarrierOp) and op is not converted:
             raise PassError(
                 op,
                 "a gpu.barrier between the loads and the MMAs: the producer and "
@@ -232,7 +253,81 @@ def _region(grid: affine.ParallelOp, body: Block) -> list[Operation]:
                         "specialization moves the reduction into the warpgroups' "
                         "branches",
                     )
-    return region
+    return region, converted
+
+
+def _next_barrier(ops: list[Operation], k: int) -> int:
+    """The index of the first `gpu.barrier` from `k` on (or of the body's end)."""
+    while k < len(ops) and not isinstance(ops[k], gpu.BarrierOp | affine.YieldOp):
+        k += 1
+    return k
+
+
+def _reads_private(ops: Iterable[Operation]) -> bool:
+    """Whether `ops` read a buffer private to each thread (the accumulators)."""
+    return any(
+        isinstance(x, affine.LoadOp | memref.LoadOp | affine.VectorLoadOp)
+        and gpu.memory_space(x.operands[0].type) == gpu.PRIVATE_ADDRESS_SPACE
+        for o in ops
+        for x in o.walk()
+    )
+
+
+def _consumers_barrier(
+    grid: affine.ParallelOp, converted: gpu.BarrierOp, threads: int
+) -> affine.ParallelOp:
+    """`converted` (a `gpu.barrier` of the reduction's epilogue) as a barrier of the
+    consumers alone: one mbarrier, initialized with the block's others, on which the
+    first thread of each consumer warpgroup arrives (its warpgroup's wgmmas done:
+    their reads handed back) and every consumer thread waits."""
+    body = grid.body.block
+    creates = [o for o in body.ops if isinstance(o, nvgpu.MBarrierCreateOp)]
+    create = nvgpu.MBarrierCreateOp(nvgpu.MBarrierGroupType(1))
+    create.barriers.name_hint = "consumers_done"
+    body.insert_op_after(create, creates[-1])
+    group = create.barriers
+    init = next(o for o in grid.walk() if isinstance(o, nvgpu.MBarrierInitOp))
+    zero = arith.ConstantOp(IntegerAttr(0, IndexType()))
+    count = arith.ConstantOp(IntegerAttr(threads // WARPGROUP_SIZE, IndexType()))
+    block = init.parent_block()
+    assert block is not None
+    block.insert_ops_before(
+        [zero, count, nvgpu.MBarrierInitOp(group, zero.result, count.result)], init
+    )
+    band, tx = new_thread_band(threads, converted)
+    leader = AffineSet(
+        1,
+        0,
+        (
+            AffineConstraintExpr(
+                AffineConstraintKind.eq,
+                AffineExpr.dimension(0) % WARPGROUP_SIZE,
+                AffineExpr.constant(0),
+            ),
+        ),
+    )
+    first = Block()
+    index = arith.ConstantOp(IntegerAttr(0, IndexType()))
+    first.add_ops(
+        [index, nvgpu.MBarrierArriveOp(group, index.result), affine.YieldOp()]
+    )
+    index = arith.ConstantOp(IntegerAttr(0, IndexType()))
+    even = arith.ConstantOp(IntegerAttr(0, i1))
+    ticks = arith.ConstantOp(IntegerAttr(10_000_000, IndexType()))
+    tx.add_ops(
+        [
+            affine.IfOp(leader, [tx.args[0]], first),
+            index,
+            even,
+            ticks,
+            nvgpu.MBarrierTryWaitParityOp(
+                group, index.result, even.result, ticks.result
+            ),
+            affine.YieldOp(),
+        ]
+    )
+    Rewriter.replace_op(converted, band, [])
+    return band
 
 
 def _is_load_guard(op: Operation, tx: SSAValue | None = None) -> bool:
