@@ -6,10 +6,10 @@ For each tile (rows, columns, K step, stages) three kernels: `in-flight` (the TM
 route with each step's MMAs left in flight and the output staged through shared
 memory, no specialization: the baseline), `ws in-flight` (the same with
 `warp_specialize=True`: a producer warpgroup issues the loads, setmaxnreg) and `ws
-unstaged` (specialized, the output stored from the registers: the consumers then
-keep their accumulators inside their own branch; staged, the accumulators live on
-where the producer's threads rejoin them before the epilogue's barriers, which
-spills on 128x256 tiles).
+unstaged` (specialized, the output stored from the registers instead of staged
+through shared memory: on 128x256 tiles ptxas serializes the staged kernel's
+wgmmas, C7514, and not this one's).
+
 Every kernel is checked against float64 on the GPU before it is timed, as
 `scripts/gpu_wgmma_pipeline.py` does (`affinec.tuning.measure.GpuMeasurer`: fresh
 inputs, the output poisoned first); a kernel found wrong is reported and not
