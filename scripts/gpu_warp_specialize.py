@@ -27,23 +27,19 @@ minutes on one H100 (compiling in parallel first).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
-import traceback
-from dataclasses import asdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from gpu_wgmma_pipeline import (  # noqa: E402
-    ARCH,
     HEADER,
     PRODUCTS,
     Row,
     _line,
     compile_all,
-    measure_case,
+    measure_all,
 )
 
 from affinec.base.spec import MatmulSpec, Spec  # noqa: E402
@@ -126,22 +122,12 @@ def main() -> int:
     compiled = compile_all(cases, routes_of=routes)
     print(f"compiled {len(compiled)} kernels in {time.perf_counter() - start:.0f} s",
           flush=True)  # fmt: skip
-    rows: list[Row] = []
-    print(HEADER, flush=True)
-
-    def log(row: Row) -> None:
-        print(_line(row), flush=True)
-
-    for name, spec in cases:
-        try:
-            rows += measure_case(name, spec, compiled, log, routes_of=routes)
-        except Exception:  # noqa: BLE001 (one case's failure is reported, not fatal)
-            traceback.print_exc()
-            rows.append(
-                Row(name, "-", "-", False, note="the case failed (traceback above)")
-            )
-        with open(os.path.join(args.out, "warp_specialize.json"), "w") as f:
-            json.dump({"arch": ARCH, "rows": [asdict(r) for r in rows]}, f, indent=1)
+    rows = measure_all(
+        cases,
+        compiled,
+        os.path.join(args.out, "warp_specialize.json"),
+        routes_of=routes,
+    )
     wrong = [r for r in rows if r.route in ROUTES and not r.ok]
     print()
     print(HEADER)

@@ -280,6 +280,42 @@ def measure_case(
     return rows
 
 
+def measure_all(
+    cases: list[tuple[str, Spec]],
+    compiled: dict,
+    json_path: str,
+    routes_of=routes,
+    budget_s: float | None = None,
+    start: float | None = None,
+) -> list[Row]:
+    """`measure_case` for each case, a line a kernel as it is measured, the rows so
+    far written to `json_path` after each case; past `budget_s` seconds from `start`
+    the cases left are rows that say so. One case's failure is reported and the
+    others go on."""
+    start = time.perf_counter() if start is None else start
+    rows: list[Row] = []
+    print(HEADER, flush=True)
+
+    def log(row: Row) -> None:
+        print(_line(row), flush=True)
+
+    for name, spec in cases:
+        if budget_s is not None and time.perf_counter() - start > budget_s:
+            rows.append(Row(name, "-", "-", False, note="not run: out of --budget"))
+            log(rows[-1])
+            continue
+        try:
+            rows += measure_case(name, spec, compiled, log, routes_of)
+        except Exception:  # noqa: BLE001 (one case's failure is reported, not fatal)
+            traceback.print_exc()
+            rows.append(
+                Row(name, "-", "-", False, note="the case failed (traceback above)")
+            )
+        with open(json_path, "w") as f:
+            json.dump({"arch": ARCH, "rows": [asdict(r) for r in rows]}, f, indent=1)
+    return rows
+
+
 def _tflops(spec: Spec, ms: float | None) -> float | None:
     return None if ms is None else spec.flops / (ms * 1e-3) / 1e12
 
@@ -363,22 +399,7 @@ def main() -> int:
     compiled = compile_all(cases)
     print(f"compiled {len(compiled)} kernels in {time.perf_counter() - start:.0f} s",
           flush=True)  # fmt: skip
-    rows: list[Row] = []
-    print(HEADER, flush=True)
-
-    def log(row: Row) -> None:
-        print(_line(row), flush=True)
-
-    for name, spec in cases:
-        try:
-            rows += measure_case(name, spec, compiled, log)
-        except Exception:  # noqa: BLE001 (one case's failure is reported, not fatal)
-            traceback.print_exc()
-            rows.append(
-                Row(name, "-", "-", False, note="the case failed (traceback above)")
-            )
-        with open(os.path.join(args.out, "wgmma_pipeline.json"), "w") as f:
-            json.dump({"arch": ARCH, "rows": [asdict(r) for r in rows]}, f, indent=1)
+    rows = measure_all(cases, compiled, os.path.join(args.out, "wgmma_pipeline.json"))
     wrong = [r for r in rows if r.route in PIPELINE_ROUTES and not r.ok]
     print()
     print(HEADER)

@@ -21,21 +21,16 @@ registers and spills and the SASS's HGMMA count) under --out.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
-import traceback
-from dataclasses import asdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from gpu_wgmma_pipeline import (  # noqa: E402
-    HEADER,
     Row,
-    _line,
     compile_all,
-    measure_case,
+    measure_all,
 )
 
 from affinec.base.spec import ConvSpec, Spec  # noqa: E402
@@ -126,26 +121,10 @@ def main() -> int:
     compiled = compile_all(cases, routes)
     print(f"compiled {len(compiled)} kernels in {time.perf_counter() - start:.0f} s",
           flush=True)  # fmt: skip
-    rows: list[Row] = []
-    print(HEADER, flush=True)
-
-    def log(row: Row) -> None:
-        print(_line(row), flush=True)
-
-    for name, spec in cases:
-        if time.perf_counter() - start > args.budget:
-            rows.append(Row(name, "-", "-", False, note="not run: out of --budget"))
-            log(rows[-1])
-            continue
-        try:
-            rows += measure_case(name, spec, compiled, log, routes)
-        except Exception:  # noqa: BLE001 (one case's failure is reported, not fatal)
-            traceback.print_exc()
-            rows.append(
-                Row(name, "-", "-", False, note="the case failed (traceback above)")
-            )
-        with open(os.path.join(args.out, "wgmma_taps.json"), "w") as f:
-            json.dump({"arch": ARCH, "rows": [asdict(r) for r in rows]}, f, indent=1)
+    rows = measure_all(
+        cases, compiled, os.path.join(args.out, "wgmma_taps.json"), routes,
+        budget_s=args.budget, start=start,
+    )  # fmt: skip
     wrong = [r for r in rows if r.route == "wgmma taps" and r.error is not None]
     wrong = [r for r in wrong if not r.ok]
     print()
