@@ -62,6 +62,9 @@ class Pair:
     torch_inputs: bool = False
     """Hand the kernel torch tensors on the GPU (and a torch output) instead of numpy
     arrays: the output must come back as a torch tensor of the spec's dtype."""
+    label: str = ""
+    """The route the configuration was drawn for, where its knobs alone do not name
+    it (`TAPS_SS`, `TAPS_SS_RULE`): `route` answers it."""
 
     def run_spec(self) -> Spec:
         """The spec the kernel runs: `spec` at `run_batch`."""
@@ -75,11 +78,17 @@ class Pair:
         return f"{self.spec.to_text()} | {self.config.describe()}{at}{on}"
 
     def route(self) -> str:
-        """The kernel's route: `wgmma` (the Hopper kernel of `affinec-wgmma-gemm`),
-        `wgmma-pass` (the tensor-core route on `affinec-wgmma`), `coalesced` (the k of
-        a filter row's columns and channels, padded channels among them), `mma` or
-        `simt`."""
+        """The kernel's route: the route it was drawn for (`label`: `wgmma-taps-ss`,
+        the descriptor route of a convolution with taps, `wgmma-taps-ss-rule`, that
+        route's block rule), `warp-specialize` (`affinec-wgmma` with a producer
+        warpgroup), `wgmma` (the Hopper kernel of `affinec-wgmma-gemm`), `wgmma-pass`
+        (the tensor-core route on `affinec-wgmma`), `coalesced` (the k of a filter
+        row's columns and channels, padded channels among them), `mma` or `simt`."""
         c = self.config
+        if self.label:
+            return self.label
+        if c.warp_specialize:
+            return WARP_SPECIALIZE
         if c.wgmma:
             return "wgmma"
         if c.mma and c.tensor_core == "wgmma":
@@ -106,6 +115,10 @@ class Pair:
             out.append("residual")
         if self.torch_inputs:
             out.append("torch")
+        if self.label in (TAPS_SS, TAPS_SS_RULE):
+            out.append("tma" if c.tma else "cp.async")
+            if isinstance(spec, ConvSpec) and tuple(spec.stride) != (1, 1):
+                out.append("strided")
         return out
 
 
@@ -124,6 +137,7 @@ class Outcome:
             "spec": self.pair.spec.to_text(),
             "config": self.pair.config.describe(),
             "route": self.pair.route(),
+            "label": self.pair.label or None,
             "knobs": self.pair.knobs(),
             "run_batch": self.pair.run_batch or None,
             "torch_inputs": self.pair.torch_inputs,
@@ -150,6 +164,18 @@ into a product (and Hopper's kernel takes)."""
 TORCH_SHARE = 0.4
 """Of the bf16 pairs, those run on torch tensors."""
 ANY_BATCHES = (1, 2, 3, 5, 7)
+
+TAPS_SS = "wgmma-taps-ss"
+"""`affinec-wgmma` reading a convolution's box of pixels by descriptor, one tap and 64
+channels a step (`wgmma_taps_ss_config`)."""
+TAPS_SS_RULE = "wgmma-taps-ss-rule"
+"""That route's block rule's choice (`ss_config_for`)."""
+WARP_SPECIALIZE = "warp-specialize"
+"""`affinec-wgmma` with TMA's loads issued by a producer warpgroup of their own."""
+HOPPER_SHARES = {TAPS_SS: 0.04, TAPS_SS_RULE: 0.02, WARP_SPECIALIZE: 0.04}
+"""Of the pairs drawn on a chip with wgmma, those of each of these routes, which the
+tuner's space does not offer: drawn after the rest from a stream of their own, so
+that the other pairs of a seed are those it drew without them (the first ones)."""
 
 
 def random_spec(rng: random.Random) -> Spec:
@@ -222,6 +248,18 @@ def _random_conv(rng: random.Random) -> ConvSpec:
     )
 
 
+def hopper_counts(count: int, arch: str) -> dict[str, int]:
+    """How many of `count` pairs `random_pairs` draws of each of `HOPPER_SHARES`'
+    routes on `arch` (none on a chip without wgmma)."""
+    from affinec.hardware.chips import chip
+
+    if not chip(arch).has("wgmma"):
+        return {}
+    counts = {route: round(count * share) for route, share in HOPPER_SHARES.items()}
+    # a few pairs (a chunk of a campaign, a test's) still draw each route once
+    return {route: max(n, 1) if count >= 10 else n for route, n in counts.items()}
+
+
 def random_pairs(
     seed: int,
     count: int,
@@ -229,6 +267,7 @@ def random_pairs(
     arch: str = "sm_90",
     wgmma_only: bool = False,
     torch_share: float = TORCH_SHARE,
+    hopper_routes: bool = True,
 ) -> list[Pair]:
     """`count` (spec, configuration) pairs, `per_spec` configurations a spec drawn
     from its search space on `arch`: one of each kind the space offers first (route,
@@ -236,12 +275,16 @@ def random_pairs(
     another batch than it was compiled for; a share of the bf16 pairs run on torch
     tensors (`torch_share`). With `wgmma_only`, only the space's Hopper kernels
     (sm_90a: `affinec-wgmma-gemm`'s and `affinec-wgmma`'s), of the specs that have
-    some."""
+    some. On a chip with wgmma (and `hopper_routes`), the last `hopper_counts` pairs
+    are the routes the space does not offer (`hopper_pairs`); the ones before them
+    are the first of what the seed draws without them."""
     from affinec.tuning.space import search_space
 
     rng = random.Random(seed)
+    extra = hopper_counts(count, arch) if hopper_routes else {}
+    hopper = hopper_pairs(seed, extra, arch, torch_share)
     pairs: list[Pair] = []
-    while len(pairs) < count:
+    while len(pairs) < count - len(hopper):
         spec = random_spec(rng)
         configs = search_space(spec, arch=arch).configs
         if wgmma_only:
@@ -261,13 +304,184 @@ def random_pairs(
         rest = [c for c in configs if c not in chosen]
         chosen = chosen[:per_spec]
         chosen += rng.sample(rest, min(per_spec - len(chosen), len(rest)))
-        for config in chosen[: count - len(pairs)]:
+        for config in chosen[: count - len(hopper) - len(pairs)]:
             run_batch = 0
             if isinstance(spec, ConvSpec) and spec.dynamic_batch:
                 run_batch = rng.choice([b for b in ANY_BATCHES if b != spec.n])
             torch_inputs = spec.dtype == "bf16" and rng.random() < torch_share
             pairs.append(Pair(spec, config, run_batch, torch_inputs))
+    return pairs + hopper
+
+
+def hopper_pairs(
+    seed: int, counts: dict[str, int], arch: str, torch_share: float = TORCH_SHARE
+) -> list[Pair]:
+    """`counts[route]` pairs of each of `HOPPER_SHARES`' routes on `arch`, from a
+    stream of `seed` of their own: NHWC/RSCK f16/bf16 convolutions with taps (or a
+    stride of 2) of 64 channels a step by descriptor (`TAPS_SS`: TMA or cp.async, a
+    block of `SS_TILES` with `pixel_tile`'s, `pixel_box`'s or a random box), the
+    block rule's choice for larger ones (`TAPS_SS_RULE`), and products or 1x1
+    convolutions through their flattened pixels with a producer warpgroup
+    (`WARP_SPECIALIZE`)."""
+    rng = random.Random(f"hopper routes {seed}")
+    draws = {
+        TAPS_SS: _taps_ss_pair,
+        TAPS_SS_RULE: _taps_ss_rule_pair,
+        WARP_SPECIALIZE: _warp_specialized_pair,
+    }
+    pairs = []
+    for route, n in counts.items():
+        for _ in range(n):
+            spec, config, label = draws[route](rng, arch)
+            torch_inputs = spec.dtype == "bf16" and rng.random() < torch_share
+            pairs.append(Pair(spec, config, torch_inputs=torch_inputs, label=label))
     return pairs
+
+
+def _taps_conv(
+    rng: random.Random, channels: list[int], outputs: list[int], pixels: int
+) -> ConvSpec:
+    """An NHWC/RSCK f16/bf16 convolution with taps, or a 1x1 of stride 2, of at
+    least `pixels` output pixels an image (a box the route takes)."""
+    r, s, stride = rng.choice(
+        [
+            (3, 3, 1),
+            (3, 3, 1),
+            (3, 3, 1),
+            (1, 3, 1),
+            (3, 3, 2),
+            (3, 1, 2),
+            (1, 1, 2),
+            (2, 2, 2),
+        ]
+    )
+    padding = (rng.randint(0, r // 2), rng.randint(0, s // 2))
+    while True:
+        h, w = rng.randint(6, 20) * stride, rng.randint(6, 20) * stride
+        spec = ConvSpec(
+            n=rng.choice([1, 1, 2]),
+            c=rng.choice(channels),
+            h=h,
+            w=w,
+            k=rng.choice(outputs),
+            r=r,
+            s=s,
+            stride=(stride, stride),
+            padding=padding,
+            layout="nhwc",
+            filter_layout="rsck",
+            dtype=rng.choice(("f16", "bf16")),
+            epilogue=rng.choice((*EPILOGUES, *COMPOSED_EPILOGUES)),
+        )
+        if spec.out_h * spec.out_w >= pixels:
+            return spec
+
+
+def _taps_ss_pair(rng: random.Random, arch: str) -> tuple[Spec, KernelConfig, str]:
+    from affinec.driver.wgmma_taps_ss_config import SS_TILES, wgmma_taps_ss_config
+    from affinec.transforms.gpu.wgmma_plan import pixel_box
+
+    while True:
+        spec = _taps_conv(rng, [64, 64, 128, 192], [16, 32, 40, 64, 96, 128], 64)
+        rows, columns = rng.choice(SS_TILES)
+        box: tuple[int, int, int] | None = None
+        kind = rng.choice(["tile", "tile", "pixel box", "random"])
+        if kind == "pixel box":
+            box = (1, *pixel_box(spec.out_h, spec.out_w, rows))
+        elif kind == "random":
+            # a box of one image of 64 pixels or more (wgmma's rows), at most `rows`
+            height = rng.randint(1, min(spec.out_h, rows))
+            width = rng.randint(min(spec.out_w, -(-64 // height)), spec.out_w)
+            box = (1, height, min(width, rows // height))
+        try:
+            config = wgmma_taps_ss_config(
+                spec, rows, columns, box=box, tma=rng.random() < 0.6, arch=arch
+            )
+        except ValueError:  # a box or block the route does not take: another
+            continue
+        if config.tile_sizes[0] * config.tile_sizes[1] * config.tile_sizes[2] >= 64:
+            return spec, config, TAPS_SS
+
+
+def _taps_ss_rule_pair(rng: random.Random, arch: str) -> tuple[Spec, KernelConfig, str]:
+    """A stride-1 3x3 of 128 channels or more in and out, of enough pixels that the
+    rule's block fills the chip (`MIN_BLOCKS`), and the rule's configuration."""
+    from affinec.driver.wgmma_taps_ss_rule import MIN_BLOCKS, ss_config_for
+
+    while True:
+        h, w = rng.randint(14, 40), rng.randint(14, 40)
+        spec = ConvSpec(
+            n=-(-MIN_BLOCKS * 128 // (h * w)) + rng.randint(0, 3),
+            c=rng.choice([128, 192, 256]),
+            h=h,
+            w=w,
+            k=rng.choice([128, 192, 256]),
+            r=3,
+            s=3,
+            padding=(1, 1),
+            layout="nhwc",
+            filter_layout="rsck",
+            dtype=rng.choice(("f16", "bf16")),
+            epilogue=rng.choice((*EPILOGUES, *COMPOSED_EPILOGUES)),
+        )
+        try:
+            return spec, ss_config_for(spec, arch=arch), TAPS_SS_RULE
+        except ValueError:  # too few blocks for the rule: another
+            continue
+
+
+def _warp_specialized_pair(
+    rng: random.Random, arch: str
+) -> tuple[Spec, KernelConfig, str]:
+    """A product or a 1x1 convolution through its flattened pixels (row strides TMA
+    loads: multiples of 8 elements) and a configuration with a producer warpgroup:
+    one or two consumer warpgroups, 1 to 4 stages, MMAs in flight or waited, the
+    output staged through shared memory or not."""
+    dtype = rng.choice(("f16", "bf16"))
+    epilogue = rng.choice(
+        ("none", "bias", "bias-relu", "residual", "bias,residual,relu")
+    )
+    reduction = rng.choice([16, 32, 64])
+    flat = rng.random() < 0.4
+    if flat:
+        spec: Spec = ConvSpec(
+            n=rng.choice([1, 2, 3]),
+            c=8 * rng.randint(2, 24),
+            h=rng.randint(2, 14),
+            w=rng.randint(2, 14),
+            k=8 * rng.randint(1, 24),
+            r=1,
+            s=1,
+            layout="nhwc",
+            filter_layout="rsck",
+            dtype=dtype,
+            epilogue=epilogue,
+        )
+        n = spec.k
+    else:
+        spec = MatmulSpec(
+            m=rng.randint(1, 320),
+            n=8 * rng.randint(1, 32),
+            k=16 * rng.randint(1, 20),
+            dtype=dtype,
+            epilogue=epilogue,
+        )
+        n = spec.n
+    stages = rng.randint(1, 4)
+    columns = 8 * rng.randint(1, min(32, -(-n // 8)))
+    config = KernelConfig(
+        tile_sizes=(64 * rng.randint(1, 2), columns),
+        reduction_tile_sizes=(reduction,),
+        mma=True,
+        tensor_core="wgmma",
+        tma=True,
+        stages=stages,
+        in_flight=stages >= 3 and rng.random() < 0.5,
+        stage_output=rng.random() < 0.5,
+        flatten_pixels=flat,
+        warp_specialize=True,
+    )
+    return spec, config, ""
 
 
 def compile_pair(pair: Pair, arch: str) -> Outcome:
