@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import sys
 
 from xdsl.dialects.builtin import (
     DYNAMIC_INDEX,
@@ -30,7 +31,6 @@ from xdsl.dialects.builtin import (
     TensorType,
     VectorType,
 )
-from xdsl.dialects.llvm import LLVMPointerType
 from xdsl.ir import Attribute, Operation, TypeAttribute
 from xdsl.irdl import (
     AnyOf,
@@ -62,9 +62,22 @@ _DESCRIPTIONS: dict[type[Attribute], str] = {
     IntegerType: "integer",
     MemRefType: "memref",
     VectorType: "vector",
-    LLVMPointerType: "LLVM pointer",
 }
 """What MLIR's operand definitions say of the types xDSL's constraints name."""
+
+_LLVM_DESCRIPTIONS = {"LLVMPointerType": "LLVM pointer"}
+"""The same, for types of xDSL's `llvm` dialect (looked up by name: a constraint
+can name one only once that dialect is loaded, which most commands never do)."""
+
+
+def _type_description(attr: type) -> str | None:
+    if (words := _DESCRIPTIONS.get(attr)) is not None:
+        return words
+    llvm = sys.modules.get("xdsl.dialects.llvm")
+    name = getattr(attr, "__name__", "")
+    if llvm is not None and getattr(llvm, name, None) is attr:
+        return _LLVM_DESCRIPTIONS.get(name)
+    return None
 
 
 def verifier_message(op: Operation, text: str) -> str:
@@ -252,7 +265,7 @@ def _description(constraint: object) -> str | None:
     if isinstance(constraint, BaseAttr):
         if _is_float(constraint):
             return constraint.attr.name
-        return _DESCRIPTIONS.get(constraint.attr)
+        return _type_description(constraint.attr)
     if isinstance(constraint, EqAttrConstraint):  # one type: its name (`i1`)
         return (
             str(constraint.attr) if isinstance(constraint.attr, TypeAttribute) else None

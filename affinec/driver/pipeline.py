@@ -36,7 +36,6 @@ from affinec.base.diagnostics import (
     xdsl_failure,
 )
 from affinec.base.spec import Spec
-from affinec.dialects.affinec import SpecAttributeError, read_spec, split_count
 from affinec.driver.pipeline_names import NAMED_PIPELINES, pipeline_text
 from affinec.ir.affine_exprs import semi_affine_op
 from affinec.ir.context import dialects_checked_once, make_context
@@ -240,6 +239,12 @@ class Pipeline:
         the `affinec.spec` attribute (a `PipelineError` if it is invalid), or, on a
         module that records none, the spec of its named linalg op (which
         `affinec-lower-linalg` will record)."""
+        if not flatten_nesting(text.strip()):
+            return Pipeline([])
+        # affinec's dialect loads with the first pipeline that reads the module:
+        # a command that only parses and prints need not build it
+        from affinec.dialects.affinec import SpecAttributeError, read_spec, split_count
+
         spec = None
         if Pipeline.depends_on_spec(text):
             try:
@@ -292,6 +297,8 @@ class Pipeline:
         ctx = ctx or make_context()
         checker = None
         if check:
+            from affinec.dialects.affinec import SpecAttributeError, read_spec
+
             try:
                 spec = read_spec(module)
             except SpecAttributeError as e:
