@@ -34,17 +34,11 @@ from affinec.base.diagnostics import PassError
 from affinec.dialects import affine, gpu, nvgpu
 from affinec.dialects.affinec import THREAD, mapping_of
 from affinec.transforms.gpu.wgmma_tma_copies import evaluate, holds
+from affinec.transforms.gpu.wgmma_tma_phases import PHASE_OPS, phase_ancestors
 
 _UNKNOWN = (
     "the barrier's phases depend on values the check cannot follow (such as the "
     "block's place in the grid)"
-)
-
-_PHASE_OPS = (
-    nvgpu.MBarrierInitOp,
-    nvgpu.MBarrierArriveExpectTxOp,
-    nvgpu.MBarrierArriveOp,
-    nvgpu.MBarrierTryWaitParityOp,
 )
 
 _Key = tuple[SSAValue, int]
@@ -81,13 +75,7 @@ class _Run:
         self.passed: dict[int, int] = {}
         self.reached: dict[int, int] = {}
         self.simulated = 0
-        self.relevant: set[Operation] = set()
-        for op in grid.walk():
-            if isinstance(op, _PHASE_OPS):
-                parent = op.parent_op()
-                while parent is not None and parent is not grid:
-                    self.relevant.add(parent)
-                    parent = parent.parent_op()
+        self.relevant = phase_ancestors(grid)
 
     def run(self) -> None:
         body = self.grid.body.block
@@ -145,7 +133,7 @@ class _Run:
         self, block: Block, env: dict[SSAValue, int], t: int
     ) -> Iterator[Operation]:
         for op in block.ops:
-            if isinstance(op, _PHASE_OPS):
+            if isinstance(op, PHASE_OPS):
                 yield from self.phase(op, env, t)
             elif isinstance(op, gpu.BarrierOp):
                 yield from self.meet(op, t)

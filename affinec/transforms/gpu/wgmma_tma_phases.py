@@ -35,12 +35,26 @@ from affinec.base.diagnostics import PassError
 from affinec.dialects import affine, nvgpu
 from affinec.transforms.gpu.wgmma_tma_copies import evaluate, holds
 
-_PHASE_OPS = (
+PHASE_OPS = (
     nvgpu.MBarrierInitOp,
     nvgpu.MBarrierArriveExpectTxOp,
     nvgpu.MBarrierArriveOp,
     nvgpu.MBarrierTryWaitParityOp,
 )
+
+
+def phase_ancestors(grid: Operation) -> set[Operation]:
+    """The ops of `grid` (below it) that hold an mbarrier op: the structure a walk of
+    the block's phases must enter; the rest it may skip."""
+    found: set[Operation] = set()
+    for op in grid.walk():
+        if isinstance(op, PHASE_OPS):
+            parent = op.parent_op()
+            while parent is not None and parent is not grid:
+                found.add(parent)
+                parent = parent.parent_op()
+    return found
+
 
 _UNKNOWN = (
     "the barrier's phases depend on values the check cannot follow (such as the "
@@ -88,20 +102,14 @@ class _Walk:
     def __init__(self, grid: Operation) -> None:
         self.env: dict[SSAValue, int] = {}
         self.stages: dict[tuple[SSAValue, int], _Stage] = {}
-        self.relevant: set[Operation] = set()
-        for op in grid.walk():
-            if isinstance(op, _PHASE_OPS):
-                parent = op.parent_op()
-                while parent is not None and parent is not grid:
-                    self.relevant.add(parent)
-                    parent = parent.parent_op()
+        self.relevant = phase_ancestors(grid)
 
     def value(self, v: SSAValue, at: Operation) -> int:
         return evaluate(v, self.env, at, _UNKNOWN)
 
     def block(self, block: Block) -> None:
         for op in block.ops:
-            if isinstance(op, _PHASE_OPS):
+            if isinstance(op, PHASE_OPS):
                 self.phase_op(op)
             elif op in self.relevant:
                 self.structure(op)
@@ -224,4 +232,4 @@ class _Walk:
         raise PassError(op, _UNKNOWN)
 
 
-__all__ = ["check_phases"]
+__all__ = ["PHASE_OPS", "check_phases", "phase_ancestors"]
