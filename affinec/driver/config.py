@@ -24,6 +24,7 @@ from affinec.base.spec import (  # noqa: F401 (flattened_spec ...: public here t
     flattens,
     split_spec,
 )
+from affinec.driver.grid_geometry import computed_outputs, grid_blocks
 from affinec.driver.kernel_config import UNPROMOTED, KernelConfig, with_knobs
 from affinec.driver.mma_config import (  # noqa: F401 (the route's rules: public here too)
     COALESCED_STAGES,
@@ -578,25 +579,6 @@ def _short_flattened_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig 
     if grid_blocks(product, wide) < SMALL_PRODUCT_WAVES * MULTIPROCESSORS:
         return replace(wide, tile_sizes=(SMALL_PRODUCT_ROWS, MMA_BLOCK_CHANNELS))
     return wide
-
-
-def _output_tiles(spec: Spec, config: KernelConfig) -> list[tuple[int, int]]:
-    """Each output dimension's extent and `config`'s tile along it (at most the
-    extent; 1 where no tile size is given)."""
-    extents = [e for _, e in contraction_of(spec).output_index]
-    sizes = list(config.tile_sizes) + [1] * (len(extents) - len(config.tile_sizes))
-    return [(e, min(t, e)) for e, t in zip(extents, sizes, strict=True)]
-
-
-def grid_blocks(spec: Spec, config: KernelConfig) -> int:
-    """The blocks of `config`'s tiles over `spec`'s outputs (one split's grid)."""
-    return math.prod(-(-e // t) for e, t in _output_tiles(spec, config))
-
-
-def computed_outputs(spec: Spec, config: KernelConfig) -> int:
-    """The outputs `config`'s blocks compute, the tiles' idle rows and columns
-    counted (a partial tile is computed whole)."""
-    return math.prod(-(-e // t) * t for e, t in _output_tiles(spec, config))
 
 
 __all__ = [

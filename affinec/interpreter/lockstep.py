@@ -58,13 +58,9 @@ from xdsl.dialects import arith, llvm, memref, scf, vector
 from xdsl.dialects.builtin import IndexType, IntegerType, MemRefType, VectorType
 from xdsl.ir import Block, Operation, SSAValue
 
-from affinec.dialects import affine, gpu, nvgpu, nvvm
+from affinec.dialects import affine, gpu, nvvm
 from affinec.dialects.affinec import BLOCK, PaddedLoadOp, mapping_of
-from affinec.dialects.affinec_wgmma import (
-    WarpgroupMmaRegistersOp,
-    WarpgroupMmaStepOp,
-)
-from affinec.interpreter import async_copies, lane_scalars
+from affinec.interpreter import lane_scalars
 from affinec.interpreter.affine_maps import (
     for_bounds,
     if_condition,
@@ -80,6 +76,7 @@ from affinec.interpreter.llvm_ops import (
     special_register,
 )
 from affinec.interpreter.lockstep_cfg import write_items
+from affinec.interpreter.lockstep_collectives import COLLECTIVE_EMITTERS
 from affinec.interpreter.lockstep_llvm import LLVM_EMITTERS
 from affinec.interpreter.lockstep_memory import access, vector_access
 from affinec.interpreter.lockstep_nvvm import (
@@ -99,12 +96,8 @@ from affinec.interpreter.lockstep_plan import (
 from affinec.interpreter.lockstep_runtime import (
     as_thread_zero,
     lanes_of,
-    ldmatrix_lanes,
-    mma_lanes,
     pointer_lanes,
     thread_ids,
-    warpgroup_registers_lanes,
-    warpgroup_step_lanes,
 )
 from affinec.interpreter.scalars import python_int
 from affinec.interpreter.support import (
@@ -112,7 +105,6 @@ from affinec.interpreter.support import (
     memref_shape,
     numpy_dtype,
     poisoned,
-    tuple_text,
 )
 from affinec.ir.op_table import OpTable
 
@@ -446,47 +438,6 @@ def _vector_op(
                 w.line(f"{name}[{', '.join([':', *position])}] = {w[op.source]}")
 
 
-def _ldmatrix(kw: _KernelWriter, op: nvgpu.LdMatrixOp) -> None:
-    w = kw.w
-    fn = w.global_(ldmatrix_lanes, "ldmatrix_lanes")
-    w.line(
-        f"{w.define(op.res)} = {fn}({w.op_ref(op)}, {w[op.srcMemref]}, "
-        f"{tuple_text(w.names(op.indices))}, {kw.lane}, {kw.ctx}.block)"
-    )
-
-
-def _mma(kw: _KernelWriter, op: nvgpu.MmaSyncOp) -> None:
-    w = kw.w
-    fn = w.global_(mma_lanes, "mma_lanes")
-    a, b, c = w.names((op.matrixA, op.matrixB, op.matrixC))
-    w.line(
-        f"{w.define(op.results[0])} = {fn}({w.op_ref(op)}, {a}, {b}, {c}, {kw.lane})"
-    )
-
-
-def _warpgroup_step(kw: _KernelWriter, op: WarpgroupMmaStepOp) -> None:
-    w = kw.w
-    fn = w.global_(warpgroup_step_lanes, "warpgroup_step_lanes")
-    a_idx = tuple_text(w.names(op.a_indices))
-    b_idx = tuple_text(w.names(op.b_indices))
-    w.line(
-        f"{fn}({w.op_ref(op)}, {w[op.fragments]}, {w[op.a]}, {a_idx}, {w[op.b]}, "
-        f"{b_idx}, {kw.lane}, {kw.ctx}.block)"
-    )
-
-
-def _warpgroup_registers(kw: _KernelWriter, op: WarpgroupMmaRegistersOp) -> None:
-    w = kw.w
-    fn = w.global_(warpgroup_registers_lanes, "warpgroup_registers_lanes")
-    a = tuple_text(w.names(op.a))
-    varying = tuple_text([v in kw.kernel_plan.varying for v in op.a])
-    b_idx = tuple_text(w.names(op.b_indices))
-    w.line(
-        f"{fn}({w.op_ref(op)}, {w[op.fragments]}, {a}, {varying}, {w[op.b]}, "
-        f"{b_idx}, {kw.lane}, {kw.ctx}.block)"
-    )
-
-
 def _scf_for(kw: _KernelWriter, op: scf.ForOp) -> None:
     w = kw.w
     body = op.body.block
@@ -539,28 +490,6 @@ def _int_op(kw: _KernelWriter, op: Operation) -> None:
     lane_scalars.emit_binary(w, INT_BINARY_OPS[type(op)], result, *names)
 
 
-def _async_copy(kw: _KernelWriter, op: nvgpu.DeviceAsyncCopyOp) -> None:
-    w = kw.w
-    valid = "None" if op.srcElements is None else w[op.srcElements]
-    start = w.global_(async_copies.start_lane_copies, "lane_copies")
-    w.line(
-        f"{start}({kw.ctx}, {kw.lane}, {w.op_ref(op)}, {w[op.dst]}, "
-        f"{tuple_text(w.names(op.dstIndices))}, {w[op.src]}, "
-        f"{tuple_text(w.names(op.srcIndices))}, {op.elements}, {valid})"
-    )
-    w.alias(op.asyncToken, "None")
-
-
-def _create_group(kw: _KernelWriter, op: nvgpu.DeviceAsyncCreateGroupOp) -> None:
-    kw.w.alias(op.results[0], "None")
-    kw.w.line(f"{kw.w.global_(async_copies.create_group, 'create_group')}({kw.ctx})")
-
-
-def _wait(kw: _KernelWriter, op: nvgpu.DeviceAsyncWaitOp) -> None:
-    wait = kw.w.global_(async_copies.wait_groups, "wait_groups")
-    kw.w.line(f"{wait}({kw.ctx}, {op.groups})")
-
-
 _EMITTERS: dict[type[Operation], Callable[[_KernelWriter, Any], None]] = {
     gpu.ThreadIdOp: _thread_id,
     gpu.GlobalIdOp: _thread_id,
@@ -586,13 +515,7 @@ _EMITTERS: dict[type[Operation], Callable[[_KernelWriter, Any], None]] = {
     vector.ExtractOp: _vector_op,
     vector.InsertOp: _vector_op,
     vector.BroadcastOp: _vector_op,
-    nvgpu.LdMatrixOp: _ldmatrix,
-    nvgpu.MmaSyncOp: _mma,
-    WarpgroupMmaStepOp: _warpgroup_step,
-    WarpgroupMmaRegistersOp: _warpgroup_registers,
-    nvgpu.DeviceAsyncCopyOp: _async_copy,
-    nvgpu.DeviceAsyncCreateGroupOp: _create_group,
-    nvgpu.DeviceAsyncWaitOp: _wait,
+    **COLLECTIVE_EMITTERS,
     **NVVM_EMITTERS,
     **LLVM_EMITTERS,
     nvvm.SpecialRegisterOp: _special_register,
