@@ -12,7 +12,11 @@ from affinec.tuning.differential import (
     COMPILED,
     CORRECT,
     REFUSED,
+    TAPS_SS,
+    TAPS_SS_RULE,
+    WARP_SPECIALIZE,
     compile_pair,
+    hopper_pairs,
     random_pairs,
     run_pair,
 )
@@ -36,7 +40,8 @@ WGMMA_PAIRS = 120
 @pytest.mark.gpu
 @pytest.mark.parametrize("k", range(WGMMA_PAIRS))
 def test_random_wgmma_pairs_match_float64(k):
-    """The wgmma route's configurations from the tuner's space on sm_90a."""
+    """The wgmma route's configurations from the tuner's space on sm_90a, and the
+    Hopper routes the space does not offer (`hopper_pairs`)."""
     from numba import cuda
 
     if cuda.get_current_device().compute_capability != (9, 0):
@@ -54,6 +59,45 @@ def test_random_wgmma_pairs_compile():
         assert pair.route() in ("wgmma", "wgmma-pass")
         outcome = compile_pair(pair, "sm_90a")
         assert outcome.status == COMPILED, f"{pair.describe()}: {outcome.reason}"
+
+
+def test_the_hopper_routes_pairs_compile_and_assemble_for_sm_90a():
+    """Of the routes the tuner's space does not offer, a pair of each kind drawn
+    (the descriptor route by TMA, by cp.async, at a stride of 2; its rule's block;
+    warp specialization of a product and of a 1x1's flattened pixels) through the
+    whole pipeline to PTX that ptxas assembles for sm_90a."""
+    from affinec.backend.ptxas import assemble, find_ptxas
+    from affinec.base.spec import ConvSpec
+    from affinec.driver.compiler import compile_to_ptx
+
+    pairs = hopper_pairs(
+        13, {TAPS_SS: 12, TAPS_SS_RULE: 1, WARP_SPECIALIZE: 8}, "sm_90a"
+    )
+    kinds = {
+        "tma": lambda p: p.route() == TAPS_SS and p.config.tma,
+        "cp.async": lambda p: p.route() == TAPS_SS and not p.config.tma,
+        "strided": lambda p: p.route() == TAPS_SS and p.spec.stride == (2, 2),
+        "rule": lambda p: p.route() == TAPS_SS_RULE,
+        "product": lambda p: (
+            p.route() == WARP_SPECIALIZE and not isinstance(p.spec, ConvSpec)
+        ),
+        "flattened": lambda p: (
+            p.route() == WARP_SPECIALIZE and isinstance(p.spec, ConvSpec)
+        ),
+    }
+    chosen: list = []
+    for kind in kinds.values():
+        if not any(kind(p) for p in chosen):
+            chosen.append(next(p for p in pairs if kind(p)))
+    for pair in chosen:
+        compiled = compile_to_ptx(pair.spec, pair.config, arch="sm_90a")
+        assert ".target sm_90a" in compiled.ptx
+        if pair.route() == WARP_SPECIALIZE:
+            assert "setmaxnreg.dec.sync.aligned.u32" in compiled.ptx
+        if pair.config.tma:
+            assert "cp.async.bulk.tensor" in compiled.ptx, pair.describe()
+        if find_ptxas() is not None:
+            assert assemble(compiled.ptx, "sm_90a"), pair.describe()
 
 
 def test_random_pairs_compile_or_are_refused():

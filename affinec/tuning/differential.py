@@ -436,33 +436,40 @@ def _warp_specialized_pair(
     """A product or a 1x1 convolution through its flattened pixels (row strides TMA
     loads: multiples of 8 elements) and a configuration with a producer warpgroup:
     one or two consumer warpgroups, 1 to 4 stages, MMAs in flight or waited, the
-    output staged through shared memory or not."""
+    output staged through shared memory or not. The pass takes whole blocks of rows
+    and whole reduction steps: M at least the block's rows, K a multiple of the
+    step."""
     dtype = rng.choice(("f16", "bf16"))
     epilogue = rng.choice(
         ("none", "bias", "bias-relu", "residual", "bias,residual,relu")
     )
-    reduction = rng.choice([16, 32, 64])
+    rows = 64 * rng.randint(1, 2)
+    step = rng.choice([16, 32, 64])
+    k = step * rng.randint(1, 320 // step)
     flat = rng.random() < 0.4
     if flat:
-        spec: Spec = ConvSpec(
-            n=rng.choice([1, 2, 3]),
-            c=8 * rng.randint(2, 24),
-            h=rng.randint(2, 14),
-            w=rng.randint(2, 14),
-            k=8 * rng.randint(1, 24),
-            r=1,
-            s=1,
-            layout="nhwc",
-            filter_layout="rsck",
-            dtype=dtype,
-            epilogue=epilogue,
-        )
+        while True:
+            spec: Spec = ConvSpec(
+                n=rng.choice([1, 2, 3]),
+                c=k,
+                h=rng.randint(2, 14),
+                w=rng.randint(2, 14),
+                k=8 * rng.randint(1, 24),
+                r=1,
+                s=1,
+                layout="nhwc",
+                filter_layout="rsck",
+                dtype=dtype,
+                epilogue=epilogue,
+            )
+            if spec.n * spec.h * spec.w >= rows:
+                break
         n = spec.k
     else:
         spec = MatmulSpec(
-            m=rng.randint(1, 320),
+            m=rng.randint(rows, 320),
             n=8 * rng.randint(1, 32),
-            k=16 * rng.randint(1, 20),
+            k=k,
             dtype=dtype,
             epilogue=epilogue,
         )
@@ -470,8 +477,8 @@ def _warp_specialized_pair(
     stages = rng.randint(1, 4)
     columns = 8 * rng.randint(1, min(32, -(-n // 8)))
     config = KernelConfig(
-        tile_sizes=(64 * rng.randint(1, 2), columns),
-        reduction_tile_sizes=(reduction,),
+        tile_sizes=(rows, columns),
+        reduction_tile_sizes=(step,),
         mma=True,
         tensor_core="wgmma",
         tma=True,
