@@ -29,7 +29,6 @@ from typing import Any
 from affinec.backend.ptxas import resident_blocks
 from affinec.base.extras import missing_extra
 from affinec.base.spec import DTYPES, ConvSpec, Spec, parse_spec
-from affinec.driver.config import config_for
 
 DESIGN_CONVOLUTIONS: dict[str, ConvSpec] = {
     "resnet50-conv1": ConvSpec(128, 4, 224, 224, 64, 7, 7, stride=2, padding=3),
@@ -356,6 +355,7 @@ def run_benchmarks(
     without."""
     from affinec.backend.runtime import current_arch, require_gpu
     from affinec.driver.compiler import compile_to_ptx
+    from affinec.driver.config import config_for
 
     require_gpu()
     rows = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from affinec.base.spec import (
     DTYPES,
@@ -22,14 +23,13 @@ from affinec.base.spec import (
     OuterSpec,
     Spec,
 )
-from affinec.driver.config import (
-    KernelConfig,
-    config_for,
-    flattened_spec,
-    with_knobs,
-)
 from affinec.hardware.chips import ARCHS, DEFAULT_ARCH, chip
-from affinec.transforms.gpu.wgmma_plan import plan_of, route_refusal
+
+if TYPE_CHECKING:
+    from affinec.driver.config import KernelConfig
+
+# affinec.driver.config (and the wgmma planner) load in the functions that read the
+# knobs: `affinec gen`, `check` and `--help` start without the configurations
 
 
 class UsageError(Exception):
@@ -414,6 +414,8 @@ def config_from_args(
     for the spec on tf32 tensor cores of `arch`, with its reduction split, as the
     product of its flattened pixels, or on the tensor-core instruction named; `--wgmma`, its Hopper kernel, with the
     knobs given (`_wgmma_config`)."""
+    from affinec.driver.config import KernelConfig, config_for, with_knobs
+
     given = {k: getattr(args, k) for k in KNOBS if getattr(args, k) is not None}
     if given.get("wgmma"):
         return _wgmma_config(given, spec, arch)
@@ -456,6 +458,8 @@ def _with_tma(config: KernelConfig, given: dict[str, object]) -> KernelConfig:
     asked = {k: True for k in ("tma", "in_flight", "warp_specialize") if given.get(k)}
     if not asked:
         return config
+    from affinec.driver.config import with_knobs
+
     if not (config.mma and config.tensor_core == "wgmma"):
         flags = " and ".join("--" + k.replace("_", "-") for k in asked)
         verb, them = ("apply", "them") if len(asked) > 1 else ("applies", "it")
@@ -471,6 +475,8 @@ def _wgmma_config(given: dict[str, object], spec: Spec, arch: str) -> KernelConf
     spec, those knobs changed. Without `--stages`, the stages are `config_for`'s,
     or as many as the tile's and the schedule's shared memory leaves room for on
     `arch`, never fewer than the schedule needs (2 with MMAs in flight)."""
+    from affinec.driver.config import config_for, with_knobs
+
     try:
         base = config_for(spec, arch=arch, wgmma=True, splits=given.get("splits", 1))  # pyright: ignore[reportArgumentType]
     except ValueError as e:
@@ -486,6 +492,9 @@ def _wgmma_stages(config: KernelConfig, spec: Spec, arch: str, most: int) -> int
     tiles fit a block's shared memory on `arch` in `config`'s tile and schedule;
     the least the schedule takes (2 with MMAs in flight) if none does, and the
     pass then says why."""
+    from affinec.driver.config import flattened_spec
+    from affinec.transforms.gpu.wgmma_plan import plan_of, route_refusal
+
     least = 1 if config.wgmma_schedule == "waited" else 2
     routed = flattened_spec(spec) if config.flatten_pixels else spec
     if (
