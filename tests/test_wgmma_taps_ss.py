@@ -430,10 +430,11 @@ def test_the_configuration_takes_resnet50s_strided_layers():
         (_conv(64, 40, 64, stride=9), "sm_90a", "element strides of at most 8"),
         (_conv(96, 8, 64), "sm_90a", "96 channels: a step reads 64"),
         (_conv(64, 8, 64, n=2), "sm_90a", "within one image, or whole images"),
+        (_conv(64, 10, 64, n=3), "sm_90a", "one output row"),
     ],
 )  # fmt: skip
 def test_the_configuration_refuses_what_it_cannot_tile(spec, arch, message):
-    box = (2, 4, 8) if spec.n == 2 else None
+    box = {2: (2, 4, 8), 3: (1, 1, 10)}.get(spec.n)
     with pytest.raises(ValueError, match=message):
         wgmma_taps_ss_config(spec, box=box, arch=arch)
 

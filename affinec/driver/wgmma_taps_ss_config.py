@@ -99,6 +99,13 @@ def wgmma_taps_ss_config(
             f"a box of {images}x{height}x{width} pixels of {spec.out_h}x{spec.out_w} "
             "outputs: within one image, or whole images"
         )
+    if height == 1 < spec.out_h and images == 1:
+        # a tile of 1 along the rows leaves the band without its row dimension:
+        # affinec-wgmma then sees no box of pixels, and refuses M < 64 rows
+        raise ValueError(
+            f"a box of one output row ({images}x{height}x{width}) of "
+            f"{spec.out_h}x{spec.out_w} outputs: two rows or more"
+        )
     base = config_for(spec, arch=arch, splits=1, flatten_pixels=False)
     if not base.mma:
         raise ValueError(f"config_for puts {spec.to_text()} on the SIMT route")
