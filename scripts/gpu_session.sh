@@ -200,7 +200,7 @@ PY
 }
 
 step_differential() {  # PAIRS random pairs (3000 by default) over every route, sm_90a
-  run differential "${DIFFERENTIAL_LIMIT_S:-420}" $PY scripts/gpu_differential.py \
+  run differential "${DIFFERENTIAL_LIMIT_S:-540}" $PY scripts/gpu_differential.py \
     --pairs "${PAIRS:-3000}" --seed "${SEED:-1}" --json "$OUT/differential.json"
   grep -E "^(wrong|failed):" "$OUT/differential.log" | head -20
   tail -24 "$OUT/differential.log"
