@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 
 from affinec.base.spec import ConvSpec
+from affinec.driver.grid_geometry import grid_blocks
 from affinec.driver.wgmma_taps_ss_rule import (
     MIN_BLOCKS,
-    ss_blocks,
     ss_config_for,
     ss_cost,
 )
@@ -49,9 +49,9 @@ def test_fewer_waves_of_smaller_blocks_cost_less_than_a_half_empty_wave():
     # idle); 9x14 boxes 128 blocks of 128 rows, one wave of half the work
     spec = _layer("resnet50", "stage4 3x3 256 @14")
     chosen = ss_config_for(spec, "sm_90a")
-    assert ss_blocks(spec, chosen) >= MIN_BLOCKS
+    assert grid_blocks(spec, chosen) >= MIN_BLOCKS
     whole = replace(chosen, tile_sizes=(1, 14, 14, 128))
-    assert ss_blocks(spec, whole) == 64
+    assert grid_blocks(spec, whole) == 64
     assert ss_cost(spec, chosen) < ss_cost(spec, whole)
 
 

@@ -485,14 +485,13 @@ def _warpgroup_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None
     batch 8 and 16, which the fit never saw (docs/BENCHMARKS.md)."""
     if arch != "sm_90a" or tf32:
         return None
+    product = _wgmma_product(spec, arch)
+    if product is None:
+        return None
     for tile in WGMMA_PRODUCT_TILES:
-        config = warpgroup_product_config(spec, tile, arch)
-        if config is None:
-            return None
-        product = flattened_spec(spec) if config.flatten_pixels else spec
-        assert isinstance(product, MatmulSpec)
         if tile != WGMMA_PRODUCT_TILES[0] and product.k < NARROW_TILE_MIN_REDUCTION:
             return None
+        config = _product_kernel(product, tile, flatten=product is not spec)
         if grid_blocks(product, config) >= MULTIPROCESSORS:
             return config
     return None
@@ -506,17 +505,33 @@ def warpgroup_product_config(
     stages with the MMAs in flight; None where the spec is no such product, either
     side of it has fewer than `WGMMA_MIN_CHANNELS`, or `config_for` would not put
     it on the tensor cores."""
+    product = _wgmma_product(spec, arch)
+    if product is None:
+        return None
+    return _product_kernel(product, tile, flatten=product is not spec)
+
+
+def _wgmma_product(spec: Spec, arch: str) -> MatmulSpec | None:
+    """The product `affinec-wgmma` would compute for `spec` (a 1x1 convolution's over
+    its flattened pixels), where both its sides have `WGMMA_MIN_CHANNELS` or more
+    and `config_for` puts it on the tensor cores; None otherwise."""
     if isinstance(spec, ConvSpec) and flattens(spec):
         product = flattened_spec(spec)
     elif isinstance(spec, MatmulSpec):
         product = spec
     else:
         return None
+    assert isinstance(product, MatmulSpec)
     if min(product.k, product.n) < WGMMA_MIN_CHANNELS:
         return None
-    flat = config_for(product, arch=arch, splits=1, flatten_pixels=False)
-    if not flat.mma:
+    if not config_for(product, arch=arch, splits=1, flatten_pixels=False).mma:
         return None
+    return product
+
+
+def _product_kernel(
+    product: MatmulSpec, tile: tuple[int, int], *, flatten: bool
+) -> KernelConfig:
     return KernelConfig(
         tile_sizes=tile,
         reduction_tile_sizes=(MMA_STEP_BYTES // storage_bytes(product.dtype),),
@@ -526,7 +541,7 @@ def warpgroup_product_config(
         in_flight=True,
         stages=WGMMA_PRODUCT_STAGES,
         stage_output=True,
-        flatten_pixels=product is not spec,
+        flatten_pixels=flatten,
     )
 
 

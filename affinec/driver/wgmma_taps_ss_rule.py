@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 
 from affinec.base.spec import ConvSpec, Spec
+from affinec.driver.grid_geometry import grid_blocks
 from affinec.driver.kernel_config import KernelConfig
 from affinec.driver.wgmma_config import MULTIPROCESSORS
 from affinec.driver.wgmma_taps_config import pixel_tile
@@ -51,23 +52,12 @@ def ss_cost(spec: ConvSpec, config: KernelConfig) -> tuple[int, float, int]:
     images, height, width, columns = config.tile_sizes
     pixels = images * height * width
     rows = math.ceil(pixels / 64) * 64
-    waves = math.ceil(ss_blocks(spec, config) / MULTIPROCESSORS)
+    waves = math.ceil(grid_blocks(spec, config) / MULTIPROCESSORS)
     window = ((height - 1) * spec.stride[0] + spec.dilated_r) * (
         (width - 1) * spec.stride[1] + spec.dilated_s
     )
     cost = waves * (rows + BLOCK_ROWS) * (columns + BLOCK_COLUMNS)
     return cost, round(window / (height * width), 3), -pixels
-
-
-def ss_blocks(spec: ConvSpec, config: KernelConfig) -> int:
-    """The blocks of `config`'s grid over `spec`."""
-    images, height, width, columns = config.tile_sizes
-    return (
-        math.ceil(spec.n / images)
-        * math.ceil(spec.out_h / height)
-        * math.ceil(spec.out_w / width)
-        * math.ceil(spec.k / columns)
-    )
 
 
 def ss_config_for(spec: Spec, arch: str = "sm_90a") -> KernelConfig:
@@ -96,7 +86,7 @@ def ss_config_for(spec: Spec, arch: str = "sm_90a") -> KernelConfig:
     if not candidates:
         raise ValueError(reasons[0] if reasons else "no block takes the spec")
     best = min(candidates, key=lambda c: ss_cost(spec, c))
-    blocks = ss_blocks(spec, best)
+    blocks = grid_blocks(spec, best)
     if blocks < MIN_BLOCKS:
         raise ValueError(f"{blocks} blocks: fewer than {MIN_BLOCKS}")
     return best
@@ -106,7 +96,6 @@ __all__ = [
     "BLOCK_COLUMNS",
     "BLOCK_ROWS",
     "MIN_BLOCKS",
-    "ss_blocks",
     "ss_config_for",
     "ss_cost",
 ]
