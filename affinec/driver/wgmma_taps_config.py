@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from affinec.base.spec import ConvSpec, Spec
-from affinec.driver.config import config_for
 from affinec.driver.kernel_config import KernelConfig
 from affinec.driver.mma_config import MMA_STAGES, step_bytes
+from affinec.driver.tile_config import own_tiles_config
 from affinec.hardware.chips import chip
 
 TAPS_TILES = ((128, 128, 16), (256, 64, 32), (256, 128, 16))
@@ -84,7 +84,7 @@ def wgmma_taps_config(
         )
     if channels % 16 or channels <= 0:
         raise ValueError(f"a step of {channels} channels: a multiple of 16")
-    base = config_for(spec, arch=arch, splits=1, flatten_pixels=False)
+    base = own_tiles_config(spec, tf32=False, arch=arch)
     if not base.mma:
         raise ValueError(f"config_for puts {spec.to_text()} on the SIMT route")
     images, height, width = pixel_tile(spec, rows)

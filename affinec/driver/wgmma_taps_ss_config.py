@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from affinec.base.spec import ConvSpec, Spec
-from affinec.driver.config import config_for
 from affinec.driver.kernel_config import KernelConfig
+from affinec.driver.tile_config import own_tiles_config
 from affinec.driver.wgmma_taps_config import MAX_ROWS, pixel_tile
 from affinec.hardware.chips import chip
 from affinec.transforms.gpu.wgmma_plan import pixel_box
@@ -106,7 +106,7 @@ def wgmma_taps_ss_config(
             f"a box of one output row ({images}x{height}x{width}) of "
             f"{spec.out_h}x{spec.out_w} outputs: two rows or more"
         )
-    base = config_for(spec, arch=arch, splits=1, flatten_pixels=False)
+    base = own_tiles_config(spec, tf32=False, arch=arch)
     if not base.mma:
         raise ValueError(f"config_for puts {spec.to_text()} on the SIMT route")
     n = min(columns, -(-spec.k // 8) * 8)

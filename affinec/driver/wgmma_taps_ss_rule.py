@@ -65,7 +65,11 @@ def ss_config_for(spec: Spec, arch: str = "sm_90a") -> KernelConfig:
     `spec` (of `MIN_CHANNELS` or more channels in and out) whose cost `ss_cost` is
     least, where its grid gives every multiprocessor a block; a ValueError naming
     what stops it otherwise."""
-    if not isinstance(spec, ConvSpec) or spec.r * spec.s == 1:
+    if (
+        not isinstance(spec, ConvSpec)
+        or spec.r * spec.s == 1
+        and tuple(spec.stride) == (1, 1)
+    ):
         raise ValueError("the descriptor route's rule is for convolutions with taps")
     if min(spec.c, spec.k) < MIN_CHANNELS:
         raise ValueError(
