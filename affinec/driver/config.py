@@ -202,6 +202,8 @@ def filling_config_for(
         return warpgroups
     if short_product := _short_flattened_product(spec, tf32, arch):
         return short_product
+    if one_wave := _one_wave_product(spec, tf32, arch):
+        return one_wave
     flatten = False
     if isinstance(spec, ConvSpec) and flattens(spec):
         product = flattened_spec(spec)
@@ -365,6 +367,35 @@ def _warpgroup_window(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None:
     if wgmma_grid_blocks(spec, config) < MULTIPROCESSORS:
         return None
     return config
+
+
+ONE_WAVE_TILES = (((64, 32), (2, 1)), ((64, 64), (2, 2)))
+"""The tiles (rows, columns) and warp grids `_one_wave_product` tries, the smaller
+first."""
+
+
+def _one_wave_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None:
+    """A 1x1 convolution over more channels than `_short_flattened_product` takes
+    as the product of its flattened pixels, unsplit, on the first of
+    `ONE_WAVE_TILES` whose grid fits one wave of the chip and fills at least half of
+    it (a projection over few pixels: MobileNetV2's 960 -> 160 at 7 x 7, batch 32,
+    1568 rows by 160 columns, 125 blocks of 64 x 32); None where neither does, and
+    the reduction is split to fill the chip instead (`filling_config_for`). Fitted on
+    MobileNetV2's 1x1s at batch 32 (H100, 2026-12-06, `benchmarks/layer_sweep.py`):
+    the fastest tile of the two it takes (960 -> 160: 64 x 32, 8.3 us against 20.1
+    split; 960 -> 320: 64 x 64, 9.7 against 11.1). Reported on EfficientNet-B0 and at
+    batch 8 and 16, which the fit never saw (docs/BENCHMARKS.md)."""
+    if not (isinstance(spec, ConvSpec) and flattens(spec) and not tf32):
+        return None
+    product = flattened_spec(spec)
+    flat = config_for(product, arch=arch, splits=1, flatten_pixels=False)
+    if not flat.mma or flat.pad_channels > 1 or flat.coalesce_reduction:
+        return None
+    for tile, warps in ONE_WAVE_TILES:
+        config = replace(flat, tile_sizes=tile, warp_grid=warps, flatten_pixels=True)
+        if MULTIPROCESSORS // 2 <= grid_blocks(product, config) <= MULTIPROCESSORS:
+            return config
+    return None
 
 
 def _short_flattened_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None:

@@ -39,10 +39,12 @@ MIN_CHANNELS = 128
 """The fewest channels in and out the rule takes: at 64 the route was timed on two
 layers only (0.89x and 1.03x `config_for`'s mma.sync kernel)."""
 
-MIN_BLOCKS = 128
-"""The fewest blocks the rule's choice may have: the fastest blocks measured had as
-few (ResNet-50's 3x3 128 at 28^2, batch 32: 0.97 of a wave); no grid of fewer was
-timed."""
+MIN_BLOCKS = 112
+"""The fewest blocks the rule's choice may have: ResNet-50's 1x1/2 1024 -> 2048 at
+14 x 14, batch 32, ran 18.2 us on 112 blocks of 5 images' 7 x 7 pixels by 128
+channels (0.85 of a wave) against 32.9 on the template's kernel, and its 3x3s of 128
+channels at 28 x 28 fastest on 128 blocks (H100, 2026-12-07,
+`scripts/gpu_wgmma_taps_ss.py`); no grid of fewer was timed."""
 
 
 def ss_cost(spec: ConvSpec, config: KernelConfig) -> tuple[int, float, int]:
