@@ -39,6 +39,13 @@ MIN_CHANNELS = 128
 """The fewest channels in and out the rule takes: at 64 the route was timed on two
 layers only (0.89x and 1.03x `config_for`'s mma.sync kernel)."""
 
+RULE_TILES = tuple(tile for tile in SS_TILES if tile[1] == 128)
+"""The blocks the rule chooses from: `SS_TILES` of 128 output channels. Of 64, a
+warpgroup's MMA reads as many bytes of shared memory a step for half the products,
+and the route lost with them where the rule took them (H100, 2026-12-07,
+`benchmarks/layer_sweep.py`): ResNet-50's 3x3 512 at 7 x 7, batch 32, 27.5 against
+the template's 29.2 us; VGG-16's 3x3 256 at 56 x 56, batch 1, 21.1 against 13.8."""
+
 MIN_BLOCKS = 112
 """The fewest blocks the rule's choice may have: ResNet-50's 1x1/2 1024 -> 2048 at
 14 x 14, batch 32, ran 18.2 us on 112 blocks of 5 images' 7 x 7 pixels by 128
@@ -79,7 +86,7 @@ def ss_config_for(spec: Spec, arch: str = "sm_90a") -> KernelConfig:
         )
     candidates: list[KernelConfig] = []
     reasons: list[str] = []
-    for rows, columns in SS_TILES:
+    for rows, columns in RULE_TILES:
         boxes = {pixel_tile(spec, rows), (1, *pixel_box(spec.out_h, spec.out_w, rows))}
         for box in sorted(boxes):
             try:
