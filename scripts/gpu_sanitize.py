@@ -27,6 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import NamedTuple
 
 from affinec.base.spec import ConvSpec, MatmulSpec, Spec
+from affinec.driver.wgmma_taps_ss_config import wgmma_taps_ss_config
 
 
 class Route(NamedTuple):
@@ -110,6 +111,16 @@ def routes() -> list[Route]:
               {"flatten_pixels": True},
               pipeline_wgmma | tma | {"tile_sizes": (128, 64)}, arch="sm_90a"),
     ]  # fmt: skip
+    # `affinec-wgmma`'s descriptor route (both tiles read by descriptor, a tap a
+    # step; `config_for`'s on sm_90a for convolutions with taps or strides of 128
+    # channels or more): a 3x3, a 3x3/2 and a 1x1/2 (TMA's element strides)
+    for name, spec in (
+        ("wgmma-pass-descriptors-3x3", _conv(c=64, k=64, h=10, w=9, **NHWC)),
+        ("wgmma-pass-descriptors-3x3-stride2", _conv(c=64, k=64, h=16, w=15, stride=(2, 2), **NHWC)),
+        ("wgmma-pass-descriptors-1x1-stride2", _conv(c=64, k=64, h=16, w=15, r=1, s=1, padding=(0, 0), stride=(2, 2), **NHWC)),
+    ):  # fmt: skip
+        ss = dataclasses.asdict(wgmma_taps_ss_config(spec, 128, 64, arch="sm_90a"))
+        out.append(Route(name, spec, changes=ss, arch="sm_90a"))
     out += [
         Route("split2-mma", _conv(c=64, k=16), {"splits": 2}),
         Route("split3-simt", _conv(dtype="f32", c=48, k=8), {"splits": 3}),

@@ -1,12 +1,18 @@
 """`config_for`'s measured rules for the layers real networks are slow on: a
 depthwise convolution's whole window a step, a strided window-route tile stored by
-phase. Each configuration a rule makes runs through the whole pipeline, every pass's output
+phase, a projection over few pixels on one wave of small tiles. Each configuration a rule makes runs through the whole pipeline, every pass's output
 checked by the interpreter against the naive IR."""
 
 import pytest
 
 from affinec.base.spec import ConvSpec
-from affinec.driver.config import DEPTHWISE_STAGES, config_for
+from affinec.driver.config import (
+    DEPTHWISE_STAGES,
+    MULTIPROCESSORS,
+    config_for,
+    flattened_spec,
+    grid_blocks,
+)
 from affinec.driver.pipeline import Pipeline
 from affinec.driver.pipelines import default_passes
 from affinec.frontend.naive import build
@@ -68,4 +74,42 @@ def test_the_halved_window_block_the_tuner_tries_keeps_the_result(variant):
     whole = config_for(spec)
     assert config.tile_sizes[2] == -(-whole.tile_sizes[2] // 2) and config.stages == 2
     assert config in [c for _, c in neighbours(spec)]
+    Pipeline(default_passes(config)).run(build(spec), check=True)
+
+
+def _mobilenet_layer(name: str, batch: int) -> ConvSpec:
+    (layer,) = [x for x in network("mobilenet_v2", batch) if x.name == name]
+    return layer.spec
+
+
+@pytest.mark.parametrize(
+    "name, tile, warps",
+    [
+        ("project 1x1 960-160 @7", (64, 32), (2, 1)),  # 125 blocks of 64 x 32
+        ("project 1x1 960-320 @7", (64, 64), (2, 2)),  # 250 of 64 x 32, 125 of 64 x 64
+    ],
+)
+def test_a_projection_over_few_pixels_takes_one_wave_of_small_tiles(name, tile, warps):
+    spec = _mobilenet_layer(name, 32)
+    config = config_for(spec)
+    assert config.flatten_pixels and config.splits == 1
+    assert (config.tile_sizes, config.warp_grid) == (tile, warps)
+    assert grid_blocks(flattened_spec(spec), config) >= MULTIPROCESSORS // 2
+    assert grid_blocks(flattened_spec(spec), config) <= MULTIPROCESSORS
+
+
+def test_one_wave_leaves_short_reductions_and_tiny_grids_to_their_rules():
+    # 576 channels: the short product's 64 x 64 tiles; batch 1: 49 rows, a split
+    short = config_for(_mobilenet_layer("project 1x1 576-160 @7", 32))
+    assert short.flatten_pixels and short.tile_sizes == (64, 64)
+    tiny = config_for(_mobilenet_layer("project 1x1 960-160 @7", 1))
+    assert tiny.splits > 1
+
+
+def test_the_one_wave_tiles_are_checked_by_the_interpreter_at_every_pass():
+    # the rule's configuration on a 1x1 small enough to interpret: 72 flattened
+    # pixels (two row tiles, the second mostly past the pixels) by 64 channels (two
+    # column tiles), two steps of the reduction
+    config = config_for(_mobilenet_layer("project 1x1 960-160 @7", 32))
+    spec = _conv(2, 128, 6, 64, 1)
     Pipeline(default_passes(config)).run(build(spec), check=True)

@@ -1,6 +1,7 @@
 """`config_for`'s rules for sm_90a: products and 1x1 convolutions over their flattened
-pixels on `affinec-wgmma`, and convolutions with filter taps on Hopper's kernel, where
-the channels are wide and the tiles fill the chip; everything else as on sm_90."""
+pixels on `affinec-wgmma`, convolutions with filter taps or strides on its descriptor
+route (`ss_config_for`) or else Hopper's kernel, where the channels are wide and the
+tiles fill the chip; everything else as on sm_90."""
 
 import pytest
 
@@ -13,8 +14,8 @@ from affinec.driver.config import (
     config_for,
     grid_blocks,
     wgmma_config_for,
-    wgmma_grid_blocks,
 )
+from affinec.driver.wgmma_taps_ss_rule import MIN_BLOCKS, ss_config_for
 from affinec.frontend.networks import network
 
 
@@ -83,13 +84,40 @@ def test_hoppers_kernel_takes_the_largest_tile_that_computes_few_pixels_past_the
     assert wgmma_config_for(_layer(name, 32), "sm_90a").wgmma_tile == tile
 
 
-@pytest.mark.parametrize("name", ["stage3 3x3/2 128 @56", "stage4 3x3 256 @14"])
-def test_a_wide_window_at_batch_32_goes_to_hoppers_kernel_on_sm_90a_only(name):
+@pytest.mark.parametrize(
+    "name",
+    ["stage3 3x3/2 128 @56", "stage4 3x3 256 @14", "stage4 down 1x1/2 512-1024 @28"],
+)
+def test_a_wide_window_at_batch_32_is_read_by_descriptor_on_sm_90a_only(name):
     spec = _layer(name, 32)
     config = config_for(spec, arch="sm_90a")
-    assert config == wgmma_config_for(spec, "sm_90a")
-    assert wgmma_grid_blocks(spec, config) >= MULTIPROCESSORS
+    assert config == ss_config_for(spec, "sm_90a")
+    assert config.tensor_core == "wgmma" and config.tma and not config.wgmma
+    assert config.tile_sizes[-1] == 128
+    assert grid_blocks(spec, config) >= MIN_BLOCKS
     assert not config_for(spec, arch="sm_90").wgmma
+    assert config_for(spec, arch="sm_90").tensor_core == "mma.sync"
+
+
+def test_a_window_whose_128_channel_blocks_leave_the_chip_idle_takes_hoppers_kernel():
+    # ResNet-50's 3x3 512 at 7 x 7, batch 32: 16 x 4 blocks of 98 pixels by 128
+    # channels; the descriptor route lost on its 64-channel blocks
+    spec = _layer("stage5 3x3 512 @7", 32)
+    with pytest.raises(ValueError, match="fewer than"):
+        ss_config_for(spec, "sm_90a")
+    assert config_for(spec, arch="sm_90a") == wgmma_config_for(spec, "sm_90a")
+
+
+@pytest.mark.parametrize("batch", [8, 16, 32])
+def test_the_descriptor_rule_takes_blocks_of_128_channels_only(batch):
+    chosen = 0
+    for net in ("resnet50", "vgg16"):
+        for layer in network(net, batch):
+            config = config_for(layer.spec, arch="sm_90a")
+            if config.tensor_core == "wgmma" and len(config.tile_sizes) == 4:
+                assert config.tile_sizes[-1] == 128, layer.name
+                chosen += 1
+    assert chosen >= 3
 
 
 def test_products_that_fill_the_chip_take_it_too():

@@ -1,20 +1,24 @@
-"""Which block `affinec-wgmma`'s descriptor route gives a 3x3 (`ss_config_for`): a
-rule fitted on the H100's timings of that route, to be measured against
-`config_for` before `config_for` takes it (the sweep variant "ss").
+"""Which block `affinec-wgmma`'s descriptor route gives a convolution with taps or
+strides (`ss_config_for`): `config_for`'s rule for those of `MIN_CHANNELS` or more
+channels on sm_90a, fitted on the H100's timings of that route.
 
-The candidates are the blocks `ss_configs` times: `SS_TILES`' pixels at most (the
-box `pixel_tile` or `pixel_box` picks) by their output channels. Each is costed
-as the waves of blocks the chip runs one after the other times a block's work,
-rows and columns each with a fixed part that does not shrink with the tile (the
-pipeline's fill and drain, the epilogue):
+The candidates are the blocks `ss_configs` times, of 128 output channels
+(`RULE_TILES`): `SS_TILES`' pixels at most (the box `pixel_tile` or `pixel_box`
+picks) by their output channels. Each is costed as the waves of blocks the chip
+runs one after the other times a block's work, rows and columns each with a fixed
+part that does not shrink with the tile (the pipeline's fill and drain, the
+epilogue):
 
     cost = ceil(blocks / 132) * (rows + BLOCK_ROWS) * (columns + BLOCK_COLUMNS)
 
 with `rows` the box's pixels rounded up to warpgroups of 64; the cheapest wins, on
-ties the box whose window reads the fewest input pixels per output, then the larger. Fitted on the stride-1 3x3s of 128 channels or more of
-ResNet-50 and VGG-16 at batch 32 (H100, 2026-12-07, `scripts/gpu_wgmma_taps_ss.py`):
-it picks the fastest measured block of all nine (`BLOCK_ROWS` 32 to 48 do; 0 and 64
-miss two each). Not yet measured on shapes it was not fitted on.
+ties the box whose window reads the fewest input pixels per output, then the
+larger; a choice of fewer than `MIN_BLOCKS` blocks is refused. Fitted on the
+stride-1 3x3s of 128 channels or more of ResNet-50 and VGG-16 at batch 32 (H100,
+2026-12-07, `scripts/gpu_wgmma_taps_ss.py`): it picks the fastest measured block of
+all nine (`BLOCK_ROWS` 32 to 48 do; 0 and 64 miss two each). On ResNet-50's strided
+layers, which the fit never saw, it picks the fastest measured block of the five
+it takes. Whole networks with and without it: docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations

@@ -151,7 +151,7 @@ def variant_config(
         # names what stops it
         return with_knobs(wgmma_config_for(spec, arch), **knobs)
     if name == "ss":
-        # the descriptor route's rule for 3x3s (not yet config_for's)
+        # the descriptor route's rule (config_for's on sm_90a where it takes the spec)
         return ss_config_for(spec, arch)
     if name.startswith("tma "):
         if arch != "sm_90a":
