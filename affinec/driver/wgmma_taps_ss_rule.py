@@ -17,8 +17,9 @@ larger; a choice of fewer than `MIN_BLOCKS` blocks is refused. Fitted on the
 stride-1 3x3s of 128 channels or more of ResNet-50 and VGG-16 at batch 32 (H100,
 2026-12-07, `scripts/gpu_wgmma_taps_ss.py`): it picks the fastest measured block of
 all nine (`BLOCK_ROWS` 32 to 48 do; 0 and 64 miss two each). On ResNet-50's strided
-layers, which the fit never saw, it picks the fastest measured block of the five
-it takes. Whole networks with and without it: docs/BENCHMARKS.md.
+layers, which the fit never saw, it picks the fastest measured block of each of the
+five it takes and refuses the sixth (the 3x3/2 512 at 14 x 14: 64 blocks), on which
+Hopper's template kernel was faster. Whole networks with and without it: docs/BENCHMARKS.md.
 """
 
 from __future__ import annotations
