@@ -48,7 +48,7 @@
 #   strided   ResNet-50's strided 3x3s with the input tile stored by phase
 #             (KernelConfig.split_phases) and one filter row a step, against
 #             config_for and cuDNN (benchmarks/layer_sweep.py)
-#   tune_networks  ResNet-50 and MobileNetV2 at batch 1 and 32 tuned whole
+#   tune_networks  ResNet-50 and MobileNetV2 at batch 1 and 32 tuned whole for sm_90a
 #             (`affinec tune network`, TUNE_BUDGET_S: 255 s, within TUNE_LIMIT_S: 300),
 #             then timed from the cache; the tuner's summary last
 #   halved_block  ResNet-50's and VGG-16's 3x3s at batch 1 and 32 with the window
@@ -295,11 +295,12 @@ step_tune_networks() {  # both models tuned whole in one pipeline (<= 5 min), th
   # TUNE_BUDGET_S bounds the tuner's wall time; the rest of the 300 s is starting up
   # and the finalists of the shapes screened when the budget runs out
   AFFINEC_TUNING_CACHE="$OUT/tuning.json" run tune-networks "${TUNE_LIMIT_S:-300}" \
-    $PY -m affinec tune network resnet50 mobilenet_v2 --batch 1 32 \
+    $PY -m affinec tune network resnet50 mobilenet_v2 --batch 1 32 --arch sm_90a \
     --network-budget-s "${TUNE_BUDGET_S:-255}" --max-candidates 10 --top 1 --explore 0 \
     --finalists 2 --no-progress --log-dir "$OUT/tune_logs"
   AFFINEC_TUNING_CACHE="$OUT/tuning.json" run networks-tuned 300 $PY benchmarks/networks.py \
-    --network resnet50 mobilenet_v2 --batch 1 32 --tuned --json "$OUT/networks_tuned.json"
+    --network resnet50 mobilenet_v2 --batch 1 32 --arch sm_90a --tuned \
+    --json "$OUT/networks_tuned.json"
   tail -6 "$OUT/networks-tuned.log"
   sed -n '/^network  *batch shapes/,$p' "$OUT/tune-networks.log" | head -24
 }
