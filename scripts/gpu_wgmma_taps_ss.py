@@ -40,7 +40,10 @@ from gpu_wgmma_pipeline import (  # noqa: E402
 from affinec.base.spec import ConvSpec, Spec  # noqa: E402
 from affinec.driver.config import KernelConfig, config_for  # noqa: E402
 from affinec.driver.wgmma_taps_config import taps_configs  # noqa: E402
-from affinec.driver.wgmma_taps_ss_config import ss_configs  # noqa: E402
+from affinec.driver.wgmma_taps_ss_config import (  # noqa: E402
+    ss_configs,
+    wgmma_taps_ss_config,
+)
 from affinec.frontend.networks import network  # noqa: E402
 
 ARCH = "sm_90a"
@@ -74,6 +77,14 @@ def routes(spec: Spec) -> list[tuple[str, KernelConfig | None, str]]:
         ("wgmma ss" if c.tma else "wgmma ss cp.async", c, "")
         for c in ss_configs(spec, ARCH)
     ]
+    # one warpgroup of 64 rows by 128 channels: a 7 x 7 image a block, which
+    # ss_cost ranks first on ResNet-50's 3x3 512 at 7 x 7 (not among SS_TILES yet)
+    try:
+        one = wgmma_taps_ss_config(spec, 64, 128, arch=ARCH)
+    except ValueError:
+        one = None
+    if one is not None and all(one != c for _, c, _ in out):
+        out.append(("wgmma ss", one, "64 rows"))
     taps = taps_configs(spec, ARCH)[:2]  # measured before: two tiles to compare
     out += [("wgmma taps", c, "") for c in taps]
     if not taps:
