@@ -7,8 +7,10 @@ route with each step's MMAs left in flight and the output staged through shared
 memory, no specialization: the baseline), `ws in-flight` (the same with
 `warp_specialize=True`: a producer warpgroup issues the loads, setmaxnreg) and `ws
 unstaged` (specialized, the output stored from the registers instead of staged
-through shared memory: on 128x256 tiles ptxas serializes the staged kernel's
-wgmmas, C7514, and not this one's).
+through shared memory). The staged specialized kernel on 128x256 tiles is the one
+whose wgmmas ptxas serialized (C7514) before the accumulators were tied to their
+last `wgmma.wait_group` (`affinec.backend.wgmma_fences`): its time against
+`in-flight`'s is what that change is to show.
 
 Every kernel is checked against float64 on the GPU before it is timed, as
 `scripts/gpu_wgmma_pipeline.py` does (`affinec.tuning.measure.GpuMeasurer`: fresh

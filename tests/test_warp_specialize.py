@@ -10,6 +10,7 @@ reallocation some threads skip); refusals; the PTX through ptxas for sm_90a
 (setmaxnreg, no spills; USETMAXREG in the SASS where cuobjdump is installed).
 """
 
+import functools
 import shutil
 import subprocess
 from dataclasses import replace
@@ -378,6 +379,103 @@ def test_the_ptx_assembles_for_sm_90a_without_spills():
         ).stdout
     assert "USETMAXREG.DEALLOC.CTAPOOL 0x38" in sass
     assert "USETMAXREG.TRY_ALLOC.CTAPOOL" in sass and "0xe0" in sass
+
+
+WIDE = MatmulSpec(4096, 4096, 1024, "f16")
+"""A product on 128x256 tiles, its output staged through shared memory: each
+consumer warpgroup's 64x256 accumulator is 128 registers a thread."""
+
+WIDE_CONFIG = _config(
+    tile_sizes=(128, 256),
+    reduction_tile_sizes=(64,),
+    stages=3,
+    in_flight=True,
+    stage_output=True,
+)
+
+
+@functools.cache
+def _wide():
+    from affinec.driver.compiler import compile_to_ptx
+
+    return compile_to_ptx(WIDE, WIDE_CONFIG, arch="sm_90a")
+
+
+def _reads_before_the_last_wait(ptx: str) -> tuple[int, int]:
+    """How many of the PTX's f32-to-f16 conversions (the epilogue's reads of the
+    accumulators) come before its last `wgmma.wait_group 0`, of how many."""
+    lines = ptx.splitlines()
+    last = max(
+        k for k, line in enumerate(lines) if "wgmma.wait_group.sync.aligned \t0" in line
+    )
+    reads = [k for k, line in enumerate(lines) if "cvt.rn.f16" in line]
+    return sum(k < last for k in reads), len(reads)
+
+
+def test_the_accumulators_are_read_after_the_last_wgmma_wait():
+    # LLVM keeps the epilogue's conversions after the consumers' wait for all
+    # their wgmmas: the accumulator values pass through an empty inline statement
+    # after the wait (one per wait of its own, none after a step's waits)
+    compiled = _wide()
+    before, reads = _reads_before_the_last_wait(compiled.ptx)
+    assert reads and before == 0
+    ir = compiled.llvm_ir
+    wait = ir.index('wgmma.wait_group.sync.aligned"(i64 0)')
+    fences = [k for k in range(len(ir)) if ir.startswith('asm sideeffect "", ', k)]
+    assert len(fences) == 1 and fences[0] > wait
+    constraints = ir[fences[0] :].split('"')[3].split(",")
+    assert constraints == ["=f"] * 128 + [str(k) for k in range(128)]
+
+
+def test_a_steps_own_wait_gets_no_fence():
+    # each step waiting for its wgmmas stores their results after its wait: a
+    # fence there would read the buffer before them, so none is written
+    from affinec.driver.compiler import compile_to_ptx
+
+    config = _config(
+        tile_sizes=(128, 128), reduction_tile_sizes=(64,), stages=2, in_flight=False
+    )
+    for specialized in (False, True):
+        compiled = compile_to_ptx(
+            MatmulSpec(256, 256, 256, "f16"),
+            replace(config, warp_specialize=specialized),
+            arch="sm_90a",
+        )
+        ir = compiled.llvm_ir
+        assert 'wgmma.wait_group.sync.aligned"(i64 0)' in ir
+        assert 'asm sideeffect "", ' not in ir
+
+
+def test_without_the_fence_llvm_converts_the_accumulators_in_flight(monkeypatch):
+    # the negative control: with no fence, LLVM (InstCombine) moves the
+    # conversions into the reduction loop's exit, before the wait
+    import affinec.backend.llvm_walk as walk
+    from affinec.driver.compiler import compile_to_ptx
+
+    monkeypatch.setattr(walk, "completes_accumulators", lambda op: False)
+    ptx = compile_to_ptx(WIDE, WIDE_CONFIG, arch="sm_90a").ptx
+    before, reads = _reads_before_the_last_wait(ptx)
+    assert reads and before == reads
+    from affinec.backend.ptxas import assemble, find_ptxas
+
+    if find_ptxas() is not None:  # and ptxas serializes the wgmmas for it
+        (resources,) = assemble(ptx, "sm_90a").values()
+        assert [a for a in resources.advisories if a.startswith("C7514")]
+
+
+def test_the_wide_staged_kernel_assembles_without_serializing_its_wgmmas():
+    from affinec.backend.ptxas import assemble, find_ptxas
+
+    if find_ptxas() is None:
+        pytest.skip("ptxas is not installed")
+    (resources,) = assemble(_wide().ptx, "sm_90a").values()
+    # C7514 (a non-wgmma instruction reading an accumulator in flight) serialized
+    # every wgmma of this kernel; ptxas's own wgmma fence (C7519) is benign
+    assert not [a for a in resources.advisories if not a.startswith("C7519")]
+    assert resources.spill_stores == resources.spill_loads == 0
+    # the launch's 384 threads leave each 168 registers; the consumers' 128
+    # accumulator registers and the rest fit in them before setmaxnreg adds any
+    assert resources.registers <= 168
 
 
 def test_the_command_line_takes_warp_specialization(tmp_path, capsys):

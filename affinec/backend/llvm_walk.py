@@ -4,7 +4,8 @@ alignment (shared memory `undef`-initialized, its only legal initializer), then
 every function declared, then every body defined, block by block, each op through
 instruction selection (`affinec.backend.llvm_instructions`) and each run of
 `nvvm.wgmma.mma_async` accumulating into one accumulator as one inline PTX
-statement.
+statement; after a `wgmma.wait_group 0` of its own, the accumulators tied to it
+(`affinec.backend.wgmma_fences`).
 
 Kernels (`nvvm.kernel`) get the `ptx_kernel` calling convention and their
 `nvvm.maxntid` and `nvvm.minctasm` `nvvm.annotations` entries; arguments keep
@@ -25,6 +26,11 @@ import affinec.backend.llvm_bfloat  # noqa: F401 (registers bf16 for convert_typ
 from affinec.backend.emitter_errors import EmitterError, emitting
 from affinec.backend.llvm_instructions import convert, inline_ptx
 from affinec.backend.nvptx import TRIPLE
+from affinec.backend.wgmma_fences import (
+    accumulator_allocas,
+    completes_accumulators,
+    fence_accumulators,
+)
 from affinec.dialects import gpu, nvvm
 from affinec.dialects.nvvm import BYVAL, GRID_CONSTANT, KERNEL, MAXNTID, MINCTASM
 
@@ -159,6 +165,7 @@ def _define(op: llvm.FuncOp, out: ir.Module) -> None:
         builder = ir.IRBuilder(blocks[block])
         for arg in block.args:
             values[arg] = builder.phi(convert_type(arg.type), name=arg.name_hint or "")
+    accumulators = accumulator_allocas(op)
     for block in op.body.blocks:
         builder = ir.IRBuilder(blocks[block])
         builder.position_at_end(blocks[block])
@@ -175,6 +182,8 @@ def _define(op: llvm.FuncOp, out: ir.Module) -> None:
                     written.update(run[1:])
                 else:
                     convert(inner, builder, values, blocks)
+                    if accumulators and completes_accumulators(inner):
+                        fence_accumulators(accumulators, builder, values)
 
 
 __all__ = ["device_modules", "llvm_module"]
