@@ -7,7 +7,10 @@ pass's output printed and parsed again; negative controls the interpreter and th
 pass's concurrent phase check catch (the producer's wait on a release removed, a
 consumer's wait on the wrong parity, a release never arrived, a register
 reallocation some threads skip); refusals; the PTX through ptxas for sm_90a
-(setmaxnreg, no spills; USETMAXREG in the SASS where cuobjdump is installed).
+(setmaxnreg, no spills; USETMAXREG in the SASS where cuobjdump is installed); on
+128x256 tiles with the output staged, the accumulators read only after the
+consumers' last wgmma wait (the emitter's fence; without it LLVM converts them
+before the wait and ptxas serializes the wgmmas, C7514).
 """
 
 import functools
