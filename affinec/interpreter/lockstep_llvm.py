@@ -25,6 +25,7 @@ from xdsl.dialects.builtin import VectorType
 from xdsl.ir import Operation
 
 from affinec.dialects import nvvm
+from affinec.dialects.affinec import ElementPointerOp
 from affinec.dialects.llvm import AddrSpaceCastOp, ExtractElementOp
 from affinec.interpreter import lane_scalars
 from affinec.interpreter.llvm_ops import INT_BINARY as LLVM_INT_BINARY
@@ -173,7 +174,13 @@ def takes(op: Operation, plan, divergent: bool) -> bool | None:
                 plan.varying.add(op.results[0])
             return True
         case llvm.PtrToIntOp():
-            if op.input not in plan.shared:
+            # a shared address: of a global's element (the llvm level) or of a
+            # shared memref's (`affinec.element_pointer`, the nvvm level)
+            owner = op.input.owner
+            into_shared = op.input in plan.shared or (
+                isinstance(owner, ElementPointerOp) and owner.memref in plan.shared
+            )
+            if not into_shared:
                 return False
             if plan.differ(op.operands):
                 plan.varying.add(op.output)

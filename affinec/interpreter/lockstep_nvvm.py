@@ -13,6 +13,11 @@ A thread's value here is a pointer `(buffer, offset)`, an i32 register, a
 `warps.ldmatrix` and `warps.mma` the coroutines use, their registers packed and
 unpacked as `warp_ops` packs them (a register's low half is the lower column);
 `nvvm.cp.async` starts one record for all its lanes (`async_copies.start_lane_run`).
+Hopper's `nvvm.wgmma.mma_async` runs once per warpgroup through the same
+`warpgroups.wgmma_registers` the coroutines' rendezvous uses (its descriptors
+checked the same for the warpgroup's threads, its registers (lanes, N/2)), and
+its commit and wait groups once per warpgroup; the fences are nothing to run, as
+thread by thread.
 """
 
 from __future__ import annotations
@@ -26,15 +31,19 @@ from xdsl.ir import Operation, SSAValue
 
 from affinec.dialects import nvvm
 from affinec.dialects.affinec import ElementPointerOp
+from affinec.dialects.affinec_wgmma import FenceProxyAsyncSharedOp
+from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE
 from affinec.interpreter import async_copies
 from affinec.interpreter.lockstep_runtime import (
     ldmatrix_warps,
     pointer_offsets,
+    whole_warpgroups,
 )
 from affinec.interpreter.memref_ops import flat_pointer
 from affinec.interpreter.support import InterpreterError, tuple_text
 from affinec.interpreter.vector_ops import layout_of
 from affinec.interpreter.warp_ops import bf16
+from affinec.interpreter.warpgroups import commit_wgmma, wait_wgmma, wgmma_registers
 from affinec.interpreter.warps import mma, whole_warps
 
 # -- what the generated code calls ----------------------------------------------------------
@@ -75,6 +84,44 @@ def mma_registers(op: nvvm.MmaOp, a, b, c, lanes: np.ndarray) -> np.ndarray:
         .reshape((n, *kind.c_fragment)),
     )
     return mma(kind, *fragments).reshape(n, -1)
+
+
+def wgmma_lanes(
+    op: nvvm.WgmmaMmaAsyncOp, a, b, registers, lanes: np.ndarray, state
+) -> np.ndarray:
+    """`nvvm.wgmma.mma_async` for a block's threads (whole warpgroups, in order):
+    each warpgroup's as `warpgroups.nvvm_wgmma` runs it, from its threads'
+    descriptors (one for all, or one a lane) and accumulator registers (a struct:
+    (lanes, N/2), or one for all); the result registers (lanes, N/2)."""
+    whole_warpgroups(op, lanes)
+    n = len(lanes)
+    a, b = (np.broadcast_to(np.asarray(x), (n,)) for x in (a, b))
+    c = np.broadcast_to(np.asarray(registers), (n, op.n // 2))
+    out = None
+    for first in range(0, n, WARPGROUP_SIZE):
+        group = slice(first, first + WARPGROUP_SIZE)
+        if (a[group] != a[first]).any() or (b[group] != b[first]).any():
+            raise InterpreterError(
+                "the threads of the warpgroup give different descriptors", op
+            )
+        c_group = c[group] if op.accumulates else None
+        d = wgmma_registers(op, a[first], b[first], c_group, state, int(lanes[first]))
+        if out is None:
+            out = np.empty((n, *d.shape[1:]), d.dtype)
+        out[group] = d
+    assert out is not None  # whole warpgroups: at least one
+    return out
+
+
+def wgmma_group_lanes(op: Operation, lanes: np.ndarray, state, pending) -> None:
+    """`nvvm.wgmma.commit.group` (`pending` None) or `wait.group pending` for a
+    block's threads: once for each of its warpgroups, in order."""
+    whole_warpgroups(op, lanes)
+    for first in range(0, len(lanes), WARPGROUP_SIZE):
+        if pending is None:
+            commit_wgmma(state, int(lanes[first]))
+        else:
+            wait_wgmma(state, int(lanes[first]), pending)
 
 
 def _unpacked(operands: str, registers, n: int) -> np.ndarray:
@@ -222,6 +269,25 @@ def _cp_async(kw, op: nvvm.CpAsyncOp) -> None:
     )
 
 
+def _wgmma(kw, op: nvvm.WgmmaMmaAsyncOp) -> None:
+    w = kw.w
+    fn = w.global_(wgmma_lanes, "wgmma_lanes")
+    a, b, c = w.names((op.descriptorA, op.descriptorB, op.inouts))
+    w.line(
+        f"{w.define(op.res)} = {fn}({w.op_ref(op)}, {a}, {b}, {c}, {kw.lane}, "
+        f"{kw.ctx}.block)"
+    )
+
+
+def _wgmma_group(
+    kw, op: nvvm.WgmmaGroupSyncAlignedOp | nvvm.WgmmaWaitGroupSyncOp
+) -> None:
+    w = kw.w
+    fn = w.global_(wgmma_group_lanes, "wgmma_group_lanes")
+    pending = op.group.value.data if isinstance(op, nvvm.WgmmaWaitGroupSyncOp) else None
+    w.line(f"{fn}({w.op_ref(op)}, {kw.lane}, {kw.ctx}.block, {pending})")
+
+
 def _commit(kw, op: nvvm.CpAsyncCommitGroupOp) -> None:
     kw.w.line(f"{kw.w.global_(async_copies.create_group, 'create_group')}({kw.ctx})")
 
@@ -241,6 +307,9 @@ NVVM_EMITTERS = {
     nvvm.CpAsyncOp: _cp_async,
     nvvm.CpAsyncCommitGroupOp: _commit,
     nvvm.CpAsyncWaitGroupOp: _wait,
+    nvvm.WgmmaMmaAsyncOp: _wgmma,
+    nvvm.WgmmaGroupSyncAlignedOp: _wgmma_group,
+    nvvm.WgmmaWaitGroupSyncOp: _wgmma_group,
 }
 """The nvvm level's ops written for a block's threads (`lockstep._EMITTERS`)."""
 
@@ -284,6 +353,16 @@ def takes(op: Operation, plan, divergent: bool) -> bool | None:
             )
         case nvvm.CpAsyncCommitGroupOp() | nvvm.CpAsyncWaitGroupOp():
             return not divergent
+        case nvvm.WgmmaMmaAsyncOp():
+            # the warpgroup's together, its threads' registers an array a lane
+            if divergent:
+                return False
+            plan.varying.add(op.res)
+            return True
+        case nvvm.WgmmaGroupSyncAlignedOp() | nvvm.WgmmaWaitGroupSyncOp():
+            return not divergent
+        case nvvm.WgmmaFenceAlignedOp() | FenceProxyAsyncSharedOp():
+            return True  # nothing to run: as thread by thread, a `pass`
     return None
 
 

@@ -244,7 +244,7 @@ def warpgroup_step_lanes(
     the k-th of each index that differs between threads."""
     from affinec.interpreter.warpgroup_steps import warpgroup_step
 
-    _whole_warpgroups(op, lanes)
+    whole_warpgroups(op, lanes)
     n = len(lanes)
     for first in range(0, n, WARPGROUP_SIZE):
         group = [
@@ -276,7 +276,7 @@ def warpgroup_registers_lanes(
     (`a_varying`), its registers the k-th of the private `fragments`."""
     from affinec.interpreter.warpgroup_steps import warpgroup_registers_step
 
-    _whole_warpgroups(op, lanes)
+    whole_warpgroups(op, lanes)
     for first in range(0, len(lanes), WARPGROUP_SIZE):
         group = [
             (
@@ -290,7 +290,8 @@ def warpgroup_registers_lanes(
         warpgroup_registers_step(op, group, state, int(lanes[first]))
 
 
-def _whole_warpgroups(op: Operation, lanes: np.ndarray) -> None:
+def whole_warpgroups(op: Operation, lanes: np.ndarray) -> None:
+    """Refuse a warpgroup-collective op on a block of a partial warpgroup."""
     if len(lanes) % WARPGROUP_SIZE:
         raise InterpreterError(
             f"runs on a partial warpgroup: the block has {len(lanes)} threads; "

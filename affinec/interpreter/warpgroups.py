@@ -240,19 +240,43 @@ def nvvm_wgmma(op: nvvm.WgmmaMmaAsyncOp, lanes: list, state, base: int) -> list:
     """One `wgmma.mma_async` m64nNk16: each thread gives the two descriptors (the
     same for all) and its N/2 accumulator registers."""
     _same_for_all(op, [(a, b) for a, b, _ in lanes], "descriptors")
-    a, b = (MatrixDescriptor.decode(int(x)) for x in lanes[0][:2])
+    registers = (
+        # the registers' own type first (f32 scalars convert ten times faster as
+        # f32), then float64, exactly
+        np.array([lane[2] for lane in lanes]) if op.accumulates else None
+    )
+    d = wgmma_registers(op, lanes[0][0], lanes[0][1], registers, state, base)
+    return list(map(tuple, d))
+
+
+def wgmma_registers(
+    op: nvvm.WgmmaMmaAsyncOp, a, b, registers, state, base: int
+) -> np.ndarray:
+    """One `wgmma.mma_async` m64nNk16 of the warpgroup of thread `base`, on the
+    descriptors `a` and `b` (the warpgroup's, checked the same for all) and its
+    threads' accumulator registers, (128, N/2) (None where the op does not
+    accumulate): the threads' result registers, (128, N/2) f32."""
+    a, b = MatrixDescriptor.decode(int(a)), MatrixDescriptor.decode(int(b))
     n = op.n
     rows, cols = accumulator_table(n)
     state.thread = base
     matrix_a = _operand(op, a, WGMMA_M, True, 2, state, base)
     matrix_b = _operand(op, b, n, not op.transposed_b, 2, state, base)
     c = np.zeros((WGMMA_M, n), np.float64)
-    if op.accumulates:
-        # the registers' own type first (f32 scalars convert ten times faster as
-        # f32), then float64, exactly
-        c[rows, cols] = np.array([lane[2] for lane in lanes]).astype(np.float64)
+    if registers is not None:
+        c[rows, cols] = registers.astype(np.float64)
     d = exact_dot(matrix_a, matrix_b.T, c)
-    return list(map(tuple, d[rows, cols]))
+    return d[rows, cols]
+
+
+def commit_wgmma(state, base: int) -> None:
+    """`wgmma.commit_group` of the warpgroup of thread `base`."""
+    _issued(state, base).commit()
+
+
+def wait_wgmma(state, base: int, pending: int) -> None:
+    """`wgmma.wait_group pending` of the warpgroup of thread `base`."""
+    _issued(state, base).retire(state, pending)
 
 
 def store_accumulator(ctx, op: nvgpu.WarpgroupMmaStoreOp, acc: np.ndarray, dst) -> None:
@@ -319,12 +343,12 @@ def _fence(op: nvvm.WgmmaFenceAlignedOp, w: FunctionWriter) -> None:
 
 
 def _commit(op: nvvm.WgmmaGroupSyncAlignedOp, lanes: list, state, base: int) -> list:
-    _issued(state, base).commit()
+    commit_wgmma(state, base)
     return [None] * len(lanes)
 
 
 def _wait(op: nvvm.WgmmaWaitGroupSyncOp, lanes: list, state, base: int) -> list:
-    _issued(state, base).retire(state, op.group.value.data)
+    wait_wgmma(state, base, op.group.value.data)
     return [None] * len(lanes)
 
 
