@@ -58,6 +58,29 @@ def test_hopper_variants_are_sm_90a_s_and_name_what_stops_them():
         variant_config(wide, "tma 128x64", "sm_90")
 
 
+def test_hoppers_window_kernels_have_no_window_route_variants():
+    # on sm_90a config_for reads ResNet-50's 3x3 256 at 14 x 14, batch 32, by
+    # descriptor: the mma.sync window route's steps and block are not its knobs
+    spec = _layer("stage4 3x3 256 @14", 32)
+    assert config_for(spec, arch="sm_90a").tensor_core == "wgmma"
+    for name in ("row steps", "half block s2"):
+        with pytest.raises(ValueError, match="window route"):
+            variant_config(spec, name, "sm_90a")
+        variant_config(spec, name, "sm_90")  # the mma.sync window route's
+
+
+def test_the_sm_90a_space_has_both_window_kernels_of_a_3x3():
+    spec = _layer("stage5 3x3 512 @7", 32)
+    space = search_space(spec, max_candidates=10, arch="sm_90a")
+    windows = [c.config for c in space.candidates if c.origin == "window kernel"]
+    assert any(c.tensor_core == "wgmma" and c.tma for c in windows)  # by descriptor
+    assert any(c.wgmma for c in windows + [space.candidates[0].config])  # template
+    assert not any(
+        c.origin == "window kernel"
+        for c in search_space(spec, max_candidates=10, arch="sm_90").candidates
+    )
+
+
 def test_an_unknown_variant_is_named():
     with pytest.raises(ValueError, match="unknown variant 'wide'.*row steps"):
         variant_config(_layer("stage2 1x1 64-64 @56"), "wide")

@@ -75,16 +75,18 @@ def ss_cost(spec: ConvSpec, config: KernelConfig) -> tuple[int, float, int]:
 
 
 def ss_config_for(spec: Spec, arch: str = "sm_90a") -> KernelConfig:
-    """The descriptor route's configuration of the stride-1 convolution with taps
+    """The descriptor route's configuration of the convolution with taps or strides
     `spec` (of `MIN_CHANNELS` or more channels in and out) whose cost `ss_cost` is
-    least, where its grid gives every multiprocessor a block; a ValueError naming
-    what stops it otherwise."""
+    least, of the blocks of `RULE_TILES`, where its grid has `MIN_BLOCKS` or more; a
+    ValueError naming what stops it otherwise."""
     if (
         not isinstance(spec, ConvSpec)
         or spec.r * spec.s == 1
         and tuple(spec.stride) == (1, 1)
     ):
-        raise ValueError("the descriptor route's rule is for convolutions with taps")
+        raise ValueError(
+            "the descriptor route's rule is for convolutions with taps or strides"
+        )
     if min(spec.c, spec.k) < MIN_CHANNELS:
         raise ValueError(
             f"{spec.c} channels in, {spec.k} out: the rule takes {MIN_CHANNELS} or more"

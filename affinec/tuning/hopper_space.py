@@ -1,17 +1,22 @@
 """Hopper's part of the tuner's space: the `affinec-wgmma-gemm` kernels of a spec
 (tiles x schedules x stages within the chip's shared memory, split-K where the
 blocks are few), the tensor-core route's configurations on `affinec-wgmma`
-(`tensor_core="wgmma"`), and the few of each the search keeps for the measurement.
+(`tensor_core="wgmma"`), a convolution's window kernels (`window_configs`: the
+descriptor route's blocks and the template's), and the few of each the search keeps
+for the measurement.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 
-from affinec.base.spec import Spec
+from affinec.base.spec import ConvSpec, Spec
 from affinec.driver.config import KernelConfig, flattened_spec, wgmma_config_for
+from affinec.driver.wgmma_taps_ss_config import ss_configs
+from affinec.driver.wgmma_taps_ss_rule import ss_cost
 from affinec.tuning.cost import H100, Prediction
 
 WGMMA_CANDIDATES = 12
@@ -107,3 +112,24 @@ def best_wgmma_pass(
     """The `WGMMA_PASS_CANDIDATES` of `affinec-wgmma`'s configurations the model
     ranks first."""
     return sorted(scored, key=lambda ce: ce[1].ms)[:WGMMA_PASS_CANDIDATES]
+
+
+WINDOW_CANDIDATES = 3
+"""The descriptor route's blocks `window_configs` keeps, the cheapest by `ss_cost`."""
+
+
+def window_configs(spec: Spec, arch: str) -> list[KernelConfig]:
+    """A convolution with taps or strides on Hopper's two window kernels: the
+    `WINDOW_CANDIDATES` blocks of `affinec-wgmma`'s descriptor route (by TMA) that
+    `ss_cost` ranks first, of every block `ss_configs` gives (those of 64 channels
+    and the small grids `ss_config_for` refuses among them: the measurement decides
+    here), then the template's kernel (`wgmma_config_for`); none for other specs.
+    `config_for` on sm_90a takes one of them where its rules do."""
+    if not isinstance(spec, ConvSpec) or arch != "sm_90a":
+        return []
+    blocks = [c for c in ss_configs(spec, arch) if c.tma]
+    found = sorted(blocks, key=lambda c: ss_cost(spec, c))[:WINDOW_CANDIDATES]
+    if spec.r * spec.s > 1:
+        with contextlib.suppress(ValueError):  # the template takes no tile of it
+            found.append(wgmma_config_for(spec, arch))
+    return found

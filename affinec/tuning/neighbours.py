@@ -136,6 +136,13 @@ convolution's channels strided across the block (`config_for`'s rule until the
 vectors won on the H100, 2026-12-07)."""
 
 
+def window_route(config: KernelConfig) -> bool:
+    """Whether `config` is the mma.sync window route's (taps unrolled, the filter's
+    window in the promoted tile), whose steps and block the window variants change;
+    Hopper's window kernels have steps of their own."""
+    return config.unroll_taps and config.tensor_core == "mma.sync" and not config.wgmma
+
+
 def variant_config(
     spec: Spec, name: str, arch: str = DEFAULT_PLANNING_ARCH
 ) -> KernelConfig:
@@ -166,7 +173,7 @@ def variant_config(
     if name.startswith("half block"):
         # the window route's block of pixels halved along its rows, for two steps in
         # flight where one step of the whole block takes the shared-memory budget
-        if not (config.unroll_taps and isinstance(spec, ConvSpec)):
+        if not (window_route(config) and isinstance(spec, ConvSpec)):
             raise ValueError(
                 f"'{name}' halves the window route's block: not this route"
             )
@@ -192,7 +199,7 @@ def variant_config(
     if "reduction_tile_sizes" in knobs and not options:
         # the window route's steps: for its layers alone, one filter row as wide
         # as the spec's
-        if not (config.unroll_taps and isinstance(spec, ConvSpec)):
+        if not (window_route(config) and isinstance(spec, ConvSpec)):
             raise ValueError(
                 f"'{name}' changes the window route's steps: not this spec's route"
             )

@@ -68,6 +68,7 @@ from affinec.tuning.hopper_space import (
     best_wgmma_pass,
     wgmma_configs,
     wgmma_pass_configs,
+    window_configs,
 )
 from affinec.tuning.neighbours import neighbours
 from affinec.tuning.problem import Problem, geometry, problem_of, split_problem
@@ -101,7 +102,8 @@ class Candidate:
     config: KernelConfig
     origin: str
     """`baseline` (what `config_for` picks), `neighbour NAME` (one of its rule's
-    alternatives, `affinec.tuning.neighbours`) or `space`."""
+    alternatives, `affinec.tuning.neighbours`), `window kernel` (on sm_90a, Hopper's
+    kernels of a convolution with taps or strides: `window_configs`) or `space`."""
     estimate: Prediction
 
 
@@ -220,6 +222,11 @@ def search_space(
             continue
         taken.add(config)
         near.append(Candidate(config, f"neighbour {name}", estimate))
+    for config in window_configs(spec, arch):
+        if config in taken or (any_batch and not takes_any_batch(config)):
+            continue
+        taken.add(config)
+        near.append(Candidate(config, "window kernel", predict(problem, config)))
     near = near[:max_candidates]
     budget = max_candidates - len(near)
     mma_quota = round(budget * MMA_SHARE) if mma else 0
