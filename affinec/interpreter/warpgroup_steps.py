@@ -40,6 +40,8 @@ from affinec.hardware.wgmma_layouts import (
 )
 from affinec.interpreter.codegen import FunctionWriter, emits
 from affinec.interpreter.shared_memory import (
+    LANDED,
+    MANY_READERS,
     WARPGROUP_READER,
     SharedArray,
     share_warpgroup_reads,
@@ -95,6 +97,8 @@ def _read_tile(
     at = (starts[:, None] + np.arange(CORE)).reshape(-1)
     before, read_before = flat.reader[at], flat.read_epoch[at] == state.epoch
     data = flat.read_rows(starts, CORE, np.full(len(starts), warpgroup))
+    if data is None:
+        data = _read_landed(flat, starts, state, base)
     if data is None:  # run by run, which names what is wrong
         runs = []
         threads = base + np.arange(len(starts)) % WARPGROUP_SIZE
@@ -109,6 +113,43 @@ def _read_tile(
     # a tile other warpgroups read too (B): each hands back its own reads
     share_warpgroup_reads(flat.reader, at, before, read_before, base // WARPGROUP_SIZE)
     return np.asarray(data, np.float64).reshape(positions.shape)
+
+
+def _read_landed(flat, starts: np.ndarray, state, base: int) -> np.ndarray | None:
+    """`_read_tile`'s runs from `starts`, run k read by thread `base + k % 128`,
+    all at once, leaving the marks the run-by-run reads leave (the warpgroup's
+    read, or several readers' where another read the element in this interval),
+    where those reads cannot fail: the runs do not overlap, and each element
+    written in this interval was landed by a TMA load whose phase the thread
+    reading it waited for. A pipeline's tiles by TMA are such: `read_rows` leaves
+    them to the run-by-run reads, which took most of a TMA kernel's time. None,
+    having changed nothing, where the runs must be read one by one (they name
+    what is wrong)."""
+    count = len(starts)
+    at = (starts[:, None] + np.arange(CORE)).reshape(-1)
+    threads = np.repeat(base + np.arange(count) % WARPGROUP_SIZE, CORE)
+    if at.min() < 0 or at.max() >= flat.data.size or np.unique(at).size != at.size:
+        return None
+    e = state.epoch
+    if flat.written_in[0] == e:
+        clash = (flat.write_epoch[at] == e) & (flat.writer[at] != threads)
+        if clash.any():
+            marks = flat.writer[at][clash]
+            if state.barriers is None or (marks > LANDED).any():
+                return None
+            readers = threads[clash]
+            for mark in np.unique(marks).tolist():
+                for thread in np.unique(readers[marks == mark]).tolist():
+                    if not state.barriers.visible(mark, thread):
+                        return None
+    before, read_before = flat.reader[at], flat.read_epoch[at] == e
+    flat.read_epoch[at] = e
+    several = read_before & (before != threads)
+    flat.reader[at] = np.where(
+        several, MANY_READERS, WARPGROUP_READER - base // WARPGROUP_SIZE
+    )
+    state.thread = int(threads[-1])
+    return flat.data[at].reshape(count, CORE)
 
 
 def warpgroup_step(op: WarpgroupMmaStepOp, lanes: list, state, base: int) -> list:
