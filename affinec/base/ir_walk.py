@@ -42,8 +42,11 @@ def _below(top: Iterator, level: int) -> Iterator[Operation]:
             depth -= 1
         elif depth % 3 == _OPS:
             yield item
-            stack.append(iter(item.regions))
-            depth += 1
+            # Most ops hold no region: nothing to push (and pop at once) for them.
+            # Read once the caller has seen the op, as xDSL's walk reads it.
+            if item.regions:
+                stack.append(iter(item.regions))
+                depth += 1
         elif depth % 3 == _REGIONS:
             stack.append(iter(item.blocks))
             depth += 1
