@@ -34,6 +34,8 @@ def _described(op: Operation) -> tuple:
         tuple(op.successors),
         len(op.regions),
         op.location,
+        sorted(vars(op)),  # the same fields set on the op
+        [(use.operation is op, use.index) for use in op._operand_uses],
     )
 
 

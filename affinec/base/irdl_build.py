@@ -14,8 +14,10 @@ of a compile (a kernel builds some 1,500 ops on its way to LLVM).
 `install` puts in front of `irdl_op_init` a builder that reads each definition's
 kinds (single, variadic, optional) once, and each argument's kind once per Python
 type. It builds exactly what xDSL builds (the same lists in the same order, the
-same segment-size attributes, then the same `Operation.__init__`); any op it is
-not sure of -- regions given as anything but `Region`s, an option it does not
+same segment-size attributes, then what `Operation.__init__` and IRDL's
+`__post_init__` do, without their setters' detaching of operands and successors an
+op being built does not have, nor their checks of each definition's defaults op by
+op: `_init_operation`, on classes that override neither); any op it is not sure of -- regions given as anything but `Region`s, an option it does not
 know, any argument xDSL would refuse -- goes to xDSL's builder, so every error is
 xDSL's, word for word. `tests/test_irdl_build.py` builds ops of every kind the
 pipelines make both ways and compares them.
@@ -29,8 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import xdsl.irdl.operations as irdl_operations
-from xdsl.dialects.builtin import DenseArrayBase, i32
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.dialects.builtin import UNKNOWN_LOC, DenseArrayBase, i32
+from xdsl.ir import Attribute, Block, Operation, OpResult, Region, SSAValue, Use
+from xdsl.ir.core import SSAValues
 from xdsl.irdl.operations import (
     AttrSizedOperandSegments,
     AttrSizedRegionSegments,
@@ -49,6 +52,8 @@ from xdsl.irdl.operations import (
 )
 
 _xdsl_op_init: Callable[..., None] = irdl_operations.irdl_op_init
+_IRDL_POST_INIT = IRDLOperation.__post_init__
+_OPERATION_POST_INIT = Operation.__post_init__
 """xDSL's own builder: the reference, and the one that raises every error."""
 
 _SINGLE, _VARIADIC, _OPTIONAL = 0, 1, 2
@@ -89,10 +94,20 @@ class _Plan:
     same_sizes: tuple[tuple[int, tuple[int, ...]], ...]
     """Constructs whose variadic definitions must take as many values each:
     (construct, the positions of those definitions)."""
+    plain: bool
+    """Whether the class keeps `Operation.__init__`'s work and IRDL's
+    `__post_init__` as they are, so that `_init_operation` and the defaults below
+    may stand in for them (one op's build took twice as long through them)."""
+    property_defaults: tuple[tuple[str, Attribute], ...]
+    """The default of each property that has one and is not optional, as IRDL's
+    `__post_init__` fills them in."""
+    attribute_defaults: tuple[tuple[str, Attribute], ...]
+    """The same of the attributes."""
 
 
-def _plan_of(op_def: OpDef) -> _Plan | None:
-    """The plan of `op_def`, or None where an option is not one `_build` knows."""
+def _plan_of(op_def: OpDef, op_class: type[IRDLOperation]) -> _Plan | None:
+    """The plan of `op_def` (the definition of `op_class`), or None where an option is
+    not one `_build` knows."""
     kinds = tuple(
         tuple(_kind(d) for _, d in defs)
         for defs in (op_def.operands, op_def.results, op_def.regions, op_def.successors)
@@ -114,12 +129,38 @@ def _plan_of(op_def: OpDef) -> _Plan | None:
                 k for k, kind in enumerate(kinds[known[0]]) if kind != _SINGLE
             )
             same_sizes.append((known[0], variadic))
-    return _Plan(kinds, tuple(segments), tuple(same_sizes))
+    return _Plan(
+        kinds,
+        tuple(segments),
+        tuple(same_sizes),
+        _is_plain(op_class),
+        _defaults(op_def.properties),
+        _defaults(op_def.attributes),
+    )
 
 
-_PLANS: dict[int, tuple[OpDef, _Plan | None]] = {}
-"""Each definition's plan, by the definition's identity (kept alive with it, so
-that an identity is never another definition's)."""
+def _is_plain(cls: type[IRDLOperation]) -> bool:
+    """Whether `cls` builds through `Operation.__init__` and IRDL's and
+    `Operation`'s `__post_init__` alone (none of them overridden), with a name."""
+    return (
+        cls.__post_init__ is IRDLOperation.__post_init__
+        and IRDLOperation.__post_init__ is _IRDL_POST_INIT
+        and Operation.__post_init__ is _OPERATION_POST_INIT
+        and isinstance(getattr(cls, "name", None), str)
+        and cls.name != ""
+    )
+
+
+def _defaults(definitions: Mapping[str, Any]) -> tuple[tuple[str, Attribute], ...]:
+    return tuple(
+        (name, d.default_value)
+        for name, d in definitions.items()
+        if not isinstance(d, OptionalDef) and d.default_value is not None
+    )
+
+
+_PLANS: dict[type[IRDLOperation], tuple[OpDef, _Plan | None]] = {}
+"""Each op class's plan of its definition (the definition beside it)."""
 
 _VALUE, _OPERATION, _OTHER = 0, 1, 2
 
@@ -248,16 +289,68 @@ def _build(
     for construct, as_property, name in plan.segments:
         container = built_properties if as_property else built_attributes
         container[name] = DenseArrayBase.from_list(i32, sorted_[construct][1])
-    Operation.__init__(
+    if not plan.plain:
+        Operation.__init__(
+            op,
+            operands=sorted_[_OPERANDS][0],
+            result_types=sorted_[_RESULTS][0],
+            properties=built_properties,
+            attributes=built_attributes,
+            successors=sorted_[_SUCCESSORS][0],
+            regions=sorted_[_REGIONS][0],
+        )
+        return True
+    _init_operation(
         op,
-        operands=sorted_[_OPERANDS][0],
-        result_types=sorted_[_RESULTS][0],
-        properties=built_properties,
-        attributes=built_attributes,
-        successors=sorted_[_SUCCESSORS][0],
-        regions=sorted_[_REGIONS][0],
+        sorted_[_OPERANDS][0],
+        sorted_[_RESULTS][0],
+        built_properties,
+        built_attributes,
+        sorted_[_SUCCESSORS][0],
+        sorted_[_REGIONS][0],
     )
+    for defaults, container in (
+        (plan.property_defaults, built_properties),
+        (plan.attribute_defaults, built_attributes),
+    ):
+        for name, value in defaults:
+            if name not in container:
+                container[name] = value
     return True
+
+
+def _init_operation(
+    op: Operation,
+    operands: Sequence[SSAValue],
+    result_types: Sequence[Attribute],
+    properties: dict[str, Attribute],
+    attributes: dict[str, Attribute],
+    successors: Sequence[Block],
+    regions: Sequence[Region],
+) -> None:
+    """What `Operation.__init__` does to an op not yet built (its operand and
+    successor setters first detach the old ones, of which it has none), the
+    dictionaries taken as they are (`_build` made them), without its
+    `__post_init__` (`_build` fills the definition's defaults as IRDL's would)."""
+    values = SSAValues(operands)
+    uses = tuple(Use(op, k) for k in range(len(values)))
+    for value, use in zip(values, uses, strict=True):
+        value.add_use(use)
+    op._operands = values  # pyright: ignore[reportPrivateUsage]
+    op._operand_uses = uses  # pyright: ignore[reportPrivateUsage]
+    op.results = SSAValues(OpResult(t, op, k) for k, t in enumerate(result_types))
+    op.properties = properties
+    op.attributes = attributes
+    op.location = UNKNOWN_LOC
+    blocks = tuple(successors)
+    block_uses = tuple(Use(op, k) for k in range(len(blocks)))
+    for block, use in zip(blocks, block_uses, strict=True):
+        block.add_use(use)
+    op._successors = blocks  # pyright: ignore[reportPrivateUsage]
+    op._successor_uses = block_uses  # pyright: ignore[reportPrivateUsage]
+    op.regions = ()
+    for region in regions:
+        op.add_region(region)
 
 
 def planned_op_init(
@@ -273,10 +366,10 @@ def planned_op_init(
 ) -> None:
     """`irdl_op_init`, through the definition's plan where it has one."""
     _fresh()
-    key = id(op_def)
-    entry = _PLANS.get(key)
-    if entry is None:
-        entry = _PLANS[key] = (op_def, _plan_of(op_def))
+    cls = type(self)
+    entry = _PLANS.get(cls)
+    if entry is None or entry[0] is not op_def:
+        entry = _PLANS[cls] = (op_def, _plan_of(op_def, cls))
     plan = entry[1]
     if plan is not None and _build(
         self, plan, operands, result_types, properties, attributes, successors, regions
