@@ -38,6 +38,7 @@ from xdsl.ir.affine import (
 )
 
 from affinec.ir.affine_exprs import Interval, expr_range
+from affinec.ir.comparisons import cmpi
 from affinec.ir.constants import index_constant
 from affinec.ir.ranges import value_range
 
@@ -172,13 +173,13 @@ class IndexBuilder:
         zero = self.index(0)
         if kind == AffineBinaryOpKind.Mod:
             rem = self.add(arith.RemSIOp(a, b))
-            negative = self.add(arith.CmpiOp(rem, zero, "slt"))
+            negative = self.add(cmpi(rem, zero, "slt"))
             fixed = self.add(arith.AddiOp(rem, b))
             return self.add(arith.SelectOp(negative, fixed, rem))
         if kind == AffineBinaryOpKind.FloorDiv:
             # q = (a < 0 ? -1 - a : a) / b; a < 0 ? -1 - q : q
             minus_one = self.index(-1)
-            negative = self.add(arith.CmpiOp(a, zero, "slt"))
+            negative = self.add(cmpi(a, zero, "slt"))
             flipped = self.add(arith.SubiOp(minus_one, a))
             dividend = self.add(arith.SelectOp(negative, flipped, a))
             q = self.add(arith.DivSIOp(dividend, b))
@@ -186,7 +187,7 @@ class IndexBuilder:
             return self.add(arith.SelectOp(negative, flipped_q, q))
         # ceildiv: q = (a <= 0 ? -a : a - 1) / b; a <= 0 ? -q : q + 1
         one = self.index(1)
-        nonpositive = self.add(arith.CmpiOp(a, zero, "sle"))
+        nonpositive = self.add(cmpi(a, zero, "sle"))
         negated = self.add(arith.SubiOp(zero, a))
         decremented = self.add(arith.SubiOp(a, one))
         dividend = self.add(arith.SelectOp(nonpositive, negated, decremented))
@@ -220,7 +221,7 @@ class IndexBuilder:
             predicate = "eq" if c.kind == AffineConstraintKind.eq else "sge"
             if c.kind == AffineConstraintKind.le:
                 predicate = "sle"
-            test = self.add(arith.CmpiOp(lhs, rhs, predicate))
+            test = self.add(cmpi(lhs, rhs, predicate))
             result = test if result is None else self.add(arith.AndIOp(result, test))
         if result is None:
             result = self.add(arith.ConstantOp(IntegerAttr(1, i1)))

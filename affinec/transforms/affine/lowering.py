@@ -34,6 +34,7 @@ from affinec.dialects.affine import REDUCTION_IDENTITY
 from affinec.dialects.affine_syntax import format_expr
 from affinec.dialects.affinec import IN_BOUNDS, PaddedLoadOp, mapping_of
 from affinec.ir.affine_exprs import Interval, grouped
+from affinec.ir.comparisons import cmpi
 from affinec.transforms.affine.index_arith import IndexBuilder, IndexConstants
 
 # --------------------------------------------------------------------------------------
@@ -271,7 +272,7 @@ def _padded_load(em: IndexBuilder, op: PaddedLoadOp) -> SSAValue:
                 f"dimension in {IN_BOUNDS} where it is known to be inside",
             )
         # One unsigned comparison: a negative index is a huge unsigned one.
-        test = em.add(arith.CmpiOp(index, em.index(size), "ult"))
+        test = em.add(cmpi(index, em.index(size), "ult"))
         checks = test if checks is None else em.add(arith.AndIOp(checks, test))
     element = t.get_element_type()
     if checks is None:
