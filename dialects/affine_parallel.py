@@ -5,6 +5,7 @@ and the identities affinec starts them from)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from xdsl.dialects.builtin import (
     AffineMapAttr,
@@ -163,7 +164,19 @@ def _print_bound_list(
 
 
 def _groups_attr(groups: Sequence[int]) -> DenseIntElementsAttr:
+    return _groups_attr_of(tuple(groups))
+
+
+# Bands are rebuilt many times a compile from a few groupings and steps: their
+# attributes (immutable) made once each, not once a band (a tenth of a band's build).
+@lru_cache(maxsize=1024)
+def _groups_attr_of(groups: tuple[int, ...]) -> DenseIntElementsAttr:
     return DenseIntElementsAttr.from_list(TensorType(i32, [len(groups)]), list(groups))
+
+
+@lru_cache(maxsize=1024)
+def _i64(value: int) -> IntegerAttr:
+    return IntegerAttr(value, i64)
 
 
 @irdl_op_definition
@@ -212,14 +225,12 @@ class ParallelOp(IRDLOperation):
             operands=[[*lower_operands, *upper_operands]],
             result_types=[result_types],
             properties={
-                "reductions": ArrayAttr(
-                    [IntegerAttr(REDUCTION_ENUM[r], i64) for r in reductions]
-                ),
+                "reductions": ArrayAttr([_i64(REDUCTION_ENUM[r]) for r in reductions]),
                 "lowerBoundsMap": AffineMapAttr(lower),
                 "lowerBoundsGroups": _groups_attr(lower_groups),
                 "upperBoundsMap": AffineMapAttr(upper),
                 "upperBoundsGroups": _groups_attr(upper_groups),
-                "steps": ArrayAttr([IntegerAttr(s, i64) for s in steps]),
+                "steps": ArrayAttr([_i64(s) for s in steps]),
             },
             regions=[body],
         )
