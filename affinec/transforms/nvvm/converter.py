@@ -145,6 +145,8 @@ class KernelConverter:
         self.func = func
         self.index_type = IntegerType(index_bitwidth)
         self.values: dict[SSAValue, SSAValue] = {}
+        self._vector_types: dict[VectorType, Attribute] = {}
+        self._row_types: dict[VectorType, Attribute] = {}
         self.blocks: dict[Block, Block] = {}
         self.globals: list[Operation] = []
         self.entry_ops: list[Operation] = []
@@ -164,15 +166,29 @@ class KernelConverter:
         if isinstance(t, MemRefType):
             return llvm.LLVMPointerType(_space(t))
         if isinstance(t, VectorType):
-            # n-D vectors are LLVM arrays of their innermost 1-D vectors (as MLIR).
-            shape = t.get_shape()
-            lowered: Attribute = VectorType(
-                self.type(t.get_element_type()), [shape[-1]]
-            )
-            for d in reversed(shape[:-1]):
-                lowered = llvm.LLVMArrayType(d, lowered)
-            return lowered
+            # Made once a type: a vector's (its shape's arrays built and verified
+            # anew) cost more than the rest of a vector op's conversion.
+            known = self._vector_types.get(t)
+            if known is None:
+                known = self._vector_types[t] = self._vector_type(t)
+            return known
         return t
+
+    def row_type(self, t: VectorType) -> Attribute:
+        """The lowered type of a 1-D row of `t` (its innermost dimension)."""
+        known = self._row_types.get(t)
+        if known is None:
+            row = VectorType(t.get_element_type(), [t.get_shape()[-1]])
+            known = self._row_types[t] = self.type(row)
+        return known
+
+    def _vector_type(self, t: VectorType) -> Attribute:
+        # n-D vectors are LLVM arrays of their innermost 1-D vectors (as MLIR).
+        shape = t.get_shape()
+        lowered: Attribute = VectorType(self.type(t.get_element_type()), [shape[-1]])
+        for d in reversed(shape[:-1]):
+            lowered = llvm.LLVMArrayType(d, lowered)
+        return lowered
 
     # -- building -----------------------------------------------------------------------
 

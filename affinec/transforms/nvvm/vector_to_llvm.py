@@ -15,6 +15,7 @@ nvvm ops and the llvm ops already there keep their form, with operands converted
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from itertools import product
 
 from xdsl.dialects import llvm, ub, vector
@@ -79,20 +80,25 @@ def _rows(t: VectorType) -> list[tuple[int, ...]]:
     return list(product(*(range(d) for d in t.get_shape()[:-1])))
 
 
+@lru_cache(maxsize=1024)
+def _position(row: tuple[int, ...]) -> DenseArrayBase:
+    """A row's position as `llvm.extractvalue` takes it, made once (an immutable
+    attribute, asked for by every access to a row)."""
+    return DenseArrayBase.from_list(i64, list(row))
+
+
 def extract_row(c: KernelConverter, value: SSAValue, row: Sequence[int], t):
     """Row `row` (a position into the outer dimensions) of a lowered vector."""
     if not row:
         return value
-    op = llvm.ExtractValueOp(DenseArrayBase.from_list(i64, list(row)), value, t)
+    op = llvm.ExtractValueOp(_position(tuple(row)), value, t)
     return c.emit(op)
 
 
 def insert_row(c: KernelConverter, value: SSAValue, row: Sequence[int], part):
     if not row:
         return part
-    return c.emit(
-        llvm.InsertValueOp(DenseArrayBase.from_list(i64, list(row)), value, part)
-    )
+    return c.emit(llvm.InsertValueOp(_position(tuple(row)), value, part))
 
 
 def build_vector(
@@ -100,8 +106,7 @@ def build_vector(
 ) -> SSAValue:
     """The lowered vector of type `t` whose element at each position is
     `element(position)`."""
-    row_type = VectorType(t.get_element_type(), [t.get_shape()[-1]])
-    row_type = c.type(row_type)
+    row_type = c.row_type(t)
     result = c.emit(llvm.UndefOp(c.type(t)))
     for row in _rows(t):
         part = c.emit(llvm.UndefOp(row_type))
@@ -179,7 +184,7 @@ def _extract(op: vector.ExtractOp, c: KernelConverter):
         outer = _static(op, positions, len(positions))
         return [extract_row(c, source, outer, c.type(op.result.type))]
     outer = _static(op, positions, rank - 1)
-    row_type = c.type(VectorType(t.get_element_type(), [t.get_shape()[-1]]))
+    row_type = c.row_type(t)
     row = extract_row(c, source, outer, row_type)
     return [c.emit(llvm_extensions.ExtractElementOp(row, _index(c, positions[-1])))]
 
@@ -194,7 +199,7 @@ def _insert(op: vector.InsertOp, c: KernelConverter):
     if len(positions) < rank:
         return [insert_row(c, dest, _static(op, positions, len(positions)), source)]
     outer = _static(op, positions, rank - 1)
-    row_type = c.type(VectorType(t.get_element_type(), [t.get_shape()[-1]]))
+    row_type = c.row_type(t)
     row = extract_row(c, dest, outer, row_type)
     row = c.emit(llvm.InsertElementOp(row, source, _index(c, positions[-1])))
     return [insert_row(c, dest, outer, row)]
