@@ -28,6 +28,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import xdsl.irdl.operations as irdl_operations
@@ -288,7 +289,7 @@ def _build(
     built_attributes = {k: v for k, v in attributes.items() if v is not None}
     for construct, as_property, name in plan.segments:
         container = built_properties if as_property else built_attributes
-        container[name] = DenseArrayBase.from_list(i32, sorted_[construct][1])
+        container[name] = _segment_sizes(tuple(sorted_[construct][1]))
     if not plan.plain:
         Operation.__init__(
             op,
@@ -317,6 +318,13 @@ def _build(
             if name not in container:
                 container[name] = value
     return True
+
+
+@lru_cache(maxsize=1024)
+def _segment_sizes(sizes: tuple[int, ...]) -> DenseArrayBase:
+    """The segment-size attribute of `sizes`, made once (attributes are immutable;
+    making one took as long as the rest of its op's build)."""
+    return DenseArrayBase.from_list(i32, list(sizes))
 
 
 def _init_operation(
