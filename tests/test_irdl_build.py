@@ -127,3 +127,19 @@ def test_wrong_arguments_get_xdsls_error(build) -> None:
     finally:
         irdl_build.install()
     assert ours == xdsl
+
+
+def test_ops_built_in_an_implicit_builder_join_its_block() -> None:
+    """xDSL's implicit builders put another `__post_init__` in front of
+    `Operation`'s while they run (it inserts each op into their block): the plan,
+    made before, does not step over it."""
+    from xdsl.builder import ImplicitBuilder
+
+    value = _value()
+    arith.AddiOp(value, value)  # the plan of the class made outside a builder
+    block = Block()
+    with ImplicitBuilder(block):
+        inside = arith.AddiOp(value, value)
+    assert list(block.ops) == [inside]
+    outside = arith.AddiOp(value, value)
+    assert outside.parent is None
