@@ -9,6 +9,7 @@ them in its `LLVM` dialect with MLIR's checks, and re-exports them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import ClassVar, cast
 
 from xdsl.dialects import llvm as xdsl_llvm
@@ -166,6 +167,16 @@ GEP_NO_WRAP_FLAGS = {"inbounds": 3, "nusw": 2, "nuw": 4}
 """MLIR 22's no-wrap flags of a `getelementptr` (`inbounds` implies `nusw`)."""
 
 
+@lru_cache(maxsize=1024)
+def _constant_indices(indices: tuple[int, ...]) -> DenseArrayBase:
+    return DenseArrayBase.from_list(i32, list(indices))
+
+
+@lru_cache(maxsize=64)
+def _no_wrap_flags(flags: int) -> IntegerAttr:
+    return IntegerAttr(flags, 32)
+
+
 @irdl_op_definition
 class GEPOp(xdsl_llvm.GEPOp):
     """`llvm.getelementptr`, its `inbounds` (and `nusw`, `nuw`) in `noWrapFlags`,
@@ -194,11 +205,20 @@ class GEPOp(xdsl_llvm.GEPOp):
         inbounds: bool = False,
         flags: int = 0,
     ):
-        result_type = result_type or xdsl_llvm.LLVMPointerType()
-        super().__init__(ptr, indices, pointee_type, ssa_indices, result_type)
+        # xDSL's constructor's properties, in its order, with the flags given; its
+        # attributes made once per value (hundreds of addresses a kernel).
         if inbounds:
             flags |= GEP_NO_WRAP_FLAGS["inbounds"]
-        self.properties["noWrapFlags"] = IntegerAttr(flags, 32)
+        IRDLOperation.__init__(
+            self,
+            operands=[ptr, [] if ssa_indices is None else ssa_indices],
+            result_types=[result_type or xdsl_llvm.LLVMPointerType()],
+            properties={
+                "rawConstantIndices": _constant_indices(tuple(indices)),
+                "elem_type": pointee_type,
+                "noWrapFlags": _no_wrap_flags(flags),
+            },
+        )
 
     def print(self, printer: Printer) -> None:
         flags = no_wrap_flags(self)
