@@ -562,8 +562,9 @@ def test_loops_and_branches_are_found_again():
 HOPPER_LOCKSTEP_LEVELS = LOCKSTEP_LEVELS[1:8]
 """The levels at which Hopper's warpgroup steps (`affinec.warpgroup_mma`, A from
 shared memory, and `affinec.warpgroup_mma_registers`, A from the threads'
-fragments) run in lockstep: from the thread mapping to `cse`, before
-`convert-nvgpu-to-nvvm` (whose nvvm ops run thread by thread)."""
+fragments) run in lockstep, checked here: from the thread mapping to `cse`, before
+`convert-nvgpu-to-nvvm`. The nvvm and llvm levels' descriptor wgmma runs in lockstep
+too (`tests/test_lockstep_wgmma.py`); their mbarrier kernels thread by thread."""
 
 
 def _hopper_levels(spec, config) -> dict[str, object]:
