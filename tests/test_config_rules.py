@@ -6,6 +6,7 @@ checked by the interpreter against the naive IR."""
 import pytest
 
 from affinec.base.spec import ConvSpec
+from affinec.driver.compiler import compile_to_ptx
 from affinec.driver.config import (
     DEPTHWISE_STAGES,
     MULTIPROCESSORS,
@@ -107,9 +108,10 @@ def test_one_wave_leaves_short_reductions_and_tiny_grids_to_their_rules():
 
 
 def test_the_one_wave_tiles_are_checked_by_the_interpreter_at_every_pass():
-    # the rule's configuration on a 1x1 small enough to interpret: 72 flattened
-    # pixels (two row tiles, the second mostly past the pixels) by 64 channels (two
-    # column tiles), two steps of the reduction
+    # the rule's configuration on a 1x1 small enough to interpret: 25 flattened
+    # pixels (one row tile, partial) by 64 channels (two column tiles), two steps of
+    # the reduction
     config = config_for(_mobilenet_layer("project 1x1 960-160 @7", 32))
-    spec = _conv(2, 128, 6, 64, 1)
-    Pipeline(default_passes(config)).run(build(spec), check=True)
+    assert config.flatten_pixels
+    compiled = compile_to_ptx(_conv(1, 128, 5, 64, 1), config, check=True)
+    assert "mma.sync" in compiled.ptx

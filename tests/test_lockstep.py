@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pipeline_levels import sm_90a_levels
 
 from affinec.base.diagnostics import verify
 from affinec.base.locating_parser import parse_module
@@ -15,9 +16,7 @@ from affinec.driver.compiler import compile_to_ptx
 from affinec.driver.config import KernelConfig
 from affinec.driver.pipeline import Pipeline
 from affinec.driver.pipeline_names import pass_text
-from affinec.driver.pipelines import default_passes
 from affinec.frontend.contraction import contraction_of
-from affinec.frontend.naive import build
 from affinec.frontend.reference import poisoned_output, random_inputs
 from affinec.interpreter import Interpreter, InterpreterError
 from affinec.interpreter.cfg_structure import Branch, Jump, structure
@@ -568,18 +567,7 @@ too (`tests/test_lockstep_wgmma.py`); their mbarrier kernels thread by thread.""
 
 
 def _hopper_levels(spec, config) -> dict[str, object]:
-    levels = {}
-    passes = [*Pipeline.parse("nvvm-attach-target{chip=sm_90a}").passes]
-    passes += default_passes(config)
-
-    def keep(p, module, _seconds) -> None:
-        name = pass_text(p).split("{")[0]
-        if name in HOPPER_LOCKSTEP_LEVELS:
-            levels[name] = module.clone()
-
-    Pipeline(passes).run(build(spec), callback=keep)
-    assert set(levels) == set(HOPPER_LOCKSTEP_LEVELS)
-    return levels
+    return sm_90a_levels(spec, config, HOPPER_LOCKSTEP_LEVELS)
 
 
 def _run(module, spec, lockstep: bool, seed: int = 3) -> np.ndarray:

@@ -9,16 +9,13 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from pipeline_levels import sm_90a_levels
 
 from affinec.base.locating_parser import parse_module
 from affinec.base.spec import ConvSpec, MatmulSpec
 from affinec.dialects import gpu, nvvm
 from affinec.driver.config import KernelConfig
-from affinec.driver.pipeline import Pipeline
-from affinec.driver.pipeline_names import pass_text
-from affinec.driver.pipelines import default_passes
 from affinec.frontend.contraction import contraction_of
-from affinec.frontend.naive import build
 from affinec.frontend.reference import poisoned_output, random_inputs
 from affinec.interpreter import Interpreter, warpgroup_steps
 from affinec.interpreter.mbarriers import MBarrier, block_barriers
@@ -59,18 +56,7 @@ ROUTES = {
 
 
 def _levels(spec, config, names=NVVM_LEVELS) -> dict[str, object]:
-    levels = {}
-    passes = [*Pipeline.parse("nvvm-attach-target{chip=sm_90a}").passes]
-    passes += default_passes(config)
-
-    def keep(p, module, _seconds) -> None:
-        name = pass_text(p).split("{")[0]
-        if name in names:
-            levels[name] = module.clone()
-
-    Pipeline(passes).run(build(spec), callback=keep)
-    assert set(levels) == set(names)
-    return levels
+    return sm_90a_levels(spec, config, names)
 
 
 def _run(module, spec, lockstep: bool, seed: int = 3) -> np.ndarray:
