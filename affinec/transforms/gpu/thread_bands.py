@@ -12,12 +12,14 @@ from xdsl.dialects.builtin import IndexType, StringAttr
 from xdsl.ir import Block, Operation, SSAValue
 from xdsl.ir.affine import (
     AffineConstraintExpr,
+    AffineConstraintKind,
     AffineExpr,
     AffineSet,
 )
 
 from affinec.dialects import affine
 from affinec.dialects.affinec import MAPPING, THREAD, UNROLL, PaddedLoadOp
+from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE
 from affinec.ir.affine_exprs import ge0
 from affinec.transforms.gpu.bands import Dim
 
@@ -31,6 +33,18 @@ def new_thread_band(threads: int, like: Operation) -> tuple[affine.ParallelOp, B
     band.attributes[MAPPING] = StringAttr(THREAD)
     band.location = like.location
     return band, body
+
+
+def warpgroup_leaders() -> AffineSet:
+    """The set of a thread band's variables that lead a warpgroup (the first of
+    each `WARPGROUP_SIZE` threads): an `affine.if` over it issues what one thread of
+    each warpgroup does for all of it."""
+    zero_rem = AffineConstraintExpr(
+        AffineConstraintKind.eq,
+        AffineExpr.dimension(0) % WARPGROUP_SIZE,
+        AffineExpr.constant(0),
+    )
+    return AffineSet(1, 0, (zero_rem,))
 
 
 def thread_band(op: affine.ParallelOp, threads: int) -> tuple[Block, SSAValue]:

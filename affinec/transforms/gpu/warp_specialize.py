@@ -61,7 +61,7 @@ from affinec.dialects import affine, gpu, nvgpu, nvvm
 from affinec.dialects.affinec import THREAD, mapping_of
 from affinec.hardware.chips import Chip
 from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE
-from affinec.transforms.gpu.thread_bands import new_thread_band
+from affinec.transforms.gpu.thread_bands import new_thread_band, warpgroup_leaders
 from affinec.transforms.gpu.wgmma_tma_copies import holds
 
 MAX_CONSUMER_REGISTERS = 240
@@ -295,17 +295,7 @@ def _consumers_barrier(
         [zero, count, nvgpu.MBarrierInitOp(group, zero.result, count.result)], init
     )
     band, tx = new_thread_band(threads, converted)
-    leader = AffineSet(
-        1,
-        0,
-        (
-            AffineConstraintExpr(
-                AffineConstraintKind.eq,
-                AffineExpr.dimension(0) % WARPGROUP_SIZE,
-                AffineExpr.constant(0),
-            ),
-        ),
-    )
+    leader = warpgroup_leaders()
     first = Block()
     index = arith.ConstantOp(IntegerAttr(0, IndexType()))
     first.add_ops(

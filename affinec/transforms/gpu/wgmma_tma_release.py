@@ -48,7 +48,7 @@ from affinec.base.diagnostics import PassError
 from affinec.dialects import affine, gpu, nvgpu, nvvm
 from affinec.dialects.affinec_wgmma import WarpgroupMmaStepOp
 from affinec.hardware.wgmma_layouts import WARPGROUP_SIZE
-from affinec.transforms.gpu.thread_bands import new_thread_band
+from affinec.transforms.gpu.thread_bands import new_thread_band, warpgroup_leaders
 
 _PURE = (affine.ApplyOp, arith.ConstantOp)
 
@@ -231,17 +231,7 @@ def _arrive(
     stage = _outer(list(step.a_indices)[0], band) if stages > 1 else None
     new, body = new_thread_band(threads, step)
     band.parent_block().insert_op_after(new, band)  # pyright: ignore
-    leader = AffineSet(
-        1,
-        0,
-        (
-            AffineConstraintExpr(
-                AffineConstraintKind.eq,
-                AffineExpr.dimension(0) % WARPGROUP_SIZE,
-                AffineExpr.constant(0),
-            ),
-        ),
-    )
+    leader = warpgroup_leaders()
     then = Block()
     inner = then
     if lag:
