@@ -15,7 +15,9 @@ network at `--batch` (`affinec.frontend.networks`), and the stages' mean over th
 Prints a table and writes JSON. `AFFINEC_FAST_CODEGEN=1 python benchmarks/compile.py`
 times LLVM's code generation without straight-line strength reduction,
 `AFFINEC_LEAN_CODEGEN=1` at LLVM's level 2, `AFFINEC_LIBLLVM=PATH` with that shared
-LLVM library (`affinec.backend.shared_llvm`); the JSON says which. `--arch sm_90a`
+LLVM library and `AFFINEC_LIBLLVM=llvmlite` with llvmlite's own, where the machine
+has a release build that compiles by default (`affinec.backend.shared_llvm`); the
+JSON says which. `--arch sm_90a`
 times Hopper's route (`config_for(spec, arch="sm_90a", wgmma=True)`: TMA and wgmma)
 and names the convolutions it refuses.
 """
@@ -181,8 +183,7 @@ def main(argv: list[str] | None = None) -> None:
     lean = os.environ.get(LEAN_CODEGEN) == "1"
     how = "without straight-line strength reduction" if fast else "as it is"
     how += ", at level 2)" if lean else ")"
-    if library_path():
-        how += f" by {library_path()}"
+    how += f" by {library_path() or 'llvmlite'}"
     if kernels:
         print(
             f"\n  median over config_for's f16 kernels: "

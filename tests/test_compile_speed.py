@@ -371,6 +371,7 @@ def test_a_shared_llvm_of_the_same_version_gives_the_same_ptx(
     from affinec.driver.compiler import compile_to_ptx
 
     spec = ConvSpec(1, 16, 8, 8, 16, 3, 3, padding=1, dtype="f16")
+    monkeypatch.setenv(shared_llvm.LIBLLVM, shared_llvm.OWN)
     plain = compile_to_ptx(spec, arch=arch, verify_each=False)
     monkeypatch.setenv(shared_llvm.LIBLLVM, str(RELEASE_LLVM))
     shared = compile_to_ptx(spec, arch=arch, verify_each=False)
@@ -378,6 +379,25 @@ def test_a_shared_llvm_of_the_same_version_gives_the_same_ptx(
     assert shared.ptx == plain.ptx
     with pytest.raises(EmitterError, match="LLVM rejected the IR"):
         nvptx.llvm_ir_to_ptx("define void @f() { ret i32 0 }", arch)
+
+
+@pytest.mark.skipif(not RELEASE_LLVM.exists(), reason="no libLLVM 22.1 here")
+def test_the_machines_release_llvm_compiles_unless_llvmlite_is_asked_for(
+    monkeypatch,
+) -> None:
+    monkeypatch.delenv(shared_llvm.LIBLLVM, raising=False)
+    assert shared_llvm.library_path() == str(RELEASE_LLVM)
+    for own in (shared_llvm.OWN, ""):
+        monkeypatch.setenv(shared_llvm.LIBLLVM, own)
+        assert shared_llvm.library_path() is None
+    monkeypatch.setenv(shared_llvm.LIBLLVM, "/some/libLLVM.so")
+    assert shared_llvm.library_path() == "/some/libLLVM.so"
+
+
+def test_a_release_llvm_of_another_version_is_not_taken() -> None:
+    if OLD_LLVM.exists():
+        assert not shared_llvm._is_llvmlite_version(str(OLD_LLVM))
+    assert not shared_llvm._is_llvmlite_version("/nonexistent/libLLVM.so.22.1")
 
 
 def test_a_shared_llvm_that_cannot_be_used_is_named(monkeypatch) -> None:

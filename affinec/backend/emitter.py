@@ -24,9 +24,9 @@ for `sm_80` (default) or `sm_90` with PTX ISA 8.0 (`+ptx80`), a version CUDA 13.
 driver and ptxas accept; `to_ptx` checks the `.version` it got. With
 `AFFINEC_FAST_CODEGEN=1` in the environment, NVPTX's code generation skips its
 straight-line strength reduction (see `FAST_CODEGEN`); with `AFFINEC_LEAN_CODEGEN=1`,
-its code generation runs at level 2 (`LEAN_CODEGEN`); with `AFFINEC_LIBLLVM` naming a
-shared LLVM library of llvmlite's version (a release build), that library compiles
-(`affinec.backend.shared_llvm`).
+its code generation runs at level 2 (`LEAN_CODEGEN`). A shared LLVM library of
+llvmlite's version compiles in place of llvmlite's own where the machine has a
+release build of it or `AFFINEC_LIBLLVM` names one (`affinec.backend.shared_llvm`).
 
 The parts: `llvm_walk` (the walk over the module: globals, declarations, bodies),
 `llvm_instructions` (one op as LLVM instructions), `loop_metadata` (unroll metadata

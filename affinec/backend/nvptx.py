@@ -3,8 +3,9 @@ new enough for sm_90, old enough for CUDA 13.0's driver and ptxas), the target
 machine of each architecture (`FAST_CODEGEN` passed to LLVM once), the
 architectures and instructions a module may ask for (`checked_arch`,
 `check_features`), compiling LLVM IR text to PTX (`llvm_ir_to_ptx`, optimized at
-`-O3` by default; through the shared LLVM library `AFFINEC_LIBLLVM` names, of
-llvmlite's version, where it is set: `affinec.backend.shared_llvm`) and checking
+`-O3` by default; through a shared LLVM library of llvmlite's version, the
+machine's release build or the one `AFFINEC_LIBLLVM` names, where there is one:
+`affinec.backend.shared_llvm`) and checking
 the `.version` it got (`check_ptx_version`).
 """
 

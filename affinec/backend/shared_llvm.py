@@ -11,15 +11,20 @@ through LLVM's C API (`ctypes`): the module parsed into a context of its own,
 verified, optimized by the new pass manager's `default<On>` pipeline, and written
 by the target machine, as `affinec.backend.nvptx` does with llvmlite.
 
-Opt-in, and checked: the library must be LLVM of llvmlite's major and minor
-version (an `EmitterError` says which it is otherwise). `AFFINEC_FAST_CODEGEN` and
-`AFFINEC_LEAN_CODEGEN` act on it as on llvmlite's.
+Which LLVM compiles (`library_path`): the library `AFFINEC_LIBLLVM` names, checked
+(it must be LLVM of llvmlite's major and minor version: an `EmitterError` says
+which it is otherwise); where that variable is unset, the machine's release build
+of llvmlite's version where a distribution installed one (`release_library`:
+`libLLVM.so.22.1` in the system's library folders); `AFFINEC_LIBLLVM=llvmlite` (or
+empty) llvmlite's own LLVM, always. `AFFINEC_FAST_CODEGEN` and
+`AFFINEC_LEAN_CODEGEN` act on either as on llvmlite's.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import sysconfig
 import threading
 from functools import cache
 
@@ -38,9 +43,56 @@ _RETURN_STATUS = 2
 """`LLVMReturnStatusAction`: the verifier reports, it does not abort."""
 
 
+OWN = "llvmlite"
+"""`AFFINEC_LIBLLVM=llvmlite`: llvmlite's own LLVM, even where a release build is
+installed."""
+
+
 def library_path() -> str | None:
-    """The library `AFFINEC_LIBLLVM` names, or None."""
-    return os.environ.get(LIBLLVM) or None
+    """The shared LLVM library to compile with: the one `AFFINEC_LIBLLVM` names;
+    where it is unset, `release_library()`; None (llvmlite's own LLVM) where it is
+    empty or `llvmlite`, or unset on a machine without a release build."""
+    named = os.environ.get(LIBLLVM)
+    if named is None:
+        return release_library()
+    return None if named in ("", OWN) else named
+
+
+@cache
+def release_library() -> str | None:
+    """A release build of llvmlite's LLVM version that a distribution installed in
+    the system's library folders (Debian's `libllvm22`:
+    `/lib/x86_64-linux-gnu/libLLVM.so.22.1`), where it loads and is that version;
+    None otherwise."""
+    major, minor = llvm_binding.llvm_version_info[:2]
+    name = f"libLLVM.so.{major}.{minor}"
+    multiarch = sysconfig.get_config_var("MULTIARCH") or ""
+    folders = [
+        f"/lib/{multiarch}",
+        f"/usr/lib/{multiarch}",
+        f"/usr/lib/llvm-{major}/lib",
+        "/usr/lib64",
+        "/usr/lib",
+    ]
+    for folder in dict.fromkeys(folders):
+        path = os.path.join(folder, name)
+        if os.path.exists(path) and _is_llvmlite_version(path):
+            return path
+    return None
+
+
+def _is_llvmlite_version(path: str) -> bool:
+    try:
+        lib = ctypes.CDLL(path)
+        get_version = lib.LLVMGetVersion
+    except (OSError, AttributeError):
+        return False
+    get_version.restype = None
+    get_version.argtypes = [ctypes.POINTER(ctypes.c_uint)] * 3
+    version = (ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint())
+    get_version(*(ctypes.byref(v) for v in version))
+    found = tuple(v.value for v in version[:2])
+    return found == tuple(llvm_binding.llvm_version_info)[:2]
 
 
 class SharedLLVM:
@@ -278,4 +330,11 @@ def shared_llvm(path: str, fast: bool) -> SharedLLVM:
     return SharedLLVM(path, fast)
 
 
-__all__ = ["LIBLLVM", "SharedLLVM", "library_path", "shared_llvm"]
+__all__ = [
+    "LIBLLVM",
+    "OWN",
+    "SharedLLVM",
+    "library_path",
+    "release_library",
+    "shared_llvm",
+]

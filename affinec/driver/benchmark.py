@@ -347,12 +347,13 @@ def run_benchmarks(
     layout: str,
     json_path: str | None,
     wgmma: bool = False,
+    arch: str | None = None,
 ) -> int:
     """Run, print the table, write JSON; exit code 1 if any kernel was wrong. The
     dtype `tf32` is f32 storage on the tensor cores (`config_for(spec, tf32=True)`),
     against cuDNN's TF32. With `wgmma`, the convolutions the wgmma route takes are
     compiled on it for sm_90a (`config_for(spec, wgmma=True)`), the others as
-    without."""
+    without. `arch` is the target of the rest (default: the GPU's, `current_arch`)."""
     from affinec.backend.runtime import current_arch, require_gpu
     from affinec.driver.compiler import compile_to_ptx
     from affinec.driver.config import config_for
@@ -365,13 +366,9 @@ def run_benchmarks(
         for dtype in dtypes:
             tf32 = dtype == "tf32"
             stored = with_format(spec, "f32" if tf32 else dtype, layout)
-            arch = current_arch()
-            compiled = (
-                compile_to_ptx(
-                    stored, config_for(stored, tf32=True, arch=arch), arch=arch
-                )
-                if tf32
-                else None
+            target = arch or current_arch()
+            compiled = compile_to_ptx(
+                stored, config_for(stored, tf32=tf32, arch=target), arch=target
             )
             if wgmma and not tf32:
                 try:

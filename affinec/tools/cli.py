@@ -327,7 +327,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     """The five benchmark convolutions against cuDNN (see affinec.driver.benchmark)."""
     from affinec.driver.benchmark import run_benchmarks
 
-    return run_benchmarks(args.only, args.dtype, args.layout, args.json, args.wgmma)
+    return run_benchmarks(
+        args.only, args.dtype, args.layout, args.json, args.wgmma, args.arch
+    )
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
@@ -356,6 +358,11 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="compile the convolutions the wgmma route takes on it, for sm_90a "
         "(an H100: TMA, mbarriers, warpgroup MMA)",
+    )
+    parser.add_argument(
+        "--arch",
+        choices=ARCHS,
+        help="the target to compile for (default: the GPU's, sm_90a on an H100)",
     )
     parser.add_argument("--json", help="also write the results to this JSON file")
 
