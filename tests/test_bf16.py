@@ -592,6 +592,15 @@ def test_an_unknown_dtype_is_a_usage_error(capsys):
     assert err.startswith("error: ") and "invalid choice: 'f8'" in err
 
 
+def test_bench_takes_a_known_architecture_only(capsys):
+    from affinec.tools.cli import build_parser
+
+    assert build_parser().parse_args(["bench", "--arch", "sm_90a"]).arch == "sm_90a"
+    assert affinec(["bench", "--arch", "sm_70"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "invalid choice: 'sm_70'" in err
+
+
 def test_benchmark_tables_label_bf16_rows():
     def row(dtype: str, ours: float, cudnn: float) -> Row:
         spec = ConvSpec(32, 128, 28, 28, 128, 3, 3, padding=1, dtype=dtype)

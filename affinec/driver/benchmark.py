@@ -367,16 +367,14 @@ def run_benchmarks(
             tf32 = dtype == "tf32"
             stored = with_format(spec, "f32" if tf32 else dtype, layout)
             target = arch or current_arch()
-            compiled = compile_to_ptx(
-                stored, config_for(stored, tf32=tf32, arch=target), arch=target
-            )
+            config = config_for(stored, tf32=True, arch=target) if tf32 else None
             if wgmma and not tf32:
                 try:
                     config = config_for(stored, arch="sm_90a", wgmma=True)
+                    target = "sm_90a"
                 except ValueError as e:
                     print(f"{name} {dtype}: not on the wgmma route: {e}", flush=True)
-                else:
-                    compiled = compile_to_ptx(stored, config, arch="sm_90a")
+            compiled = compile_to_ptx(stored, config, arch=target)
             rows.append(bench_conv(name, stored, compiled=compiled))
             print(format_table(rows[-1:]).splitlines()[-1], flush=True)
     info = device_description()
