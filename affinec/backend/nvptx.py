@@ -133,7 +133,7 @@ def llvm_ir_to_ptx(
     context = llvm_binding.create_context()
     parsed: llvm_binding.ModuleRef | None = None
 
-    def optimize() -> None:
+    def optimize(optimizing: threading.Event) -> None:
         nonlocal parsed
         try:
             parsed = llvm_binding.parse_assembly(text, context)
@@ -149,26 +149,17 @@ def llvm_ir_to_ptx(
             optimizing.set()
             manager.run(parsed, pb)
 
-    written: list[str] = []
-
-    def write() -> None:
+    def write(writing: threading.Event) -> str:
         assert parsed is not None
         writing.set()
-        written.append(tm.emit_assembly(parsed))
+        return tm.emit_assembly(parsed)
 
-    optimizing, writing = threading.Event(), threading.Event()
-    try:
-        if beside is None:
-            optimize()
-        else:
-            _beside(optimize, beside, optimizing)
-        _while(write, during, writing)
-    finally:
+    def close() -> None:
         if parsed is not None:
             parsed.close()
         context.close()
-    check_ptx_version(written[0])
-    return written[0]
+
+    return _optimized_then_written(optimize, write, close, beside, during)
 
 
 def _shared_llvm_to_ptx(
@@ -184,28 +175,44 @@ def _shared_llvm_to_ptx(
     level = codegen_level(opt_level)
     handle = None
 
-    def optimize() -> None:
+    def optimize(optimizing: threading.Event) -> None:
         nonlocal handle
         optimizing.set()
         handle = llvm.optimized(text, TRIPLE, arch, PTX_FEATURES, opt_level, level)
 
-    written: list[str] = []
-
-    def write() -> None:
+    def write(writing: threading.Event) -> str:
         assert handle is not None
         writing.set()
-        written.append(llvm.emit(handle, TRIPLE, arch, PTX_FEATURES, level))
+        return llvm.emit(handle, TRIPLE, arch, PTX_FEATURES, level)
 
-    optimizing, writing = threading.Event(), threading.Event()
-    try:
-        if beside is None:
-            optimize()
-        else:
-            _beside(optimize, beside, optimizing)
-        _while(write, during, writing)
-    finally:
+    def close() -> None:
         if handle is not None:
             handle.close()
+
+    return _optimized_then_written(optimize, write, close, beside, during)
+
+
+def _optimized_then_written(
+    optimize: Callable[[threading.Event], None],
+    write: Callable[[threading.Event], str],
+    close: Callable[[], None],
+    beside: Callable[[], None] | None,
+    during: Callable[[], None] | None,
+) -> str:
+    """LLVM's two stages, whichever LLVM runs them: `optimize` with `beside` run
+    beside it, then `write` (the PTX) with `during`; `close` (LLVM's module and
+    context) whatever happens, and the PTX's version checked. Each stage sets the
+    event it is given just before its long call into LLVM (see `_overlapped`)."""
+    optimizing, writing = threading.Event(), threading.Event()
+    written: list[str] = []
+    try:
+        if beside is None:
+            optimize(optimizing)
+        else:
+            _beside(lambda: optimize(optimizing), beside, optimizing)
+        _while(lambda: written.append(write(writing)), during, writing)
+    finally:
+        close()
     check_ptx_version(written[0])
     return written[0]
 
