@@ -408,3 +408,24 @@ def test_a_shared_llvm_that_cannot_be_used_is_named(monkeypatch) -> None:
         monkeypatch.setenv(shared_llvm.LIBLLVM, str(OLD_LLVM))
         with pytest.raises(EmitterError, match=r"is not an LLVM 22\.1\.\d+ library"):
             nvptx.llvm_ir_to_ptx("", "sm_80")
+
+
+def test_the_switch_interval_is_short_while_llvm_overlaps_and_restored_after() -> None:
+    import sys
+
+    before = sys.getswitchinterval()
+    seen: list[float] = []
+
+    def fails() -> None:
+        raise ValueError("the work's error")
+
+    nvptx._overlapped(
+        lambda: None,
+        lambda: seen.append(sys.getswitchinterval()),
+        "test",
+        work_error_first=True,
+    )
+    with pytest.raises(ValueError, match="the work's error"):
+        nvptx._overlapped(fails, lambda: None, "test", work_error_first=True)
+    assert seen == [min(before, nvptx.OVERLAP_SWITCH_INTERVAL_S)]
+    assert sys.getswitchinterval() == before
