@@ -396,8 +396,8 @@ def test_the_machines_release_llvm_compiles_unless_llvmlite_is_asked_for(
 
 def test_a_release_llvm_of_another_version_is_not_taken() -> None:
     if OLD_LLVM.exists():
-        assert not shared_llvm._is_llvmlite_version(str(OLD_LLVM))
-    assert not shared_llvm._is_llvmlite_version("/nonexistent/libLLVM.so.22.1")
+        assert not shared_llvm._compiles_for_us(str(OLD_LLVM))
+    assert not shared_llvm._compiles_for_us("/nonexistent/libLLVM.so.22.1")
 
 
 def test_a_shared_llvm_that_cannot_be_used_is_named(monkeypatch) -> None:

@@ -43,6 +43,9 @@ _RETURN_STATUS = 2
 """`LLVMReturnStatusAction`: the verifier reports, it does not abort."""
 
 
+NVPTX_PARTS = ("TargetInfo", "Target", "TargetMC", "AsmPrinter")
+"""The NVPTX target's parts a library initializes (LLVM's C API)."""
+
 OWN = "llvmlite"
 """`AFFINEC_LIBLLVM=llvmlite`: llvmlite's own LLVM, even where a release build is
 installed."""
@@ -62,8 +65,8 @@ def library_path() -> str | None:
 def release_library() -> str | None:
     """A release build of llvmlite's LLVM version that a distribution installed in
     the system's library folders (Debian's `libllvm22`:
-    `/lib/x86_64-linux-gnu/libLLVM.so.22.1`), where it loads and is that version;
-    None otherwise."""
+    `/lib/x86_64-linux-gnu/libLLVM.so.22.1`), where it loads, is that version and
+    has the NVPTX target; None otherwise."""
     major, minor = llvm_binding.llvm_version_info[:2]
     name = f"libLLVM.so.{major}.{minor}"
     multiarch = sysconfig.get_config_var("MULTIARCH") or ""
@@ -76,12 +79,14 @@ def release_library() -> str | None:
     ]
     for folder in dict.fromkeys(folders):
         path = os.path.join(folder, name)
-        if os.path.exists(path) and _is_llvmlite_version(path):
+        if os.path.exists(path) and _compiles_for_us(path):
             return path
     return None
 
 
-def _is_llvmlite_version(path: str) -> bool:
+def _compiles_for_us(path: str) -> bool:
+    """Whether the library at `path` loads, is LLVM of llvmlite's major and minor
+    version and has the NVPTX target."""
     try:
         lib = ctypes.CDLL(path)
         get_version = lib.LLVMGetVersion
@@ -92,7 +97,8 @@ def _is_llvmlite_version(path: str) -> bool:
     version = (ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint())
     get_version(*(ctypes.byref(v) for v in version))
     found = tuple(v.value for v in version[:2])
-    return found == tuple(llvm_binding.llvm_version_info)[:2]
+    has_nvptx = all(hasattr(lib, f"LLVMInitializeNVPTX{part}") for part in NVPTX_PARTS)
+    return found == tuple(llvm_binding.llvm_version_info)[:2] and has_nvptx
 
 
 class SharedLLVM:
@@ -126,8 +132,15 @@ class SharedLLVM:
                 f"llvmlite's is {ours}: the PTX would be another compiler's (give a "
                 "library of the same major and minor version)",
             )
-        for part in ("TargetInfo", "Target", "TargetMC", "AsmPrinter"):
-            getattr(lib, f"LLVMInitializeNVPTX{part}")()
+        for part in NVPTX_PARTS:
+            try:
+                initialize = getattr(lib, f"LLVMInitializeNVPTX{part}")
+            except AttributeError:
+                raise EmitterError(
+                    None,
+                    f"{LIBLLVM}={path} has no NVPTX target (LLVM built without it)",
+                ) from None
+            initialize()
         if fast:  # LLVM's options are per library, read before any pass runs
             argv = (ctypes.c_char_p * 2)(b"affinec", b"-opt-disable=slsr")
             lib.LLVMParseCommandLineOptions(2, argv, None)
