@@ -1,11 +1,13 @@
 """The modules a pipeline leaves after the passes a test names, for sm_90a: the
-levels that Hopper's lockstep tests run both ways."""
+levels that Hopper's lockstep tests run both ways; and those modules with their
+block barriers erased, to race."""
 
 from collections.abc import Collection
 
 from xdsl.dialects.builtin import ModuleOp
 
 from affinec.base.spec import Spec
+from affinec.dialects import gpu
 from affinec.driver.config import KernelConfig
 from affinec.driver.pipeline import Pipeline
 from affinec.driver.pipeline_names import pass_text
@@ -30,3 +32,10 @@ def sm_90a_levels(
     Pipeline(passes).run(build(spec), callback=keep)
     assert set(levels) == set(names)
     return levels
+
+
+def erase_barriers(module: ModuleOp) -> None:
+    """Every `gpu.barrier` of `module` erased."""
+    for op in [o for o in module.walk() if isinstance(o, gpu.BarrierOp)]:
+        op.detach()
+        op.erase()

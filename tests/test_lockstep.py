@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pipeline_levels import sm_90a_levels
+from pipeline_levels import erase_barriers, sm_90a_levels
 
 from affinec.base.diagnostics import verify
 from affinec.base.locating_parser import parse_module
@@ -617,9 +617,7 @@ def test_a_warpgroup_step_reading_a_tile_before_its_barrier_races_in_lockstep():
     # copies wrote in the same interval, which both ways find
     spec, config = WGMMA_ROUTES["shared"]
     module = _hopper_levels(spec, config)["gpu-kernel-outlining"]
-    for op in [o for o in module.walk() if isinstance(o, gpu.BarrierOp)]:
-        op.detach()
-        op.erase()
+    erase_barriers(module)
     for lockstep in (True, False):
         with pytest.raises(DataRaceError, match="data race on shared memory"):
             _run(module, spec, lockstep)

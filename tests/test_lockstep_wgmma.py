@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from pipeline_levels import sm_90a_levels
+from pipeline_levels import erase_barriers, sm_90a_levels
 
 from affinec.base.locating_parser import parse_module
 from affinec.base.spec import ConvSpec, MatmulSpec
@@ -83,9 +83,7 @@ def test_a_wgmma_reading_a_tile_before_its_barrier_races_in_lockstep():
     # the same interval, which both ways find
     spec, config = ROUTES["matmul"]
     module = _levels(spec, config)["convert-nvgpu-to-nvvm"]
-    for op in [o for o in module.walk() if isinstance(o, gpu.BarrierOp)]:
-        op.detach()
-        op.erase()
+    erase_barriers(module)
     for lockstep in (True, False):
         with pytest.raises(DataRaceError, match="data race on shared memory"):
             _run(module, spec, lockstep)

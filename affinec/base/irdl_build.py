@@ -350,24 +350,29 @@ def _init_operation(
     dictionaries taken as they are (`_build` made them), without its
     `__post_init__` (`_build` fills the definition's defaults as IRDL's would)."""
     values = SSAValues(operands)
-    uses = tuple(Use(op, k) for k in range(len(values)))
-    for value, use in zip(values, uses, strict=True):
-        value.add_use(use)
     op._operands = values  # pyright: ignore[reportPrivateUsage]
-    op._operand_uses = uses  # pyright: ignore[reportPrivateUsage]
+    op._operand_uses = _used_by(op, values)  # pyright: ignore[reportPrivateUsage]
     op.results = SSAValues(OpResult(t, op, k) for k, t in enumerate(result_types))
     op.properties = properties
     op.attributes = attributes
     op.location = UNKNOWN_LOC
     blocks = tuple(successors)
-    block_uses = tuple(Use(op, k) for k in range(len(blocks)))
-    for block, use in zip(blocks, block_uses, strict=True):
-        block.add_use(use)
     op._successors = blocks  # pyright: ignore[reportPrivateUsage]
-    op._successor_uses = block_uses  # pyright: ignore[reportPrivateUsage]
+    op._successor_uses = _used_by(op, blocks)  # pyright: ignore[reportPrivateUsage]
     op.regions = ()
     for region in regions:
         op.add_region(region)
+
+
+def _used_by(
+    op: Operation, used: Sequence[SSAValue] | Sequence[Block]
+) -> tuple[Use, ...]:
+    """`op`'s uses of `used` (its operands or its successors), each recorded on
+    what it uses."""
+    uses = tuple(Use(op, k) for k in range(len(used)))
+    for item, use in zip(used, uses, strict=True):
+        item.add_use(use)
+    return uses
 
 
 def planned_op_init(
