@@ -429,3 +429,17 @@ def test_the_switch_interval_is_short_while_llvm_overlaps_and_restored_after() -
         nvptx._overlapped(fails, lambda: None, "test", work_error_first=True)
     assert seen == [min(before, nvptx.OVERLAP_SWITCH_INTERVAL_S)]
     assert sys.getswitchinterval() == before
+
+
+def test_overlaps_in_two_threads_restore_the_interval_they_found() -> None:
+    import sys
+
+    before = sys.getswitchinterval()
+    short = min(before, nvptx.OVERLAP_SWITCH_INTERVAL_S)
+    first, second = nvptx._short_switch_interval(), nvptx._short_switch_interval()
+    first.__enter__()
+    second.__enter__()  # a second thread's compile, begun before the first ends
+    first.__exit__(None, None, None)
+    assert sys.getswitchinterval() == short  # the second still overlaps
+    second.__exit__(None, None, None)
+    assert sys.getswitchinterval() == before

@@ -15,7 +15,8 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache
 
 import llvmlite.binding as llvm_binding
@@ -272,11 +273,7 @@ def _overlapped(
                 in_llvm.set()
 
     thread = threading.Thread(target=run, name=name, daemon=True)
-    interval = sys.getswitchinterval()
-    # Each of LLVM's calls returns to Python (ctypes, llvmlite) and waits for the
-    # lock while `here` runs Python: up to a switch interval each time.
-    sys.setswitchinterval(min(interval, OVERLAP_SWITCH_INTERVAL_S))
-    try:
+    with _short_switch_interval():
         thread.start()
         if in_llvm is not None:
             in_llvm.wait()
@@ -288,10 +285,36 @@ def _overlapped(
                 raise failed[0] from None
             raise
         thread.join()
-    finally:
-        sys.setswitchinterval(interval)
     if failed:
         raise failed[0]
+
+
+_overlaps = 0
+"""How many overlaps run now (compiles in several threads), the interval they
+found kept in `_interval_before`, under `_overlaps_lock`."""
+_interval_before = 0.0
+_overlaps_lock = threading.Lock()
+
+
+@contextmanager
+def _short_switch_interval() -> Iterator[None]:
+    """Python's switch interval `OVERLAP_SWITCH_INTERVAL_S` at most while any
+    overlap runs, the one before restored when the last ends: each of LLVM's calls
+    returns to Python (ctypes, llvmlite) and waits for the lock while the caller's
+    thread runs Python, up to a switch interval each time."""
+    global _overlaps, _interval_before
+    with _overlaps_lock:
+        if _overlaps == 0:
+            _interval_before = sys.getswitchinterval()
+            sys.setswitchinterval(min(_interval_before, OVERLAP_SWITCH_INTERVAL_S))
+        _overlaps += 1
+    try:
+        yield
+    finally:
+        with _overlaps_lock:
+            _overlaps -= 1
+            if _overlaps == 0:
+                sys.setswitchinterval(_interval_before)
 
 
 OVERLAP_SWITCH_INTERVAL_S = 0.001
