@@ -494,3 +494,25 @@ def test_torch_tensors_launch_on_torchs_current_stream(monkeypatch):
     assert plan.torch_device == 0 and plan.asked == (False, False)
     kernel(FakeTensor(0x10000), FakeTensor(0x20000), stream=0x77)  # given: it
     assert streams[-1] == 0x77
+
+
+@pytest.mark.parametrize(
+    "capability, arch",
+    [((8, 0), "sm_80"), ((8, 9), "sm_80"), ((9, 0), "sm_90a"), ((10, 0), "sm_90")],
+)
+def test_the_target_is_the_gpus_own_with_its_architecture_specific_features(
+    monkeypatch: pytest.MonkeyPatch, capability: tuple[int, int], arch: str
+) -> None:
+    """An H100 (9.0) compiles for sm_90a, where the warpgroup MMA is; a GPU affinec
+    has no target for takes the newest one below it."""
+    from types import SimpleNamespace
+
+    from numba import cuda
+
+    from affinec.backend import cuda_launch
+
+    monkeypatch.setattr(cuda_launch, "cuda_available", lambda: True)
+    monkeypatch.setattr(
+        cuda, "get_current_device", lambda: SimpleNamespace(compute_capability=capability)
+    )
+    assert cuda_launch.current_arch() == arch

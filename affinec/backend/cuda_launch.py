@@ -66,8 +66,9 @@ def _driver_may_load() -> bool:
 
 
 def current_arch() -> str:
-    """The architecture to compile for: the current GPU's (`sm_90` on an H100: the
-    `a` variants are asked for by name), or `sm_80` without a GPU (its PTX runs on
+    """The architecture to compile for: the current GPU's, with its architecture-
+    specific features where affinec knows them (`sm_90a` on an H100, so that its
+    warpgroup instructions are in reach), or `sm_80` without a GPU (its PTX runs on
     every newer GPU too)."""
     if not cuda_available():
         return DEFAULT_ARCH
@@ -75,6 +76,8 @@ def current_arch() -> str:
 
     major, minor = cuda.get_current_device().compute_capability
     arch = f"sm_{major}{minor}"
+    if f"{arch}a" in ARCHS:
+        return f"{arch}a"
     return (
         arch
         if arch in ARCHS
