@@ -513,6 +513,8 @@ def test_the_target_is_the_gpus_own_with_its_architecture_specific_features(
 
     monkeypatch.setattr(cuda_launch, "cuda_available", lambda: True)
     monkeypatch.setattr(
-        cuda, "get_current_device", lambda: SimpleNamespace(compute_capability=capability)
+        cuda,
+        "get_current_device",
+        lambda: SimpleNamespace(compute_capability=capability),
     )
     assert cuda_launch.current_arch() == arch
