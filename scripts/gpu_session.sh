@@ -72,6 +72,12 @@
 #             ss_config_for: fitted on ResNet-50's and VGG-16's 3x3s at batch 32)
 #             against config_for over the whole of both networks at batch 8, 16
 #             (unseen) and 32, every kernel checked against float64, cuDNN alongside
+#   batch1_tiles  one warpgroup's 64 x 64 tiles at batch 1, where config_for's blocks
+#             leave most of the chip idle: Hopper's template kernel ("hopper 64x64",
+#             the tuner's pick for most of ResNet-50's and MobileNetV2's wide layers)
+#             against the pipeline's ("tma 64x64" products, "ss 64x64" 3x3s by
+#             descriptor) and config_for, ResNet-50 and MobileNetV2 (the tuner's
+#             shapes) and VGG-16 and EfficientNet-B0 (not seen), cuDNN alongside
 #   codegen   affinec bench in f16 twice, LLVM's code generation as it is and with
 #             AFFINEC_FAST_CODEGEN=1 (no straight-line strength reduction: a third of
 #             the compile time): whether the kernels lose anything by it
@@ -342,6 +348,14 @@ step_wgmma_rule() {  # before (sm_90: the rule does not apply) and after (sm_90a
   done
   grep -hE "^resnet50 +[0-9]+ +[0-9.]+ " "$OUT/wgmma-rule-sm_90.log" \
     "$OUT/wgmma-rule-sm_90a.log"
+}
+
+step_batch1_tiles() {  # 64 x 64 tiles at batch 1: the template's against the pipeline's
+  run batch1-tiles "${BATCH1_TILES_LIMIT_S:-420}" $PY benchmarks/layer_sweep.py \
+    --network resnet50 mobilenet_v2 vgg16 efficientnet_b0 --batch 1 --arch sm_90a \
+    --variant config_for "hopper 64x64" "tma 64x64" "ss 64x64" \
+    --json "$OUT/batch1_tiles.json"
+  tail -14 "$OUT/batch1-tiles.log"
 }
 
 step_codegen() {

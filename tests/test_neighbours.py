@@ -58,6 +58,26 @@ def test_hopper_variants_are_sm_90a_s_and_name_what_stops_them():
         variant_config(wide, "tma 128x64", "sm_90")
 
 
+def test_one_warpgroups_blocks_on_the_pipelines_hopper_routes():
+    """The pipeline's counterparts of Hopper's kernel in 64 x 64 tiles: a wide 1x1
+    as a product on TMA stages, a 3x3 by descriptor in a block of 64 pixels and 64
+    output channels; each refuses the other's layers."""
+    three = _layer("stage3 3x3 128 @28")
+    ss = variant_config(three, "ss 64x64", "sm_90a")
+    images, rows, columns, channels = ss.tile_sizes
+    assert images * rows * columns <= 64 and channels == 64
+    assert ss.tensor_core == "wgmma" and ss.tma and ss.reduction_tile_sizes == (1, 1, 64)
+    wide = _layer("stage4 1x1 1024-256 @14")
+    product = variant_config(wide, "tma 64x64", "sm_90a")
+    assert product.tile_sizes == (64, 64) and product.flatten_pixels
+    with pytest.raises(ValueError, match="taps or strides"):
+        variant_config(wide, "ss 64x64", "sm_90a")
+    with pytest.raises(ValueError, match="products and 1x1s"):
+        variant_config(three, "tma 64x64", "sm_90a")
+    with pytest.raises(ValueError, match="sm_90a"):
+        variant_config(three, "ss 64x64", "sm_90")
+
+
 def test_hoppers_window_kernels_have_no_window_route_variants():
     # on sm_90a config_for reads ResNet-50's 3x3 256 at 14 x 14, batch 32, by
     # descriptor: the mma.sync window route's steps and block are not its knobs

@@ -28,6 +28,7 @@ from affinec.driver.config import (
     wgmma_config_for,
 )
 from affinec.driver.kernel_config import with_knobs
+from affinec.driver.wgmma_taps_ss_config import wgmma_taps_ss_config
 from affinec.driver.wgmma_taps_ss_rule import ss_config_for
 from affinec.frontend.contraction import is_depthwise
 
@@ -100,7 +101,9 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
     "hopper 64x64": ({}, {"wgmma_tile": (64, 64)}),
     "tma 128x128": ({}, {"tile_sizes": (128, 128)}),
     "tma 128x64": ({}, {"tile_sizes": (128, 64)}),
+    "tma 64x64": ({}, {"tile_sizes": (64, 64)}),
     "ss": ({}, {}),
+    "ss 64x64": ({}, {"tile_sizes": (64, 64)}),
 }
 """Every named variant `benchmarks/layer_sweep.py` can time: flattened 1x1s as
 products on wider or narrower blocks and more warps; the window route's steps one
@@ -112,8 +115,11 @@ reduction split; a depthwise convolution's channels strided across the block
 and those vectors on blocks as large as at any batch, the grid left unfilled;
 on sm_90a, Hopper's kernel (`wgmma_config_for`'s tile, or 64 x 64) and a product's
 or 1x1's `affinec-wgmma` kernel with TMA stages (`warpgroup_product_config`) in
-128 x 128 or 128 x 64 tiles, whatever the grid; a 3x3 on `affinec-wgmma`'s
-descriptor route in the block `ss_config_for` picks ("ss")."""
+128 x 128, 128 x 64 or 64 x 64 tiles, whatever the grid; a 3x3 on `affinec-wgmma`'s
+descriptor route in the block `ss_config_for` picks ("ss") or in blocks of 64 pixels
+and 64 output channels, one warpgroup's (the pipeline's counterpart of Hopper's
+kernel in 64 x 64 tiles, which the tuner takes for most of ResNet-50's and
+MobileNetV2's wide layers at batch 1)."""
 
 TUNER_NEIGHBOURS = (
     "unsplit",
@@ -160,6 +166,9 @@ def variant_config(
     if name == "ss":
         # the descriptor route's rule (config_for's on sm_90a where it takes the spec)
         return ss_config_for(spec, arch)
+    if name.startswith("ss "):
+        # the descriptor route in a block of the variant's pixels and channels
+        return wgmma_taps_ss_config(spec, *knobs["tile_sizes"], arch=arch)
     if name.startswith("tma "):
         if arch != "sm_90a":
             raise ValueError(f"'{name}' is affinec-wgmma's: sm_90a, not {arch}")
