@@ -66,7 +66,9 @@ def test_one_warpgroups_blocks_on_the_pipelines_hopper_routes():
     ss = variant_config(three, "ss 64x64", "sm_90a")
     images, rows, columns, channels = ss.tile_sizes
     assert images * rows * columns <= 64 and channels == 64
-    assert ss.tensor_core == "wgmma" and ss.tma and ss.reduction_tile_sizes == (1, 1, 64)
+    assert (
+        ss.tensor_core == "wgmma" and ss.tma and ss.reduction_tile_sizes == (1, 1, 64)
+    )
     wide = _layer("stage4 1x1 1024-256 @14")
     product = variant_config(wide, "tma 64x64", "sm_90a")
     assert product.tile_sizes == (64, 64) and product.flatten_pixels
