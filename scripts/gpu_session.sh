@@ -78,6 +78,12 @@
 #             against the pipeline's ("tma 64x64" products, "ss 64x64" 3x3s by
 #             descriptor) and config_for, ResNet-50 and MobileNetV2 (the tuner's
 #             shapes) and VGG-16 and EfficientNet-B0 (not seen), cuDNN alongside
+#   product_tiles  128 x 256 product tiles (4 stages, and 3 with a producer
+#             warpgroup: the fastest 4096-wide products, 2026-12-07) against
+#             config_for's 128 x 128 on the 1x1s of ResNet-50 (the fit), MobileNetV2
+#             and EfficientNet-B0 at batch 16 and 32, and on products neither 4096-wide
+#             product is (scripts/gpu_warp_specialize.py --products), cuBLAS and cuDNN
+#             alongside
 #   codegen   affinec bench in f16 twice, LLVM's code generation as it is and with
 #             AFFINEC_FAST_CODEGEN=1 (no straight-line strength reduction: a third of
 #             the compile time): whether the kernels lose anything by it
@@ -356,6 +362,17 @@ step_batch1_tiles() {  # 64 x 64 tiles at batch 1: the template's against the pi
     --variant config_for "hopper 64x64" "tma 64x64" "ss 64x64" \
     --json "$OUT/batch1_tiles.json"
   tail -14 "$OUT/batch1-tiles.log"
+}
+
+step_product_tiles() {  # 128 x 256 product tiles against config_for's, 1x1s and products
+  run product-tiles "${PRODUCT_TILES_LIMIT_S:-360}" $PY benchmarks/layer_sweep.py \
+    --network resnet50 mobilenet_v2 efficientnet_b0 --batch 16 32 --layers 1x1 \
+    --arch sm_90a --variant config_for "tma 128x256" "tma 128x256 s3 ws" \
+    --json "$OUT/product_tiles.json"
+  tail -14 "$OUT/product-tiles.log"
+  run product-shapes 240 $PY scripts/gpu_warp_specialize.py --out "$OUT" \
+    --products 2048x2048x2048 8192x8192x1024 4096x2048x4096 8192x4096x512
+  tail -12 "$OUT/product-shapes.log"
 }
 
 step_codegen() {

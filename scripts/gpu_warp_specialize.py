@@ -10,7 +10,10 @@ unstaged` (specialized, the output stored from the registers instead of staged
 through shared memory). The staged specialized kernel on 128x256 tiles is the one
 whose wgmmas ptxas serialized (C7514) before the accumulators were tied to their
 last `wgmma.wait_group` (`affinec.backend.wgmma_fences`): its time against
-`in-flight`'s is what that change is to show.
+`in-flight`'s is what that change is to show. `config_for`'s own kernel of each
+product is timed beside them (route `config_for`), and `--products MxNxK ...`
+names other products than the two 4096-wide ones (shapes a rule fitted on those
+two has not seen).
 
 Every kernel is checked against float64 on the GPU before it is timed, as
 `scripts/gpu_wgmma_pipeline.py` does (`affinec.tuning.measure.GpuMeasurer`: fresh
@@ -41,19 +44,21 @@ from gpu_wgmma_pipeline import (  # noqa: E402
     Row,
     _line,
     compile_all,
+    gpu_or_exit,
     measure_all,
 )
 
 from affinec.base.spec import MatmulSpec, Spec  # noqa: E402
-from affinec.driver.config import KernelConfig  # noqa: E402
+from affinec.driver.config import KernelConfig, config_for  # noqa: E402
 
 TILES = [  # rows, columns, K step, stages
     (128, 128, 64, 4),
     (128, 256, 64, 3),
 ]
 
-ROUTES = ("in-flight", "ws in-flight", "ws unstaged")
+TILE_ROUTES = ("in-flight", "ws in-flight", "ws unstaged")
 """The kernels of each tile: (warp_specialize, stage_output) below."""
+ROUTES = ("config_for", *TILE_ROUTES)
 
 _KNOBS = {
     "in-flight": (False, True),
@@ -65,9 +70,11 @@ _KNOBS = {
 def routes(spec: Spec) -> list[tuple[str, KernelConfig | None, str]]:
     """(route, configuration, note) of every kernel measured for `spec`."""
     assert isinstance(spec, MatmulSpec)
-    out: list[tuple[str, KernelConfig | None, str]] = []
+    out: list[tuple[str, KernelConfig | None, str]] = [
+        ("config_for", config_for(spec, arch="sm_90a"), "")
+    ]
     for bm, bn, bk, stages in TILES:
-        for route in ROUTES:
+        for route in TILE_ROUTES:
             specialized, staged = _KNOBS[route]
             config = KernelConfig(
                 tile_sizes=(bm, min(bn, spec.n)),
@@ -113,13 +120,28 @@ def best_table(rows: list[Row]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
+    parser.add_argument(
+        "--products",
+        nargs="+",
+        metavar="MxNxK",
+        help="the f16 products to time (default: 4096x4096x1024 and 4096^3)",
+    )
     args = parser.parse_args()
+    products = PRODUCTS
+    if args.products:
+        try:
+            products = [
+                MatmulSpec(*(int(x) for x in p.split("x")), "f16")  # pyright: ignore
+                for p in args.products
+            ]
+        except (TypeError, ValueError):
+            parser.error(
+                f"--products takes MxNxK, such as 2048x2048x4096: {args.products}"
+            )
     os.makedirs(args.out, exist_ok=True)
 
-    from affinec.backend.runtime import require_gpu
-
-    require_gpu()
-    cases: list[tuple[str, Spec]] = [(f"matmul {s.m}x{s.n}x{s.k}", s) for s in PRODUCTS]
+    gpu_or_exit(parser)
+    cases: list[tuple[str, Spec]] = [(f"matmul {s.m}x{s.n}x{s.k}", s) for s in products]
     start = time.perf_counter()
     compiled = compile_all(cases, routes_of=routes)
     print(f"compiled {len(compiled)} kernels in {time.perf_counter() - start:.0f} s",

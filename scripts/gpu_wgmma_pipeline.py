@@ -377,6 +377,17 @@ def best_table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def gpu_or_exit(parser: argparse.ArgumentParser) -> None:
+    """Return where a CUDA GPU is found; else end the script with the reason, as
+    its usage errors end (exit status 2)."""
+    from affinec.backend.runtime import NoCudaGPU, require_gpu
+
+    try:
+        require_gpu()
+    except NoCudaGPU as e:
+        parser.exit(2, f"{parser.prog}: error: {e}\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -386,9 +397,7 @@ def main() -> int:
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
-    from affinec.backend.runtime import require_gpu
-
-    require_gpu()
+    gpu_or_exit(parser)
     cases: list[tuple[str, Spec]] = []
     if args.only != "layers":
         cases += [(f"matmul {s.m}x{s.n}x{s.k}", s) for s in PRODUCTS]

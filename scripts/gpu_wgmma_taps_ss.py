@@ -34,6 +34,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpu_wgmma_pipeline import (  # noqa: E402
     Row,
     compile_all,
+    gpu_or_exit,
     measure_all,
 )
 
@@ -133,9 +134,7 @@ def main() -> int:
     os.makedirs(args.out, exist_ok=True)
     start = time.perf_counter()
 
-    from affinec.backend.runtime import require_gpu
-
-    require_gpu()
+    gpu_or_exit(parser)
     cases: list[tuple[str, Spec]] = list(layers(args.batch))
     if args.max_layers:
         cases = cases[: args.max_layers]

@@ -80,6 +80,22 @@ def test_one_warpgroups_blocks_on_the_pipelines_hopper_routes():
         variant_config(three, "ss 64x64", "sm_90")
 
 
+def test_the_wide_product_tiles_keep_their_knobs_and_fit_the_product():
+    """128 x 256 tiles, in four stages or three with a producer warpgroup; refused
+    where the product has fewer output columns than the tile."""
+    wide = _layer("stage5 1x1 2048-512 @7", 32)
+    four = variant_config(wide, "tma 128x256", "sm_90a")
+    assert four.tile_sizes == (128, 256) and four.stages == 4
+    assert not four.warp_specialize
+    ws = variant_config(wide, "tma 128x256 s3 ws", "sm_90a")
+    assert ws.tile_sizes == (128, 256) and ws.stages == 3 and ws.warp_specialize
+    assert ws.tma and ws.in_flight and ws.flatten_pixels
+    narrow = _layer("stage4 1x1 1024-256 @14", 32)
+    assert variant_config(narrow, "tma 128x256", "sm_90a").tile_sizes == (128, 256)
+    with pytest.raises(ValueError, match="output columns"):
+        variant_config(_layer("stage3 1x1 512-128 @28", 32), "tma 128x256", "sm_90a")
+
+
 def test_hoppers_window_kernels_have_no_window_route_variants():
     # on sm_90a config_for reads ResNet-50's 3x3 256 at 14 x 14, batch 32, by
     # descriptor: the mma.sync window route's steps and block are not its knobs

@@ -102,6 +102,11 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
     "tma 128x128": ({}, {"tile_sizes": (128, 128)}),
     "tma 128x64": ({}, {"tile_sizes": (128, 64)}),
     "tma 64x64": ({}, {"tile_sizes": (64, 64)}),
+    "tma 128x256": ({}, {"tile_sizes": (128, 256)}),
+    "tma 128x256 s3 ws": (
+        {},
+        {"tile_sizes": (128, 256), "stages": 3, "warp_specialize": True},
+    ),
     "ss": ({}, {}),
     "ss 64x64": ({}, {"tile_sizes": (64, 64)}),
 }
@@ -115,7 +120,9 @@ reduction split; a depthwise convolution's channels strided across the block
 and those vectors on blocks as large as at any batch, the grid left unfilled;
 on sm_90a, Hopper's kernel (`wgmma_config_for`'s tile, or 64 x 64) and a product's
 or 1x1's `affinec-wgmma` kernel with TMA stages (`warpgroup_product_config`) in
-128 x 128, 128 x 64 or 64 x 64 tiles, whatever the grid; a 3x3 on `affinec-wgmma`'s
+128 x 128, 128 x 64, 64 x 64 or 128 x 256 tiles (the last also in three stages
+with a producer warpgroup: the pipeline's fastest 4096-wide product, 2026-12-07),
+whatever the grid; a 3x3 on `affinec-wgmma`'s
 descriptor route in the block `ss_config_for` picks ("ss") or in blocks of 64 pixels
 and 64 output channels, one warpgroup's (the pipeline's counterpart of Hopper's
 kernel in 64 x 64 tiles, which the tuner takes for most of ResNet-50's and
@@ -177,7 +184,13 @@ def variant_config(
             raise ValueError(
                 f"'{name}' is for products and 1x1s of 128 channels or more a side"
             )
-        return product
+        columns = spec.k if isinstance(spec, ConvSpec) else getattr(spec, "n", 0)
+        if knobs["tile_sizes"][1] > columns:
+            raise ValueError(
+                f"'{name}' is wider than the product's {columns} output columns"
+            )
+        rest = {k: v for k, v in knobs.items() if k != "tile_sizes"}
+        return with_knobs(product, **rest) if rest else product
     config = config_for(spec, arch=arch, **options)
     if name.startswith("half block"):
         # the window route's block of pixels halved along its rows, for two steps in
