@@ -128,16 +128,15 @@ def main() -> int:
     )
     args = parser.parse_args()
     products = PRODUCTS
+    for text in args.products or ():
+        sizes = text.split("x")
+        if len(sizes) != 3 or not all(x.isdigit() and int(x) > 0 for x in sizes):
+            parser.error(f"--products takes MxNxK, such as 2048x2048x4096, not {text}")
     if args.products:
-        try:
-            products = [
-                MatmulSpec(*(int(x) for x in p.split("x")), "f16")  # pyright: ignore
-                for p in args.products
-            ]
-        except (TypeError, ValueError):
-            parser.error(
-                f"--products takes MxNxK, such as 2048x2048x4096: {args.products}"
-            )
+        products = [
+            MatmulSpec(*(int(x) for x in text.split("x")), "f16")  # pyright: ignore
+            for text in args.products
+        ]
     os.makedirs(args.out, exist_ok=True)
 
     gpu_or_exit(parser)
