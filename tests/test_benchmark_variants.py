@@ -1,8 +1,13 @@
 """benchmarks/networks.py's variants: a variant the compiler refuses for a layer is
-skipped and named, never raised out of the script."""
+skipped and named, never raised out of the script; the GPU scripts without a GPU end
+with the reason, not a traceback."""
 
+import sys
+
+import pytest
 from repository_scripts import load_script
 
+from affinec.backend.runtime import cuda_available
 from affinec.frontend.networks import network
 
 networks = load_script("benchmarks/networks.py")
@@ -33,3 +38,23 @@ def test_an_accepted_variant_compiles():
     )
     assert compiled is not None and compiled.arch == "sm_90"
     assert "skipped" not in row
+
+
+@pytest.mark.skipif(cuda_available(), reason="without a GPU: the scripts would run")
+@pytest.mark.parametrize(
+    "script",
+    [
+        "scripts/gpu_wgmma_pipeline.py",
+        "scripts/gpu_wgmma_taps.py",
+        "scripts/gpu_wgmma_taps_ss.py",
+        "scripts/gpu_warp_specialize.py",
+    ],
+)
+def test_the_gpu_scripts_end_with_the_reason_without_a_gpu(
+    script, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setattr(sys, "argv", [script, "--out", str(tmp_path)])
+    with pytest.raises(SystemExit) as ended:
+        load_script(script).main()
+    assert ended.value.code == 2
+    assert "error: no CUDA GPU available" in capsys.readouterr().err
