@@ -74,6 +74,14 @@ def test_one_warpgroups_blocks_on_the_pipelines_hopper_routes():
     assert product.tile_sizes == (64, 64) and product.flatten_pixels
     with pytest.raises(ValueError, match="taps or strides"):
         variant_config(wide, "ss 64x64", "sm_90a")
+    # one warpgroup's tile takes products of 64 channels a side, as the template's
+    # 64 x 64 kernel does; config_for's 128-row tiles want 128
+    narrow = next(
+        x.spec for x in network("mobilenet_v2", 1) if x.name == "project 1x1 384-96 @14"
+    )
+    assert variant_config(narrow, "tma 64x64", "sm_90a").tile_sizes == (64, 64)
+    with pytest.raises(ValueError, match="128 channels or more"):
+        variant_config(narrow, "tma 128x64", "sm_90a")
     with pytest.raises(ValueError, match="products and 1x1s"):
         variant_config(three, "tma 64x64", "sm_90a")
     with pytest.raises(ValueError, match="sm_90a"):

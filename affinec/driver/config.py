@@ -288,23 +288,28 @@ def _warpgroup_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None
 
 
 def warpgroup_product_config(
-    spec: Spec, tile: tuple[int, int], arch: str = "sm_90a"
+    spec: Spec,
+    tile: tuple[int, int],
+    arch: str = "sm_90a",
+    min_channels: int = WGMMA_MIN_CHANNELS,
 ) -> KernelConfig | None:
     """A product, or a 1x1 convolution over its flattened pixels, on
     `affinec-wgmma` in `tile` (rows, columns) blocks, `WGMMA_PRODUCT_STAGES` TMA
     stages with the MMAs in flight; None where the spec is no such product, either
-    side of it has fewer than `WGMMA_MIN_CHANNELS`, or `config_for` would not put
-    it on the tensor cores."""
-    product = _wgmma_product(spec, arch)
+    side of it has fewer than `min_channels` (`config_for`'s rule:
+    `WGMMA_MIN_CHANNELS`), or `config_for` would not put it on the tensor cores."""
+    product = _wgmma_product(spec, arch, min_channels)
     if product is None:
         return None
     return _product_kernel(product, tile, flatten=product is not spec)
 
 
-def _wgmma_product(spec: Spec, arch: str) -> MatmulSpec | None:
+def _wgmma_product(
+    spec: Spec, arch: str, min_channels: int = WGMMA_MIN_CHANNELS
+) -> MatmulSpec | None:
     """The product `affinec-wgmma` would compute for `spec` (a 1x1 convolution's over
-    its flattened pixels), where both its sides have `WGMMA_MIN_CHANNELS` or more
-    and `config_for` puts it on the tensor cores; None otherwise."""
+    its flattened pixels), where both its sides have `min_channels` or more and
+    `config_for` puts it on the tensor cores; None otherwise."""
     if isinstance(spec, ConvSpec) and flattens(spec):
         product = flattened_spec(spec)
     elif isinstance(spec, MatmulSpec):
@@ -312,7 +317,7 @@ def _wgmma_product(spec: Spec, arch: str) -> MatmulSpec | None:
     else:
         return None
     assert isinstance(product, MatmulSpec)
-    if min(product.k, product.n) < WGMMA_MIN_CHANNELS:
+    if min(product.k, product.n) < min_channels:
         return None
     if not config_for(product, arch=arch, splits=1, flatten_pixels=False).mma:
         return None

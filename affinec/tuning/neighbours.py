@@ -20,6 +20,7 @@ from affinec.base.spec import ConvSpec, Spec
 from affinec.driver.config import (
     DEFAULT_PLANNING_ARCH,
     MMA_WINDOW_STEP,
+    WGMMA_MIN_CHANNELS,
     KernelConfig,
     config_for,
     depthwise_config,
@@ -179,10 +180,14 @@ def variant_config(
     if name.startswith("tma "):
         if arch != "sm_90a":
             raise ValueError(f"'{name}' is affinec-wgmma's: sm_90a, not {arch}")
-        product = warpgroup_product_config(spec, knobs["tile_sizes"], arch)
+        rows, _ = knobs["tile_sizes"]
+        # one warpgroup's rows (64) take products as narrow as its MMA's 64 channels,
+        # as Hopper's template kernel in 64 x 64 tiles does
+        floor = rows if rows < WGMMA_MIN_CHANNELS else WGMMA_MIN_CHANNELS
+        product = warpgroup_product_config(spec, knobs["tile_sizes"], arch, floor)
         if product is None:
             raise ValueError(
-                f"'{name}' is for products and 1x1s of 128 channels or more a side"
+                f"'{name}' is for products and 1x1s of {floor} channels or more a side"
             )
         columns = spec.k if isinstance(spec, ConvSpec) else getattr(spec, "n", 0)
         if knobs["tile_sizes"][1] > columns:
