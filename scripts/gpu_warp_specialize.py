@@ -127,16 +127,13 @@ def main() -> int:
         help="the f16 products to time (default: 4096x4096x1024 and 4096^3)",
     )
     args = parser.parse_args()
-    products = PRODUCTS
+    products = [] if args.products else PRODUCTS
     for text in args.products or ():
         sizes = text.split("x")
         if len(sizes) != 3 or not all(x.isdigit() and int(x) > 0 for x in sizes):
             parser.error(f"--products takes MxNxK, such as 2048x2048x4096, not {text}")
-    if args.products:
-        products = [
-            MatmulSpec(*(int(x) for x in text.split("x")), "f16")  # pyright: ignore
-            for text in args.products
-        ]
+        m, n, k = map(int, sizes)
+        products.append(MatmulSpec(m, n, k, "f16"))
     os.makedirs(args.out, exist_ok=True)
 
     gpu_or_exit(parser)

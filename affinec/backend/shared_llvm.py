@@ -89,16 +89,22 @@ def _compiles_for_us(path: str) -> bool:
     version and has the NVPTX target."""
     try:
         lib = ctypes.CDLL(path)
-        get_version = lib.LLVMGetVersion
+        version = _version(lib)
     except (OSError, AttributeError):
         return False
+    has_nvptx = all(hasattr(lib, f"LLVMInitializeNVPTX{part}") for part in NVPTX_PARTS)
+    return version[:2] == tuple(llvm_binding.llvm_version_info)[:2] and has_nvptx
+
+
+def _version(lib: ctypes.CDLL) -> tuple[int, ...]:
+    """The LLVM version of `lib` (major, minor, patch); an AttributeError where it
+    has no `LLVMGetVersion`."""
+    get_version = lib.LLVMGetVersion
     get_version.restype = None
     get_version.argtypes = [ctypes.POINTER(ctypes.c_uint)] * 3
     version = (ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint())
     get_version(*(ctypes.byref(v) for v in version))
-    found = tuple(v.value for v in version[:2])
-    has_nvptx = all(hasattr(lib, f"LLVMInitializeNVPTX{part}") for part in NVPTX_PARTS)
-    return found == tuple(llvm_binding.llvm_version_info)[:2] and has_nvptx
+    return tuple(v.value for v in version)
 
 
 class SharedLLVM:
@@ -122,9 +128,7 @@ class SharedLLVM:
                 f"{LIBLLVM}={path} is not an LLVM {ours} library (it lacks "
                 f"{str(e).rsplit(' ', 1)[-1]})",
             ) from None
-        version = (ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint())
-        lib.LLVMGetVersion(*(ctypes.byref(v) for v in version))
-        self.version = tuple(v.value for v in version)
+        self.version = _version(lib)
         if self.version[:2] != tuple(llvm_binding.llvm_version_info)[:2]:
             raise EmitterError(
                 None,

@@ -183,7 +183,7 @@ def variant_config(
         rows, _ = knobs["tile_sizes"]
         # one warpgroup's rows (64) take products as narrow as its MMA's 64 channels,
         # as Hopper's template kernel in 64 x 64 tiles does
-        floor = rows if rows < WGMMA_MIN_CHANNELS else WGMMA_MIN_CHANNELS
+        floor = min(rows, WGMMA_MIN_CHANNELS)
         product = warpgroup_product_config(spec, knobs["tile_sizes"], arch, floor)
         if product is None:
             raise ValueError(
