@@ -1,10 +1,11 @@
-"""Wall time of warm compiles of config_for's five f16 kernels (sm_90), this tree
+"""Wall time of warm compiles of config_for's five f16 kernels (sm_90, or the
+`--arch` given: sm_90a, an H100's default, puts them on Hopper's routes), this tree
 against another commit's, in interleaved rounds: the comparison a change to the
 compiler's speed needs on a machine whose load varies (each round runs both trees,
 in alternating order, each in a fresh process that compiles every kernel once
 before it is timed).
 
-    python benchmarks/compile_ab.py --base HEAD~3 [--rounds 5] [--repeat 3]
+    python benchmarks/compile_ab.py --base HEAD~3 [--rounds 5] [--repeat 3] [--arch sm_90a]
         [--json benchmarks/results/compile_ab.json]
     python benchmarks/compile_ab.py --base-tree /tmp/old-affinec   # a tree as such
     python benchmarks/compile_ab.py --base HEAD~3 --head HEAD   # two commits
@@ -53,31 +54,31 @@ assert affinec.__file__.startswith(root), affinec.__file__
 from affinec.driver.benchmark import DESIGN_CONVOLUTIONS, with_format
 from affinec.driver.compiler import compile_to_ptx
 from affinec.driver.config import config_for
-repeat = int(sys.argv[2])
+repeat, arch = int(sys.argv[2]), sys.argv[3]
 specs = {n: with_format(s, "f16") for n, s in DESIGN_CONVOLUTIONS.items()}
-configs = {n: config_for(s) for n, s in specs.items()}
+configs = {n: config_for(s, arch=arch) for n, s in specs.items()}
 for n, s in specs.items():
-    compile_to_ptx(s, configs[n], arch="sm_90")
+    compile_to_ptx(s, configs[n], arch=arch)
 times = {n: [] for n in specs}
 cpu = {n: [] for n in specs}
 for _ in range(repeat):
     for n, s in specs.items():
         start, used = time.perf_counter(), time.process_time()
-        compile_to_ptx(s, configs[n], arch="sm_90")
+        compile_to_ptx(s, configs[n], arch=arch)
         times[n].append(time.perf_counter() - start)
         cpu[n].append(time.process_time() - used)
 print(json.dumps({"wall": times, "cpu": cpu}))
 """
 
 
-def run(tree: Path, repeat: int) -> dict[str, dict[str, list[float]]]:
+def run(tree: Path, repeat: int, arch: str) -> dict[str, dict[str, list[float]]]:
     """Per kernel, the wall and CPU times (all of the process's threads) of its
     timed compiles in a fresh process importing `tree`."""
     # Without PYTHONPATH (scripts/gpu_python.sh puts this tree on it): `affinec`
     # comes from the editable install's mapping, which RUNNER points at `tree`.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
-        [sys.executable, "-c", RUNNER, str(tree), str(repeat)],
+        [sys.executable, "-c", RUNNER, str(tree), str(repeat), arch],
         capture_output=True,
         text=True,
         cwd=tempfile.gettempdir(),
@@ -105,6 +106,12 @@ def main(argv: list[str] | None = None) -> None:
         "--head", help="the commit to measure in place of this checkout's files"
     )
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--arch",
+        default="sm_90",
+        choices=["sm_80", "sm_90", "sm_90a"],
+        help="the target config_for plans for and the kernels compile to",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="compiles a kernel a run")
     parser.add_argument("--json", default="benchmarks/results/compile_ab.json")
     args = parser.parse_args(argv)
@@ -130,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
             order = list(trees.items())
             for label, tree in order if k % 2 == 0 else order[::-1]:
                 loads.append(os.getloadavg()[0])
-                measured = run(tree, args.repeat)
+                measured = run(tree, args.repeat, args.arch)
                 per_round.setdefault(label, []).append(
                     statistics.median(
                         statistics.median(ts) for ts in measured["wall"].values()
@@ -190,6 +197,7 @@ def main(argv: list[str] | None = None) -> None:
             {
                 "base": args.base or args.base_tree,
                 "head": args.head,
+                "arch": args.arch,
                 "times": times,
                 "cpu_times": cpu,
                 "loads": loads,

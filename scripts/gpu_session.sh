@@ -370,7 +370,7 @@ step_product_tiles() {  # 128 x 256 product tiles against config_for's, 1x1s and
     --arch sm_90a --variant config_for "tma 128x256" "tma 128x256 s3 ws" \
     --json "$OUT/product_tiles.json"
   tail -14 "$OUT/product-tiles.log"
-  run product-shapes 240 $PY scripts/gpu_warp_specialize.py --out "$OUT" \
+  run product-shapes "${PRODUCT_SHAPES_LIMIT_S:-240}" $PY scripts/gpu_warp_specialize.py --out "$OUT" \
     --products 2048x2048x2048 8192x8192x1024 4096x2048x4096 8192x4096x512
   tail -12 "$OUT/product-shapes.log"
 }

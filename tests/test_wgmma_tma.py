@@ -454,3 +454,66 @@ def test_tma_alone_with_the_tensor_core_takes_config_fors_tiles(tmp_path, capsys
     assert "wgmma.wait_group.sync.aligned \t1;" in out.read_text()
     assert affinec([*args, "--in-flight"]) == 1
     assert "--in-flight applies to" in capsys.readouterr().err
+
+
+# -- the copy bands' indices, written once ------------------------------------------
+
+
+def _copies_before_tma(spec, config) -> list:
+    passes = _passes(config)
+    module = build(spec)
+    Pipeline(passes[: [p.name for p in passes].index("affinec-tma-copies")]).run(module)
+    return [o for o in module.walk() if isinstance(o, nvgpu.DeviceAsyncCopyOp)]
+
+
+def test_a_copy_bands_indices_are_computed_as_evaluate_computes_them():
+    """`index_function` (the proof's indices written once as Python) against
+    `evaluate` (the ops walked at each point), at every point of every copy band of a
+    strided, padded 3x3 (indices clamped, copies zero-filled at the edges) and of a
+    product with partial tiles."""
+    import itertools
+
+    from affinec.transforms.gpu.wgmma_tma_copies import (
+        _extents,
+        _outer_values,
+        evaluate,
+        index_function,
+    )
+
+    conv = ConvSpec(1, 64, 9, 9, 64, 3, 3, stride=2, padding=1, layout="nhwc",
+                    filter_layout="rsck", dtype="f16")  # fmt: skip
+    cases = [
+        (conv, _config(tile_sizes=(1, 4, 8, 64), reduction_tile_sizes=(1, 1, 64))),
+        (MatmulSpec(100, 40, 48, "f16"), _config(tile_sizes=(64, 32))),
+    ]
+    for spec, config in cases:
+        copies = _copies_before_tma(spec, config)
+        assert len(copies) >= 2
+        for copy in copies:
+            band = copy.parent_op()
+            ivs = list(band.body.block.args)
+            roots = [*copy.dstIndices, *copy.srcIndices, copy.srcElements]
+            outer = _outer_values(band, roots)
+            compute = index_function(roots, [*outer, *ivs], copy, "unfollowed")
+            # the outer values (block origin, tap) small: points inside the
+            # array, on its edges and past them
+            for sample, point in itertools.product(
+                [(0, 0), (1, 0), (0, 1), (2, 1)],
+                itertools.product(*(range(x) for x in _extents(band))),
+            ):
+                env = {v: sample[k % 2] for k, v in enumerate(outer)}
+                env.update(zip(ivs, point, strict=True))
+                want = tuple(evaluate(r, env, copy, "unfollowed") for r in roots)
+                assert compute(*env.values()) == want
+
+
+def test_an_index_the_proof_cannot_follow_is_refused_at_the_copy():
+    from affinec.transforms.gpu.wgmma_tma_copies import index_function
+
+    (copy, *_) = _copies_before_tma(MatmulSpec(64, 64, 64, "f16"), _config())
+    band = copy.parent_op()
+    ivs = list(band.body.block.args)
+    compute = index_function(copy.srcIndices, ivs, copy, "not followed")
+    with pytest.raises(PassError, match="not followed") as raised:
+        compute(*range(len(ivs)))  # the band's outer values are unknown
+    assert raised.value.op is copy

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith
@@ -64,6 +64,7 @@ from affinec.base.element_types import element_size
 from affinec.dialects import affine, nvgpu
 from affinec.dialects.affinec import BLOCK, mapping_of
 from affinec.dialects.affinec_wgmma import CORE
+from affinec.ir.affine_exprs import to_python
 from affinec.transforms.gpu.bands import band_of
 
 MAX_BOX = 256
@@ -171,21 +172,18 @@ def tile_copy(band: affine.ParallelOp) -> TileCopy:
     origin_maps = tuple(_at_zero(v, band, copy) for v in src)
     box: tuple[int, ...] | None = None
     strides: tuple[int, ...] = ()
+    given = [] if copy.srcElements is None else [copy.srcElements]
+    indices = index_function([r, c, *src, *given], [*outer, *ivs], copy, _UNFOLLOWED)
     for sample in _SAMPLES:
         env = {v: sample[k % 2] + k for k, v in enumerate(outer)}
+        at_sample = list(env.values())
         points = []
         for point in itertools.product(*(range(x) for x in extents)):
-            env.update(zip(ivs, point, strict=True))
-            points.append(
-                (
-                    _eval(r, env, copy),
-                    _eval(c, env, copy),
-                    tuple(_eval(v, env, copy) for v in src),
-                    copy.elements if copy.srcElements is None
-                    else _eval(copy.srcElements, env, copy),
-                )
-            )  # fmt: skip
+            row, col, *where = indices(*at_sample, *point)
+            elements = where.pop() if given else copy.elements
+            points.append((row, col, tuple(where), elements))
             if len(points) == 1:
+                env.update(zip(ivs, point, strict=True))
                 at_zero = tuple(
                     m.eval(
                         [_eval(x, env, copy) for x in xs[: m.num_dims]],
@@ -369,10 +367,11 @@ def _outer_values(band: Operation, roots: Sequence[SSAValue | None]) -> list[SSA
     return list(seen)
 
 
+_UNFOLLOWED = "an index of the copy is computed in a way TMA cannot follow"
+
+
 def _eval(v: SSAValue, env: dict[SSAValue, int], at: Operation) -> int:
-    return evaluate(
-        v, env, at, "an index of the copy is computed in a way TMA cannot follow"
-    )
+    return evaluate(v, env, at, _UNFOLLOWED)
 
 
 def evaluate(v: SSAValue, env: dict[SSAValue, int], at: Operation, why: str) -> int:
@@ -399,6 +398,73 @@ def evaluate(v: SSAValue, env: dict[SSAValue, int], at: Operation, why: str) -> 
         assert isinstance(term, affine.YieldOp)
         return evaluate(term.operands[0], env, at, why)
     raise PassError(at, why)
+
+
+def index_function(
+    roots: Sequence[SSAValue], inputs: Sequence[SSAValue], at: Operation, why: str
+) -> Callable[..., tuple[int, ...]]:
+    """`evaluate` of each of `roots`, written once as one Python function of the
+    values of `inputs` (positional, in order): what `evaluate` computes point by
+    point, without walking the ops again at every point. A root that depends on
+    anything `evaluate` cannot follow raises the same `PassError` when a point
+    reaches it (an `affine.if`'s branch not taken is not evaluated)."""
+    names = {v: f"x{k}" for k, v in enumerate(inputs)}
+
+    def source(v: SSAValue) -> str:
+        if v in names:
+            return names[v]
+        op = v.owner
+        if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+            return f"({op.value.value.data})"
+        if isinstance(op, affine.ApplyOp | affine.MinOp | affine.MaxOp):
+            m = op.map.data
+            args = [source(x) for x in op.mapOperands]
+            dims, syms = args[: m.num_dims], args[m.num_dims :]
+            results = [to_python(e, dims, syms) for e in m.results]
+            if isinstance(op, affine.ApplyOp):
+                return results[0]
+            fold = "min" if isinstance(op, affine.MinOp) else "max"
+            return f"{fold}({', '.join(results)})" if len(results) > 1 else results[0]
+        if isinstance(op, affine.IfOp) and len(op.results) == 1:
+            s = op.condition.data
+            args = [source(x) for x in op.args]
+            dims, syms = args[: s.num_dims], args[s.num_dims :]
+            relation = {
+                AffineConstraintKind.ge: ">=",
+                AffineConstraintKind.le: "<=",
+                AffineConstraintKind.eq: "==",
+            }
+            tests = [
+                f"{to_python(c.lhs, dims, syms)} {relation[c.kind]} "
+                f"{to_python(c.rhs, dims, syms)}"
+                for c in s.constraints
+            ]
+            taken, other = (
+                _yielded(op.then_region),
+                _yielded(op.else_region),
+            )
+            return (
+                f"({source(taken)} if ({' and '.join(tests) or 'True'}) "
+                f"else {source(other)})"
+            )
+        return "refuse()"
+
+    def refuse() -> int:
+        raise PassError(at, why)
+
+    text = (
+        f"def index_function({', '.join(names.values())}):\n"
+        f"    return ({''.join(source(v) + ', ' for v in roots)})\n"
+    )
+    scope: dict[str, object] = {"refuse": refuse}
+    exec(compile(text, "<index_function>", "exec"), scope)
+    return scope["index_function"]  # pyright: ignore[reportReturnType]
+
+
+def _yielded(region) -> SSAValue:
+    term = region.block.last_op
+    assert isinstance(term, affine.YieldOp)
+    return term.operands[0]
 
 
 def holds(op: affine.IfOp, env: dict[SSAValue, int], at: Operation, why: str) -> bool:
@@ -456,4 +522,12 @@ def _at_zero(
     return AffineMap(dims, syms, (moved,)), kept
 
 
-__all__ = ["MAX_BOX", "TileCopy", "copy_bands", "evaluate", "holds", "tile_copy"]
+__all__ = [
+    "MAX_BOX",
+    "TileCopy",
+    "copy_bands",
+    "evaluate",
+    "holds",
+    "index_function",
+    "tile_copy",
+]
