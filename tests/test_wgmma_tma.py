@@ -517,3 +517,71 @@ def test_an_index_the_proof_cannot_follow_is_refused_at_the_copy():
     with pytest.raises(PassError, match="not followed") as raised:
         compute(*range(len(ivs)))  # the band's outer values are unknown
     assert raised.value.op is copy
+
+
+def _copy_band_edited(edit) -> tuple:
+    """The first copy band of a 100 x 40 x 48 product in 64 x 32 tiles (partial
+    tiles: its edges clamp and zero-fill), after `edit(ops, band)` where `ops` maps
+    each `affine.apply`'s map, as text, to its op."""
+    (copy, *_) = _copies_before_tma(
+        MatmulSpec(100, 40, 48, "f16"), _config(tile_sizes=(64, 32))
+    )
+    band = copy.parent_op()
+    ops = {str(o.map.data): o for o in band.walk() if isinstance(o, affine.ApplyOp)}
+    edit(ops, band)
+    return copy, band
+
+
+def _remap(op, function) -> None:
+    from xdsl.dialects.builtin import AffineMapAttr
+    from xdsl.ir.affine import AffineMap
+
+    op.properties["map"] = AffineMapAttr(AffineMap.from_callable(function))
+
+
+def _refusal(band) -> PassError:
+    from affinec.transforms.gpu.wgmma_tma_copies import tile_copy
+
+    with pytest.raises(PassError) as raised:
+        tile_copy(band)
+    return raised.value
+
+
+def test_a_copy_band_tma_would_not_copy_is_refused_at_its_copy():
+    """Negative controls of `tile_copy`'s proof, each an edit of a band the
+    promotion wrote: rows 9 apart (past TMA's element strides), runs of 8 elements
+    4 apart (each element copied twice), tile rows that are not the source's, and
+    a run copied short inside the matrix (TMA copies it whole). The proof's
+    indices are `index_function`'s, so these also show its answers are read."""
+    from xdsl.dialects import arith as arith_ops
+    from xdsl.dialects.builtin import IndexType
+
+    def nine_apart(ops, band):
+        _remap(ops["(d0, d1, d2, d3) -> (((d0 * 64) + d2))"],
+               lambda d0, d1, d2, d3: (d0 * 64 + d2 * 9,))  # fmt: skip
+
+    def overlapping(ops, band):
+        _remap(ops["(d0, d1, d2, d3) -> (((d1 * 32) + (d3 * 8)))"],
+               lambda d0, d1, d2, d3: (d1 * 32 + d3 * 4,))  # fmt: skip
+        _remap(ops["(d0, d1) -> ((d1 * 8))"], lambda d0, d1: (d1 * 4,))
+
+    def rows_shuffled(ops, band):
+        _remap(ops["(d0, d1) -> (d0)"], lambda d0, d1: ((d0 * 2) % 64,))
+
+    def short_run(ops, band):
+        (branch,) = [o for o in band.walk() if isinstance(o, affine.IfOp)]
+        four = arith_ops.ConstantOp(IntegerAttr(4, IndexType()))
+        band.body.block.insert_op_before(four, branch)
+        branch.then_region.block.last_op.operands = [four.result]
+
+    cases = {
+        nine_apart: "TMA's element strides are at most 8",
+        overlapping: "do not cover the tile once each",
+        rows_shuffled: "not the tile's origin plus the element copied",
+        short_run: "fills other elements with zeros than those past the matrix's edges",
+    }
+    for edit, words in cases.items():
+        copy, band = _copy_band_edited(edit)
+        error = _refusal(band)
+        assert words in str(error), (edit.__name__, str(error))
+        assert error.op is copy

@@ -16,7 +16,8 @@ into the tile, the source indices clamped into the matrix and the copy zero-fill
 `tile_copy` reads such a band as a `TileCopy` — the tile, its stage index, the
 global array, the box and the tile's origin in the array (affine maps of values
 from outside the band) — after proving it: at every iteration of the band, for
-origins of the band's outer values drawn from a few samples, the unclamped source
+origins of the band's outer values drawn from a few samples (the block's first
+tile's among them), the unclamped source
 is the origin plus the element of the box copied, the box's elements row-major
 are the tile's (one tile row per element of the box's outer dimensions), the
 copies cover the box exactly once, and the elements copied are the whole run where
@@ -81,7 +82,16 @@ GLOBAL_STRIDE_BYTES = 16
 
 _SAMPLES = ((0, 1), (3, 2), (7, 5))
 """Values the band's outer values take, in turn (each value its own of each pair,
-by position), when the band is checked."""
+by position, plus its position), when the band is checked, after all of them 0
+(`_samples`)."""
+
+
+def _samples(count: int) -> list[list[int]]:
+    """The values `count` outer values take in turn: all 0 first (the block's first
+    tile, whose copies lie inside any array: on a small one the other samples' may
+    all lie past its edges, and the elements copied inside it would go unchecked),
+    then `_SAMPLES`'."""
+    return [[0] * count] + [[p[k % 2] + k for k in range(count)] for p in _SAMPLES]
 
 
 @dataclass
@@ -174,9 +184,8 @@ def tile_copy(band: affine.ParallelOp) -> TileCopy:
     strides: tuple[int, ...] = ()
     given = [] if copy.srcElements is None else [copy.srcElements]
     indices = index_function([r, c, *src, *given], [*outer, *ivs], copy, _UNFOLLOWED)
-    for sample in _SAMPLES:
-        env = {v: sample[k % 2] + k for k, v in enumerate(outer)}
-        at_sample = list(env.values())
+    for at_sample in _samples(len(outer)):
+        env = dict(zip(outer, at_sample, strict=True))
         points = []
         for point in itertools.product(*(range(x) for x in extents)):
             row, col, *where = indices(*at_sample, *point)
