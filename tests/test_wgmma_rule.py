@@ -5,12 +5,15 @@ tiles fill the chip; everything else as on sm_90."""
 
 import pytest
 
-from affinec.base.spec import ConvSpec, MatmulSpec
+from affinec.base.spec import ConvSpec, MatmulSpec, flattened_spec
 from affinec.driver.compiler import compile_to_ptx
 from affinec.driver.config import (
     MULTIPROCESSORS,
     WGMMA_PRODUCT_STAGES,
     WGMMA_PRODUCT_TILES,
+    WIDE_PRODUCT_STAGES,
+    WIDE_PRODUCT_TILE,
+    arithmetic_intensity,
     config_for,
     grid_blocks,
     wgmma_config_for,
@@ -31,6 +34,27 @@ def test_a_wide_1x1_at_batch_32_goes_to_warpgroups_on_sm_90a_only():
     assert config.tile_sizes == WGMMA_PRODUCT_TILES[0]
     assert config.stages == WGMMA_PRODUCT_STAGES and config.tma and config.in_flight
     assert config_for(spec, arch="sm_90").tensor_core == "mma.sync"
+
+
+def test_a_long_compute_bound_product_takes_the_wide_warp_specialized_tile():
+    wide = [MatmulSpec(4096, 4096, 4096, "f16"), MatmulSpec(2048, 2048, 2048, "f16"),
+            _layer("stage5 1x1 1024-512 @14", 32)]  # fmt: skip
+    for spec in wide:
+        config = config_for(spec, arch="sm_90a")
+        assert config.tile_sizes == WIDE_PRODUCT_TILE
+        assert config.warp_specialize and config.stages == WIDE_PRODUCT_STAGES
+        assert config.tma and config.in_flight and config.stage_output
+    memory_bound = _layer("stage4 1x1 512-256 @28", 32)
+    assert arithmetic_intensity(flattened_spec(memory_bound)) < 235
+    narrow = [
+        memory_bound,  # 170 flops a byte: bound by memory
+        MatmulSpec(4096, 4096, 256, "f16"),  # four steps of reduction
+        _layer("stage5 1x1 2048-512 @7", 32),  # 26 blocks of 128 x 256
+        MatmulSpec(4096, 128, 4096, "f16"),  # narrower than the tile
+    ]
+    for spec in narrow:
+        config = config_for(spec, arch="sm_90a")
+        assert config.tile_sizes != WIDE_PRODUCT_TILE and not config.warp_specialize
 
 
 @pytest.mark.parametrize(

@@ -264,6 +264,32 @@ WGMMA_MIN_CHANNELS = 128
 ResNet-50's 1x1s of 64 channels ran no faster on it than on `mma.sync`."""
 
 
+WIDE_PRODUCT_TILE = (128, 256)
+"""The block tile of a long product (`_warpgroup_product`): two warpgroups of 64
+rows by 256 columns, half the loads of A per output of a 128 x 128 tile, in
+`WIDE_PRODUCT_STAGES` TMA stages loaded by a producer warpgroup of its own
+(`warp_specialize`; the stages do not fit four deep beside the staged output)."""
+WIDE_PRODUCT_STAGES = 3
+WIDE_TILE_MIN_REDUCTION = 512
+"""The fewest channels a product reduces over for `WIDE_PRODUCT_TILE`: over 128 or
+256, a block's eight steps or fewer leave its fill and epilogue most of the time,
+and ResNet-50's 1x1s over them ran slower in it (H100, 2026-12-07: 128 -> 512 at
+28 x 28, batch 32, 20.1 against 19.1 us; 256 -> 1024 at 14 x 14, 15.0 against
+14.1)."""
+WIDE_TILE_MIN_INTENSITY = 235
+"""The fewest flops a product does per byte of its operands and result (each moved
+once) for `WIDE_PRODUCT_TILE`: the H100's warpgroup MMAs (about 700 TFLOP/s
+measured) and its memory (2.98 TB/s) take as long at 235. Below, the product waits
+on memory, and the wide tile's fewer shared-memory loads per MMA gain nothing:
+ResNet-50's 1x1 512 -> 256 at 28 x 28, batch 32 (170 flops a byte, 196 blocks),
+ran 24.0 against 22.6 us in it (H100, 2026-12-07)."""
+WIDE_TILE_MIN_BLOCKS = 96
+"""The fewest blocks of `WIDE_PRODUCT_TILE` a product needs for it: ResNet-50's
+1x1 2048 -> 512 at 7 x 7, batch 32 (26 blocks) ran 24.4 against 19.9 us, its 1024
+-> 256 at 14 x 14 (49) 16.7 against 11.9, its 1024 -> 512 at 14 x 14 (98) 17.7
+against 20.1 (H100, 2026-12-07)."""
+
+
 def _warpgroup_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None:
     """On sm_90a, a product or a 1x1 convolution over its flattened pixels on
     `affinec-wgmma` in `WGMMA_PRODUCT_TILES` tiles, `WGMMA_PRODUCT_STAGES` in flight,
@@ -278,6 +304,18 @@ def _warpgroup_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None
     product = _wgmma_product(spec, arch)
     if product is None:
         return None
+    if (
+        product.k >= WIDE_TILE_MIN_REDUCTION
+        and product.n >= WIDE_PRODUCT_TILE[1]
+        and arithmetic_intensity(product) >= WIDE_TILE_MIN_INTENSITY
+    ):
+        wide = replace(
+            _product_kernel(product, WIDE_PRODUCT_TILE, flatten=product is not spec),
+            stages=WIDE_PRODUCT_STAGES,
+            warp_specialize=True,
+        )
+        if grid_blocks(product, wide) >= WIDE_TILE_MIN_BLOCKS:
+            return wide
     for tile in WGMMA_PRODUCT_TILES:
         if tile != WGMMA_PRODUCT_TILES[0] and product.k < NARROW_TILE_MIN_REDUCTION:
             return None
@@ -285,6 +323,12 @@ def _warpgroup_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None
         if grid_blocks(product, config) >= MULTIPROCESSORS:
             return config
     return None
+
+
+def arithmetic_intensity(product: MatmulSpec) -> float:
+    """The flops of `product` per byte of A, B and C, each moved once."""
+    m, n, k = product.m, product.n, product.k
+    return 2 * m * n * k / (storage_bytes(product.dtype) * (m * k + k * n + m * n))
 
 
 def warpgroup_product_config(
