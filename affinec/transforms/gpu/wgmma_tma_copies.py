@@ -54,6 +54,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, MemRefType
 from xdsl.ir import Operation, SSAValue
@@ -238,60 +239,74 @@ def _check_sample(
     element's position (the box's elements row-major, one tile row per element of
     its outer dimensions, the tile's rows past them left alone), the copies cover
     the box once each, and they fill with zeros exactly the elements past the
-    source's edges (each element by itself: TMA's fill of a strided box)."""
+    source's edges (each element by itself: TMA's fill of a strided box). The
+    points are checked as arrays; where several break the proof, the first of them
+    is refused for the first of these it breaks, as a walk point by point would."""
     e = copy.elements
-    origin = points[0][2]
-    moved = [tuple(g - o for g, o in zip(p[2], origin, strict=True)) for p in points]
-    steps = [math.gcd(*(x[j] for x in moved)) or 1 for j in range(len(origin) - 1)]
+    table = np.array([(r, c, *g, n) for r, c, g, n in points], dtype=np.int64)
+    tile_rows, tile_cols, source, given = (
+        table[:, 0], table[:, 1], table[:, 2:-1], table[:, -1]
+    )  # fmt: skip
+    moved = source - source[0]
+    outer = moved.shape[1] - 1
+    steps = [int(np.gcd.reduce(np.abs(moved[:, j]))) or 1 for j in range(outer)]
     if any(k > MAX_ELEMENT_STRIDE for k in steps):
         raise PassError(
             copy,
             f"the copies step by {steps} elements of the array: TMA's element "
             f"strides are at most {MAX_ELEMENT_STRIDE}",
         )
-    offsets = [(*(x[j] // k for j, k in enumerate(steps)), x[-1]) for x in moved]
-    box = [max(x[j] for x in offsets) + 1 for j in range(len(origin) - 1)]
+    offsets = moved[:, :outer] // np.array(steps, dtype=np.int64)
+    box = [int(offsets[:, j].max()) + 1 for j in range(outer)]
     if any(b * k > MAX_BOX for b, k in zip(box, steps, strict=True)):
         raise PassError(
             copy,
             f"a box of {box} elements at strides {steps}: TMA boxes span at most "
             f"{MAX_BOX} a dimension",
         )
-    if math.prod(box) > rows or any(
-        min(x[j] for x in offsets) < 0 for j in range(len(box))
-    ):
+    if math.prod(box) > rows or (outer and int(offsets.min()) < 0):
+        raise PassError(copy, _NOT_A_BOX)
+    row = np.zeros(len(points), dtype=np.int64)
+    for j, b in enumerate(box):
+        row = row * b + offsets[:, j]
+    misplaced = (row != tile_rows) | (moved[:, -1] != tile_cols)
+    # the tile's elements each point's run copies, and whether an earlier run did
+    outside_tile = (
+        (tile_rows < 0) | (tile_rows >= rows) | (tile_cols < 0) | (tile_cols + e > cols)
+    )
+    runs = (tile_rows * cols + tile_cols)[:, None] + np.arange(e)
+    _, first = np.unique(runs.reshape(-1), return_index=True)
+    _, where = np.unique(runs.reshape(-1), return_inverse=True)
+    copied_before = (first[where].reshape(runs.shape) // e) < np.arange(len(points))[
+        :, None
+    ]
+    uncovering = outside_tile | copied_before.any(axis=1)
+    last = source[:, -1]
+    rows_in = np.all((source[:, :-1] >= 0) & (source[:, :-1] < bounds[:-1]), axis=1)
+    inside = rows_in & (last >= 0) & (last + e <= bounds[-1])
+    past = ~rows_in | (last >= bounds[-1]) | (last + e <= 0)
+    misfilled = ~(inside & (given == e) | past & (given == 0))
+    broken = np.flatnonzero(misplaced | uncovering | misfilled)
+    if broken.size:
+        i = broken[0]
+        if misplaced[i]:
+            raise PassError(copy, _NOT_A_BOX)
+        if uncovering[i]:
+            raise PassError(copy, "the copies do not cover the tile once each")
         raise PassError(
             copy,
-            "the copy's source is not the tile's origin plus the element copied: "
-            "TMA copies a box",
+            "the copy fills other elements with zeros than those past the "
+            "matrix's edges (what TMA fills)",
         )
-    covered: set[tuple[int, int]] = set()
-    for (tr, tc, g, given), off in zip(points, offsets, strict=True):
-        row = 0
-        for x, b in zip(off[:-1], box, strict=True):
-            row = row * b + x
-        if (row, off[-1]) != (tr, tc):
-            raise PassError(
-                copy,
-                "the copy's source is not the tile's origin plus the element "
-                "copied: TMA copies a box",
-            )
-        run = {(tr, tc + k) for k in range(e)}
-        if run & covered or not all(0 <= x < rows and 0 <= y < cols for x, y in run):
-            raise PassError(copy, "the copies do not cover the tile once each")
-        covered |= run
-        rows_in = all(0 <= x < n for x, n in zip(g[:-1], bounds[:-1], strict=True))
-        inside = rows_in and g[-1] >= 0 and g[-1] + e <= bounds[-1]
-        outside = not rows_in or g[-1] >= bounds[-1] or g[-1] + e <= 0
-        if not (inside and given == e or outside and given == 0):
-            raise PassError(
-                copy,
-                "the copy fills other elements with zeros than those past the "
-                "matrix's edges (what TMA fills)",
-            )
-    if len(covered) != math.prod(box) * cols:
+    if len(points) * e != math.prod(box) * cols:
         raise PassError(copy, "the copies do not cover the whole box")
     return (*box, cols), (*steps, 1)
+
+
+_NOT_A_BOX = (
+    "the copy's source is not the tile's origin plus the element copied: TMA "
+    "copies a box"
+)
 
 
 def _check_box(
