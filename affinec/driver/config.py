@@ -265,10 +265,13 @@ ResNet-50's 1x1s of 64 channels ran no faster on it than on `mma.sync`."""
 
 
 WIDE_PRODUCT_TILE = (128, 256)
-"""The block tile of a long product (`_warpgroup_product`): two warpgroups of 64
-rows by 256 columns, half the loads of A per output of a 128 x 128 tile, in
-`WIDE_PRODUCT_STAGES` TMA stages loaded by a producer warpgroup of its own
-(`warp_specialize`; the stages do not fit four deep beside the staged output)."""
+"""The block tile of a long, compute-bound product (`_warpgroup_product`): two
+warpgroups of 64 rows by 256 columns, 48 KB of shared memory a step for twice the
+MMAs of a 128 x 128 tile's 32 KB, in `WIDE_PRODUCT_STAGES` TMA stages loaded by a
+producer warpgroup of its own (`warp_specialize`), as measured: 2048^3 0.0337 ->
+0.0275 ms, 8192 x 8192 x 1024 0.2719 -> 0.2331, 4096 x 2048 x 4096 0.1233 -> 0.0977
+(cuBLAS 0.0273, 0.1964, 0.0905; H100, 2026-12-07,
+`scripts/gpu_warp_specialize.py --products`)."""
 WIDE_PRODUCT_STAGES = 3
 WIDE_TILE_MIN_REDUCTION = 512
 """The fewest channels a product reduces over for `WIDE_PRODUCT_TILE`: over 128 or
@@ -292,13 +295,18 @@ against 20.1 (H100, 2026-12-07)."""
 
 def _warpgroup_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None:
     """On sm_90a, a product or a 1x1 convolution over its flattened pixels on
-    `affinec-wgmma` in `WGMMA_PRODUCT_TILES` tiles, `WGMMA_PRODUCT_STAGES` in flight,
-    the promotion's copies loaded by TMA with the MMAs in flight
-    (`warpgroup_product_config`), where its tiles give every multiprocessor a
-    block (a smaller grid is left to the split reduction of `filling_config_for`);
-    None otherwise. Fitted on ResNet-50's 1x1s at batch 32 (their sum 0.717 -> 0.667 ms
-    predicted from the layers taken), reported on products and on ResNet-50 at
-    batch 8 and 16, which the fit never saw (docs/BENCHMARKS.md)."""
+    `affinec-wgmma`, the promotion's copies loaded by TMA with the MMAs in flight:
+    in `WIDE_PRODUCT_TILE` where it reduces over `WIDE_TILE_MIN_REDUCTION`
+    channels or more, does `WIDE_TILE_MIN_INTENSITY` flops a byte or more and has
+    `WIDE_TILE_MIN_BLOCKS` of those tiles (fitted on three products and ResNet-50's
+    1x1s at batch 32, reported on 4096^3 and 4096 x 4096 x 1024: 0.74 -> 0.90 and
+    0.72 -> 0.88 of cuBLAS); else in `WGMMA_PRODUCT_TILES` tiles,
+    `WGMMA_PRODUCT_STAGES` in flight (`warpgroup_product_config`), where its tiles
+    give every multiprocessor a block (a smaller grid is left to the split
+    reduction of `filling_config_for`); None otherwise. The 128-row tiles were
+    fitted on ResNet-50's 1x1s at batch 32 (their sum 0.717 -> 0.667 ms predicted
+    from the layers taken), reported on products and on ResNet-50 at batch 8 and
+    16, which the fit never saw (docs/BENCHMARKS.md)."""
     if arch != "sm_90a" or tf32:
         return None
     product = _wgmma_product(spec, arch)
