@@ -21,6 +21,10 @@ from affinec.interpreter.lanes import (
 )
 from affinec.interpreter.shared_memory import BlockState, SharedArray
 from affinec.interpreter.support import MAX_GRID_BLOCKS, InterpreterError
+from affinec.interpreter.warpgroup_steps import (
+    warpgroup_registers_step,
+    warpgroup_step,
+)
 from affinec.interpreter.warps import ldmatrix, mma, whole_warps
 from affinec.ir.mma_layouts import LDMATRIX_ROWS, ldmatrix_table
 
@@ -242,8 +246,6 @@ def warpgroup_step_lanes(
     each warpgroup's step as `warpgroup_steps.warpgroup_step` takes it, thread k's
     registers the k-th of the private `fragments` (written in place), its indices
     the k-th of each index that differs between threads."""
-    from affinec.interpreter.warpgroup_steps import warpgroup_step
-
     whole_warpgroups(op, lanes)
     n = len(lanes)
     for first in range(0, n, WARPGROUP_SIZE):
@@ -274,8 +276,6 @@ def warpgroup_registers_lanes(
     order), as `warpgroup_steps.warpgroup_registers_step` takes each warpgroup's:
     thread k's A fragments the k-th of each of `a` that differs between threads
     (`a_varying`), its registers the k-th of the private `fragments`."""
-    from affinec.interpreter.warpgroup_steps import warpgroup_registers_step
-
     whole_warpgroups(op, lanes)
     for first in range(0, len(lanes), WARPGROUP_SIZE):
         group = [
