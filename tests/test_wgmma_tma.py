@@ -553,8 +553,12 @@ def test_a_copy_band_tma_would_not_copy_is_refused_at_its_copy():
     4 apart (each element copied twice), tile rows that are not the source's, and
     a run copied short inside the matrix (TMA copies it whole). The proof's
     indices are `index_function`'s, so these also show its answers are read."""
-    from xdsl.dialects import arith as arith_ops
     from xdsl.dialects.builtin import IndexType
+
+    from affinec.transforms.gpu.wgmma_tma_copies import tile_copy
+
+    copy, band = _copy_band_edited(lambda ops, band: None)
+    assert tile_copy(band).box == (64, 32)  # unedited, it is a box TMA copies
 
     def nine_apart(ops, band):
         _remap(ops["(d0, d1, d2, d3) -> (((d0 * 64) + d2))"],
@@ -570,7 +574,7 @@ def test_a_copy_band_tma_would_not_copy_is_refused_at_its_copy():
 
     def short_run(ops, band):
         (branch,) = [o for o in band.walk() if isinstance(o, affine.IfOp)]
-        four = arith_ops.ConstantOp(IntegerAttr(4, IndexType()))
+        four = arith.ConstantOp(IntegerAttr(4, IndexType()))
         band.body.block.insert_op_before(four, branch)
         branch.then_region.block.last_op.operands = [four.result]
 
