@@ -84,6 +84,10 @@
 #             and EfficientNet-B0 at batch 16 and 32, and on products neither 4096-wide
 #             product is (scripts/gpu_warp_specialize.py --products), cuBLAS and cuDNN
 #             alongside
+#   wide_products  config_for's 128 x 256 warp-specialized product tile on products
+#             its rule was not fitted on, beside the old rule's 128 x 128 kernel and
+#             cuBLAS; the two ResNet-50 layers it takes at batch 32 on it and on the
+#             old tile; ResNet-50 whole at batch 16 and 32 with the rule in place
 #   codegen   affinec bench in f16 twice, LLVM's code generation as it is and with
 #             AFFINEC_FAST_CODEGEN=1 (no straight-line strength reduction: a third of
 #             the compile time): whether the kernels lose anything by it
@@ -373,6 +377,20 @@ step_product_tiles() {  # 128 x 256 product tiles against config_for's, 1x1s and
   run product-shapes "${PRODUCT_SHAPES_LIMIT_S:-240}" $PY scripts/gpu_warp_specialize.py --out "$OUT" \
     --products 2048x2048x2048 8192x8192x1024 4096x2048x4096 8192x4096x512
   tail -12 "$OUT/product-shapes.log"
+}
+
+step_wide_products() {  # the wide-tile rule on unseen products, and a whole network
+  run wide-products 200 $PY scripts/gpu_warp_specialize.py --out "$OUT" \
+    --products 4096x4096x4096 4096x4096x1024 3072x3072x3072 6144x6144x2048
+  tail -8 "$OUT/wide-products.log"
+  # the layers the rule takes, on it (config_for) and on the old rule's 128 x 128 tile
+  run wide-layers 120 $PY benchmarks/layer_sweep.py --network resnet50 --batch 32 \
+    --layers "1x1 1024-512" "1x1 512-2048" --arch sm_90a \
+    --variant config_for "tma 128x128" --json "$OUT/wide_layers.json"
+  tail -6 "$OUT/wide-layers.log"
+  run wide-network 240 $PY benchmarks/networks.py --network resnet50 --batch 16 32 \
+    --arch sm_90a --json "$OUT/wide_network.json"
+  tail -6 "$OUT/wide-network.log"
 }
 
 step_codegen() {
