@@ -317,8 +317,10 @@ def _warpgroup_product(spec: Spec, tf32: bool, arch: str) -> KernelConfig | None
         and product.n >= WIDE_PRODUCT_TILE[1]
         and arithmetic_intensity(product) >= WIDE_TILE_MIN_INTENSITY
     ):
-        wide = replace(
-            _product_kernel(product, WIDE_PRODUCT_TILE, flatten=product is not spec),
+        wide = _product_kernel(
+            product,
+            WIDE_PRODUCT_TILE,
+            flatten=product is not spec,
             stages=WIDE_PRODUCT_STAGES,
             warp_specialize=True,
         )
@@ -377,7 +379,12 @@ def _wgmma_product(
 
 
 def _product_kernel(
-    product: MatmulSpec, tile: tuple[int, int], *, flatten: bool
+    product: MatmulSpec,
+    tile: tuple[int, int],
+    *,
+    flatten: bool,
+    stages: int = WGMMA_PRODUCT_STAGES,
+    warp_specialize: bool = False,
 ) -> KernelConfig:
     return KernelConfig(
         tile_sizes=tile,
@@ -386,7 +393,8 @@ def _product_kernel(
         tensor_core="wgmma",
         tma=True,
         in_flight=True,
-        stages=WGMMA_PRODUCT_STAGES,
+        stages=stages,
+        warp_specialize=warp_specialize,
         stage_output=True,
         flatten_pixels=flatten,
     )

@@ -12,7 +12,7 @@ from xdsl.ir.affine import AffineMap
 from affinec.dialects import affine
 from affinec.interpreter.codegen import FunctionWriter
 from affinec.ir import ranges
-from affinec.ir.affine_exprs import Interval, to_python
+from affinec.ir.affine_exprs import Interval, constraints_to_python, to_python
 
 
 def map_results(
@@ -58,10 +58,7 @@ def if_condition(op: affine.IfOp, w: FunctionWriter, lanes: bool = False) -> str
     s = op.condition.data
     names = w.names(op.args)
     dims, syms = names[: s.num_dims], names[s.num_dims :]
-    tests = [
-        f"{to_python(c.lhs - c.rhs, dims, syms)} {c.kind.value} 0"
-        for c in s.constraints
-    ]
+    tests = constraints_to_python(s, dims, syms)
     if lanes:
         return " & ".join(f"({t})" for t in tests) or "True"
     return " and ".join(tests) or "True"

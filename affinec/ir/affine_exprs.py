@@ -28,7 +28,11 @@ from xdsl.ir.affine import (
     AffineExpr,
     AffineSymExpr,
 )
-from xdsl.ir.affine.affine_set import AffineConstraintExpr, AffineConstraintKind
+from xdsl.ir.affine.affine_set import (
+    AffineConstraintExpr,
+    AffineConstraintKind,
+    AffineSet,
+)
 
 T = TypeVar("T")
 
@@ -106,6 +110,17 @@ def to_python(
                 case AffineBinaryOpKind.CeilDiv:
                     return f"(-(-{a} // {b}))"
     raise ValueError(f"unexpected affine expression {expr}")
+
+
+def constraints_to_python(
+    s: AffineSet, dim_names: Sequence[str], sym_names: Sequence[str] = ()
+) -> list[str]:
+    """Python source of each constraint of `s` over the named integer variables
+    (`e >= 0`, `e <= 0`, `e == 0`)."""
+    return [
+        f"{to_python(c.lhs - c.rhs, dim_names, sym_names)} {c.kind.value} 0"
+        for c in s.constraints
+    ]
 
 
 def simplify_expr(expr: AffineExpr, num_dims: int, num_symbols: int) -> AffineExpr:

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerAttr, MemRefType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation, Region, SSAValue
 from xdsl.ir.affine import AffineDimExpr, AffineExpr, AffineMap, AffineSymExpr
 from xdsl.ir.affine.affine_set import AffineConstraintKind
 
@@ -66,7 +66,7 @@ from affinec.base.element_types import element_size
 from affinec.dialects import affine, nvgpu
 from affinec.dialects.affinec import BLOCK, mapping_of
 from affinec.dialects.affinec_wgmma import CORE
-from affinec.ir.affine_exprs import to_python
+from affinec.ir.affine_exprs import constraints_to_python, to_python
 from affinec.transforms.gpu.bands import band_of
 
 MAX_BOX = 256
@@ -275,8 +275,9 @@ def _check_sample(
         (tile_rows < 0) | (tile_rows >= rows) | (tile_cols < 0) | (tile_cols + e > cols)
     )
     runs = (tile_rows * cols + tile_cols)[:, None] + np.arange(e)
-    _, first = np.unique(runs.reshape(-1), return_index=True)
-    _, where = np.unique(runs.reshape(-1), return_inverse=True)
+    _, first, where = np.unique(
+        runs.reshape(-1), return_index=True, return_inverse=True
+    )
     copied_before = (first[where].reshape(runs.shape) // e) < np.arange(len(points))[
         :, None
     ]
@@ -418,9 +419,7 @@ def evaluate(v: SSAValue, env: dict[SSAValue, int], at: Operation, why: str) -> 
         return results[0]
     if isinstance(op, affine.IfOp) and len(op.results) == 1:
         taken = op.then_region if holds(op, env, at, why) else op.else_region
-        term = taken.block.last_op
-        assert isinstance(term, affine.YieldOp)
-        return evaluate(term.operands[0], env, at, why)
+        return evaluate(_yielded(taken), env, at, why)
     raise PassError(at, why)
 
 
@@ -452,21 +451,8 @@ def index_function(
         if isinstance(op, affine.IfOp) and len(op.results) == 1:
             s = op.condition.data
             args = [source(x) for x in op.args]
-            dims, syms = args[: s.num_dims], args[s.num_dims :]
-            relation = {
-                AffineConstraintKind.ge: ">=",
-                AffineConstraintKind.le: "<=",
-                AffineConstraintKind.eq: "==",
-            }
-            tests = [
-                f"{to_python(c.lhs, dims, syms)} {relation[c.kind]} "
-                f"{to_python(c.rhs, dims, syms)}"
-                for c in s.constraints
-            ]
-            taken, other = (
-                _yielded(op.then_region),
-                _yielded(op.else_region),
-            )
+            tests = constraints_to_python(s, args[: s.num_dims], args[s.num_dims :])
+            taken, other = _yielded(op.then_region), _yielded(op.else_region)
             return (
                 f"({source(taken)} if ({' and '.join(tests) or 'True'}) "
                 f"else {source(other)})"
@@ -485,7 +471,8 @@ def index_function(
     return scope["index_function"]  # pyright: ignore[reportReturnType]
 
 
-def _yielded(region) -> SSAValue:
+def _yielded(region: Region) -> SSAValue:
+    """The value an `affine.if`'s region yields."""
     term = region.block.last_op
     assert isinstance(term, affine.YieldOp)
     return term.operands[0]
